@@ -1,0 +1,49 @@
+# openmsmq — every target creates .venv and installs what it needs by itself.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ROUNDS ?= 30
+SEEDS  ?= 1000
+export PYTHONHASHSEED := 0
+
+.PHONY: all demo test lint typecheck unit crash fuzz bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip==25.3
+	$(BIN)/pip install --quiet -e '.[dev,spark]'
+	touch $(STAMP)
+
+## make demo: run the main job on the embedded default (SQLite store, local Spark)
+demo: $(STAMP)
+	$(BIN)/python examples/pipeline.py
+
+## make test: lint, type checks, then the whole test suite (what CI runs)
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+## make crash ROUNDS=N: the SIGKILL crash test of the store with N rounds
+crash: $(STAMP)
+	OPENMSMQ_CRASH_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/store/test_crash.py
+
+## make fuzz: coverage-guided fuzzing of the wire decoder with atheris (runs until stopped)
+fuzz: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[fuzz]'
+	$(BIN)/python fuzz/wire_fuzz.py -atheris_runs=$${RUNS:-200000}
+
+bench: $(STAMP)
+	$(BIN)/python bench/wire.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

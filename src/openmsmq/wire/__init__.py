@@ -1,0 +1,1 @@
+"""openmsmq.wire"""
