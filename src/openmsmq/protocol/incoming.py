@@ -1,0 +1,499 @@
+"""Receiver side of MS-MQQB transactional sequences (sans-I/O).
+
+This module implements, for the *final destination* queue manager:
+
+* the acceptance rule of MS-MQQB 3.1.5.8.6 (exactly once, in order),
+* TxMessageRejectCount and IncomingTransactionalTransferInfo.RejectCount /
+  LastAccessTime (MS-MQQB 3.1.5.8.6, MS-MQDMPR 3.1.1.5),
+* the update of IncomingTxSequenceID / IncomingTxSequenceNumber,
+* the durability split: an accepted message is *not* acknowledged until the queue
+  manager reports that it (and the new sequence state) is durable,
+* OrderAck scheduling with the Order Ack Send Timer (MS-MQQB 3.1.2.7, 3.1.6.9,
+  3.1.1.6.2): OrderAckTimeout, MaximumOrderAckDelay, LastOrderAckSendTime.
+
+Nothing here reads a clock: every input takes ``now`` (seconds, float; any epoch,
+as long as the caller is consistent).
+
+Contract with the queue manager
+-------------------------------
+1. For every transactional UserMessage whose final destination is this QM, call
+   :meth:`IncomingSequence.receive`. It returns :class:`Accepted` or :class:`Rejected`.
+2. For :class:`Accepted`, store the message *and* ``Accepted.state`` (the new
+   :class:`IncomingSequenceSnapshot`) in one store transaction. Store transactions of one
+   sequence must commit in acceptance order (a single writer with group commit does
+   this naturally); completion *reports* may arrive in any order.
+3. When durable, call :meth:`IncomingSequence.messages_stored` (or
+   :meth:`message_stored`). Only then can an OrderAck cover the message, and OrderAcks
+   always carry the highest number of the durable, contiguous prefix in acceptance
+   order (seed 003: never acknowledge 4 before 3 is stored).
+4. If the store fails, call :meth:`IncomingSequence.store_failed`: the volatile
+   acceptance state rolls back so that the sender's retransmission is accepted again.
+5. Drive :meth:`get_timer` / :meth:`handle_timer`; each :class:`SendOrderAck` is to be
+   sent to the original sender (MS-MQQB 3.1.7.17) over any session to that QM.
+6. At start, pass the persisted snapshot back in (invariant 4).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from openmsmq.errors import LocalProtocolError
+from openmsmq.protocol.seqid import ZERO_SEQUENCE_ID, TxSequenceId
+
+__all__ = [
+    "Accepted",
+    "IncomingSequence",
+    "IncomingSequenceSnapshot",
+    "IncomingSequences",
+    "OrderAckConfig",
+    "RejectReason",
+    "Rejected",
+    "SendOrderAck",
+    "SequenceKey",
+]
+
+_U32_MAX = 0xFFFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceKey:
+    """Identifies one incoming transactional sequence stream at the receiver.
+
+    The spec keeps IncomingTxSequenceID per session but requires it to survive
+    restarts (MS-MQQB 3.1.1.3.1) while an acceptor builds a fresh session for every
+    TCP connection (3.1.5.10); MS-MQDMPR 3.1.1.5 keys IncomingTransactionalTransferInfo
+    per destination queue. We key by (source QM GUID, destination queue format name).
+    """
+
+    source_qm: uuid.UUID
+    destination: str
+
+
+@dataclass(frozen=True, slots=True)
+class OrderAckConfig:
+    """Durations of the Order Ack Send Timer, in seconds (MS-MQQB 3.1.1.3.1, 3.1.2.7)."""
+
+    #: OrderAckTimeout ADM element: MUST be 500 ms.
+    order_ack_timeout: float = 0.5
+    #: MaximumOrderAckDelay ADM element: SHOULD be 10 s (Windows SeqMaxAckDelay).
+    maximum_order_ack_delay: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.order_ack_timeout <= 0 or self.maximum_order_ack_delay <= 0:
+            raise LocalProtocolError("OrderAck durations must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingSequenceSnapshot:
+    """Receiver sequence state that must survive any crash (DESIGN invariant 4).
+
+    ``tx_sequence_id`` / ``tx_sequence_number`` are the IncomingTxSequenceID /
+    IncomingTxSequenceNumber ADM elements; ``reject_count`` is TxMessageRejectCount
+    (= IncomingTransactionalTransferInfo.RejectCount) and ``last_access_time`` is
+    IncomingTransactionalTransferInfo.LastAccessTime.
+    """
+
+    key: SequenceKey
+    tx_sequence_id: TxSequenceId = ZERO_SEQUENCE_ID
+    tx_sequence_number: int = 0
+    reject_count: int = 0
+    last_access_time: float = 0.0
+
+
+class RejectReason(IntEnum):
+    """Why a transactional message failed the acceptance rule (MS-MQQB 3.1.5.8.6)."""
+
+    #: Same TxSequenceID, TxSequenceNumber <= IncomingTxSequenceNumber: already accepted.
+    DUPLICATE = 1
+    #: Same TxSequenceID, PreviousTxSequenceNumber > IncomingTxSequenceNumber: a message is missing.
+    GAP = 2
+    #: TxSequenceID < IncomingTxSequenceID: a sequence that is already finished.
+    OLD_SEQUENCE = 3
+    #: TxSequenceID > IncomingTxSequenceID but PreviousTxSequenceNumber != 0: not the start.
+    NEW_SEQUENCE_NOT_AT_START = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """The message passed the acceptance rule: store it durably together with ``state``."""
+
+    key: SequenceKey
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+    previous_tx_sequence_number: int
+    #: The sequence state to persist in the same store transaction as the message.
+    state: IncomingSequenceSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """The message failed the acceptance rule: do not insert it (a duplicate or out of order)."""
+
+    key: SequenceKey
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+    previous_tx_sequence_number: int
+    reason: RejectReason
+    #: TxMessageRejectCount after this rejection.
+    reject_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendOrderAck:
+    """Send an OrderAck (MS-MQQB 2.2.4, 3.1.7.17) to the original sender of ``key``.
+
+    ``tx_sequence_number`` is the highest number of the sequence that has been received
+    and saved to disk, in order; TxPreviousSequenceNumber is ``tx_sequence_number - 1``.
+    ``tx_sequence_id`` is IncomingTxSequenceID (protocol.md §11 item 2: the literal text
+    names OutgoingTxSequenceID).
+    """
+
+    key: SequenceKey
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+
+
+@dataclass(slots=True)
+class _Pending:
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+    stored: bool = False
+
+
+@dataclass(slots=True)
+class _Position:
+    """A (TxSequenceID, TxSequenceNumber) pair; the zero pair means 'nothing'."""
+
+    tx_sequence_id: TxSequenceId = ZERO_SEQUENCE_ID
+    tx_sequence_number: int = 0
+
+
+class IncomingSequence:
+    """IncomingTxSequenceID/Number, the acceptance rule and the Order Ack Send Timer.
+
+    One instance per :class:`SequenceKey`; it outlives TCP sessions. The persisted
+    :class:`IncomingSequenceSnapshot` is by definition durable: pass it in at start.
+    """
+
+    def __init__(
+        self,
+        snapshot: IncomingSequenceSnapshot,
+        now: float,
+        config: OrderAckConfig | None = None,
+    ) -> None:
+        self._config = config or OrderAckConfig()
+        self._key = snapshot.key
+        # Volatile acceptance state: what the acceptance rule compares against.
+        self._incoming = _Position(snapshot.tx_sequence_id, snapshot.tx_sequence_number)
+        # Highest durable position, contiguous in acceptance order.
+        self._durable = _Position(snapshot.tx_sequence_id, snapshot.tx_sequence_number)
+        self._reject_count = snapshot.reject_count
+        self._last_access_time = snapshot.last_access_time
+        # Accepted, not yet (all) durable, in acceptance order.
+        self._pending: deque[_Pending] = deque()
+        # Order Ack Send Timer (MS-MQQB 3.1.2.7): None = inactive.
+        self._order_ack_deadline: float | None = None
+        # LastOrderAckSendTime: initialised to "now" (MS-MQQB 3.1.3.2).
+        self._last_order_ack_send_time = now
+        # The timer expired while the messages it should cover were not durable yet:
+        # send as soon as the durable point advances.
+        self._ack_due = False
+        self._last_acked: _Position | None = None
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def key(self) -> SequenceKey:
+        """The sequence stream this object tracks."""
+        return self._key
+
+    @property
+    def incoming_tx_sequence_id(self) -> TxSequenceId:
+        """IncomingTxSequenceID: the last accepted TxSequenceID (volatile, ahead of durable)."""
+        return self._incoming.tx_sequence_id
+
+    @property
+    def incoming_tx_sequence_number(self) -> int:
+        """IncomingTxSequenceNumber: the last accepted TxSequenceNumber."""
+        return self._incoming.tx_sequence_number
+
+    @property
+    def durable_position(self) -> tuple[TxSequenceId, int]:
+        """(TxSequenceID, TxSequenceNumber) of the highest durable, contiguous message."""
+        return (self._durable.tx_sequence_id, self._durable.tx_sequence_number)
+
+    @property
+    def reject_count(self) -> int:
+        """TxMessageRejectCount (= IncomingTransactionalTransferInfo.RejectCount)."""
+        return self._reject_count
+
+    @property
+    def last_access_time(self) -> float:
+        """IncomingTransactionalTransferInfo.LastAccessTime."""
+        return self._last_access_time
+
+    @property
+    def last_order_ack_send_time(self) -> float:
+        """LastOrderAckSendTime ADM element."""
+        return self._last_order_ack_send_time
+
+    @property
+    def order_ack_timer_active(self) -> bool:
+        """Whether the Order Ack Send Timer is running."""
+        return self._order_ack_deadline is not None
+
+    def snapshot(self) -> IncomingSequenceSnapshot:
+        """The durable state: what a restart must resume from.
+
+        It reflects only messages reported stored, plus the current reject counter and
+        LastAccessTime (which the QM may persist lazily; they do not affect safety).
+        """
+        return IncomingSequenceSnapshot(
+            key=self._key,
+            tx_sequence_id=self._durable.tx_sequence_id,
+            tx_sequence_number=self._durable.tx_sequence_number,
+            reject_count=self._reject_count,
+            last_access_time=self._last_access_time,
+        )
+
+    # ------------------------------------------------------------------ inputs
+
+    def receive(
+        self,
+        tx_sequence_id: TxSequenceId,
+        tx_sequence_number: int,
+        previous_tx_sequence_number: int,
+        now: float,
+    ) -> Accepted | Rejected:
+        """Apply MS-MQQB 3.1.5.8.6 to one transactional message addressed to this QM.
+
+        Every such message, accepted or not, schedules an OrderAck: that is how an
+        OrderAck lost on the way back is repaired when the sender retransmits.
+        """
+        if not (0 <= tx_sequence_number <= _U32_MAX and 0 <= previous_tx_sequence_number <= _U32_MAX):
+            raise LocalProtocolError("TxSequenceNumber and PreviousTxSequenceNumber are 32-bit unsigned")
+        self._schedule_order_ack(now)
+
+        incoming_id = self._incoming.tx_sequence_id
+        incoming_no = self._incoming.tx_sequence_number
+        reason: RejectReason | None = None
+        # The two acceptance conditions, in the order the spec gives them.
+        if tx_sequence_id == incoming_id:
+            if tx_sequence_number <= incoming_no:
+                reason = RejectReason.DUPLICATE
+            elif previous_tx_sequence_number > incoming_no:
+                reason = RejectReason.GAP
+        elif tx_sequence_id > incoming_id:
+            if previous_tx_sequence_number != 0:
+                reason = RejectReason.NEW_SEQUENCE_NOT_AT_START
+        else:
+            reason = RejectReason.OLD_SEQUENCE
+
+        # "The IncomingTransactionalTransferInfo.LastAccessTime ADM attribute MUST be set
+        # to the current system time." (for accepted and rejected messages alike)
+        self._last_access_time = now
+        if reason is not None:
+            # "If the message is not accepted, the TxMessageRejectCount ADM element MUST be
+            # incremented by 1"; RejectCount mirrors it. The incoming state is NOT updated
+            # (protocol.md §11 item 1: updating it would let a late duplicate roll it back).
+            self._reject_count += 1
+            return Rejected(
+                self._key,
+                tx_sequence_id,
+                tx_sequence_number,
+                previous_tx_sequence_number,
+                reason,
+                self._reject_count,
+            )
+
+        # "If the packet is accepted, the TxMessageRejectCount ADM element MUST be set to zero."
+        self._reject_count = 0
+        self._incoming = _Position(tx_sequence_id, tx_sequence_number)
+        self._pending.append(_Pending(tx_sequence_id, tx_sequence_number))
+        state = IncomingSequenceSnapshot(
+            key=self._key,
+            tx_sequence_id=tx_sequence_id,
+            tx_sequence_number=tx_sequence_number,
+            reject_count=0,
+            last_access_time=now,
+        )
+        return Accepted(self._key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, state)
+
+    def message_stored(
+        self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float
+    ) -> list[SendOrderAck]:
+        """The QM made one accepted message durable. See :meth:`messages_stored`."""
+        return self.messages_stored([(tx_sequence_id, tx_sequence_number)], now)
+
+    def messages_stored(
+        self, stored: Iterable[tuple[TxSequenceId, int]], now: float
+    ) -> list[SendOrderAck]:
+        """The QM made these accepted messages durable (any order, e.g. one group commit).
+
+        Returns an OrderAck to send immediately when the Order Ack Send Timer already
+        expired while waiting for this durability (at most one element).
+        Unknown positions raise :class:`LocalProtocolError` (a QM bug).
+        """
+        index = {(p.tx_sequence_id, p.tx_sequence_number): p for p in self._pending}
+        for position in stored:
+            entry = index.get(position)
+            if entry is None:
+                raise LocalProtocolError(f"message_stored for {position!r}, which is not awaiting storage")
+            entry.stored = True
+        advanced = False
+        # The durable point only moves over a contiguous prefix (seed 003).
+        while self._pending and self._pending[0].stored:
+            head = self._pending.popleft()
+            self._durable = _Position(head.tx_sequence_id, head.tx_sequence_number)
+            advanced = True
+        if advanced and self._ack_due:
+            self._ack_due = bool(self._pending)
+            return [self._emit_order_ack(now)]
+        return []
+
+    def store_failed(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:
+        """The QM could not store an accepted message: forget it and everything accepted after it.
+
+        The acceptance state goes back to the message accepted just before, so the
+        sender's retransmission is accepted again. The QM must not commit the later ones.
+        """
+        for i, entry in enumerate(self._pending):
+            if (entry.tx_sequence_id, entry.tx_sequence_number) == (tx_sequence_id, tx_sequence_number):
+                while len(self._pending) > i:
+                    self._pending.pop()
+                if self._pending:
+                    last = self._pending[-1]
+                    self._incoming = _Position(last.tx_sequence_id, last.tx_sequence_number)
+                else:
+                    self._incoming = _Position(self._durable.tx_sequence_id, self._durable.tx_sequence_number)
+                if not self._pending:
+                    self._ack_due = False
+                return
+        raise LocalProtocolError(
+            f"store_failed for {(tx_sequence_id, tx_sequence_number)!r}, which is not awaiting storage"
+        )
+
+    # ------------------------------------------------------------------ timer
+
+    def get_timer(self) -> float | None:
+        """Deadline of the Order Ack Send Timer, or None when it is inactive."""
+        return self._order_ack_deadline
+
+    def handle_timer(self, now: float) -> SendOrderAck | None:
+        """Fire the Order Ack Send Timer if due (MS-MQQB 3.1.6.9).
+
+        An OrderAck covering the durable prefix is returned and LastOrderAckSendTime
+        becomes ``now``. If nothing new is durable yet while accepted messages are still
+        being stored, the ack is deferred to the :meth:`messages_stored` call that makes
+        them durable (never acknowledging what is not on disk, seed 003).
+        """
+        if self._order_ack_deadline is None or now < self._order_ack_deadline:
+            return None
+        self._order_ack_deadline = None
+        if self._durable.tx_sequence_number == 0:
+            # Nothing stored yet (OrderAck numbers are 1..0xFFFFFFFF, MS-MQQB 2.2.4.1).
+            self._ack_due = bool(self._pending)
+            return None
+        if self._pending and self._last_acked == self._durable:
+            self._ack_due = True
+            return None
+        self._ack_due = bool(self._pending)
+        return self._emit_order_ack(now)
+
+    # ------------------------------------------------------------------ internals
+
+    def _schedule_order_ack(self, now: float) -> None:
+        """Seeds 002/003: "If the timer is active and the time elapsed from the
+        LastOrderAckSendTime ADM element is less than the MaximumOrderAckDelay ADM
+        element, the timer MUST be restarted with the duration set to the
+        OrderAckTimeout ADM element. If the timer is inactive, it MUST be started with
+        the duration set to the OrderAckTimeout ADM element."
+
+        When active and MaximumOrderAckDelay has elapsed, the timer is left running, so
+        a steady stream cannot postpone the OrderAck forever.
+        """
+        timeout = self._config.order_ack_timeout
+        if self._order_ack_deadline is not None:
+            if now - self._last_order_ack_send_time < self._config.maximum_order_ack_delay:
+                self._order_ack_deadline = now + timeout
+        else:
+            self._order_ack_deadline = now + timeout
+
+    def _emit_order_ack(self, now: float) -> SendOrderAck:
+        self._last_order_ack_send_time = now
+        self._last_acked = _Position(self._durable.tx_sequence_id, self._durable.tx_sequence_number)
+        return SendOrderAck(self._key, self._durable.tx_sequence_id, self._durable.tx_sequence_number)
+
+
+@dataclass
+class IncomingSequences:
+    """All incoming sequences of this QM, keyed by :class:`SequenceKey`.
+
+    A registry shared by every session: the QM builds it at start from the persisted
+    snapshots and drives its aggregated timer.
+    """
+
+    config: OrderAckConfig = field(default_factory=OrderAckConfig)
+    _sequences: dict[SequenceKey, IncomingSequence] = field(default_factory=dict)
+
+    @classmethod
+    def restore(
+        cls,
+        snapshots: Iterable[IncomingSequenceSnapshot],
+        now: float,
+        config: OrderAckConfig | None = None,
+    ) -> IncomingSequences:
+        """Rebuild the registry from persisted snapshots (invariant 4)."""
+        registry = cls(config or OrderAckConfig())
+        for snap in snapshots:
+            registry._sequences[snap.key] = IncomingSequence(snap, now, registry.config)
+        return registry
+
+    def get(self, key: SequenceKey, now: float) -> IncomingSequence:
+        """The sequence for ``key``, created in its initial state (ID 0, number 0) if new."""
+        seq = self._sequences.get(key)
+        if seq is None:
+            seq = IncomingSequence(IncomingSequenceSnapshot(key), now, self.config)
+            self._sequences[key] = seq
+        return seq
+
+    def __iter__(self) -> Iterator[IncomingSequence]:
+        return iter(self._sequences.values())
+
+    def __len__(self) -> int:
+        return len(self._sequences)
+
+    def receive(
+        self,
+        key: SequenceKey,
+        tx_sequence_id: TxSequenceId,
+        tx_sequence_number: int,
+        previous_tx_sequence_number: int,
+        now: float,
+    ) -> Accepted | Rejected:
+        """:meth:`IncomingSequence.receive` on the sequence for ``key``."""
+        seq = self.get(key, now)
+        return seq.receive(tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, now)
+
+    def get_timer(self) -> float | None:
+        """Earliest Order Ack Send Timer deadline over all sequences."""
+        deadlines = [d for s in self._sequences.values() if (d := s.get_timer()) is not None]
+        return min(deadlines) if deadlines else None
+
+    def handle_timer(self, now: float) -> list[SendOrderAck]:
+        """Fire every due Order Ack Send Timer."""
+        out: list[SendOrderAck] = []
+        for seq in self._sequences.values():
+            ack = seq.handle_timer(now)
+            if ack is not None:
+                out.append(ack)
+        return out
+
+    def snapshots(self) -> list[IncomingSequenceSnapshot]:
+        """Durable snapshots of every sequence."""
+        return [s.snapshot() for s in self._sequences.values()]
+
