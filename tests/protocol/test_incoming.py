@@ -18,7 +18,7 @@ from openmsmq.protocol.incoming import (
     SendOrderAck,
     SequenceKey,
 )
-from openmsmq.protocol.seqid import ZERO_SEQUENCE_ID, TxSequenceId
+from openmsmq.wire.ids import ZERO_SEQUENCE_ID, TxSequenceId
 
 KEY = SequenceKey(uuid.UUID(int=0xA), "PRIVATE=00000000-0000-0000-0000-00000000000b\\00000001")
 S1 = TxSequenceId(1000, 1)

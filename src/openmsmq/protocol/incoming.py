@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.protocol.seqid import ZERO_SEQUENCE_ID, TxSequenceId
+from openmsmq.wire.ids import ZERO_SEQUENCE_ID, TxSequenceId
 
 __all__ = [
     "Accepted",

@@ -1,0 +1,410 @@
+"""Sender side of MS-MQQB transactional sequences (sans-I/O).
+
+One :class:`OutgoingSequence` per outgoing queue (the TxOutgoingSequence of
+MS-MQQB 3.1.1.3.1.1 plus the transactional part of the OutgoingMessageTable and the
+AwaitingFinalACKTable). It
+
+* retains every transactional message until a matching OrderAck (MS-MQQB 3.1.1.6.2;
+  DESIGN invariant 3) — there is deliberately no session-acknowledgment input here, so
+  a SessionAck cannot release anything;
+* keeps a message whose sender asked for a FinalAck until that FinalAck arrives;
+* releases every message up to the OrderAck's number at once (:class:`Released`);
+* resends everything not yet OrderAck'ed on the Transactional Ack Wait Timer
+  (MS-MQQB 3.1.2.6, 3.1.6.5) with the ResendTimerTable back-off, and after every
+  reconnect, in order;
+* reports, never raises on, OrderAcks/FinalAcks it cannot match.
+
+Numbering is the queue manager's: it assigns TxSequenceID / TxSequenceNumber /
+PreviousTxSequenceNumber at commit and persists them (MS-MQQB 3.1.7.1.3, 3.1.1.5).
+A new TxSequenceID may start only when every retained message has been OrderAck'ed
+(:attr:`OutgoingSequence.all_order_acked`); TxSequenceIDs must be unique per QM so an
+OrderAck, which names only the sequence, can be routed back to its outgoing queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import IntEnum
+
+from openmsmq.errors import LocalProtocolError
+from openmsmq.wire.ids import TxSequenceId
+
+__all__ = [
+    "AwaitingFinalAck",
+    "FinalAckIgnored",
+    "IgnoreReason",
+    "OrderAckIgnored",
+    "OutgoingEvent",
+    "OutgoingMessage",
+    "OutgoingSequence",
+    "Released",
+    "ResendConfig",
+    "Transmit",
+]
+
+_U32_MAX = 0xFFFFFFFF
+#: MQMSG_CLASS_ACK_RECEIVE (MS-MQMQ 2.2.18.1.6): the positive FinalAck class.
+_CLASS_ACK_RECEIVE = 0x4000
+
+
+@dataclass(frozen=True, slots=True)
+class ResendConfig:
+    """ResendTimeoutsShort / Medium / Long / Final in seconds (MS-MQQB 3.1.1.3).
+
+    The ResendTimerTable is three times each of the first three, then the final one.
+    """
+
+    short: float = 30.0
+    medium: float = 300.0
+    long: float = 1800.0
+    final: float = 21600.0
+
+    def __post_init__(self) -> None:
+        if min(self.short, self.medium, self.long, self.final) <= 0:
+            raise LocalProtocolError("resend timeouts must be positive")
+
+    @property
+    def table(self) -> tuple[float, ...]:
+        """The 10-entry ResendTimerTable."""
+        return (self.short,) * 3 + (self.medium,) * 3 + (self.long,) * 3 + (self.final,)
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """A committed transactional message as the sender protocol sees it.
+
+    ``handle`` is the QM's own reference (e.g. its LookupIdentifier); the protocol
+    hands it back in events and never interprets it.
+    """
+
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+    previous_tx_sequence_number: int
+    #: UserHeader.MessageID, used to match a FinalAck (MS-MQQB 3.1.5.7).
+    message_id: int
+    #: The sender asked for a FinalAck (JN/JP set, or TransactionHeader.Flags.FA).
+    final_ack_requested: bool = False
+    handle: int = 0
+
+    @property
+    def position(self) -> tuple[TxSequenceId, int]:
+        """(TxSequenceID, TxSequenceNumber)."""
+        return (self.tx_sequence_id, self.tx_sequence_number)
+
+
+@dataclass(frozen=True, slots=True)
+class Transmit:
+    """Send these messages now, in this order.
+
+    ``previous_tx_sequence_number`` may differ from the committed value on a resend:
+    MS-MQQB 3.1.7.1.3 bridges the gap left by messages removed before acknowledgment.
+    """
+
+    messages: tuple[OutgoingMessage, ...]
+    resend: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """The QM may delete these messages: the receiver stored them (and, when one was
+    requested, the FinalAck came back with ``final_ack_class``)."""
+
+    messages: tuple[OutgoingMessage, ...]
+    final_ack_class: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingFinalAck:
+    """These messages were OrderAck'ed but wait for their FinalAck (AwaitingFinalACKTable)."""
+
+    messages: tuple[OutgoingMessage, ...]
+
+
+class IgnoreReason(IntEnum):
+    """Why an acknowledgment was not applied."""
+
+    #: The TxSequenceID is not a sequence this outgoing queue has sent on.
+    UNKNOWN_SEQUENCE = 1
+    #: The TxSequenceNumber is beyond the highest number sent on the sequence.
+    BEYOND_SENT = 2
+    #: No retained message matches the FinalAck.
+    UNKNOWN_MESSAGE = 3
+    #: OrderAck number out of range (MS-MQQB 2.2.4.1: 1..0xFFFFFFFF).
+    INVALID_NUMBER = 4
+
+
+@dataclass(frozen=True, slots=True)
+class OrderAckIgnored:
+    """An OrderAck that matches nothing sent: reported, never fatal."""
+
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+    reason: IgnoreReason
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAckIgnored:
+    """A FinalAck that matches no retained message: reported, never fatal."""
+
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+    message_id: int
+    message_class: int
+    reason: IgnoreReason
+
+
+OutgoingEvent = Transmit | Released | AwaitingFinalAck | OrderAckIgnored | FinalAckIgnored
+
+
+class OutgoingSequence:
+    """Retention, release and resend of one outgoing queue's transactional messages."""
+
+    def __init__(
+        self,
+        now: float,
+        retained: Iterable[OutgoingMessage] = (),
+        awaiting_final_ack: Iterable[OutgoingMessage] = (),
+        config: ResendConfig | None = None,
+    ) -> None:
+        """Restore from the store: ``retained`` = not yet OrderAck'ed, in sequence order;
+        ``awaiting_final_ack`` = OrderAck'ed, waiting for a FinalAck."""
+        self._table = (config or ResendConfig()).table
+        # Not yet OrderAck'ed, in send order (the transactional OutgoingMessageTable).
+        self._unacked: list[OutgoingMessage] = []
+        # OrderAck'ed, waiting for their FinalAck (AwaitingFinalACKTable).
+        self._awaiting: dict[tuple[TxSequenceId, int], OutgoingMessage] = {}
+        # FinalAcks that overtook their OrderAck: position -> class.
+        self._early_final: dict[tuple[TxSequenceId, int], int] = {}
+        # Highest number known sent, per sequence; restored messages count as sent.
+        self._sent_high: dict[TxSequenceId, int] = {}
+        # LastAck (MS-MQQB 3.1.1.3.1.1), per sequence.
+        self._last_ack: dict[TxSequenceId, int] = {}
+        self.connected = False
+        # TxOutgoingSequence bookkeeping (MS-MQQB 3.1.1.3.1.1).
+        self.resend_interval_index = 0
+        self.time_of_last_ack = now
+        self.last_ack_count = 0
+        self._resend_deadline: float | None = None
+        # Removed before acknowledgment: position -> its PreviousTxSequenceNumber.
+        self._removed: dict[tuple[TxSequenceId, int], int] = {}
+        for m in retained:
+            self._append(m)
+            self._sent_high[m.tx_sequence_id] = max(
+                self._sent_high.get(m.tx_sequence_id, 0), m.tx_sequence_number
+            )
+        for m in awaiting_final_ack:
+            self._awaiting[m.position] = m
+            self._sent_high[m.tx_sequence_id] = max(
+                self._sent_high.get(m.tx_sequence_id, 0), m.tx_sequence_number
+            )
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def unacked(self) -> tuple[OutgoingMessage, ...]:
+        """Messages not yet OrderAck'ed (TxOutgoingSequence.UnackedSequence), in order."""
+        return tuple(self._unacked)
+
+    @property
+    def awaiting_final_ack(self) -> tuple[OutgoingMessage, ...]:
+        """Messages OrderAck'ed and waiting for a FinalAck."""
+        return tuple(self._awaiting.values())
+
+    @property
+    def all_order_acked(self) -> bool:
+        """True when no message waits for an OrderAck: the QM may start a new TxSequenceID."""
+        return not self._unacked
+
+    @property
+    def resend_interval(self) -> float:
+        """TxOutgoingSequence.ResendInterval = ResendTimerTable[ResendIntervalIndex]."""
+        return self._table[self.resend_interval_index]
+
+    def get_timer(self) -> float | None:
+        """Deadline of the Transactional Ack Wait Timer (TxOutgoingSequence.ResendTime)."""
+        return self._resend_deadline
+
+    # ------------------------------------------------------------------ inputs
+
+    def add(self, message: OutgoingMessage, now: float) -> list[OutgoingEvent]:
+        """A newly committed message joins the sequence; transmitted at once when connected."""
+        self._append(message)
+        if not self.connected:
+            return []
+        self._note_sent(message)
+        if self._resend_deadline is None:
+            self._resend_deadline = now + self.resend_interval
+        return [Transmit((self._effective(message),), resend=False)]
+
+    def add_many(self, messages: Iterable[OutgoingMessage], now: float) -> list[OutgoingEvent]:
+        """:meth:`add` for a batch (one :class:`Transmit` for all of them)."""
+        batch = list(messages)
+        for m in batch:
+            self._append(m)
+        if not self.connected or not batch:
+            return []
+        for m in batch:
+            self._note_sent(m)
+        if self._resend_deadline is None:
+            self._resend_deadline = now + self.resend_interval
+        return [Transmit(tuple(self._effective(m) for m in batch), resend=False)]
+
+    def connection_made(self, now: float) -> list[OutgoingEvent]:
+        """A session to the next hop is OPEN: send everything not OrderAck'ed, in order."""
+        self.connected = True
+        if not self._unacked:
+            return []
+        out = self._resend_batch()
+        self._resend_deadline = now + self.resend_interval
+        return [out]
+
+    def connection_lost(self) -> None:
+        """The session closed: stop the timer; retained messages wait for the reconnect."""
+        self.connected = False
+        self._resend_deadline = None
+
+    def remove(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> OutgoingMessage:
+        """The QM removed an un-acknowledged message (e.g. TimeToReachQueue expired, MS-MQQB
+        3.1.7.1.2); later resends bridge the gap with PreviousTxSequenceNumber."""
+        for i, m in enumerate(self._unacked):
+            if m.position == (tx_sequence_id, tx_sequence_number):
+                del self._unacked[i]
+                self._removed[m.position] = self._effective(m).previous_tx_sequence_number
+                if not self._unacked:
+                    self._resend_deadline = None
+                    self.resend_interval_index = 0
+                return m
+        raise LocalProtocolError(f"no retained message at {(tx_sequence_id, tx_sequence_number)!r}")
+
+    def order_ack_received(
+        self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float
+    ) -> list[OutgoingEvent]:
+        """Process an OrderAck body (MS-MQQB 3.1.5.6)."""
+        if not 1 <= tx_sequence_number <= _U32_MAX:
+            return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.INVALID_NUMBER)]
+        high = self._sent_high.get(tx_sequence_id)
+        if high is None:
+            return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.UNKNOWN_SEQUENCE)]
+        if tx_sequence_number > high:
+            return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.BEYOND_SENT)]
+        self.time_of_last_ack = now
+        self.last_ack_count += 1
+        if tx_sequence_number <= self._last_ack.get(tx_sequence_id, 0):
+            return []  # a repeated OrderAck: nothing new
+        self._last_ack[tx_sequence_id] = tx_sequence_number
+
+        released: list[OutgoingMessage] = []
+        waiting: list[OutgoingMessage] = []
+        early: list[tuple[OutgoingMessage, int]] = []
+        keep: list[OutgoingMessage] = []
+        for m in self._unacked:
+            if m.tx_sequence_id == tx_sequence_id and m.tx_sequence_number <= tx_sequence_number:
+                if not m.final_ack_requested:
+                    released.append(m)
+                elif (cls := self._early_final.pop(m.position, None)) is not None:
+                    early.append((m, cls))
+                else:
+                    waiting.append(m)
+            else:
+                keep.append(m)
+        self._unacked = keep
+        self._removed = {
+            k: v
+            for k, v in self._removed.items()
+            if not (k[0] == tx_sequence_id and k[1] <= tx_sequence_number)
+        }
+        for m in waiting:
+            self._awaiting[m.position] = m
+
+        # Progress: the peer is alive, so the back-off starts over (see docs/conformance.md).
+        self.resend_interval_index = 0
+        self._resend_deadline = (now + self.resend_interval) if (self._unacked and self.connected) else None
+
+        out: list[OutgoingEvent] = []
+        if released:
+            out.append(Released(tuple(released)))
+        if waiting:
+            out.append(AwaitingFinalAck(tuple(waiting)))
+        out.extend(Released((m,), final_ack_class=cls) for m, cls in early)
+        return out
+
+    def final_ack_received(
+        self,
+        tx_sequence_id: TxSequenceId,
+        tx_sequence_number: int,
+        message_id: int,
+        message_class: int,
+        now: float,
+    ) -> list[OutgoingEvent]:
+        """Process a FinalAck body (MS-MQQB 3.1.5.7), matched on (TxSequenceID,
+        TxSequenceNumber, MessageID). The QM journals or dead-letters the released
+        message according to ``final_ack_class`` and the message's JP/JN flags."""
+        pos = (tx_sequence_id, tx_sequence_number)
+        m = self._awaiting.get(pos)
+        if m is not None and m.message_id == message_id:
+            del self._awaiting[pos]
+            return [Released((m,), final_ack_class=message_class)]
+        for u in self._unacked:
+            if u.position == pos and u.message_id == message_id:
+                if u.final_ack_requested:
+                    # The FinalAck overtook the OrderAck: release when the OrderAck comes.
+                    self._early_final[pos] = message_class
+                return []
+        return [
+            FinalAckIgnored(
+                tx_sequence_id, tx_sequence_number, message_id, message_class, IgnoreReason.UNKNOWN_MESSAGE
+            )
+        ]
+
+    def handle_timer(self, now: float) -> list[OutgoingEvent]:
+        """Transactional Ack Wait Timer (MS-MQQB 3.1.6.5): resend all un-OrderAck'ed
+        messages and move one step along the ResendTimerTable."""
+        if self._resend_deadline is None or now < self._resend_deadline:
+            return []
+        if not self._unacked or not self.connected:
+            self._resend_deadline = None
+            return []
+        self.resend_interval_index = min(self.resend_interval_index + 1, len(self._table) - 1)
+        self._resend_deadline = now + self.resend_interval
+        return [self._resend_batch()]
+
+    # ------------------------------------------------------------------ internals
+
+    def _append(self, m: OutgoingMessage) -> None:
+        numbered = 1 <= m.tx_sequence_number <= _U32_MAX
+        if not (numbered and 0 <= m.previous_tx_sequence_number < m.tx_sequence_number):
+            raise LocalProtocolError(f"bad transactional numbering {m!r}")
+        if self._unacked:
+            last = self._unacked[-1]
+            if m.tx_sequence_id != last.tx_sequence_id:
+                raise LocalProtocolError(
+                    "a new TxSequenceID may start only when every message is OrderAck'ed (MS-MQQB 3.1.1.5)"
+                )
+            if m.tx_sequence_number <= last.tx_sequence_number:
+                raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
+        else:
+            known = max(self._sent_high.keys(), default=None)
+            if known is not None and m.tx_sequence_id < known:
+                raise LocalProtocolError("messages are never sent on an older sequence (MS-MQQB 3.1.1.5)")
+            if m.tx_sequence_number <= self._sent_high.get(m.tx_sequence_id, 0):
+                raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
+        self._unacked.append(m)
+
+    def _note_sent(self, m: OutgoingMessage) -> None:
+        if m.tx_sequence_number > self._sent_high.get(m.tx_sequence_id, 0):
+            self._sent_high[m.tx_sequence_id] = m.tx_sequence_number
+
+    def _effective(self, m: OutgoingMessage) -> OutgoingMessage:
+        # MS-MQQB 3.1.7.1.3: PreviousTxSequenceNumber names the previous transactional
+        # message still in the table, which bridges messages removed unacknowledged
+        # (expired): follow the chain of removed predecessors.
+        prev = m.previous_tx_sequence_number
+        while (m.tx_sequence_id, prev) in self._removed:
+            prev = self._removed[(m.tx_sequence_id, prev)]
+        return m if prev == m.previous_tx_sequence_number else replace(m, previous_tx_sequence_number=prev)
+
+    def _resend_batch(self) -> Transmit:
+        for m in self._unacked:
+            self._note_sent(m)
+        return Transmit(tuple(self._effective(m) for m in self._unacked), resend=True)

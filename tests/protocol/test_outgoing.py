@@ -1,0 +1,218 @@
+"""Sender side of transactional sequences: retention, release, FinalAck, resend back-off."""
+
+from __future__ import annotations
+
+import pytest
+
+from openmsmq.errors import LocalProtocolError
+from openmsmq.protocol.outgoing import (
+    AwaitingFinalAck,
+    FinalAckIgnored,
+    IgnoreReason,
+    OrderAckIgnored,
+    OutgoingMessage,
+    OutgoingSequence,
+    Released,
+    ResendConfig,
+    Transmit,
+)
+from openmsmq.wire.ids import TxSequenceId
+
+S1 = TxSequenceId(500, 1)
+S2 = TxSequenceId(500, 2)
+
+
+def msg(n: int, seq: TxSequenceId = S1, fa: bool = False) -> OutgoingMessage:
+    return OutgoingMessage(seq, n, n - 1, message_id=100 + n, final_ack_requested=fa, handle=n)
+
+
+def connected(now: float = 0.0) -> OutgoingSequence:
+    o = OutgoingSequence(now)
+    assert o.connection_made(now) == []
+    return o
+
+
+def numbers(events: list[object]) -> list[int]:
+    out: list[int] = []
+    for e in events:
+        assert isinstance(e, Transmit)
+        out.extend(m.tx_sequence_number for m in e.messages)
+    return out
+
+
+def test_add_transmits_and_starts_timer() -> None:
+    o = connected()
+    assert o.add(msg(1), now=1.0) == [Transmit((msg(1),), resend=False)]
+    assert o.get_timer() == 31.0
+    o.add(msg(2), now=2.0)
+    assert o.get_timer() == 31.0  # already running: not restarted
+    assert [m.tx_sequence_number for m in o.unacked] == [1, 2]
+
+
+def test_add_many_is_one_transmit() -> None:
+    o = connected()
+    (ev,) = o.add_many([msg(1), msg(2), msg(3)], now=0.0)
+    assert isinstance(ev, Transmit) and [m.tx_sequence_number for m in ev.messages] == [1, 2, 3]
+
+
+def test_retained_until_order_ack_and_released_several_at_once() -> None:
+    o = connected()
+    o.add_many([msg(n) for n in range(1, 6)], now=0.0)
+    # no input other than an OrderAck/FinalAck can release (SessionAcks never reach this object)
+    assert len(o.unacked) == 5
+    ev = o.order_ack_received(S1, 3, now=1.0)
+    assert ev == [Released((msg(1), msg(2), msg(3)))]
+    assert [m.tx_sequence_number for m in o.unacked] == [4, 5]
+    assert not o.all_order_acked
+    assert o.order_ack_received(S1, 5, now=2.0) == [Released((msg(4), msg(5)))]
+    assert o.all_order_acked
+    assert o.get_timer() is None
+
+
+def test_repeated_order_ack_is_a_no_op() -> None:
+    o = connected()
+    o.add_many([msg(1), msg(2)], now=0.0)
+    o.order_ack_received(S1, 2, now=1.0)
+    assert o.order_ack_received(S1, 2, now=2.0) == []
+    assert o.order_ack_received(S1, 1, now=2.0) == []
+    assert o.last_ack_count == 3
+    assert o.time_of_last_ack == 2.0
+
+
+@pytest.mark.parametrize(
+    ("seq", "number", "reason"),
+    [
+        (S2, 1, IgnoreReason.UNKNOWN_SEQUENCE),
+        (S1, 4, IgnoreReason.BEYOND_SENT),
+        (S1, 0, IgnoreReason.INVALID_NUMBER),
+    ],
+)
+def test_unmatched_order_ack_is_reported(seq: TxSequenceId, number: int, reason: IgnoreReason) -> None:
+    o = connected()
+    o.add_many([msg(1), msg(2), msg(3)], now=0.0)
+    assert o.order_ack_received(seq, number, now=1.0) == [OrderAckIgnored(seq, number, reason)]
+    assert len(o.unacked) == 3
+
+
+def test_order_ack_beyond_transmitted_while_disconnected() -> None:
+    o = OutgoingSequence(0.0)
+    o.add(msg(1), now=0.0)  # not connected: never transmitted
+    assert o.order_ack_received(S1, 1, now=1.0) == [OrderAckIgnored(S1, 1, IgnoreReason.UNKNOWN_SEQUENCE)]
+
+
+def test_final_ack_requested_retention() -> None:
+    o = connected()
+    o.add_many([msg(1), msg(2, fa=True), msg(3)], now=0.0)
+    ev = o.order_ack_received(S1, 3, now=1.0)
+    assert ev == [Released((msg(1), msg(3))), AwaitingFinalAck((msg(2, fa=True),))]
+    assert o.all_order_acked
+    assert o.awaiting_final_ack == (msg(2, fa=True),)
+    # a FinalAck with the wrong MessageID does not match
+    bad = o.final_ack_received(S1, 2, 999, 0x4000, now=2.0)
+    assert bad == [FinalAckIgnored(S1, 2, 999, 0x4000, IgnoreReason.UNKNOWN_MESSAGE)]
+    assert o.final_ack_received(S1, 2, 102, 0x4000, now=3.0) == [
+        Released((msg(2, fa=True),), final_ack_class=0x4000)
+    ]
+    assert o.awaiting_final_ack == ()
+
+
+def test_final_ack_before_order_ack() -> None:
+    o = connected()
+    o.add(msg(1, fa=True), now=0.0)
+    assert o.final_ack_received(S1, 1, 101, 0xC000, now=1.0) == []
+    assert o.order_ack_received(S1, 1, now=2.0) == [Released((msg(1, fa=True),), final_ack_class=0xC000)]
+    assert o.awaiting_final_ack == ()
+
+
+def test_resend_back_off_table() -> None:
+    o = connected()
+    o.add(msg(1), now=0.0)
+    expected = [30, 60, 90, 390, 690, 990, 2790, 4590, 6390, 27990, 49590, 71190]
+    fired: list[float] = []
+    for deadline in expected:
+        assert o.get_timer() == pytest.approx(deadline)
+        assert o.handle_timer(deadline - 0.001) == []
+        ev = o.handle_timer(deadline)
+        assert ev == [Transmit((msg(1),), resend=True)]
+        fired.append(deadline)
+    assert fired == expected
+    assert o.resend_interval_index == 9 and o.resend_interval == 21600
+
+
+def test_configurable_resend_table() -> None:
+    cfg = ResendConfig(short=1, medium=2, long=3, final=4)
+    assert cfg.table == (1, 1, 1, 2, 2, 2, 3, 3, 3, 4)
+    with pytest.raises(LocalProtocolError):
+        ResendConfig(short=0)
+
+
+def test_progress_resets_back_off() -> None:
+    o = connected()
+    o.add_many([msg(1), msg(2)], now=0.0)
+    o.handle_timer(30.0)
+    o.handle_timer(60.0)
+    assert o.resend_interval_index == 2
+    o.order_ack_received(S1, 1, now=70.0)
+    assert o.resend_interval_index == 0
+    assert o.get_timer() == 100.0
+    assert o.handle_timer(100.0) == [Transmit((msg(2),), resend=True)]
+
+
+def test_resend_after_reconnect_in_order() -> None:
+    o = connected()
+    o.add_many([msg(1), msg(2), msg(3)], now=0.0)
+    o.order_ack_received(S1, 1, now=1.0)
+    o.connection_lost()
+    assert o.get_timer() is None
+    assert o.add(msg(4), now=2.0) == []  # disconnected: retained, not sent
+    assert o.handle_timer(1000.0) == []
+    ev = o.connection_made(now=5.0)
+    assert numbers(list(ev)) == [2, 3, 4]
+    assert isinstance(ev[0], Transmit) and ev[0].resend
+    assert o.get_timer() == 35.0
+
+
+def test_restore_from_store_then_reconnect() -> None:
+    o = OutgoingSequence(0.0, retained=[msg(7), msg(8)], awaiting_final_ack=[msg(5, fa=True)])
+    # OrderAcks that arrive for restored messages are honoured (they were sent before the crash)
+    assert o.order_ack_received(S1, 7, now=1.0) == [Released((msg(7),))]
+    assert numbers(list(o.connection_made(now=2.0))) == [8]
+    assert o.final_ack_received(S1, 5, 105, 0x4000, now=3.0)[0] == Released(
+        (msg(5, fa=True),), final_ack_class=0x4000
+    )
+
+
+def test_removed_message_gap_is_bridged_on_resend() -> None:
+    o = connected()
+    o.add_many([msg(1), msg(2), msg(3), msg(4)], now=0.0)
+    o.order_ack_received(S1, 1, now=1.0)
+    assert o.remove(S1, 2) == msg(2)
+    assert o.remove(S1, 3) == msg(3)
+    (ev,) = o.handle_timer(31.0)
+    assert isinstance(ev, Transmit)
+    (m4,) = ev.messages
+    assert (m4.tx_sequence_number, m4.previous_tx_sequence_number) == (4, 1)
+    # a message committed after the removal is bridged on its first send too
+    o2 = connected()
+    o2.add(msg(1), now=0.0)
+    o2.remove(S1, 1)
+    (ev2,) = o2.add(msg(2), now=1.0)
+    assert isinstance(ev2, Transmit) and ev2.messages[0].previous_tx_sequence_number == 0
+    with pytest.raises(LocalProtocolError):
+        o2.remove(S1, 9)
+
+
+def test_numbering_misuse_is_local_error() -> None:
+    o = connected()
+    o.add(msg(1), now=0.0)
+    with pytest.raises(LocalProtocolError):
+        o.add(msg(1), now=0.0)  # not increasing
+    with pytest.raises(LocalProtocolError):
+        o.add(msg(1, seq=S2), now=0.0)  # new sequence while 1 is unacknowledged
+    with pytest.raises(LocalProtocolError):
+        o.add(OutgoingMessage(S1, 5, 5, message_id=1), now=0.0)  # previous must be < number
+    o.order_ack_received(S1, 1, now=1.0)
+    o.add(msg(1, seq=S2), now=2.0)  # fine once everything is OrderAck'ed
+    o.order_ack_received(S2, 1, now=3.0)
+    with pytest.raises(LocalProtocolError):
+        o.add(msg(9, seq=S1), now=4.0)  # never send on an older sequence
