@@ -1,1 +1,26 @@
-"""openmsmq.spark"""
+"""PySpark data source ``openmsmq``: queues as streaming / batch sources and sinks.
+
+Importing this package does not import pyspark; :func:`register` does, lazily::
+
+    from openmsmq.spark import register
+    register(spark)          # then spark.readStream.format("openmsmq") ...
+
+Modules: :mod:`~openmsmq.spark.planning` (options, offsets, partitions, row identity;
+pure), :mod:`~openmsmq.spark.schema` (row layouts; pure), :mod:`~openmsmq.spark.backend`
+(what the source needs from a queue manager), :mod:`~openmsmq.spark.source` (the Spark
+classes; the only module importing pyspark), :mod:`~openmsmq.spark.testbackend` (a
+file-backed TEST BACKEND, not a product feature).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(spark: Any) -> None:
+    """Register format ``openmsmq`` with the SparkSession ``spark`` (imports pyspark)."""
+    from openmsmq.spark.source import register as _register
+
+    _register(spark)
