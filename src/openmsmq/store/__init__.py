@@ -1,1 +1,31 @@
-"""openmsmq.store"""
+"""Durable SQLite store of openmsmq: schema, group commit, recovery.
+
+The only package that runs SQL. :class:`Store` owns the file (writer thread with
+group commit, WAL readers); :mod:`openmsmq.store.ops` builds the write operations and
+holds the read queries; :mod:`openmsmq.store.records` holds the values.
+"""
+
+from openmsmq.store.db import Store, StoreStats, WriteContext, storage_error
+from openmsmq.store.records import (
+    INFINITE,
+    MAX_MESSAGE_BYTES,
+    IncomingSequenceState,
+    Message,
+    OutgoingSequenceState,
+    QueueRecord,
+    QueueType,
+)
+
+__all__ = [
+    "INFINITE",
+    "MAX_MESSAGE_BYTES",
+    "IncomingSequenceState",
+    "Message",
+    "OutgoingSequenceState",
+    "QueueRecord",
+    "QueueType",
+    "Store",
+    "StoreStats",
+    "WriteContext",
+    "storage_error",
+]

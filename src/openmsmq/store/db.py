@@ -1,0 +1,369 @@
+"""The SQLite store: one writer with group commit, WAL readers, error mapping.
+
+Writes are *operations*: short functions ``op(ctx) -> result`` over a
+:class:`WriteContext`. In threaded mode one writer thread owns the write connection;
+it drains every queued operation, runs them all inside ONE ``BEGIN IMMEDIATE …
+COMMIT`` (each inside its own SAVEPOINT, so one failing operation does not abort the
+others) and completes each caller's future only after the COMMIT — with
+``synchronous=FULL`` in WAL mode, that is after the fsync. Concurrent commits thus
+share one fsync (group commit, DESIGN invariant 2).
+
+In synchronous mode (``threaded=False``) there is no thread: :meth:`Store.submit`
+runs the operation as a batch of one in the caller's thread, so a deterministic
+simulator can drive the store.
+
+Reads run on per-thread read-only connections (WAL readers never block the writer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from openmsmq.errors import HResult, MQError, StorageError
+from openmsmq.store.schema import APPLICATION_ID, migrate
+
+__all__ = ["Store", "StoreStats", "WriteContext", "storage_error"]
+
+T = TypeVar("T")
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_SQLITE_FULL = 13
+
+
+def storage_error(exc: BaseException, path: str | os.PathLike[str]) -> BaseException:
+    """Map an SQLite error to the MSMQ error the caller sees; pass others through.
+
+    SQLITE_FULL (disk or size limit full) → MQ_ERROR_INSUFFICIENT_RESOURCES; every
+    other SQLite failure (I/O error, corruption, …) → MQ_ERROR_MESSAGE_STORAGE_FAILED.
+    """
+    if isinstance(exc, sqlite3.Error):
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code == _SQLITE_FULL:
+            return MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, f"store {path} is full: {exc}")
+        return MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, f"store {path}: {exc}")
+    return exc
+
+
+@dataclass
+class StoreStats:
+    """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed."""
+
+    batches: int = 0
+    ops: int = 0
+    failed_ops: int = 0
+
+    @property
+    def ops_per_batch(self) -> float:
+        """Average number of operations that shared one COMMIT (one fsync)."""
+        return self.ops / self.batches if self.batches else 0.0
+
+
+class WriteContext:
+    """What a write operation sees: the write connection and the LookupIdentifier counter.
+
+    Only the writer creates it; operations must use parameterised SQL on ``conn``.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, sequential_id: int) -> None:
+        self.conn = conn
+        self._sequential_id = sequential_id
+
+    @property
+    def sequential_id(self) -> int:
+        """QueueManager.SequentialID: the last LookupIdentifier handed out."""
+        return self._sequential_id
+
+    def alloc_lookup_ids(self, count: int) -> int:
+        """Reserve ``count`` consecutive LookupIdentifiers; return the first.
+
+        Identifiers taken by an operation that later fails are simply skipped (gaps are
+        allowed, reuse is not: invariant 5). The counter is persisted with the batch.
+        """
+        first = self._sequential_id + 1
+        self._sequential_id += count
+        return first
+
+
+class _Op:
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[WriteContext], Any]) -> None:
+        self.fn = fn
+        self.future: Future[Any] = Future()
+
+
+_STOP = object()
+
+
+class Store:
+    """An openmsmq store file.
+
+    ``Store(path)`` opens (creating if needed) the database, refuses a foreign,
+    garbage or corrupted file with :class:`~openmsmq.errors.StorageError`, applies
+    migrations and, when ``threaded`` (the default), starts the writer thread.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        threaded: bool = True,
+        integrity_check: bool = True,
+        cache_kib: int = 16384,
+    ) -> None:
+        self.path = Path(path)
+        self.threaded = threaded
+        self.stats = StoreStats()
+        self._cache_kib = cache_kib
+        self._closed = False
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._check_header()
+        try:
+            self._conn = self._connect()
+        except sqlite3.Error as exc:
+            raise self._corrupt(f"cannot open: {exc}") from exc
+        try:
+            self._open_checks(integrity_check)
+            migrate(self._conn)
+            row = self._conn.execute("SELECT sequential_id FROM qm_state").fetchone()
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise self._corrupt(str(exc)) from exc
+        except BaseException:
+            self._conn.close()
+            raise
+        self._sequential_id = int(row[0]) if row else 0
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._thread = threading.Thread(
+                target=self._writer_loop, name="openmsmq-store-writer", daemon=True
+            )
+            self._thread.start()
+
+    # ---- opening ---------------------------------------------------------------------
+
+    def _corrupt(self, what: str) -> StorageError:
+        err = MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, f"store {self.path}: {what}")
+        assert isinstance(err, StorageError)
+        return err
+
+    def _check_header(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(_SQLITE_HEADER))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._corrupt(f"cannot read: {exc}") from exc
+        if head and head != _SQLITE_HEADER:
+            raise self._corrupt("not an openmsmq store: the file is not an SQLite database")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            conn.close()
+            raise self._corrupt(f"cannot switch to WAL mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA cache_size=-{int(self._cache_kib)}")
+        return conn
+
+    def _open_checks(self, integrity_check: bool) -> None:
+        conn = self._conn
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id != APPLICATION_ID and (version != 0 or tables != 0):
+            raise self._corrupt(
+                f"not an openmsmq store: SQLite database of another application (application_id={app_id:#x})"
+            )
+        if integrity_check:
+            rows = [r[0] for r in conn.execute("PRAGMA quick_check(20)").fetchall()]
+            if rows != ["ok"]:
+                raise self._corrupt("corrupted (PRAGMA quick_check): " + "; ".join(map(str, rows)))
+
+    # ---- writes ----------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[WriteContext], T]) -> Future[T]:
+        """Queue a write operation; the future completes once it is durable (or failed).
+
+        In synchronous mode the operation runs now, in the caller's thread.
+        """
+        if self._closed:
+            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"store {self.path} is closed")
+        op = _Op(fn)
+        if self.threaded:
+            self._queue.put(op)
+        else:
+            with self._sync_lock:
+                self._run_batch([op])
+        return op.future
+
+    def write(self, fn: Callable[[WriteContext], T]) -> T:
+        """Run a write operation and wait until it is durable; return its result."""
+        return self.submit(fn).result()
+
+    def write_many(self, fns: Sequence[Callable[[WriteContext], Any]]) -> list[Future[Any]]:
+        """Submit several operations at once (they usually share one COMMIT)."""
+        return [self.submit(fn) for fn in fns]
+
+    def _writer_loop(self) -> None:
+        stop = False
+        while not stop:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch = [first]
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                batch.append(item)
+            self._run_batch(batch)
+
+    def _run_batch(self, batch: list[_Op]) -> None:
+        """Run ``batch`` in one transaction; complete every future after COMMIT.
+
+        SQLite may roll back the whole transaction on SQLITE_FULL / SQLITE_IOERR; then
+        the failing operation is failed alone and the rest of the batch is run again
+        from the start (bounded: each restart removes one operation).
+        """
+        conn = self._conn
+        pending = list(batch)
+        while pending:
+            ctx = WriteContext(conn, self._sequential_id)
+            results: list[tuple[_Op, bool, Any]] = []
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                self._fail_all(pending, exc)
+                return
+            restart = False
+            for op in pending:
+                try:
+                    conn.execute("SAVEPOINT op")
+                    value = op.fn(ctx)
+                    conn.execute("RELEASE op")
+                    results.append((op, True, value))
+                except BaseException as exc:
+                    if conn.in_transaction:
+                        try:
+                            conn.execute("ROLLBACK TO op")
+                            conn.execute("RELEASE op")
+                        except sqlite3.Error:
+                            self._rollback()
+                    if not conn.in_transaction:
+                        # The whole transaction is gone: fail this op, rerun the others.
+                        self.stats.failed_ops += 1
+                        op.future.set_exception(storage_error(exc, self.path))
+                        pending = [o for o in pending if o is not op]
+                        restart = True
+                        break
+                    results.append((op, False, exc))
+            if restart:
+                continue
+            try:
+                if ctx.sequential_id != self._sequential_id:
+                    conn.execute("UPDATE qm_state SET sequential_id = ? WHERE id = 1", (ctx.sequential_id,))
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                self._fail_all(pending, exc)
+                return
+            self._sequential_id = ctx.sequential_id
+            self.stats.batches += 1
+            for op, ok, value in results:
+                if ok:
+                    self.stats.ops += 1
+                    op.future.set_result(value)
+                else:
+                    self.stats.failed_ops += 1
+                    op.future.set_exception(storage_error(value, self.path))
+            return
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def _fail_all(self, ops: list[_Op], exc: BaseException) -> None:
+        err = storage_error(exc, self.path)
+        for op in ops:
+            self.stats.failed_ops += 1
+            op.future.set_exception(err)
+
+    def set_size_limit(self, max_bytes: int | None) -> None:
+        """Cap the database size (``PRAGMA max_page_count``); ``None`` lifts the cap.
+
+        Writes that would grow the file past it fail with MQ_ERROR_INSUFFICIENT_RESOURCES
+        exactly as on a full disk.
+        """
+
+        def op(ctx: WriteContext) -> None:
+            page = int(ctx.conn.execute("PRAGMA page_size").fetchone()[0])
+            pages = 0xFFFFFFFE if max_bytes is None else max(1, max_bytes // page)
+            ctx.conn.execute(f"PRAGMA max_page_count = {int(pages)}")
+
+        self.write(op)
+
+    # ---- reads -----------------------------------------------------------------------
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's read-only connection (created on first use)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"store {self.path} is closed")
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            conn.execute("PRAGMA query_only=1")
+            conn.execute("PRAGMA cache_size=-8192")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on this thread's read connection, mapping SQLite errors."""
+        try:
+            return fn(self.reader())
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path) from exc
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the writer (after it finished every queued operation) and close files."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._thread.join()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

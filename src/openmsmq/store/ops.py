@@ -1,0 +1,721 @@
+"""Every SQL statement of openmsmq: write operations (run by the writer) and reads.
+
+Write operations are built by the functions here and handed to
+:meth:`openmsmq.store.db.Store.submit`; each returns a callable ``op(ctx)``. Rows go
+in with ``executemany`` (one prepared statement for many rows), never one round trip
+per message.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.store.db import WriteContext
+from openmsmq.store.records import (
+    INFINITE,
+    MESSAGE_COLUMNS,
+    QUEUE_COLUMNS,
+    IncomingSequenceState,
+    Message,
+    OutgoingSequenceState,
+    QueueRecord,
+    QueueType,
+    from_i64,
+    message_from_row,
+    message_to_row,
+    queue_from_row,
+    to_i64,
+)
+
+__all__ = [
+    "FIRST_PRIVATE_NUMBER",
+    "Remove",
+    "RemovedMessage",
+    "Send",
+    "accept_incoming",
+    "commit_work",
+    "create_queue",
+    "delete_queue",
+    "ensure_outgoing_queue",
+    "expire_messages",
+    "fetch_available",
+    "fetch_by_lookup",
+    "fetch_expired",
+    "fetch_range",
+    "get_queue",
+    "incoming_sequences",
+    "init_qm_state",
+    "list_queues",
+    "load_qm_state",
+    "order_key",
+    "outgoing_sequence",
+    "purge_queue",
+    "record_incoming",
+    "release_outgoing",
+    "reserve_uniquifiers",
+    "update_queue",
+]
+
+#: First PrivateQueueNumber given to application queues; lower numbers are reserved for
+#: system private queues (order_queue$ = 4, MS-MQQB 3.1.7.17).
+FIRST_PRIVATE_NUMBER = 0x10
+
+_MSG_COLS = ", ".join(MESSAGE_COLUMNS)
+_MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+_INSERT_MSG = (
+    f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key, expire_at, expire_class) "
+    f"VALUES ({', '.join('?' * (len(MESSAGE_COLUMNS) + 4))})"
+)
+_QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
+_ACK_WANTED = (
+    "(m.ack_flags != 0 OR m.positive_journaling != 0 OR m.negative_journaling != 0"
+    " OR m.final_ack_required != 0)"
+)
+_SIZE = "(length(m.body) + 2 * length(m.label) + length(m.extension))"
+
+
+def order_key(priority: int, lookup_id: int) -> int:
+    """Queue position: priority (higher first), then LookupIdentifier (MS-MQDMPR 3.1.1.2)."""
+    return ((7 - priority) << 56) | lookup_id
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A message to insert in ``queue_id`` (its ``lookup_id`` is assigned by the op)."""
+
+    queue_id: int
+    message: Message
+    #: Absolute expiry (s since 1970) or None; ``expire_class`` is the Nack class then.
+    expire_at: int | None = None
+    expire_class: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Remove:
+    """Delete a message, or move it to ``target_queue_id`` (journal / dead-letter)."""
+
+    queue_id: int
+    lookup_id: int
+    size: int
+    target_queue_id: int | None = None
+    #: New Message.Class for a move (e.g. NackReceiveTimeout into a dead-letter queue).
+    new_class: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedMessage:
+    """A message removed from a queue with a reason class (MS-MQDMPR 3.1.7.2.1).
+
+    Reported only for messages that asked for acknowledgments, journaling or a FinalAck
+    — the seam for acknowledgment and FinalAck messages (MS-MQQB 3.1.7.2, 3.1.7.17).
+    """
+
+    queue_id: int
+    message: Message
+    reason: int
+
+
+# ---- QM state and queues -------------------------------------------------------------
+
+
+def init_qm_state(guid: uuid.UUID, now: int) -> Callable[[WriteContext], uuid.UUID]:
+    """Create the QM state row if missing; return the persisted QM GUID."""
+
+    def op(ctx: WriteContext) -> uuid.UUID:
+        row = ctx.conn.execute("SELECT qm_guid FROM qm_state WHERE id = 1").fetchone()
+        if row:
+            return uuid.UUID(bytes=row[0])
+        ctx.conn.execute(
+            "INSERT INTO qm_state (id, qm_guid, sequential_id, message_id_ordinal, next_private_number,"
+            " created_time) VALUES (1, ?, 0, 1, ?, ?)",
+            (guid.bytes, FIRST_PRIVATE_NUMBER, now),
+        )
+        return guid
+
+    return op
+
+
+def load_qm_state(conn: sqlite3.Connection) -> tuple[uuid.UUID, int] | None:
+    """(QM GUID, SequentialID) or None for a fresh store."""
+    row = conn.execute("SELECT qm_guid, sequential_id FROM qm_state WHERE id = 1").fetchone()
+    return (uuid.UUID(bytes=row[0]), int(row[1])) if row else None
+
+
+def reserve_uniquifiers(count: int) -> Callable[[WriteContext], int]:
+    """Reserve ``count`` Identifier uniquifiers (u32, wrapping, never 0); return the first.
+
+    The QM hands them out from memory; a crash skips the rest of the block.
+    """
+
+    def op(ctx: WriteContext) -> int:
+        first = int(ctx.conn.execute("SELECT message_id_ordinal FROM qm_state WHERE id = 1").fetchone()[0])
+        nxt = first + count
+        if nxt > 0xFFFFFFFF:  # MessageIdOrdinal may wrap (MS-MQQB 3.1.1.3); skip 0
+            first, nxt = 1, 1 + count
+        ctx.conn.execute("UPDATE qm_state SET message_id_ordinal = ? WHERE id = 1", (nxt,))
+        return first
+
+    return op
+
+
+def list_queues(conn: sqlite3.Connection) -> list[QueueRecord]:
+    """Every queue, system, journal and outgoing queues included."""
+    return [queue_from_row(r) for r in conn.execute(_QUEUE_SELECT + " ORDER BY queue_id")]
+
+
+def _queue(conn: sqlite3.Connection, queue_id: int) -> QueueRecord:
+    row = conn.execute(_QUEUE_SELECT + " WHERE queue_id = ?", (queue_id,)).fetchone()
+    if row is None:
+        raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{queue_id} was deleted")
+    return queue_from_row(row)
+
+
+def get_queue(conn: sqlite3.Connection, queue_id: int) -> QueueRecord:
+    """The queue row (raises MQ_ERROR_QUEUE_DELETED if it is gone)."""
+    return _queue(conn, queue_id)
+
+
+def _insert_queue(
+    conn: sqlite3.Connection,
+    *,
+    name: str,
+    display_name: str,
+    queue_type: QueueType,
+    private_number: int,
+    transactional: bool,
+    label: str,
+    quota_kb: int,
+    journal_quota_kb: int,
+    journal: bool,
+    parent_queue_id: int | None,
+    now: int,
+    destination_format_name: str | None = None,
+) -> int:
+    if conn.execute("SELECT 1 FROM queues WHERE name = ?", (name,)).fetchone():
+        raise MQError(HResult.MQ_ERROR_QUEUE_EXISTS, f"queue {display_name} already exists")
+    cur = conn.execute(
+        "INSERT INTO queues (name, display_name, queue_type, private_number, transactional, label, quota_kb,"
+        " journal_quota_kb, journal, parent_queue_id, base_priority, authenticate, privacy_level,"
+        " created_time, modify_time, destination_format_name) VALUES (?,?,?,?,?,?,?,?,?,?,0,0,1,?,?,?)",
+        (
+            name,
+            display_name,
+            int(queue_type),
+            private_number,
+            transactional,
+            label,
+            quota_kb,
+            journal_quota_kb,
+            journal,
+            parent_queue_id,
+            now,
+            now,
+            destination_format_name,
+        ),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def create_queue(
+    *,
+    name: str,
+    display_name: str,
+    queue_type: QueueType,
+    transactional: bool,
+    label: str,
+    quota_kb: int,
+    journal_quota_kb: int,
+    journal: bool,
+    now: int,
+    private_number: int | None = None,
+    with_journal: bool = True,
+) -> Callable[[WriteContext], QueueRecord]:
+    """Create a queue (and its journal queue ``<name>;journal``); MQ_ERROR_QUEUE_EXISTS if taken.
+
+    ``private_number`` None allocates the next PrivateQueueNumber for a private queue.
+    """
+
+    def op(ctx: WriteContext) -> QueueRecord:
+        conn = ctx.conn
+        number = private_number or 0
+        if queue_type == QueueType.PRIVATE and private_number is None:
+            number = int(conn.execute("SELECT next_private_number FROM qm_state").fetchone()[0])
+            conn.execute("UPDATE qm_state SET next_private_number = ?", (number + 1,))
+        qid = _insert_queue(
+            conn,
+            name=name,
+            display_name=display_name,
+            queue_type=queue_type,
+            private_number=number,
+            transactional=transactional,
+            label=label,
+            quota_kb=quota_kb,
+            journal_quota_kb=journal_quota_kb,
+            journal=journal,
+            parent_queue_id=None,
+            now=now,
+        )
+        if with_journal:
+            jid = _insert_queue(
+                conn,
+                name=name + ";journal",
+                display_name=display_name + ";journal",
+                queue_type=QueueType.JOURNAL,
+                private_number=number,
+                transactional=False,
+                label="",
+                quota_kb=journal_quota_kb,
+                journal_quota_kb=journal_quota_kb,
+                journal=False,
+                parent_queue_id=qid,
+                now=now,
+            )
+            conn.execute("UPDATE queues SET journal_queue_id = ? WHERE queue_id = ?", (jid, qid))
+        return _queue(conn, qid)
+
+    return op
+
+
+def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext], QueueRecord]:
+    """The OutgoingQueue for a destination format name, created on first use
+    (MS-MQDMPR 3.1.7.1.5 step 4) with OutgoingTxSequenceID = {Ordinal 1, TimeStamp now}
+    and OutgoingTxSequenceNumber = 1 (MS-MQQB 3.1.3.2)."""
+    key = format_name.lower()
+
+    def op(ctx: WriteContext) -> QueueRecord:
+        conn = ctx.conn
+        row = conn.execute(_QUEUE_SELECT + " WHERE destination_format_name = ?", (key,)).fetchone()
+        if row:
+            return queue_from_row(row)
+        qid = _insert_queue(
+            conn,
+            name="outgoing:" + key,
+            display_name=format_name,
+            queue_type=QueueType.OUTGOING,
+            private_number=0,
+            transactional=False,
+            label=format_name,
+            quota_kb=INFINITE,
+            journal_quota_kb=INFINITE,
+            journal=False,
+            parent_queue_id=None,
+            now=now,
+            destination_format_name=key,
+        )
+        conn.execute(
+            "INSERT INTO outgoing_sequences (queue_id, tx_sequence_id, next_tx_sequence_number)"
+            " VALUES (?, ?, 1)",
+            (qid, to_i64(((now & 0xFFFFFFFF) << 32) | 1)),
+        )
+        return _queue(conn, qid)
+
+    return op
+
+
+_MUTABLE_QUEUE_PROPS = frozenset(
+    {"label", "quota_kb", "journal_quota_kb", "journal", "base_priority", "authenticate", "privacy_level"}
+)
+
+
+def update_queue(queue_id: int, changes: dict[str, Any], now: int) -> Callable[[WriteContext], QueueRecord]:
+    """Set queue properties (Label, Quota, JournalQuota, Journaling, …); ModifyTime = now."""
+    bad = set(changes) - _MUTABLE_QUEUE_PROPS
+    if bad:
+        raise MQError(HResult.MQ_ERROR_PROPERTY_NOTALLOWED, f"cannot set queue properties {sorted(bad)}")
+
+    def op(ctx: WriteContext) -> QueueRecord:
+        _queue(ctx.conn, queue_id)
+        names = sorted(changes)
+        sets = ", ".join(f"{n} = ?" for n in names)
+        ctx.conn.execute(
+            f"UPDATE queues SET {sets}, modify_time = ? WHERE queue_id = ?",
+            [changes[n] for n in names] + [now, queue_id],
+        )
+        if "journal_quota_kb" in changes:
+            ctx.conn.execute(
+                "UPDATE queues SET quota_kb = ? WHERE parent_queue_id = ?",
+                (changes["journal_quota_kb"], queue_id),
+            )
+        return _queue(ctx.conn, queue_id)
+
+    return op
+
+
+def _ack_wanted(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[int, Message]]:
+    rows = conn.execute(
+        f"SELECT m.queue_id, {_MSG_SELECT} FROM messages m WHERE {where} AND {_ACK_WANTED}", params
+    )
+    return [(r[0], message_from_row(r[1:])) for r in rows]
+
+
+def delete_queue(queue_id: int, reason: int) -> Callable[[WriteContext], list[RemovedMessage]]:
+    """Delete a queue, its journal queue and their messages (NackQueueDeleted events)."""
+
+    def op(ctx: WriteContext) -> list[RemovedMessage]:
+        conn = ctx.conn
+        q = _queue(conn, queue_id)
+        events = [
+            RemovedMessage(qid, m, reason) for qid, m in _ack_wanted(conn, "m.queue_id = ?", (queue_id,))
+        ]
+        ids = [queue_id] + ([q.journal_queue_id] if q.journal_queue_id is not None else [])
+        conn.executemany("DELETE FROM messages WHERE queue_id = ?", [(i,) for i in ids])
+        conn.executemany("DELETE FROM queues WHERE queue_id = ?", [(i,) for i in ids])
+        conn.execute("DELETE FROM outgoing_sequences WHERE queue_id = ?", (queue_id,))
+        return events
+
+    return op
+
+
+def _exclude_clause(exclude: Collection[int]) -> tuple[str, list[Any]]:
+    if not exclude:
+        return "", []
+    return " AND m.lookup_id NOT IN (SELECT value FROM json_each(?))", [json.dumps(list(exclude))]
+
+
+def _refresh_stats(conn: sqlite3.Connection, queue_id: int) -> None:
+    conn.execute(
+        f"UPDATE queues SET (msg_count, total_bytes) = (SELECT count(*), coalesce(sum({_SIZE}), 0)"
+        " FROM messages m WHERE m.queue_id = ?) WHERE queue_id = ?",
+        (queue_id, queue_id),
+    )
+
+
+def purge_queue(
+    queue_id: int, exclude: Collection[int], reason: int
+) -> Callable[[WriteContext], tuple[int, list[RemovedMessage]]]:
+    """Delete every message of the queue except ``exclude`` (locked: PurgePending).
+
+    MS-MQDMPR 3.1.7.1.7; returns (count, NackQueuePurged events).
+    """
+
+    def op(ctx: WriteContext) -> tuple[int, list[RemovedMessage]]:
+        conn = ctx.conn
+        _queue(conn, queue_id)
+        clause, extra = _exclude_clause(exclude)
+        events = [
+            RemovedMessage(qid, m, reason)
+            for qid, m in _ack_wanted(conn, "m.queue_id = ?" + clause, [queue_id, *extra])
+        ]
+        cur = conn.execute(f"DELETE FROM messages AS m WHERE m.queue_id = ?{clause}", [queue_id, *extra])
+        _refresh_stats(conn, queue_id)
+        return cur.rowcount, events
+
+    return op
+
+
+# ---- messages ------------------------------------------------------------------------
+
+
+def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int | None) -> list[Message]:
+    """Insert ``sends`` in order; assign LookupIdentifiers and, for transactional messages
+    to an outgoing queue, TxSequenceNumber / PreviousTxSequenceNumber (MS-MQQB 3.1.7.1.3
+    done at commit: numbers are stored in the same transaction as the message)."""
+    if not sends:
+        return []
+    conn = ctx.conn
+    queues: dict[int, QueueRecord] = {}
+    added: dict[int, list[int]] = {}
+    for s in sends:
+        if s.queue_id not in queues:
+            queues[s.queue_id] = _queue(conn, s.queue_id)
+            added[s.queue_id] = [0, 0]
+        a = added[s.queue_id]
+        a[0] += 1
+        a[1] += s.message.size
+    for qid, (_count, nbytes) in added.items():
+        q = queues[qid]
+        if q.quota_kb != INFINITE and q.total_bytes + nbytes > q.quota_kb * 1024:
+            raise MQError(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"queue {q.display_name}: quota of {q.quota_kb} KB exceeded (MS-MQDMPR 3.1.7.1.9 status 1)",
+            )
+    seqs: dict[int, list[int]] = {}
+    for qid, q in queues.items():
+        if q.queue_type == QueueType.OUTGOING:
+            row = conn.execute(
+                "SELECT tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences WHERE queue_id = ?",
+                (qid,),
+            ).fetchone()
+            seqs[qid] = [from_i64(row[0]), int(row[1])]
+    first = ctx.alloc_lookup_ids(len(sends))
+    rows = []
+    stored = []
+    for i, s in enumerate(sends):
+        lid = first + i
+        m = s.message
+        seq = seqs.get(s.queue_id)
+        if seq is not None and m.transactional:
+            m = replace(
+                m,
+                lookup_id=lid,
+                tx_sequence_id=seq[0],
+                tx_sequence_number=seq[1],
+                tx_previous_sequence_number=seq[1] - 1,
+            )
+            seq[1] += 1
+        elif arrived_time is not None:
+            m = replace(m, lookup_id=lid, arrived_time=arrived_time)
+        else:
+            m = replace(m, lookup_id=lid)
+        row = message_to_row(m)
+        row += [s.queue_id, order_key(m.priority, lid), s.expire_at, s.expire_class]
+        rows.append(row)
+        stored.append(m)
+    conn.executemany(_INSERT_MSG, rows)
+    conn.executemany(
+        "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?",
+        [(c, b, qid) for qid, (c, b) in added.items()],
+    )
+    if seqs:
+        conn.executemany(
+            "UPDATE outgoing_sequences SET next_tx_sequence_number = ? WHERE queue_id = ?",
+            [(nxt, qid) for qid, (_sid, nxt) in seqs.items()],
+        )
+    return stored
+
+
+def _apply_removes(conn: sqlite3.Connection, removes: Sequence[Remove]) -> None:
+    if not removes:
+        return
+    deltas: dict[int, list[int]] = {}
+
+    def bump(qid: int, count: int, nbytes: int) -> None:
+        d = deltas.setdefault(qid, [0, 0])
+        d[0] += count
+        d[1] += nbytes
+
+    deletes = []
+    moves = []
+    for r in removes:
+        bump(r.queue_id, -1, -r.size)
+        if r.target_queue_id is None:
+            deletes.append((r.lookup_id,))
+        else:
+            bump(r.target_queue_id, 1, r.size)
+            moves.append((r.target_queue_id, r.new_class, r.lookup_id))
+    if deletes:
+        conn.executemany("DELETE FROM messages WHERE lookup_id = ?", deletes)
+    if moves:
+        conn.executemany(
+            "UPDATE messages SET queue_id = ?, message_class = coalesce(?, message_class), expire_at = NULL"
+            " WHERE lookup_id = ?",
+            moves,
+        )
+    conn.executemany(
+        "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?",
+        [(c, b, qid) for qid, (c, b) in deltas.items()],
+    )
+
+
+def commit_work(
+    sends: Sequence[Send], removes: Sequence[Remove], arrived_time: int | None = None
+) -> Callable[[WriteContext], list[Message]]:
+    """One local transaction's work: insert ``sends``, delete or move ``removes``.
+
+    Returns the stored messages (with LookupIdentifier and sequence numbers) in order.
+    """
+
+    def op(ctx: WriteContext) -> list[Message]:
+        _apply_removes(ctx.conn, removes)
+        return _insert_messages(ctx, sends, arrived_time)
+
+    return op
+
+
+def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequenceState]) -> None:
+    conn.executemany(
+        "INSERT INTO incoming_sequences (sender_qm, destination, queue_id, tx_sequence_id,"
+        " tx_sequence_number, reject_count, last_access_time) VALUES (?,?,?,?,?,?,?)"
+        " ON CONFLICT (sender_qm, destination) DO UPDATE"
+        " SET queue_id = excluded.queue_id, tx_sequence_id = excluded.tx_sequence_id,"
+        " tx_sequence_number = excluded.tx_sequence_number, reject_count = excluded.reject_count,"
+        " last_access_time = excluded.last_access_time",
+        [
+            (
+                s.sender_qm.bytes,
+                s.destination.lower(),
+                s.queue_id,
+                to_i64(s.tx_sequence_id),
+                s.tx_sequence_number,
+                s.reject_count,
+                s.last_access_time,
+            )
+            for s in states
+        ],
+    )
+
+
+def accept_incoming(
+    sends: Sequence[Send], states: Sequence[IncomingSequenceState], arrived_time: int
+) -> Callable[[WriteContext], list[Message]]:
+    """Store accepted incoming messages and advance their incoming sequence state atomically.
+
+    DESIGN invariant 4 / seed 002: the receiver stores a message and its sequence state
+    in one durable transaction, so a crash can neither lose an acknowledged message nor
+    accept it twice.
+    """
+
+    def op(ctx: WriteContext) -> list[Message]:
+        stored = _insert_messages(ctx, sends, arrived_time)
+        _upsert_incoming(ctx.conn, states)
+        return stored
+
+    return op
+
+
+def record_incoming(states: Sequence[IncomingSequenceState]) -> Callable[[WriteContext], None]:
+    """Persist incoming sequence state alone (e.g. a rejected duplicate's RejectCount)."""
+
+    def op(ctx: WriteContext) -> None:
+        _upsert_incoming(ctx.conn, states)
+
+    return op
+
+
+def incoming_sequences(conn: sqlite3.Connection) -> list[IncomingSequenceState]:
+    """Every persisted incoming sequence (to restore the protocol state at start)."""
+    rows = conn.execute(
+        "SELECT sender_qm, destination, queue_id, tx_sequence_id, tx_sequence_number, reject_count,"
+        " last_access_time FROM incoming_sequences ORDER BY sender_qm, destination"
+    )
+    return [
+        IncomingSequenceState(uuid.UUID(bytes=r[0]), r[1], r[2], from_i64(r[3]), r[4], r[5], r[6])
+        for r in rows
+    ]
+
+
+def outgoing_sequence(conn: sqlite3.Connection, queue_id: int) -> OutgoingSequenceState:
+    """The persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
+    row = conn.execute(
+        "SELECT tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences WHERE queue_id = ?",
+        (queue_id,),
+    ).fetchone()
+    if row is None:
+        raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"queue #{queue_id} is not an outgoing queue")
+    return OutgoingSequenceState(queue_id, from_i64(row[0]), int(row[1]))
+
+
+def release_outgoing(
+    queue_id: int, up_to_number: int
+) -> Callable[[WriteContext], tuple[list[int], OutgoingSequenceState]]:
+    """An OrderAck covered ``up_to_number``: delete the current sequence's messages numbered
+    1..up_to_number; when none of the sequence is left, start a new one (Ordinal + 1,
+    number 1 — MS-MQQB 3.1.5.6 steps 6–7). Returns (deleted LookupIdentifiers, new state)."""
+
+    def op(ctx: WriteContext) -> tuple[list[int], OutgoingSequenceState]:
+        conn = ctx.conn
+        state = outgoing_sequence(conn, queue_id)
+        sid = to_i64(state.tx_sequence_id)
+        rows = conn.execute(
+            f"SELECT m.lookup_id, {_SIZE} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
+            " AND m.tx_sequence_number BETWEEN 1 AND ?",
+            (queue_id, sid, up_to_number),
+        ).fetchall()
+        _apply_removes(conn, [Remove(queue_id, r[0], r[1]) for r in rows])
+        left = conn.execute(
+            "SELECT 1 FROM messages WHERE queue_id = ? AND tx_sequence_number != 0 LIMIT 1", (queue_id,)
+        ).fetchone()
+        if left is None and state.next_tx_sequence_number > 1:
+            seq = state.tx_sequence_id
+            ordinal = (seq & 0xFFFFFFFF) + 1
+            new_id = (seq & ~0xFFFFFFFF) + ordinal if ordinal <= 0xFFFFFFFF else ((seq >> 32) + 1) << 32 | 1
+            conn.execute(
+                "UPDATE outgoing_sequences SET tx_sequence_id = ?, next_tx_sequence_number = 1"
+                " WHERE queue_id = ?",
+                (to_i64(new_id), queue_id),
+            )
+            state = OutgoingSequenceState(queue_id, new_id, 1)
+        return [r[0] for r in rows], state
+
+    return op
+
+
+def expire_messages(removes: Sequence[Remove]) -> Callable[[WriteContext], list[RemovedMessage]]:
+    """Move expired messages to the dead-letter queues with their Nack class recorded."""
+
+    def op(ctx: WriteContext) -> list[RemovedMessage]:
+        conn = ctx.conn
+        events = []
+        for r in removes:
+            got = _ack_wanted(conn, "m.lookup_id = ? AND m.queue_id = ?", (r.lookup_id, r.queue_id))
+            events += [RemovedMessage(qid, m, r.new_class or 0) for qid, m in got]
+        _apply_removes(conn, removes)
+        return events
+
+    return op
+
+
+# ---- reads ---------------------------------------------------------------------------
+
+
+def fetch_available(
+    conn: sqlite3.Connection,
+    queue_id: int,
+    *,
+    now: int,
+    limit: int = 1,
+    exclude: Collection[int] = (),
+    after_key: int | None = None,
+    before_key: int | None = None,
+    from_key: int | None = None,
+    descending: bool = False,
+) -> list[tuple[int, Message]]:
+    """Unexpired messages of a queue in queue order, as (order_key, message).
+
+    ``exclude`` holds the LookupIdentifiers locked in memory (never returned);
+    ``after_key`` / ``from_key`` / ``before_key`` bound the position; ``descending``
+    walks from the tail (SeekLast / SeekPrevious).
+    """
+    sql = f"SELECT m.order_key, {_MSG_SELECT} FROM messages m WHERE m.queue_id = ?"
+    params: list[Any] = [queue_id]
+    if after_key is not None:
+        sql += " AND m.order_key > ?"
+        params.append(after_key)
+    if from_key is not None:
+        sql += " AND m.order_key >= ?"
+        params.append(from_key)
+    if before_key is not None:
+        sql += " AND m.order_key < ?"
+        params.append(before_key)
+    sql += " AND (m.expire_at IS NULL OR m.expire_at > ?)"
+    params.append(now)
+    clause, extra = _exclude_clause(exclude)
+    sql += clause + f" ORDER BY m.order_key {'DESC' if descending else 'ASC'} LIMIT ?"
+    params += [*extra, limit]
+    return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql, params)]
+
+
+def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:
+    """The message with this LookupIdentifier in this queue (expired or not), or None."""
+    row = conn.execute(
+        f"SELECT m.order_key, {_MSG_SELECT} FROM messages m WHERE m.lookup_id = ? AND m.queue_id = ?",
+        (lookup_id, queue_id),
+    ).fetchone()
+    return (row[0], message_from_row(row[1:])) if row else None
+
+
+def fetch_range(conn: sqlite3.Connection, queue_id: int, after_lookup_id: int, limit: int) -> list[Message]:
+    """Messages with LookupIdentifier > ``after_lookup_id`` in LookupIdentifier order."""
+    rows = conn.execute(
+        f"SELECT {_MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.lookup_id > ?"
+        " ORDER BY m.lookup_id LIMIT ?",
+        (queue_id, after_lookup_id, limit),
+    )
+    return [message_from_row(r) for r in rows]
+
+
+def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[int, int, int, bool, int]]:
+    """Expired messages: (queue_id, lookup_id, size, transactional, expire_class)."""
+    rows = conn.execute(
+        f"SELECT m.queue_id, m.lookup_id, {_SIZE}, m.transactional, m.expire_class FROM messages m"
+        " WHERE m.expire_at IS NOT NULL AND m.expire_at <= ? ORDER BY m.expire_at LIMIT ?",
+        (now, limit),
+    )
+    return [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows]

@@ -1,0 +1,240 @@
+"""Values the store reads and writes: messages, queues, sequence state.
+
+Frozen dataclasses only; conversion to and from SQL rows lives next to them so that
+the column list is written once (:data:`MESSAGE_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, fields
+from enum import IntEnum
+from typing import Any
+
+__all__ = [
+    "INFINITE",
+    "MAX_MESSAGE_BYTES",
+    "MESSAGE_COLUMNS",
+    "QUEUE_COLUMNS",
+    "IncomingSequenceState",
+    "Message",
+    "OutgoingSequenceState",
+    "QueueRecord",
+    "QueueType",
+    "from_i64",
+    "message_from_row",
+    "message_to_row",
+    "queue_from_row",
+    "to_i64",
+]
+
+#: TimeToBeReceived / TimeToReachQueue value meaning "never expires" (MS-MQDMPR 3.1.1.12).
+INFINITE = 0xFFFFFFFF
+#: Largest message body MSMQ accepts (4 MiB); larger sends fail with MQ_ERROR_INSUFFICIENT_RESOURCES.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+_NULL_GUID = uuid.UUID(int=0)
+
+
+def to_i64(value: int) -> int:
+    """Map an unsigned 64-bit value (TxSequenceID) to SQLite's signed INTEGER."""
+    return value - (1 << 64) if value >= (1 << 63) else value
+
+
+def from_i64(value: int) -> int:
+    """Inverse of :func:`to_i64`."""
+    return value + (1 << 64) if value < 0 else value
+
+
+class QueueType(IntEnum):
+    """Queue.QueueType (MS-MQDMPR 3.1.1.2) plus the kinds this QM keeps apart."""
+
+    #: Private queue created by an application (``private$\\name``).
+    PRIVATE = 1
+    #: System queue: dead-letter, transactional dead-letter, computer journal, order queue.
+    SYSTEM = 2
+    #: Journal of one queue (``private$\\name;journal``).
+    JOURNAL = 3
+    #: OutgoingQueue (MS-MQDMPR 3.1.1.3): messages in transit to one destination format name.
+    OUTGOING = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message: every Message attribute of MS-MQDMPR 3.1.1.12 a user sets or reads.
+
+    The first group is set by the sender; the second is assigned by the queue manager
+    (``lookup_id``, Identifier, times, destination, transactional sequence fields).
+    Times are seconds since 1970 (UTC). GUIDs are :class:`uuid.UUID`.
+    """
+
+    body: bytes = b""
+    label: str = ""
+    #: 0–7, 7 highest; forced to 0 for transactional messages (MS-MQDMPR 3.1.1.12 note on PR).
+    priority: int = 3
+    #: Message.Class (wire MessageClass, MS-MQMQ 2.2.18.1.6).
+    message_class: int = 0
+    body_type: int = 0
+    #: CorrelationIdentifier: a 20-byte OBJECTID.
+    correlation_id: bytes = bytes(20)
+    #: ApplicationTag (AppSpecific), u32.
+    app_specific: int = 0
+    #: DeliveryGuarantee: 0 Express, 1 Recoverable (UserHeader.Flags.DM).
+    delivery: int = 0
+    #: Seconds relative to SentTime (BaseHeader.TimeToReachQueue).
+    time_to_reach_queue: int = 0x54600
+    #: Seconds relative to SentTime; INFINITE = never (UserHeader.TimeToBeReceived).
+    time_to_be_received: int = INFINITE
+    #: AcknowledgementsRequested as MessagePropertiesHeader.Flags bits (PA/PR/NA/NR).
+    ack_flags: int = 0
+    positive_journaling: bool = False
+    negative_journaling: bool = False
+    tracing: bool = False
+    admin_queue: str = ""
+    response_queue: str = ""
+    extension: bytes = b""
+    sender_id: bytes = b""
+    hop_count: int = 0
+    #: TransactionHeader.Flags.FA.
+    final_ack_required: bool = False
+    # ---- assigned by the queue manager -------------------------------------------------
+    #: LookupIdentifier: 64-bit, strictly increasing per QM, never reused (invariant 5).
+    lookup_id: int = 0
+    #: Identifier.Lineage: GUID of the QM that created the message (MS-MQMQ 2.2.8).
+    id_lineage: uuid.UUID = _NULL_GUID
+    #: Identifier.Uniquifier (u32; UserHeader.MessageID).
+    id_uniquifier: int = 0
+    sent_time: int = 0
+    arrived_time: int = 0
+    destination_queue: str = ""
+    destination_qm: uuid.UUID = _NULL_GUID
+    source_machine: uuid.UUID = _NULL_GUID
+    #: True when the message was sent inside a transaction (it carries a TransactionHeader).
+    transactional: bool = False
+    #: TransactionalMessageSequenceIdentifier as u64 ``(TimeStamp << 32) | Ordinal``; 0 = none.
+    tx_sequence_id: int = 0
+    tx_sequence_number: int = 0
+    tx_previous_sequence_number: int = 0
+    first_in_transaction: bool = False
+    last_in_transaction: bool = False
+
+    @property
+    def size(self) -> int:
+        """Bytes counted against quotas (body, label and extension)."""
+        return len(self.body) + 2 * len(self.label) + len(self.extension)
+
+
+_UUID_FIELDS = frozenset({"id_lineage", "destination_qm", "source_machine"})
+_BOOL_FIELDS = frozenset(
+    {
+        "positive_journaling",
+        "negative_journaling",
+        "tracing",
+        "final_ack_required",
+        "transactional",
+        "first_in_transaction",
+        "last_in_transaction",
+    }
+)
+#: Column names of the ``messages`` table that mirror :class:`Message`, in order.
+MESSAGE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Message))
+_TX_SEQ = MESSAGE_COLUMNS.index("tx_sequence_id")
+_UUID_IDX = tuple(i for i, n in enumerate(MESSAGE_COLUMNS) if n in _UUID_FIELDS)
+_BOOL_IDX = tuple(i for i, n in enumerate(MESSAGE_COLUMNS) if n in _BOOL_FIELDS)
+
+
+def message_to_row(message: Message) -> list[Any]:
+    """The message as a list of SQL values in :data:`MESSAGE_COLUMNS` order."""
+    row: list[Any] = [getattr(message, name) for name in MESSAGE_COLUMNS]
+    for i in _UUID_IDX:
+        row[i] = row[i].bytes
+    row[_TX_SEQ] = to_i64(row[_TX_SEQ])
+    return row
+
+
+def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
+    """Inverse of :func:`message_to_row`."""
+    values = list(row)
+    for i in _UUID_IDX:
+        values[i] = uuid.UUID(bytes=values[i])
+    for i in _BOOL_IDX:
+        values[i] = bool(values[i])
+    values[_TX_SEQ] = from_i64(values[_TX_SEQ])
+    return Message(*values)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """One row of ``queues``: a Queue of MS-MQDMPR 3.1.1.2 (or an OutgoingQueue, 3.1.1.3)."""
+
+    queue_id: int
+    #: Canonical (lower-case) name, e.g. ``private$\\orders``; the key of name lookups.
+    name: str
+    #: The name as the creator spelled it.
+    display_name: str
+    queue_type: QueueType
+    #: PrivateQueueNumber (wire PrivateQueueIdentifier); 0 when not a private queue.
+    private_number: int
+    transactional: bool
+    label: str
+    #: Queue.Quota in KB (INFINITE = no limit).
+    quota_kb: int
+    journal_quota_kb: int
+    #: Queue.Journaling: copy received messages to the journal queue.
+    journal: bool
+    journal_queue_id: int | None
+    parent_queue_id: int | None
+    base_priority: int
+    authenticate: bool
+    privacy_level: int
+    created_time: int
+    modify_time: int
+    #: DestinationFormatName of an outgoing queue, else None.
+    destination_format_name: str | None
+    msg_count: int
+    total_bytes: int
+
+
+QUEUE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(QueueRecord))
+
+
+def queue_from_row(row: tuple[Any, ...]) -> QueueRecord:
+    """Build a :class:`QueueRecord` from a ``SELECT`` of :data:`QUEUE_COLUMNS`."""
+    v = list(row)
+    v[3] = QueueType(v[3])
+    v[5] = bool(v[5])
+    v[9] = bool(v[9])
+    v[13] = bool(v[13])
+    return QueueRecord(*v)
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingSequenceState:
+    """Persisted OutgoingTxSequenceID / OutgoingTxSequenceNumber of one outgoing queue.
+
+    MS-MQQB 3.1.1.3.1 (MUST persist). ``tx_sequence_id`` is the u64
+    ``(TimeStamp << 32) | Ordinal``; ``next_tx_sequence_number`` is the number the next
+    committed transactional message gets.
+    """
+
+    queue_id: int
+    tx_sequence_id: int
+    next_tx_sequence_number: int
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingSequenceState:
+    """IncomingTransactionalTransferInfo (MS-MQDMPR 3.1.1.5) with the MS-MQQB
+    IncomingTxSequenceID / IncomingTxSequenceNumber / TxMessageRejectCount it mirrors.
+
+    Keyed by (sender QM GUID, destination format name), as the protocol layer's
+    SequenceKey is.
+    """
+
+    sender_qm: uuid.UUID
+    destination: str
+    queue_id: int | None
+    tx_sequence_id: int
+    tx_sequence_number: int
+    reject_count: int
+    last_access_time: float

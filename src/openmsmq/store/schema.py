@@ -1,0 +1,131 @@
+"""SQLite schema of the store and its migrations.
+
+The schema version lives in ``PRAGMA user_version``; :func:`migrate` applies every
+missing step in one transaction at open. ``PRAGMA application_id`` marks a file as an
+openmsmq store so a foreign SQLite file is refused instead of being written into.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from openmsmq.store.records import MESSAGE_COLUMNS
+
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "migrate"]
+
+#: ``PRAGMA application_id`` of an openmsmq store: ASCII "MSMQ".
+APPLICATION_ID = 0x4D534D51
+
+_MESSAGE_TYPES = {
+    "body": "BLOB NOT NULL",
+    "label": "TEXT NOT NULL",
+    "correlation_id": "BLOB NOT NULL",
+    "admin_queue": "TEXT NOT NULL",
+    "response_queue": "TEXT NOT NULL",
+    "extension": "BLOB NOT NULL",
+    "sender_id": "BLOB NOT NULL",
+    "id_lineage": "BLOB NOT NULL",
+    "destination_queue": "TEXT NOT NULL",
+    "destination_qm": "BLOB NOT NULL",
+    "source_machine": "BLOB NOT NULL",
+}
+
+
+def _message_table_sql() -> str:
+    cols = []
+    for name in MESSAGE_COLUMNS:
+        if name == "lookup_id":
+            # LookupIdentifier is the rowid: messages are stored in LookupIdentifier order.
+            cols.append("lookup_id INTEGER PRIMARY KEY")
+        else:
+            cols.append(f"{name} {_MESSAGE_TYPES.get(name, 'INTEGER NOT NULL')}")
+    cols += [
+        "queue_id INTEGER NOT NULL",
+        # Queue position: ((7 - priority) << 56) | lookup_id. Orders by priority (higher
+        # first), then LookupIdentifier, i.e. MessagePositionList order (MS-MQDMPR 3.1.1.2).
+        "order_key INTEGER NOT NULL",
+        # Absolute expiry (s since 1970) or NULL; expire_class is the Nack class recorded
+        # when it fires (NackReceiveTimeout / NackReachQueueTimeout).
+        "expire_at INTEGER",
+        "expire_class INTEGER NOT NULL DEFAULT 0",
+    ]
+    return "CREATE TABLE messages (\n  " + ",\n  ".join(cols) + "\n)"
+
+
+_V1 = [
+    """CREATE TABLE qm_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  qm_guid BLOB NOT NULL,
+  sequential_id INTEGER NOT NULL,       -- QueueManager.SequentialID: last LookupIdentifier used
+  message_id_ordinal INTEGER NOT NULL,  -- next reservable block of Identifier uniquifiers
+  next_private_number INTEGER NOT NULL, -- next PrivateQueueNumber for user queues
+  created_time INTEGER NOT NULL
+)""",
+    """CREATE TABLE queues (
+  queue_id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  display_name TEXT NOT NULL,
+  queue_type INTEGER NOT NULL,
+  private_number INTEGER NOT NULL,
+  transactional INTEGER NOT NULL,
+  label TEXT NOT NULL,
+  quota_kb INTEGER NOT NULL,
+  journal_quota_kb INTEGER NOT NULL,
+  journal INTEGER NOT NULL,
+  journal_queue_id INTEGER,
+  parent_queue_id INTEGER,
+  base_priority INTEGER NOT NULL,
+  authenticate INTEGER NOT NULL,
+  privacy_level INTEGER NOT NULL,
+  created_time INTEGER NOT NULL,
+  modify_time INTEGER NOT NULL,
+  destination_format_name TEXT UNIQUE,
+  msg_count INTEGER NOT NULL DEFAULT 0,
+  total_bytes INTEGER NOT NULL DEFAULT 0
+)""",
+    _message_table_sql(),
+    "CREATE INDEX messages_order ON messages (queue_id, order_key)",
+    "CREATE INDEX messages_expiry ON messages (expire_at) WHERE expire_at IS NOT NULL",
+    # MS-MQQB 3.1.1.3.1: OutgoingTxSequenceID / OutgoingTxSequenceNumber, MUST persist.
+    """CREATE TABLE outgoing_sequences (
+  queue_id INTEGER PRIMARY KEY,
+  tx_sequence_id INTEGER NOT NULL,
+  next_tx_sequence_number INTEGER NOT NULL
+)""",
+    # MS-MQDMPR 3.1.1.5 IncomingTransactionalTransferInfo + MS-MQQB IncomingTxSequence*.
+    """CREATE TABLE incoming_sequences (
+  sender_qm BLOB NOT NULL,
+  destination TEXT NOT NULL,
+  queue_id INTEGER,
+  tx_sequence_id INTEGER NOT NULL,
+  tx_sequence_number INTEGER NOT NULL,
+  reject_count INTEGER NOT NULL,
+  last_access_time REAL NOT NULL,
+  PRIMARY KEY (sender_qm, destination)
+) WITHOUT ROWID""",
+]
+
+#: Migration steps; index i brings the schema from version i to i + 1.
+_MIGRATIONS: list[list[str]] = [_V1]
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema to :data:`SCHEMA_VERSION`; return the version found at open.
+
+    Runs inside ``BEGIN IMMEDIATE`` so two processes cannot migrate at once.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        for step in _MIGRATIONS[found:]:
+            for sql in step:
+                conn.execute(sql)
+        if found < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found
