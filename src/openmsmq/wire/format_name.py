@@ -738,7 +738,8 @@ def _check_authority(text: str, pos: int, authority: str) -> None:
     """``Host [":" Port]`` of an HTTP/HTTPS direct name (MS-MQMQ 2.1.2)."""
     if authority.startswith("["):
         end = authority.find("]")
-        if end < 0 or ":" not in authority[1:end] or _norm_ip(authority[1:end]) is None:
+        v6 = authority[1:end]
+        if end < 0 or ":" not in v6 or "%" in v6 or not v6.isascii() or _norm_ip(v6) is None:
             _fail(text, pos, f"bad bracketed IPv6 host {authority[:60]!r}")
         rest = authority[end + 1 :]
         if rest and not rest.startswith(":"):
@@ -772,8 +773,10 @@ def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
         cut = min((i for i in (after.find("/"), after.find("\\")) if i >= 0), default=-1)
         if cut < 0:
             _fail(text, addr_pos + 2 + len(after), "expected '/MSMQ' after the HTTP host")
-        address = after[:cut]
-        _check_authority(text, addr_pos + 2, address)
+        _check_authority(text, addr_pos + 2, after[:cut])
+        host, port = _split_authority(after[:cut])
+        host = f"[{_norm_ip(host)}]" if after.startswith("[") else host
+        address = host if port is None else f"{host}:{port}"
         if _kw(after[cut + 1 : cut + 5]) != "msmq" or after[cut + 5 : cut + 6] not in ("\\", "/"):
             _fail(text, addr_pos + 2 + cut, "expected '/MSMQ\\' (or '/MSMQ/') after the HTTP host")
         tail_pos, tail = addr_pos + 2 + cut + 6, after[cut + 6 :]
@@ -783,7 +786,8 @@ def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
             _fail(text, addr_pos + len(address), "expected '\\' between address and queue name")
         tail_pos = addr_pos + len(address) + 1
         if protocol is DirectProtocol.TCP:
-            norm = _norm_ip(address) if address.isascii() else None
+            # No IPv6 zone ("%eth0"): the ABNF asks for an IP address, nothing more.
+            norm = _norm_ip(address) if address.isascii() and "%" not in address else None
             if norm is None:
                 _fail(text, addr_pos, f"TCP address {address[:60]!r} is not an IPv4 or IPv6 address")
             address = norm
