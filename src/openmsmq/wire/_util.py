@@ -1,0 +1,70 @@
+"""Small helpers shared by the codecs: GUID conversion with memoisation, UTF-16, bounds checks.
+
+Nothing here keeps protocol state; the GUID memo is a bounded pure-function cache
+(queue managers exchange the same few GUIDs over and over, and building a
+:class:`uuid.UUID` from bytes costs more than the rest of a header decode).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from openmsmq.errors import WireError
+
+U16 = struct.Struct("<H")
+U32 = struct.Struct("<I")
+
+_GUID_CACHE_MAX = 4096
+_uuid_by_bytes: dict[bytes, uuid.UUID] = {}
+_bytes_by_uuid: dict[uuid.UUID, bytes] = {}
+
+
+def guid_from_le(raw: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes_le=raw)`` for a 16-byte ``raw``, memoised."""
+    g = _uuid_by_bytes.get(raw)
+    if g is None:
+        g = uuid.UUID(bytes_le=raw)
+        if len(_uuid_by_bytes) >= _GUID_CACHE_MAX:
+            _uuid_by_bytes.clear()
+        _uuid_by_bytes[raw] = g
+    return g
+
+
+def guid_to_le(guid: uuid.UUID) -> bytes:
+    """``guid.bytes_le``, memoised."""
+    b = _bytes_by_uuid.get(guid)
+    if b is None:
+        b = guid.bytes_le
+        if len(_bytes_by_uuid) >= _GUID_CACHE_MAX:
+            _bytes_by_uuid.clear()
+        _bytes_by_uuid[guid] = b
+    return b
+
+
+def pad4(n: int) -> int:
+    """Bytes of padding that bring ``n`` up to a multiple of 4."""
+    return -n & 3
+
+
+def padding_bytes(stored: bytes, n: int) -> bytes:
+    """The ``n`` padding bytes to emit: the stored (observed) ones if they fit, else zeros."""
+    if len(stored) == n:
+        return stored
+    return b"\x00" * n
+
+
+def utf16(data: bytes) -> str:
+    """Decode UTF-16LE losslessly (lone surrogates survive a round trip)."""
+    return data.decode("utf-16-le", "surrogatepass")
+
+
+def to_utf16(text: str) -> bytes:
+    """Encode to UTF-16LE losslessly (inverse of :func:`utf16`)."""
+    return text.encode("utf-16-le", "surrogatepass")
+
+
+def need(header: str, field: str, off: int, size: int, end: int) -> None:
+    """Raise :class:`WireError` unless ``size`` bytes at ``off`` fit before ``end``."""
+    if off + size > end:
+        raise WireError(header, field, f"{size} bytes at offset {off}", f"to fit within {end} bytes")

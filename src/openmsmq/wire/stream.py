@@ -1,0 +1,70 @@
+"""Incremental packet decoder for an MS-MQQB TCP byte stream (sans-I/O).
+
+Framing (packets.md §2, MS-MQMQ 2.2.19.1): read the 16-byte BaseHeader, validate
+VersionNumber / Signature / PacketSize at once (so garbage is rejected before its
+claimed length has arrived), then wait for the whole packet: PacketSize bytes, plus
+16 when a UserMessage (IN = 0) carries a trailing SessionHeader (SH = 1).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from openmsmq.errors import WireError
+from openmsmq.wire.constants import MAX_PACKET_SIZE
+from openmsmq.wire.headers import check_base
+from openmsmq.wire.packets import Packet, decode_packet_body, packet_length
+
+__all__ = ["PacketDecoder"]
+
+_BASE = struct.Struct("<BBHIII")
+
+
+class PacketDecoder:
+    """Turns arbitrarily chunked bytes into packets: ``decoder.feed(data) -> list[Packet]``.
+
+    A partial packet is never consumed: its bytes wait in the buffer for the rest.
+    The first malformed packet raises :class:`WireError`; the decoder is then
+    broken (every later :meth:`feed` raises the same error) and the caller must close
+    the session (MS-MQQB 3.1.5.1.3).
+    """
+
+    __slots__ = ("_buf", "_error", "_max")
+
+    def __init__(self, max_packet_size: int = MAX_PACKET_SIZE) -> None:
+        self._buf = bytearray()
+        self._error: WireError | None = None
+        self._max = min(max_packet_size, MAX_PACKET_SIZE)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete packet."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Packet]:
+        """Add ``data`` and return every packet it completes, in order."""
+        if self._error is not None:
+            raise self._error
+        buf = self._buf
+        buf += data
+        out: list[Packet] = []
+        pos = 0
+        n = len(buf)
+        try:
+            while n - pos >= 16:
+                version, reserved, flags, signature, size, ttrq = _BASE.unpack_from(buf, pos)
+                check_base(version, signature, size)
+                if size > self._max:
+                    raise WireError("BaseHeader", "PacketSize", size, f"<= {self._max} (configured limit)")
+                total = packet_length(flags, size)
+                if n - pos < total:
+                    break
+                packet = bytes(buf[pos : pos + total])
+                out.append(decode_packet_body(packet, flags, reserved, size, ttrq))
+                pos += total
+        except WireError as exc:
+            self._error = exc
+            raise
+        if pos:
+            del buf[:pos]
+        return out
