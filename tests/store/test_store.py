@@ -1,0 +1,274 @@
+"""Store: open checks, migrations, group commit, per-op failure, disk full, sequences."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from openmsmq.errors import HResult, MQError, StorageError
+from openmsmq.store import INFINITE, IncomingSequenceState, Message, QueueType, Store, ops
+from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
+
+
+def _open(path: Path, threaded: bool = True) -> Store:
+    store = Store(path, threaded=threaded)
+    store.write(ops.init_qm_state(uuid.uuid4(), 1000))
+    return store
+
+
+def _queue(store: Store, name: str = "private$\\q", *, transactional: bool = False, quota_kb: int = INFINITE):
+    return store.write(
+        ops.create_queue(
+            name=name,
+            display_name=name,
+            queue_type=QueueType.PRIVATE,
+            transactional=transactional,
+            label="",
+            quota_kb=quota_kb,
+            journal_quota_kb=INFINITE,
+            journal=False,
+            now=1000,
+        )
+    )
+
+
+def _count(store: Store, queue_id: int) -> int:
+    return len(store.read(lambda c: ops.fetch_range(c, queue_id, 0, 1_000_000)))
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_open_sets_wal_schema_and_application_id(tmp_path: Path, threaded: bool) -> None:
+    with _open(tmp_path / "s.db", threaded) as store:
+        conn = sqlite3.connect(tmp_path / "s.db")
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        conn.close()
+        q = _queue(store)
+        stored = store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"a"))], []))
+        assert stored[0].lookup_id == 1
+    # reopening keeps data and does not migrate again
+    with Store(tmp_path / "s.db", threaded=threaded) as store:
+        assert _count(store, q.queue_id) == 1
+
+
+def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        q = _queue(store)
+        got = store.write(ops.commit_work([ops.Send(q.queue_id, Message())] * 3, []))
+        store.write(ops.commit_work([], [ops.Remove(q.queue_id, m.lookup_id, 0) for m in got]))
+    with Store(path) as store:
+        again = store.write(ops.commit_work([ops.Send(q.queue_id, Message())], []))
+        assert again[0].lookup_id == 4
+
+
+def test_group_commit_shares_commits(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        q = _queue(store)
+        before = store.stats.batches
+        barrier = threading.Barrier(8)
+        done = []
+
+        def sender() -> None:
+            barrier.wait()
+            for _ in range(25):
+                done.append(store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"x"))], []))[0])
+
+        threads = [threading.Thread(target=sender) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len({m.lookup_id for m in done}) == 200
+        assert _count(store, q.queue_id) == 200
+        batches = store.stats.batches - before
+        assert batches < 200, "8 concurrent committers should share COMMITs"
+
+
+def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        q = _queue(store)
+        gate = threading.Event()
+        blocker = store.submit(lambda ctx: gate.wait(5))  # holds the writer so the rest batch up
+        good1 = store.submit(ops.commit_work([ops.Send(q.queue_id, Message(body=b"1"))], []))
+
+        def bad(ctx):
+            ctx.conn.execute("INSERT INTO messages (lookup_id) VALUES (NULL)")  # NOT NULL violation
+
+        failing = store.submit(bad)
+        good2 = store.submit(ops.commit_work([ops.Send(q.queue_id, Message(body=b"2"))], []))
+        gate.set()
+        blocker.result()
+        assert good1.result()[0].body == b"1"
+        assert good2.result()[0].body == b"2"
+        with pytest.raises(StorageError) as info:
+            failing.result()
+        assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
+        assert [m.body for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))] == [b"1", b"2"]
+
+
+def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        q = _queue(store)
+        first = store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"keep" * 10))], []))
+        size = (tmp_path / "s.db").stat().st_size + (tmp_path / "s.db-wal").stat().st_size
+        store.set_size_limit(size + 64 * 1024)
+        big = Message(body=bytes(200 * 1024))
+        with pytest.raises(StorageError) as info:
+            store.write(ops.commit_work([ops.Send(q.queue_id, big)], []))
+        assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+        # small writes still fit; committed data intact
+        store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"small"))], []))
+        bodies = [m.body for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))]
+        assert bodies == [first[0].body, b"small"]
+        store.set_size_limit(None)
+        store.write(ops.commit_work([ops.Send(q.queue_id, big)], []))
+        assert _count(store, q.queue_id) == 3
+        stats = store.read(lambda c: ops.get_queue(c, q.queue_id))
+        assert stats.msg_count == 3
+
+
+def test_garbage_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StorageError) as info:
+        Store(path)
+    assert str(path) in str(info.value)
+    assert "not an SQLite database" in str(info.value)
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageError, match="another application"):
+        Store(path)
+
+
+def test_corrupted_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        q = _queue(store)
+        store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=bytes(5000)))] * 50, []))
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'messages_order'").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size
+    data[start : start + page_size] = b"\xa5" * page_size  # smash an index b-tree page
+    path.write_bytes(bytes(data))
+    with pytest.raises(StorageError) as info:
+        Store(path)
+    assert str(path) in str(info.value)
+    assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
+
+
+def test_quota_is_checked_in_the_commit(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db", threaded=False) as store:
+        q = _queue(store, quota_kb=1)
+        store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=bytes(600)))], []))
+        with pytest.raises(MQError) as info:
+            store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=bytes(600)))], []))
+        assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+        assert _count(store, q.queue_id) == 1
+
+
+def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        out = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\q", 0x1234))
+        assert (
+            store.write(ops.ensure_outgoing_queue("direct=tcp:192.0.2.1\\PRIVATE$\\q", 99)).queue_id
+            == out.queue_id
+        )
+        state = store.read(lambda c: ops.outgoing_sequence(c, out.queue_id))
+        assert state.tx_sequence_id == (0x1234 << 32) | 1
+        assert state.next_tx_sequence_number == 1
+        tx_msg = Message(transactional=True)
+        a = store.write(ops.commit_work([ops.Send(out.queue_id, tx_msg)] * 2, []))
+        b = store.write(
+            ops.commit_work([ops.Send(out.queue_id, tx_msg), ops.Send(out.queue_id, Message())], [])
+        )
+        assert [(m.tx_sequence_number, m.tx_previous_sequence_number) for m in a + b] == [
+            (1, 0),
+            (2, 1),
+            (3, 2),
+            (0, 0),
+        ]
+        assert {m.tx_sequence_id for m in a + b[:1]} == {state.tx_sequence_id}
+    with Store(path) as store:
+        state = store.read(lambda c: ops.outgoing_sequence(c, out.queue_id))
+        assert state.next_tx_sequence_number == 4
+        # OrderAck for 2: messages 1-2 go, the sequence goes on
+        removed, state = store.write(ops.release_outgoing(out.queue_id, 2))
+        assert removed == [a[0].lookup_id, a[1].lookup_id]
+        assert state.next_tx_sequence_number == 4
+        # OrderAck for 3: nothing transactional left -> new sequence, Ordinal + 1
+        _, state = store.write(ops.release_outgoing(out.queue_id, 3))
+        assert state.tx_sequence_id == (0x1234 << 32) | 2
+        assert state.next_tx_sequence_number == 1
+        c = store.write(ops.commit_work([ops.Send(out.queue_id, tx_msg)], []))
+        assert (c[0].tx_sequence_id, c[0].tx_sequence_number, c[0].tx_previous_sequence_number) == (
+            (0x1234 << 32) | 2,
+            1,
+            0,
+        )
+
+
+def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    sender = uuid.uuid4()
+    with _open(path) as store:
+        q = _queue(store, transactional=True)
+        state = IncomingSequenceState(
+            sender, "DIRECT=TCP:10.0.0.1\\private$\\q", q.queue_id, 7 << 32 | 1, 2, 0, 5.5
+        )
+        msgs = [
+            Message(body=b"1", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=1),
+            Message(body=b"2", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=2),
+        ]
+        stored = store.write(ops.accept_incoming([ops.Send(q.queue_id, m) for m in msgs], [state], 77))
+        assert [m.arrived_time for m in stored] == [77, 77]
+        # a failing accept (queue gone) stores neither the message nor the state
+        bad = IncomingSequenceState(sender, "x", 999, 7 << 32 | 1, 3, 0, 6.0)
+        with pytest.raises(MQError) as info:
+            store.write(ops.accept_incoming([ops.Send(999, msgs[0])], [bad], 78))
+        assert info.value.hresult == HResult.MQ_ERROR_QUEUE_DELETED
+        store.write(
+            ops.record_incoming([IncomingSequenceState(sender, "other", None, 1 << 63 | 5, 9, 3, 1.0)])
+        )
+    with Store(path) as store:
+        states = store.read(ops.incoming_sequences)
+        by_dest = {s.destination: s for s in states}
+        assert by_dest["direct=tcp:10.0.0.1\\private$\\q"].tx_sequence_number == 2
+        assert by_dest["other"].tx_sequence_id == 1 << 63 | 5  # u64 above 2**63 round-trips
+        assert by_dest["other"].reject_count == 3
+        assert "x" not in by_dest
+        got = store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))
+        assert [m.tx_sequence_number for m in got] == [1, 2]
+
+
+def test_uniquifier_blocks_never_overlap(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db", threaded=False) as store:
+        a = store.write(ops.reserve_uniquifiers(10))
+        b = store.write(ops.reserve_uniquifiers(10))
+        assert b == a + 10
+        store.write(lambda ctx: ctx.conn.execute("UPDATE qm_state SET message_id_ordinal = ?", (0xFFFFFFFA,)))
+        assert store.write(ops.reserve_uniquifiers(10)) == 1  # wraps, skipping 0
+
+
+def test_closed_store_refuses_writes(tmp_path: Path) -> None:
+    store = _open(tmp_path / "s.db")
+    store.close()
+    with pytest.raises(MQError) as info:
+        store.submit(lambda ctx: None)
+    assert info.value.hresult == HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE
