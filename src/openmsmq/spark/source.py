@@ -122,7 +122,13 @@ class OpenMSMQDataSource(DataSource):
         return SHORT_NAME
 
     def schema(self) -> str:
-        """The fixed read schema (see :data:`openmsmq.spark.schema.READ_COLUMNS`)."""
+        """The fixed read schema (see :data:`openmsmq.spark.schema.READ_COLUMNS`).
+
+        Spark asks for it in ``load()``, on the driver: the reader options and the queues
+        are validated here so that a bad option fails ``load()`` itself.
+        """
+        opts = parse_reader_options(self.options)
+        _open_checked(opts.endpoint, self.options, opts.queues, "queues").close()
         return READ_SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -282,6 +282,7 @@ class FileBackend:
                 # A single test sequence per QM: TxSequenceID 1, numbers = LookupIdentifier.
                 1 if transactional else None,
                 lookup_id if transactional else None,
+                queue,
             ),
         )
         return lookup_id
