@@ -1,0 +1,804 @@
+"""Queue-manager configuration: defaults < TOML file < ``OPENMSMQ_*`` environment < flags.
+
+``load_config(path, env, overrides)`` returns a :class:`LoadedConfig` whose ``config`` is
+a frozen :class:`Config` tree and whose ``sources`` maps every dotted key (``mqqb.port``)
+to where its value came from: ``"default"``, ``"file:<path>"``, ``"env:OPENMSMQ_MQQB_PORT"``
+or ``"flag:--mqqb-port"``. ``render_config(loaded)`` prints the effective configuration as
+TOML with each value's source as a trailing comment (``openmsmq config show``).
+
+Every key is declared once, as a dataclass field below with its default, kind and
+documentation in ``metadata``; the loader, the renderer and ``docs/configuration.md``
+follow that table. A bad value, an unknown key or an unknown section raises
+``ConfigError(key, message)`` naming the dotted key and what was expected.
+
+* Environment: ``OPENMSMQ_<SECTION>_<KEY>`` (upper case), e.g. ``OPENMSMQ_PROTOCOL_ORDER_ACK_TIMEOUT``.
+  A variable whose first word after ``OPENMSMQ_`` is a section name must name a known key;
+  other ``OPENMSMQ_*`` variables (``OPENMSMQ_CONFIG``, test knobs) are not configuration.
+* Flags: the CLI passes ``{"mqqb.port": 1802, ...}``; ``None`` values (flag not given) are skipped.
+* Durations: seconds as a number, or a string ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"``.
+  Sizes: bytes as an integer, or ``"512KiB"``, ``"4MiB"``, ``"1GiB"``.
+* Relative paths are relative to the working directory of the process.
+
+Only the standard library and :mod:`openmsmq.errors` are imported here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from openmsmq.errors import ConfigError
+
+__all__ = [
+    "ENV_PREFIX",
+    "Config",
+    "KeyInfo",
+    "LoadedConfig",
+    "LogConfig",
+    "MetricsConfig",
+    "MqqbConfig",
+    "ProtocolConfig",
+    "QmConfig",
+    "RemoteConfig",
+    "Route",
+    "StoreConfig",
+    "config_keys",
+    "load_config",
+    "parse_duration",
+    "parse_size",
+    "render_config",
+    "with_overrides",
+]
+
+ENV_PREFIX = "OPENMSMQ_"
+
+_DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(ms|s|m|h)?\s*", re.ASCII)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_SIZE_RE = re.compile(r"\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*", re.ASCII)
+_SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, None: 1}
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Route:
+    """A static route (``[mqqb.routes]``): messages for ``destination`` go to ``next_hop``.
+
+    ``destination`` is a QM address (IP or host name) as it appears in format names;
+    ``next_hop`` is ``host[:port]`` of the QM that relays them (port default 1801).
+    """
+
+    destination: str
+    next_hop: str
+
+
+def _key(
+    default: Any,
+    kind: str,
+    doc: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    choices: tuple[str, ...] = (),
+    spec: str = "",
+) -> Any:
+    """Declare a configuration key: a dataclass field whose metadata drives the loader."""
+    meta = {"kind": kind, "doc": doc, "lo": lo, "hi": hi, "choices": choices, "spec": spec}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class QmConfig:
+    """``[qm]``: the queue manager itself."""
+
+    name: str = _key("", "name", "Computer name of this QM in DIRECT=OS: names; empty = the host name.")
+    data_dir: Path = _key(Path("./data"), "path", "Directory of the SQLite store and the QM identity.")  # noqa: RUF009
+
+
+@dataclass(frozen=True)
+class MqqbConfig:
+    """``[mqqb]``: the MS-MQQB listener and outbound connections (TCP 1801)."""
+
+    listen_address: str = _key(
+        "127.0.0.1", "ip", "IP address the MS-MQQB listener binds (0.0.0.0 / :: = all)."
+    )
+    port: int = _key(
+        1801, "int", "MS-MQQB TCP port (0 = any free port).", lo=0, hi=65535, spec="MS-MQQB 2.1.1"
+    )
+    advertised_address: str = _key(
+        "", "ip_or_empty", "IP address peers use for this QM (order-queue names); empty = listen_address."
+    )
+    allowed_peers: tuple[str, ...] = _key(
+        ("127.0.0.0/8", "::1/128"), "networks", "Networks allowed to open MS-MQQB sessions (CIDR list)."
+    )
+    connect_backoff_min: float = _key(
+        5.0,
+        "duration",
+        "First wait before reconnecting to a peer (Session Retry Connect, TryConnectInterval).",
+        lo=0.001,
+        hi=86400,
+        spec="MS-MQQB 3.1.2.3",
+    )
+    connect_backoff_max: float = _key(
+        60.0,
+        "duration",
+        "Longest wait between reconnect attempts (the wait doubles up to this).",
+        lo=0.001,
+        hi=86400,
+    )
+    routes: tuple[Route, ...] = _key(
+        (), "routes", "Static routes: destination QM address = next hop host[:port]."
+    )
+
+    @property
+    def allowed_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """``allowed_peers`` as :mod:`ipaddress` networks."""
+        return tuple(ipaddress.ip_network(n) for n in self.allowed_peers)
+
+    def peer_allowed(self, address: str) -> bool:
+        """True if a peer at IP ``address`` may open a session."""
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in net for net in self.allowed_networks)
+
+    def next_hop(self, destination: str) -> str | None:
+        """The static next hop for a destination address (case-insensitive, IPs normalized)."""
+        wanted = _norm_host(destination)
+        for route in self.routes:
+            if _norm_host(route.destination) == wanted:
+                return route.next_hop
+        return None
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """``[protocol]``: MS-MQQB timers and session parameters, with the spec's defaults (MS-MQQB 3.1.2)."""
+
+    order_ack_timeout: float = _key(
+        0.5,
+        "duration",
+        "OrderAckTimeout: delay of the Order Ack Send Timer (the spec says MUST be 500 ms).",
+        lo=0.001,
+        hi=3600,
+        spec="MS-MQQB 3.1.1.3.1, 3.1.2.7",
+    )
+    maximum_order_ack_delay: float = _key(
+        10.0,
+        "duration",
+        "MaximumOrderAckDelay: cap on postponing an OrderAck (Windows SeqMaxAckDelay).",
+        lo=0.001,
+        hi=3600,
+        spec="MS-MQQB 3.1.1.3.1, 3.1.2.7",
+    )
+    ack_wait_timeout: float = _key(
+        20.0,
+        "duration",
+        "AckWaitTimeout: wait for a SessionAck before closing (ConnectionParameters.AckTimeout).",
+        lo=20,
+        hi=120,
+        spec="MS-MQQB 2.2.2, 3.1.2.4",
+    )
+    direct_ack_wait_multiplier: int = _key(
+        2,
+        "int",
+        "Session Ack Wait Timer factor for direct-format sessions (QosCleanupIntervalMultiplier).",
+        lo=1,
+        hi=100,
+        spec="MS-MQQB 3.1.2.4",
+    )
+    recoverable_ack_timeout_min: float = _key(
+        0.5,
+        "duration",
+        "Lower clamp of RecoverableAckSendTimeout (= 8 x round trip).",
+        lo=0.5,
+        hi=120,
+        spec="MS-MQQB 3.1.5.3, 2.2.2",
+    )
+    recoverable_ack_timeout_max: float = _key(
+        120.0,
+        "duration",
+        "Upper clamp of RecoverableAckSendTimeout.",
+        lo=0.5,
+        hi=120,
+        spec="MS-MQQB 3.1.5.3, 2.2.2",
+    )
+    window_size: int = _key(
+        64,
+        "int",
+        "WindowSize: unacknowledged packets allowed per session (Windows MaxUnackedPacket).",
+        lo=1,
+        hi=65535,
+        spec="MS-MQQB 3.1.1.3.1",
+    )
+    resend_timeouts_short: float = _key(
+        30.0,
+        "duration",
+        "ResendTimeoutsShort: Transactional Ack Wait for resends 1-3.",
+        lo=0.001,
+        hi=604800,
+        spec="MS-MQQB 3.1.1.3, 3.1.2.6",
+    )
+    resend_timeouts_medium: float = _key(
+        300.0, "duration", "ResendTimeoutsMedium: resends 4-6.", lo=0.001, hi=604800, spec="MS-MQQB 3.1.1.3"
+    )
+    resend_timeouts_long: float = _key(
+        1800.0, "duration", "ResendTimeoutsLong: resends 7-9.", lo=0.001, hi=604800, spec="MS-MQQB 3.1.1.3"
+    )
+    resend_timeouts_final: float = _key(
+        21600.0,
+        "duration",
+        "ResendTimeoutsFinal: every later resend.",
+        lo=0.001,
+        hi=604800,
+        spec="MS-MQQB 3.1.1.3",
+    )
+    session_initialization_timeout: float = _key(
+        60.0,
+        "duration",
+        "Session Initialization Timer: handshake must finish within this.",
+        lo=0.001,
+        hi=3600,
+        spec="MS-MQQB 3.1.2.1",
+    )
+    session_cleanup_interval: float = _key(
+        300.0,
+        "duration",
+        "Session Cleanup Timer: an idle session is closed after this (CleanupInterval).",
+        lo=0.001,
+        hi=86400,
+        spec="MS-MQQB 3.1.2.2",
+    )
+    message_id_history_cleanup: float = _key(
+        1800.0,
+        "duration",
+        "MessageIDHistory Cleanup Timer: age of duplicate-detection entries (RemoveDuplicateCleanup).",
+        lo=0.001,
+        hi=604800,
+        spec="MS-MQQB 3.1.2.8",
+    )
+    message_id_history_size: int = _key(
+        10000,
+        "int",
+        "MessageIDHistoryTable entries kept (RemoveDuplicateSize).",
+        lo=1,
+        hi=10_000_000,
+        spec="MS-MQQB 3.1.1.3",
+    )
+    send_insecure_nacks: bool = _key(
+        False, "bool", "SendInsecureNacks: send admin NACKs for security failures.", spec="MS-MQQB 3.1.1.3"
+    )
+
+    @property
+    def resend_timer_table(self) -> tuple[float, ...]:
+        """The 10-entry ResendTimerTable: 3x short, 3x medium, 3x long, then final (MS-MQQB 3.1.1.3)."""
+        s, m, lg = self.resend_timeouts_short, self.resend_timeouts_medium, self.resend_timeouts_long
+        return (s,) * 3 + (m,) * 3 + (lg,) * 3 + (self.resend_timeouts_final,)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """``[store]``: the SQLite store."""
+
+    synchronous: str = _key(
+        "FULL",
+        "choice",
+        "SQLite synchronous mode; only FULL and EXTRA make every commit durable (invariant 2).",
+        choices=("FULL", "EXTRA", "NORMAL", "OFF"),
+    )
+    group_commit_max_batch: int = _key(
+        1024, "int", "Most operations committed by one SQLite transaction (one fsync).", lo=1, hi=1_000_000
+    )
+    group_commit_max_wait: float = _key(
+        0.0,
+        "duration",
+        "Extra wait for more commits before an fsync (0 = batch only what is already queued).",
+        lo=0,
+        hi=1,
+    )
+    max_message_size: int = _key(
+        4 << 20, "size", "Largest message accepted (bytes; also bounds MS-MQQB packets).", lo=1024, hi=1 << 30
+    )
+    default_queue_quota: int | None = _key(
+        None,
+        "quota",
+        'Quota of a new queue in bytes, or "unlimited" (Queue.Quota).',
+        lo=1,
+        spec="MS-MQDMPR 3.1.1.2",
+    )
+    qm_quota: int | None = _key(
+        None,
+        "quota",
+        'Total bytes of all queues, or "unlimited" (QueueManagerQuota).',
+        lo=1,
+        spec="MS-MQDMPR 3.1.1.1",
+    )
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """``[remote]``: the remote-read service (MS-MQRR semantics over gRPC)."""
+
+    enabled: bool = _key(True, "bool", "Run the remote-read gRPC service.")
+    listen_address: str = _key("127.0.0.1", "ip", "IP address the gRPC service binds.")
+    port: int = _key(
+        2105,
+        "int",
+        "gRPC port (0 = any free port); 2105 is where Windows MSMQ serves remote read.",
+        lo=0,
+        hi=65535,
+    )
+    tokens_file: Path | None = _key(  # noqa: RUF009
+        None, "path_or_empty", "File of bearer tokens, one per line; required unless listening on loopback."
+    )
+    tls_cert: Path | None = _key(None, "path_or_empty", "PEM certificate chain for TLS (with tls_key).")  # noqa: RUF009
+    tls_key: Path | None = _key(None, "path_or_empty", "PEM private key for TLS (with tls_cert).")  # noqa: RUF009
+    pending_request_cleanup: float = _key(
+        300.0,
+        "duration",
+        "Pending Request Cleanup Timer: an unacknowledged receive is put back after this.",
+        lo=0.001,
+        hi=86400,
+        spec="MS-MQRR 3.1.2",
+    )
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """``[metrics]``: the Prometheus endpoint."""
+
+    enabled: bool = _key(True, "bool", "Serve Prometheus metrics over HTTP.")
+    listen_address: str = _key("127.0.0.1", "ip", "IP address of the metrics endpoint.")
+    port: int = _key(9181, "int", "Port of the metrics endpoint (0 = any free port).", lo=0, hi=65535)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """``[log]``: logging."""
+
+    level: str = _key(
+        "info", "choice", "Log level.", choices=("debug", "info", "warning", "error", "critical")
+    )
+    format: str = _key(
+        "kv", "choice", "Log line format: key=value text or JSON lines.", choices=("kv", "json")
+    )
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration of one queue manager (all values validated)."""
+
+    qm: QmConfig = field(default_factory=QmConfig)
+    mqqb: MqqbConfig = field(default_factory=MqqbConfig)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    remote: RemoteConfig = field(default_factory=RemoteConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    "qm": QmConfig,
+    "mqqb": MqqbConfig,
+    "protocol": ProtocolConfig,
+    "store": StoreConfig,
+    "remote": RemoteConfig,
+    "metrics": MetricsConfig,
+    "log": LogConfig,
+}
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """One configuration key, for docs and ``config show``."""
+
+    section: str
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    spec: str
+
+    @property
+    def dotted(self) -> str:
+        """``section.name``."""
+        return f"{self.section}.{self.name}"
+
+    @property
+    def env_var(self) -> str:
+        """``OPENMSMQ_SECTION_NAME``."""
+        return f"{ENV_PREFIX}{self.section.upper()}_{self.name.upper()}"
+
+    @property
+    def flag(self) -> str:
+        """``--section-name``, the CLI flag spelling."""
+        return "--" + self.dotted.replace(".", "-").replace("_", "-")
+
+
+def config_keys() -> tuple[KeyInfo, ...]:
+    """Every configuration key, in declaration order."""
+    out = []
+    for section, cls in _SECTIONS.items():
+        for f in fields(cls):
+            out.append(
+                KeyInfo(section, f.name, f.metadata["kind"], f.default, f.metadata["doc"], f.metadata["spec"])
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A configuration and where each value came from (dotted key -> source)."""
+
+    config: Config
+    sources: Mapping[str, str]
+    path: Path | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# Value parsing
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_duration(value: object, key: str = "duration") -> float:
+    """Seconds from a number or a string like ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"``, ``"1.5"``."""
+    if isinstance(value, bool):
+        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"), got {value!r}')
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION_RE.fullmatch(value)):
+        seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    else:
+        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"), got {value!r}')
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(key, f"expected a finite, non-negative duration, got {value!r}")
+    return seconds
+
+
+def parse_size(value: object, key: str = "size") -> int:
+    """Bytes from an integer or a string like ``"4MiB"``, ``"512KiB"``, ``"1GiB"``, ``"100B"``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (m := _SIZE_RE.fullmatch(value)):
+        size = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
+    else:
+        raise ConfigError(key, f'expected a size in bytes or "512KiB"/"4MiB"/"1GiB", got {value!r}')
+    if size < 0:
+        raise ConfigError(key, f"expected a non-negative size, got {value!r}")
+    return size
+
+
+def _norm_host(host: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host.lower()
+
+
+def _check_host(key: str, host: str, what: str) -> None:
+    if not host or len(host) > 256 or any(not 0x21 <= ord(c) <= 0x7E or c in "\\,=" for c in host):
+        raise ConfigError(key, f"{what} {host!r} is not an IP address or host name")
+
+
+def _check_hop(key: str, hop: str) -> str:
+    """``host[:port]`` / ``[v6]:port`` / bare IPv6; returns the hop as written."""
+    host, port = hop, ""
+    if hop.startswith("["):
+        end = hop.find("]")
+        rest = hop[end + 1 :]
+        if end < 0 or (rest and not rest.startswith(":")):
+            raise ConfigError(key, f"next hop {hop!r}: expected [ipv6]:port")
+        host, port = hop[1:end], rest[1:]
+    elif hop.count(":") == 1:
+        host, port = hop.split(":")
+    _check_host(key, host, "next hop")
+    if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ConfigError(key, f"next hop {hop!r}: port must be 1..65535")
+    return hop
+
+
+def _convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_text: bool) -> Any:
+    """Check and convert one raw value (TOML value, flag value, or env string when ``from_text``)."""
+
+    def want(what: str) -> ConfigError:
+        return ConfigError(key, f"expected {what}, got {value!r}")
+
+    if kind == "int":
+        if from_text and isinstance(value, str):
+            if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+                raise want("an integer")
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise want("an integer")
+        result: Any = value
+    elif kind == "bool":
+        if isinstance(value, str) and from_text:
+            if value.strip().lower() not in _TRUE | _FALSE:
+                raise want("a boolean (true/false, 1/0, yes/no, on/off)")
+            value = value.strip().lower() in _TRUE
+        if not isinstance(value, bool):
+            raise want("a boolean (true or false)")
+        result = value
+    elif kind == "duration":
+        result = parse_duration(value, key)
+    elif kind == "size":
+        result = parse_size(value, key)
+    elif kind == "quota":
+        if isinstance(value, str) and value.strip().lower() == "unlimited":
+            return None
+        result = parse_size(value, key)
+    elif kind in ("str", "name", "choice", "ip", "ip_or_empty", "path", "path_or_empty"):
+        if isinstance(value, Path) and kind.startswith("path"):
+            value = str(value)
+        if not isinstance(value, str):
+            raise want("a string")
+        result = _convert_text(key, kind, meta, value)
+    elif kind == "networks":
+        items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+            raise want('a list of networks like ["127.0.0.0/8", "::1/128"]')
+        nets = []
+        for item in items:
+            try:
+                nets.append(str(ipaddress.ip_network(item, strict=True)))
+            except ValueError as exc:
+                raise ConfigError(key, f"bad network {item!r}: {exc}") from None
+        result = tuple(nets)
+    elif kind == "routes":
+        result = _convert_routes(key, value)
+    else:  # pragma: no cover - declaration error
+        raise AssertionError(kind)
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if isinstance(result, (int, float)) and not isinstance(result, bool):
+        if lo is not None and result < lo:
+            raise ConfigError(key, f"must be >= {_fmt_number(lo)}, got {value!r}")
+        if hi is not None and result > hi:
+            raise ConfigError(key, f"must be <= {_fmt_number(hi)}, got {value!r}")
+    return result
+
+
+def _convert_text(key: str, kind: str, meta: Mapping[str, Any], value: str) -> Any:
+    if kind == "choice":
+        choices: tuple[str, ...] = meta["choices"]
+        for choice in choices:
+            if value.strip().lower() == choice.lower():
+                return choice
+        raise ConfigError(key, f"expected one of {', '.join(choices)}, got {value!r}")
+    if kind in ("ip", "ip_or_empty"):
+        if kind == "ip_or_empty" and not value:
+            return ""
+        try:
+            return str(ipaddress.ip_address(value.strip()))
+        except ValueError:
+            raise ConfigError(key, f"expected an IP address like 127.0.0.1 or ::1, got {value!r}") from None
+    if kind == "name":
+        if value:
+            _check_host(key, value, "computer name")
+        return value
+    if kind == "path_or_empty":
+        return Path(value) if value else None
+    if kind == "path":
+        if not value:
+            raise ConfigError(key, "expected a path, got an empty string")
+        return Path(value)
+    return value
+
+
+def _convert_routes(key: str, value: object) -> tuple[Route, ...]:
+    if isinstance(value, str):
+        pairs: list[tuple[object, object]] = []
+        for item in filter(None, (v.strip() for v in value.split(","))):
+            left, eq, right = item.partition("=")
+            if not eq:
+                raise ConfigError(key, f"expected destination=next_hop, got {item!r}")
+            pairs.append((left.strip(), right.strip()))
+    elif isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif isinstance(value, (tuple, list)) and all(isinstance(r, Route) for r in value):
+        pairs = [(r.destination, r.next_hop) for r in value]
+    else:
+        raise ConfigError(key, f'expected a table of destination = "next_hop", got {value!r}')
+    routes: list[Route] = []
+    seen: set[str] = set()
+    for dest, hop in pairs:
+        if not isinstance(dest, str) or not isinstance(hop, str):
+            raise ConfigError(key, f"route {dest!r} = {hop!r}: both must be strings")
+        _check_host(key, dest, "destination")
+        if _norm_host(dest) in seen:
+            raise ConfigError(key, f"duplicate route for {dest!r}")
+        seen.add(_norm_host(dest))
+        routes.append(Route(dest, _check_hop(key, hop)))
+    return tuple(routes)
+
+
+def _fmt_number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------
+
+
+def _field_meta(section: str, name: str) -> Mapping[str, Any] | None:
+    for f in fields(_SECTIONS[section]):
+        if f.name == name:
+            return f.metadata
+    return None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError("file", f"cannot read {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("file", f"{path} is not valid TOML: {exc}") from None
+
+
+def load_config(
+    path: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> LoadedConfig:
+    """Build the configuration: defaults, then the TOML file at ``path``, then ``env``
+    (``OPENMSMQ_<SECTION>_<KEY>``), then ``overrides`` (dotted keys from CLI flags).
+
+    Raises ConfigError(key, message) for an unreadable file, an unknown section or key,
+    or a value of the wrong type or out of range.
+    """
+    values: dict[str, dict[str, Any]] = {s: {} for s in _SECTIONS}
+    sources: dict[str, str] = {k.dotted: "default" for k in config_keys()}
+
+    def put(section: str, name: str, raw: object, source: str, from_text: bool) -> None:
+        dotted = f"{section}.{name}"
+        meta = _field_meta(section, name)
+        if meta is None:
+            known = ", ".join(f.name for f in fields(_SECTIONS[section]))
+            raise ConfigError(dotted, f"unknown key (from {source}); [{section}] has: {known}")
+        values[section][name] = _convert(dotted, meta["kind"], meta, raw, from_text)
+        sources[dotted] = source
+
+    file_path = Path(path) if path is not None else None
+    if file_path is not None:
+        data = _read_file(file_path)
+        for section, table in data.items():
+            if section not in _SECTIONS:
+                raise ConfigError(
+                    section, f"unknown section in {file_path}; sections: {', '.join(_SECTIONS)}"
+                )
+            if not isinstance(table, dict):
+                raise ConfigError(section, f"expected a [{section}] table in {file_path}, got {table!r}")
+            for name, raw in table.items():
+                put(section, name, raw, f"file:{file_path}", False)
+
+    for var in sorted(env or {}):
+        if not var.startswith(ENV_PREFIX):
+            continue
+        section, _, name = var[len(ENV_PREFIX) :].lower().partition("_")
+        if section not in _SECTIONS:
+            continue  # not configuration (OPENMSMQ_CONFIG, test knobs, ...)
+        put(section, name, (env or {})[var], f"env:{var}", True)
+
+    for dotted, raw in (overrides or {}).items():
+        if raw is None:
+            continue
+        section, dot, name = dotted.partition(".")
+        if not dot or section not in _SECTIONS:
+            raise ConfigError(
+                dotted, f"unknown key; keys look like qm.data_dir (sections: {', '.join(_SECTIONS)})"
+            )
+        put(section, name, raw, "flag:" + KeyInfo(section, name, "", None, "", "").flag, True)
+
+    config = Config(**{s: _SECTIONS[s](**values[s]) for s in _SECTIONS})
+    _check_consistency(config)
+    return LoadedConfig(config, dict(sources), file_path)
+
+
+def _check_consistency(c: Config) -> None:
+    """Rules between keys."""
+    if c.mqqb.connect_backoff_min > c.mqqb.connect_backoff_max:
+        raise ConfigError("mqqb.connect_backoff_min", "must not exceed mqqb.connect_backoff_max")
+    if c.protocol.recoverable_ack_timeout_min > c.protocol.recoverable_ack_timeout_max:
+        raise ConfigError(
+            "protocol.recoverable_ack_timeout_min", "must not exceed protocol.recoverable_ack_timeout_max"
+        )
+    if c.protocol.order_ack_timeout > c.protocol.maximum_order_ack_delay:
+        raise ConfigError("protocol.order_ack_timeout", "must not exceed protocol.maximum_order_ack_delay")
+    if (c.remote.tls_cert is None) != (c.remote.tls_key is None):
+        missing = "remote.tls_key" if c.remote.tls_key is None else "remote.tls_cert"
+        raise ConfigError(missing, "remote.tls_cert and remote.tls_key go together")
+    if (
+        c.remote.enabled
+        and c.remote.tokens_file is None
+        and not ipaddress.ip_address(c.remote.listen_address).is_loopback
+    ):
+        raise ConfigError(
+            "remote.tokens_file", "required when remote.listen_address is not a loopback address"
+        )
+    if c.mqqb.advertised_address == "" and ipaddress.ip_address(c.mqqb.listen_address).is_unspecified:
+        raise ConfigError("mqqb.advertised_address", "required when mqqb.listen_address is 0.0.0.0 or ::")
+    listeners = [
+        ("mqqb", c.mqqb.listen_address, c.mqqb.port, True),
+        ("remote", c.remote.listen_address, c.remote.port, c.remote.enabled),
+        ("metrics", c.metrics.listen_address, c.metrics.port, c.metrics.enabled),
+    ]
+    for i, (section, addr, port, enabled) in enumerate(listeners):
+        for other, other_addr, other_port, other_enabled in listeners[:i]:
+            overlap = addr == other_addr or "unspecified" in (_kind(addr), _kind(other_addr))
+            if enabled and other_enabled and port and port == other_port and overlap:
+                raise ConfigError(f"{section}.port", f"port {port} on {addr} is also {other}.port")
+
+
+def _kind(address: str) -> str:
+    return "unspecified" if ipaddress.ip_address(address).is_unspecified else "specific"
+
+
+# --------------------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------------------
+
+
+def _toml_value(kind: str, value: Any) -> str:
+    if value is None:
+        return '"unlimited"' if kind == "quota" else '""'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if kind == "duration":
+        return _fmt_number(value) if float(value).is_integer() else repr(float(value))
+    if isinstance(value, int):
+        return str(value)
+    if kind == "networks":
+        return "[" + ", ".join(json.dumps(v) for v in value) + "]"
+    if kind == "routes":
+        return (
+            "{ " + ", ".join(f"{json.dumps(r.destination)} = {json.dumps(r.next_hop)}" for r in value) + " }"
+            if (value)
+            else "{}"
+        )
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def render_config(loaded: LoadedConfig) -> str:
+    """The effective configuration as TOML, each value followed by ``# <source>``.
+
+    The output loads back (as a file) to the same configuration.
+    """
+    lines = ["# openmsmq effective configuration (value  # source)"]
+    for section in _SECTIONS:
+        lines += ["", f"[{section}]"]
+        section_values = getattr(loaded.config, section)
+        for f in fields(_SECTIONS[section]):
+            dotted = f"{section}.{f.name}"
+            text = _toml_value(f.metadata["kind"], getattr(section_values, f.name))
+            lines.append(f"{f.name} = {text}  # {loaded.sources.get(dotted, 'default')}")
+    return "\n".join(lines) + "\n"
+
+
+def with_overrides(config: Config, **sections: Mapping[str, Any]) -> Config:
+    """A copy of ``config`` with some values replaced, validated like flags (for tests and embedding).
+
+    ``with_overrides(cfg, mqqb={"port": 0})``.
+    """
+    new = config
+    for section, items in sections.items():
+        if section not in _SECTIONS:
+            raise ConfigError(section, f"unknown section; sections: {', '.join(_SECTIONS)}")
+        converted = {}
+        for name, raw in items.items():
+            meta = _field_meta(section, name)
+            if meta is None:
+                raise ConfigError(f"{section}.{name}", "unknown key")
+            converted[name] = _convert(f"{section}.{name}", meta["kind"], meta, raw, True)
+        new = replace(new, **{section: replace(getattr(new, section), **converted)})
+    _check_consistency(new)
+    return new
