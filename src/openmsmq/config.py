@@ -542,7 +542,9 @@ def _convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_t
             raise want("a string")
         result = _convert_text(key, kind, meta, value)
     elif kind == "networks":
-        items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        items: object = value
+        if isinstance(value, str) and from_text:
+            items = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
             raise want('a list of networks like ["127.0.0.0/8", "::1/128"]')
         nets = []
@@ -553,7 +555,7 @@ def _convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_t
                 raise ConfigError(key, f"bad network {item!r}: {exc}") from None
         result = tuple(nets)
     elif kind == "routes":
-        result = _convert_routes(key, value)
+        result = _convert_routes(key, value, from_text)
     else:  # pragma: no cover - declaration error
         raise AssertionError(kind)
     lo, hi = meta.get("lo"), meta.get("hi")
@@ -592,8 +594,8 @@ def _convert_text(key: str, kind: str, meta: Mapping[str, Any], value: str) -> A
     return value
 
 
-def _convert_routes(key: str, value: object) -> tuple[Route, ...]:
-    if isinstance(value, str):
+def _convert_routes(key: str, value: object, from_text: bool) -> tuple[Route, ...]:
+    if isinstance(value, str) and from_text:
         pairs: list[tuple[object, object]] = []
         for item in filter(None, (v.strip() for v in value.split(","))):
             left, eq, right = item.partition("=")
