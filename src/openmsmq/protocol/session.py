@@ -1,0 +1,685 @@
+"""One MS-MQQB session over one TCP connection, sans-I/O (h11 / aioquic style).
+
+Feed bytes with :meth:`Session.receive_data`, then drain :meth:`Session.events`;
+send with :meth:`Session.send_user_message`, and write :meth:`Session.data_to_send`
+to the socket (all pending packets coalesced into one buffer). Timers: ask
+:meth:`Session.get_timer` for the next deadline and call :meth:`Session.handle_timer`.
+Every input takes ``now`` (seconds, float); nothing here reads a clock.
+
+Covered: establishment as initiator and acceptor (MS-MQQB 3.1.5.2-3.1.5.4, 3.1.5.10),
+the Session Initialization and Session Cleanup timers, session acknowledgments with
+the window, Session Ack Wait and Session Ack Send timers (3.1.5.5, 3.1.5.8.2,
+3.1.5.8.7, 3.1.6.3, 3.1.6.4), closing (3.1.5.9), the routing decision of
+MS-MQQB 3.1.1.6.2 (final destination vs intermediate QM) and, for the final
+destination, the transactional acceptance rule through a shared
+:class:`~openmsmq.protocol.incoming.IncomingSequences` registry.
+
+Transactional retention and resend live in
+:class:`~openmsmq.protocol.outgoing.OutgoingSequence`, which outlives sessions;
+OrderAcks may arrive on any session, so this class only *reports* them.
+
+Remote misbehaviour never raises from :meth:`receive_data`: the session closes,
+:attr:`Session.error` holds the :class:`~openmsmq.errors.RemoteProtocolError`, and a
+:class:`ConnectionClosed` event names the peer, the packet type and the reason.
+Local misuse (sending before OPEN or after close) raises
+:class:`~openmsmq.errors.LocalProtocolError`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from openmsmq.errors import LocalProtocolError, RemoteProtocolError, WireError
+from openmsmq.protocol.events import (
+    CloseReason,
+    ConnectionClosed,
+    EstablishmentComplete,
+    FinalAckReceived,
+    ForwardMessage,
+    OrderAckReceived,
+    Role,
+    SessionAckReceived,
+    SessionConfig,
+    SessionEvent,
+    SessionState,
+    TransactionalMessageAccepted,
+    TransactionalMessageRejected,
+    UserMessagePacket,
+    UserMessageReceived,
+    destination_key,
+)
+from openmsmq.protocol.incoming import Accepted, IncomingSequences, SendOrderAck, SequenceKey
+from openmsmq.wire.constants import DeliveryMode, OperatingSystemFlag
+from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
+from openmsmq.wire.ids import NULL_GUID
+from openmsmq.wire.packets import (
+    ConnectionParameters,
+    EstablishConnection,
+    FinalAck,
+    OrderAck,
+    OrderAckBody,
+    Packet,
+    SessionAck,
+    UserMessage,
+)
+from openmsmq.wire.stream import PacketDecoder
+from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
+
+__all__ = [
+    "CloseReason",
+    "ConnectionClosed",
+    "EstablishmentComplete",
+    "FinalAckReceived",
+    "ForwardMessage",
+    "OrderAckReceived",
+    "Role",
+    "Session",
+    "SessionAckReceived",
+    "SessionConfig",
+    "SessionEvent",
+    "SessionState",
+    "TransactionalMessageAccepted",
+    "TransactionalMessageRejected",
+    "UserMessagePacket",
+    "UserMessageReceived",
+]
+
+_U16 = 0x10000
+#: RecoverableAckTimeout range, ms (MS-MQQB 2.2.2.1, 3.1.5.3.2).
+_RECOVERABLE_ACK_MIN_MS = 0x1F4
+_RECOVERABLE_ACK_MAX_MS = 0x1D4C0
+#: "send a SessionAck immediately" threshold of MS-MQQB 3.1.5.8.7.
+_RECOVERABLE_ACK_BURST = 32
+
+@dataclass(slots=True)
+class _Sent:
+    """An entry awaiting a session acknowledgment (part of OutgoingMessagePosition)."""
+
+    sequence_number: int  # session number, mod 2**16
+    recoverable_number: int  # 0 = express
+    transactional: bool
+    handle: int
+
+
+def _packet_name(packet: Packet) -> str:
+    return type(packet).__name__
+
+
+class Session:
+    """One MS-MQQB session (one TCP connection)."""
+
+    def __init__(
+        self,
+        role: Role,
+        local_qm: uuid.UUID,
+        now: float,
+        *,
+        remote_qm: uuid.UUID | None = None,
+        incoming: IncomingSequences | None = None,
+        config: SessionConfig | None = None,
+        peer: str = "",
+    ) -> None:
+        """Create the session. An initiator sends its EstablishConnection at once:
+        ``remote_qm`` is RemoteQMGuid, or None/NULL for a direct format name.
+        ``incoming`` is the QM's shared registry (a private one is made if omitted)."""
+        self.role = role
+        self.local_qm = local_qm
+        self.config = config or SessionConfig()
+        self.peer = peer
+        self.remote_qm: uuid.UUID = remote_qm or NULL_GUID
+        self.incoming = incoming if incoming is not None else IncomingSequences()
+        self.error: RemoteProtocolError | None = None
+        self._decoder = PacketDecoder()
+        self._events: deque[SessionEvent] = deque()
+        self._out: list[bytes] = []
+        # Session counters (MS-MQQB 3.1.1.3.1), u16 on the wire.
+        self.message_sent_count = 0
+        self.recoverable_message_sent_count = 0
+        self.message_received_count = 0
+        self.recoverable_message_received_count = 0
+        self.last_acked_recoverable_msg_seq_number = 0
+        self.unacked_received_msg_count = 0
+        self.received_window_size = self.config.window_size
+        self.ack_wait_timeout = self.config.ack_wait_timeout
+        #: RecoverableAckSendTimeout, seconds (computed during the handshake).
+        self.recoverable_ack_send_timeout = _RECOVERABLE_ACK_MAX_MS / 1000.0
+        self.direct_format_session = False
+        # Awaiting session acknowledgment, in send order; held back by the window.
+        self._awaiting_ack: deque[_Sent] = deque()
+        self._backlog: deque[tuple[UserMessagePacket, int]] = deque()
+        # Recoverable numbers received and persisted, not yet reported in a SessionHeader.
+        self._persisted_unacked: set[int] = set()
+        # Session-acknowledged recoverable (non-transactional) messages whose persistence
+        # bit has not come yet: recoverable number -> handle.
+        self._pending_recoverable: dict[int, int] = {}
+        self._session_active = False
+        self._received_ack = False
+        self._ec_timestamp = 0
+        # Timers (deadlines, None = stopped), MS-MQQB 3.1.2.
+        self._init_deadline: float | None = now + self.config.initialization_timeout
+        self._cleanup_deadline: float | None = now + self.config.cleanup_interval
+        self._ack_wait_deadline: float | None = None
+        self._ack_send_deadline: float | None = None
+        if role is Role.INITIATOR:
+            # MS-MQQB 3.1.5.2.3: EstablishConnection request, state WAITING_ECR_MSG.
+            self._ec_timestamp = int(now * 1000) & 0xFFFFFFFF
+            header = EstablishConnectionHeader(
+                client_guid=local_qm,
+                server_guid=self.remote_qm,
+                timestamp=self._ec_timestamp,
+                operating_system=0x10 | OperatingSystemFlag.SE,
+            )
+            self._send_packet(EstablishConnection(header))
+            self.state = SessionState.WAITING_ECR_MSG
+        else:
+            self.state = SessionState.WAITING_EC_MSG
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def is_open(self) -> bool:
+        """True in state OPEN."""
+        return self.state is SessionState.OPEN
+
+    @property
+    def closed(self) -> bool:
+        """True once the session is CLOSED."""
+        return self.state is SessionState.CLOSED
+
+    @property
+    def unacked_message_count(self) -> int:
+        """UnAckedMessageCount: sent, not yet session-acknowledged."""
+        return len(self._awaiting_ack)
+
+    @property
+    def backlog(self) -> int:
+        """Messages held back by the window."""
+        return len(self._backlog)
+
+    # ------------------------------------------------------------------ output
+
+    def data_to_send(self) -> bytes:
+        """All pending packets as one buffer (one socket write); empties the buffer."""
+        if not self._out:
+            return b""
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    def next_event(self) -> SessionEvent | None:
+        """The oldest pending event, or None."""
+        return self._events.popleft() if self._events else None
+
+    def events(self) -> Iterator[SessionEvent]:
+        """Drain every pending event."""
+        while self._events:
+            yield self._events.popleft()
+
+    def get_timer(self) -> float | None:
+        """The earliest session timer deadline, or None (also None once closed)."""
+        if self.closed:
+            return None
+        deadlines = [
+            d
+            for d in (
+                self._init_deadline,
+                self._cleanup_deadline,
+                self._ack_wait_deadline,
+                self._ack_send_deadline,
+            )
+            if d is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    # ------------------------------------------------------------------ local inputs
+
+    def send_user_message(self, packet: UserMessagePacket, now: float, handle: int = 0) -> None:
+        """Queue a UserMessage / OrderAck / FinalAck for sending (MS-MQQB 3.1.7.1).
+
+        Sent at once while the window allows (UnAckedMessageCount < window), else held
+        and sent as SessionAcks free the window. ``handle`` comes back in
+        :class:`SessionAckReceived` for non-transactional messages.
+        """
+        if self.state is not SessionState.OPEN:
+            raise LocalProtocolError(f"send_user_message in state {self.state.name}")
+        self._backlog.append((packet, handle))
+        self._drain_backlog(now)
+
+    def send_order_ack(
+        self,
+        ack: SendOrderAck,
+        now: float,
+        *,
+        direct_address: str | None = None,
+        message_id: int = 0,
+    ) -> None:
+        """Send an OrderAck (MS-MQQB 3.1.7.17) on this session.
+
+        Destination: ``PRIVATE=<sender QM>\\00000004`` (DQ 0x3) or, for a direct session,
+        ``DIRECT=TCP:<direct_address>\\PRIVATE$\\order_queue$``. UserHeader.DM = 0 as
+        MS-MQQB 2.2.4 requires (protocol.md §11 item 3).
+        """
+        destination: PrivateQueueFormatNameId | DirectQueueFormatName
+        if direct_address is not None:
+            destination = DirectQueueFormatName(f"TCP:{direct_address}\\PRIVATE$\\order_queue$")
+            destination_qm: uuid.UUID | None = None
+        else:
+            destination = PrivateQueueFormatNameId(4)
+            destination_qm = ack.key.source_qm
+        packet = OrderAck.build(
+            OrderAckBody.for_number(ack.tx_sequence_id, ack.tx_sequence_number),
+            source_qm=self.local_qm,
+            destination_queue=destination,
+            destination_qm=destination_qm,
+            sent_time=int(now) & 0xFFFFFFFF,
+            message_id=message_id,
+            delivery_mode=DeliveryMode.EXPRESS,
+        )
+        self.send_user_message(packet, now)
+
+    def recoverable_message_stored(self, recoverable_number: int) -> None:
+        """The QM persisted the recoverable message of :class:`UserMessageReceived`:
+        the next SessionHeader may acknowledge it (MS-MQQB 3.1.5.8.7)."""
+        self._persisted_unacked.add(recoverable_number)
+
+    def close(self, now: float) -> None:
+        """Close the session locally (MS-MQQB 3.1.5.9): there is no close packet."""
+        if not self.closed:
+            self._close(CloseReason.LOCAL, "", "closed locally")
+
+    def connection_lost(self, now: float) -> None:
+        """The transport reports the TCP connection closed (MS-MQQB 3.1.7.3)."""
+        if not self.closed:
+            self._close(CloseReason.TRANSPORT_CLOSED, "", "TCP connection closed")
+
+    # ------------------------------------------------------------------ remote input
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        """Bytes from the TCP connection. Never raises for what the peer sent."""
+        if self.closed:
+            return
+        try:
+            packets = self._decoder.feed(data)
+        except WireError as exc:
+            # Packets decoded before the bad one are lost with the session; the peer
+            # retransmits whatever is unacknowledged on the next session.
+            self._fail(exc.header, str(exc), exc)
+            return
+        for packet in packets:
+            if self.closed:
+                return
+            try:
+                self._dispatch(packet, now)
+            except WireError as exc:  # a body decoded lazily (OrderAck/FinalAck)
+                self._fail(_packet_name(packet), str(exc), exc)
+            except RemoteProtocolError as exc:
+                self._fail(_packet_name(packet), str(exc), exc)
+
+    def handle_timer(self, now: float) -> None:
+        """Fire every due session timer (MS-MQQB 3.1.6)."""
+        if self.closed:
+            return
+        if self._init_deadline is not None and now >= self._init_deadline:
+            self._init_deadline = None
+            if self.state is not SessionState.OPEN:
+                self._close(CloseReason.INITIALIZATION_TIMEOUT, "", "Session Initialization Timer expired")
+                return
+        if self._cleanup_deadline is not None and now >= self._cleanup_deadline:
+            # MS-MQQB 3.1.6.2: idle since the last tick => close; else reset and restart.
+            if not self._session_active and self.state is SessionState.OPEN:
+                self._close(CloseReason.IDLE, "", "Session Cleanup Timer: no activity")
+                return
+            self._session_active = False
+            self._cleanup_deadline = now + self.config.cleanup_interval
+        if self._ack_wait_deadline is not None and now >= self._ack_wait_deadline:
+            # MS-MQQB 3.1.6.3.
+            if not self._awaiting_ack:
+                self._received_ack = False
+                self._ack_wait_deadline = None
+            elif not self._received_ack:
+                self._close(CloseReason.ACK_TIMEOUT, "", "Session Ack Wait Timer: nothing received")
+                return
+            else:
+                self._received_ack = False
+                self._ack_wait_deadline = now + self._ack_wait_duration
+        if self._ack_send_deadline is not None and now >= self._ack_send_deadline:
+            # MS-MQQB 3.1.6.4: send a SessionAck iff something is unacknowledged; restart.
+            if self.unacked_received_msg_count:
+                self._send_packet(SessionAck(self._make_session_header()))
+            self._ack_send_deadline = now + self.ack_wait_timeout / 2
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def _ack_wait_duration(self) -> float:
+        return self.ack_wait_timeout * self.config.ack_wait_factor
+
+    def _send_packet(self, packet: Packet) -> None:
+        self._out.append(packet.encode())
+
+    def _fail(self, packet_type: str, reason: str, exc: RemoteProtocolError | None = None) -> None:
+        err = exc if exc is not None else RemoteProtocolError(f"{self.peer}: {packet_type}: {reason}")
+        self.error = err
+        self._close(CloseReason.PROTOCOL_ERROR, packet_type, reason, err)
+
+    def _close(
+        self, reason: CloseReason, packet_type: str, detail: str, error: RemoteProtocolError | None = None
+    ) -> None:
+        self.state = SessionState.CLOSED
+        self._init_deadline = self._cleanup_deadline = None
+        self._ack_wait_deadline = self._ack_send_deadline = None
+        self._events.append(ConnectionClosed(reason, self.peer, packet_type, detail, error))
+
+    def _dispatch(self, packet: Packet, now: float) -> None:
+        # MS-MQQB 3.1.6.3: every received packet sets ReceivedAck.
+        self._received_ack = True
+        if isinstance(packet, EstablishConnection):
+            self._on_establish_connection(packet, now)
+        elif isinstance(packet, ConnectionParameters):
+            self._on_connection_parameters(packet, now)
+        else:
+            if self.state is not SessionState.OPEN:
+                raise RemoteProtocolError(
+                    f"{self.peer}: {_packet_name(packet)} received in state {self.state.name} (MS-MQQB 3.1.5)"
+                )
+            if isinstance(packet, SessionAck):
+                self._on_session_header(packet.session, now)
+            else:
+                self._on_user_message(packet, now)
+
+    # -- establishment (MS-MQQB 3.1.5.3, 3.1.5.4) -------------------------------------
+
+    def _on_establish_connection(self, packet: EstablishConnection, now: float) -> None:
+        h = packet.header
+        if self.state is SessionState.WAITING_EC_MSG:  # acceptor, request
+            self.remote_qm = h.client_guid
+            # CS = 0 iff ServerGuid is ours or GUID_NULL (direct format name, §11 item 7).
+            refused = h.server_guid not in (self.local_qm, NULL_GUID)
+            reply = EstablishConnectionHeader(
+                client_guid=h.client_guid,
+                server_guid=self.local_qm,
+                timestamp=h.timestamp,
+                operating_system=0x10 | (h.operating_system & OperatingSystemFlag.SE),
+            )
+            self._send_packet(EstablishConnection(reply, internal_flags=0x10 if refused else 0))
+            if refused:
+                self._close(
+                    CloseReason.REFUSED,
+                    "EstablishConnection",
+                    f"ServerGuid {h.server_guid} is neither this QM nor GUID_NULL",
+                )
+                return
+            self.state = SessionState.WAITING_CP_MSG
+            self._init_deadline = now + self.config.initialization_timeout
+        elif self.state is SessionState.WAITING_ECR_MSG:  # initiator, response
+            if packet.connection_refused:
+                self._close(CloseReason.REFUSED, "EstablishConnection", "acceptor refused (CS = 1)")
+                return
+            if h.client_guid != self.local_qm:
+                raise RemoteProtocolError(
+                    f"{self.peer}: EstablishConnection response ClientGuid {h.client_guid} is not ours"
+                )
+            if self.remote_qm == NULL_GUID:
+                # Direct format name: adopt the acceptor's identity (§11 item 6).
+                self.remote_qm = h.server_guid
+            elif h.server_guid != self.remote_qm:
+                raise RemoteProtocolError(
+                    f"{self.peer}: EstablishConnection response ServerGuid {h.server_guid} "
+                    f"!= expected {self.remote_qm}"
+                )
+            rtt_ms = ((int(now * 1000) & 0xFFFFFFFF) - h.timestamp) & 0xFFFFFFFF
+            rec_ms = min(max(8 * rtt_ms, _RECOVERABLE_ACK_MIN_MS), _RECOVERABLE_ACK_MAX_MS)
+            self.recoverable_ack_send_timeout = rec_ms / 1000.0
+            self._send_packet(
+                ConnectionParameters(
+                    ConnectionParametersHeader(
+                        recoverable_ack_timeout=rec_ms,
+                        ack_timeout=int(self.ack_wait_timeout * 1000),
+                        window_size=self.config.window_size,
+                    )
+                )
+            )
+            self.state = SessionState.WAITING_CPR_MSG
+        else:
+            raise RemoteProtocolError(
+                f"{self.peer}: EstablishConnection received in state {self.state.name} (MS-MQQB 3.1.5.3)"
+            )
+
+    def _on_connection_parameters(self, packet: ConnectionParameters, now: float) -> None:
+        h = packet.header
+        if packet.connection_refused:
+            self._close(CloseReason.REFUSED, "ConnectionParameters", "peer refused (CS = 1)")
+            return
+        if self.state is SessionState.WAITING_CP_MSG:  # acceptor, request
+            if not _RECOVERABLE_ACK_MIN_MS <= h.recoverable_ack_timeout <= _RECOVERABLE_ACK_MAX_MS:
+                raise RemoteProtocolError(
+                    f"{self.peer}: ConnectionParameters.RecoverableAckTimeout {h.recoverable_ack_timeout} "
+                    "outside 500..120000 ms"
+                )
+            if not 20000 <= h.ack_timeout <= 120000:
+                raise RemoteProtocolError(
+                    f"{self.peer}: ConnectionParameters.AckTimeout {h.ack_timeout} outside 20000..120000 ms"
+                )
+            self.received_window_size = h.window_size
+            self.ack_wait_timeout = h.ack_timeout / 1000.0
+            self.recoverable_ack_send_timeout = h.recoverable_ack_timeout / 1000.0
+            self._send_packet(
+                ConnectionParameters(
+                    ConnectionParametersHeader(
+                        recoverable_ack_timeout=h.recoverable_ack_timeout,
+                        ack_timeout=h.ack_timeout,
+                        window_size=self.config.window_size,
+                    )
+                )
+            )
+        elif self.state is SessionState.WAITING_CPR_MSG:  # initiator, response
+            self.received_window_size = h.window_size
+        else:
+            raise RemoteProtocolError(
+                f"{self.peer}: ConnectionParameters received in state {self.state.name} (MS-MQQB 3.1.5.4)"
+            )
+        self._init_deadline = None
+        self.state = SessionState.OPEN
+        self._events.append(
+            EstablishmentComplete(
+                self.remote_qm,
+                self.received_window_size,
+                self.ack_wait_timeout,
+                self.recoverable_ack_send_timeout,
+            )
+        )
+
+    # -- sending (MS-MQQB 3.1.7.1) -------------------------------------------------------
+
+    def _window(self) -> int:
+        # As written the gate uses the own WindowSize; we also honour the peer's
+        # advertised window (it signals memory pressure with 1, MS-MQMQ note <15>).
+        return max(1, min(self.config.window_size, self.received_window_size or 1))
+
+    def _drain_backlog(self, now: float) -> None:
+        window = self._window()
+        while self._backlog and len(self._awaiting_ack) < window:
+            packet, handle = self._backlog.popleft()
+            message = packet if isinstance(packet, UserMessage) else packet.message
+            self.message_sent_count = (self.message_sent_count + 1) % _U16
+            recoverable = 0
+            if message.delivery_mode == DeliveryMode.RECOVERABLE:
+                self.recoverable_message_sent_count = (self.recoverable_message_sent_count + 1) % _U16
+                recoverable = self.recoverable_message_sent_count
+            self._awaiting_ack.append(
+                _Sent(self.message_sent_count, recoverable, message.transaction is not None, handle)
+            )
+            self._send_packet(packet)
+            if self._ack_wait_deadline is None:
+                self._ack_wait_deadline = now + self._ack_wait_duration
+            self._session_active = True
+
+    # -- receiving -------------------------------------------------------------------
+
+    def _on_user_message(self, packet: UserMessagePacket, now: float) -> None:
+        message = packet if isinstance(packet, UserMessage) else packet.message
+        # General processing (MS-MQQB 3.1.5.8.2).
+        self.message_received_count = (self.message_received_count + 1) % _U16
+        self.unacked_received_msg_count += 1
+        if isinstance(message.destination_queue, DirectQueueFormatName):
+            self.direct_format_session = True
+        if self._ack_send_deadline is None:
+            self._ack_send_deadline = now + self.ack_wait_timeout / 2
+        self._session_active = True
+        recoverable = 0
+        if message.delivery_mode == DeliveryMode.RECOVERABLE:
+            recoverable = self._on_recoverable(now)
+            if message.transaction is not None or not isinstance(packet, UserMessage):
+                # Transactional messages are retained by the sender until their OrderAck
+                # whatever the SessionAck says, and acks are idempotent: acknowledge at once.
+                self._persisted_unacked.add(recoverable)
+        # SessionHeader processing (MS-MQQB 3.1.5.8.4) after the counters moved.
+        if message.session is not None:
+            self._on_session_header(message.session, now)
+        self._route(packet, message, recoverable, now)
+
+    def _on_recoverable(self, now: float) -> int:
+        # MS-MQQB 3.1.5.8.7.
+        received = self.recoverable_message_received_count
+        outstanding = (received - self.last_acked_recoverable_msg_seq_number) % _U16
+        if outstanding >= _RECOVERABLE_ACK_BURST:
+            self._send_packet(SessionAck(self._make_session_header()))
+        self.recoverable_message_received_count = (self.recoverable_message_received_count + 1) % _U16
+        if not self._persisted_unacked:
+            self._ack_send_deadline = now + self.recoverable_ack_send_timeout
+        return self.recoverable_message_received_count
+
+    def _is_local(self, destination_qm: uuid.UUID) -> bool:
+        # Final destination: QueueManagerAddress is this QM, or NULL for a direct format
+        # name (protocol.md §11 item 11).
+        return destination_qm == self.local_qm or destination_qm == NULL_GUID
+
+    def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
+        if not self._is_local(message.destination_qm):
+            # Intermediate QM (seed 003): pass on untouched, no sequence processing.
+            self._events.append(ForwardMessage(packet))
+            return
+        if isinstance(packet, OrderAck):
+            body = packet.body
+            self._events.append(
+                OrderAckReceived(message.source_qm, body.tx_sequence_id, body.tx_sequence_number, packet)
+            )
+            return
+        if isinstance(packet, FinalAck):
+            fbody = packet.body
+            self._events.append(
+                FinalAckReceived(
+                    message.source_qm,
+                    fbody.tx_sequence_id,
+                    fbody.tx_sequence_number,
+                    fbody.message_id,
+                    packet.message_class,
+                    packet,
+                )
+            )
+            return
+        tx = message.transaction
+        if tx is None:
+            self._events.append(UserMessageReceived(message, recoverable))
+            return
+        dest = destination_key(message.destination_queue, message.destination_qm)
+        key = SequenceKey(message.source_qm, dest)
+        result = self.incoming.receive(
+            key, tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now
+        )
+        if isinstance(result, Accepted):
+            self._events.append(TransactionalMessageAccepted(message, result))
+        else:
+            self._events.append(TransactionalMessageRejected(message, result))
+
+    def _make_session_header(self) -> SessionHeader:
+        # MS-MQQB 3.1.6.4 / 3.1.7.1.3: then reset the receive-side bookkeeping.
+        base = 0
+        flags = 0
+        if self._persisted_unacked:
+            base = min(self._persisted_unacked)
+            for n in list(self._persisted_unacked):
+                offset = (n - base) % _U16
+                if offset < 32:
+                    flags |= 1 << offset
+                    self._persisted_unacked.discard(n)
+        header = SessionHeader(
+            ack_sequence_number=self.message_received_count,
+            recoverable_msg_ack_seq_number=base,
+            recoverable_msg_ack_flags=flags,
+            user_msg_sequence_number=self.message_sent_count,
+            recoverable_msg_seq_number=self.recoverable_message_sent_count,
+            window_size=self.config.window_size,
+        )
+        self.unacked_received_msg_count = 0
+        self.last_acked_recoverable_msg_seq_number = self.recoverable_message_received_count
+        return header
+
+    def _on_session_header(self, h: SessionHeader, now: float) -> None:
+        # MS-MQQB 3.1.5.5.5: the peer's counts of what it sent must match what we received.
+        if h.user_msg_sequence_number != self.message_received_count:
+            raise RemoteProtocolError(
+                f"{self.peer}: SessionHeader.UserMsgSequenceNumber {h.user_msg_sequence_number} "
+                f"!= MessageReceivedCount {self.message_received_count} (MS-MQQB 3.1.5.5.5)"
+            )
+        if h.recoverable_msg_seq_number != self.recoverable_message_received_count:
+            raise RemoteProtocolError(
+                f"{self.peer}: SessionHeader.RecoverableMsgSeqNumber {h.recoverable_msg_seq_number} "
+                f"!= RecoverableMessageReceivedCount {self.recoverable_message_received_count}"
+            )
+        # 3.1.5.5.1: how many of our oldest entries AckSequenceNumber covers.
+        if self._awaiting_ack:
+            first = self._awaiting_ack[0].sequence_number
+            covered = (h.ack_sequence_number - first + 1) % _U16
+            if covered > len(self._awaiting_ack):
+                # Either a stale ack (covers nothing new) or one beyond what was sent.
+                behind = (first - 1 - h.ack_sequence_number) % _U16
+                if behind >= _U16 // 2:
+                    raise RemoteProtocolError(
+                        f"{self.peer}: SessionHeader.AckSequenceNumber {h.ack_sequence_number} "
+                        f"beyond MessageSentCount {self.message_sent_count}"
+                    )
+                covered = 0
+        else:
+            covered = 0
+            if h.ack_sequence_number != self.message_sent_count:
+                stale = (self.message_sent_count - h.ack_sequence_number) % _U16
+                if stale >= _U16 // 2:
+                    raise RemoteProtocolError(
+                        f"{self.peer}: SessionHeader.AckSequenceNumber {h.ack_sequence_number} "
+                        f"beyond MessageSentCount {self.message_sent_count}"
+                    )
+        rec_acked: set[int] = set()
+        if h.recoverable_msg_ack_seq_number:
+            for bit in range(32):
+                if h.recoverable_msg_ack_flags >> bit & 1:
+                    rec_acked.add((h.recoverable_msg_ack_seq_number + bit) % _U16)
+        handles: list[int] = []
+        remaining: deque[_Sent] = deque()
+        for i, entry in enumerate(self._awaiting_ack):
+            session_acked = i < covered
+            if not session_acked:
+                remaining.append(entry)
+                continue
+            # 3.1.5.5.2/3: express released by AckSequenceNumber, recoverable by the
+            # recoverable fields; transactional never (seed 003).
+            if entry.transactional:
+                continue
+            if entry.recoverable_number == 0 or entry.recoverable_number in rec_acked:
+                handles.append(entry.handle)
+            else:
+                # Delivered, not yet persisted by the peer: its bit comes in a later header.
+                self._pending_recoverable[entry.recoverable_number] = entry.handle
+        for n in rec_acked:
+            handle = self._pending_recoverable.pop(n, None)
+            if handle is not None:
+                handles.append(handle)
+        self._awaiting_ack = remaining
+        self.received_window_size = h.window_size
+        self._events.append(SessionAckReceived(h.ack_sequence_number, tuple(handles), h.window_size))
+        # Restart the Session Ack Wait Timer if entries still await an ack, else stop it.
+        self._ack_wait_deadline = (now + self._ack_wait_duration) if self._awaiting_ack else None
+        self._drain_backlog(now)

@@ -1,0 +1,356 @@
+"""Session: a client/server pair wired to each other in memory (no sockets, literal now values)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import pytest
+
+from openmsmq.errors import LocalProtocolError, RemoteProtocolError, WireError
+from openmsmq.protocol.events import (
+    CloseReason,
+    ConnectionClosed,
+    EstablishmentComplete,
+    ForwardMessage,
+    OrderAckReceived,
+    Role,
+    SessionAckReceived,
+    SessionConfig,
+    SessionEvent,
+    SessionState,
+    TransactionalMessageAccepted,
+    TransactionalMessageRejected,
+    UserMessageReceived,
+)
+from openmsmq.protocol.incoming import IncomingSequences
+from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, Released, Transmit
+from openmsmq.protocol.session import Session
+from openmsmq.wire.headers import SessionHeader, TransactionHeader
+from openmsmq.wire.ids import TxSequenceId
+from openmsmq.wire.packets import SessionAck, UserMessage
+from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
+
+QM_A = uuid.UUID("11111111-1111-1111-1111-111111111111")
+QM_B = uuid.UUID("22222222-2222-2222-2222-222222222222")
+QM_C = uuid.UUID("33333333-3333-3333-3333-333333333333")
+SEQ = TxSequenceId(1_700_000_000, 1)
+QUEUE = PrivateQueueFormatNameId(7)
+
+
+def pump(a: Session, b: Session, now: float) -> None:
+    """Move bytes both ways until both sides are quiet (bounded)."""
+    for _ in range(100):
+        da, db = a.data_to_send(), b.data_to_send()
+        if not da and not db:
+            return
+        if da:
+            b.receive_data(da, now)
+        if db:
+            a.receive_data(db, now)
+    raise AssertionError("sessions did not go quiet")
+
+
+def drain(s: Session) -> list[SessionEvent]:
+    return list(s.events())
+
+
+def pair(
+    now: float = 0.0, config: SessionConfig | None = None, remote: uuid.UUID | None = QM_B
+) -> tuple[Session, Session]:
+    a = Session(Role.INITIATOR, QM_A, now, remote_qm=remote, config=config, peer="B")
+    b = Session(Role.ACCEPTOR, QM_B, now, config=config, peer="A", incoming=IncomingSequences())
+    pump(a, b, now)
+    return a, b
+
+
+def tx_packet(m: OutgoingMessage, dest_qm: uuid.UUID | None = QM_B, queue: object = QUEUE) -> UserMessage:
+    return UserMessage.build(
+        source_qm=QM_A,
+        message_id=m.message_id,
+        destination_queue=queue,  # type: ignore[arg-type]
+        body=b"payload-%d" % m.tx_sequence_number,
+        sent_time=1_700_000_000,
+        destination_qm=dest_qm,
+        transaction=TransactionHeader(SEQ, m.tx_sequence_number, m.previous_tx_sequence_number),
+    )
+
+
+def express_packet(n: int) -> UserMessage:
+    return UserMessage.build(
+        source_qm=QM_A, message_id=n, destination_queue=QUEUE, body=b"x", sent_time=0, destination_qm=QM_B
+    )
+
+
+def send_transmits(s: Session, events: Sequence[object], now: float) -> None:
+    for ev in events:
+        assert isinstance(ev, Transmit)
+        for m in ev.messages:
+            s.send_user_message(tx_packet(m), now, handle=m.handle)
+
+
+def msg(n: int) -> OutgoingMessage:
+    return OutgoingMessage(SEQ, n, n - 1, message_id=n, handle=n)
+
+
+# ---------------------------------------------------------------- establishment
+
+
+def test_handshake_initiator_acceptor() -> None:
+    a, b = pair(now=10.0)
+    assert a.state is SessionState.OPEN and b.state is SessionState.OPEN
+    (ea,) = drain(a)
+    (eb,) = drain(b)
+    assert isinstance(ea, EstablishmentComplete) and ea.remote_qm == QM_B and ea.window_size == 64
+    assert isinstance(eb, EstablishmentComplete) and eb.remote_qm == QM_A
+    assert eb.ack_wait_timeout == 20.0
+    # RTT 0 => RecoverableAckSendTimeout clamped to 500 ms, echoed by the acceptor
+    assert ea.recoverable_ack_timeout == eb.recoverable_ack_timeout == 0.5
+    # the Session Initialization Timer was stopped on both sides
+    assert a.get_timer() is not None and a.get_timer() != 70.0
+
+
+def test_handshake_direct_adopts_server_guid() -> None:
+    a, _b = pair(remote=None)
+    assert a.is_open and a.remote_qm == QM_B
+
+
+def test_acceptor_refuses_wrong_server_guid() -> None:
+    a, b = pair(remote=QM_C)
+    (eb,) = drain(b)
+    assert isinstance(eb, ConnectionClosed) and eb.reason is CloseReason.REFUSED
+    (ea,) = drain(a)
+    assert isinstance(ea, ConnectionClosed) and ea.reason is CloseReason.REFUSED
+    assert a.closed and b.closed
+
+
+def test_initialization_timer_closes() -> None:
+    b = Session(Role.ACCEPTOR, QM_B, 0.0)
+    assert b.get_timer() == 60.0
+    b.handle_timer(59.9)
+    assert not b.closed
+    b.handle_timer(60.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, ConnectionClosed) and ev.reason is CloseReason.INITIALIZATION_TIMEOUT
+    assert b.get_timer() is None
+
+
+def test_send_before_open_is_local_error() -> None:
+    a = Session(Role.INITIATOR, QM_A, 0.0, remote_qm=QM_B)
+    with pytest.raises(LocalProtocolError):
+        a.send_user_message(express_packet(1), 0.0)
+    a.close(0.0)
+    with pytest.raises(LocalProtocolError):
+        a.send_user_message(express_packet(1), 0.0)
+
+
+# ---------------------------------------------------------------- transactional transfer
+
+
+def run_transfer(n_messages: int) -> tuple[Session, Session, OutgoingSequence, list[int], list[object]]:
+    a, b = pair(now=0.0)
+    drain(a), drain(b)
+    out = OutgoingSequence(0.0)
+    out.connection_made(0.0)
+    send_transmits(a, out.add_many([msg(n) for n in range(1, n_messages + 1)], now=0.0), 0.0)
+    pump(a, b, 0.1)
+    stored: list[int] = []
+    for ev in drain(b):
+        assert isinstance(ev, TransactionalMessageAccepted)
+        assert ev.packet.transaction is not None
+        stored.append(ev.packet.transaction.tx_sequence_number)
+        b.incoming.get(ev.result.key, 0.1).message_stored(
+            ev.result.tx_sequence_id, ev.result.tx_sequence_number, now=0.2
+        )
+    released: list[object] = []
+    return a, b, out, stored, released
+
+
+def test_transactional_transfer_with_order_acks() -> None:
+    a, b, out, stored, _ = run_transfer(5)
+    assert stored == [1, 2, 3, 4, 5]
+    deadline = b.incoming.get_timer()
+    assert deadline == pytest.approx(0.6)
+    (ack,) = b.incoming.handle_timer(0.6)
+    assert ack.tx_sequence_number == 5 and ack.key.source_qm == QM_A
+    b.send_order_ack(ack, 0.6)
+    pump(a, b, 0.6)
+    evs = drain(a)
+    order_acks = [e for e in evs if isinstance(e, OrderAckReceived)]
+    assert [(e.source_qm, e.tx_sequence_id, e.tx_sequence_number) for e in order_acks] == [(QM_B, SEQ, 5)]
+    rel = out.order_ack_received(SEQ, 5, now=0.7)
+    assert rel == [Released(tuple(msg(n) for n in range(1, 6)))]
+    assert out.all_order_acked
+
+
+def test_session_ack_never_releases_transactional() -> None:
+    a, b, out, _, _ = run_transfer(3)
+    a.send_user_message(express_packet(99), 0.3, handle=99)
+    pump(a, b, 0.3)
+    assert isinstance(drain(b)[0], UserMessageReceived)
+    # B's Session Ack Send Timer (RecoverableAckSendTimeout 0.5 s) sends a SessionAck
+    deadline = b.get_timer()
+    assert deadline is not None
+    b.handle_timer(deadline)
+    pump(a, b, deadline)
+    acks = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
+    assert len(acks) == 1
+    assert acks[0].ack_sequence_number == 4
+    # only the express message is released by the session ack; transactional ones are not
+    assert acks[0].acked_handles == (99,)
+    assert a.unacked_message_count == 0
+    assert [m.tx_sequence_number for m in out.unacked] == [1, 2, 3]
+
+
+def test_duplicates_after_reconnect_are_rejected_and_order_ack_repaired() -> None:
+    a, b, out, _stored, _ = run_transfer(3)
+    registry = b.incoming
+    # the OrderAck is lost; the connection drops and a new one is made
+    a.connection_lost(1.0)
+    out.connection_lost()
+    a2 = Session(Role.INITIATOR, QM_A, 2.0, remote_qm=QM_B)
+    b2 = Session(Role.ACCEPTOR, QM_B, 2.0, incoming=registry)
+    pump(a2, b2, 2.0)
+    drain(a2), drain(b2)
+    send_transmits(a2, out.connection_made(2.0), 2.0)
+    send_transmits(a2, out.add_many([msg(4)], now=2.0), 2.0)
+    pump(a2, b2, 2.0)
+    evs = drain(b2)
+    assert [type(e) for e in evs] == [TransactionalMessageRejected] * 3 + [TransactionalMessageAccepted]
+    acc = evs[3]
+    assert isinstance(acc, TransactionalMessageAccepted)
+    registry.get(acc.result.key, 2.0).message_stored(SEQ, 4, now=2.1)
+    (ack,) = registry.handle_timer(2.5)
+    assert ack.tx_sequence_number == 4
+    b2.send_order_ack(ack, 2.5)
+    pump(a2, b2, 2.5)
+    (oa,) = [e for e in drain(a2) if isinstance(e, OrderAckReceived)]
+    (rel,) = out.order_ack_received(oa.tx_sequence_id, oa.tx_sequence_number, now=2.6)
+    assert isinstance(rel, Released) and [m.tx_sequence_number for m in rel.messages] == [1, 2, 3, 4]
+
+
+def test_intermediate_qm_forwards_without_sequence_processing() -> None:
+    a, b = pair()
+    drain(a), drain(b)
+    packet = tx_packet(msg(1), dest_qm=QM_C)
+    a.send_user_message(packet, 0.0)
+    pump(a, b, 0.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, ForwardMessage)
+    assert ev.packet == packet  # TransactionHeader passed through untouched
+    assert len(b.incoming) == 0  # no sequence state touched
+    assert b.incoming.get_timer() is None  # no OrderAck scheduled
+
+
+def test_direct_format_null_address_is_local() -> None:
+    a, b = pair(remote=None)
+    drain(a), drain(b)
+    direct = DirectQueueFormatName("TCP:127.0.0.1\\PRIVATE$\\orders")
+    a.send_user_message(tx_packet(msg(1), dest_qm=None, queue=direct), 0.0)
+    pump(a, b, 0.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, TransactionalMessageAccepted)
+    assert ev.result.key.destination == "DIRECT=tcp:127.0.0.1\\private$\\orders"
+    assert b.direct_format_session
+
+
+# ---------------------------------------------------------------- window and timers
+
+
+def test_window_holds_messages_until_session_ack() -> None:
+    cfg = SessionConfig(window_size=2)
+    a, b = pair(config=cfg)
+    drain(a), drain(b)
+    for n in range(1, 6):
+        a.send_user_message(express_packet(n), 0.0, handle=n)
+    assert a.unacked_message_count == 2 and a.backlog == 3
+    pump(a, b, 0.0)
+    assert len(drain(b)) == 2
+    for _ in range(5):  # bounded: each SessionAck frees the window for two more
+        deadline = b.get_timer()
+        assert deadline is not None
+        b.handle_timer(deadline)
+        pump(a, b, deadline)
+        drain(b)
+        if a.backlog == 0 and a.unacked_message_count == 0:
+            break
+    handles = [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
+    assert handles == [1, 2, 3, 4, 5]
+
+
+def test_ack_wait_timer_closes_silent_session() -> None:
+    a, _b = pair()
+    drain(a)
+    a.send_user_message(express_packet(1), 100.0)
+    # nothing ever comes back from B: first expiry sees ReceivedAck from the handshake
+    a.handle_timer(120.0)
+    assert not a.closed
+    a.handle_timer(140.0)
+    (ev,) = drain(a)
+    assert isinstance(ev, ConnectionClosed) and ev.reason is CloseReason.ACK_TIMEOUT
+
+
+def test_cleanup_timer_closes_idle_session() -> None:
+    a, _b = pair()
+    drain(a)
+    a.handle_timer(300.0)  # handshake counted as no activity: idle
+    (ev,) = drain(a)
+    assert isinstance(ev, ConnectionClosed) and ev.reason is CloseReason.IDLE
+
+
+def test_cleanup_timer_keeps_active_session() -> None:
+    a, b = pair()
+    drain(a), drain(b)
+    a.send_user_message(express_packet(1), 10.0)
+    pump(a, b, 10.0)
+    b.handle_timer(20.0)  # session ack send
+    pump(a, b, 20.0)
+    a.handle_timer(300.0)
+    assert not a.closed
+
+
+# ---------------------------------------------------------------- malformed input
+
+
+def test_malformed_input_closes_only_that_session() -> None:
+    _a1, b1 = pair()
+    a2, b2 = pair()
+    drain(b1), drain(b2), drain(a2)
+    b1.receive_data(b"\x11" + b"\x00" * 15, 1.0)  # VersionNumber must be 0x10
+    (ev,) = drain(b1)
+    assert isinstance(ev, ConnectionClosed) and ev.reason is CloseReason.PROTOCOL_ERROR
+    assert ev.packet_type == "BaseHeader"
+    assert "VersionNumber" in ev.detail
+    assert isinstance(ev.error, WireError) and isinstance(b1.error, RemoteProtocolError)
+    assert b1.closed and b1.get_timer() is None
+    b1.receive_data(b"more", 1.0)  # ignored after close, no exception
+    # the other session is unaffected
+    a2.send_user_message(express_packet(1), 1.0)
+    pump(a2, b2, 1.0)
+    assert isinstance(drain(b2)[0], UserMessageReceived)
+
+
+def test_out_of_protocol_packet_closes_session() -> None:
+    b = Session(Role.ACCEPTOR, QM_B, 0.0, peer="10.0.0.9:4000")
+    b.receive_data(SessionAck(SessionHeader(0)).encode(), 0.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, ConnectionClosed) and ev.reason is CloseReason.PROTOCOL_ERROR
+    assert ev.packet_type == "SessionAck" and ev.peer == "10.0.0.9:4000"
+    assert "WAITING_EC_MSG" in ev.detail
+
+
+def test_session_ack_beyond_sent_is_protocol_error() -> None:
+    a, _b = pair()
+    drain(a)
+    a.receive_data(SessionAck(SessionHeader(ack_sequence_number=5)).encode(), 1.0)
+    (ev,) = drain(a)
+    assert isinstance(ev, ConnectionClosed) and ev.reason is CloseReason.PROTOCOL_ERROR
+    assert "AckSequenceNumber" in ev.detail
+
+
+def test_session_ack_with_wrong_counts_is_protocol_error() -> None:
+    a, _b = pair()
+    drain(a)
+    a.receive_data(SessionAck(SessionHeader(0, user_msg_sequence_number=3)).encode(), 1.0)
+    (ev,) = drain(a)
+    assert isinstance(ev, ConnectionClosed) and "UserMsgSequenceNumber" in ev.detail
