@@ -354,3 +354,34 @@ def test_session_ack_with_wrong_counts_is_protocol_error() -> None:
     a.receive_data(SessionAck(SessionHeader(0, user_msg_sequence_number=3)).encode(), 1.0)
     (ev,) = drain(a)
     assert isinstance(ev, ConnectionClosed) and "UserMsgSequenceNumber" in ev.detail
+
+
+def test_recoverable_message_acked_only_after_receiver_persists_it() -> None:
+    a, b = pair()
+    drain(a), drain(b)
+    rec = UserMessage.build(
+        source_qm=QM_A,
+        message_id=1,
+        destination_queue=QUEUE,
+        body=b"r",
+        sent_time=0,
+        destination_qm=QM_B,
+        delivery_mode=1,
+    )
+    a.send_user_message(rec, 1.0, handle=42)
+    pump(a, b, 1.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, UserMessageReceived) and ev.recoverable_number == 1
+    deadline = b.get_timer()
+    assert deadline == pytest.approx(1.5)  # RecoverableAckSendTimeout
+    b.handle_timer(1.5)
+    pump(a, b, 1.5)
+    (ack1,) = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
+    assert ack1.acked_handles == ()  # delivered but not yet persisted by B
+    b.recoverable_message_stored(ev.recoverable_number)
+    deadline = b.get_timer()
+    assert deadline is not None
+    b.handle_timer(deadline)
+    pump(a, b, deadline)
+    (ack2,) = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
+    assert ack2.acked_handles == (42,)

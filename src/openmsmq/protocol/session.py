@@ -347,7 +347,9 @@ class Session:
                 self._ack_wait_deadline = now + self._ack_wait_duration
         if self._ack_send_deadline is not None and now >= self._ack_send_deadline:
             # MS-MQQB 3.1.6.4: send a SessionAck iff something is unacknowledged; restart.
-            if self.unacked_received_msg_count:
+            # Also when a recoverable message became persisted after the last SessionAck
+            # went out, or its bit would wait for the next message (docs/conformance.md).
+            if self.unacked_received_msg_count or self._persisted_unacked:
                 self._send_packet(SessionAck(self._make_session_header()))
             self._ack_send_deadline = now + self.ack_wait_timeout / 2
 
