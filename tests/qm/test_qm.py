@@ -172,7 +172,9 @@ def test_transactional_send_visible_only_after_commit(qm: QueueManager) -> None:
     assert m.lookup_id == 0 and m.priority == 0 and m.transactional
     with pytest.raises(IOTimeoutError):
         qm.peek("private$\\tx")
-    stored = tx.commit()
+    lookup_ids = tx.commit()
+    stored = qm.peek_range("private$\\tx")
+    assert [s.lookup_id for s in stored] == lookup_ids
     assert [(s.first_in_transaction, s.last_in_transaction) for s in stored] == [(True, False), (False, True)]
     rx = qm.begin()
     got = qm.receive("private$\\tx", tx=rx)

@@ -90,7 +90,7 @@ def worker(qm: QueueManager, log: Log, wid: int, rnd: int, seed: int) -> None:
             log.write(op=n_op, abort=True)
         else:
             stored = tx.commit()
-            log.write(op=n_op, done=True, lookups=[m.lookup_id for m in stored])
+            log.write(op=n_op, done=True, lookups=stored)
 
 
 def main() -> None:

@@ -49,8 +49,8 @@ def test_open_sets_wal_schema_and_application_id(tmp_path: Path, threaded: bool)
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         conn.close()
         q = _queue(store)
-        stored = store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"a"))], []))
-        assert stored[0].lookup_id == 1
+        stored = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"a"))], []))
+        assert stored == [1]
     # reopening keeps data and does not migrate again
     with Store(tmp_path / "s.db", threaded=threaded) as store:
         assert _count(store, q.queue_id) == 1
@@ -60,11 +60,11 @@ def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:
         q = _queue(store)
-        got = store.write(ops.commit_work([ops.Send(q.queue_id, Message())] * 3, []))
-        store.write(ops.commit_work([], [ops.Remove(q.queue_id, m.lookup_id, 0) for m in got]))
+        got = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())] * 3, []))
+        store.write(ops.commit_work([], [ops.Remove(q.queue_id, lid, 0) for lid in got]))
     with Store(path) as store:
-        again = store.write(ops.commit_work([ops.Send(q.queue_id, Message())], []))
-        assert again[0].lookup_id == 4
+        again = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())], []))
+        assert again == [4]
 
 
 def test_group_commit_shares_commits(tmp_path: Path) -> None:
@@ -77,14 +77,14 @@ def test_group_commit_shares_commits(tmp_path: Path) -> None:
         def sender() -> None:
             barrier.wait()
             for _ in range(25):
-                done.append(store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"x"))], []))[0])
+                done.extend(store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], [])))
 
         threads = [threading.Thread(target=sender) for _ in range(8)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        assert len({m.lookup_id for m in done}) == 200
+        assert len(set(done)) == 200
         assert _count(store, q.queue_id) == 200
         batches = store.stats.batches - before
         assert batches < 200, "8 concurrent committers should share COMMITs"
@@ -95,17 +95,17 @@ def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
         q = _queue(store)
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # holds the writer so the rest batch up
-        good1 = store.submit(ops.commit_work([ops.Send(q.queue_id, Message(body=b"1"))], []))
+        good1 = store.submit(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"1"))], []))
 
         def bad(ctx):
             ctx.conn.execute("INSERT INTO messages (lookup_id) VALUES (NULL)")  # NOT NULL violation
 
         failing = store.submit(bad)
-        good2 = store.submit(ops.commit_work([ops.Send(q.queue_id, Message(body=b"2"))], []))
+        good2 = store.submit(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"2"))], []))
         gate.set()
         blocker.result()
-        assert good1.result()[0].body == b"1"
-        assert good2.result()[0].body == b"2"
+        assert len(good1.result()) == 1
+        assert len(good2.result()) == 1
         with pytest.raises(StorageError) as info:
             failing.result()
         assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
@@ -115,19 +115,19 @@ def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
 def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         q = _queue(store)
-        first = store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"keep" * 10))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"keep" * 10))], []))
         size = (tmp_path / "s.db").stat().st_size + (tmp_path / "s.db-wal").stat().st_size
         store.set_size_limit(size + 64 * 1024)
         big = Message(body=bytes(200 * 1024))
         with pytest.raises(StorageError) as info:
-            store.write(ops.commit_work([ops.Send(q.queue_id, big)], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, big)], []))
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         # small writes still fit; committed data intact
-        store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=b"small"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"small"))], []))
         bodies = [m.body for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))]
-        assert bodies == [first[0].body, b"small"]
+        assert bodies == [b"keep" * 10, b"small"]
         store.set_size_limit(None)
-        store.write(ops.commit_work([ops.Send(q.queue_id, big)], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, big)], []))
         assert _count(store, q.queue_id) == 3
         stats = store.read(lambda c: ops.get_queue(c, q.queue_id))
         assert stats.msg_count == 3
@@ -156,7 +156,7 @@ def test_corrupted_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:
         q = _queue(store)
-        store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=bytes(5000)))] * 50, []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(5000)))] * 50, []))
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
@@ -175,9 +175,9 @@ def test_corrupted_store_is_refused(tmp_path: Path) -> None:
 def test_quota_is_checked_in_the_commit(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db", threaded=False) as store:
         q = _queue(store, quota_kb=1)
-        store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=bytes(600)))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(600)))], []))
         with pytest.raises(MQError) as info:
-            store.write(ops.commit_work([ops.Send(q.queue_id, Message(body=bytes(600)))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(600)))], []))
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         assert _count(store, q.queue_id) == 1
 
@@ -194,10 +194,12 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         assert state.tx_sequence_id == (0x1234 << 32) | 1
         assert state.next_tx_sequence_number == 1
         tx_msg = Message(transactional=True)
-        a = store.write(ops.commit_work([ops.Send(out.queue_id, tx_msg)] * 2, []))
-        b = store.write(
-            ops.commit_work([ops.Send(out.queue_id, tx_msg), ops.Send(out.queue_id, Message())], [])
+        store.write(ops.commit_work([ops.Send.of(out.queue_id, tx_msg)] * 2, []))
+        store.write(
+            ops.commit_work([ops.Send.of(out.queue_id, tx_msg), ops.Send.of(out.queue_id, Message())], [])
         )
+        both = store.read(lambda c: ops.fetch_range(c, out.queue_id, 0, 10))
+        a, b = both[:2], both[2:]
         assert [(m.tx_sequence_number, m.tx_previous_sequence_number) for m in a + b] == [
             (1, 0),
             (2, 1),
@@ -216,7 +218,8 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         _, state = store.write(ops.release_outgoing(out.queue_id, 3))
         assert state.tx_sequence_id == (0x1234 << 32) | 2
         assert state.next_tx_sequence_number == 1
-        c = store.write(ops.commit_work([ops.Send(out.queue_id, tx_msg)], []))
+        store.write(ops.commit_work([ops.Send.of(out.queue_id, tx_msg)], []))
+        c = store.read(lambda c: ops.fetch_range(c, out.queue_id, 0, 10))[-1:]
         assert (c[0].tx_sequence_id, c[0].tx_sequence_number, c[0].tx_previous_sequence_number) == (
             (0x1234 << 32) | 2,
             1,
@@ -236,12 +239,15 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
             Message(body=b"1", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=1),
             Message(body=b"2", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=2),
         ]
-        stored = store.write(ops.accept_incoming([ops.Send(q.queue_id, m) for m in msgs], [state], 77))
-        assert [m.arrived_time for m in stored] == [77, 77]
+        store.write(ops.accept_incoming([ops.Send.of(q.queue_id, m) for m in msgs], [state], 77))
+        assert [m.arrived_time for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))] == [
+            77,
+            77,
+        ]
         # a failing accept (queue gone) stores neither the message nor the state
         bad = IncomingSequenceState(sender, "x", 999, 7 << 32 | 1, 3, 0, 6.0)
         with pytest.raises(MQError) as info:
-            store.write(ops.accept_incoming([ops.Send(999, msgs[0])], [bad], 78))
+            store.write(ops.accept_incoming([ops.Send.of(999, msgs[0])], [bad], 78))
         assert info.value.hresult == HResult.MQ_ERROR_QUEUE_DELETED
         store.write(
             ops.record_incoming([IncomingSequenceState(sender, "other", None, 1 << 63 | 5, 9, 3, 1.0)])

@@ -28,6 +28,7 @@ from openmsmq.store import ops
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import (
+    COL,
     INFINITE,
     MAX_MESSAGE_BYTES,
     IncomingSequenceState,
@@ -35,6 +36,7 @@ from openmsmq.store.records import (
     OutgoingSequenceState,
     QueueRecord,
     QueueType,
+    message_to_row,
 )
 
 __all__ = ["CursorAction", "LookupAction", "QueueHandle", "QueueManager"]
@@ -46,6 +48,17 @@ NACK_Q_PURGED = 0xC001
 NACK_RECEIVE_TIMEOUT = 0xC002
 
 _UNIQUIFIER_BLOCK = 4096
+_C_PRIORITY = COL["priority"]
+_C_DELIVERY = COL["delivery"]
+_C_TRANSACTIONAL = COL["transactional"]
+_C_LINEAGE = COL["id_lineage"]
+_C_UNIQ = COL["id_uniquifier"]
+_C_SENT = COL["sent_time"]
+_C_ARRIVED = COL["arrived_time"]
+_C_SOURCE = COL["source_machine"]
+_C_DEST = COL["destination_queue"]
+_C_TTBR = COL["time_to_be_received"]
+_C_TTRQ = COL["time_to_reach_queue"]
 _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
 
 
@@ -407,6 +420,9 @@ class QueueManager:
     def _prepare(
         self, qs: _QueueState, messages: Sequence[Message], transactional: bool, name: str
     ) -> list[Send]:
+        """Validate and stamp the QM-assigned attributes (Identifier, SentTime, source,
+        destination; priority 0 and Recoverable for transactional messages) straight into
+        the store rows."""
         rec = qs.record
         if rec.queue_type in (QueueType.JOURNAL, QueueType.SYSTEM):
             raise MQError(
@@ -419,10 +435,7 @@ class QueueManager:
                 HResult.MQ_ERROR_TRANSACTION_USAGE,
                 f"queue {rec.display_name} is {'' if rec.transactional else 'not '}transactional",
             )
-        now = self._now()
-        first = self._uniquifiers(len(messages))
-        out = []
-        for i, m in enumerate(messages):
+        for m in messages:
             if m.size > MAX_MESSAGE_BYTES:
                 raise MQError(
                     HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
@@ -432,50 +445,64 @@ class QueueManager:
                 raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "message label has at most 249 characters")
             if not 0 <= m.priority <= 7:
                 raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "priority must be 0..7")
-            uniq = ((first + i - 1) & 0xFFFFFFFF) + 1 if first + i > 0xFFFFFFFF else first + i
-            msg = replace(
-                m,
-                priority=0 if transactional else m.priority,
-                transactional=transactional,
-                id_lineage=self.guid,
-                id_uniquifier=uniq,
-                sent_time=now,
-                arrived_time=now,
-                source_machine=self.guid,
-                destination_queue=m.destination_queue or name,
-                delivery=1 if transactional else m.delivery,
-            )
-            out.append(self._send_record(qs, msg))
+        now = self._now()
+        first = self._uniquifiers(len(messages))
+        guid = self.guid.bytes
+        out = []
+        for i, m in enumerate(messages):
+            row = message_to_row(m)
+            if transactional:
+                row[_C_PRIORITY] = 0
+                row[_C_DELIVERY] = 1
+            row[_C_TRANSACTIONAL] = transactional
+            row[_C_LINEAGE] = guid
+            row[_C_UNIQ] = ((first + i - 1) & 0xFFFFFFFF) + 1
+            row[_C_SENT] = now
+            row[_C_ARRIVED] = now
+            row[_C_SOURCE] = guid
+            if not m.destination_queue:
+                row[_C_DEST] = name
+            out.append(self._send_record(qs, row, m.size))
         return out
 
-    def _send_record(self, qs: _QueueState, msg: Message) -> Send:
+    def _send_record(self, qs: _QueueState, row: list[Any], size: int) -> Send:
         """Attach the absolute expiry: TimeToBeReceived in a destination queue
         (NackReceiveTimeout); in an outgoing queue also TimeToReachQueue (NackReachQueueTimeout)."""
         candidates = []
-        if msg.time_to_be_received != INFINITE:
-            candidates.append((msg.sent_time + msg.time_to_be_received, NACK_RECEIVE_TIMEOUT))
-        if qs.record.queue_type == QueueType.OUTGOING and msg.time_to_reach_queue != INFINITE:
-            candidates.append((msg.sent_time + msg.time_to_reach_queue, NACK_REACH_QUEUE_TIMEOUT))
+        sent = row[_C_SENT]
+        if row[_C_TTBR] != INFINITE:
+            candidates.append((sent + row[_C_TTBR], NACK_RECEIVE_TIMEOUT))
+        if qs.record.queue_type == QueueType.OUTGOING and row[_C_TTRQ] != INFINITE:
+            candidates.append((sent + row[_C_TTRQ], NACK_REACH_QUEUE_TIMEOUT))
         if not candidates:
-            return Send(qs.record.queue_id, msg)
+            return Send(qs.record.queue_id, row, size)
         at, cls = min(candidates)
-        return Send(qs.record.queue_id, msg, at, cls)
+        return Send(qs.record.queue_id, row, size, at, cls)
 
     def send(self, queue: QueueRef, message: Message, tx: Transaction | None = None) -> Message:
-        """Send one message (see :meth:`send_many`)."""
-        return self.send_many(queue, [message], tx)[0]
+        """Send one message; returns it with its Identifier, SentTime and (outside a
+        transaction, where it is durable on return) its LookupIdentifier. See :meth:`send_many`."""
+        sends, lookup_ids = self._send(queue, [message], tx)
+        stored = sends[0].message
+        return replace(stored, lookup_id=lookup_ids[0]) if lookup_ids else stored
 
     def send_many(
         self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None = None
-    ) -> list[Message]:
+    ) -> list[int]:
         """Send messages to a local queue or a remote format name (its outgoing queue).
 
-        Without ``tx`` they are durable when this returns (one commit for all) and carry
-        their LookupIdentifier; with ``tx`` they are stored at commit and the returned
-        copies carry the Identifier only. Errors: MQ_ERROR_QUEUE_NOT_FOUND,
+        Without ``tx`` they are durable when this returns (one commit for all); with
+        ``tx`` they are stored at commit. Returns the Identifier uniquifiers (the
+        Identifier is ``(qm.guid, uniquifier)``). Errors: MQ_ERROR_QUEUE_NOT_FOUND,
         MQ_ERROR_TRANSACTION_USAGE (transactional mismatch), MQ_ERROR_INSUFFICIENT_RESOURCES
         (quota or > 4 MiB), MQ_ERROR_TRANSACTION_SEQUENCE (ended transaction).
         """
+        sends, _ = self._send(queue, messages, tx)
+        return [s.row[_C_UNIQ] for s in sends]
+
+    def _send(
+        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None
+    ) -> tuple[list[Send], list[int]]:
         if isinstance(queue, str) and self._is_remote(queue):
             handle: QueueRef = self.open_queue(queue)
         else:
@@ -487,10 +514,10 @@ class QueueManager:
         sends = self._prepare(qs, messages, tx is not None, name)
         if tx is not None:
             tx._add_sends(qs, sends)
-            return [s.message for s in sends]
-        stored = self.store.write(ops.commit_work(sends, []))
+            return sends, []
+        lookup_ids = self.store.write(ops.commit_work(sends, []))
         self._notify([qs])
-        return stored
+        return sends, lookup_ids
 
     def _notify(self, states: Iterable[_QueueState]) -> None:
         for qs in set(states):
@@ -512,7 +539,7 @@ class QueueManager:
             out.append(Remove(rec.queue_id, r.message.lookup_id, r.message.size, target))
         return out
 
-    def _commit(self, sends: list[tuple[_QueueState, Send]], receives: list[_Receive]) -> list[Message]:
+    def _commit(self, sends: list[tuple[_QueueState, Send]], receives: list[_Receive]) -> list[int]:
         """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation."""
         self._check_open()
         live = [r for r in receives if not r.queue.deleted]
@@ -855,12 +882,12 @@ class QueueManager:
 
     def accept_incoming(
         self, queue: QueueRef, messages: Sequence[Message], state: IncomingSequenceState
-    ) -> list[Message]:
+    ) -> list[int]:
         """Store accepted incoming transactional messages (as sent: Identifier, sequence
         fields kept) together with the new incoming sequence state, atomically and durably
-        (invariant 4). Returns them with their local LookupIdentifier and ArrivedTime."""
+        (invariant 4); ArrivedTime is set now. Returns their local LookupIdentifiers."""
         qs = self._resolve(queue)
-        sends = [self._send_record(qs, m) for m in messages]
+        sends = [self._send_record(qs, message_to_row(m), m.size) for m in messages]
         stored = self.store.write(
             ops.accept_incoming(sends, [replace(state, queue_id=qs.record.queue_id)], self._now())
         )

@@ -12,16 +12,26 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.ops import Send
-from openmsmq.store.records import Message
+from openmsmq.store.records import COL, Message
 
 if TYPE_CHECKING:
     from openmsmq.qm.manager import QueueManager, _QueueState
 
 __all__ = ["PendingReceive", "Transaction", "TransactionState"]
+
+_FIRST = COL["first_in_transaction"]
+_LAST = COL["last_in_transaction"]
+
+
+def _with(row: list[Any], index: int, value: object) -> list[Any]:
+    out = list(row)
+    out[index] = value
+    return out
+
 
 #: Message.Class AckReceive: the default DequeueReason (MS-MQDMPR 3.1.1.14).
 ACK_RECEIVE = 0x4000
@@ -130,8 +140,9 @@ class Transaction:
             if message_class:
                 op.reason = message_class
 
-    def commit(self) -> list[Message]:
-        """Make every send and receive durable atomically; return the stored sends.
+    def commit(self) -> list[int]:
+        """Make every send and receive durable atomically; return the LookupIdentifiers
+        of the sent messages, in send order.
 
         Transaction Prepare marks the first and last sent message FirstInTransaction /
         LastInTransaction (MS-MQDMPR 3.1.7.1.8). On a store failure the transaction is
@@ -144,9 +155,9 @@ class Transaction:
             receives = list(self._receives.values())
         if sends:
             first_q, first = sends[0]
-            sends[0] = (first_q, replace(first, message=replace(first.message, first_in_transaction=True)))
+            sends[0] = (first_q, replace(first, row=_with(first.row, _FIRST, True)))
             last_q, last = sends[-1]
-            sends[-1] = (last_q, replace(last, message=replace(last.message, last_in_transaction=True)))
+            sends[-1] = (last_q, replace(last, row=_with(last.row, _LAST, True)))
         try:
             stored = self._qm._commit(sends, receives)
         except BaseException:

@@ -12,12 +12,13 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.db import WriteContext
 from openmsmq.store.records import (
+    COL,
     INFINITE,
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
@@ -77,6 +78,13 @@ _ACK_WANTED = (
     "(m.ack_flags != 0 OR m.positive_journaling != 0 OR m.negative_journaling != 0"
     " OR m.final_ack_required != 0)"
 )
+_LOOKUP = COL["lookup_id"]
+_TRANSACTIONAL = COL["transactional"]
+_TX_SEQ_ID = COL["tx_sequence_id"]
+_TX_SEQ_NO = COL["tx_sequence_number"]
+_TX_PREV_NO = COL["tx_previous_sequence_number"]
+_ARRIVED = COL["arrived_time"]
+_PRIORITY = COL["priority"]
 _SIZE = "(length(m.body) + 2 * length(m.label) + length(m.extension))"
 
 
@@ -87,13 +95,28 @@ def order_key(priority: int, lookup_id: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """A message to insert in ``queue_id`` (its ``lookup_id`` is assigned by the op)."""
+    """A message to insert in ``queue_id``, already as a row (:func:`message_to_row`).
+
+    The op fills the LookupIdentifier (and ArrivedTime / sequence numbers) into the row
+    at commit; build one with :meth:`of`.
+    """
 
     queue_id: int
-    message: Message
+    row: list[Any]
+    size: int
     #: Absolute expiry (s since 1970) or None; ``expire_class`` is the Nack class then.
     expire_at: int | None = None
     expire_class: int = 0
+
+    @classmethod
+    def of(cls, queue_id: int, message: Message, expire_at: int | None = None, expire_class: int = 0) -> Send:
+        """A Send of ``message``."""
+        return cls(queue_id, message_to_row(message), message.size, expire_at, expire_class)
+
+    @property
+    def message(self) -> Message:
+        """The message as it is (or will be) stored."""
+        return message_from_row(self.row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,22 +436,23 @@ def purge_queue(
 # ---- messages ------------------------------------------------------------------------
 
 
-def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int | None) -> list[Message]:
+def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int | None) -> list[int]:
     """Insert ``sends`` in order; assign LookupIdentifiers and, for transactional messages
     to an outgoing queue, TxSequenceNumber / PreviousTxSequenceNumber (MS-MQQB 3.1.7.1.3
-    done at commit: numbers are stored in the same transaction as the message)."""
+    done at commit: numbers are stored in the same transaction as the message).
+    Returns the LookupIdentifiers in order."""
     if not sends:
         return []
     conn = ctx.conn
     queues: dict[int, QueueRecord] = {}
     added: dict[int, list[int]] = {}
     for s in sends:
-        if s.queue_id not in queues:
+        a = added.get(s.queue_id)
+        if a is None:
             queues[s.queue_id] = _queue(conn, s.queue_id)
-            added[s.queue_id] = [0, 0]
-        a = added[s.queue_id]
+            a = added[s.queue_id] = [0, 0]
         a[0] += 1
-        a[1] += s.message.size
+        a[1] += s.size
     for qid, (_count, nbytes) in added.items():
         q = queues[qid]
         if q.quota_kb != INFINITE and q.total_bytes + nbytes > q.quota_kb * 1024:
@@ -446,28 +470,20 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
             seqs[qid] = [from_i64(row[0]), int(row[1])]
     first = ctx.alloc_lookup_ids(len(sends))
     rows = []
-    stored = []
     for i, s in enumerate(sends):
         lid = first + i
-        m = s.message
+        r = list(s.row)
+        r[_LOOKUP] = lid
         seq = seqs.get(s.queue_id)
-        if seq is not None and m.transactional:
-            m = replace(
-                m,
-                lookup_id=lid,
-                tx_sequence_id=seq[0],
-                tx_sequence_number=seq[1],
-                tx_previous_sequence_number=seq[1] - 1,
-            )
+        if seq is not None and r[_TRANSACTIONAL]:
+            r[_TX_SEQ_ID] = to_i64(seq[0])
+            r[_TX_SEQ_NO] = seq[1]
+            r[_TX_PREV_NO] = seq[1] - 1
             seq[1] += 1
-        elif arrived_time is not None:
-            m = replace(m, lookup_id=lid, arrived_time=arrived_time)
-        else:
-            m = replace(m, lookup_id=lid)
-        row = message_to_row(m)
-        row += [s.queue_id, order_key(m.priority, lid), s.expire_at, s.expire_class]
-        rows.append(row)
-        stored.append(m)
+        if arrived_time is not None:
+            r[_ARRIVED] = arrived_time
+        r += (s.queue_id, order_key(r[_PRIORITY], lid), s.expire_at, s.expire_class)
+        rows.append(r)
     conn.executemany(_INSERT_MSG, rows)
     conn.executemany(
         "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?",
@@ -478,7 +494,7 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
             "UPDATE outgoing_sequences SET next_tx_sequence_number = ? WHERE queue_id = ?",
             [(nxt, qid) for qid, (_sid, nxt) in seqs.items()],
         )
-    return stored
+    return list(range(first, first + len(sends)))
 
 
 def _apply_removes(conn: sqlite3.Connection, removes: Sequence[Remove]) -> None:
@@ -516,13 +532,13 @@ def _apply_removes(conn: sqlite3.Connection, removes: Sequence[Remove]) -> None:
 
 def commit_work(
     sends: Sequence[Send], removes: Sequence[Remove], arrived_time: int | None = None
-) -> Callable[[WriteContext], list[Message]]:
+) -> Callable[[WriteContext], list[int]]:
     """One local transaction's work: insert ``sends``, delete or move ``removes``.
 
-    Returns the stored messages (with LookupIdentifier and sequence numbers) in order.
+    Returns the LookupIdentifiers given to ``sends``, in order.
     """
 
-    def op(ctx: WriteContext) -> list[Message]:
+    def op(ctx: WriteContext) -> list[int]:
         _apply_removes(ctx.conn, removes)
         return _insert_messages(ctx, sends, arrived_time)
 
@@ -554,15 +570,15 @@ def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequence
 
 def accept_incoming(
     sends: Sequence[Send], states: Sequence[IncomingSequenceState], arrived_time: int
-) -> Callable[[WriteContext], list[Message]]:
+) -> Callable[[WriteContext], list[int]]:
     """Store accepted incoming messages and advance their incoming sequence state atomically.
 
     DESIGN invariant 4 / seed 002: the receiver stores a message and its sequence state
     in one durable transaction, so a crash can neither lose an acknowledged message nor
-    accept it twice.
+    accept it twice. Returns the local LookupIdentifiers.
     """
 
-    def op(ctx: WriteContext) -> list[Message]:
+    def op(ctx: WriteContext) -> list[int]:
         stored = _insert_messages(ctx, sends, arrived_time)
         _upsert_incoming(ctx.conn, states)
         return stored

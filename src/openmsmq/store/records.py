@@ -12,6 +12,7 @@ from enum import IntEnum
 from typing import Any
 
 __all__ = [
+    "COL",
     "INFINITE",
     "MAX_MESSAGE_BYTES",
     "MESSAGE_COLUMNS",
@@ -138,9 +139,22 @@ _BOOL_FIELDS = frozenset(
 )
 #: Column names of the ``messages`` table that mirror :class:`Message`, in order.
 MESSAGE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Message))
-_TX_SEQ = MESSAGE_COLUMNS.index("tx_sequence_id")
+#: Position of each column in a message row (``COL["lookup_id"]``).
+COL: dict[str, int] = {name: i for i, name in enumerate(MESSAGE_COLUMNS)}
+_TX_SEQ = COL["tx_sequence_id"]
 _UUID_IDX = tuple(i for i, n in enumerate(MESSAGE_COLUMNS) if n in _UUID_FIELDS)
 _BOOL_IDX = tuple(i for i, n in enumerate(MESSAGE_COLUMNS) if n in _BOOL_FIELDS)
+_uuid_cache: dict[bytes, uuid.UUID] = {}
+
+
+def _uuid(raw: bytes) -> uuid.UUID:
+    """bytes → UUID, memoised: a store holds few distinct QM GUIDs."""
+    got = _uuid_cache.get(raw)
+    if got is None:
+        if len(_uuid_cache) > 4096:
+            _uuid_cache.clear()
+        got = _uuid_cache[raw] = uuid.UUID(bytes=raw)
+    return got
 
 
 def message_to_row(message: Message) -> list[Any]:
@@ -156,7 +170,7 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
     """Inverse of :func:`message_to_row`."""
     values = list(row)
     for i in _UUID_IDX:
-        values[i] = uuid.UUID(bytes=values[i])
+        values[i] = _uuid(values[i])
     for i in _BOOL_IDX:
         values[i] = bool(values[i])
     values[_TX_SEQ] = from_i64(values[_TX_SEQ])
