@@ -14,6 +14,10 @@ __all__ = ["MessagePropertiesHeader"]
 _FIXED = struct.Struct("<BBH20sIIIIIIII")
 _HDR = "MessagePropertiesHeader"
 _ZERO20 = b"\x00" * 20
+# Bounded memo caches of labels (labels repeat): wire bytes <-> text.
+_CACHE_MAX = 1024
+_label_text: dict[bytes, str] = {}
+_label_wire: dict[str, bytes] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +59,12 @@ class MessagePropertiesHeader:
             raw_label = b""
             label_len = 0
         else:
-            raw_label = to_utf16(self.label) + b"\x00\x00"
+            raw_label = _label_wire.get(self.label)  # type: ignore[assignment]
+            if raw_label is None:
+                raw_label = to_utf16(self.label) + b"\x00\x00"
+                if len(_label_wire) >= _CACHE_MAX:
+                    _label_wire.clear()
+                _label_wire[self.label] = raw_label
             label_len = len(raw_label) >> 1
         corr = self.correlation_id
         if len(corr) != 20:
@@ -109,10 +118,16 @@ def decode_properties_header(buf: bytes, off: int, end: int) -> tuple[MessagePro
         need(_HDR, "Label", p, n, end)
         if buf[p + n - 2] or buf[p + n - 1]:
             raise WireError(_HDR, "Label", "no terminating null", "a null-terminated UTF-16 string")
-        label = utf16(buf[p : p + n - 2])
+        raw = buf[p : p + n - 2]
+        label = _label_text.get(raw)
+        if label is None:
+            label = utf16(raw)
+            if len(_label_text) >= _CACHE_MAX:
+                _label_text.clear()
+            _label_text[raw] = label
         p += n
     need(_HDR, "ExtensionData", p, ext_size, end)
-    extension = buf[p : p + ext_size]
+    extension = buf[p : p + ext_size] if ext_size else b""
     p += ext_size
     need(_HDR, "MessageBody", p, msg_size, end)
     body = buf[p : p + msg_size]

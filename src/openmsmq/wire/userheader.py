@@ -111,6 +111,10 @@ QueueFormat = (
 )
 
 _FIXED = struct.Struct("<16s16sIIII")
+# Bounded memo caches of direct format names (a QM talks to few queues): wire bytes <-> value.
+_CACHE_MAX = 1024
+_direct_by_wire: dict[bytes, DirectQueueFormatName] = {}
+_direct_wire: dict[tuple[str, bytes], bytes] = {}
 _HDR = "UserHeader"
 
 
@@ -134,9 +138,16 @@ def _encode_queue(q: QueueFormat | SameAsAdmin | None, out: list[bytes]) -> None
     if type(q) is PrivateQueueFormatNameId:
         out.append(U32.pack(q.identifier))
     elif type(q) is DirectQueueFormatName:
-        raw = to_utf16(q.name) + b"\x00\x00"
-        n = pad4(2 + len(raw))
-        out.append(U16.pack(len(raw)) + raw + padding_bytes(q.padding, n))
+        key = (q.name, q.padding)
+        wire = _direct_wire.get(key)
+        if wire is None:
+            raw = to_utf16(q.name) + b"\x00\x00"
+            n = pad4(2 + len(raw))
+            wire = U16.pack(len(raw)) + raw + padding_bytes(q.padding, n)
+            if len(_direct_wire) >= _CACHE_MAX:
+                _direct_wire.clear()
+            _direct_wire[key] = wire
+        out.append(wire)
     elif type(q) is PublicQueueFormatName:
         out.append(guid_to_le(q.queue_guid))
     elif type(q) is PrivateQueueFormatName:
@@ -152,6 +163,12 @@ def _decode_queue(
     if qtype == 7:
         need(_HDR, f"{name}.Count", off, 2, end)
         (count,) = U16.unpack_from(buf, off)
+        stop = off + 2 + count
+        full = stop + pad4(2 + count)
+        if full <= end:
+            cached = _direct_by_wire.get(buf[off:full])
+            if cached is not None:
+                return cached, full
         if count < 2 or count & 1:
             raise WireError(_HDR, f"{name}.Count", count, "an even byte count >= 2 (UTF-16 incl. null)")
         start = off + 2
@@ -163,7 +180,11 @@ def _decode_queue(
             )
         n = pad4(2 + count)
         need(_HDR, f"{name}.padding", stop, n, end)
-        return DirectQueueFormatName(utf16(buf[start : stop - 2]), buf[stop : stop + n]), stop + n
+        queue = DirectQueueFormatName(utf16(buf[start : stop - 2]), buf[stop : stop + n])
+        if len(_direct_by_wire) >= _CACHE_MAX:
+            _direct_by_wire.clear()
+        _direct_by_wire[buf[off : stop + n]] = queue
+        return queue, stop + n
     if qtype in (2, 3, 4):
         need(_HDR, name, off, 4, end)
         return PrivateQueueFormatNameId(U32.unpack_from(buf, off)[0], qtype), off + 4
