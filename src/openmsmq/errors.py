@@ -306,4 +306,8 @@ class ConfigError(OpenMSMQError):
 
     def __init__(self, key: str, message: str) -> None:
         self.key = key
+        self.message = message
         super().__init__(f"configuration {key}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ConfigError, (self.key, self.message))
