@@ -1,0 +1,179 @@
+"""The transport interface under the client API: one method per MS-MQRR operation.
+
+:class:`Transport` is what :class:`~openmsmq.client.Connection` calls. The in-process
+implementation (:mod:`openmsmq.client.inproc`) calls a :class:`~openmsmq.qm.QueueManager`
+directly; a network implementation (``client/grpc_transport.py``, issue 6) carries the
+same calls to a remote-read service. Rules every implementation keeps:
+
+* Arguments and results are values (ints, strings, frozen dataclasses of
+  :mod:`openmsmq.client.types` and :mod:`openmsmq.client.message`), so they can cross a
+  process boundary.
+* Failures raise :class:`~openmsmq.errors.MQError` with the HRESULT of the operation
+  (MS-MQRR 3.1.4, MS-MQDMPR 3.1.7); a network transport re-raises the server's HRESULT
+  unchanged, and reports an unreachable server as MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE.
+* Batches are one call: :meth:`Transport.send` takes many messages and :meth:`Transport.read`
+  returns up to ``max_count`` — one hop, one commit.
+* Handles (queue handles, cursors, request ids) are small ints chosen by the transport;
+  transaction ids are :class:`~openmsmq.client.types.TransactionId` (an XACTUOW).
+* :data:`SINGLE_MESSAGE` as ``tx`` means "in a transaction of its own" (MSMQ's
+  MQ_SINGLE_MESSAGE): one transaction for the whole call.
+* Timeouts are seconds (float); ``None`` waits forever (MSMQ INFINITE).
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Final
+
+from openmsmq.client.message import Message, PendingMessage
+from openmsmq.client.types import (
+    INFINITE,
+    Access,
+    Ack,
+    OutgoingMessage,
+    QueueInfo,
+    ReadAction,
+    SendReceipt,
+    ShareMode,
+    TransactionId,
+)
+
+__all__ = ["SINGLE_MESSAGE", "Transport"]
+
+#: ``tx`` value meaning "a transaction of its own for this call" (MSMQ MQ_SINGLE_MESSAGE).
+SINGLE_MESSAGE: Final = TransactionId(uuid.UUID(int=3))
+
+
+class Transport(ABC):
+    """One client's link to one queue manager (thread-safe; one instance per Connection)."""
+
+    #: What :func:`openmsmq.connect` was given (a path, ``file://`` URL or ``grpc://`` URL).
+    target: str
+
+    # ---- queue administration --------------------------------------------------------
+
+    @abstractmethod
+    def create_queue(
+        self,
+        path: str,
+        *,
+        transactional: bool = False,
+        label: str = "",
+        quota_kb: int = INFINITE,
+        journal: bool = False,
+        journal_quota_kb: int = INFINITE,
+    ) -> QueueInfo:
+        """Create a private queue; MQ_ERROR_QUEUE_EXISTS if it exists."""
+
+    @abstractmethod
+    def delete_queue(self, name: str) -> None:
+        """Delete a queue with its messages; MQ_ERROR_QUEUE_NOT_FOUND if there is none."""
+
+    @abstractmethod
+    def list_queues(self, *, include_system: bool = False) -> list[QueueInfo]:
+        """Every private queue (and system, journal, outgoing ones when asked)."""
+
+    @abstractmethod
+    def queue_info(self, name: str) -> QueueInfo:
+        """Properties and counts of one queue."""
+
+    # ---- handles (R_OpenQueue, R_CloseQueue, R_CreateCursor, R_CloseCursor) -------------
+
+    @abstractmethod
+    def open_queue(self, name: str, access: Access, share: ShareMode = ShareMode.DENY_NONE) -> int:
+        """Open a queue by path or format name; returns a queue handle.
+
+        MQ_ERROR_QUEUE_NOT_FOUND, MQ_ERROR_SHARING_VIOLATION (MS-MQDMPR 3.1.7.1.5 step 5),
+        MQ_ERROR_UNSUPPORTED_ACCESS_MODE, MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION.
+        """
+
+    @abstractmethod
+    def close_queue(self, handle: int) -> None:
+        """Close a handle: its cursors close and its pending two-phase receives are NACKed
+        (the rundown of MS-MQRR 3.1.6)."""
+
+    @abstractmethod
+    def create_cursor(self, handle: int) -> int:
+        """Open a cursor on the handle's queue (positioned before the first message)."""
+
+    @abstractmethod
+    def close_cursor(self, handle: int, cursor: int) -> None:
+        """Close a cursor; MQ_ERROR_INVALID_HANDLE if unknown."""
+
+    # ---- messages ------------------------------------------------------------------------
+
+    @abstractmethod
+    def purge(self, handle: int) -> int:
+        """R_PurgeQueue: delete every available message; needs RECEIVE access. Returns the count."""
+
+    @abstractmethod
+    def send(
+        self, handle: int, messages: Sequence[OutgoingMessage], tx: TransactionId | None = None
+    ) -> list[SendReceipt]:
+        """Send messages in one commit (without ``tx``) or into transaction ``tx``."""
+
+    @abstractmethod
+    def read(
+        self,
+        handle: int,
+        action: ReadAction = ReadAction.RECEIVE,
+        *,
+        lookup_id: int = 0,
+        cursor: int = 0,
+        timeout: float | None = 0.0,
+        tx: TransactionId | None = None,
+        max_count: int = 1,
+    ) -> list[Message]:
+        """R_StartReceive + R_EndReceive(ACK) in one call, batched: up to ``max_count``
+        messages (waits ``timeout`` for the first only; never returns an empty list).
+
+        Parameter rules of MS-MQRR 3.1.4.7: lookup actions take ``lookup_id`` and no cursor
+        or batch; PEEK_NEXT needs a cursor (else MQ_ERROR_ILLEGAL_CURSOR_ACTION); a peek
+        inside a transaction is MQ_ERROR_TRANSACTION_USAGE. Nothing waiting:
+        MQ_ERROR_IO_TIMEOUT; no message for a lookup: MQ_ERROR_MESSAGE_NOT_FOUND.
+        """
+
+    @abstractmethod
+    def start_receive(
+        self,
+        handle: int,
+        action: ReadAction = ReadAction.RECEIVE,
+        *,
+        lookup_id: int = 0,
+        timeout: float | None = 0.0,
+        tx: TransactionId | None = None,
+    ) -> PendingMessage:
+        """First phase of a receive (R_StartReceive / R_StartTransactionalReceive): the
+        message is locked for this handle until :meth:`end_receive` (or close)."""
+
+    @abstractmethod
+    def end_receive(self, handle: int, request_id: int, ack: Ack) -> None:
+        """R_EndReceive / R_EndTransactionalReceive: ACK removes the message (at commit
+        inside a transaction); NACK makes it available again."""
+
+    @abstractmethod
+    def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
+        """R_SetUserAcknowledgementClass (MS-MQRR 3.1.4.14): 0xC004 marks a message
+        received in ``tx`` as rejected (NackReceiveRejected at commit)."""
+
+    # ---- transactions --------------------------------------------------------------------
+
+    @abstractmethod
+    def begin(self) -> TransactionId:
+        """Start a transaction."""
+
+    @abstractmethod
+    def commit(self, tx: TransactionId) -> None:
+        """Commit: durable when this returns; MQ_ERROR_TRANSACTION_SEQUENCE if ``tx`` ended."""
+
+    @abstractmethod
+    def abort(self, tx: TransactionId) -> None:
+        """Abort: sends dropped, received messages back in place."""
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close every handle, abort every open transaction, release the connection."""

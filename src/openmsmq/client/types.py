@@ -1,0 +1,230 @@
+"""Values that cross the client transport: codes, requests and results.
+
+Everything here is a frozen dataclass or an IntEnum so that a network transport
+(gRPC, issue 6) can carry it by value and a process pool can pickle it. The codes
+are MS-MQRR's own numbers where MS-MQRR defines them (remote-read.md §3).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+
+from openmsmq.store.records import INFINITE
+
+__all__ = [
+    "DEFAULT_TIME_TO_REACH_QUEUE",
+    "INFINITE",
+    "Access",
+    "Ack",
+    "AckRequest",
+    "Delivery",
+    "OutgoingMessage",
+    "QueueInfo",
+    "ReadAction",
+    "SendReceipt",
+    "ShareMode",
+    "TransactionId",
+]
+
+#: Default TimeToReachQueue in seconds (4 days, MS-MQDMPR 3.1.1.12 default LONG_LIVED).
+DEFAULT_TIME_TO_REACH_QUEUE = 0x54600
+
+
+class Access(IntFlag):
+    """Access requested when opening a queue (MS-MQRR 2.2.1 dwAccess, MSMQ MQ_*_ACCESS).
+
+    A handle may combine SEND with RECEIVE or PEEK; RECEIVE implies PEEK (MS-MQRR 3.1.4.2).
+    """
+
+    #: RECEIVE_ACCESS (MS-MQRR 2.2.1): peek, receive and purge.
+    RECEIVE = 0x00000001
+    #: MQ_SEND_ACCESS: send only.
+    SEND = 0x00000002
+    #: PEEK_ACCESS (MS-MQRR 2.2.1): peek only.
+    PEEK = 0x00000020
+
+    @property
+    def can_receive(self) -> bool:
+        """True when the handle may receive and purge."""
+        return bool(self & Access.RECEIVE)
+
+    @property
+    def can_peek(self) -> bool:
+        """True when the handle may peek (RECEIVE implies PEEK)."""
+        return bool(self & (Access.RECEIVE | Access.PEEK))
+
+    @property
+    def can_send(self) -> bool:
+        """True when the handle may send."""
+        return bool(self & Access.SEND)
+
+
+class ShareMode(IntEnum):
+    """dwShareMode of R_OpenQueue (MS-MQRR 2.2.1; QueueShareMode, MS-MQDMPR 3.1.1.16)."""
+
+    #: MQ_DENY_NONE: other handles may receive concurrently.
+    DENY_NONE = 0x00000000
+    #: MQ_DENY_SHARE (QueueShareMode.DenyReceive): no other handle may receive.
+    DENY_RECEIVE = 0x00000001
+
+
+class ReadAction(IntEnum):
+    """ulAction of R_StartReceive / R_StartTransactionalReceive (MS-MQRR 2.2.1, 3.1.4.7).
+
+    FIRST/LAST lookups are the MSMQ 3.0 seek actions (MS-MQDMPR 3.1.7.3.3 SeekFirst /
+    SeekLast); MS-MQRR does not carry them on the wire, so a remote transport maps them.
+    """
+
+    #: MQ_ACTION_RECEIVE: receive the first message, or the one at the cursor.
+    RECEIVE = 0x00000000
+    #: MQ_ACTION_PEEK_CURRENT: peek the first message, or the one at the cursor.
+    PEEK_CURRENT = 0x80000000
+    #: MQ_ACTION_PEEK_NEXT: advance the cursor, then peek (cursor required).
+    PEEK_NEXT = 0x80000001
+    #: MQ_LOOKUP_PEEK_CURRENT: peek the message with this LookupIdentifier.
+    LOOKUP_PEEK_CURRENT = 0x40000010
+    #: MQ_LOOKUP_PEEK_NEXT: peek the first message after it.
+    LOOKUP_PEEK_NEXT = 0x40000011
+    #: MQ_LOOKUP_PEEK_PREV: peek the last message before it.
+    LOOKUP_PEEK_PREV = 0x40000012
+    #: MQ_LOOKUP_PEEK_FIRST: peek the first message (LookupIdentifier ignored).
+    LOOKUP_PEEK_FIRST = 0x40000014
+    #: MQ_LOOKUP_PEEK_LAST: peek the last message (LookupIdentifier ignored).
+    LOOKUP_PEEK_LAST = 0x40000018
+    #: MQ_LOOKUP_RECEIVE_CURRENT: receive the message with this LookupIdentifier.
+    LOOKUP_RECEIVE_CURRENT = 0x40000020
+    #: MQ_LOOKUP_RECEIVE_NEXT: receive the first message after it.
+    LOOKUP_RECEIVE_NEXT = 0x40000021
+    #: MQ_LOOKUP_RECEIVE_PREV: receive the last message before it.
+    LOOKUP_RECEIVE_PREV = 0x40000022
+    #: MQ_LOOKUP_RECEIVE_FIRST: receive the first message.
+    LOOKUP_RECEIVE_FIRST = 0x40000024
+    #: MQ_LOOKUP_RECEIVE_LAST: receive the last message.
+    LOOKUP_RECEIVE_LAST = 0x40000028
+
+    @property
+    def is_peek(self) -> bool:
+        """True for the non-destructive actions (MS-MQRR 3.1.4.7: every non-receive action)."""
+        return self not in _RECEIVE_ACTIONS
+
+    @property
+    def is_lookup(self) -> bool:
+        """True for the MQ_LOOKUP_* actions (selected by LookupIdentifier, timeout 0)."""
+        return bool(self & 0x40000000)
+
+
+_RECEIVE_ACTIONS = frozenset(
+    {
+        ReadAction.RECEIVE,
+        ReadAction.LOOKUP_RECEIVE_CURRENT,
+        ReadAction.LOOKUP_RECEIVE_NEXT,
+        ReadAction.LOOKUP_RECEIVE_PREV,
+        ReadAction.LOOKUP_RECEIVE_FIRST,
+        ReadAction.LOOKUP_RECEIVE_LAST,
+    }
+)
+
+
+class Ack(IntEnum):
+    """dwAck of R_EndReceive / R_EndTransactionalReceive (MS-MQRR 2.2.1)."""
+
+    #: RR_NACK: the message was not taken; it becomes available again.
+    NACK = 0x00000001
+    #: RR_ACK: the message was taken (removed now, or at commit inside a transaction).
+    ACK = 0x00000002
+
+
+class AckRequest(IntFlag):
+    """AcknowledgementsRequested (MessagePropertiesHeader.Flags, MS-MQMQ 2.2.19.3)."""
+
+    NONE = 0x00
+    #: PA: positive ack on arrival in the destination queue.
+    POS_ARRIVAL = 0x01
+    #: PR: positive ack on receive by an application.
+    POS_RECEIVE = 0x02
+    #: NA: negative ack when the message cannot reach the queue.
+    NEG_ARRIVAL = 0x04
+    #: NR: negative ack when the message is not received.
+    NEG_RECEIVE = 0x08
+
+
+class Delivery(IntEnum):
+    """DeliveryGuarantee (MS-MQDMPR 3.1.1.12; UserHeader.Flags.DM, MS-MQMQ 2.2.19.2)."""
+
+    EXPRESS = 0
+    RECOVERABLE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionId:
+    """A transaction's identity: an XACTUOW (MS-MQMQ 2.2.18.1.8), 16 bytes chosen by the
+    client for internal transactions (MS-MQRR 2.2.8)."""
+
+    uow: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    def __str__(self) -> str:
+        return str(self.uow)
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """The properties an application sets on a message it sends (MS-MQDMPR 3.1.1.12).
+
+    Times are seconds; :data:`INFINITE` means never. ``journal`` asks for positive source
+    journaling, ``dead_letter`` for negative source journaling (dead-letter on failure).
+    """
+
+    body: bytes = b""
+    label: str = ""
+    #: 0–7, 7 highest; transactional messages are always sent with priority 0.
+    priority: int = 3
+    #: CorrelationIdentifier: 20 bytes (shorter values are zero-padded).
+    correlation_id: bytes = bytes(20)
+    #: ApplicationTag (AppSpecific), u32.
+    app_specific: int = 0
+    #: BodyType, a VARTYPE (MS-MQMQ 2.2.12).
+    body_type: int = 0
+    delivery: Delivery = Delivery.EXPRESS
+    time_to_reach_queue: int = DEFAULT_TIME_TO_REACH_QUEUE
+    time_to_be_received: int = INFINITE
+    ack: AckRequest = AckRequest.NONE
+    admin_queue: str = ""
+    response_queue: str = ""
+    journal: bool = False
+    dead_letter: bool = False
+    extension: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class SendReceipt:
+    """What a send returns: the message Identifier, and its LookupIdentifier once stored
+    (0 while the sending transaction is not committed)."""
+
+    message_id: str
+    lookup_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue's properties and current counts (Queue, MS-MQDMPR 3.1.1.2)."""
+
+    #: The path name as created, e.g. ``private$\\orders``.
+    path: str
+    #: ``private`` / ``system`` / ``journal`` / ``outgoing``.
+    kind: str
+    transactional: bool
+    label: str
+    #: Queue.Quota in KB (INFINITE = no limit).
+    quota_kb: int
+    journal: bool
+    journal_quota_kb: int
+    #: PrivateQueueNumber (0 when not a private queue).
+    private_number: int
+    created_time: int
+    modify_time: int
+    message_count: int
+    total_bytes: int
+    #: DestinationFormatName of an outgoing queue, else "".
+    destination: str = ""
