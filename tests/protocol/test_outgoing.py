@@ -216,3 +216,17 @@ def test_numbering_misuse_is_local_error() -> None:
     o.order_ack_received(S2, 1, now=3.0)
     with pytest.raises(LocalProtocolError):
         o.add(msg(9, seq=S1), now=4.0)  # never send on an older sequence
+
+
+def test_old_sequences_are_forgotten() -> None:
+    o = connected()
+    for ordinal in range(1, 6):
+        sid = TxSequenceId(500, ordinal)
+        o.add(OutgoingMessage(sid, 1, 0, message_id=ordinal), now=float(ordinal))
+        assert o.order_ack_received(sid, 1, now=float(ordinal)) != []
+    # the previous sequence is still recognised (a repeated OrderAck is a no-op) ...
+    o.add(OutgoingMessage(TxSequenceId(500, 6), 1, 0, message_id=6), now=6.0)
+    assert o.order_ack_received(TxSequenceId(500, 5), 1, now=6.0) == []
+    # ... older ones are forgotten and reported as unknown
+    old = TxSequenceId(500, 1)
+    assert o.order_ack_received(old, 1, now=6.0) == [OrderAckIgnored(old, 1, IgnoreReason.UNKNOWN_SEQUENCE)]

@@ -389,7 +389,22 @@ class OutgoingSequence:
                 raise LocalProtocolError("messages are never sent on an older sequence (MS-MQQB 3.1.1.5)")
             if m.tx_sequence_number <= self._sent_high.get(m.tx_sequence_id, 0):
                 raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
+        if m.tx_sequence_id not in self._sent_high:
+            self._forget_old_sequences(m.tx_sequence_id)
         self._unacked.append(m)
+
+    def _forget_old_sequences(self, new: TxSequenceId) -> None:
+        # A new sequence starts: keep the bookkeeping of the newest previous sequence
+        # (repeated OrderAcks for it are still recognised) and of any sequence with
+        # messages awaiting a FinalAck; forget the rest so it does not grow forever.
+        keep = {sid for sid, _ in self._awaiting}
+        older = sorted(sid for sid in self._sent_high if sid < new)
+        if older:
+            keep.add(older[-1])
+        for sid in list(self._sent_high):
+            if sid not in keep:
+                del self._sent_high[sid]
+                self._last_ack.pop(sid, None)
 
     def _note_sent(self, m: OutgoingMessage) -> None:
         if m.tx_sequence_number > self._sent_high.get(m.tx_sequence_id, 0):
