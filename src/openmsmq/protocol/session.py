@@ -155,6 +155,8 @@ class Session:
         # Session-acknowledged recoverable (non-transactional) messages whose persistence
         # bit has not come yet: recoverable number -> handle.
         self._pending_recoverable: dict[int, int] = {}
+        # (SourceQueueManager, DestinationQueue, QueueManagerAddress) -> SequenceKey.
+        self._keys: dict[tuple[uuid.UUID, object, uuid.UUID], SequenceKey] = {}
         self._session_active = False
         self._received_ack = False
         self._ec_timestamp = 0
@@ -587,8 +589,13 @@ class Session:
         if tx is None:
             self._events.append(UserMessageReceived(message, recoverable))
             return
-        dest = destination_key(message.destination_queue, message.destination_qm)
-        key = SequenceKey(message.source_qm, dest)
+        cache_key = (message.source_qm, message.destination_queue, message.destination_qm)
+        key = self._keys.get(cache_key)
+        if key is None:
+            dest = destination_key(message.destination_queue, message.destination_qm)
+            key = SequenceKey(message.source_qm, dest)
+            if len(self._keys) < 1024:  # a session carries few streams; bound it anyway
+                self._keys[cache_key] = key
         result = self.incoming.receive(
             key, tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now
         )
