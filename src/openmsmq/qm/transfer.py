@@ -1,0 +1,711 @@
+"""Transfer between queue managers: the queue manager composed with the MS-MQQB protocol.
+
+Sans-I/O: no sockets, no threads, no clock (every input takes ``now``), so the same
+code runs under asyncio (:mod:`openmsmq.net`) and under a deterministic simulator.
+
+A :class:`Transfer` owns, for one :class:`~openmsmq.qm.manager.QueueManager`:
+
+* one :class:`~openmsmq.protocol.session.Session` per TCP connection (the driver reports
+  connections and bytes and writes :meth:`Transfer.data_to_send`);
+* one :class:`OutgoingTransfer` per outgoing queue: it loads the committed,
+  unacknowledged messages from the store in batches (numbers come from the store:
+  TxSequenceID / TxSequenceNumber were assigned at commit), feeds them to an
+  :class:`~openmsmq.protocol.outgoing.OutgoingSequence`, and deletes them from the
+  outgoing queue only on the sequence's ``Released`` events, i.e. after the OrderAck
+  (DESIGN invariant 3: a SessionAck never releases a transactional message);
+* the shared :class:`~openmsmq.protocol.incoming.IncomingSequences` registry: accepted
+  messages are stored with their new sequence state in ONE batched store operation
+  per batch (group commit), and reported durable to the protocol only after it
+  completed, which is when OrderAcks may cover them (seed 003).
+
+Store work is explicit: :meth:`Transfer.next_store_work` hands out a work item,
+the driver runs :meth:`Transfer.run_store_work` (blocking; thread-safe; on a worker
+thread under asyncio) and reports back with :meth:`Transfer.store_work_done`. At
+most one work item of each kind is in flight, so accepted messages of one sequence
+commit in acceptance order, and whatever arrives meanwhile forms the next batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from openmsmq.errors import LocalProtocolError, MQError
+from openmsmq.protocol.events import (
+    ConnectionClosed,
+    EstablishmentComplete,
+    FinalAckReceived,
+    ForwardMessage,
+    OrderAckReceived,
+    Role,
+    SessionAckReceived,
+    SessionConfig,
+    SessionEvent,
+    TransactionalMessageAccepted,
+    TransactionalMessageRejected,
+    UserMessagePacket,
+    UserMessageReceived,
+)
+from openmsmq.protocol.incoming import (
+    IncomingSequences,
+    IncomingSequenceSnapshot,
+    OrderAckConfig,
+    SendOrderAck,
+    SequenceKey,
+)
+from openmsmq.protocol.outgoing import OutgoingEvent, OutgoingMessage, Released, ResendConfig, Transmit
+from openmsmq.protocol.session import Session
+from openmsmq.qm.manager import QueueHandle, QueueManager
+from openmsmq.qm.transfer_codec import direct_name, message_from_packet, split_direct
+from openmsmq.qm.transfer_state import (
+    AcceptBatch,
+    AcceptGroup,
+    IncomingStatus,
+    OutgoingStatus,
+    OutgoingTransfer,
+    ReleaseBatch,
+    StoreLocal,
+    StoreWork,
+    TransferConfig,
+)
+from openmsmq.store.records import IncomingSequenceState, Message, QueueType
+from openmsmq.wire.ids import NULL_GUID, TxSequenceId
+from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
+from openmsmq.wire.userheader import DirectQueueFormatName
+
+__all__ = [
+    "AcceptBatch",
+    "IncomingStatus",
+    "OutgoingStatus",
+    "OutgoingTransfer",
+    "ReleaseBatch",
+    "StoreLocal",
+    "StoreWork",
+    "Transfer",
+    "TransferConfig",
+]
+
+log = logging.getLogger("openmsmq.transfer")
+
+#: MS-MQQB 3.1.5.8.2: a forwarded message whose hop count would exceed 0x1D is dropped.
+_MAX_HOPS = 0x1D
+#: Forwarded packets kept per next hop while no session to it is open.
+_FORWARD_BUFFER = 100_000
+
+
+class _TransferSession(Session):
+    """A Session that also treats a DIRECT=TCP: destination on another host as "not for
+    this QM" (MS-MQQB 3.1.1.6.2): direct names carry a NULL QueueManagerAddress, so the
+    GUID alone cannot tell an intermediate hop from the final destination."""
+
+    def __init__(self, *args: object, local_hosts: frozenset[str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._local_hosts = local_hosts
+
+    def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
+        dest = message.destination_queue
+        if message.destination_qm == NULL_GUID and isinstance(dest, DirectQueueFormatName):
+            parts = split_direct(dest.name)
+            if parts is not None and parts[0] not in self._local_hosts:
+                self._events.append(ForwardMessage(packet))
+                return
+        super()._route(packet, message, recoverable, now)
+
+
+@dataclass(eq=False)
+class _Conn:
+    cid: int
+    peer: str
+    role: Role
+    session: Session
+    open: bool = False
+
+
+@dataclass(slots=True)
+class _Pending:
+    """An accepted message waiting for its batch."""
+
+    queue: str
+    key: SequenceKey
+    position: tuple[TxSequenceId, int]
+    message: Message
+    state: IncomingSequenceState
+
+
+def _session_key_form(destination: str) -> str:
+    # The store lower-cases IncomingTransactionalTransferInfo.FormatName; the session's
+    # key spells the prefix upper-case ("DIRECT=tcp:..."): restore that form.
+    prefix, sep, rest = destination.partition("=")
+    return prefix.upper() + sep + rest if sep else destination
+
+
+class Transfer:
+    """Transfer of one queue manager's messages to and from its peers (sans-I/O)."""
+
+    def __init__(self, qm: QueueManager, config: TransferConfig, now: float) -> None:
+        self.qm = qm
+        self.config = config
+        self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
+        snapshots = [
+            IncomingSequenceSnapshot(
+                SequenceKey(s.sender_qm, _session_key_form(s.destination)),
+                TxSequenceId.from_int(s.tx_sequence_id),
+                s.tx_sequence_number,
+                s.reject_count,
+                s.last_access_time,
+            )
+            for s in qm.incoming_sequences()
+        ]
+        self.incoming = IncomingSequences.restore(snapshots, now, config.order_ack)
+        self._conns: dict[int, _Conn] = {}
+        self._next_cid = 1
+        self._closing: list[int] = []
+        self.outgoing: dict[int, OutgoingTransfer] = {}
+        self._next_refresh = now
+        # Receive side.
+        self._accepted: deque[_Pending] = deque()
+        self._accept_in_flight: AcceptBatch | None = None
+        self._ack_route: dict[SequenceKey, int] = {}
+        self._nontx_in: list[tuple[str, Message, int, int]] = []
+        self._local_in_flight: StoreLocal | None = None
+        # Sender side.
+        self._releases: dict[int, int] = {}
+        self._deletes: list[tuple[int, int]] = []
+        self._release_in_flight: ReleaseBatch | None = None
+        # Forwarding (intermediate hop).
+        self._forward: dict[str, deque[UserMessagePacket]] = {}
+        self._retry_at: dict[str, float] = {}
+        self.stats = {"accepted": 0, "rejected": 0, "forwarded": 0, "released": 0, "batches": 0}
+
+    # ------------------------------------------------------------------ connections
+
+    def connection_made(self, peer: str, role: Role, now: float) -> int:
+        """A TCP connection to/from ``peer`` (its IP) is up; returns its id. An initiator
+        session sends its EstablishConnection at once."""
+        cid = self._next_cid
+        self._next_cid += 1
+        session = _TransferSession(
+            role,
+            self.qm.guid,
+            now,
+            incoming=self.incoming,
+            config=self.config.session,
+            peer=peer,
+            local_hosts=self.local_hosts,
+        )
+        self._conns[cid] = _Conn(cid, peer.lower(), role, session)
+        self._retry_at.pop(peer.lower(), None)
+        return cid
+
+    def data_received(self, cid: int, data: bytes, now: float) -> None:
+        """Bytes read from connection ``cid``."""
+        conn = self._conns.get(cid)
+        if conn is None:
+            return
+        conn.session.receive_data(data, now)
+        self._drain_session(conn, now)
+
+    def connection_lost(self, cid: int, now: float) -> None:
+        """The TCP connection ``cid`` is gone (closed by either side)."""
+        conn = self._conns.get(cid)
+        if conn is None:
+            return
+        conn.session.connection_lost(now)
+        self._drain_session(conn, now)
+        self._drop(conn, now)
+
+    def data_to_send(self) -> list[tuple[int, bytes]]:
+        """(connection, bytes) for every connection with pending output: one write each."""
+        out = []
+        for conn in self._conns.values():
+            data = conn.session.data_to_send()
+            if data:
+                out.append((conn.cid, data))
+        return out
+
+    def connections_to_close(self) -> list[int]:
+        """Connections whose session closed: the driver closes the socket and then calls
+        :meth:`connection_lost`."""
+        out, self._closing = self._closing, []
+        return out
+
+    def wanted_peers(self) -> set[str]:
+        """Next hops this QM needs a session to and has none open or opening."""
+        busy = {c.peer for c in self._conns.values() if not c.session.closed}
+        want = {t.next_hop for t in self.outgoing.values() if t.has_work}
+        want |= {peer for peer, buf in self._forward.items() if buf}
+        return want - busy
+
+    def set_retry(self, peer: str, at: float | None) -> None:
+        """The driver reports when it will retry connecting to ``peer`` (status only)."""
+        if at is None:
+            self._retry_at.pop(peer.lower(), None)
+        else:
+            self._retry_at[peer.lower()] = at
+
+    def close_all(self, now: float) -> None:
+        """Graceful stop: close every session."""
+        for conn in list(self._conns.values()):
+            conn.session.close(now)
+            self._drain_session(conn, now)
+
+    # ------------------------------------------------------------------ timers
+
+    def get_timer(self) -> float | None:
+        """Earliest deadline of the sessions, the Order Ack Send Timers and the
+        Transactional Ack Wait Timers."""
+        deadlines = [c.session.get_timer() for c in self._conns.values()]
+        deadlines.append(self.incoming.get_timer())
+        deadlines += [t.seq.get_timer() for t in self.outgoing.values()]
+        found = [d for d in deadlines if d is not None]
+        return min(found) if found else None
+
+    def handle_timer(self, now: float) -> None:
+        """Fire every due timer."""
+        for conn in list(self._conns.values()):
+            conn.session.handle_timer(now)
+            self._drain_session(conn, now)
+        for ack in self.incoming.handle_timer(now):
+            self._send_order_ack(ack, now)
+        for t in self.outgoing.values():
+            self._outgoing_events(t, t.seq.handle_timer(now), now)
+
+    # ------------------------------------------------------------------ outgoing queues
+
+    def poll(self, now: float) -> None:
+        """Pick up outgoing queues and newly committed messages (cheap: one indexed SELECT
+        per outgoing queue; the queue list is re-read every ``queue_refresh`` seconds)."""
+        if now >= self._next_refresh:
+            self._next_refresh = now + self.config.queue_refresh
+            self._refresh_queues()
+        for t in self.outgoing.values():
+            self._load(t, now)
+
+    def _refresh_queues(self) -> None:
+        for rec in self.qm.list_queues(include_system=True):
+            if rec.queue_type != QueueType.OUTGOING:
+                continue
+            t = self.outgoing.get(rec.queue_id)
+            if t is not None:
+                t.waiting = rec.msg_count
+                continue
+            wire = direct_name(rec.display_name)
+            parts = split_direct(wire) if wire else None
+            if wire is None or parts is None:
+                log.warning("outgoing queue %s: only DIRECT=TCP: is transferred", rec.display_name)
+                continue
+            host = parts[0]
+            handle: QueueHandle = self.qm.open_queue(rec.display_name)
+            hop = self.config.next_hop(host)
+            t = OutgoingTransfer(rec.queue_id, rec.display_name, wire, host, hop, handle, self.config.resend)
+            t.waiting = rec.msg_count
+            self.outgoing[rec.queue_id] = t
+            if self._peer_open(t.next_hop):
+                t.connected = True
+                t.seq.connection_made(0.0)
+
+    def _load(self, t: OutgoingTransfer, now: float) -> None:
+        for _ in range(max(1, self.config.max_in_flight // self.config.batch_size + 1)):
+            room = self.config.max_in_flight - len(t.messages)
+            if room <= 0:
+                return
+            limit = min(room, self.config.batch_size)
+            try:
+                batch = self.qm.peek_range(t.handle, t.loaded_through, limit)
+            except MQError as exc:
+                log.warning("outgoing queue %s: %s", t.format_name, exc)
+                return
+            if not batch:
+                return
+            t.loaded_through = batch[-1].lookup_id
+            tx: list[OutgoingMessage] = []
+            plain: list[Message] = []
+            for m in batch:
+                t.messages[m.lookup_id] = m
+                if m.transactional and m.tx_sequence_number:
+                    tx.append(
+                        OutgoingMessage(
+                            TxSequenceId.from_int(m.tx_sequence_id),
+                            m.tx_sequence_number,
+                            m.tx_previous_sequence_number,
+                            m.id_uniquifier,
+                            handle=m.lookup_id,
+                        )
+                    )
+                else:
+                    plain.append(m)
+            if tx:
+                try:
+                    events = t.seq.add_many(tx, now)
+                except LocalProtocolError as exc:
+                    # Should not happen: numbering comes from the store (a QM bug).
+                    log.error("outgoing queue %s: %s", t.format_name, exc)
+                    for om in tx:
+                        t.messages.pop(om.handle, None)
+                    return
+                self._outgoing_events(t, events, now)
+            for m in plain:
+                t.plain.append(m.lookup_id)
+                if t.connected:
+                    self._transmit(t, [m], now)
+            if len(batch) < limit:
+                return
+
+    def _outgoing_events(self, t: OutgoingTransfer, events: Iterable[OutgoingEvent], now: float) -> None:
+        for ev in events:
+            if isinstance(ev, Transmit):
+                conn = self._open_conn(t.next_hop)
+                if conn is None:
+                    continue
+                for om in ev.messages:
+                    m = t.messages.get(om.handle)
+                    if m is not None:
+                        packet = t.packet(m, self.qm.guid, om.previous_tx_sequence_number)
+                        conn.session.send_user_message(packet, now, handle=om.handle)
+            elif isinstance(ev, Released):
+                released = ev.messages
+                top = max(om.tx_sequence_number for om in released)
+                for om in released:
+                    t.messages.pop(om.handle, None)
+                t.last_acked = (released[-1].tx_sequence_id, top)
+                self._releases[t.queue_id] = max(self._releases.get(t.queue_id, 0), top)
+                self.stats["released"] += len(released)
+            else:
+                log.debug("outgoing queue %s: %s", t.format_name, ev)
+
+    def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float) -> None:
+        conn = self._open_conn(t.next_hop)
+        if conn is None:
+            return
+        for m in msgs:
+            conn.session.send_user_message(t.packet(m, self.qm.guid, None), now, handle=m.lookup_id)
+
+    # ------------------------------------------------------------------ session events
+
+    def _drain_session(self, conn: _Conn, now: float) -> None:
+        for ev in conn.session.events():
+            self._on_event(conn, ev, now)
+
+    def _on_event(self, conn: _Conn, ev: SessionEvent, now: float) -> None:
+        if isinstance(ev, TransactionalMessageAccepted):
+            self._on_accepted(conn, ev, now)
+        elif isinstance(ev, TransactionalMessageRejected):
+            self._ack_route[ev.result.key] = conn.cid
+            self.stats["rejected"] += 1
+        elif isinstance(ev, OrderAckReceived):
+            for t in self.outgoing.values():
+                acked = t.seq.order_ack_received(ev.tx_sequence_id, ev.tx_sequence_number, now)
+                self._outgoing_events(t, acked, now)
+        elif isinstance(ev, FinalAckReceived):
+            for t in self.outgoing.values():
+                self._outgoing_events(
+                    t,
+                    t.seq.final_ack_received(
+                        ev.tx_sequence_id, ev.tx_sequence_number, ev.message_id, ev.message_class, now
+                    ),
+                    now,
+                )
+        elif isinstance(ev, ForwardMessage):
+            self._forward_packet(ev.packet, now)
+        elif isinstance(ev, UserMessageReceived):
+            self._on_plain(conn, ev)
+        elif isinstance(ev, SessionAckReceived):
+            self._on_session_ack(conn, ev)
+        elif isinstance(ev, EstablishmentComplete):
+            conn.open = True
+            log.info("session %s %s open (remote QM %s)", conn.peer, conn.role.name.lower(), ev.remote_qm)
+            self._peer_up(conn.peer, now)
+        elif isinstance(ev, ConnectionClosed):
+            log.info(
+                "session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail
+            )
+            self._closing.append(conn.cid)
+            was_open = conn.open
+            conn.open = False
+            if was_open and self._open_conn(conn.peer) is None:
+                self._peer_down(conn.peer)
+
+    def _on_accepted(self, conn: _Conn, ev: TransactionalMessageAccepted, now: float) -> None:
+        r = ev.result
+        self._ack_route[r.key] = conn.cid
+        dest = ev.packet.destination_queue
+        path = ""
+        if isinstance(dest, DirectQueueFormatName):
+            parts = split_direct(dest.name)
+            path = parts[1] if parts else ""
+        s = r.state
+        state = IncomingSequenceState(
+            r.key.source_qm, r.key.destination, None, s.tx_sequence_id.value, s.tx_sequence_number,
+            s.reject_count, s.last_access_time,
+        )
+        message = message_from_packet(ev.packet, r.key.destination)
+        self._accepted.append(
+            _Pending(path, r.key, (r.tx_sequence_id, r.tx_sequence_number), message, state)
+        )
+        self.stats["accepted"] += 1
+
+    def _on_plain(self, conn: _Conn, ev: UserMessageReceived) -> None:
+        dest = ev.packet.destination_queue
+        if not isinstance(dest, DirectQueueFormatName) or (parts := split_direct(dest.name)) is None:
+            log.warning("dropping a message for %r: only DIRECT=TCP: destinations are served", dest)
+            return
+        message = message_from_packet(ev.packet, "DIRECT=" + dest.name)
+        self._nontx_in.append((parts[1], message, conn.cid, ev.recoverable_number))
+
+    def _on_session_ack(self, conn: _Conn, ev: SessionAckReceived) -> None:
+        if not ev.acked_handles:
+            return
+        acked = set(ev.acked_handles)
+        for t in self.outgoing.values():
+            if t.next_hop != conn.peer:
+                continue
+            for lid in [x for x in t.plain if x in acked]:
+                t.plain.remove(lid)
+                t.messages.pop(lid, None)
+                self._deletes.append((t.queue_id, lid))
+
+    def _peer_up(self, peer: str, now: float) -> None:
+        for t in self.outgoing.values():
+            if t.next_hop == peer and not t.connected:
+                t.connected = True
+                self._outgoing_events(t, t.seq.connection_made(now), now)
+                self._transmit(t, [t.messages[lid] for lid in t.plain if lid in t.messages], now)
+        buf = self._forward.get(peer)
+        conn = self._open_conn(peer)
+        while buf and conn is not None:
+            conn.session.send_user_message(buf.popleft(), now)
+
+    def _peer_down(self, peer: str) -> None:
+        for t in self.outgoing.values():
+            if t.next_hop == peer and t.connected:
+                t.connected = False
+                t.seq.connection_lost()
+
+    def _drop(self, conn: _Conn, now: float) -> None:
+        del self._conns[conn.cid]
+        if conn.open and self._open_conn(conn.peer) is None:
+            self._peer_down(conn.peer)
+
+    def _open_conn(self, peer: str) -> _Conn | None:
+        best = None
+        for c in self._conns.values():
+            if c.peer == peer and c.open and not c.session.closed:
+                if c.role is Role.INITIATOR:
+                    return c
+                best = best or c
+        return best
+
+    def _peer_open(self, peer: str) -> bool:
+        return self._open_conn(peer) is not None
+
+    # ------------------------------------------------------------------ forwarding
+
+    def _forward_packet(self, packet: UserMessagePacket, now: float) -> None:
+        """Intermediate hop (seed 003): pass the packet on with its TransactionHeader
+        untouched; only the hop count moves and the previous hop's SessionHeader goes."""
+        message = packet if isinstance(packet, UserMessage) else packet.message
+        hops = message.hop_count + 1
+        if hops > _MAX_HOPS:
+            log.warning("dropping message %s: hop count exceeded", message.message_id)
+            return
+        user = replace(message.user, flags=(message.user.flags & ~0x1F) | hops)
+        message = replace(message, user=user, session=None)
+        out: UserMessagePacket
+        if isinstance(packet, OrderAck):
+            out = OrderAck(message)
+        elif isinstance(packet, FinalAck):
+            out = FinalAck(message)
+        else:
+            out = message
+        peer = None
+        if message.destination_qm != NULL_GUID:
+            qm_id = message.destination_qm
+            conns = self._conns.values()
+            peer = next((c.peer for c in conns if c.open and c.session.remote_qm == qm_id), None)
+        else:
+            dest = message.destination_queue
+            parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
+            if parts is not None:
+                peer = self.config.next_hop(parts[0])
+        if peer is None:
+            log.warning("dropping message %s: no route to its destination", message.message_id)
+            return
+        self.stats["forwarded"] += 1
+        conn = self._open_conn(peer)
+        if conn is not None:
+            conn.session.send_user_message(out, now)
+            return
+        buf = self._forward.setdefault(peer, deque())
+        if len(buf) < _FORWARD_BUFFER:
+            buf.append(out)  # the original sender resends what is lost (end to end)
+
+    def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
+        conn = self._conns.get(self._ack_route.get(ack.key, 0))
+        if conn is None or not conn.open or conn.session.closed:
+            return  # the sender's next retransmission schedules a new one
+        direct = conn.peer if conn.session.remote_qm == ack.key.source_qm else None
+        conn.session.send_order_ack(ack, now, direct_address=direct)
+
+    # ------------------------------------------------------------------ store work
+
+    def next_store_work(self) -> StoreWork | None:
+        """The next batch of store work to run, or None (at most one per kind in flight)."""
+        if self._accept_in_flight is None and self._accepted:
+            groups: list[AcceptGroup] = []
+            batch = list(self._accepted)
+            self._accepted.clear()
+            for p in batch:
+                last = groups[-1] if groups else None
+                if last is not None and last.queue == p.queue and last.key == p.key:
+                    groups[-1] = replace(
+                        last,
+                        messages=(*last.messages, p.message),
+                        positions=(*last.positions, p.position),
+                        state=p.state,
+                    )
+                else:
+                    groups.append(AcceptGroup(p.queue, p.key, (p.message,), (p.position,), p.state))
+            self._accept_in_flight = AcceptBatch(tuple(groups))
+            return self._accept_in_flight
+        if self._release_in_flight is None and (self._releases or self._deletes):
+            names = {t.queue_id: t.format_name for t in self.outgoing.values()}
+            work = ReleaseBatch(
+                tuple((names[q], n) for q, n in self._releases.items() if q in names),
+                tuple((names[q], lid) for q, lid in self._deletes if q in names),
+            )
+            self._releases.clear()
+            self._deletes.clear()
+            self._release_in_flight = work
+            return work
+        if self._local_in_flight is None and self._nontx_in:
+            work_l = StoreLocal(tuple(self._nontx_in))
+            self._nontx_in.clear()
+            self._local_in_flight = work_l
+            return work_l
+        return None
+
+    def run_store_work(self, work: StoreWork) -> list[BaseException | None]:
+        """Run ``work`` through the queue manager (blocking until durable; thread-safe).
+        Returns one outcome per item (None = durable)."""
+        qm = self.qm
+        out: list[BaseException | None] = []
+        if isinstance(work, AcceptBatch):
+            failed: set[SequenceKey] = set()
+            for g in work.groups:
+                if g.key in failed:
+                    out.append(LocalProtocolError("an earlier batch of this sequence failed"))
+                    continue
+                try:
+                    qm.accept_incoming(g.queue, g.messages, g.state)
+                    out.append(None)
+                except MQError as exc:
+                    failed.add(g.key)
+                    out.append(exc)
+        elif isinstance(work, ReleaseBatch):
+            for name, up_to in work.releases:
+                try:
+                    qm.release_outgoing(name, up_to)
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+            for name, lid in work.deletes:
+                try:
+                    qm.receive_by_lookup_id(name, lid)
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+        else:
+            for queue, message, _cid, _n in work.items:
+                try:
+                    qm.send_many(queue, [replace(message, transactional=False)])
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+        return out
+
+    def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
+        """``work`` finished (``outcome`` from :meth:`run_store_work`, or one exception for
+        all of it when the call itself failed)."""
+        if isinstance(work, AcceptBatch):
+            self._accept_in_flight = None
+            self.stats["batches"] += 1
+            for g, res in zip(work.groups, _pad(outcome, len(work.groups)), strict=True):
+                seq = self.incoming.get(g.key, now)
+                if res is None:
+                    for ack in seq.messages_stored(g.positions, now):
+                        self._send_order_ack(ack, now)
+                    continue
+                log.warning("storing %d messages for %s failed: %s", len(g.messages), g.queue, res)
+                # (already rolled back when an earlier group of the same sequence failed)
+                with contextlib.suppress(LocalProtocolError):
+                    seq.store_failed(*g.positions[0])
+                # Later acceptances of this sequence were rolled back too: drop them.
+                self._accepted = deque(p for p in self._accepted if p.key != g.key)
+        elif isinstance(work, ReleaseBatch):
+            self._release_in_flight = None
+            for item, res in zip((*work.releases, *work.deletes), _pad(outcome, len(work.releases) +
+                                 len(work.deletes)), strict=True):  # fmt: skip
+                if res is not None:
+                    log.warning("releasing %s from the outgoing queue failed: %s", item, res)
+        else:
+            self._local_in_flight = None
+            for (queue, _m, cid, number), res in zip(work.items, _pad(outcome, len(work.items)), strict=True):
+                conn = self._conns.get(cid)
+                if res is None and conn is not None and number:
+                    conn.session.recoverable_message_stored(number)
+                elif res is not None:
+                    log.warning("storing a message for %s failed: %s", queue, res)
+
+    # ------------------------------------------------------------------ status
+
+    def outgoing_status(self) -> list[OutgoingStatus]:
+        """Per outgoing queue: waiting, in flight, last acknowledged / unacknowledged, link."""
+        out = []
+        for t in self.outgoing.values():
+            unacked = t.seq.unacked
+            out.append(
+                OutgoingStatus(
+                    t.format_name,
+                    t.next_hop,
+                    t.waiting,
+                    len(t.messages),
+                    t.last_acked,
+                    (unacked[-1].tx_sequence_id, unacked[-1].tx_sequence_number) if unacked else None,
+                    t.connected,
+                    self._retry_at.get(t.next_hop),
+                )
+            )
+        return out
+
+    def incoming_status(self) -> list[IncomingStatus]:
+        """Per incoming sequence: IncomingTxSequenceID / Number (durable) and RejectCount."""
+        return [
+            IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count)
+            for s in self.incoming
+        ]
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits for the store (used by tests and graceful stop)."""
+        return not (
+            self._accepted or self._accept_in_flight or self._releases or self._deletes
+            or self._release_in_flight or self._nontx_in or self._local_in_flight
+        )  # fmt: skip
+
+
+def _pad(outcome: list[BaseException | None] | BaseException, n: int) -> list[BaseException | None]:
+    if isinstance(outcome, BaseException):
+        return [outcome] * n
+    return list(outcome) + [None] * (n - len(outcome))
+
+
+def routes_from(pairs: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Normalise static routes (destination host → next-hop host) for :class:`TransferConfig`."""
+    items = pairs.items() if isinstance(pairs, Mapping) else pairs
+    return tuple((d.lower(), h.lower()) for d, h in items)
+
+
+__all__ += ["OrderAckConfig", "ResendConfig", "SessionConfig", "routes_from"]

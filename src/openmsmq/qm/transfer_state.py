@@ -1,0 +1,164 @@
+"""Values of the transfer between queue managers: configuration, per-outgoing-queue state,
+store work items and status records (see :mod:`openmsmq.qm.transfer`)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from openmsmq.protocol.events import SessionConfig
+from openmsmq.protocol.incoming import OrderAckConfig, SequenceKey
+from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig
+from openmsmq.qm.manager import QueueHandle
+from openmsmq.qm.transfer_codec import packet_from_message
+from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.wire.ids import TxSequenceId
+from openmsmq.wire.packets import UserMessage
+
+__all__ = [
+    "AcceptBatch",
+    "AcceptGroup",
+    "IncomingStatus",
+    "OutgoingStatus",
+    "OutgoingTransfer",
+    "ReleaseBatch",
+    "StoreLocal",
+    "StoreWork",
+    "TransferConfig",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TransferConfig:
+    """How a QM transfers messages.
+
+    ``local_addresses``: the hosts that name this QM in DIRECT=TCP: format names (its
+    listen / advertised addresses); ``routes``: static routes (destination host →
+    next-hop host); ``batch_size``: messages loaded from an outgoing queue per read;
+    ``max_in_flight``: loaded, unacknowledged messages per outgoing queue;
+    ``queue_refresh``: seconds between looks for new outgoing queues.
+    """
+
+    local_addresses: tuple[str, ...] = ("127.0.0.1",)
+    routes: tuple[tuple[str, str], ...] = ()
+    batch_size: int = 500
+    max_in_flight: int = 20_000
+    queue_refresh: float = 1.0
+    session: SessionConfig = field(default_factory=SessionConfig)
+    order_ack: OrderAckConfig = field(default_factory=OrderAckConfig)
+    resend: ResendConfig = field(default_factory=ResendConfig)
+
+    def next_hop(self, host: str) -> str:
+        """The next hop for destination ``host``: a static route, else the host itself."""
+        low = host.lower()
+        for dest, hop in self.routes:
+            if dest == low:
+                return hop
+        return low
+
+
+class OutgoingTransfer:
+    """One outgoing queue: what is loaded from the store and its OutgoingSequence."""
+
+    def __init__(
+        self,
+        queue_id: int,
+        format_name: str,
+        wire_name: str,
+        host: str,
+        next_hop: str,
+        handle: QueueHandle,
+        resend: ResendConfig,
+    ) -> None:
+        self.queue_id = queue_id
+        self.format_name = format_name
+        self.wire_name = wire_name
+        self.host = host
+        self.next_hop = next_hop
+        self.handle = handle
+        self.seq = OutgoingSequence(0.0, config=resend)
+        #: Loaded and not yet released, by LookupIdentifier.
+        self.messages: dict[int, Message] = {}
+        #: Non-transactional messages loaded, in order (released by SessionAck).
+        self.plain: list[int] = []
+        self.loaded_through = 0
+        self.connected = False
+        self.waiting = 0
+        self.last_acked: tuple[TxSequenceId, int] | None = None
+
+    @property
+    def has_work(self) -> bool:
+        """Messages wait for a session to the next hop."""
+        return bool(self.messages) or self.waiting > 0
+
+    def packet(self, m: Message, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
+        """The UserMessage for ``m``."""
+        return packet_from_message(m, self.wire_name, source_qm, previous)
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptGroup:
+    """Accepted messages of one sequence for one queue, stored with ``state`` in one op."""
+
+    queue: str
+    key: SequenceKey
+    messages: tuple[Message, ...]
+    positions: tuple[tuple[TxSequenceId, int], ...]
+    state: IncomingSequenceState
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptBatch:
+    """One batch of accepted incoming transactional messages (group commit)."""
+
+    groups: tuple[AcceptGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseBatch:
+    """OrderAck'ed messages to delete from outgoing queues: (format name, up to number),
+    and session-acknowledged non-transactional ones: (format name, LookupIdentifier)."""
+
+    releases: tuple[tuple[str, int], ...]
+    deletes: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLocal:
+    """Non-transactional messages for local queues: (queue, message, connection, recoverable no.)."""
+
+    items: tuple[tuple[str, Message, int, int], ...]
+
+
+StoreWork = AcceptBatch | ReleaseBatch | StoreLocal
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingStatus:
+    """Status of one outgoing queue (for ``openmsmq status``)."""
+
+    format_name: str
+    next_hop: str
+    #: Messages in the outgoing queue at the last look (store count).
+    waiting: int
+    #: Loaded and not yet released.
+    in_flight: int
+    #: Last (TxSequenceID, TxSequenceNumber) released by an OrderAck, this run.
+    last_acked: tuple[TxSequenceId, int] | None
+    #: Last sent, not yet OrderAck'ed.
+    last_unacked: tuple[TxSequenceId, int] | None
+    connected: bool
+    #: When the connector retries (driver clock), if it is waiting.
+    retry_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingStatus:
+    """Status of one incoming transactional sequence."""
+
+    source_qm: uuid.UUID
+    destination: str
+    #: IncomingTxSequenceID / IncomingTxSequenceNumber (durable).
+    tx_sequence_id: TxSequenceId
+    tx_sequence_number: int
+    reject_count: int

@@ -1,0 +1,168 @@
+"""Two or more QueueManagers with their Transfer objects wired in memory (no sockets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openmsmq.protocol.events import Role
+from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.transfer import Transfer, TransferConfig
+from openmsmq.store.records import Message
+
+
+class Clock:
+    """A settable clock for the QM's SentTime/ArrivedTime."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Node:
+    address: str
+    qm: QueueManager
+    transfer: Transfer
+    #: Hold store work instead of running it (durability delayed).
+    hold_store: bool = False
+    held: list = field(default_factory=list)
+
+    def run_store(self, now: float) -> int:
+        n = 0
+        while (work := self.transfer.next_store_work()) is not None:
+            if self.hold_store:
+                self.held.append(work)
+                continue
+            self.transfer.store_work_done(work, self.transfer.run_store_work(work), now)
+            n += 1
+        return n
+
+    def release_held(self, now: float) -> None:
+        self.hold_store = False
+        for work in self.held:
+            self.transfer.store_work_done(work, self.transfer.run_store_work(work), now)
+        self.held.clear()
+
+
+class Net:
+    """Nodes by address; ``links`` maps (node, cid) to the other end (node, cid)."""
+
+    def __init__(self, root: Path, clock: Clock) -> None:
+        self.root = root
+        self.clock = clock
+        self.nodes: dict[str, Node] = {}
+        self.links: dict[tuple[str, int], tuple[str, int]] = {}
+        #: Addresses whose outgoing bytes are dropped (then the link is cut).
+        self.blackhole: set[tuple[str, str]] = set()
+
+    def add(self, address: str, routes: tuple[tuple[str, str], ...] = (), **cfg: object) -> Node:
+        qm = QueueManager(self.root / address, threaded=False, clock=self.clock, integrity_check=False)
+        config = TransferConfig(local_addresses=(address,), routes=routes, **cfg)  # type: ignore[arg-type]
+        node = Node(address, qm, Transfer(qm, config, self.clock.now))
+        self.nodes[address] = node
+        return node
+
+    def restart(self, address: str) -> Node:
+        """Crash ``address``: volatile state and connections are gone; the store stays."""
+        old = self.nodes[address]
+        for (a, cid), (b, other) in list(self.links.items()):
+            if a == address:
+                del self.links[(a, cid)]
+                self.links.pop((b, other), None)
+                self.nodes[b].transfer.connection_lost(other, self.clock.now)
+        config = old.transfer.config
+        old.qm.close()
+        qm = QueueManager(self.root / address, threaded=False, clock=self.clock, integrity_check=False)
+        node = Node(address, qm, Transfer(qm, config, self.clock.now))
+        self.nodes[address] = node
+        return node
+
+    def connect(self, a: str, b: str) -> None:
+        now = self.clock.now
+        ca = self.nodes[a].transfer.connection_made(b, Role.INITIATOR, now)
+        cb = self.nodes[b].transfer.connection_made(a, Role.ACCEPTOR, now)
+        self.links[(a, ca)] = (b, cb)
+        self.links[(b, cb)] = (a, ca)
+
+    def cut(self, a: str, b: str) -> None:
+        """Close every connection between a and b."""
+        for (x, cid), (y, other) in list(self.links.items()):
+            if {x, y} == {a, b} and (x, cid) in self.links:
+                del self.links[(x, cid)]
+                del self.links[(y, other)]
+                self.nodes[x].transfer.connection_lost(cid, self.clock.now)
+                self.nodes[y].transfer.connection_lost(other, self.clock.now)
+
+    def step(self) -> bool:
+        """One round: poll, connect, move bytes, run store work. True if anything moved."""
+        now = self.clock.now
+        moved = False
+        for node in list(self.nodes.values()):
+            node.transfer.poll(now)
+            for peer in node.transfer.wanted_peers():
+                if peer in self.nodes:
+                    self.connect(node.address, peer)
+                    moved = True
+        for node in list(self.nodes.values()):
+            for cid, data in node.transfer.data_to_send():
+                target = self.links.get((node.address, cid))
+                if target is None:
+                    continue
+                moved = True
+                if (node.address, target[0]) in self.blackhole:
+                    continue
+                self.nodes[target[0]].transfer.data_received(target[1], data, now)
+            for cid in node.transfer.connections_to_close():
+                target = self.links.pop((node.address, cid), None)
+                node.transfer.connection_lost(cid, now)
+                if target is not None:
+                    self.links.pop(target, None)
+                    self.nodes[target[0]].transfer.connection_lost(target[1], now)
+                moved = True
+            if node.run_store(now):
+                moved = True
+        return moved
+
+    def settle(self, rounds: int = 200) -> None:
+        for _ in range(rounds):
+            if not self.step():
+                return
+        raise AssertionError("network did not settle")
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock and fire due timers, then settle."""
+        self.clock.now += seconds
+        for node in self.nodes.values():
+            node.transfer.handle_timer(self.clock.now)
+        self.settle()
+
+    def run_until_quiet(self, max_rounds: int = 60, tick: float = 0.6) -> None:
+        """Settle, then fire timers (OrderAck after 0.5 s) until nothing is in flight."""
+        self.settle()
+        for _ in range(max_rounds):
+            self.advance(tick)
+            if all(
+                not any(t.messages for t in n.transfer.outgoing.values()) and n.transfer.idle
+                for n in self.nodes.values()
+            ):
+                self.advance(tick)
+                return
+        raise AssertionError("transfer did not finish")
+
+
+def send_tx(qm: QueueManager, destination: str, bodies: list[bytes]) -> None:
+    """Send ``bodies`` in one transaction."""
+    tx = qm.begin()
+    qm.send_many(destination, [Message(body=b, label=str(i)) for i, b in enumerate(bodies)], tx)
+    tx.commit()
+
+
+def bodies_in(qm: QueueManager, queue: str) -> list[bytes]:
+    return [m.body for m in qm.peek_range(queue, 0, 1_000_000)]
+
+
+def outgoing_count(qm: QueueManager) -> int:
+    return sum(r.msg_count for r in qm.list_queues(include_system=True) if r.queue_type == 4)

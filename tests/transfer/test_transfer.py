@@ -1,0 +1,157 @@
+"""Transfer between two (or three) queue managers, sans-I/O, with literal clocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openmsmq.wire.ids import TxSequenceId
+
+from .harness import Clock, Net, bodies_in, outgoing_count, send_tx
+
+DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
+DEST_C = "DIRECT=TCP:127.0.0.3\\PRIVATE$\\orders"
+Q = "private$\\orders"
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Net:
+    n = Net(tmp_path, Clock())
+    yield n
+    for node in n.nodes.values():
+        node.qm.close()
+
+
+def _pair(net: Net, **cfg: object) -> tuple:
+    a = net.add("127.0.0.1", **cfg)
+    b = net.add("127.0.0.2", **cfg)
+    b.qm.create_queue(Q, transactional=True)
+    return a, b
+
+
+def _expected(n_tx: int, per_tx: int) -> list[bytes]:
+    return [f"{t}-{i}".encode() for t in range(n_tx) for i in range(per_tx)]
+
+
+def _send_all(a, n_tx: int, per_tx: int, dest: str = DEST_B) -> None:
+    for t in range(n_tx):
+        send_tx(a.qm, dest, [f"{t}-{i}".encode() for i in range(per_tx)])
+
+
+def test_many_transactional_messages_exactly_once_in_order(net: Net) -> None:
+    a, b = _pair(net)
+    _send_all(a, 5, 200)
+    assert outgoing_count(a.qm) == 1000
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(5, 200)
+    assert outgoing_count(a.qm) == 0
+    # Group commit: far fewer store batches than messages.
+    assert b.transfer.stats["accepted"] == 1000
+    assert b.transfer.stats["batches"] < 100
+    status = b.transfer.incoming_status()
+    assert len(status) == 1 and status[0].tx_sequence_number == 1000 and status[0].reject_count == 0
+    out = a.transfer.outgoing_status()
+    assert out[0].last_acked is not None and out[0].last_acked[1] == 1000 and out[0].last_unacked is None
+
+
+def test_lost_batch_is_resent_on_reconnect(net: Net) -> None:
+    a, b = _pair(net)
+    _send_all(a, 1, 50)
+    net.settle()
+    net.advance(0.6)
+    assert len(bodies_in(b.qm, Q)) == 50
+    # The next batch is lost on the wire, then the connection breaks.
+    net.blackhole.add(("127.0.0.1", "127.0.0.2"))
+    _send_all(a, 2, 50)
+    net.settle()
+    assert len(bodies_in(b.qm, Q)) == 50
+    net.cut("127.0.0.1", "127.0.0.2")
+    net.blackhole.clear()
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == [f"0-{i}".encode() for i in range(50)] + _expected(2, 50)
+    assert outgoing_count(a.qm) == 0
+
+
+def test_duplicates_after_sender_crash_are_rejected(net: Net) -> None:
+    a, b = _pair(net)
+    send_tx(a.qm, DEST_B, [b"first"])
+    net.run_until_quiet()
+    # B stores everything but its OrderAcks never reach A; then A crashes.
+    net.blackhole.add(("127.0.0.2", "127.0.0.1"))
+    _send_all(a, 2, 100)
+    net.settle()
+    net.advance(0.6)
+    stored_before_crash = len(bodies_in(b.qm, Q)) - 1
+    assert stored_before_crash >= 64  # one session window; its SessionAcks are lost too
+    assert outgoing_count(a.qm) == 200
+    net.blackhole.clear()
+    net.restart("127.0.0.1")
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == [b"first", *_expected(2, 100)]
+    assert net.nodes["127.0.0.2"].transfer.stats["rejected"] >= stored_before_crash
+    assert outgoing_count(net.nodes["127.0.0.1"].qm) == 0
+
+
+def test_receiver_crash_keeps_sequence_state(net: Net) -> None:
+    a, b = _pair(net)
+    _send_all(a, 1, 100)
+    net.run_until_quiet()
+    net.restart("127.0.0.2")
+    _send_all(a, 1, 100)
+    net.run_until_quiet()
+    b = net.nodes["127.0.0.2"]
+    assert bodies_in(b.qm, Q) == _expected(1, 100) * 2
+    assert outgoing_count(a.qm) == 0
+
+
+def test_order_ack_waits_for_receiver_store(net: Net) -> None:
+    a, b = _pair(net)
+    b.hold_store = True
+    _send_all(a, 1, 30)
+    net.settle()
+    for _ in range(5):
+        net.advance(1.0)  # Order Ack Send Timer fires, but nothing is durable yet
+    assert bodies_in(b.qm, Q) == []
+    assert outgoing_count(a.qm) == 30
+    assert all(not t.seq.all_order_acked for t in a.transfer.outgoing.values())
+    b.release_held(net.clock.now)
+    net.run_until_quiet()
+    assert len(bodies_in(b.qm, Q)) == 30
+    assert outgoing_count(a.qm) == 0
+
+
+def test_session_ack_alone_releases_nothing(net: Net) -> None:
+    a, b = _pair(net, order_ack=__import__("openmsmq.protocol.incoming", fromlist=["x"]).OrderAckConfig(
+        order_ack_timeout=100.0, maximum_order_ack_delay=200.0))  # fmt: skip
+    _send_all(a, 1, 40)
+    net.settle()
+    net.advance(25.0)  # SessionAcks (Ack Send timer, 32-message burst) flow, no OrderAck yet
+    assert len(bodies_in(b.qm, Q)) == 40
+    assert outgoing_count(a.qm) == 40
+    net.advance(100.0)
+    net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0
+
+
+def test_intermediate_qm_forwards_transaction_header_untouched(net: Net) -> None:
+    a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),))
+    b = net.add("127.0.0.2")
+    c = net.add("127.0.0.3")
+    c.qm.create_queue(Q, transactional=True)
+    _send_all(a, 2, 25, DEST_C)
+    sent = a.qm.peek_range(next(iter(a.transfer.outgoing.values())).handle if a.transfer.outgoing else
+                           a.qm.open_queue(DEST_C), 0, 100)  # fmt: skip
+    net.run_until_quiet()
+    got = c.qm.peek_range(Q, 0, 100)
+    assert [m.body for m in got] == _expected(2, 25)
+    # The final destination sees the original sender's numbering.
+    assert [(m.tx_sequence_id, m.tx_sequence_number, m.tx_previous_sequence_number) for m in got] == [
+        (m.tx_sequence_id, m.tx_sequence_number, m.tx_previous_sequence_number) for m in sent
+    ]
+    assert {m.id_lineage for m in got} == {a.qm.guid}
+    assert b.transfer.stats["forwarded"] >= 50
+    assert b.transfer.incoming_status() == []  # no sequence processing on the hop
+    assert outgoing_count(a.qm) == 0  # OrderAcks came back through B
+    seq = c.transfer.incoming_status()[0]
+    assert seq.source_qm == a.qm.guid and seq.tx_sequence_id == TxSequenceId.from_int(sent[0].tx_sequence_id)
