@@ -202,7 +202,12 @@ class SessionAckReceived:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionClosed:
-    """The session is CLOSED; the transport must close the TCP connection."""
+    """The session is CLOSED; the transport must close the TCP connection.
+
+    Write :meth:`Session.data_to_send` first: a refusal (EstablishConnection with CS = 1)
+    may still be pending. ``error`` is the peer's :class:`RemoteProtocolError` when
+    ``reason`` is PROTOCOL_ERROR.
+    """
 
     reason: CloseReason
     peer: str
