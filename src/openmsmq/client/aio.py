@@ -1,0 +1,473 @@
+"""The asyncio application API: the same surface as :mod:`openmsmq.client`, awaitable.
+
+::
+
+    from openmsmq.client import aio
+
+    async with await aio.connect("./data") as conn:
+        q = await conn.open_queue("private$\\orders")
+        async with conn.transaction() as tx:
+            msg = await q.receive(timeout=5, tx=tx)
+
+Calls run the blocking transport in a worker thread (``asyncio.to_thread``), one hop
+per call: a batch (``send_many``, ``receive_many``, ``iter_receive``) is one hop.
+
+Cancellation. A waiting receive is cancellation-safe: single receives use the two-phase
+receive of MS-MQRR (R_StartReceive, then R_EndReceive), and a message locked by a
+cancelled wait is NACKed (put back). Waits run in slices of :data:`WAIT_SLICE` seconds
+so a cancelled call frees its worker thread soon. ``receive_many`` waits with a peek
+and then takes the batch without waiting; a cancellation that lands during that short
+take behaves like a crash after a non-transactional receive (the batch is gone) — use a
+transaction when that matters: an aborted transaction puts everything back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from openmsmq.client.connection import (
+    _PEEK_SEEK,
+    _RECEIVE_SEEK,
+    NACK_RECEIVE_REJECTED,
+    Body,
+    Seek,
+    _tx_id,
+    open_transport,
+    outgoing,
+)
+from openmsmq.client.message import Message, PendingMessage
+from openmsmq.client.transport import Transport
+from openmsmq.client.types import (
+    INFINITE,
+    Access,
+    Ack,
+    OutgoingMessage,
+    QueueInfo,
+    ReadAction,
+    SendReceipt,
+    ShareMode,
+    TransactionId,
+)
+from openmsmq.errors import HResult, MQError
+
+__all__ = ["WAIT_SLICE", "AsyncConnection", "AsyncCursor", "AsyncQueue", "AsyncTransaction", "connect"]
+
+T = TypeVar("T")
+
+#: Longest single blocking wait (seconds) a worker thread makes for an async receive.
+WAIT_SLICE = 1.0
+
+
+def _tid(tx: AsyncTransaction | TransactionId | None) -> TransactionId | None:
+    if isinstance(tx, AsyncTransaction):
+        return tx.id
+    return _tx_id(tx)
+
+
+async def connect(target: str | Path | Transport) -> AsyncConnection:
+    """Connect (see :func:`openmsmq.connect`); opening runs in a worker thread."""
+    if isinstance(target, Transport):
+        return AsyncConnection(target)
+    return AsyncConnection(await asyncio.to_thread(open_transport, target))
+
+
+async def _sliced(op: Callable[[float], Any], timeout: float | None) -> Any:
+    """Run ``op(wait)`` in worker threads, ``wait`` <= WAIT_SLICE, until it succeeds or
+    ``timeout`` (None = forever) passes; IOTimeoutError then."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + max(0.0, timeout)
+    while True:
+        remaining = None if deadline is None else max(0.0, deadline - loop.time())
+        wait = WAIT_SLICE if remaining is None else min(WAIT_SLICE, remaining)
+        try:
+            return await op(wait)
+        except MQError as exc:
+            if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                raise
+            if remaining is not None and remaining <= WAIT_SLICE:
+                raise
+
+
+class AsyncTransaction:
+    """``async with conn.transaction() as tx:`` — begins on entry, commits on normal exit,
+    aborts on exception (cancellation included)."""
+
+    def __init__(self, transport: Transport, tx_id: TransactionId | None = None) -> None:
+        self._transport = transport
+        self._id = tx_id
+        #: ``"new"``, ``"active"``, ``"committed"`` or ``"aborted"``.
+        self.state = "new" if tx_id is None else "active"
+
+    @property
+    def id(self) -> TransactionId:
+        """The transaction's XACTUOW (begun)."""
+        if self._id is None:
+            raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "transaction not begun")
+        return self._id
+
+    async def begin(self) -> AsyncTransaction:
+        """Begin (done by ``async with``)."""
+        if self._id is None:
+            self._id = await asyncio.to_thread(self._transport.begin)
+            self.state = "active"
+        return self
+
+    async def commit(self) -> None:
+        """Commit: durable when this returns."""
+        try:
+            await asyncio.to_thread(self._transport.commit, self.id)
+        except BaseException:
+            self.state = "aborted"
+            raise
+        self.state = "committed"
+
+    async def abort(self) -> None:
+        """Abort: sends dropped, received messages back in place."""
+        self.state = "aborted"
+        await asyncio.to_thread(self._transport.abort, self.id)
+
+    async def __aenter__(self) -> AsyncTransaction:
+        return await self.begin()
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self.state != "active":
+            return
+        if exc_type is None:
+            await self.commit()
+        else:
+            # Shielded: a cancelled task must still give its locked messages back.
+            with contextlib.suppress(MQError):
+                await asyncio.shield(asyncio.to_thread(self._transport.abort, self.id))
+            self.state = "aborted"
+
+
+class AsyncCursor:
+    """A cursor (see :class:`openmsmq.client.Cursor`); ``async with`` closes it."""
+
+    def __init__(self, queue: AsyncQueue, number: int) -> None:
+        self.queue = queue
+        self.number = number
+        self._closed = False
+
+    async def _read(
+        self, action: ReadAction, timeout: float | None, tx: Any = None, n: int = 1
+    ) -> list[Message]:
+        q = self.queue
+        result: list[Message] = await asyncio.to_thread(
+            q._transport.read, q.handle, action, cursor=self.number, timeout=timeout, tx=_tid(tx), max_count=n
+        )
+        return result
+
+    async def peek_current(self, timeout: float | None = 0.0) -> Message:
+        """MQ_ACTION_PEEK_CURRENT at the cursor."""
+        return (await self._read(ReadAction.PEEK_CURRENT, timeout))[0]
+
+    async def peek_next(self, timeout: float | None = 0.0) -> Message:
+        """MQ_ACTION_PEEK_NEXT: advance, then peek."""
+        return (await self._read(ReadAction.PEEK_NEXT, timeout))[0]
+
+    async def peek_many(self, n: int, timeout: float | None = 0.0) -> list[Message]:
+        """Up to ``n`` messages from the cursor on, one hop."""
+        return await self._read(ReadAction.PEEK_CURRENT, timeout, n=n)
+
+    async def receive_current(
+        self, timeout: float | None = 0.0, tx: AsyncTransaction | TransactionId | None = None
+    ) -> Message:
+        """MQ_ACTION_RECEIVE at the cursor."""
+        return (await self._read(ReadAction.RECEIVE, timeout, tx))[0]
+
+    async def close(self) -> None:
+        """Close the cursor (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            await asyncio.to_thread(self.queue._transport.close_cursor, self.queue.handle, self.number)
+
+    async def __aenter__(self) -> AsyncCursor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncQueue:
+    """An open queue handle (see :class:`openmsmq.client.Queue`)."""
+
+    def __init__(
+        self, transport: Transport, name: str, handle: int, access: Access, share: ShareMode
+    ) -> None:
+        self._transport = transport
+        self.name = name
+        self.handle = handle
+        self.access = access
+        self.share = share
+        self._closed = False
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        return await asyncio.to_thread(fn, *args, **kw)
+
+    # ---- sending ---------------------------------------------------------------------------
+
+    async def send(
+        self,
+        body: Body | OutgoingMessage = b"",
+        label: str | None = None,
+        *,
+        tx: AsyncTransaction | TransactionId | None = None,
+        **props: Any,
+    ) -> SendReceipt:
+        """Send one message."""
+        if label is not None:
+            props["label"] = label
+        receipts = await self._call(self._transport.send, self.handle, [outgoing(body, **props)], _tid(tx))
+        return receipts[0]
+
+    async def send_many(
+        self,
+        bodies: Iterable[Body | OutgoingMessage],
+        *,
+        tx: AsyncTransaction | TransactionId | None = None,
+        **props: Any,
+    ) -> list[SendReceipt]:
+        """Send many messages in one hop and one commit."""
+        messages = [outgoing(b, **props) for b in bodies]
+        return await self._call(self._transport.send, self.handle, messages, _tid(tx))
+
+    # ---- receiving -------------------------------------------------------------------------
+
+    async def _start_guarded(self, wait: float, tx: TransactionId | None, **kw: Any) -> PendingMessage:
+        """start_receive in a thread; if the caller is cancelled, NACK what it locked."""
+        loop = asyncio.get_running_loop()
+        fut = asyncio.ensure_future(
+            asyncio.to_thread(self._transport.start_receive, self.handle, timeout=wait, tx=tx, **kw)
+        )
+
+        def undo(f: asyncio.Future[PendingMessage]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                return
+            loop.run_in_executor(None, self._nack_quietly, f.result().request_id)
+
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            fut.add_done_callback(undo)
+            raise
+
+    def _nack_quietly(self, request_id: int) -> None:
+        with contextlib.suppress(MQError):
+            self._transport.end_receive(self.handle, request_id, Ack.NACK)
+
+    async def start_receive(
+        self,
+        timeout: float | None = None,
+        tx: AsyncTransaction | TransactionId | None = None,
+        *,
+        lookup_id: int | None = None,
+        action: Seek = Seek.CURRENT,
+    ) -> PendingMessage:
+        """First phase of a receive (see :meth:`openmsmq.client.Queue.start_receive`)."""
+        tid = _tid(tx)
+        if lookup_id is not None:
+            return await self._start_guarded(
+                0.0, tid, action=_RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id
+            )
+        result: PendingMessage = await _sliced(lambda wait: self._start_guarded(wait, tid), timeout)
+        return result
+
+    async def end_receive(self, pending: PendingMessage, ack: Ack | bool = Ack.ACK) -> None:
+        """ACK or NACK a pending receive."""
+        if isinstance(ack, bool):
+            ack = Ack.ACK if ack else Ack.NACK
+        await self._call(self._transport.end_receive, self.handle, pending.request_id, ack)
+
+    async def receive(
+        self, timeout: float | None = None, tx: AsyncTransaction | TransactionId | None = None
+    ) -> Message:
+        """Receive the first message; cancellation while waiting puts nothing at risk."""
+        pending = await self.start_receive(timeout, tx)
+        await asyncio.shield(self.end_receive(pending, Ack.ACK))
+        return pending.message
+
+    async def _wait_available(self, timeout: float | None) -> None:
+        async def peek(wait: float) -> None:
+            await self._call(self._transport.read, self.handle, ReadAction.PEEK_CURRENT, timeout=wait)
+
+        await _sliced(peek, timeout)
+
+    async def receive_many(
+        self, n: int, timeout: float | None = None, tx: AsyncTransaction | TransactionId | None = None
+    ) -> list[Message]:
+        """Receive up to ``n`` messages in one hop (waits ``timeout`` for the first only)."""
+        tid = _tid(tx)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + max(0.0, timeout)
+        while True:
+            try:
+                result: list[Message] = await asyncio.shield(
+                    self._call(
+                        self._transport.read,
+                        self.handle,
+                        ReadAction.RECEIVE,
+                        timeout=0.0,
+                        tx=tid,
+                        max_count=n,
+                    )
+                )
+                return result
+            except MQError as exc:
+                if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                    raise
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise MQError(HResult.MQ_ERROR_IO_TIMEOUT, f"no message in {self.name}")
+            await self._wait_available(remaining)
+
+    async def peek(self, timeout: float | None = None) -> Message:
+        """The first message, without removing it."""
+
+        async def op(wait: float) -> list[Message]:
+            return await self._call(self._transport.read, self.handle, ReadAction.PEEK_CURRENT, timeout=wait)
+
+        result: list[Message] = await _sliced(op, timeout)
+        return result[0]
+
+    async def peek_many(self, n: int, timeout: float | None = 0.0) -> list[Message]:
+        """Up to ``n`` head messages without removing them, one hop."""
+        if timeout:
+            await self._wait_available(timeout)
+        return await self._call(
+            self._transport.read, self.handle, ReadAction.PEEK_CURRENT, timeout=0.0, max_count=n
+        )
+
+    async def iter_receive(
+        self,
+        batch: int = 100,
+        timeout: float | None = None,
+        tx: AsyncTransaction | TransactionId | None = None,
+    ) -> AsyncIterator[Message]:
+        """``async for msg in q.iter_receive(batch=100, timeout=1):`` — one hop per batch;
+        stops when a wait of ``timeout`` finds nothing (None: never)."""
+        while True:
+            try:
+                msgs = await self.receive_many(batch, timeout, tx)
+            except MQError as exc:
+                if exc.hresult == HResult.MQ_ERROR_IO_TIMEOUT:
+                    return
+                raise
+            for m in msgs:
+                yield m
+
+    async def peek_by_lookup_id(self, lookup_id: int, action: Seek = Seek.CURRENT) -> Message:
+        """MQ_LOOKUP_PEEK_* (MessageNotFoundError when there is none)."""
+        result = await self._call(
+            self._transport.read, self.handle, _PEEK_SEEK[Seek(action)], lookup_id=lookup_id
+        )
+        return result[0]
+
+    async def receive_by_lookup_id(
+        self, lookup_id: int, action: Seek = Seek.CURRENT, tx: AsyncTransaction | TransactionId | None = None
+    ) -> Message:
+        """MQ_LOOKUP_RECEIVE_* (in ``tx`` or not)."""
+        result = await self._call(
+            self._transport.read, self.handle, _RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=_tid(tx)
+        )
+        return result[0]
+
+    async def reject(self, message: Message, tx: AsyncTransaction | TransactionId) -> None:
+        """Mark a message received in ``tx`` as rejected (NackReceiveRejected at commit)."""
+        tid = _tid(tx)
+        assert tid is not None
+        await self._call(self._transport.set_ack_class, tid, message.lookup_id, NACK_RECEIVE_REJECTED)
+
+    # ---- cursors, purge, properties --------------------------------------------------------
+
+    async def cursor(self) -> AsyncCursor:
+        """A new cursor (``async with await q.cursor() as c:``)."""
+        return AsyncCursor(self, await self._call(self._transport.create_cursor, self.handle))
+
+    async def purge(self) -> int:
+        """Delete every available message; returns how many."""
+        return await self._call(self._transport.purge, self.handle)
+
+    async def info(self) -> QueueInfo:
+        """Properties and counts."""
+        return await self._call(self._transport.queue_info, self.name)
+
+    async def close(self) -> None:
+        """Close the handle (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            await self._call(self._transport.close_queue, self.handle)
+
+    async def __aenter__(self) -> AsyncQueue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncConnection:
+    """A connection (see :class:`openmsmq.client.Connection`); ``async with`` closes it."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    async def open_queue(
+        self,
+        name: str,
+        access: Access = Access.SEND | Access.RECEIVE,
+        share: ShareMode = ShareMode.DENY_NONE,
+    ) -> AsyncQueue:
+        """Open a queue by path or format name."""
+        handle = await asyncio.to_thread(self.transport.open_queue, name, access, share)
+        return AsyncQueue(self.transport, name, handle, Access(access), ShareMode(share))
+
+    async def create_queue(
+        self,
+        path: str,
+        *,
+        transactional: bool = False,
+        label: str = "",
+        quota_kb: int = INFINITE,
+        journal: bool = False,
+        journal_quota_kb: int = INFINITE,
+    ) -> QueueInfo:
+        """Create a private queue."""
+        return await asyncio.to_thread(
+            self.transport.create_queue,
+            path,
+            transactional=transactional,
+            label=label,
+            quota_kb=quota_kb,
+            journal=journal,
+            journal_quota_kb=journal_quota_kb,
+        )
+
+    async def delete_queue(self, name: str) -> None:
+        """Delete a queue and its messages."""
+        await asyncio.to_thread(self.transport.delete_queue, name)
+
+    async def list_queues(self, *, include_system: bool = False) -> list[QueueInfo]:
+        """Private queues (and system ones when asked)."""
+        return await asyncio.to_thread(self.transport.list_queues, include_system=include_system)
+
+    async def queue_info(self, name: str) -> QueueInfo:
+        """Properties and counts of a queue."""
+        return await asyncio.to_thread(self.transport.queue_info, name)
+
+    def transaction(self) -> AsyncTransaction:
+        """A transaction, begun by ``async with`` (or ``await tx.begin()``)."""
+        return AsyncTransaction(self.transport)
+
+    async def close(self) -> None:
+        """Close handles, abort open transactions, release the queue manager."""
+        await asyncio.to_thread(self.transport.close)
+
+    async def __aenter__(self) -> AsyncConnection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
