@@ -64,7 +64,7 @@ def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
         store.write(ops.commit_work([], [ops.Remove(q.queue_id, lid, 0) for lid in got]))
     with Store(path) as store:
         again = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())], []))
-        assert again == [4]
+        assert again[0] > 3  # a restart continues above the reserved block: gaps, no reuse
 
 
 def test_group_commit_shares_commits(tmp_path: Path) -> None:

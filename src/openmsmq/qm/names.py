@@ -7,6 +7,7 @@ compares case-insensitively): the canonical key of a queue is its lower-cased
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 
@@ -91,8 +92,9 @@ def _parse_path(full: str, path: str) -> tuple[str | None, str, str]:
     return computer, key, path
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_name(name: str) -> ParsedName:
-    """Parse a path name or a DIRECT= / PRIVATE= format name.
+    """Parse a path name or a DIRECT= / PRIVATE= format name (memoised: names repeat).
 
     Raises MQ_ERROR_ILLEGAL_QUEUE_PATHNAME / MQ_ERROR_ILLEGAL_FORMATNAME on bad syntax.
     """

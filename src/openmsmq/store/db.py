@@ -31,12 +31,14 @@ from typing import Any, TypeVar
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.store.schema import APPLICATION_ID, migrate
 
-__all__ = ["Store", "StoreStats", "WriteContext", "storage_error"]
+__all__ = ["LOOKUP_ID_BLOCK", "Store", "StoreStats", "WriteContext", "storage_error"]
 
 T = TypeVar("T")
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_FULL = 13
+#: LookupIdentifiers reserved per persisted SequentialID update (a restart skips the rest).
+LOOKUP_ID_BLOCK = 65536
 
 
 def storage_error(exc: BaseException, path: str | os.PathLike[str]) -> BaseException:
@@ -144,7 +146,11 @@ class Store:
         except BaseException:
             self._conn.close()
             raise
+        # The persisted SequentialID is an upper bound of every LookupIdentifier handed
+        # out (reserved in blocks): a restart continues above it, so identifiers stay
+        # strictly increasing and are never reused, and most commits skip the UPDATE.
         self._sequential_id = int(row[0]) if row else 0
+        self._reserved = self._sequential_id
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         if threaded:
@@ -227,7 +233,7 @@ class Store:
             if first is _STOP:
                 break
             batch = [first]
-            while True:
+            while True:  # drain: everything queued meanwhile shares this COMMIT
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
@@ -247,6 +253,7 @@ class Store:
         """
         conn = self._conn
         pending = list(batch)
+        merge = True
         while pending:
             ctx = WriteContext(conn, self._sequential_id)
             results: list[tuple[_Op, bool, Any]] = []
@@ -256,14 +263,25 @@ class Store:
                 self._fail_all(pending, exc)
                 return
             restart = False
-            for op in pending:
+            todo = self._merge_runs(ctx, pending, results) if merge else pending
+            if todo is None:  # SQLite dropped the transaction inside a merged run
+                merge = False
+                continue
+            # A lone operation needs no savepoint: if it fails, the whole (one-op)
+            # transaction is rolled back below.
+            savepoints = len(pending) > 1
+            for op in todo:
                 try:
-                    conn.execute("SAVEPOINT op")
+                    if savepoints:
+                        conn.execute("SAVEPOINT op")
                     value = op.fn(ctx)
-                    conn.execute("RELEASE op")
+                    if savepoints:
+                        conn.execute("RELEASE op")
                     results.append((op, True, value))
                 except BaseException as exc:
-                    if conn.in_transaction:
+                    if not savepoints:
+                        self._rollback()
+                    elif conn.in_transaction:
                         try:
                             conn.execute("ROLLBACK TO op")
                             conn.execute("RELEASE op")
@@ -280,14 +298,17 @@ class Store:
             if restart:
                 continue
             try:
-                if ctx.sequential_id != self._sequential_id:
-                    conn.execute("UPDATE qm_state SET sequential_id = ? WHERE id = 1", (ctx.sequential_id,))
+                reserved = self._reserved
+                if ctx.sequential_id > reserved:
+                    reserved = ctx.sequential_id + LOOKUP_ID_BLOCK
+                    conn.execute("UPDATE qm_state SET sequential_id = ? WHERE id = 1", (reserved,))
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback()
                 self._fail_all(pending, exc)
                 return
             self._sequential_id = ctx.sequential_id
+            self._reserved = reserved
             self.stats.batches += 1
             for op, ok, value in results:
                 if ok:
@@ -297,6 +318,51 @@ class Store:
                     self.stats.failed_ops += 1
                     op.future.set_exception(storage_error(value, self.path))
             return
+
+    def _merge_runs(
+        self, ctx: WriteContext, pending: list[_Op], results: list[tuple[_Op, bool, Any]]
+    ) -> list[_Op] | None:
+        """Run runs of mergeable operations (those whose callable has a ``merge``
+        staticmethod, e.g. CommitWork) as one operation each, under a savepoint.
+
+        Returns the operations still to run one by one: all of a run whose merged form
+        failed (so the failing one fails alone), and every non-mergeable operation; None
+        when SQLite rolled the whole transaction back (the batch is rerun unmerged).
+        """
+        if len(pending) < 2:
+            return pending
+        rest: list[_Op] = []
+        runs: dict[type, list[_Op]] = {}
+        for op in pending:
+            if hasattr(op.fn, "merge"):
+                runs.setdefault(type(op.fn), []).append(op)
+            else:
+                rest.append(op)
+        conn = ctx.conn
+        # When one merged run is the whole batch its savepoint is the transaction itself.
+        alone = len(runs) == 1 and not rest
+        for kind, run in runs.items():
+            if len(run) < 2:
+                rest.extend(run)
+                continue
+            try:
+                if not alone:
+                    conn.execute("SAVEPOINT merged")
+                values = kind.merge([o.fn for o in run])(ctx)  # type: ignore[attr-defined]
+                if not alone:
+                    conn.execute("RELEASE merged")
+            except Exception:
+                if alone:
+                    self._rollback()
+                if not conn.in_transaction:
+                    del results[:]
+                    return None
+                conn.execute("ROLLBACK TO merged")
+                conn.execute("RELEASE merged")
+                rest.extend(run)
+                continue
+            results.extend((o, True, v) for o, v in zip(run, values, strict=True))
+        return rest
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
