@@ -1,0 +1,309 @@
+"""asyncio driver of :class:`~openmsmq.qm.transfer.Transfer`: the MS-MQQB listener (TCP 1801),
+one connector per next hop with reconnect back-off, timers and store work.
+
+Threading model: everything here runs on the event loop thread except the store work,
+which runs on a small thread pool (:meth:`Transfer.run_store_work` blocks until the
+group commit is durable). Each work item is one *batch*; its completion comes back to
+the loop with one ``call_soon_threadsafe`` (the executor future), never one per message.
+
+Output is coalesced: reads and completions only *schedule* a pump (``call_soon``), and
+the pump writes each connection's pending packets with one ``transport.write``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from openmsmq.protocol.events import Role
+from openmsmq.qm.transfer import StoreWork, Transfer
+
+__all__ = ["MQQB_PORT", "MQQBNode", "NetConfig", "allow_networks"]
+
+log = logging.getLogger("openmsmq.net")
+
+#: MS-MQQB 2.1.1: the TCP port of MS-MQQB sessions.
+MQQB_PORT = 1801
+
+
+def allow_networks(networks: Iterable[str]) -> Callable[[str], bool]:
+    """An allowlist predicate over CIDR networks (``"127.0.0.1/32"``, ``"10.0.0.0/8"``)."""
+    nets = [ipaddress.ip_network(n, strict=False) for n in networks]
+
+    def allowed(address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in n for n in nets)
+
+    return allowed
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    """Listener and connector settings.
+
+    ``host``/``port``: where the listener binds (peers are reached on ``peer_port``,
+    the same port by default, as MSMQ peers all use 1801). Connectors bind their source
+    address to ``host`` so that the peer sees this QM's address. ``backoff_min`` /
+    ``backoff_max``: Session Retry Connect wait, doubling (MS-MQQB 3.1.2.3).
+    ``poll_interval``: how often outgoing queues are checked for new commits.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = MQQB_PORT
+    peer_port: int | None = None
+    allow: Callable[[str], bool] = field(default_factory=lambda: allow_networks(["127.0.0.0/8", "::1/128"]))
+    backoff_min: float = 0.5
+    backoff_max: float = 30.0
+    poll_interval: float = 0.05
+    store_threads: int = 2
+
+
+class _MQQBProtocol(asyncio.Protocol):
+    """One TCP connection; everything is handed to the node."""
+
+    def __init__(self, node: MQQBNode, role: Role, peer_hint: str = "") -> None:
+        self.node = node
+        self.role = role
+        self.peer = peer_hint
+        self.cid = 0
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = node.loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peername = transport.get_extra_info("peername")
+        address = str(peername[0]) if peername else ""
+        if self.role is Role.ACCEPTOR:
+            if not self.node.config.allow(address):
+                log.warning("refused MS-MQQB connection from %s (not in the allowlist)", address)
+                transport.abort()
+                return
+            self.peer = address
+        self.cid = self.node.transfer.connection_made(self.peer, self.role, self.node.now())
+        self.node.transports[self.cid] = self
+        log.info("connection %s %s", "to" if self.role is Role.INITIATOR else "from", self.peer)
+        self.node.kick()
+
+    def data_received(self, data: bytes) -> None:
+        if not self.cid:
+            return
+        try:
+            self.node.transfer.data_received(self.cid, data, self.node.now())
+        except Exception:  # a bug must not take the other sessions down
+            log.exception("session %s: internal error; closing it", self.peer)
+            if self.transport is not None:
+                self.transport.abort()
+        self.node.connected_ok(self.peer)
+        self.node.kick()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if not self.cid:
+            return
+        self.node.transports.pop(self.cid, None)
+        self.node.transfer.connection_lost(self.cid, self.node.now())
+        self.node.kick()
+
+
+class MQQBNode:
+    """Runs a :class:`Transfer` on the running event loop: ``await node.start()``,
+    ``await node.stop()``."""
+
+    def __init__(self, transfer: Transfer, config: NetConfig | None = None) -> None:
+        self.transfer = transfer
+        self.config = config or NetConfig()
+        self.loop = asyncio.get_running_loop()
+        self.transports: dict[int, _MQQBProtocol] = {}
+        self._server: asyncio.Server | None = None
+        self._executor = ThreadPoolExecutor(self.config.store_threads, thread_name_prefix="openmsmq-transfer")
+        self._pump_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._poll_handle: asyncio.TimerHandle | None = None
+        self._connecting: dict[str, asyncio.Task[None]] = {}
+        self._backoff: dict[str, float] = {}
+        self._next_try: dict[str, float] = {}
+        self._store_in_flight: set[asyncio.Future[Any]] = set()
+        self._stopping = False
+
+    def now(self) -> float:
+        """The protocol clock: the loop's monotonic time."""
+        return self.loop.time()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound listener address."""
+        assert self._server is not None
+        sock = self._server.sockets[0]
+        host, port = sock.getsockname()[:2]
+        return str(host), int(port)
+
+    async def start(self) -> None:
+        """Bind the listener and start polling the outgoing queues."""
+        self._server = await self.loop.create_server(
+            lambda: _MQQBProtocol(self, Role.ACCEPTOR), self.config.host, self.config.port, reuse_address=True
+        )
+        log.info("MS-MQQB listener on %s:%d", *self.address)
+        self._poll()
+
+    async def stop(self, flush_timeout: float = 5.0) -> None:
+        """Graceful stop: close the listener, let store work finish, close the sessions."""
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+        for task in self._connecting.values():
+            task.cancel()
+        if self._poll_handle is not None:
+            self._poll_handle.cancel()
+        deadline = self.now() + flush_timeout
+        while self._store_in_flight and self.now() < deadline:
+            await asyncio.wait(set(self._store_in_flight), timeout=max(0.01, deadline - self.now()))
+        self.transfer.close_all(self.now())
+        self._pump()
+        for proto in list(self.transports.values()):
+            if proto.transport is not None:
+                proto.transport.close()
+        if self._timer is not None:
+            self._timer.cancel()
+        await asyncio.sleep(0)
+        self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ pump
+
+    def kick(self) -> None:
+        """Schedule one pump for this loop iteration (coalesces many inputs)."""
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            self.loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        self._pump_scheduled = False
+        t = self.transfer
+        for cid, data in t.data_to_send():
+            proto = self.transports.get(cid)
+            if proto is not None and proto.transport is not None:
+                proto.transport.write(data)  # all pending packets of the session: one write
+        for cid in t.connections_to_close():
+            proto = self.transports.get(cid)
+            if proto is not None and proto.transport is not None:
+                proto.transport.close()
+            elif proto is None:
+                t.connection_lost(cid, self.now())
+        while (work := t.next_store_work()) is not None:
+            self._run_store(work)
+        if not self._stopping:
+            self._connect_wanted()
+        self._arm_timer()
+
+    def _run_store(self, work: StoreWork) -> None:
+        fut = self.loop.run_in_executor(self._executor, self.transfer.run_store_work, work)
+        self._store_in_flight.add(fut)
+
+        def done(f: asyncio.Future[list[BaseException | None]]) -> None:
+            self._store_in_flight.discard(f)
+            exc = f.exception()
+            self.transfer.store_work_done(work, exc if exc is not None else f.result(), self.now())  # type: ignore[arg-type]
+            self.kick()
+
+        fut.add_done_callback(done)
+
+    def _arm_timer(self) -> None:
+        deadline = self.transfer.get_timer()
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self.transfer.handle_timer(self.now())
+        self.kick()
+
+    def _poll(self) -> None:
+        if self._stopping:
+            return
+        try:
+            self.transfer.poll(self.now())
+        except Exception:
+            log.exception("polling the outgoing queues failed")
+        self.kick()
+        self._poll_handle = self.loop.call_later(self.config.poll_interval, self._poll)
+
+    # ------------------------------------------------------------------ connectors
+
+    def connected_ok(self, peer: str) -> None:
+        """The peer answered: the next reconnect starts with the shortest wait again."""
+        self._backoff.pop(peer, None)
+
+    def _connect_wanted(self) -> None:
+        now = self.now()
+        for peer in self.transfer.wanted_peers():
+            if peer in self._connecting:
+                continue
+            at = self._next_try.get(peer, 0.0)
+            if now < at:
+                continue
+            self._connecting[peer] = self.loop.create_task(self._connect(peer))
+
+    async def _connect(self, peer: str) -> None:
+        """One connection attempt to ``peer``; on failure, wait the back-off (Session Retry
+        Connect Timer, MS-MQQB 3.1.2.3) doubling up to ``backoff_max``."""
+        host, port = _split_hop(peer, self.config.peer_port or self.config.port)
+        local = None
+        if self.config.host not in ("0.0.0.0", "::", ""):
+            local = (self.config.host, 0)
+        try:
+            _transport, proto = await asyncio.wait_for(
+                self.loop.create_connection(
+                    lambda: _MQQBProtocol(self, Role.INITIATOR, peer), host, port, local_addr=local
+                ),
+                timeout=10.0,
+            )
+            self._next_try.pop(peer, None)
+            self.transfer.set_retry(peer, None)
+            delay = self._backoff.get(peer, self.config.backoff_min)
+            self._backoff[peer] = min(delay * 2, self.config.backoff_max)
+            await proto.closed
+            # The next attempt waits unless the session answered (connected_ok).
+            if peer in self._backoff:
+                self._next_try[peer] = self.now() + delay
+        except (TimeoutError, OSError) as exc:
+            delay = self._backoff.get(peer, self.config.backoff_min)
+            self._backoff[peer] = min(delay * 2, self.config.backoff_max)
+            self._next_try[peer] = self.now() + delay
+            self.transfer.set_retry(peer, self._next_try[peer])
+            log.info("connect to %s failed (%s); retrying in %.1f s", peer, exc, delay)
+        finally:
+            self._connecting.pop(peer, None)
+        if not self._stopping:
+            at = self._next_try.get(peer)
+            if at is not None:
+                self.loop.call_at(at, self.kick)
+            self.kick()
+
+
+def _split_hop(hop: str, default_port: int) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]:port`` → (host, port)."""
+    if hop.startswith("["):
+        host, _, rest = hop[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else default_port
+    if hop.count(":") == 1:
+        host, _, port = hop.partition(":")
+        return host, int(port)
+    return hop, default_port
+

@@ -1,0 +1,168 @@
+"""The MS-MQQB listener and connectors with real sockets on 127.0.0.1 / 127.0.0.2."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import pytest
+
+from openmsmq.net import MQQBNode, NetConfig, allow_networks
+from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.transfer import Transfer, TransferConfig
+from openmsmq.store.records import Message
+
+A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+Q = "private$\\orders"
+DEST_B = f"DIRECT=TCP:{B}\\PRIVATE$\\orders"
+
+
+def _free_port() -> int:
+    # A port free on both addresses (MSMQ peers share one port on distinct IPs).
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((A, 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket() as s2:
+                s2.bind((B, port))
+            return int(port)
+        except OSError:
+            continue
+    raise RuntimeError("no free port")
+
+
+class QM:
+    """A queue manager with its transfer node on ``address``."""
+
+    def __init__(self, root: Path, address: str, port: int, allow: list[str] | None = None) -> None:
+        self.root, self.address, self.port, self.allow = root, address, port, allow
+        self.qm: QueueManager | None = None
+        self.node: MQQBNode | None = None
+
+    async def start(self) -> QM:
+        self.qm = QueueManager(self.root / self.address, integrity_check=False)
+        loop = asyncio.get_running_loop()
+        transfer = Transfer(self.qm, TransferConfig(local_addresses=(self.address,)), loop.time())
+        cfg = NetConfig(
+            host=self.address, port=self.port, backoff_min=0.05, backoff_max=0.2, poll_interval=0.02
+        )
+        if self.allow is not None:
+            cfg = NetConfig(host=self.address, port=self.port, allow=allow_networks(self.allow),
+                            backoff_min=0.05, backoff_max=0.2, poll_interval=0.02)  # fmt: skip
+        self.node = MQQBNode(transfer, cfg)
+        await self.node.start()
+        return self
+
+    async def stop(self) -> None:
+        assert self.node is not None and self.qm is not None
+        await self.node.stop()
+        self.qm.close()
+
+
+def _send(qm: QueueManager, n: int, prefix: str) -> None:
+    tx = qm.begin()
+    qm.send_many(DEST_B, [Message(body=f"{prefix}{i}".encode()) for i in range(n)], tx)
+    tx.commit()
+
+
+async def _wait_for(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not pred():
+        if loop.time() > end:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.02)
+
+
+def _outgoing(qm: QueueManager) -> int:
+    return sum(r.msg_count for r in qm.list_queues(include_system=True) if r.queue_type == 4)
+
+
+def _count(qm: QueueManager) -> int:
+    return qm.get_queue(Q).msg_count
+
+
+def _run(coro) -> None:  # type: ignore[no-untyped-def]
+    asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_malformed_packet_closes_only_its_session(tmp_path: Path) -> None:
+    port = _free_port()
+
+    async def main() -> None:
+        b = QM(tmp_path, B, port)
+        qb = QueueManager(tmp_path / B, integrity_check=False)
+        qb.create_queue(Q, transactional=True)
+        qb.close()
+        await b.start()
+        a = await QM(tmp_path, A, port).start()
+        assert a.qm is not None and b.qm is not None
+        _send(a.qm, 300, "m")
+        loop = asyncio.get_running_loop()
+        # A misbehaving peer from 127.0.0.3 sends garbage while A transfers.
+        reader, writer = await asyncio.open_connection(B, port, local_addr=(C, 0))
+        writer.write(b"\x10\x00\x00\x00GARBAGE-GARBAGE-GARBAGE")
+        await writer.drain()
+        eof = await asyncio.wait_for(reader.read(100), 10)
+        assert eof == b""  # B closed that session
+        writer.close()
+        _send(a.qm, 300, "n")
+        await _wait_for(lambda: _count(b.qm) == 600 and _outgoing(a.qm) == 0)
+        bodies = [m.body for m in b.qm.peek_range(Q, 0, 1000)]
+        assert bodies == [f"m{i}".encode() for i in range(300)] + [f"n{i}".encode() for i in range(300)]
+        assert loop.time() > 0
+        await a.stop()
+        await b.stop()
+
+    _run(main())
+
+
+def test_allowlist_refuses_other_peers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    port = _free_port()
+
+    async def main() -> None:
+        b = await QM(tmp_path, B, port, allow=[f"{A}/32"]).start()
+        reader, writer = await asyncio.open_connection(B, port, local_addr=(C, 0))
+        try:
+            data = await asyncio.wait_for(reader.read(100), 10)
+        except ConnectionResetError:
+            data = b""
+        assert data == b""
+        writer.close()
+        # An allowed peer still gets through.
+        r2, w2 = await asyncio.open_connection(B, port, local_addr=(A, 0))
+        assert not r2.at_eof()
+        w2.close()
+        await b.stop()
+
+    with caplog.at_level("WARNING", logger="openmsmq.net"):
+        _run(main())
+    assert any("refused" in r.message and C in r.message for r in caplog.records)
+
+
+def test_reconnect_after_peer_restart(tmp_path: Path) -> None:
+    port = _free_port()
+
+    async def main() -> None:
+        qb = QueueManager(tmp_path / B, integrity_check=False)
+        qb.create_queue(Q, transactional=True)
+        qb.close()
+        b = await QM(tmp_path, B, port).start()
+        a = await QM(tmp_path, A, port).start()
+        assert a.qm is not None and b.qm is not None
+        _send(a.qm, 100, "x")
+        await _wait_for(lambda: _count(b.qm) == 100 and _outgoing(a.qm) == 0)
+        await b.stop()
+        _send(a.qm, 100, "y")  # B is down: they wait in A's outgoing queue
+        await asyncio.sleep(0.3)
+        assert _outgoing(a.qm) == 100
+        b = await QM(tmp_path, B, port).start()
+        await _wait_for(lambda: _count(b.qm) == 200 and _outgoing(a.qm) == 0)
+        bodies = [m.body for m in b.qm.peek_range(Q, 0, 1000)]
+        assert bodies == [f"x{i}".encode() for i in range(100)] + [f"y{i}".encode() for i in range(100)]
+        await a.stop()
+        await b.stop()
+
+    _run(main())
