@@ -1,0 +1,138 @@
+"""``openmsmq queue create|list|delete|purge|show``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from openmsmq.cli.context import ctx_of, json_option, queue_row
+from openmsmq.client import INFINITE, Access, QueueInfo
+
+__all__ = ["queue", "register"]
+
+
+def _limit(kb: int) -> str:
+    return "unlimited" if kb == INFINITE else f"{kb} KB"
+
+
+def _when(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S") if seconds else "-"
+
+
+def _table(infos: list[QueueInfo]) -> None:
+    table = Table("queue", "kind", "tx", "messages", "bytes", "label")
+    for i in infos:
+        table.add_row(
+            i.path,
+            i.kind,
+            "yes" if i.transactional else "no",
+            str(i.message_count),
+            str(i.total_bytes),
+            i.label,
+        )
+    Console().print(table)
+
+
+def _details(i: QueueInfo) -> None:
+    table = Table("property", "value", show_header=False)
+    for key, value in (
+        ("queue", i.path),
+        ("kind", i.kind),
+        ("transactional", "yes" if i.transactional else "no"),
+        ("label", i.label),
+        ("messages", str(i.message_count)),
+        ("bytes", str(i.total_bytes)),
+        ("quota", _limit(i.quota_kb)),
+        ("journal", "yes" if i.journal else "no"),
+        ("journal quota", _limit(i.journal_quota_kb)),
+        ("private number", f"0x{i.private_number:X}"),
+        ("created", _when(i.created_time)),
+        ("modified", _when(i.modify_time)),
+    ):
+        table.add_row(key, value)
+    if i.destination:
+        table.add_row("destination", i.destination)
+    Console().print(table)
+
+
+@click.group()
+def queue() -> None:
+    """Create, list, inspect, purge and delete queues."""
+
+
+@queue.command("create")
+@click.argument("name")
+@click.option("--transactional", is_flag=True, help="Accept only transactional messages.")
+@click.option(
+    "--quota", "quota_kb", type=click.IntRange(min=0), default=None, help="Quota in KB (default: none)."
+)
+@click.option("--journal", is_flag=True, help="Copy received messages to the queue's journal.")
+@click.option("--label", default="", help="Queue label (up to 124 characters).")
+@json_option
+@click.pass_context
+def create(
+    ctx: click.Context, name: str, transactional: bool, quota_kb: int | None, journal: bool, label: str
+) -> None:
+    """Create the private queue NAME (e.g. 'private$\\orders')."""
+    c = ctx_of(ctx)
+    info = c.connection().create_queue(
+        name,
+        transactional=transactional,
+        quota_kb=INFINITE if quota_kb is None else quota_kb,
+        journal=journal,
+        label=label,
+    )
+    c.emit({"created": queue_row(info)}, lambda: click.echo(f"created {info.path}"))
+
+
+@queue.command("list")
+@click.option("--all", "include_system", is_flag=True, help="Include system, journal and outgoing queues.")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, include_system: bool) -> None:
+    """List queues with their message counts."""
+    c = ctx_of(ctx)
+    infos = c.connection().list_queues(include_system=include_system)
+    c.emit({"queues": [queue_row(i) for i in infos]}, lambda: _table(infos))
+
+
+@queue.command("show")
+@click.argument("name")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, name: str) -> None:
+    """Show the properties and counts of queue NAME."""
+    c = ctx_of(ctx)
+    info = c.connection().queue_info(name)
+    c.emit({"queue": queue_row(info)}, lambda: _details(info))
+
+
+@queue.command("delete")
+@click.argument("name")
+@json_option
+@click.pass_context
+def delete(ctx: click.Context, name: str) -> None:
+    """Delete queue NAME and its messages."""
+    c = ctx_of(ctx)
+    c.connection().delete_queue(name)
+    c.emit({"deleted": name}, lambda: click.echo(f"deleted {name}"))
+
+
+@queue.command("purge")
+@click.argument("name")
+@json_option
+@click.pass_context
+def purge(ctx: click.Context, name: str) -> None:
+    """Delete every available message of queue NAME."""
+    c = ctx_of(ctx)
+    with c.connection().open_queue(name, Access.RECEIVE) as q:
+        count = q.purge()
+    c.emit({"queue": name, "purged": count}, lambda: click.echo(f"purged {count} message(s) from {name}"))
+
+
+def register(group: click.Group) -> None:
+    """Add ``queue`` to the ``openmsmq`` group."""
+    group.add_command(queue)

@@ -1,0 +1,85 @@
+"""``openmsmq serve``: run a queue manager with its MS-MQQB listener.
+
+Registered in :mod:`openmsmq.cli.main` through :func:`register`; also runnable as
+``python -m openmsmq.cli.serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from openmsmq.config import load_config
+from openmsmq.errors import OpenMSMQError
+from openmsmq.net.server import serve as run_server
+
+__all__ = ["main", "register", "serve"]
+
+
+@click.command("serve")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML configuration file.")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="Data directory of the queue manager.")
+@click.option("--listen", help="Address the MS-MQQB listener binds (default 127.0.0.1).")
+@click.option("--port", type=int, help="MS-MQQB TCP port (default 1801).")
+@click.option("--route", "routes", multiple=True, help="Static route DEST=NEXTHOP (repeatable).")
+@click.option("--allow", "allow", multiple=True, help="Allowed peer network CIDR (repeatable).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level.")
+def serve(
+    config_path: Path | None,
+    data_dir: Path | None,
+    listen: str | None,
+    port: int | None,
+    routes: tuple[str, ...],
+    allow: tuple[str, ...],
+    log_level: str | None,
+) -> None:
+    """Run a queue manager: durable queues, MS-MQQB transfer on TCP 1801, until SIGTERM/SIGINT."""
+    overrides: dict[str, object] = {}
+    if data_dir is not None:
+        overrides["qm.data_dir"] = str(data_dir)
+    if listen is not None:
+        overrides["mqqb.listen_address"] = listen
+    if port is not None:
+        overrides["mqqb.port"] = port
+    if routes:
+        table: dict[str, str] = {}
+        for r in routes:
+            dest, eq, hop = r.partition("=")
+            if not eq:
+                raise click.BadParameter(f"expected DEST=NEXTHOP, got {r!r}", param_hint="--route")
+            table[dest.strip()] = hop.strip()
+        overrides["mqqb.routes"] = table
+    if allow:
+        overrides["mqqb.allowed_peers"] = list(allow)
+    if log_level is not None:
+        overrides["log.level"] = log_level
+    try:
+        loaded = load_config(config_path, os.environ, overrides)
+        logging.basicConfig(
+            level=loaded.config.log.level.upper(),
+            format="%(asctime)s %(levelname)s %(name)s %(message)s",
+            stream=sys.stderr,
+        )
+        asyncio.run(run_server(loaded.config))
+    except OpenMSMQError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+
+
+def register(group: click.Group) -> None:
+    """Add ``serve`` to the ``openmsmq`` command group."""
+    group.add_command(serve)
+
+
+def main() -> None:
+    """Entry point of ``python -m openmsmq.cli.serve``."""
+    serve()
+
+
+if __name__ == "__main__":
+    main()
