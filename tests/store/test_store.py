@@ -278,3 +278,25 @@ def test_closed_store_refuses_writes(tmp_path: Path) -> None:
     with pytest.raises(MQError) as info:
         store.submit(lambda ctx: None)
     assert info.value.hresult == HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE
+
+
+def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        small = _queue(store, "private$\\small", quota_kb=1)
+        big = _queue(store, "private$\\big")
+        gate = threading.Event()
+        blocker = store.submit(lambda ctx: gate.wait(5))  # queue the rest behind it: one batch
+        ok1 = store.submit(ops.commit_work([ops.Send.of(big.queue_id, Message(body=b"1"))], []))
+        over = store.submit(ops.commit_work([ops.Send.of(small.queue_id, Message(body=bytes(2048)))], []))
+        ok2 = store.submit(ops.commit_work([ops.Send.of(big.queue_id, Message(body=b"2"))], []))
+        batches = store.stats.batches
+        gate.set()
+        blocker.result()
+        assert len(ok1.result()) == 1 and len(ok2.result()) == 1
+        with pytest.raises(MQError) as info:
+            over.result()
+        assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+        assert store.stats.batches - batches <= 2
+        assert [m.body for m in store.read(lambda c: ops.fetch_range(c, big.queue_id, 0, 10))] == [b"1", b"2"]
+        assert _count(store, small.queue_id) == 0
+        assert store.read(lambda c: ops.get_queue(c, small.queue_id)).total_bytes == 0

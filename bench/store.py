@@ -1,0 +1,123 @@
+"""Store throughput: transactional send then receive through the QueueManager, beside
+raw SQLite (WAL, synchronous=FULL) measured in the same run on the same disk.
+
+    .venv/bin/python bench/store.py [--messages 100000] [--single 100000] [--senders 8]
+
+Prints msgs/s for 100 messages per transaction and for 1 message per transaction from
+8 concurrent senders (with the commits that shared each fsync: group commit), the raw
+SQLite rates for 100 rows and 1 row per transaction, and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from openmsmq.qm import Message, QueueManager
+
+BODY = bytes(256)
+
+
+def raw_sqlite(path: Path, rows: int, per_tx: int) -> float:
+    """Rows/s inserting ``rows`` 256-byte rows, ``per_tx`` per transaction, one executemany each."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS m (id INTEGER PRIMARY KEY, queue_id INTEGER, body BLOB)")
+    start = time.perf_counter()
+    for _ in range(rows // per_tx):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT INTO m (queue_id, body) VALUES (1, ?)", [(BODY,)] * per_tx)
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return rows / elapsed
+
+
+def batched(qm: QueueManager, n: int, per_tx: int) -> tuple[float, float]:
+    q = "private$\\batched"
+    qm.create_queue(q, transactional=True)
+    msgs = [Message(body=BODY)] * per_tx
+    start = time.perf_counter()
+    for _ in range(n // per_tx):
+        with qm.begin() as tx:
+            qm.send_many(q, msgs, tx)
+    send_rate = n / (time.perf_counter() - start)
+    start = time.perf_counter()
+    got = 0
+    while got < n:
+        with qm.begin() as tx:
+            got += len(qm.receive_many(q, per_tx, tx=tx))
+    recv_rate = n / (time.perf_counter() - start)
+    return send_rate, recv_rate
+
+
+def concurrent_single(qm: QueueManager, n: int, workers: int) -> tuple[float, float, float, float]:
+    q = "private$\\single"
+    qm.create_queue(q, transactional=True)
+    msg = Message(body=BODY)
+    per_worker = n // workers
+
+    def sender() -> None:
+        for _ in range(per_worker):
+            with qm.begin() as tx:
+                qm.send(q, msg, tx)
+
+    def receiver() -> None:
+        for _ in range(per_worker):
+            with qm.begin() as tx:
+                qm.receive(q, tx=tx, timeout=60)
+
+    rates = []
+    per_batch = []
+    for fn in (sender, receiver):
+        b0, o0 = qm.store.stats.batches, qm.store.stats.ops
+        threads = [threading.Thread(target=fn) for _ in range(workers)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rates.append(per_worker * workers / (time.perf_counter() - start))
+        per_batch.append((qm.store.stats.ops - o0) / max(1, qm.store.stats.batches - b0))
+    return rates[0], rates[1], per_batch[0], per_batch[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=100_000, help="messages for the 100-per-transaction run")
+    ap.add_argument("--single", type=int, default=100_000, help="messages for the 1-per-transaction run")
+    ap.add_argument("--senders", type=int, default=8)
+    ap.add_argument("--raw-single-rows", type=int, default=3000, help="rows for raw SQLite 1 row/tx")
+    ap.add_argument("--dir", default=None, help="directory for the databases (default: a temp dir)")
+    args = ap.parse_args()
+    print("$", shlex.join([sys.executable, *sys.argv]))
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        base = Path(tmp)
+        raw100 = raw_sqlite(base / "raw100.db", args.messages, 100)
+        raw1 = raw_sqlite(base / "raw1.db", args.raw_single_rows, 1)
+        with QueueManager(base / "qm") as qm:
+            send100, recv100 = batched(qm, args.messages, 100)
+            send1, recv1, fs_send, fs_recv = concurrent_single(qm, args.single, args.senders)
+    print(f"raw SQLite, 100 rows/tx:                 {raw100:12,.0f} rows/s")
+    print(f"raw SQLite, 1 row/tx:                    {raw1:12,.0f} rows/s")
+    print(f"QM send, 100 msgs/tx:                    {send100:12,.0f} msgs/s   raw/QM {raw100 / send100:5.2f}x")
+    print(f"QM receive, 100 msgs/tx:                 {recv100:12,.0f} msgs/s   raw/QM {raw100 / recv100:5.2f}x")
+    print(
+        f"QM send, 1 msg/tx, {args.senders} senders:          {send1:12,.0f} msgs/s   "
+        f"{send1 / raw1:5.1f}x raw 1-row/tx; {fs_send:.1f} commits per fsync"
+    )
+    print(
+        f"QM receive, 1 msg/tx, {args.senders} receivers:     {recv1:12,.0f} msgs/s   "
+        f"{recv1 / raw1:5.1f}x raw 1-row/tx; {fs_recv:.1f} commits per fsync"
+    )
+
+
+if __name__ == "__main__":
+    main()
