@@ -105,16 +105,16 @@ def main() -> None:
         with QueueManager(base / "qm") as qm:
             send100, recv100 = batched(qm, args.messages, 100)
             send1, recv1, fs_send, fs_recv = concurrent_single(qm, args.single, args.senders)
-    print(f"raw SQLite, 100 rows/tx:                 {raw100:12,.0f} rows/s")
-    print(f"raw SQLite, 1 row/tx:                    {raw1:12,.0f} rows/s")
-    print(f"QM send, 100 msgs/tx:                    {send100:12,.0f} msgs/s   raw/QM {raw100 / send100:5.2f}x")
-    print(f"QM receive, 100 msgs/tx:                 {recv100:12,.0f} msgs/s   raw/QM {raw100 / recv100:5.2f}x")
+    print(f"raw SQLite, 100 rows/tx:            {raw100:12,.0f} rows/s")
+    print(f"raw SQLite, 1 row/tx:               {raw1:12,.0f} rows/s")
+    print(f"QM send, 100 msgs/tx:               {send100:12,.0f} msgs/s   raw/QM {raw100 / send100:5.2f}x")
+    print(f"QM receive, 100 msgs/tx:            {recv100:12,.0f} msgs/s   raw/QM {raw100 / recv100:5.2f}x")
     print(
-        f"QM send, 1 msg/tx, {args.senders} senders:          {send1:12,.0f} msgs/s   "
+        f"QM send, 1 msg/tx, {args.senders} senders:     {send1:12,.0f} msgs/s   "
         f"{send1 / raw1:5.1f}x raw 1-row/tx; {fs_send:.1f} commits per fsync"
     )
     print(
-        f"QM receive, 1 msg/tx, {args.senders} receivers:     {recv1:12,.0f} msgs/s   "
+        f"QM receive, 1 msg/tx, {args.senders} receivers:{recv1:12,.0f} msgs/s   "
         f"{recv1 / raw1:5.1f}x raw 1-row/tx; {fs_recv:.1f} commits per fsync"
     )
 
