@@ -1,0 +1,319 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SessionPing(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+
+class SessionPong(_message.Message):
+    __slots__ = ("session_id", "session_timeout", "seq")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    session_timeout: float
+    seq: int
+    def __init__(self, session_id: _Optional[str] = ..., session_timeout: _Optional[float] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class OpenQueueRequest(_message.Message):
+    __slots__ = ("queue", "access", "share_mode")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_MODE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    access: int
+    share_mode: int
+    def __init__(self, queue: _Optional[str] = ..., access: _Optional[int] = ..., share_mode: _Optional[int] = ...) -> None: ...
+
+class OpenQueueReply(_message.Message):
+    __slots__ = ("handle",)
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    def __init__(self, handle: _Optional[int] = ...) -> None: ...
+
+class HandleRequest(_message.Message):
+    __slots__ = ("handle",)
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    def __init__(self, handle: _Optional[int] = ...) -> None: ...
+
+class CreateCursorReply(_message.Message):
+    __slots__ = ("cursor",)
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    cursor: int
+    def __init__(self, cursor: _Optional[int] = ...) -> None: ...
+
+class CloseCursorRequest(_message.Message):
+    __slots__ = ("handle", "cursor")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    cursor: int
+    def __init__(self, handle: _Optional[int] = ..., cursor: _Optional[int] = ...) -> None: ...
+
+class PurgeReply(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class ReadRequest(_message.Message):
+    __slots__ = ("handle", "action", "lookup_id", "cursor", "timeout_ms", "transaction", "max_count", "request_id")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    action: int
+    lookup_id: int
+    cursor: int
+    timeout_ms: int
+    transaction: bytes
+    max_count: int
+    request_id: int
+    def __init__(self, handle: _Optional[int] = ..., action: _Optional[int] = ..., lookup_id: _Optional[int] = ..., cursor: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., transaction: _Optional[bytes] = ..., max_count: _Optional[int] = ..., request_id: _Optional[int] = ...) -> None: ...
+
+class ReadReply(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class CancelReceiveRequest(_message.Message):
+    __slots__ = ("handle", "request_id")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    request_id: int
+    def __init__(self, handle: _Optional[int] = ..., request_id: _Optional[int] = ...) -> None: ...
+
+class EndReceiveRequest(_message.Message):
+    __slots__ = ("handle", "ack", "request_ids")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    ack: int
+    request_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, handle: _Optional[int] = ..., ack: _Optional[int] = ..., request_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class EndReceiveReply(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, status: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SetAckClassRequest(_message.Message):
+    __slots__ = ("handle", "transaction", "lookup_id", "message_class")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    transaction: bytes
+    lookup_id: int
+    message_class: int
+    def __init__(self, handle: _Optional[int] = ..., transaction: _Optional[bytes] = ..., lookup_id: _Optional[int] = ..., message_class: _Optional[int] = ...) -> None: ...
+
+class OutgoingMessage(_message.Message):
+    __slots__ = ("body", "label", "priority", "correlation_id", "app_specific", "body_type", "delivery", "time_to_reach_queue", "time_to_be_received", "ack_flags", "admin_queue", "response_queue", "journal", "dead_letter", "extension")
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    APP_SPECIFIC_FIELD_NUMBER: _ClassVar[int]
+    BODY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_REACH_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_BE_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    ACK_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    EXTENSION_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    label: str
+    priority: int
+    correlation_id: bytes
+    app_specific: int
+    body_type: int
+    delivery: int
+    time_to_reach_queue: int
+    time_to_be_received: int
+    ack_flags: int
+    admin_queue: str
+    response_queue: str
+    journal: bool
+    dead_letter: bool
+    extension: bytes
+    def __init__(self, body: _Optional[bytes] = ..., label: _Optional[str] = ..., priority: _Optional[int] = ..., correlation_id: _Optional[bytes] = ..., app_specific: _Optional[int] = ..., body_type: _Optional[int] = ..., delivery: _Optional[int] = ..., time_to_reach_queue: _Optional[int] = ..., time_to_be_received: _Optional[int] = ..., ack_flags: _Optional[int] = ..., admin_queue: _Optional[str] = ..., response_queue: _Optional[str] = ..., journal: _Optional[bool] = ..., dead_letter: _Optional[bool] = ..., extension: _Optional[bytes] = ...) -> None: ...
+
+class SendRequest(_message.Message):
+    __slots__ = ("handle", "transaction", "messages")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    transaction: bytes
+    messages: _containers.RepeatedCompositeFieldContainer[OutgoingMessage]
+    def __init__(self, handle: _Optional[int] = ..., transaction: _Optional[bytes] = ..., messages: _Optional[_Iterable[_Union[OutgoingMessage, _Mapping]]] = ...) -> None: ...
+
+class SendReceipt(_message.Message):
+    __slots__ = ("id_lineage", "id_uniquifier", "lookup_id")
+    ID_LINEAGE_FIELD_NUMBER: _ClassVar[int]
+    ID_UNIQUIFIER_FIELD_NUMBER: _ClassVar[int]
+    LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    id_lineage: bytes
+    id_uniquifier: int
+    lookup_id: int
+    def __init__(self, id_lineage: _Optional[bytes] = ..., id_uniquifier: _Optional[int] = ..., lookup_id: _Optional[int] = ...) -> None: ...
+
+class SendReply(_message.Message):
+    __slots__ = ("receipts",)
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    receipts: _containers.RepeatedCompositeFieldContainer[SendReceipt]
+    def __init__(self, receipts: _Optional[_Iterable[_Union[SendReceipt, _Mapping]]] = ...) -> None: ...
+
+class TransactionRequest(_message.Message):
+    __slots__ = ("transaction",)
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    transaction: bytes
+    def __init__(self, transaction: _Optional[bytes] = ...) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ("body", "label", "lookup_id", "id_lineage", "id_uniquifier", "message_class", "priority", "correlation_id", "app_specific", "body_type", "delivery", "sent_time", "arrived_time", "time_to_reach_queue", "time_to_be_received", "destination_queue", "admin_queue", "response_queue", "ack_flags", "positive_journaling", "negative_journaling", "transactional", "first_in_transaction", "last_in_transaction", "source_machine", "extension", "request_id")
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_LINEAGE_FIELD_NUMBER: _ClassVar[int]
+    ID_UNIQUIFIER_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    APP_SPECIFIC_FIELD_NUMBER: _ClassVar[int]
+    BODY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    SENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ARRIVED_TIME_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_REACH_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_BE_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    ACK_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    POSITIVE_JOURNALING_FIELD_NUMBER: _ClassVar[int]
+    NEGATIVE_JOURNALING_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
+    FIRST_IN_TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    LAST_IN_TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_MACHINE_FIELD_NUMBER: _ClassVar[int]
+    EXTENSION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    label: str
+    lookup_id: int
+    id_lineage: bytes
+    id_uniquifier: int
+    message_class: int
+    priority: int
+    correlation_id: bytes
+    app_specific: int
+    body_type: int
+    delivery: int
+    sent_time: int
+    arrived_time: int
+    time_to_reach_queue: int
+    time_to_be_received: int
+    destination_queue: str
+    admin_queue: str
+    response_queue: str
+    ack_flags: int
+    positive_journaling: bool
+    negative_journaling: bool
+    transactional: bool
+    first_in_transaction: bool
+    last_in_transaction: bool
+    source_machine: bytes
+    extension: bytes
+    request_id: int
+    def __init__(self, body: _Optional[bytes] = ..., label: _Optional[str] = ..., lookup_id: _Optional[int] = ..., id_lineage: _Optional[bytes] = ..., id_uniquifier: _Optional[int] = ..., message_class: _Optional[int] = ..., priority: _Optional[int] = ..., correlation_id: _Optional[bytes] = ..., app_specific: _Optional[int] = ..., body_type: _Optional[int] = ..., delivery: _Optional[int] = ..., sent_time: _Optional[int] = ..., arrived_time: _Optional[int] = ..., time_to_reach_queue: _Optional[int] = ..., time_to_be_received: _Optional[int] = ..., destination_queue: _Optional[str] = ..., admin_queue: _Optional[str] = ..., response_queue: _Optional[str] = ..., ack_flags: _Optional[int] = ..., positive_journaling: _Optional[bool] = ..., negative_journaling: _Optional[bool] = ..., transactional: _Optional[bool] = ..., first_in_transaction: _Optional[bool] = ..., last_in_transaction: _Optional[bool] = ..., source_machine: _Optional[bytes] = ..., extension: _Optional[bytes] = ..., request_id: _Optional[int] = ...) -> None: ...
+
+class CreateQueueRequest(_message.Message):
+    __slots__ = ("path", "transactional", "label", "quota_kb", "journal", "journal_quota_kb")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    transactional: bool
+    label: str
+    quota_kb: int
+    journal: bool
+    journal_quota_kb: int
+    def __init__(self, path: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ...) -> None: ...
+
+class QueueName(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ("include_system",)
+    INCLUDE_SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    include_system: bool
+    def __init__(self, include_system: _Optional[bool] = ...) -> None: ...
+
+class ListQueuesReply(_message.Message):
+    __slots__ = ("queues",)
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
+
+class QueueInfo(_message.Message):
+    __slots__ = ("path", "kind", "transactional", "label", "quota_kb", "journal", "journal_quota_kb", "private_number", "created_time", "modify_time", "message_count", "total_bytes", "destination")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_TIME_FIELD_NUMBER: _ClassVar[int]
+    MODIFY_TIME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    kind: str
+    transactional: bool
+    label: str
+    quota_kb: int
+    journal: bool
+    journal_quota_kb: int
+    private_number: int
+    created_time: int
+    modify_time: int
+    message_count: int
+    total_bytes: int
+    destination: str
+    def __init__(self, path: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., private_number: _Optional[int] = ..., created_time: _Optional[int] = ..., modify_time: _Optional[int] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., destination: _Optional[str] = ...) -> None: ...
