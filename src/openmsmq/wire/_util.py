@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import NoReturn
 
 from openmsmq.errors import WireError
 
@@ -29,6 +30,11 @@ def guid_from_le(raw: bytes) -> uuid.UUID:
             _uuid_by_bytes.clear()
         _uuid_by_bytes[raw] = g
     return g
+
+
+#: ``cached_guid(raw)``: the memoised UUID of ``raw`` or ``None``; decoders inline
+#: ``cached_guid(raw) or guid_from_le(raw)`` (a UUID is always true).
+cached_guid = _uuid_by_bytes.get
 
 
 def guid_to_le(guid: uuid.UUID) -> bytes:
@@ -67,4 +73,9 @@ def to_utf16(text: str) -> bytes:
 def need(header: str, field: str, off: int, size: int, end: int) -> None:
     """Raise :class:`WireError` unless ``size`` bytes at ``off`` fit before ``end``."""
     if off + size > end:
-        raise WireError(header, field, f"{size} bytes at offset {off}", f"to fit within {end} bytes")
+        truncated(header, field, off, size, end)
+
+
+def truncated(header: str, field: str, off: int, size: int, end: int) -> NoReturn:
+    """Raise the :class:`WireError` of :func:`need` (hot paths test ``off + size > end`` inline)."""
+    raise WireError(header, field, f"{size} bytes at offset {off}", f"to fit within {end} bytes")

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from openmsmq.errors import WireError
-from openmsmq.wire._util import guid_from_le, guid_to_le, need
+from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire._util import cached_guid, guid_from_le, guid_to_le, need, truncated
 from openmsmq.wire.constants import (
     DEFAULT_WINDOW_SIZE,
     ESTABLISH_CONNECTION_PADDING_BYTE,
@@ -26,7 +27,7 @@ from openmsmq.wire.constants import (
     TX_ID_SHIFT,
     OperatingSystemFlag,
 )
-from openmsmq.wire.ids import TxSequenceId
+from openmsmq.wire.ids import TxSequenceId, tx_sequence_id_from_u64
 
 __all__ = [
     "BaseHeader",
@@ -251,11 +252,17 @@ class SessionHeader:
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview, offset: int = 0) -> SessionHeader:
         """Decode the 16 bytes at ``offset``; WindowSize MUST be 0x0001-0xFFFF."""
-        need("SessionHeader", "length", offset, 16, len(buf))
+        if offset + 16 > len(buf):
+            truncated("SessionHeader", "length", offset, 16, len(buf))
         v = _SESSION.unpack_from(buf, offset)
         if v[5] == 0:
             raise WireError("SessionHeader", "WindowSize", 0, "0x0001..0xFFFF")
+        if cls is SessionHeader:
+            return _new_session(*v)
         return cls(*v)
+
+
+_new_session = fast_constructor(SessionHeader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +340,8 @@ def decode_transaction_header(
     buf: bytes | bytearray | memoryview, off: int, end: int
 ) -> tuple[TransactionHeader, int]:
     """Decode a TransactionHeader at ``off`` that must end by ``end``; returns it and its end."""
-    need("TransactionHeader", "length", off, 20, end)
+    if off + 20 > end:
+        truncated("TransactionHeader", "length", off, 20, end)
     flags, seq, number, previous = _TX.unpack_from(buf, off)
     if number == 0:
         raise WireError("TransactionHeader", "TxSequenceNumber", 0, "0x00000001..0xFFFFFFFF")
@@ -341,12 +349,16 @@ def decode_transaction_header(
         raise WireError(
             "TransactionHeader", "PreviousTxSequenceNumber", hex(previous), "0x00000000..0xFFFFFFFE"
         )
-    tx_id = TxSequenceId(seq >> 32, seq & 0xFFFFFFFF)
+    tx_id = tx_sequence_id_from_u64(seq)
     if flags & 1:
         need("TransactionHeader", "ConnectorQMGuid", off + 20, 16, end)
-        guid = guid_from_le(bytes(buf[off + 20 : off + 36]))
-        return TransactionHeader(tx_id, number, previous, flags & ~1, guid), off + 36
-    return TransactionHeader(tx_id, number, previous, flags, None), off + 20
+        raw = bytes(buf[off + 20 : off + 36])
+        guid = cached_guid(raw) or guid_from_le(raw)
+        return _new_tx(tx_id, number, previous, flags & ~1, guid), off + 36
+    return _new_tx(tx_id, number, previous, flags, None), off + 20
+
+
+_new_tx = fast_constructor(TransactionHeader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,8 +396,11 @@ def decode_debug_header(buf: bytes | bytearray | memoryview, off: int, end: int)
     flags, reserved = _DEBUG.unpack_from(buf, off)
     qt = flags & 3
     if qt == 0:
-        return DebugHeader(None, flags, reserved), off + 4
+        return _new_debug(None, flags, reserved), off + 4
     if qt != 1:
         raise WireError("DebugHeader", "Flags.QT", qt, "0x0 (no queue) or 0x1 (public queue GUID)")
     need("DebugHeader", "QueueIdentifier", off + 4, 16, end)
-    return DebugHeader(guid_from_le(bytes(buf[off + 4 : off + 20])), flags & ~3, reserved), off + 20
+    return _new_debug(guid_from_le(bytes(buf[off + 4 : off + 20])), flags & ~3, reserved), off + 20
+
+
+_new_debug = fast_constructor(DebugHeader)

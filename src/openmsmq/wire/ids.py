@@ -160,6 +160,8 @@ class TxSequenceId:
         if len(data) - offset < 8:
             raise WireError("TxSequenceId", "length", len(data) - offset, "8 bytes")
         (v,) = _U64.unpack_from(data, offset)
+        if cls is TxSequenceId:
+            return tx_sequence_id_from_u64(v)
         return cls(v >> 32, v & 0xFFFFFFFF)
 
     def __str__(self) -> str:
@@ -168,6 +170,25 @@ class TxSequenceId:
 
 #: The all-zero TxSequenceID: "no sequence yet" in the protocol's persistent state.
 ZERO_SEQUENCE_ID = TxSequenceId(0, 0)
+
+# Bounded memo of decoded TxSequenceIDs: every message of a transactional sequence
+# carries the same one (MS-MQQB 3.1.7.15), so decoders share one immutable value.
+_SEQ_CACHE_MAX = 1024
+_seq_by_u64: dict[int, TxSequenceId] = {}
+
+
+def tx_sequence_id_from_u64(value: int) -> TxSequenceId:
+    """The TxSequenceId whose 8 wire bytes read as the little-endian u64 ``value`` (memoised).
+
+    For decoders: ``value`` comes from a ``<Q`` unpack, so it is already a u64.
+    """
+    seq = _seq_by_u64.get(value)
+    if seq is None:
+        seq = TxSequenceId(value >> 32, value & 0xFFFFFFFF)
+        if len(_seq_by_u64) >= _SEQ_CACHE_MAX:
+            _seq_by_u64.clear()
+        _seq_by_u64[value] = seq
+    return seq
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, replace
 
 from openmsmq.errors import LocalProtocolError, WireError
+from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import (
     DEFAULT_PRIORITY,
     INFINITE,
@@ -299,6 +300,9 @@ class UserMessage:
         return b"".join(parts)
 
 
+_new_user_message = fast_constructor(UserMessage)
+
+
 def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq: int) -> UserMessage:
     """Decode the UserMessage in ``buf`` (the whole packet, trailing SessionHeader included)."""
     user, uflags, p = decode_user_header(buf, 16, size)
@@ -318,7 +322,7 @@ def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq
         mq, p = decode_multi_queue_header(buf, p, size)
     if bflags & _SH:
         session = SessionHeader.decode(buf, size)
-    return UserMessage(
+    message: UserMessage = _new_user_message(
         user,
         props,
         tx,
@@ -332,3 +336,4 @@ def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq
         ttrq,
         breserved,
     )
+    return message

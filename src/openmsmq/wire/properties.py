@@ -6,7 +6,8 @@ import struct
 from dataclasses import dataclass, field
 
 from openmsmq.errors import LocalProtocolError, WireError
-from openmsmq.wire._util import need, pad4, padding_bytes, to_utf16, utf16
+from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire._util import pad4, padding_bytes, to_utf16, truncated, utf16
 from openmsmq.wire.constants import MAX_LABEL_LENGTH
 
 __all__ = ["MessagePropertiesHeader"]
@@ -92,9 +93,13 @@ class MessagePropertiesHeader:
         return decode_properties_header(buf, offset, len(buf))[0]
 
 
+_new_properties = fast_constructor(MessagePropertiesHeader)
+
+
 def decode_properties_header(buf: bytes, off: int, end: int) -> tuple[MessagePropertiesHeader, int]:
     """Decode a MessagePropertiesHeader at ``off`` that must end by ``end``; returns it and its end."""
-    need(_HDR, "length", off, 56, end)
+    if off + 56 > end:
+        truncated(_HDR, "length", off, 56, end)
     (
         ack_flags,
         label_len,
@@ -115,7 +120,8 @@ def decode_properties_header(buf: bytes, off: int, end: int) -> tuple[MessagePro
     label: str | None = None
     if label_len:
         n = label_len * 2
-        need(_HDR, "Label", p, n, end)
+        if p + n > end:
+            truncated(_HDR, "Label", p, n, end)
         if buf[p + n - 2] or buf[p + n - 1]:
             raise WireError(_HDR, "Label", "no terminating null", "a null-terminated UTF-16 string")
         raw = buf[p : p + n - 2]
@@ -126,15 +132,20 @@ def decode_properties_header(buf: bytes, off: int, end: int) -> tuple[MessagePro
                 _label_text.clear()
             _label_text[raw] = label
         p += n
-    need(_HDR, "ExtensionData", p, ext_size, end)
-    extension = buf[p : p + ext_size] if ext_size else b""
-    p += ext_size
-    need(_HDR, "MessageBody", p, msg_size, end)
+    extension = b""
+    if ext_size:
+        if p + ext_size > end:
+            truncated(_HDR, "ExtensionData", p, ext_size, end)
+        extension = buf[p : p + ext_size]
+        p += ext_size
+    if p + msg_size > end:
+        truncated(_HDR, "MessageBody", p, msg_size, end)
     body = buf[p : p + msg_size]
     p += msg_size
-    n = pad4(p - off)
-    need(_HDR, "padding", p, n, end)
-    header = MessagePropertiesHeader(
+    n = -(p - off) & 3  # pad4
+    if p + n > end:
+        truncated(_HDR, "padding", p, n, end)
+    header: MessagePropertiesHeader = _new_properties(
         mclass,
         body,
         alloc,

@@ -24,7 +24,20 @@ from enum import Enum
 from typing import Final
 
 from openmsmq.errors import LocalProtocolError, WireError
-from openmsmq.wire._util import U16, U32, guid_from_le, guid_to_le, need, pad4, padding_bytes, to_utf16, utf16
+from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire._util import (
+    U16,
+    U32,
+    cached_guid,
+    guid_from_le,
+    guid_to_le,
+    need,
+    pad4,
+    padding_bytes,
+    to_utf16,
+    truncated,
+    utf16,
+)
 from openmsmq.wire.constants import (
     ADMIN_QUEUE_TYPES,
     DESTINATION_QUEUE_TYPES,
@@ -161,7 +174,8 @@ def _decode_queue(
     if qtype == 0:
         return None, off
     if qtype == 7:
-        need(_HDR, f"{name}.Count", off, 2, end)
+        if off + 2 > end:
+            truncated(_HDR, f"{name}.Count", off, 2, end)
         (count,) = U16.unpack_from(buf, off)
         stop = off + 2 + count
         full = stop + pad4(2 + count)
@@ -301,9 +315,13 @@ _MP: Final = 0x00200000
 _AH: Final = 0x02000000
 
 
+_new_user_header = fast_constructor(UserHeader)
+
+
 def decode_user_header(buf: bytes, off: int, end: int) -> tuple[UserHeader, int, int]:
     """Decode a UserHeader at ``off`` ending by ``end``; returns (header, raw Flags, end offset)."""
-    need(_HDR, "length", off, 48, end)
+    if off + 48 > end:
+        truncated(_HDR, "length", off, 48, end)
     src, qma, ttbr, sent, mid, flags = _FIXED.unpack_from(buf, off)
     if not flags & _MP:
         raise WireError(_HDR, "Flags.MP", 0, "1 (MessagePropertiesHeader MUST be present)")
@@ -319,21 +337,26 @@ def decode_user_header(buf: bytes, off: int, end: int) -> tuple[UserHeader, int,
     if flags & 0x00100000 and not flags & 0x60:
         raise WireError(_HDR, "Flags.DM", 0, "non-zero when Flags.TH is set (transactional is recoverable)")
     p = off + 48
-    dest, p = _decode_queue(buf, p, end, dq, "DestinationQueue")
-    admin, p = _decode_queue(buf, p, end, aq, "AdminQueue")
-    resp, p = _decode_queue(buf, p, end, rq, "ResponseQueue")
+    # Absent fields (type 0) are the common case for AdminQueue / ResponseQueue.
+    dest = admin = resp = None
+    if dq:
+        dest, p = _decode_queue(buf, p, end, dq, "DestinationQueue")
+    if aq:
+        admin, p = _decode_queue(buf, p, end, aq, "AdminQueue")
+    if rq:
+        resp, p = _decode_queue(buf, p, end, rq, "ResponseQueue")
     connector: uuid.UUID | None = None
     if flags & 0x00400000:
         need(_HDR, "ConnectorType", p, 16, end)
         connector = guid_from_le(buf[p : p + 16])
         p += 16
-    header = UserHeader(
-        guid_from_le(src),
-        guid_from_le(qma),
+    header: UserHeader = _new_user_header(
+        cached_guid(src) or guid_from_le(src),
+        cached_guid(qma) or guid_from_le(qma),
         sent,
         mid,
-        dest,  # type: ignore[arg-type]  # dq is never 1, so never SAME_AS_ADMIN
-        admin,  # type: ignore[arg-type]  # aq is never 1
+        dest,  # dq is never 1, so never SAME_AS_ADMIN
+        admin,  # aq is never 1
         resp,
         ttbr,
         flags & ~STRUCTURAL,
