@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from openmsmq.store.records import Message
 from openmsmq.wire.ids import TxSequenceId
 
 from .harness import Clock, Net, bodies_in, outgoing_count, send_tx
@@ -155,3 +156,32 @@ def test_intermediate_qm_forwards_transaction_header_untouched(net: Net) -> None
     assert outgoing_count(a.qm) == 0  # OrderAcks came back through B
     seq = c.transfer.incoming_status()[0]
     assert seq.source_qm == a.qm.guid and seq.tx_sequence_id == TxSequenceId.from_int(sent[0].tx_sequence_id)
+
+
+def test_receiver_crash_before_order_ack_rejects_resent_duplicates(net: Net) -> None:
+    a, b = _pair(net)
+    send_tx(a.qm, DEST_B, [b"first"])
+    net.run_until_quiet()
+    net.blackhole.add(("127.0.0.2", "127.0.0.1"))  # B's acks are lost
+    _send_all(a, 1, 50)
+    net.settle()
+    stored = len(bodies_in(b.qm, Q)) - 1
+    assert stored == 50 and outgoing_count(a.qm) == 50
+    net.blackhole.clear()
+    b = net.restart("127.0.0.2")  # the incoming sequence state comes back from the store
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == [b"first", *_expected(1, 50)]
+    assert b.transfer.stats["rejected"] == 50
+    assert outgoing_count(a.qm) == 0
+
+
+def test_non_transactional_messages_travel_and_leave_on_session_ack(net: Net) -> None:
+    a = net.add("127.0.0.1")
+    b = net.add("127.0.0.2")
+    b.qm.create_queue("private$\\plain")
+    plain = [Message(body=f"p{i}".encode()) for i in range(10)]
+    a.qm.send_many("DIRECT=TCP:127.0.0.2\\PRIVATE$\\plain", plain)
+    net.run_until_quiet()
+    net.advance(15.0)  # Session Ack Send Timer (AckWaitTimeout / 2)
+    assert bodies_in(b.qm, "private$\\plain") == [f"p{i}".encode() for i in range(10)]
+    assert outgoing_count(a.qm) == 0
