@@ -36,7 +36,10 @@ from openmsmq.store.records import (
     OutgoingSequenceState,
     QueueRecord,
     QueueType,
+    Stamp,
+    message_sent_time,
     message_to_row,
+    message_uniquifier,
 )
 
 __all__ = ["CursorAction", "LookupAction", "QueueHandle", "QueueManager"]
@@ -48,17 +51,7 @@ NACK_Q_PURGED = 0xC001
 NACK_RECEIVE_TIMEOUT = 0xC002
 
 _UNIQUIFIER_BLOCK = 4096
-_C_PRIORITY = COL["priority"]
-_C_DELIVERY = COL["delivery"]
-_C_TRANSACTIONAL = COL["transactional"]
-_C_LINEAGE = COL["id_lineage"]
-_C_UNIQ = COL["id_uniquifier"]
-_C_SENT = COL["sent_time"]
 _C_ARRIVED = COL["arrived_time"]
-_C_SOURCE = COL["source_machine"]
-_C_DEST = COL["destination_queue"]
-_C_TTBR = COL["time_to_be_received"]
-_C_TTRQ = COL["time_to_reach_queue"]
 _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
 
 
@@ -447,37 +440,38 @@ class QueueManager:
                 raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "priority must be 0..7")
         now = self._now()
         first = self._uniquifiers(len(messages))
-        guid = self.guid.bytes
+        guid = self.guid
         out = []
         for i, m in enumerate(messages):
-            row = message_to_row(m)
-            if transactional:
-                row[_C_PRIORITY] = 0
-                row[_C_DELIVERY] = 1
-            row[_C_TRANSACTIONAL] = transactional
-            row[_C_LINEAGE] = guid
-            row[_C_UNIQ] = ((first + i - 1) & 0xFFFFFFFF) + 1
-            row[_C_SENT] = now
+            stamp = Stamp(
+                0 if transactional else m.priority,
+                transactional,
+                1 if transactional else m.delivery,
+                guid,
+                ((first + i - 1) & 0xFFFFFFFF) + 1,
+                now,
+                guid,
+                m.destination_queue or name,
+            )
+            row = message_to_row(m, stamp)
             row[_C_ARRIVED] = now
-            row[_C_SOURCE] = guid
-            if not m.destination_queue:
-                row[_C_DEST] = name
-            out.append(self._send_record(qs, row, m.size))
+            out.append(self._send_record(qs, row, m))
         return out
 
-    def _send_record(self, qs: _QueueState, row: list[Any], size: int) -> Send:
+    def _send_record(self, qs: _QueueState, row: list[Any], m: Message) -> Send:
         """Attach the absolute expiry: TimeToBeReceived in a destination queue
-        (NackReceiveTimeout); in an outgoing queue also TimeToReachQueue (NackReachQueueTimeout)."""
+        (NackReceiveTimeout); in an outgoing queue also TimeToReachQueue (NackReachQueueTimeout).
+        Times count from the row's SentTime."""
         candidates = []
-        sent = row[_C_SENT]
-        if row[_C_TTBR] != INFINITE:
-            candidates.append((sent + row[_C_TTBR], NACK_RECEIVE_TIMEOUT))
-        if qs.record.queue_type == QueueType.OUTGOING and row[_C_TTRQ] != INFINITE:
-            candidates.append((sent + row[_C_TTRQ], NACK_REACH_QUEUE_TIMEOUT))
+        sent = message_sent_time(row)
+        if m.time_to_be_received != INFINITE:
+            candidates.append((sent + m.time_to_be_received, NACK_RECEIVE_TIMEOUT))
+        if qs.record.queue_type == QueueType.OUTGOING and m.time_to_reach_queue != INFINITE:
+            candidates.append((sent + m.time_to_reach_queue, NACK_REACH_QUEUE_TIMEOUT))
         if not candidates:
-            return Send(qs.record.queue_id, row, size)
+            return Send(qs.record.queue_id, row, m.size)
         at, cls = min(candidates)
-        return Send(qs.record.queue_id, row, size, at, cls)
+        return Send(qs.record.queue_id, row, m.size, at, cls)
 
     def send(self, queue: QueueRef, message: Message, tx: Transaction | None = None) -> Message:
         """Send one message; returns it with its Identifier, SentTime and (outside a
@@ -498,7 +492,7 @@ class QueueManager:
         (quota or > 4 MiB), MQ_ERROR_TRANSACTION_SEQUENCE (ended transaction).
         """
         sends, _ = self._send(queue, messages, tx)
-        return [s.row[_C_UNIQ] for s in sends]
+        return [message_uniquifier(s.row) for s in sends]
 
     def _send(
         self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None
@@ -887,7 +881,7 @@ class QueueManager:
         fields kept) together with the new incoming sequence state, atomically and durably
         (invariant 4); ArrivedTime is set now. Returns their local LookupIdentifiers."""
         qs = self._resolve(queue)
-        sends = [self._send_record(qs, message_to_row(m), m.size) for m in messages]
+        sends = [self._send_record(qs, message_to_row(m), m) for m in messages]
         stored = self.store.write(
             ops.accept_incoming(sends, [replace(state, queue_id=qs.record.queue_id)], self._now())
         )

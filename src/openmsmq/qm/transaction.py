@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 
 __all__ = ["PendingReceive", "Transaction", "TransactionState"]
 
-_FIRST = COL["first_in_transaction"]
-_LAST = COL["last_in_transaction"]
+_TX_FLAGS = COL["tx_flags"]
 
 
-def _with(row: list[Any], index: int, value: object) -> list[Any]:
+def _with_flag(row: list[Any], bit: int) -> list[Any]:
+    """Copy of a message row with a tx_flags bit set (1 First-, 2 LastInTransaction)."""
     out = list(row)
-    out[index] = value
+    out[_TX_FLAGS] |= bit
     return out
 
 
@@ -155,9 +155,9 @@ class Transaction:
             receives = list(self._receives.values())
         if sends:
             first_q, first = sends[0]
-            sends[0] = (first_q, replace(first, row=_with(first.row, _FIRST, True)))
+            sends[0] = (first_q, replace(first, row=_with_flag(first.row, 1)))
             last_q, last = sends[-1]
-            sends[-1] = (last_q, replace(last, row=_with(last.row, _LAST, True)))
+            sends[-1] = (last_q, replace(last, row=_with_flag(last.row, 2)))
         try:
             stored = self._qm._commit(sends, receives)
         except BaseException:

@@ -75,10 +75,7 @@ _INSERT_MSG = (
     f"VALUES ({', '.join('?' * (len(MESSAGE_COLUMNS) + 4))})"
 )
 _QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
-_ACK_WANTED = (
-    "(m.ack_flags != 0 OR m.positive_journaling != 0 OR m.negative_journaling != 0"
-    " OR m.final_ack_required != 0)"
-)
+_ACK_WANTED = "m.ack_wanted != 0"
 _LOOKUP = COL["lookup_id"]
 _TRANSACTIONAL = COL["transactional"]
 _TX_SEQ_ID = COL["tx_sequence_id"]
@@ -86,7 +83,7 @@ _TX_SEQ_NO = COL["tx_sequence_number"]
 _TX_PREV_NO = COL["tx_previous_sequence_number"]
 _ARRIVED = COL["arrived_time"]
 _PRIORITY = COL["priority"]
-_SIZE = "(length(m.body) + 2 * length(m.label) + length(m.extension))"
+_SIZE = "m.size"
 
 
 def order_key(priority: int, lookup_id: int) -> int:

@@ -6,10 +6,13 @@ the column list is written once (:data:`MESSAGE_COLUMNS`).
 
 from __future__ import annotations
 
+import struct
 import uuid
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
+
+from openmsmq.errors import HResult, MQError
 
 __all__ = [
     "COL",
@@ -17,14 +20,18 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "MESSAGE_COLUMNS",
     "QUEUE_COLUMNS",
+    "ROW_COLUMNS",
     "IncomingSequenceState",
     "Message",
     "OutgoingSequenceState",
     "QueueRecord",
     "QueueType",
+    "Stamp",
     "from_i64",
     "message_from_row",
+    "message_sent_time",
     "message_to_row",
+    "message_uniquifier",
     "queue_from_row",
     "to_i64",
 ]
@@ -125,25 +132,47 @@ class Message:
         return len(self.body) + 2 * len(self.label) + len(self.extension)
 
 
-_UUID_FIELDS = frozenset({"id_lineage", "destination_qm", "source_machine"})
-_BOOL_FIELDS = frozenset(
-    {
-        "positive_journaling",
-        "negative_journaling",
-        "tracing",
-        "final_ack_required",
-        "transactional",
-        "first_in_transaction",
-        "last_in_transaction",
-    }
+class Stamp(NamedTuple):
+    """Attributes the queue manager assigns at send time, overriding the sender's values."""
+
+    priority: int
+    transactional: bool
+    delivery: int
+    id_lineage: uuid.UUID
+    id_uniquifier: int
+    sent_time: int
+    source_machine: uuid.UUID
+    destination_queue: str
+
+
+#: Columns of the ``messages`` table that a message row carries, in row order. Attributes
+#: SQL filters or updates get a column; all the others travel packed in ``props``
+#: (:data:`_PROPS`), which keeps a row narrow: fewer bound parameters, smaller records.
+ROW_COLUMNS: tuple[str, ...] = (
+    "lookup_id",
+    "priority",
+    "message_class",
+    "transactional",
+    "tx_sequence_id",
+    "tx_sequence_number",
+    "tx_previous_sequence_number",
+    "tx_flags",  # bit 0 FirstInTransaction, bit 1 LastInTransaction
+    "arrived_time",
+    "ack_wanted",  # acknowledgments, journaling or a FinalAck asked for
+    "size",
+    "props",
+    "body",
 )
-#: Column names of the ``messages`` table that mirror :class:`Message`, in order.
-MESSAGE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Message))
 #: Position of each column in a message row (``COL["lookup_id"]``).
-COL: dict[str, int] = {name: i for i, name in enumerate(MESSAGE_COLUMNS)}
-_TX_SEQ = COL["tx_sequence_id"]
-_UUID_IDX = tuple(i for i, n in enumerate(MESSAGE_COLUMNS) if n in _UUID_FIELDS)
-_BOOL_IDX = tuple(i for i, n in enumerate(MESSAGE_COLUMNS) if n in _BOOL_FIELDS)
+COL: dict[str, int] = {name: i for i, name in enumerate(ROW_COLUMNS)}
+MESSAGE_COLUMNS = ROW_COLUMNS  # kept for the schema module
+
+# props: body_type, app_specific, delivery, ttrq, ttbr, ack_flags, bits (JP, JN, tracing,
+# FA), hop_count, id_uniquifier, sent_time, id_lineage, destination_qm, source_machine,
+# correlation_id, then the lengths of label, admin, response, destination (UTF-8),
+# extension and sender_id, then those bytes.
+_PROPS = struct.Struct("<IIBIIIBHIq16s16s16s20sHHHHIH")
+_PROPS_COL = COL["props"]
 _uuid_cache: dict[bytes, uuid.UUID] = {}
 
 
@@ -157,24 +186,169 @@ def _uuid(raw: bytes) -> uuid.UUID:
     return got
 
 
-def message_to_row(message: Message) -> list[Any]:
-    """The message as a list of SQL values in :data:`MESSAGE_COLUMNS` order."""
-    row: list[Any] = [getattr(message, name) for name in MESSAGE_COLUMNS]
-    for i in _UUID_IDX:
-        row[i] = row[i].bytes
-    row[_TX_SEQ] = to_i64(row[_TX_SEQ])
-    return row
+def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
+    """The message as a row in :data:`ROW_COLUMNS` order; ``stamp`` overrides the
+    QM-assigned attributes."""
+    if stamp is None:
+        stamp = Stamp(
+            m.priority,
+            m.transactional,
+            m.delivery,
+            m.id_lineage,
+            m.id_uniquifier,
+            m.sent_time,
+            m.source_machine,
+            m.destination_queue,
+        )
+    label = m.label.encode()
+    admin = m.admin_queue.encode()
+    response = m.response_queue.encode()
+    dest = stamp.destination_queue.encode()
+    bits = m.positive_journaling | m.negative_journaling << 1 | m.tracing << 2 | m.final_ack_required << 3
+    if len(m.correlation_id) != 20:
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "CorrelationId is a 20-byte OBJECTID")
+    try:
+        head = _PROPS.pack(
+            m.body_type,
+            m.app_specific,
+            stamp.delivery,
+            m.time_to_reach_queue,
+            m.time_to_be_received,
+            m.ack_flags,
+            bits,
+            m.hop_count,
+            stamp.id_uniquifier,
+            stamp.sent_time,
+            stamp.id_lineage.bytes,
+            m.destination_qm.bytes,
+            stamp.source_machine.bytes,
+            m.correlation_id,
+            len(label),
+            len(admin),
+            len(response),
+            len(dest),
+            len(m.extension),
+            len(m.sender_id),
+        )
+    except struct.error as exc:
+        raise MQError(
+            HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"message property out of range: {exc}"
+        ) from exc
+    props = b"".join((head, label, admin, response, dest, m.extension, m.sender_id))
+    return [
+        m.lookup_id,
+        stamp.priority,
+        m.message_class,
+        stamp.transactional,
+        to_i64(m.tx_sequence_id),
+        m.tx_sequence_number,
+        m.tx_previous_sequence_number,
+        m.first_in_transaction | m.last_in_transaction << 1,
+        m.arrived_time,
+        bool(bits or m.ack_flags),
+        m.size,
+        props,
+        m.body,
+    ]
+
+
+def message_sent_time(row: list[Any]) -> int:
+    """SentTime of a message row without decoding the rest."""
+    return int(_PROPS.unpack_from(row[_PROPS_COL])[9])
+
+
+def message_uniquifier(row: list[Any]) -> int:
+    """Identifier.Uniquifier of a message row without decoding the rest."""
+    return int(_PROPS.unpack_from(row[_PROPS_COL])[8])
 
 
 def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
-    """Inverse of :func:`message_to_row`."""
-    values = list(row)
-    for i in _UUID_IDX:
-        values[i] = _uuid(values[i])
-    for i in _BOOL_IDX:
-        values[i] = bool(values[i])
-    values[_TX_SEQ] = from_i64(values[_TX_SEQ])
-    return Message(*values)
+    """Inverse of :func:`message_to_row` (a ``SELECT`` of :data:`ROW_COLUMNS`)."""
+    (
+        lookup_id,
+        priority,
+        cls,
+        transactional,
+        seq_id,
+        seq_no,
+        prev_no,
+        tx_flags,
+        arrived,
+        _ack,
+        _size,
+        props,
+        body,
+    ) = row
+    (
+        body_type,
+        app_specific,
+        delivery,
+        ttrq,
+        ttbr,
+        ack_flags,
+        bits,
+        hop_count,
+        uniquifier,
+        sent_time,
+        lineage,
+        dest_qm,
+        source,
+        correlation,
+        n_label,
+        n_admin,
+        n_response,
+        n_dest,
+        n_ext,
+        n_sender,
+    ) = _PROPS.unpack_from(props)
+    i = _PROPS.size
+    label = props[i : i + n_label].decode()
+    i += n_label
+    admin = props[i : i + n_admin].decode()
+    i += n_admin
+    response = props[i : i + n_response].decode()
+    i += n_response
+    dest = props[i : i + n_dest].decode()
+    i += n_dest
+    extension = props[i : i + n_ext]
+    i += n_ext
+    sender_id = props[i : i + n_sender]
+    return Message(
+        body,
+        label,
+        priority,
+        cls,
+        body_type,
+        correlation,
+        app_specific,
+        delivery,
+        ttrq,
+        ttbr,
+        ack_flags,
+        bool(bits & 1),
+        bool(bits & 2),
+        bool(bits & 4),
+        admin,
+        response,
+        extension,
+        sender_id,
+        hop_count,
+        bool(bits & 8),
+        lookup_id,
+        _uuid(lineage),
+        uniquifier,
+        sent_time,
+        arrived,
+        dest,
+        _uuid(dest_qm),
+        _uuid(source),
+        bool(transactional),
+        from_i64(seq_id),
+        seq_no,
+        prev_no,
+        bool(tx_flags & 1),
+        bool(tx_flags & 2),
+    )
 
 
 @dataclass(frozen=True, slots=True)
