@@ -37,7 +37,6 @@ from openmsmq.store.records import (
     QueueRecord,
     QueueType,
     Stamp,
-    message_sent_time,
     message_to_row,
     message_uniquifier,
 )
@@ -52,6 +51,7 @@ NACK_RECEIVE_TIMEOUT = 0xC002
 
 _UNIQUIFIER_BLOCK = 4096
 _C_ARRIVED = COL["arrived_time"]
+_C_SIZE = COL["size"]
 _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
 
 
@@ -455,23 +455,22 @@ class QueueManager:
             )
             row = message_to_row(m, stamp)
             row[_C_ARRIVED] = now
-            out.append(self._send_record(qs, row, m))
+            out.append(self._send_record(qs, row, m, now))
         return out
 
-    def _send_record(self, qs: _QueueState, row: list[Any], m: Message) -> Send:
+    def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send:
         """Attach the absolute expiry: TimeToBeReceived in a destination queue
         (NackReceiveTimeout); in an outgoing queue also TimeToReachQueue (NackReachQueueTimeout).
-        Times count from the row's SentTime."""
+        Times count from ``sent`` (SentTime)."""
         candidates = []
-        sent = message_sent_time(row)
         if m.time_to_be_received != INFINITE:
             candidates.append((sent + m.time_to_be_received, NACK_RECEIVE_TIMEOUT))
         if qs.record.queue_type == QueueType.OUTGOING and m.time_to_reach_queue != INFINITE:
             candidates.append((sent + m.time_to_reach_queue, NACK_REACH_QUEUE_TIMEOUT))
         if not candidates:
-            return Send(qs.record.queue_id, row, m.size)
+            return Send(qs.record.queue_id, row, row[_C_SIZE])
         at, cls = min(candidates)
-        return Send(qs.record.queue_id, row, m.size, at, cls)
+        return Send(qs.record.queue_id, row, row[_C_SIZE], at, cls)
 
     def send(self, queue: QueueRef, message: Message, tx: Transaction | None = None) -> Message:
         """Send one message; returns it with its Identifier, SentTime and (outside a
@@ -881,7 +880,7 @@ class QueueManager:
         fields kept) together with the new incoming sequence state, atomically and durably
         (invariant 4); ArrivedTime is set now. Returns their local LookupIdentifiers."""
         qs = self._resolve(queue)
-        sends = [self._send_record(qs, message_to_row(m), m) for m in messages]
+        sends = [self._send_record(qs, message_to_row(m), m, m.sent_time) for m in messages]
         stored = self.store.write(
             ops.accept_incoming(sends, [replace(state, queue_id=qs.record.queue_id)], self._now())
         )
