@@ -5,7 +5,8 @@ raw SQLite (WAL, synchronous=FULL) measured in the same run on the same disk.
 
 Prints msgs/s for 100 messages per transaction and for 1 message per transaction from
 8 concurrent senders (with the commits that shared each fsync: group commit), the raw
-SQLite rates for 100 rows and 1 row per transaction, and the ratios.
+SQLite rates for 100 rows and 1 row per transaction (best of three runs: the
+conservative reference on a noisy disk), and the ratios.
 """
 
 from __future__ import annotations
@@ -100,8 +101,9 @@ def main() -> None:
     print("$", shlex.join([sys.executable, *sys.argv]))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
-        raw100 = raw_sqlite(base / "raw100.db", args.messages, 100)
-        raw1 = raw_sqlite(base / "raw1.db", args.raw_single_rows, 1)
+        # Best of three: the disk is noisy and the best raw figure is the conservative one.
+        raw100 = max(raw_sqlite(base / f"raw100-{i}.db", args.messages, 100) for i in range(3))
+        raw1 = max(raw_sqlite(base / f"raw1-{i}.db", args.raw_single_rows, 1) for i in range(3))
         with QueueManager(base / "qm") as qm:
             send100, recv100 = batched(qm, args.messages, 100)
             send1, recv1, fs_send, fs_recv = concurrent_single(qm, args.single, args.senders)
