@@ -18,7 +18,8 @@ U32 = struct.Struct("<I")
 
 _GUID_CACHE_MAX = 4096
 _uuid_by_bytes: dict[bytes, uuid.UUID] = {}
-_bytes_by_uuid: dict[uuid.UUID, bytes] = {}
+# keyed by UUID.int: hashing an int is done in C, UUID.__hash__ is a Python call
+_bytes_by_int: dict[int, bytes] = {}
 
 
 def guid_from_le(raw: bytes) -> uuid.UUID:
@@ -39,12 +40,13 @@ cached_guid = _uuid_by_bytes.get
 
 def guid_to_le(guid: uuid.UUID) -> bytes:
     """``guid.bytes_le``, memoised."""
-    b = _bytes_by_uuid.get(guid)
+    key = guid.int
+    b = _bytes_by_int.get(key)
     if b is None:
         b = guid.bytes_le
-        if len(_bytes_by_uuid) >= _GUID_CACHE_MAX:
-            _bytes_by_uuid.clear()
-        _bytes_by_uuid[guid] = b
+        if len(_bytes_by_int) >= _GUID_CACHE_MAX:
+            _bytes_by_int.clear()
+        _bytes_by_int[key] = b
     return b
 
 

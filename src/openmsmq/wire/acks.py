@@ -12,9 +12,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from openmsmq.errors import LocalProtocolError, WireError
+from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire._util import guid_from_le, guid_to_le, need
 from openmsmq.wire.constants import ACK_BODY_SIZE, INFINITE, ORDER_ACK_LABEL, DeliveryMode, MessageClass
-from openmsmq.wire.ids import ObjectId, TxSequenceId
+from openmsmq.wire.ids import ObjectId, TxSequenceId, tx_sequence_id_from_u64
 from openmsmq.wire.message import UserMessage
 from openmsmq.wire.properties import MessagePropertiesHeader
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId, UserHeader
@@ -63,6 +64,8 @@ class OrderAckBody:
         seq, number, previous, reserved = _ORDER_BODY.unpack_from(buf, offset)
         if number == 0:
             raise WireError("OrderAckBody", "TxSequenceNumber", 0, "0x00000001..0xFFFFFFFF")
+        if cls is OrderAckBody:
+            return _new_order_body(tx_sequence_id_from_u64(seq), number, previous, reserved)
         return cls(TxSequenceId(seq >> 32, seq & 0xFFFFFFFF), number, previous, reserved)
 
 
@@ -97,7 +100,10 @@ class FinalAckBody:
         """Decode 36 bytes at ``offset``."""
         need("FinalAckBody", "length", offset, 36, len(buf))
         seq, number, previous, guid, mid = _FINAL_BODY.unpack_from(buf, offset)
-        return cls(TxSequenceId(seq >> 32, seq & 0xFFFFFFFF), number, previous, guid_from_le(guid), mid)
+        return cls(tx_sequence_id_from_u64(seq), number, previous, guid_from_le(guid), mid)
+
+
+_new_order_body = fast_constructor(OrderAckBody)
 
 
 def _ack_message(
@@ -265,5 +271,9 @@ def classify(msg: UserMessage) -> UserMessage | OrderAck | FinalAck:
         )
     if mclass == 0xFF:
         OrderAckBody.decode(props.body)  # validates the body
-        return OrderAck(msg)
-    return FinalAck(msg)
+        return _new_order_ack(msg)
+    return _new_final_ack(msg)
+
+
+_new_order_ack = fast_constructor(OrderAck)
+_new_final_ack = fast_constructor(FinalAck)

@@ -286,9 +286,7 @@ class UserMessage:
             if len(self.extensions) & 3:
                 raise LocalProtocolError("UserMessage.extensions must be a multiple of 4 bytes")
             parts.append(self.extensions)
-        size = 16
-        for part in parts:
-            size += len(part)
+        size = 16 + sum(map(len, parts))
         if size > MAX_PACKET_SIZE:
             raise LocalProtocolError(f"UserMessage of {size} bytes exceeds the 4 MiB PacketSize limit")
         if self.session is not None:

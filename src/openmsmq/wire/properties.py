@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from openmsmq.errors import LocalProtocolError, WireError
 from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire._util import pad4, padding_bytes, to_utf16, truncated, utf16
+from openmsmq.wire._util import pad4, to_utf16, truncated, utf16
 from openmsmq.wire.constants import MAX_LABEL_LENGTH
 
 __all__ = ["MessagePropertiesHeader"]
@@ -15,6 +15,7 @@ __all__ = ["MessagePropertiesHeader"]
 _FIXED = struct.Struct("<BBH20sIIIIIIII")
 _HDR = "MessagePropertiesHeader"
 _ZERO20 = b"\x00" * 20
+_ZEROS = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
 # Bounded memo caches of labels (labels repeat): wire bytes <-> text.
 _CACHE_MAX = 1024
 _label_text: dict[bytes, str] = {}
@@ -84,8 +85,9 @@ class MessagePropertiesHeader:
             self.encryption_algorithm,
             len(self.extension),
         )
-        n = pad4(len(raw_label) + len(self.extension) + len(self.body))
-        return b"".join((head, raw_label, self.extension, self.body, padding_bytes(self.padding, n)))
+        n = -(len(raw_label) + len(self.extension) + len(self.body)) & 3  # pad4
+        pad = self.padding if len(self.padding) == n else _ZEROS[n]  # padding_bytes
+        return b"".join((head, raw_label, self.extension, self.body, pad))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int = 0) -> MessagePropertiesHeader:

@@ -128,6 +128,8 @@ _FIXED = struct.Struct("<16s16sIIII")
 _CACHE_MAX = 1024
 _direct_by_wire: dict[bytes, DirectQueueFormatName] = {}
 _direct_wire: dict[tuple[str, bytes], bytes] = {}
+# ... and of private queue ids (order_queue$ in every OrderAck/FinalAck): (identifier << 3 | kind) -> value.
+_private_id_by_key: dict[int, PrivateQueueFormatNameId] = {}
 _HDR = "UserHeader"
 
 
@@ -145,12 +147,9 @@ def _queue_type(q: QueueFormat | SameAsAdmin | None) -> int:
     return 1
 
 
-def _encode_queue(q: QueueFormat | SameAsAdmin | None, out: list[bytes]) -> None:
-    if q is None or q is SAME_AS_ADMIN:
-        return
-    if type(q) is PrivateQueueFormatNameId:
-        out.append(U32.pack(q.identifier))
-    elif type(q) is DirectQueueFormatName:
+def _encode_queue(q: QueueFormat | SameAsAdmin) -> bytes:
+    """The wire bytes of a present queue field (b"" for :data:`SAME_AS_ADMIN`)."""
+    if type(q) is DirectQueueFormatName:
         key = (q.name, q.padding)
         wire = _direct_wire.get(key)
         if wire is None:
@@ -160,11 +159,14 @@ def _encode_queue(q: QueueFormat | SameAsAdmin | None, out: list[bytes]) -> None
             if len(_direct_wire) >= _CACHE_MAX:
                 _direct_wire.clear()
             _direct_wire[key] = wire
-        out.append(wire)
-    elif type(q) is PublicQueueFormatName:
-        out.append(guid_to_le(q.queue_guid))
-    elif type(q) is PrivateQueueFormatName:
-        out.append(guid_to_le(q.queue_manager_guid) + U32.pack(q.identifier))
+        return wire
+    if type(q) is PrivateQueueFormatNameId:
+        return U32.pack(q.identifier)
+    if type(q) is PublicQueueFormatName:
+        return guid_to_le(q.queue_guid)
+    if type(q) is PrivateQueueFormatName:
+        return guid_to_le(q.queue_manager_guid) + U32.pack(q.identifier)
+    return b""
 
 
 def _decode_queue(
@@ -201,7 +203,14 @@ def _decode_queue(
         return queue, stop + n
     if qtype in (2, 3, 4):
         need(_HDR, name, off, 4, end)
-        return PrivateQueueFormatNameId(U32.unpack_from(buf, off)[0], qtype), off + 4
+        key = (U32.unpack_from(buf, off)[0] << 3) | qtype
+        private_id = _private_id_by_key.get(key)
+        if private_id is None:
+            private_id = PrivateQueueFormatNameId(key >> 3, qtype)
+            if len(_private_id_by_key) >= _CACHE_MAX:
+                _private_id_by_key.clear()
+            _private_id_by_key[key] = private_id
+        return private_id, off + 4
     if qtype == 5:
         need(_HDR, name, off, 16, end)
         return PublicQueueFormatName(guid_from_le(buf[off : off + 16])), off + 16
@@ -272,8 +281,8 @@ class UserHeader:
     def queue_flags(self) -> int:
         """The DQ | AQ | RQ | CQ | MP bits this header's fields imply."""
         dq = _queue_type(self.destination_queue)
-        aq = _queue_type(self.admin_queue)
-        rq = _queue_type(self.response_queue)
+        aq = 0 if self.admin_queue is None else _queue_type(self.admin_queue)
+        rq = 0 if self.response_queue is None else _queue_type(self.response_queue)
         if dq not in DESTINATION_QUEUE_TYPES:
             raise LocalProtocolError(f"UserHeader.DestinationQueue: type {dq} not allowed (0, 3, 5, 7)")
         if aq not in ADMIN_QUEUE_TYPES:
@@ -286,22 +295,24 @@ class UserHeader:
     def encode(self, header_flags: int = 0) -> bytes:
         """The wire bytes; ``header_flags`` adds the SH / TH / MQ / HH bits of a UserMessage."""
         flags = (self.flags & ~STRUCTURAL) | self.queue_flags() | header_flags
-        out = [
-            _FIXED.pack(
-                guid_to_le(self.source_queue_manager),
-                guid_to_le(self.queue_manager_address),
-                self.time_to_be_received,
-                self.sent_time,
-                self.message_id,
-                flags,
-            )
-        ]
-        _encode_queue(self.destination_queue, out)
-        _encode_queue(self.admin_queue, out)
-        _encode_queue(self.response_queue, out)
+        out = _FIXED.pack(
+            guid_to_le(self.source_queue_manager),
+            guid_to_le(self.queue_manager_address),
+            self.time_to_be_received,
+            self.sent_time,
+            self.message_id,
+            flags,
+        )
+        # Queue fields in wire order; absent ones (None) take no bytes.
+        if self.destination_queue is not None:
+            out += _encode_queue(self.destination_queue)
+        if self.admin_queue is not None:
+            out += _encode_queue(self.admin_queue)
+        if self.response_queue is not None:
+            out += _encode_queue(self.response_queue)
         if self.connector_type is not None:
-            out.append(guid_to_le(self.connector_type))
-        return b"".join(out)
+            out += guid_to_le(self.connector_type)
+        return out
 
     @classmethod
     def decode(cls, buf: bytes, offset: int = 0) -> UserHeader:
