@@ -50,6 +50,9 @@ class PacketDecoder:
         out: list[Packet] = []
         pos = 0
         n = len(buf)
+        # One copy per packet: bytes of a memoryview slice (bytes(bytearray[a:b]) copies twice).
+        # The view must be released before the buffer is resized below.
+        view = memoryview(buf)
         try:
             while n - pos >= 16:
                 version, reserved, flags, signature, size, ttrq = _BASE.unpack_from(buf, pos)
@@ -59,12 +62,14 @@ class PacketDecoder:
                 total = packet_length(flags, size)
                 if n - pos < total:
                     break
-                packet = bytes(buf[pos : pos + total])
+                packet = view[pos : pos + total].tobytes()
                 out.append(decode_packet_body(packet, flags, reserved, size, ttrq))
                 pos += total
         except WireError as exc:
             self._error = exc
             raise
+        finally:
+            view.release()
         if pos:
             del buf[:pos]
         return out
