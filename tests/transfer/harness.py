@@ -145,7 +145,9 @@ class Net:
         for _ in range(max_rounds):
             self.advance(tick)
             if all(
-                not any(t.messages for t in n.transfer.outgoing.values()) and n.transfer.idle
+                not any(t.messages for t in n.transfer.outgoing.values())
+                and n.transfer.idle
+                and outgoing_count(n.qm) == 0
                 for n in self.nodes.values()
             ):
                 self.advance(tick)

@@ -178,6 +178,8 @@ class Transfer:
         # Forwarding (intermediate hop).
         self._forward: dict[str, deque[UserMessagePacket]] = {}
         self._retry_at: dict[str, float] = {}
+        # TxSequenceID value -> (outgoing queue id, last activity): see _sequence_blocked.
+        self._seq_owner: dict[int, tuple[int, float]] = {}
         self.stats = {"accepted": 0, "rejected": 0, "forwarded": 0, "released": 0, "batches": 0}
 
     # ------------------------------------------------------------------ connections
@@ -320,6 +322,9 @@ class Transfer:
                 return
             if not batch:
                 return
+            first = next((m for m in batch if m.transactional and m.tx_sequence_number), None)
+            if first is not None and self._sequence_blocked(t, first.tx_sequence_id, now):
+                return
             t.loaded_through = batch[-1].lookup_id
             tx: list[OutgoingMessage] = []
             plain: list[Message] = []
@@ -354,6 +359,29 @@ class Transfer:
             if len(batch) < limit:
                 return
 
+    def _sequence_blocked(self, t: OutgoingTransfer, sequence_id: int, now: float) -> bool:
+        """An OrderAck names only the TxSequenceID, so two outgoing queues must never have
+        the same TxSequenceID in flight at once (MS-MQQB 3.1.1.5 wants it unique per QM;
+        the store can repeat one for queues created in the same second). The second waits
+        until the first has no message of that sequence unacknowledged and its last
+        OrderAck is ``sequence_quarantine`` seconds old (so a late repeated OrderAck
+        cannot release the wrong queue's messages)."""
+        owner = self._seq_owner.get(sequence_id)
+        if owner is not None and owner[0] != t.queue_id:
+            other = self.outgoing.get(owner[0])
+            busy = other is not None and any(m.tx_sequence_id.value == sequence_id for m in other.seq.unacked)
+            if busy or now - owner[1] < self.config.sequence_quarantine:
+                if not t.blocked_logged:
+                    t.blocked_logged = True
+                    log.warning(
+                        "outgoing queue %s waits: TxSequenceID %s is in use by %s",
+                        t.format_name, TxSequenceId.from_int(sequence_id), owner[0],
+                    )  # fmt: skip
+                return True
+        self._seq_owner[sequence_id] = (t.queue_id, now)
+        t.blocked_logged = False
+        return False
+
     def _outgoing_events(self, t: OutgoingTransfer, events: Iterable[OutgoingEvent], now: float) -> None:
         for ev in events:
             if isinstance(ev, Transmit):
@@ -371,6 +399,7 @@ class Transfer:
                 for om in released:
                     t.messages.pop(om.handle, None)
                 t.last_acked = (released[-1].tx_sequence_id, top)
+                self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
                 self._releases[t.queue_id] = max(self._releases.get(t.queue_id, 0), top)
                 self.stats["released"] += len(released)
             else:
@@ -396,9 +425,12 @@ class Transfer:
             self._ack_route[ev.result.key] = conn.cid
             self.stats["rejected"] += 1
         elif isinstance(ev, OrderAckReceived):
+            # Only the transfer that has this sequence in flight (see _sequence_blocked).
             for t in self.outgoing.values():
-                acked = t.seq.order_ack_received(ev.tx_sequence_id, ev.tx_sequence_number, now)
-                self._outgoing_events(t, acked, now)
+                unacked = t.seq.unacked
+                if unacked and unacked[0].tx_sequence_id == ev.tx_sequence_id:
+                    acked = t.seq.order_ack_received(ev.tx_sequence_id, ev.tx_sequence_number, now)
+                    self._outgoing_events(t, acked, now)
         elif isinstance(ev, FinalAckReceived):
             for t in self.outgoing.values():
                 self._outgoing_events(

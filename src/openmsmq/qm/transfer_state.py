@@ -36,7 +36,9 @@ class TransferConfig:
     listen / advertised addresses); ``routes``: static routes (destination host →
     next-hop host); ``batch_size``: messages loaded from an outgoing queue per read;
     ``max_in_flight``: loaded, unacknowledged messages per outgoing queue;
-    ``queue_refresh``: seconds between looks for new outgoing queues.
+    ``queue_refresh``: seconds between looks for new outgoing queues;
+    ``sequence_quarantine``: seconds a TxSequenceID stays reserved to the outgoing queue
+    that used it last (see ``Transfer._sequence_blocked``).
     """
 
     local_addresses: tuple[str, ...] = ("127.0.0.1",)
@@ -44,6 +46,7 @@ class TransferConfig:
     batch_size: int = 500
     max_in_flight: int = 20_000
     queue_refresh: float = 1.0
+    sequence_quarantine: float = 30.0
     session: SessionConfig = field(default_factory=SessionConfig)
     order_ack: OrderAckConfig = field(default_factory=OrderAckConfig)
     resend: ResendConfig = field(default_factory=ResendConfig)
@@ -85,6 +88,7 @@ class OutgoingTransfer:
         self.connected = False
         self.waiting = 0
         self.last_acked: tuple[TxSequenceId, int] | None = None
+        self.blocked_logged = False
 
     @property
     def has_work(self) -> bool:
