@@ -1,0 +1,430 @@
+"""Prometheus metrics of one queue-manager process, and their HTTP endpoint.
+
+One :class:`Metrics` object owns one ``prometheus_client`` :class:`CollectorRegistry`
+with every ``openmsmq_*`` metric (names carry their unit: ``_seconds``, ``_bytes``,
+``_operations``; counters end in ``_total`` when exposed). The hot path increments them
+once per *batch*::
+
+    metrics.messages_sent.inc(len(sends))          # one commit of many sends
+    metrics.rejected(RejectReason.GAP).inc()
+    metrics.dead_lettered(0xC002).inc(n)            # Message.Class -> class name label
+    metrics.observe_commit(ops=len(batch), seconds=elapsed)
+
+Queue depth and bytes are not counted on the hot path: :class:`QueueManagerCollector`
+asks the queue manager on each scrape (one ``SELECT`` over the ``queues`` table, whose
+``msg_count`` / ``total_bytes`` the store keeps current in every commit), and also
+exposes the store writer's commit counters (``Store.stats``).
+
+:func:`start_metrics_server` serves ``/metrics`` from a daemon thread (the
+``prometheus_client`` WSGI server), on 127.0.0.1 unless told otherwise.
+
+Label values are short and bounded: Enum members become their lower-case name
+(``RejectReason.GAP`` → ``gap``, ``Role.INITIATOR`` → ``initiator``); message classes
+become their MS-MQMQ 2.2.18.1.6 name (``NACK_RECEIVE_TIMEOUT``). ``docs/operations.md``
+lists every metric with its meaning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from openmsmq import __version__
+from openmsmq.observability.logging import log_event
+from openmsmq.wire.constants import MessageClass
+
+__all__ = [
+    "BATCH_BUCKETS",
+    "COMMIT_BUCKETS",
+    "ORDER_ACK_BUCKETS",
+    "Metrics",
+    "MetricsServer",
+    "QueueManagerCollector",
+    "QueueStat",
+    "default_metrics",
+    "label_value",
+    "start_metrics_server",
+]
+
+_log = logging.getLogger("openmsmq.metrics")
+
+#: Commit latency buckets (s): an fsync takes from ~50 µs (NVMe) to tens of ms (disks).
+COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+#: Operations per group commit (one fsync); the writer caps it at store.group_commit_max_batch.
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+#: OrderAck round trip (s): OrderAckTimeout is 500 ms and MaximumOrderAckDelay 10 s
+#: (MS-MQQB 3.1.1.3.1), so most values sit between 0.5 and 10 s.
+ORDER_ACK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def label_value(value: object) -> str:
+    """A label value: Enum members as their lower-case name, anything else as ``str``."""
+    if isinstance(value, Enum):
+        return value.name.lower()
+    return str(value)
+
+
+def _class_label(message_class: int | str) -> str:
+    """The MS-MQMQ 2.2.18.1.6 name of a Message.Class (``0x....`` when not a known class)."""
+    if isinstance(message_class, str):
+        return message_class
+    try:
+        return MessageClass(message_class).name
+    except ValueError:
+        return f"0x{int(message_class):04X}"
+
+
+class Metrics:
+    """Every ``openmsmq_*`` metric of one QM process, in :attr:`registry`.
+
+    Plain counters are attributes (``metrics.messages_sent.inc(n)``); labelled ones are
+    reached through small methods that cache the label child, so the hot path pays one
+    dict lookup and one locked add per batch.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.info = Gauge("openmsmq_build_info", "openmsmq version (value 1).", ["version"], registry=r)
+        self.info.labels(__version__).set(1)
+        #: Messages sent by local applications (committed sends, local or remote destination).
+        self.messages_sent = Counter(
+            "openmsmq_messages_sent", "Messages sent by local applications (committed).", registry=r
+        )
+        #: Messages removed by local applications or remote readers (committed receives).
+        self.messages_received = Counter(
+            "openmsmq_messages_received", "Messages received by applications (committed).", registry=r
+        )
+        #: UserMessage packets carrying a message to another QM, first transmissions only.
+        self.messages_forwarded = Counter(
+            "openmsmq_messages_forwarded",
+            "Messages transmitted to another queue manager over MS-MQQB (first transmissions).",
+            registry=r,
+        )
+        #: Incoming transactional messages that passed the acceptance rule and were stored.
+        self.messages_accepted = Counter(
+            "openmsmq_messages_accepted",
+            "Messages from other queue managers accepted and stored (MS-MQQB 3.1.5.8.6).",
+            registry=r,
+        )
+        #: Outgoing messages released by an OrderAck (MS-MQQB 3.1.5.6).
+        self.messages_acknowledged = Counter(
+            "openmsmq_messages_acknowledged",
+            "Outgoing transactional messages released by an OrderAck.",
+            registry=r,
+        )
+        #: Retransmissions of messages still waiting for their OrderAck (MS-MQQB 3.1.6.5).
+        self.resends = Counter(
+            "openmsmq_message_resends", "Messages transmitted again (Transactional Ack Wait).", registry=r
+        )
+        self._rejected = Counter(
+            "openmsmq_messages_rejected",
+            "Incoming messages refused by the acceptance rule, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self._dead_lettered = Counter(
+            "openmsmq_messages_dead_lettered",
+            "Messages moved to a dead-letter queue, by Message.Class name.",
+            ["class"],
+            registry=r,
+        )
+        self._sessions = Gauge("openmsmq_sessions", "Open MS-MQQB sessions, by role.", ["role"], registry=r)
+        self._sessions_opened = Counter(
+            "openmsmq_sessions_opened", "MS-MQQB sessions established, by role.", ["role"], registry=r
+        )
+        self._sessions_closed = Counter(
+            "openmsmq_sessions_closed", "MS-MQQB sessions closed, by reason.", ["reason"], registry=r
+        )
+        #: Wall time of one group commit (BEGIN … COMMIT, fsync included).
+        self.commit_duration = Histogram(
+            "openmsmq_store_commit_duration_seconds",
+            "Time of one store commit including its fsync.",
+            buckets=COMMIT_BUCKETS,
+            registry=r,
+        )
+        #: Operations that shared one commit (one fsync).
+        self.commit_batch = Histogram(
+            "openmsmq_store_commit_batch_operations",
+            "Operations committed together by one store transaction (one fsync).",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        #: Time from sending a message to the OrderAck that covers it.
+        self.order_ack_rtt = Histogram(
+            "openmsmq_order_ack_round_trip_seconds",
+            "Time from transmitting a transactional message to the OrderAck covering it.",
+            buckets=ORDER_ACK_BUCKETS,
+            registry=r,
+        )
+        self._children: dict[tuple[str, str], Any] = {}
+        self._children_lock = threading.Lock()
+        self._collectors: list[Collector] = []
+
+    # ---- labelled children (cached) ------------------------------------------------------
+
+    def _child(self, metric: Any, kind: str, value: str) -> Any:
+        key = (kind, value)
+        child = self._children.get(key)
+        if child is None:
+            with self._children_lock:
+                child = self._children.get(key)
+                if child is None:
+                    child = metric.labels(value)
+                    self._children[key] = child
+        return child
+
+    def rejected(self, reason: object) -> Counter:
+        """The counter of messages rejected for ``reason`` (e.g. ``RejectReason.DUPLICATE``)."""
+        child: Counter = self._child(self._rejected, "rejected", label_value(reason))
+        return child
+
+    def dead_lettered(self, message_class: int | str) -> Counter:
+        """The counter of messages dead-lettered with ``message_class`` (int or name)."""
+        child: Counter = self._child(self._dead_lettered, "dead", _class_label(message_class))
+        return child
+
+    def sessions(self, role: object) -> Gauge:
+        """The gauge of open sessions of ``role`` (``Role.INITIATOR`` / ``Role.ACCEPTOR``)."""
+        child: Gauge = self._child(self._sessions, "sessions", label_value(role))
+        return child
+
+    # ---- events --------------------------------------------------------------------------
+
+    def session_opened(self, role: object) -> None:
+        """A session of ``role`` is established: count it and raise the open gauge."""
+        label = label_value(role)
+        self._child(self._sessions_opened, "opened", label).inc()
+        self._child(self._sessions, "sessions", label).inc()
+
+    def session_closed(self, role: object, reason: object, *, was_open: bool = True) -> None:
+        """A session closed for ``reason`` (e.g. ``CloseReason.IDLE``); ``was_open=False`` for one
+        that never finished its handshake (counted, gauge unchanged)."""
+        self._child(self._sessions_closed, "closed", label_value(reason)).inc()
+        if was_open:
+            self._child(self._sessions, "sessions", label_value(role)).dec()
+
+    def observe_commit(self, ops: int, seconds: float) -> None:
+        """One store commit of ``ops`` operations that took ``seconds`` (fsync included)."""
+        self.commit_duration.observe(seconds)
+        self.commit_batch.observe(ops)
+
+    def observe_order_ack_rtt(self, seconds: float) -> None:
+        """An OrderAck arrived ``seconds`` after the first transmission it covers."""
+        self.order_ack_rtt.observe(seconds)
+
+    # ---- scrape-time collectors ----------------------------------------------------------
+
+    def attach_queue_manager(self, qm: QueueManagerLike) -> QueueManagerCollector:
+        """Expose ``qm``'s queue depths and store counters on scrape; returns the collector
+        (give it to :meth:`detach` before closing the queue manager)."""
+        collector = QueueManagerCollector.for_queue_manager(qm)
+        self.registry.register(collector)
+        self._collectors.append(collector)
+        return collector
+
+    def detach(self, collector: Collector) -> None:
+        """Stop exposing a collector added by :meth:`attach_queue_manager`."""
+        if collector in self._collectors:
+            self._collectors.remove(collector)
+            self.registry.unregister(collector)
+
+    def exposition(self) -> bytes:
+        """The metrics in the Prometheus text format, as a scrape would return them."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+_default: Metrics | None = None
+_default_lock = threading.Lock()
+
+
+def default_metrics() -> Metrics:
+    """The process-wide :class:`Metrics` (created on first use) for code that has no
+    instance passed in; ``openmsmq serve`` exposes this one."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Metrics()
+    return _default
+
+
+# --------------------------------------------------------------------------------------------------
+# Queue depth collector
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStat:
+    """One queue's current depth as the collector exposes it."""
+
+    #: The queue's name as created (``private$\\orders``, ``system$;deadxact``, a format name).
+    queue: str
+    #: ``private`` / ``system`` / ``journal`` / ``outgoing``.
+    kind: str
+    messages: int
+    bytes: int
+
+
+class _StoreStatsLike(Protocol):
+    batches: int
+    ops: int
+    failed_ops: int
+
+
+class QueueManagerLike(Protocol):
+    """What the collector needs of a QueueManager (duck-typed: no import of ``qm``)."""
+
+    def list_queues(self, *, include_system: bool = False) -> list[Any]:
+        """Queue records with ``display_name``, ``queue_type``, ``msg_count``, ``total_bytes``."""
+        ...
+
+    @property
+    def store(self) -> Any:
+        """The store, whose ``stats`` has ``batches``, ``ops`` and ``failed_ops``."""
+        ...
+
+
+class QueueManagerCollector(Collector):
+    """Scrape-time metrics of one queue manager: per-queue depth and bytes, store commits.
+
+    ``queues`` returns the current :class:`QueueStat` list (one cheap query); ``store_stats``
+    returns the writer's counters or None. A failing source (QM closed, store error) drops
+    its metrics from that scrape instead of failing the whole scrape.
+    """
+
+    def __init__(
+        self,
+        queues: Callable[[], Iterable[QueueStat]],
+        store_stats: Callable[[], _StoreStatsLike | None] = lambda: None,
+    ) -> None:
+        self._queues = queues
+        self._store_stats = store_stats
+
+    @classmethod
+    def for_queue_manager(cls, qm: QueueManagerLike) -> QueueManagerCollector:
+        """A collector over a :class:`~openmsmq.qm.QueueManager` (``list_queues`` reads the
+        ``queues`` table only: its counts are kept current by every commit)."""
+
+        def queues() -> list[QueueStat]:
+            return [
+                QueueStat(
+                    r.display_name,
+                    label_value(r.queue_type),
+                    int(r.msg_count),
+                    int(r.total_bytes),
+                )
+                for r in qm.list_queues(include_system=True)
+            ]
+
+        return cls(queues, lambda: getattr(qm.store, "stats", None))
+
+    def describe(self) -> Iterator[Metric]:
+        """Metric names only (so registering does not query the queue manager)."""
+        yield from self._families()
+
+    def _families(
+        self,
+    ) -> tuple[
+        GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily, CounterMetricFamily, CounterMetricFamily
+    ]:
+        return (
+            GaugeMetricFamily(
+                "openmsmq_queue_messages",
+                "Messages in a queue (locked ones included).",
+                labels=["queue", "kind"],
+            ),
+            GaugeMetricFamily(
+                "openmsmq_queue_bytes", "Bytes of the messages in a queue.", labels=["queue", "kind"]
+            ),
+            CounterMetricFamily("openmsmq_store_commits", "Store transactions committed (one fsync each)."),
+            CounterMetricFamily("openmsmq_store_operations", "Store operations committed."),
+            CounterMetricFamily("openmsmq_store_failed_operations", "Store operations that failed."),
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        """Query the sources now."""
+        depth, size, commits, ops, failed = self._families()
+        try:
+            stats = list(self._queues())
+        except Exception as exc:  # a scrape must not fail because the QM is closing
+            log_event(_log, "metrics_queue_depth_failed", logging.DEBUG, error=str(exc))
+        else:
+            for s in stats:
+                depth.add_metric([s.queue, s.kind], s.messages)
+                size.add_metric([s.queue, s.kind], s.bytes)
+            yield depth
+            yield size
+        store = self._store_stats()
+        if store is not None:
+            commits.add_metric([], store.batches)
+            ops.add_metric([], store.ops)
+            failed.add_metric([], store.failed_ops)
+            yield from (commits, ops, failed)
+
+
+# --------------------------------------------------------------------------------------------------
+# HTTP endpoint
+# --------------------------------------------------------------------------------------------------
+
+
+class MetricsServer:
+    """A running ``/metrics`` endpoint; :meth:`stop` shuts it down and joins its thread."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+
+    @property
+    def address(self) -> str:
+        """The bound IP address."""
+        return str(self._server.server_address[0])
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when 0 was asked)."""
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://address:port/metrics``."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.port}/metrics"
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and close the socket (idempotent)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_metrics_server(
+    registry: CollectorRegistry | Metrics, address: str = "127.0.0.1", port: int = 9181
+) -> MetricsServer:
+    """Serve ``registry`` (or a :class:`Metrics`' registry) at ``http://address:port/metrics``
+    from a daemon thread; port 0 picks a free port (see :attr:`MetricsServer.port`).
+
+    Raises OSError when the address cannot be bound.
+    """
+    reg = registry.registry if isinstance(registry, Metrics) else registry
+    server, thread = start_http_server(port, addr=address, registry=reg)
+    handle = MetricsServer(server, thread)
+    log_event(_log, "metrics_listening", address=handle.address, port=handle.port)
+    return handle
