@@ -1,0 +1,424 @@
+"""The remote-read transport: :class:`GrpcTransport` carries the client API to an
+``openmsmq`` remote-read service (MS-MQRR semantics over gRPC, :mod:`openmsmq.remote`).
+
+``grpc://host:port`` — options in the query string or as keyword arguments:
+
+* ``token=...`` bearer token (or the ``OPENMSMQ_REMOTE_TOKEN`` environment variable);
+* ``tls=1`` use TLS with the system roots, ``ca=/path/ca.pem`` with these roots,
+  ``server_name=...`` the name the certificate must carry (tests, IP addresses).
+
+The transport opens a session stream at connect and pings on it, so the server notices
+a vanished client (its transactions are aborted, its pending receives put back). Server
+failures raise :class:`~openmsmq.errors.MQError` with the server's HRESULT; a server
+that cannot be reached raises MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+import grpc
+
+from openmsmq.client.message import Message, PendingMessage
+from openmsmq.client.transport import SINGLE_MESSAGE, Transport
+from openmsmq.client.types import (
+    INFINITE,
+    Access,
+    Ack,
+    AckRequest,
+    Delivery,
+    OutgoingMessage,
+    QueueInfo,
+    ReadAction,
+    SendReceipt,
+    ShareMode,
+    TransactionId,
+)
+from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.remote import openmsmq_remote_pb2 as pb
+from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
+from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
+from openmsmq.wire.ids import ObjectId
+
+__all__ = ["GrpcTransport", "error_from_rpc"]
+
+R = TypeVar("R")
+
+#: Largest request sent (the server accepts 16 × 4 MiB + 1 MiB).
+MAX_REQUEST_BYTES = 65 * 1024 * 1024
+
+_CODE_HRESULT = {
+    grpc.StatusCode.UNAVAILABLE: HResult.MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: HResult.MQ_ERROR_IO_TIMEOUT,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+    grpc.StatusCode.UNAUTHENTICATED: HResult.MQ_ERROR_ACCESS_DENIED,
+    grpc.StatusCode.PERMISSION_DENIED: HResult.MQ_ERROR_ACCESS_DENIED,
+    grpc.StatusCode.CANCELLED: HResult.MQ_ERROR_OPERATION_CANCELLED,
+    grpc.StatusCode.UNIMPLEMENTED: HResult.MQ_ERROR_UNSUPPORTED_OPERATION,
+}
+
+
+def error_from_rpc(exc: grpc.RpcError) -> MQError:
+    """The :class:`MQError` for a failed call: the server's HRESULT when it sent one, else
+    one derived from the gRPC status (UNAVAILABLE → MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE)."""
+    call: Any = exc
+    details = ""
+    try:
+        details = call.details() or ""
+        for key, value in call.trailing_metadata() or ():
+            if key == HRESULT_KEY:
+                return MQError(int(value, 16), details)
+        code = call.code()
+    except (AttributeError, ValueError, TypeError):
+        code = None
+    hresult = _CODE_HRESULT.get(code, HResult.MQ_ERROR) if code is not None else HResult.MQ_ERROR
+    return MQError(hresult, details or str(code))
+
+
+def _uow(tx: TransactionId | None) -> bytes:
+    return b"" if tx is None else tx.uow.bytes
+
+
+def _timeout_ms(timeout: float | None) -> int:
+    if timeout is None:
+        return INFINITE_TIMEOUT_MS
+    if timeout <= 0:
+        return 0
+    return min(INFINITE_TIMEOUT_MS - 1, max(1, round(timeout * 1000)))
+
+
+def _message(m: pb.Message) -> Message:
+    return Message(
+        body=m.body, label=m.label, lookup_id=m.lookup_id,
+        message_id=str(ObjectId(uuid.UUID(bytes=m.id_lineage), m.id_uniquifier)),
+        message_class=m.message_class, priority=m.priority, correlation_id=m.correlation_id,
+        app_specific=m.app_specific, body_type=m.body_type,
+        delivery=Delivery(m.delivery) if m.delivery in (0, 1) else Delivery.EXPRESS,
+        sent_time=m.sent_time, arrived_time=m.arrived_time,
+        time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
+        queue=m.destination_queue, admin_queue=m.admin_queue, response_queue=m.response_queue,
+        ack=AckRequest(m.ack_flags & 0x0F), journal=m.positive_journaling,
+        dead_letter=m.negative_journaling, transactional=m.transactional,
+        first_in_transaction=m.first_in_transaction, last_in_transaction=m.last_in_transaction,
+        source_machine=f"{{{uuid.UUID(bytes=m.source_machine)}}}", extension=m.extension,
+    )  # fmt: skip
+
+
+def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
+    if not 0 <= m.app_specific <= 0xFFFFFFFF:
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "app_specific must be a u32")
+    for name in ("priority", "time_to_reach_queue", "time_to_be_received"):
+        if not 0 <= getattr(m, name) <= INFINITE:
+            raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"{name} must be a u32")
+    return pb.OutgoingMessage(
+        body=bytes(m.body), label=m.label, priority=m.priority, correlation_id=m.correlation_id,
+        app_specific=m.app_specific, body_type=m.body_type, delivery=int(m.delivery),
+        time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
+        ack_flags=int(m.ack), admin_queue=m.admin_queue, response_queue=m.response_queue,
+        journal=m.journal, dead_letter=m.dead_letter, extension=m.extension,
+    )  # fmt: skip
+
+
+def _queue_info(q: pb.QueueInfo) -> QueueInfo:
+    return QueueInfo(
+        path=q.path, kind=q.kind, transactional=q.transactional, label=q.label, quota_kb=q.quota_kb,
+        journal=q.journal, journal_quota_kb=q.journal_quota_kb, private_number=q.private_number,
+        created_time=q.created_time, modify_time=q.modify_time, message_count=q.message_count,
+        total_bytes=q.total_bytes, destination=q.destination,
+    )  # fmt: skip
+
+
+class GrpcTransport(Transport):
+    """:class:`Transport` over the remote-read gRPC service (see the module docstring).
+
+    ``connect_timeout``: seconds to reach the server (then
+    MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE). ``ping_interval``: seconds between session
+    pings (default: a third of the server's session timeout).
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        token: str | None = None,
+        tls: bool | None = None,
+        root_certificates: bytes | None = None,
+        server_name: str | None = None,
+        connect_timeout: float = 10.0,
+        ping_interval: float | None = None,
+    ) -> None:
+        self.target = target
+        parts = urlsplit(target)
+        if parts.scheme.lower() != "grpc" or not parts.hostname or not parts.port:
+            raise ConfigError("target", f"{target!r}: expected grpc://host:port")
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        token = token or query.get("token") or os.environ.get("OPENMSMQ_REMOTE_TOKEN") or None
+        ca = query.get("ca")
+        if root_certificates is None and ca:
+            root_certificates = Path(ca).read_bytes()
+        server_name = server_name or query.get("server_name")
+        if tls is None:
+            tls = query.get("tls", "").lower() in ("1", "true", "yes") or root_certificates is not None
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        address = f"{host}:{parts.port}"
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", -1),
+            ("grpc.max_send_message_length", MAX_REQUEST_BYTES),
+            ("grpc.keepalive_time_ms", 20_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.enable_retries", 0),
+        ]
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
+        if tls:
+            creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self._channel = grpc.secure_channel(address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = pb_grpc.RemoteReadStub(self._channel)  # type: ignore[no-untyped-call]
+        self._auth: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._stop: queue.Queue[None] = queue.Queue()
+        self._session_ready = threading.Event()
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
+        except grpc.FutureTimeoutError:
+            self._channel.close()
+            raise MQError(
+                HResult.MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE, f"no remote-read service at {address}"
+            ) from None
+        self._interval = ping_interval
+        self._session_call: Any = self._stub.Session(self._pings(), metadata=self._auth)
+        try:
+            first = next(self._session_call)
+        except grpc.RpcError as exc:
+            self._channel.close()
+            raise error_from_rpc(exc) from None
+        self.session_id: str = first.session_id
+        self.session_timeout: float = first.session_timeout
+        self._md = (*self._auth, (SESSION_KEY, self.session_id))
+        self._session_ready.set()
+        self._reader = threading.Thread(target=self._drain, name="openmsmq-grpc-session", daemon=True)
+        self._reader.start()
+
+    # ---- session keepalive ---------------------------------------------------------------
+
+    def _pings(self) -> Iterator[pb.SessionPing]:
+        """The request side of the session stream: a ping every interval until closed."""
+        self._session_ready.wait()
+        interval = self._interval or max(0.05, self.session_timeout / 3)
+        for seq in itertools.count(1):
+            try:
+                self._stop.get(timeout=interval)
+                return  # close(): half-close the stream; the server runs its rundown
+            except queue.Empty:
+                yield pb.SessionPing(seq=seq)
+
+    def _drain(self) -> None:
+        try:
+            for _pong in self._session_call:
+                pass
+        except grpc.RpcError:
+            return  # the session is gone; the next call reports MQ_ERROR_STALE_HANDLE
+
+    def _call(self, method: Callable[..., R], request: Any) -> R:
+        if self._closed:
+            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+        try:
+            return method(request, metadata=self._md)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from None
+
+    def _request_ids(self, n: int) -> int:
+        with self._lock:
+            first = next(self._ids)
+            for _ in range(n - 1):
+                next(self._ids)
+        return first & 0x7FFFFFFF or 1
+
+    # ---- administration ------------------------------------------------------------------
+
+    def create_queue(
+        self,
+        path: str,
+        *,
+        transactional: bool = False,
+        label: str = "",
+        quota_kb: int = INFINITE,
+        journal: bool = False,
+        journal_quota_kb: int = INFINITE,
+    ) -> QueueInfo:
+        req = pb.CreateQueueRequest(
+            path=path, transactional=transactional, label=label, quota_kb=quota_kb,
+            journal=journal, journal_quota_kb=journal_quota_kb,
+        )  # fmt: skip
+        return _queue_info(self._call(self._stub.CreateQueue, req))
+
+    def delete_queue(self, name: str) -> None:
+        self._call(self._stub.DeleteQueue, pb.QueueName(name=name))
+
+    def list_queues(self, *, include_system: bool = False) -> list[QueueInfo]:
+        reply = self._call(self._stub.ListQueues, pb.ListQueuesRequest(include_system=include_system))
+        return [_queue_info(q) for q in reply.queues]
+
+    def queue_info(self, name: str) -> QueueInfo:
+        return _queue_info(self._call(self._stub.GetQueueInfo, pb.QueueName(name=name)))
+
+    # ---- handles -------------------------------------------------------------------------
+
+    def open_queue(self, name: str, access: Access, share: ShareMode = ShareMode.DENY_NONE) -> int:
+        req = pb.OpenQueueRequest(queue=name, access=int(access), share_mode=int(share))
+        handle: int = self._call(self._stub.OpenQueue, req).handle
+        return handle
+
+    def close_queue(self, handle: int) -> None:
+        self._call(self._stub.CloseQueue, pb.HandleRequest(handle=handle))
+
+    def create_cursor(self, handle: int) -> int:
+        cursor: int = self._call(self._stub.CreateCursor, pb.HandleRequest(handle=handle)).cursor
+        return cursor
+
+    def close_cursor(self, handle: int, cursor: int) -> None:
+        self._call(self._stub.CloseCursor, pb.CloseCursorRequest(handle=handle, cursor=cursor))
+
+    # ---- messages ------------------------------------------------------------------------
+
+    def purge(self, handle: int) -> int:
+        count: int = self._call(self._stub.PurgeQueue, pb.HandleRequest(handle=handle)).count
+        return count
+
+    def send(
+        self, handle: int, messages: Sequence[OutgoingMessage], tx: TransactionId | None = None
+    ) -> list[SendReceipt]:
+        if not messages:
+            return []
+        req = pb.SendRequest(handle=handle, transaction=_uow(tx), messages=[_outgoing(m) for m in messages])
+        if req.ByteSize() > MAX_REQUEST_BYTES:
+            raise MQError(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"a send of {req.ByteSize()} bytes exceeds {MAX_REQUEST_BYTES}: send fewer messages per call",
+            )
+        reply = self._call(self._stub.Send, req)
+        return [
+            SendReceipt(str(ObjectId(uuid.UUID(bytes=r.id_lineage), r.id_uniquifier)), r.lookup_id)
+            for r in reply.receipts
+        ]
+
+    def read(
+        self,
+        handle: int,
+        action: ReadAction = ReadAction.RECEIVE,
+        *,
+        lookup_id: int = 0,
+        cursor: int = 0,
+        timeout: float | None = 0.0,
+        tx: TransactionId | None = None,
+        max_count: int = 1,
+    ) -> list[Message]:
+        if max_count < 1:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        req = pb.ReadRequest(
+            handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
+            timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
+        )  # fmt: skip
+        return [_message(m) for m in self._call(self._stub.Read, req).messages]
+
+    def start_receive(
+        self,
+        handle: int,
+        action: ReadAction = ReadAction.RECEIVE,
+        *,
+        lookup_id: int = 0,
+        timeout: float | None = 0.0,
+        tx: TransactionId | None = None,
+    ) -> PendingMessage:
+        if ReadAction(action).is_peek:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "a two-phase read is a receive action")
+        got = self.start_receive_many(handle, 1, action, lookup_id=lookup_id, timeout=timeout, tx=tx)
+        return got[0]
+
+    def start_receive_many(
+        self,
+        handle: int,
+        max_count: int,
+        action: ReadAction = ReadAction.RECEIVE,
+        *,
+        lookup_id: int = 0,
+        cursor: int = 0,
+        timeout: float | None = 0.0,
+        tx: TransactionId | None = None,
+    ) -> list[PendingMessage]:
+        """Batched R_StartReceive / R_StartTransactionalReceive: up to ``max_count``
+        messages locked in one call, each with its own request id (waits for the first)."""
+        if max_count < 1:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        req = pb.ReadRequest(
+            handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
+            timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
+            request_id=self._request_ids(max_count),
+        )  # fmt: skip
+        reply = self._call(self._stub.StartReceive, req)
+        return [PendingMessage(m.request_id, _message(m)) for m in reply.messages]
+
+    def end_receive(self, handle: int, request_id: int, ack: Ack) -> None:
+        status = self.end_receive_many(handle, [request_id], ack)[0]
+        if status:
+            raise MQError(status, f"end of receive {request_id}")
+
+    def end_receive_many(self, handle: int, request_ids: Sequence[int], ack: Ack) -> list[int]:
+        """Batched R_EndReceive / R_EndTransactionalReceive: one HRESULT per request id
+        (0 = MQ_OK), in order."""
+        req = pb.EndReceiveRequest(handle=handle, ack=int(ack), request_ids=list(request_ids))
+        return list(self._call(self._stub.EndReceive, req).status)
+
+    def cancel_receive(self, handle: int, request_id: int) -> None:
+        """R_CancelReceive: end a waiting receive with MQ_ERROR_OPERATION_CANCELLED."""
+        self._call(self._stub.CancelReceive, pb.CancelReceiveRequest(handle=handle, request_id=request_id))
+
+    def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
+        req = pb.SetAckClassRequest(transaction=_uow(tx), lookup_id=lookup_id, message_class=message_class)
+        self._call(self._stub.SetUserAcknowledgementClass, req)
+
+    # ---- transactions --------------------------------------------------------------------
+
+    def begin(self) -> TransactionId:
+        tid = TransactionId()  # the client picks the XACTUOW (MS-MQRR 2.2.8)
+        self._call(self._stub.BeginTransaction, pb.TransactionRequest(transaction=tid.uow.bytes))
+        return tid
+
+    def commit(self, tx: TransactionId) -> None:
+        if tx == SINGLE_MESSAGE:
+            raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, "SINGLE_MESSAGE is not a transaction to commit")
+        self._call(self._stub.Commit, pb.TransactionRequest(transaction=tx.uow.bytes))
+
+    def abort(self, tx: TransactionId) -> None:
+        self._call(self._stub.Abort, pb.TransactionRequest(transaction=tx.uow.bytes))
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the session (the server closes its handles and aborts its transactions)
+        and close the channel."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.put(None)
+        self._reader.join(timeout=5.0)  # the stream ends after the server's rundown
+        self._channel.close()
+
+    def __enter__(self) -> GrpcTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

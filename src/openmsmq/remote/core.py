@@ -1,0 +1,855 @@
+"""The MS-MQRR server state over a :class:`~openmsmq.qm.QueueManager`, independent of gRPC.
+
+:class:`RemoteReadCore` holds what MS-MQRR 3.1.1 calls the server's abstract data
+model: OpenQueueDescriptors (handles with access and share modes), cursors, the
+PendingRequestTable with one Pending Request Cleanup Timer per entry, and the
+transactions created remotely — all owned by a client :class:`Session`. Ending a
+session (its client vanished) closes its handles, puts its pending receives back and
+aborts its transactions (invariant 7).
+
+Every method is thread-safe and may block (waiting receives, commits): the gRPC
+service calls them from worker threads. Waits are cut into short slices so that
+R_CancelReceive, a closed handle or an ended session stop them promptly. Timers run
+when the owner calls :meth:`RemoteReadCore.run_timers` (with ``now`` from the core's
+clock, so tests can drive them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.qm import (
+    CursorAction,
+    LookupAction,
+    Message,
+    PendingReceive,
+    QueueHandle,
+    QueueManager,
+    QueueRecord,
+    QueueType,
+    Transaction,
+)
+from openmsmq.remote.auth import Permission, Principal
+from openmsmq.remote.codes import (
+    INFINITE_TIMEOUT_MS,
+    NACK_RECEIVE_REJECTED,
+    SINGLE_MESSAGE_UOW,
+    AccessMode,
+    Action,
+    RemoteAck,
+    ShareMode,
+)
+from openmsmq.remote.pending import PendingRequestEntry, PendingRequestTable, TxState
+
+__all__ = ["OpenQueueDescriptor", "RemoteReadCore", "Session"]
+
+T = TypeVar("T")
+
+#: Longest single wait inside the queue manager; cancellation is noticed within it.
+WAIT_SLICE = 0.2
+#: Ended transaction ids a session remembers (so a stale id is not re-created).
+_ENDED_MEMORY = 4096
+
+_SEEK: dict[Action, LookupAction] = {
+    Action.LOOKUP_PEEK_CURRENT: LookupAction.CURRENT,
+    Action.LOOKUP_PEEK_NEXT: LookupAction.NEXT,
+    Action.LOOKUP_PEEK_PREV: LookupAction.PREVIOUS,
+    Action.LOOKUP_PEEK_FIRST: LookupAction.FIRST,
+    Action.LOOKUP_PEEK_LAST: LookupAction.LAST,
+    Action.LOOKUP_RECEIVE_CURRENT: LookupAction.CURRENT,
+    Action.LOOKUP_RECEIVE_NEXT: LookupAction.NEXT,
+    Action.LOOKUP_RECEIVE_PREV: LookupAction.PREVIOUS,
+    Action.LOOKUP_RECEIVE_FIRST: LookupAction.FIRST,
+    Action.LOOKUP_RECEIVE_LAST: LookupAction.LAST,
+}
+
+
+def _err(code: HResult, message: str) -> MQError:
+    return MQError(code, message)
+
+
+@dataclass(eq=False)
+class OpenQueueDescriptor:
+    """OpenQueueDescriptor (MS-MQDMPR 3.1.1.16): a queue context handle of a session."""
+
+    handle: int
+    session: Session
+    qm_handle: QueueHandle
+    access: AccessMode
+    share: ShareMode
+    cursors: set[int] = field(default_factory=set)
+    closed: bool = False
+
+    @property
+    def queue_id(self) -> int:
+        """The queue's id in the store."""
+        return self.qm_handle.record.queue_id
+
+    @property
+    def queue_name(self) -> str:
+        """The queue's canonical name (what permissions match)."""
+        return self.qm_handle.record.name
+
+
+@dataclass(eq=False)
+class _Tx:
+    uow: bytes
+    txn: Transaction
+    state: TxState = field(default_factory=TxState)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """A call that may wait in the queue manager; ``event`` set = stop (cancelled)."""
+
+    session: Session
+    handle: int
+    request_id: int
+    event: threading.Event
+
+
+@dataclass(eq=False)
+class Session:
+    """A client's session: owns handles, transactions and waiting calls."""
+
+    id: str
+    principal: Principal
+    last_seen: float
+    handles: dict[int, OpenQueueDescriptor] = field(default_factory=dict)
+    txs: dict[bytes, _Tx] = field(default_factory=dict)
+    ended_txs: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
+    waiters: set[_Waiter] = field(default_factory=set)
+    closed: bool = False
+
+
+def _conflict(existing: OpenQueueDescriptor, access: AccessMode, share: ShareMode) -> bool:
+    """The sharing table of MS-MQDMPR 3.1.7.1.5 step 5 (MQ_ERROR_SHARING_VIOLATION)."""
+    if existing.share == ShareMode.DENY_SHARE and existing.access.can_receive:
+        return share == ShareMode.DENY_SHARE or access.can_receive
+    if existing.share == ShareMode.DENY_SHARE and existing.access.can_peek:
+        return access.can_receive
+    if existing.share == ShareMode.DENY_NONE and existing.access.can_receive:
+        return share == ShareMode.DENY_SHARE
+    return False
+
+
+def timeout_seconds(timeout_ms: int) -> float | None:
+    """ulTimeout (ms, INFINITE = forever) as seconds (None = forever)."""
+    return None if timeout_ms == INFINITE_TIMEOUT_MS else timeout_ms / 1000.0
+
+
+class RemoteReadCore:
+    """MS-MQRR server semantics over one QueueManager (see the module docstring).
+
+    ``cleanup_timeout``: the Pending Request Cleanup Timer in seconds (MS-MQRR 3.1.2.2;
+    Windows uses 5 minutes). ``session_timeout``: a session that has not been touched
+    for this long is ended. ``clock``: monotonic seconds for both.
+    """
+
+    def __init__(
+        self,
+        qm: QueueManager,
+        *,
+        cleanup_timeout: float = 300.0,
+        session_timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.qm = qm
+        self.cleanup_timeout = cleanup_timeout
+        self.session_timeout = session_timeout
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._sessions: dict[str, Session] = {}
+        self._handles: dict[int, OpenQueueDescriptor] = {}
+        self._opened: dict[int, list[OpenQueueDescriptor]] = {}
+        self._table = PendingRequestTable()
+        self._waiters: dict[tuple[int, int], _Waiter] = {}
+        self._handle_ids = itertools.count(1)
+
+    # ---- sessions ------------------------------------------------------------------------
+
+    def open_session(self, principal: Principal) -> Session:
+        """Start a session for an authenticated caller."""
+        s = Session(uuid.uuid4().hex, principal, self.clock())
+        with self._lock:
+            self._sessions[s.id] = s
+        return s
+
+    def session(self, session_id: str, principal: Principal | None = None) -> Session:
+        """The live session ``session_id`` (touched); MQ_ERROR_STALE_HANDLE if it ended,
+        MQ_ERROR_ACCESS_DENIED if it belongs to another principal."""
+        with self._lock:
+            s = self._sessions.get(session_id)
+            if s is None:
+                raise _err(HResult.MQ_ERROR_STALE_HANDLE, "no such session (it ended or never existed)")
+            if principal is not None and s.principal != principal:
+                raise _err(HResult.MQ_ERROR_ACCESS_DENIED, "the session belongs to another caller")
+            s.last_seen = self.clock()
+            return s
+
+    def touch(self, session: Session) -> None:
+        """Record a keepalive of the session."""
+        session.last_seen = self.clock()
+
+    @property
+    def session_count(self) -> int:
+        """Live sessions."""
+        return len(self._sessions)
+
+    @property
+    def pending_count(self) -> int:
+        """Entries in the PendingRequestTable."""
+        return len(self._table)
+
+    def close_session(self, session: Session | str) -> None:
+        """End a session: cancel its waits, close its handles (pending receives put back,
+        MS-MQRR 3.1.6 rundown) and abort its transactions. Idempotent."""
+        sid = session if isinstance(session, str) else session.id
+        with self._lock:
+            s = self._sessions.pop(sid, None)
+            if s is None:
+                return
+            s.closed = True
+            descs = list(s.handles.values())
+            txs = list(s.txs.values())
+            s.txs.clear()
+            waiters = list(s.waiters)
+        for w in waiters:
+            w.event.set()
+        for d in descs:
+            self._close_descriptor(d)
+        for tx in txs:
+            with self._lock:
+                tx.state.outcome = "aborted"
+            with contextlib.suppress(MQError):
+                tx.txn.abort()
+
+    def close(self) -> None:
+        """End every session."""
+        with self._lock:
+            ids = list(self._sessions)
+        for sid in ids:
+            self.close_session(sid)
+
+    # ---- timers --------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`run_timers` next has work: a cleanup timer or a session timeout."""
+        with self._lock:
+            d = self._table.next_deadline()
+            if self._sessions:
+                oldest = min(s.last_seen for s in self._sessions.values()) + self.session_timeout
+                d = oldest if d is None else min(d, oldest)
+            return d
+
+    def run_timers(self, now: float | None = None) -> int:
+        """Fire expired Pending Request Cleanup Timers (MS-MQRR 3.1.5: the message becomes
+        available again, the entry is removed) and end sessions idle past their timeout.
+        Returns how many entries and sessions were ended."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            expired = self._table.pop_expired(now)
+            stale = [s.id for s in self._sessions.values() if now - s.last_seen > self.session_timeout]
+        for entry in expired:
+            self._put_back(entry)
+        for sid in stale:
+            self.close_session(sid)
+        return len(expired) + len(stale)
+
+    # ---- handles (R_OpenQueue, R_CloseQueue, R_CreateCursor, R_CloseCursor) ---------------
+
+    def open_queue(self, s: Session, name: str, access: int, share: int = 0) -> int:
+        """R_OpenQueue (MS-MQRR 3.1.4.2): a new queue handle of the session."""
+        if not access or access & ~int(AccessMode.RECEIVE | AccessMode.SEND | AccessMode.PEEK):
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"dwAccess {access:#x}")
+        if share not in (ShareMode.DENY_NONE, ShareMode.DENY_SHARE):
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"dwShareMode {share:#x}")
+        mode, shm = AccessMode(access), ShareMode(share)
+        if shm == ShareMode.DENY_SHARE and not mode.can_peek:
+            raise _err(HResult.MQ_ERROR_UNSUPPORTED_ACCESS_MODE, "MQ_DENY_SHARE needs receive or peek access")
+        reading = mode.can_peek
+        if reading:
+            rec = self.qm.get_queue(name)  # reading never creates an outgoing queue
+            if rec.queue_type == QueueType.OUTGOING:
+                raise _err(
+                    HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{name!r} is not a queue of this QM"
+                )
+        qh = self.qm.open_queue(name)
+        needed = Permission.NONE
+        if mode.can_receive:
+            needed |= Permission.RECEIVE
+        elif mode.can_peek:
+            needed |= Permission.PEEK
+        if mode & AccessMode.SEND:
+            needed |= Permission.SEND
+        if not s.principal.allows(qh.record.name, needed):
+            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} may not {needed!r} {name!r}")
+        with self._lock:
+            self._check_session(s)
+            others = self._opened.setdefault(qh.record.queue_id, [])
+            if any(_conflict(o, mode, shm) for o in others):
+                raise _err(HResult.MQ_ERROR_SHARING_VIOLATION, f"queue {name!r} is opened with MQ_DENY_SHARE")
+            d = OpenQueueDescriptor(next(self._handle_ids) & 0xFFFFFFFF or 1, s, qh, mode, shm)
+            others.append(d)
+            self._handles[d.handle] = d
+            s.handles[d.handle] = d
+        return d.handle
+
+    def _check_session(self, s: Session) -> None:
+        if s.closed:
+            raise _err(HResult.MQ_ERROR_STALE_HANDLE, "the session ended")
+
+    def _desc(self, s: Session, handle: int) -> OpenQueueDescriptor:
+        d = s.handles.get(handle)
+        if d is None or d.closed:
+            raise _err(HResult.MQ_ERROR_INVALID_HANDLE, f"no queue handle {handle}")
+        return d
+
+    def close_queue(self, s: Session, handle: int) -> None:
+        """R_CloseQueue (MS-MQRR 3.1.4.3): waits cancelled, cursors closed, pending entries
+        removed and their messages put back (the rundown of 3.1.6; inferred for 3.1.4.3)."""
+        self._close_descriptor(self._desc(s, handle))
+
+    def _close_descriptor(self, d: OpenQueueDescriptor) -> None:
+        with self._lock:
+            if d.closed:
+                return
+            d.closed = True
+            self._handles.pop(d.handle, None)
+            d.session.handles.pop(d.handle, None)
+            others = self._opened.get(d.queue_id, [])
+            if d in others:
+                others.remove(d)
+            entries = self._table.remove_handle(d.handle)
+            waiters = [w for w in d.session.waiters if w.handle == d.handle]
+            cursors = list(d.cursors)
+            d.cursors.clear()
+        for w in waiters:
+            w.event.set()
+        for entry in entries:
+            self._put_back(entry)
+        for c in cursors:
+            with contextlib.suppress(MQError):
+                self.qm.close_cursor(c)
+
+    def create_cursor(self, s: Session, handle: int) -> int:
+        """R_CreateCursor (MS-MQRR 3.1.4.4)."""
+        d = self._desc(s, handle)
+        if not d.access.can_peek:
+            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, "a cursor needs receive or peek access")
+        c = self.qm.create_cursor(d.qm_handle)
+        with self._lock:
+            d.cursors.add(c)
+        return c
+
+    def close_cursor(self, s: Session, handle: int, cursor: int) -> None:
+        """R_CloseCursor (MS-MQRR 3.1.4.5); MQ_ERROR_INVALID_HANDLE if unknown."""
+        d = self._desc(s, handle)
+        with self._lock:
+            if cursor not in d.cursors:
+                raise _err(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {cursor} on handle {handle}")
+            d.cursors.discard(cursor)
+        with contextlib.suppress(MQError):
+            self.qm.close_cursor(cursor)
+
+    def purge(self, s: Session, handle: int) -> int:
+        """R_PurgeQueue (MS-MQRR 3.1.4.6): STATUS_ACCESS_DENIED without RECEIVE access."""
+        d = self._desc(s, handle)
+        if not d.access.can_receive:
+            raise _err(HResult.STATUS_ACCESS_DENIED, "R_PurgeQueue needs RECEIVE_ACCESS")
+        return self.qm.purge_queue(d.qm_handle)
+
+    # ---- transactions --------------------------------------------------------------------
+
+    def begin(self, s: Session, uow: bytes = b"") -> bytes:
+        """R_QMEnlistRemoteTransaction (MS-MQRR 3.1.4.12) for a local transaction of this
+        QM: create the transaction ``uow`` (16 bytes; empty = the server picks one)."""
+        uow = uow or uuid.uuid4().bytes
+        if len(uow) != 16 or uow == SINGLE_MESSAGE_UOW:
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "a transaction id is a 16-byte XACTUOW")
+        with self._lock:
+            self._check_session(s)
+            if uow in s.txs or uow in s.ended_txs:
+                raise _err(
+                    HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"transaction {uuid.UUID(bytes=uow)} exists"
+                )
+            s.txs[uow] = _Tx(uow, self.qm.begin())
+        return uow
+
+    def _tx(self, s: Session, uow: bytes, *, create: bool) -> _Tx:
+        if len(uow) != 16:
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "a transaction id is a 16-byte XACTUOW")
+        with self._lock:
+            self._check_session(s)
+            tx = s.txs.get(uow)
+            if tx is not None:
+                return tx
+            if not create or uow in s.ended_txs:
+                raise _err(
+                    HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"no active transaction {uuid.UUID(bytes=uow)}"
+                )
+            # MS-MQRR 3.1.4.13 step 6: an unknown transaction is created (with the given
+            # identifier — the spec's NULL identifier is a defect, remote-read.md §10.2).
+            tx = s.txs[uow] = _Tx(uow, self.qm.begin())
+            return tx
+
+    def _end_tx(self, s: Session, uow: bytes, outcome: str) -> _Tx:
+        with self._lock:
+            tx = s.txs.pop(uow, None)
+            if tx is None:
+                raise _err(
+                    HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"no active transaction {uuid.UUID(bytes=uow)}"
+                )
+            s.ended_txs[uow] = None
+            while len(s.ended_txs) > _ENDED_MEMORY:
+                s.ended_txs.popitem(last=False)
+            # Set before the QM ends it: a concurrent R_EndTransactionalReceive must not
+            # touch a message the transaction is deleting or releasing.
+            tx.state.outcome = outcome
+        return tx
+
+    def commit(self, s: Session, uow: bytes) -> list[int]:
+        """Commit (durable on return); returns the LookupIdentifiers of the sent messages."""
+        tx = self._end_tx(s, uow, "committed")
+        try:
+            return tx.txn.commit()
+        except BaseException:
+            tx.state.outcome = "aborted"
+            raise
+
+    def abort(self, s: Session, uow: bytes) -> None:
+        """Abort: sends dropped, received messages back in place."""
+        self._end_tx(s, uow, "aborted").txn.abort()
+
+    def _in_tx(self, s: Session, uow: bytes, fn: Callable[[Transaction | None], T]) -> T:
+        """Run ``fn`` in no transaction, in ``uow`` (created if new), or in one of its own."""
+        if not uow:
+            return fn(None)
+        if uow != SINGLE_MESSAGE_UOW:
+            return fn(self._tx(s, uow, create=True).txn)
+        with self.qm.begin() as t:  # commit on success, abort on error
+            return fn(t)
+
+    # ---- sending -------------------------------------------------------------------------
+
+    def send(
+        self, s: Session, handle: int, messages: Sequence[Message], uow: bytes = b""
+    ) -> list[tuple[int, int]]:
+        """Send in one commit (no ``uow``), into transaction ``uow``, or in a transaction
+        of its own (:data:`SINGLE_MESSAGE_UOW`). Returns (uniquifier, LookupIdentifier)
+        pairs; the LookupIdentifier is 0 until known (transaction, or a batch without one)."""
+        d = self._desc(s, handle)
+        if not d.access & AccessMode.SEND:
+            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"handle {handle} was not opened for send")
+        if not messages:
+            return []
+        qm, qh = self.qm, d.qm_handle
+        if not uow:
+            if len(messages) == 1:
+                m = qm.send(qh, messages[0])
+                return [(m.id_uniquifier, m.lookup_id)]
+            return [(u, 0) for u in qm.send_many(qh, messages)]
+        if uow == SINGLE_MESSAGE_UOW:
+            t = qm.begin()
+            try:
+                uniqs = qm.send_many(qh, messages, t)
+            except BaseException:
+                t.abort()
+                raise
+            return list(zip(uniqs, t.commit(), strict=True))
+        tx = self._tx(s, uow, create=False)
+        return [(u, 0) for u in qm.send_many(qh, messages, tx.txn)]
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def _check_read(
+        self,
+        d: OpenQueueDescriptor,
+        action: int,
+        lookup_id: int,
+        cursor: int,
+        timeout_ms: int,
+        uow: bytes,
+        n: int,
+    ) -> Action:
+        """Parameter validity of MS-MQRR 3.1.4.7 / 3.1.4.13 (remote-read.md §3), in the order
+        of 3.1.4.13: parameters, cursor, transaction usage."""
+        try:
+            act = Action(action)
+        except ValueError:
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"ulAction {action:#x}") from None
+        if n < 1:
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        if act.is_lookup:
+            if cursor or timeout_ms or n != 1:
+                raise _err(
+                    HResult.MQ_ERROR_INVALID_PARAMETER, "lookup actions take no cursor, timeout or batch"
+                )
+            if act.needs_lookup_id and not lookup_id:
+                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"{act.name} needs a LookupId")
+        else:
+            if lookup_id:
+                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "LookupId is only for MQ_LOOKUP_* actions")
+            if act == Action.PEEK_NEXT and not cursor:
+                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "MQ_ACTION_PEEK_NEXT needs a cursor")
+        if act.is_peek:
+            if not d.access.can_peek:
+                raise _err(HResult.MQ_ERROR_ACCESS_DENIED, "handle was not opened for peek")
+        elif not d.access.can_receive:
+            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, "handle was not opened for receive")
+        if cursor and cursor not in d.cursors:
+            raise _err(HResult.STATUS_INVALID_HANDLE, f"no cursor {cursor} on handle {d.handle}")
+        if uow:
+            if not d.qm_handle.record.transactional:
+                raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, "the queue is not transactional")
+            if act.is_peek:
+                raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, "a peek cannot be part of a transaction")
+        return act
+
+    @contextlib.contextmanager
+    def _waiting(
+        self, s: Session, handle: int, request_id: int, cancel: threading.Event | None
+    ) -> Iterator[_Waiter]:
+        w = _Waiter(s, handle, request_id, cancel or threading.Event())
+        key = (handle, request_id)
+        with self._lock:
+            self._check_session(s)
+            if request_id:
+                if key in self._waiters:
+                    raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {request_id} is already waiting")
+                self._waiters[key] = w
+            s.waiters.add(w)
+        try:
+            yield w
+        finally:
+            with self._lock:
+                s.waiters.discard(w)
+                if request_id and self._waiters.get(key) is w:
+                    del self._waiters[key]
+
+    @staticmethod
+    def _wait(w: _Waiter, timeout: float | None, fn: Callable[[float], T]) -> T:
+        """Call ``fn(slice)`` until it returns, ``timeout`` passes, or ``w`` is cancelled."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if w.event.is_set():
+                raise _err(HResult.MQ_ERROR_OPERATION_CANCELLED, "the receive was cancelled")
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = WAIT_SLICE if remaining is None else min(remaining, WAIT_SLICE)
+            try:
+                return fn(step)
+            except MQError as exc:
+                if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT or (
+                    remaining is not None and remaining <= step
+                ):
+                    raise
+
+    def read(
+        self,
+        s: Session,
+        handle: int,
+        action: int = Action.RECEIVE,
+        *,
+        lookup_id: int = 0,
+        cursor: int = 0,
+        timeout_ms: int = 0,
+        uow: bytes = b"",
+        max_count: int = 1,
+        request_id: int = 0,
+        cancel: threading.Event | None = None,
+    ) -> list[Message]:
+        """R_StartReceive + R_EndReceive(RR_ACK) in one call, batched (up to ``max_count``;
+        only the first message is waited for). Inside a transaction the messages are
+        removed at commit. A non-zero ``request_id`` lets R_CancelReceive stop the wait."""
+        d = self._desc(s, handle)
+        act = self._check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
+        qm, qh = self.qm, d.qm_handle
+        timeout = timeout_seconds(timeout_ms)
+        with self._waiting(s, handle, request_id, cancel) as w:
+            if act.is_lookup:
+                seek = _SEEK[act]
+                if act.is_peek:
+                    return [qm.peek_by_lookup_id(qh, lookup_id, seek)]
+                return self._in_tx(s, uow, lambda t: [qm.receive_by_lookup_id(qh, lookup_id, seek, tx=t)])
+            if cursor:
+                return self._in_tx(
+                    s, uow, lambda t: self._cursor_batch(w, qh, act, cursor, timeout, t, max_count)
+                )
+            if act == Action.RECEIVE:
+                return self._in_tx(
+                    s,
+                    uow,
+                    lambda t: self._wait(
+                        w, timeout, lambda x: qm.receive_many(qh, max_count, tx=t, timeout=x)
+                    ),
+                )
+            if max_count == 1:
+                return [self._wait(w, timeout, lambda x: qm.peek(qh, timeout=x))]
+            c = qm.create_cursor(qh)  # PEEK_CURRENT of several head messages: a cursor of our own
+            try:
+                return self._cursor_batch(w, qh, Action.PEEK_CURRENT, c, timeout, None, max_count)
+            finally:
+                qm.close_cursor(c)
+
+    def _cursor_batch(
+        self,
+        w: _Waiter,
+        qh: QueueHandle,
+        act: Action,
+        cursor: int,
+        timeout: float | None,
+        t: Transaction | None,
+        n: int,
+    ) -> list[Message]:
+        """Up to ``n`` reads through a cursor; only the first waits."""
+        out: list[Message] = []
+        qm = self.qm
+        for i in range(n):
+            move = CursorAction.NEXT if (act == Action.PEEK_NEXT or i > 0) else CursorAction.CURRENT
+
+            def one(x: float, move: CursorAction = move) -> Message:
+                if act == Action.RECEIVE:
+                    return qm.receive(qh, tx=t, timeout=x, cursor=cursor)
+                return qm.peek(qh, timeout=x, cursor=cursor, action=move)
+
+            try:
+                out.append(self._wait(w, timeout, one) if i == 0 else one(0.0))
+            except MQError as exc:
+                if i == 0 or exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                    raise
+                break
+        return out
+
+    # ---- two-phase receive (R_StartReceive / R_StartTransactionalReceive) ----------------
+
+    def start_receive(
+        self,
+        s: Session,
+        handle: int,
+        action: int = Action.RECEIVE,
+        *,
+        request_id: int,
+        lookup_id: int = 0,
+        cursor: int = 0,
+        timeout_ms: int = 0,
+        uow: bytes = b"",
+        max_count: int = 1,
+        cancel: threading.Event | None = None,
+    ) -> list[tuple[int, Message]]:
+        """R_StartReceive (MS-MQRR 3.1.4.7) / R_StartTransactionalReceive (3.1.4.13), batched.
+
+        Receive actions lock up to ``max_count`` messages, the i-th under the
+        PendingRequestEntry {handle, request_id + i} with its cleanup timer; returns
+        (request id, message) pairs. Peek actions behave as :meth:`read` (request id 0).
+        """
+        d = self._desc(s, handle)
+        act = self._check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
+        if act.is_peek:
+            msgs = self.read(
+                s, handle, act, lookup_id=lookup_id, cursor=cursor, timeout_ms=timeout_ms,
+                max_count=max_count, request_id=request_id, cancel=cancel,
+            )  # fmt: skip
+            return [(0, m) for m in msgs]
+        if not 1 <= request_id <= 0xFFFFFFFF - (max_count - 1):
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "dwRequestId must be 1..0xFFFFFFFF per message")
+        if uow == SINGLE_MESSAGE_UOW:
+            raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, "a two-phase receive needs a real transaction")
+        tx = self._tx(s, uow, create=True) if uow else None
+        with self._lock:
+            for i in range(max_count):
+                if self._table.get(handle, request_id + i) is not None:
+                    raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {request_id + i} is pending")
+        timeout = timeout_seconds(timeout_ms)
+        out: list[tuple[int, Message]] = []
+        t = tx.txn if tx else None
+        with self._waiting(s, handle, request_id, cancel) as w:
+            for i in range(max_count):
+                rid = request_id + i
+                entry = PendingRequestEntry(rid, handle, self.clock(), tx=tx.state if tx else None)
+                with self._lock:
+                    added = not d.closed and self._table.add(entry)
+                if not added:
+                    if i == 0:
+                        raise _err(HResult.MQ_ERROR_INVALID_HANDLE, f"queue handle {handle} was closed")
+                    break
+                try:
+                    if i == 0:
+                        p = self._wait(w, timeout, lambda x: self._begin_one(d, act, lookup_id, cursor, t, x))
+                    else:
+                        p = self._begin_one(d, act, lookup_id, cursor, t, 0.0)
+                except MQError:
+                    with self._lock:
+                        if self._table.get(handle, rid) is entry:
+                            self._table.remove(handle, rid)
+                    if i == 0:
+                        raise
+                    break
+                with self._lock:
+                    mine = self._table.get(handle, rid) is entry and not w.event.is_set()
+                    if mine:
+                        entry.receive, entry.lookup_id = p, p.lookup_id
+                        # Safe reading of 3.1.2.2: the timer runs from the lock, not from the
+                        # request's arrival, so a long wait does not eat the client's time.
+                        self._table.start_timer(entry, self.clock() + self.cleanup_timeout)
+                if not mine:
+                    # Cancelled, closed or ended while we were locking: put it straight back.
+                    with self._lock:
+                        if self._table.get(handle, rid) is entry:
+                            self._table.remove(handle, rid)
+                    with contextlib.suppress(MQError):
+                        self.qm.dequeue_end(p, delete=False)
+                    if i == 0:
+                        raise _err(HResult.MQ_ERROR_OPERATION_CANCELLED, "the receive was cancelled")
+                    break
+                out.append((rid, p.message))
+        return out
+
+    def _begin_one(
+        self,
+        d: OpenQueueDescriptor,
+        act: Action,
+        lookup_id: int,
+        cursor: int,
+        t: Transaction | None,
+        x: float,
+    ) -> PendingReceive:
+        """Dequeue Message Begin (MS-MQDMPR 3.1.7.1.11) for one message."""
+        qm, qh = self.qm, d.qm_handle
+        if act.is_lookup:
+            return qm.dequeue_begin(qh, tx=t, lookup_id=lookup_id, action=_SEEK[act])
+        if not cursor:
+            return qm.dequeue_begin(qh, tx=t, timeout=x)
+        # At a cursor: the QM locks by LookupIdentifier, so take the message at the
+        # cursor and lock exactly that one; retry if another reader took it first.
+        for _ in range(64):
+            m = qm.peek(qh, timeout=x, cursor=cursor, action=CursorAction.CURRENT)
+            try:
+                return qm.dequeue_begin(qh, tx=t, lookup_id=m.lookup_id, action=LookupAction.CURRENT)
+            except MQError as exc:
+                if exc.hresult not in (
+                    HResult.MQ_ERROR_MESSAGE_NOT_FOUND,
+                    HResult.MQ_ERROR_TRANSACTION_USAGE,
+                ):
+                    raise
+        raise _err(HResult.MQ_ERROR_IO_TIMEOUT, "the message at the cursor kept being taken")
+
+    def _put_back(self, entry: PendingRequestEntry) -> None:
+        """Dequeue Message End(iDeleteMessage = false) for a removed entry (cleanup timer,
+        close, rundown): the message becomes available again. Nothing to do while the
+        request still waits (the waiter notices) or after its transaction ended."""
+        if entry.receive is None or (entry.tx is not None and entry.tx.outcome is not None):
+            return
+        with contextlib.suppress(MQError):
+            self.qm.dequeue_end(entry.receive, delete=False)
+
+    def end_receive(self, s: Session, handle: int, request_ids: Sequence[int], ack: int) -> list[int]:
+        """R_EndReceive (MS-MQRR 3.1.4.9) / R_EndTransactionalReceive (3.1.4.15), batched:
+        the seed-001 steps for each request id in order; returns one HRESULT each."""
+        if ack not in (RemoteAck.RR_ACK, RemoteAck.RR_NACK):
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"dwAck {ack:#x} (range 1..2)")
+        delete = ack == RemoteAck.RR_ACK
+        return [self._end_one(s, handle, rid, delete) for rid in request_ids]
+
+    def _end_one(self, s: Session, handle: int, request_id: int, delete: bool) -> int:
+        with self._lock:
+            self._check_session(s)
+            d = self._handles.get(handle)
+            # Step 1: the handle has no PendingRequestEntry (a handle of another session
+            # has none for this caller).
+            if (d is not None and d.session is not s) or not self._table.has_handle(handle):
+                return HResult.MQ_ERROR_INVALID_HANDLE
+            # Step 2: look up {handle, request id}; remove it and cancel its timer.
+            entry = self._table.remove(handle, request_id)
+            if entry is None:
+                return HResult.MQ_ERROR_INVALID_PARAMETER
+            outcome = entry.tx.outcome if entry.tx is not None else None
+        # Steps 3-4: the OpenQueueDescriptor. An entry outlives its descriptor only when a
+        # close raced with this call; the message is then put back (safe reading).
+        if d is None or d.closed:
+            self._put_back(entry)
+            return HResult.MQ_ERROR_INVALID_HANDLE
+        # Steps 5-6: the message with the entry's LookupIdentifier. A locked message can
+        # only leave the queue through its transaction or with its queue.
+        if entry.receive is None or outcome == "committed":
+            return HResult.MQ_ERROR_MESSAGE_NOT_FOUND
+        if outcome == "aborted":
+            # Abort made it available again (maybe locked by another reader since):
+            # Dequeue Message End on a position that is not ours.
+            return HResult.MQ_ERROR_TRANSACTION_SEQUENCE
+        # Step 7: Dequeue Message End(iDeleteMessage = dwAck == RR_ACK).
+        try:
+            self.qm.dequeue_end(entry.receive, delete=delete)
+        except MQError as exc:
+            return int(exc.hresult)
+        return HResult.MQ_OK
+
+    def cancel_receive(self, s: Session, handle: int, request_id: int) -> None:
+        """R_CancelReceive (MS-MQRR 3.1.4.8): the waiting receive {handle, request id} ends
+        with MQ_ERROR_OPERATION_CANCELLED; STATUS_NOT_FOUND if none is waiting."""
+        self._desc(s, handle)
+        with self._lock:
+            w = self._waiters.get((handle, request_id))
+            if w is None or w.session is not s:
+                raise _err(HResult.STATUS_NOT_FOUND, f"no waiting receive {request_id} on handle {handle}")
+            w.event.set()
+            entry = self._table.remove(handle, request_id)
+        if entry is not None:
+            self._put_back(entry)
+
+    def set_ack_class(self, s: Session, handle: int, uow: bytes, lookup_id: int, message_class: int) -> None:
+        """R_SetUserAcknowledgementClass (MS-MQRR 3.1.4.14): 0xC004 makes the message's
+        acknowledgment at commit NackReceiveRejected; 0 leaves it."""
+        if message_class not in (0, NACK_RECEIVE_REJECTED):
+            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"usClass {message_class:#x}")
+        if handle:
+            self._desc(s, handle)
+        if uow:
+            self._tx(s, uow, create=False).txn.set_dequeue_reason(lookup_id, message_class)
+            return
+        with self._lock:
+            txs = list(s.txs.values())
+        for tx in txs:  # "in any transaction" (3.1.4.14)
+            try:
+                tx.txn.set_dequeue_reason(lookup_id, message_class)
+                return
+            except MQError as exc:
+                if exc.hresult != HResult.MQ_ERROR_TRANSACTION_USAGE:
+                    raise
+        raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, f"message {lookup_id} is in no transaction")
+
+    # ---- administration ------------------------------------------------------------------
+
+    def _need(self, s: Session, queue: str, perm: Permission) -> None:
+        if not s.principal.allows(queue, perm):
+            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} may not {perm!r} {queue!r}")
+
+    def create_queue(self, s: Session, path: str, **props: Any) -> QueueRecord:
+        """Create a private queue (needs ADMIN on its path)."""
+        self._need(s, path.strip().lower(), Permission.ADMIN)
+        return self.qm.create_queue(path, **props)
+
+    def delete_queue(self, s: Session, name: str) -> None:
+        """Delete a queue (needs ADMIN on it)."""
+        self._need(s, self.qm.get_queue(name).name, Permission.ADMIN)
+        self.qm.delete_queue(name)
+
+    def list_queues(self, s: Session, include_system: bool = False) -> list[QueueRecord]:
+        """Every queue the caller has some permission on."""
+        recs = self.qm.list_queues(include_system=include_system)
+        return [r for r in recs if s.principal.permissions(r.name)]
+
+    def queue_info(self, s: Session, name: str) -> QueueRecord:
+        """One queue's properties and counts (needs some permission on it)."""
+        rec = self.qm.get_queue(name)
+        if not s.principal.permissions(rec.name):
+            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} has no right on {name!r}")
+        return rec

@@ -1,0 +1,535 @@
+"""The remote-read gRPC service: :class:`RemoteServer` serves a :class:`RemoteReadCore`.
+
+The service runs a ``grpc.aio`` server on an asyncio loop of its own thread. Each call
+is authenticated (bearer token, :mod:`openmsmq.remote.auth`), bound to its session,
+and run in a worker thread: short operations in a small pool, receives that may wait
+in a large separate pool, so a waiting receive never delays anyone else's call. A
+cancelled call (deadline, client gone) stops its wait. Failures travel as the MSMQ
+HRESULT in the trailing metadata ``openmsmq-hresult`` (8 hex digits) with a fitting
+gRPC status code; an unexpected exception becomes MQ_ERROR for that call only.
+
+    server = start_remote_server(qm, config)      # binds config.remote.listen_address:port
+    ...
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.qm import MAX_MESSAGE_BYTES, Message, QueueManager, QueueRecord, QueueType
+from openmsmq.remote import openmsmq_remote_pb2 as pb
+from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
+from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
+from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
+from openmsmq.remote.core import RemoteReadCore, Session
+
+__all__ = ["HRESULT_KEY", "SESSION_KEY", "RemoteServer", "start_remote_server", "status_for"]
+
+log = logging.getLogger("openmsmq.remote")
+
+T = TypeVar("T")
+
+#: Largest request the server accepts (a batch of sends); larger gets RESOURCE_EXHAUSTED.
+MAX_REQUEST_BYTES = 16 * MAX_MESSAGE_BYTES + (1 << 20)
+
+_INFINITE = 0xFFFFFFFF
+_DEFAULT_TTRQ = 0x54600
+_KIND = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
+         QueueType.OUTGOING: "outgoing"}  # fmt: skip
+
+_STATUS: dict[int, grpc.StatusCode] = {
+    HResult.MQ_ERROR_INVALID_PARAMETER: grpc.StatusCode.INVALID_ARGUMENT,
+    HResult.STATUS_INVALID_PARAMETER: grpc.StatusCode.INVALID_ARGUMENT,
+    HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE: grpc.StatusCode.INVALID_ARGUMENT,
+    HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE: grpc.StatusCode.INVALID_ARGUMENT,
+    HResult.MQ_ERROR_ILLEGAL_FORMATNAME: grpc.StatusCode.INVALID_ARGUMENT,
+    HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME: grpc.StatusCode.INVALID_ARGUMENT,
+    HResult.MQ_ERROR_LABEL_TOO_LONG: grpc.StatusCode.INVALID_ARGUMENT,
+    HResult.MQ_ERROR_QUEUE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    HResult.MQ_ERROR_MESSAGE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    HResult.STATUS_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    HResult.MQ_ERROR_QUEUE_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    HResult.MQ_ERROR_ACCESS_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    HResult.STATUS_ACCESS_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    HResult.MQ_ERROR_IO_TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
+    HResult.MQ_ERROR_OPERATION_CANCELLED: grpc.StatusCode.CANCELLED,
+    HResult.MQ_ERROR_INSUFFICIENT_RESOURCES: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED: grpc.StatusCode.UNAVAILABLE,
+    HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    HResult.MQ_ERROR: grpc.StatusCode.INTERNAL,
+}
+
+
+def status_for(hresult: int) -> grpc.StatusCode:
+    """The gRPC status code a failure HRESULT travels with (docs/remote.md)."""
+    return _STATUS.get(int(hresult), grpc.StatusCode.FAILED_PRECONDITION)
+
+
+def _done(fn: Callable[[Session], object]) -> Callable[[Session, threading.Event], pb.Empty]:
+    """Wrap a call that returns nothing so that it answers :class:`Empty`."""
+
+    def run(s: Session, _cancel: threading.Event) -> pb.Empty:
+        fn(s)
+        return pb.Empty()
+
+    return run
+
+
+class _CallError(Exception):
+    def __init__(self, hresult: int, message: str, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.hresult = int(hresult)
+        self.message = message
+        self.code = code or status_for(hresult)
+
+
+# ---- value mapping ---------------------------------------------------------------------------
+
+
+def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
+    """A stored message as the protobuf :class:`Message`."""
+    return pb.Message(
+        body=m.body, label=m.label, lookup_id=m.lookup_id, id_lineage=m.id_lineage.bytes,
+        id_uniquifier=m.id_uniquifier, message_class=m.message_class, priority=m.priority,
+        correlation_id=m.correlation_id, app_specific=m.app_specific, body_type=m.body_type,
+        delivery=m.delivery, sent_time=m.sent_time, arrived_time=m.arrived_time,
+        time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
+        destination_queue=m.destination_queue, admin_queue=m.admin_queue,
+        response_queue=m.response_queue, ack_flags=m.ack_flags,
+        positive_journaling=m.positive_journaling, negative_journaling=m.negative_journaling,
+        transactional=m.transactional, first_in_transaction=m.first_in_transaction,
+        last_in_transaction=m.last_in_transaction, source_machine=m.source_machine.bytes,
+        extension=m.extension, request_id=request_id,
+    )  # fmt: skip
+
+
+def record_from_pb(o: pb.OutgoingMessage) -> Message:
+    """The queue manager's record for a message to send (identity and times assigned by the QM)."""
+    if len(o.correlation_id) > 20:
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
+    if o.delivery not in (0, 1):
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"delivery {o.delivery}")
+    if o.ack_flags & ~0x0F:
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"ack flags {o.ack_flags:#x}")
+    return Message(
+        body=o.body, label=o.label, priority=o.priority if o.HasField("priority") else 3,
+        correlation_id=o.correlation_id.ljust(20, b"\0"), app_specific=o.app_specific,
+        body_type=o.body_type, delivery=o.delivery,
+        time_to_reach_queue=o.time_to_reach_queue if o.HasField("time_to_reach_queue") else _DEFAULT_TTRQ,
+        time_to_be_received=o.time_to_be_received if o.HasField("time_to_be_received") else _INFINITE,
+        ack_flags=o.ack_flags, positive_journaling=o.journal, negative_journaling=o.dead_letter,
+        admin_queue=o.admin_queue, response_queue=o.response_queue, extension=o.extension,
+    )  # fmt: skip
+
+
+def queue_info_to_pb(r: QueueRecord) -> pb.QueueInfo:
+    """A queue record as the protobuf :class:`QueueInfo`."""
+    return pb.QueueInfo(
+        path=r.display_name, kind=_KIND.get(r.queue_type, str(r.queue_type)),
+        transactional=r.transactional, label=r.label, quota_kb=r.quota_kb, journal=r.journal,
+        journal_quota_kb=r.journal_quota_kb, private_number=r.private_number,
+        created_time=r.created_time, modify_time=r.modify_time, message_count=r.msg_count,
+        total_bytes=r.total_bytes, destination=r.destination_format_name or "",
+    )  # fmt: skip
+
+
+# ---- the servicer ----------------------------------------------------------------------------
+
+
+class _Servicer(pb_grpc.RemoteReadServicer):
+    """One method per rpc; each is a thin shell around :class:`RemoteReadCore`."""
+
+    def __init__(self, core: RemoteReadCore, tokens: TokenTable | None, pool: ThreadPoolExecutor,
+                 wait_pool: ThreadPoolExecutor) -> None:  # fmt: skip
+        self.core = core
+        self.tokens = tokens
+        self.pool = pool
+        self.wait_pool = wait_pool
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _principal(self, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
+        if self.tokens is None:
+            return ALLOW_ALL
+        token = None
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and isinstance(value, str) and value.lower().startswith("bearer "):
+                token = value[7:].strip()
+        principal = self.tokens.authenticate(token)
+        if principal is None:
+            raise _CallError(
+                HResult.MQ_ERROR_ACCESS_DENIED,
+                "missing or unknown bearer token",
+                grpc.StatusCode.UNAUTHENTICATED,
+            )
+        return principal
+
+    def _session(self, context: grpc.aio.ServicerContext[Any, Any], principal: Principal) -> Session:
+        sid = None
+        for key, value in context.invocation_metadata() or ():
+            if key == SESSION_KEY and isinstance(value, str):
+                sid = value
+        if not sid:
+            raise _CallError(
+                HResult.MQ_ERROR_INVALID_PARAMETER, f"no {SESSION_KEY} metadata: open a Session first"
+            )
+        return self.core.session(sid, principal)
+
+    async def _run(
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        fn: Callable[[Session, threading.Event], T],
+        *,
+        waits: bool = False,
+    ) -> T:
+        """Authenticate, find the session, run ``fn`` in a worker; failures → status + HRESULT."""
+        cancel = threading.Event()
+        error: _CallError
+        try:
+            session = self._session(context, self._principal(context))
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.wait_pool if waits else self.pool, fn, session, cancel)
+        except asyncio.CancelledError:
+            cancel.set()  # the client went away or its deadline passed: stop waiting
+            raise
+        except _CallError as exc:
+            error = exc
+        except MQError as exc:
+            error = _CallError(exc.hresult, exc.message or str(exc))
+        except Exception as exc:  # a bug must fail this call only, never the server
+            log.exception("remote-read call failed")
+            error = _CallError(HResult.MQ_ERROR, f"internal error: {type(exc).__name__}")
+        await context.abort(
+            error.code, error.message, trailing_metadata=((HRESULT_KEY, f"{error.hresult:08X}"),)
+        )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ---- session -------------------------------------------------------------------------
+
+    async def Session(
+        self, request_iterator: AsyncIterator[pb.SessionPing], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        try:
+            principal = self._principal(context)
+        except _CallError as exc:
+            await context.abort(
+                exc.code, exc.message, trailing_metadata=((HRESULT_KEY, f"{exc.hresult:08X}"),)
+            )
+            return
+        session = self.core.open_session(principal)
+        context.add_done_callback(lambda _ctx: self.core.close_session(session.id))
+        try:
+            await context.write(
+                pb.SessionPong(session_id=session.id, session_timeout=self.core.session_timeout)
+            )
+            while True:
+                ping = await context.read()
+                if ping is grpc.aio.EOF:
+                    break
+                self.core.touch(session)
+                await context.write(pb.SessionPong(seq=ping.seq))
+        finally:
+            # Stream gone (client closed, crashed or unreachable): the rundown of MS-MQRR 3.1.6.
+            self.core.close_session(session.id)
+
+    # ---- handles -------------------------------------------------------------------------
+
+    async def OpenQueue(self, request: pb.OpenQueueRequest, context: Any) -> pb.OpenQueueReply:
+        def fn(s: Session, _c: threading.Event) -> pb.OpenQueueReply:
+            return pb.OpenQueueReply(
+                handle=self.core.open_queue(s, request.queue, request.access, request.share_mode)
+            )
+
+        return await self._run(context, fn)
+
+    async def CloseQueue(self, request: pb.HandleRequest, context: Any) -> pb.Empty:
+        return await self._run(context, _done(lambda s: self.core.close_queue(s, request.handle)))
+
+    async def CreateCursor(self, request: pb.HandleRequest, context: Any) -> pb.CreateCursorReply:
+        return await self._run(
+            context, lambda s, _c: pb.CreateCursorReply(cursor=self.core.create_cursor(s, request.handle))
+        )
+
+    async def CloseCursor(self, request: pb.CloseCursorRequest, context: Any) -> pb.Empty:
+        return await self._run(
+            context, _done(lambda s: self.core.close_cursor(s, request.handle, request.cursor))
+        )
+
+    async def PurgeQueue(self, request: pb.HandleRequest, context: Any) -> pb.PurgeReply:
+        return await self._run(context, lambda s, _c: pb.PurgeReply(count=self.core.purge(s, request.handle)))
+
+    # ---- receiving -----------------------------------------------------------------------
+
+    async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadReply:
+        def fn(s: Session, cancel: threading.Event) -> pb.ReadReply:
+            msgs = self.core.read(
+                s, request.handle, request.action, lookup_id=request.lookup_id, cursor=request.cursor,
+                timeout_ms=request.timeout_ms, uow=request.transaction, max_count=request.max_count or 1,
+                request_id=request.request_id, cancel=cancel,
+            )  # fmt: skip
+            return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
+
+        return await self._run(context, fn, waits=request.timeout_ms != 0)
+
+    async def StartReceive(self, request: pb.ReadRequest, context: Any) -> pb.ReadReply:
+        def fn(s: Session, cancel: threading.Event) -> pb.ReadReply:
+            got = self.core.start_receive(
+                s, request.handle, request.action, request_id=request.request_id,
+                lookup_id=request.lookup_id, cursor=request.cursor, timeout_ms=request.timeout_ms,
+                uow=request.transaction, max_count=request.max_count or 1, cancel=cancel,
+            )  # fmt: skip
+            return pb.ReadReply(messages=[message_to_pb(m, rid) for rid, m in got])
+
+        return await self._run(context, fn, waits=request.timeout_ms != 0)
+
+    async def CancelReceive(self, request: pb.CancelReceiveRequest, context: Any) -> pb.Empty:
+        return await self._run(
+            context, _done(lambda s: self.core.cancel_receive(s, request.handle, request.request_id))
+        )
+
+    async def EndReceive(self, request: pb.EndReceiveRequest, context: Any) -> pb.EndReceiveReply:
+        def fn(s: Session, _c: threading.Event) -> pb.EndReceiveReply:
+            return pb.EndReceiveReply(
+                status=self.core.end_receive(s, request.handle, request.request_ids, request.ack)
+            )
+
+        return await self._run(context, fn)
+
+    async def SetUserAcknowledgementClass(self, request: pb.SetAckClassRequest, context: Any) -> pb.Empty:
+        def fn(s: Session, _c: threading.Event) -> pb.Empty:
+            self.core.set_ack_class(
+                s, request.handle, request.transaction, request.lookup_id, request.message_class
+            )
+            return pb.Empty()
+
+        return await self._run(context, fn)
+
+    # ---- sending and transactions --------------------------------------------------------
+
+    async def Send(self, request: pb.SendRequest, context: Any) -> pb.SendReply:
+        def fn(s: Session, _c: threading.Event) -> pb.SendReply:
+            records = [record_from_pb(o) for o in request.messages]
+            pairs = self.core.send(s, request.handle, records, request.transaction)
+            lineage = self.core.qm.guid.bytes
+            return pb.SendReply(
+                receipts=[
+                    pb.SendReceipt(id_lineage=lineage, id_uniquifier=u, lookup_id=lid) for u, lid in pairs
+                ]
+            )
+
+        return await self._run(context, fn)
+
+    async def BeginTransaction(self, request: pb.TransactionRequest, context: Any) -> pb.TransactionRequest:
+        return await self._run(
+            context, lambda s, _c: pb.TransactionRequest(transaction=self.core.begin(s, request.transaction))
+        )
+
+    async def Commit(self, request: pb.TransactionRequest, context: Any) -> pb.Empty:
+        return await self._run(context, _done(lambda s: self.core.commit(s, request.transaction)))
+
+    async def Abort(self, request: pb.TransactionRequest, context: Any) -> pb.Empty:
+        return await self._run(context, _done(lambda s: self.core.abort(s, request.transaction)))
+
+    # ---- administration ------------------------------------------------------------------
+
+    async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.QueueInfo:
+        def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
+            quota = request.quota_kb if request.HasField("quota_kb") else _INFINITE
+            jquota = request.journal_quota_kb if request.HasField("journal_quota_kb") else _INFINITE
+            rec = self.core.create_queue(
+                s, request.path, transactional=request.transactional, label=request.label,
+                quota_kb=quota, journal=request.journal, journal_quota_kb=jquota,
+            )  # fmt: skip
+            return queue_info_to_pb(self.core.queue_info(s, rec.name))
+
+        return await self._run(context, fn)
+
+    async def DeleteQueue(self, request: pb.QueueName, context: Any) -> pb.Empty:
+        return await self._run(context, _done(lambda s: self.core.delete_queue(s, request.name)))
+
+    async def ListQueues(self, request: pb.ListQueuesRequest, context: Any) -> pb.ListQueuesReply:
+        def fn(s: Session, _c: threading.Event) -> pb.ListQueuesReply:
+            recs = self.core.list_queues(s, request.include_system)
+            return pb.ListQueuesReply(queues=[queue_info_to_pb(r) for r in recs])
+
+        return await self._run(context, fn)
+
+    async def GetQueueInfo(self, request: pb.QueueName, context: Any) -> pb.QueueInfo:
+        return await self._run(context, lambda s, _c: queue_info_to_pb(self.core.queue_info(s, request.name)))
+
+
+# ---- the server ------------------------------------------------------------------------------
+
+
+class RemoteServer:
+    """The remote-read service on ``host:port`` (port 0 = any free port; see :attr:`port`).
+
+    ``tokens``: a :class:`TokenTable` (None = every caller allowed; keep it on loopback).
+    ``tls``: (certificate chain PEM, private key PEM) bytes for TLS. ``cleanup_timeout``:
+    the Pending Request Cleanup Timer (s). ``session_timeout``: a session without a ping
+    for this long ends (s). ``wait_workers``: threads for receives that wait.
+    """
+
+    def __init__(
+        self,
+        qm: QueueManager,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 2105,
+        tokens: TokenTable | None = None,
+        tls: tuple[bytes, bytes] | None = None,
+        cleanup_timeout: float = 300.0,
+        session_timeout: float = 30.0,
+        workers: int = 16,
+        wait_workers: int = 256,
+    ) -> None:
+        self.qm = qm
+        self.host = host
+        self.port = port
+        self.tokens = tokens
+        self.tls = tls
+        self.core = RemoteReadCore(qm, cleanup_timeout=cleanup_timeout, session_timeout=session_timeout)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openmsmq-rr")
+        self._wait_pool = ThreadPoolExecutor(max_workers=wait_workers, thread_name_prefix="openmsmq-rr-wait")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: grpc.aio.Server | None = None
+        self._stopped: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._start_error: BaseException | None = None
+
+    @property
+    def target(self) -> str:
+        """``grpc://host:port`` for :func:`openmsmq.connect`."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"grpc://{host}:{self.port}"
+
+    def start(self) -> RemoteServer:
+        """Bind and start serving (in a thread of its own); returns when listening."""
+        self._thread = threading.Thread(target=self._main, name="openmsmq-remote", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            self._thread.join()
+            raise self._start_error
+        return self
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as exc:  # reported by start()
+            self._start_error = exc
+            self._started.set()
+        finally:
+            loop.close()
+
+    async def _serve(self) -> None:
+        self._stopped = asyncio.Event()
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.keepalive_time_ms", 20_000),
+                ("grpc.keepalive_timeout_ms", 10_000),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        pb_grpc.add_RemoteReadServicer_to_server(  # type: ignore[no-untyped-call]
+            _Servicer(self.core, self.tokens, self._pool, self._wait_pool), server
+        )
+        address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        try:
+            if self.tls is not None:
+                cert, key = self.tls
+                bound = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+            else:
+                bound = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"cannot bind {address}: {exc}") from exc
+        if not bound:
+            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"cannot bind {address}")
+        self.port = bound
+        await server.start()
+        self._server = server
+        timers = asyncio.create_task(self._timers())
+        self._started.set()
+        log.info("remote-read service listening on %s", self.target)
+        await self._stopped.wait()
+        timers.cancel()
+
+    async def _timers(self) -> None:
+        """Drive the Pending Request Cleanup Timers and session timeouts."""
+        loop = asyncio.get_running_loop()
+        while True:
+            deadline = self.core.next_deadline()
+            delay = 0.5 if deadline is None else min(0.5, max(0.0, deadline - self.core.clock()))
+            await asyncio.sleep(delay)
+            try:
+                await loop.run_in_executor(self._pool, self.core.run_timers)
+            except Exception:  # keep the timers running whatever one expiry does
+                log.exception("remote-read timers failed")
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop serving: calls in progress get ``grace`` seconds; every session ends."""
+        loop, server = self._loop, self._server
+        if loop is not None and server is not None and self._thread is not None and self._thread.is_alive():
+
+            async def shutdown() -> None:
+                await server.stop(grace)
+                assert self._stopped is not None
+                self._stopped.set()
+
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result()
+            self._thread.join()
+        self.core.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._wait_pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> RemoteServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _read_pem(path: Path | None) -> bytes | None:
+    return None if path is None else Path(path).read_bytes()
+
+
+def start_remote_server(qm: QueueManager, config: Any = None, **overrides: Any) -> RemoteServer:
+    """Start the remote-read service for ``qm`` from a :class:`openmsmq.config.Config` (its
+    ``[remote]`` section) or a ``RemoteConfig``; ``overrides`` go to :class:`RemoteServer`.
+
+    Reads the tokens file and TLS PEM files named by the configuration. Returns the
+    running server (``.port``, ``.target``, ``.stop()``).
+    """
+    remote = getattr(config, "remote", config)
+    kwargs: dict[str, Any] = {}
+    if remote is not None:
+        kwargs.update(host=remote.listen_address, port=remote.port,
+                      cleanup_timeout=remote.pending_request_cleanup)  # fmt: skip
+        if remote.tokens_file is not None:
+            kwargs["tokens"] = load_tokens(remote.tokens_file)
+        cert, key = _read_pem(remote.tls_cert), _read_pem(remote.tls_key)
+        if cert is not None and key is not None:
+            kwargs["tls"] = (cert, key)
+        for name in ("session_timeout",):
+            if hasattr(remote, name):
+                kwargs[name] = getattr(remote, name)
+    kwargs.update(overrides)
+    return RemoteServer(qm, **kwargs).start()
