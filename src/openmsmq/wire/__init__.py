@@ -3,6 +3,13 @@
 Frozen dataclasses with ``encode() -> bytes`` / ``decode(buf)``; decoders raise only
 :class:`~openmsmq.errors.WireError`. Streams: :class:`PacketDecoder`; one packet:
 :func:`decode_packet`; many packets per socket write: :func:`encode_packets`.
+
+Format names and path names (MS-MQMQ 2.1) come from :mod:`openmsmq.wire.format_name`
+(:func:`parse_format_name`, :func:`parse_path_name`, the ``*FormatName`` values). Two of
+that module's names are not re-exported because this package already exports other
+objects under them: ``format_name.QueueFormatType`` (QUEUE_FORMAT_TYPE, MS-MQMQ 2.2.6;
+here :class:`QueueFormatType` is the UserHeader DQ/AQ/RQ code) and
+``format_name.ORDER_QUEUE_NAME`` (``"order_queue$"``; here ``"PRIVATE$\\order_queue$"``).
 """
 
 from __future__ import annotations
@@ -65,6 +72,29 @@ from openmsmq.wire.extra import (
     SecurityHeader,
     SoapHeader,
 )
+from openmsmq.wire.format_name import (
+    ORDER_QUEUE_PRIVATE_ID,
+    ConnectorFormatName,
+    DirectFormatName,
+    DirectProtocol,
+    DistributionListFormatName,
+    FormatName,
+    FormatNameBase,
+    LocalIdentity,
+    MachineFormatName,
+    MulticastFormatName,
+    MultipleElementFormatName,
+    PrivateFormatName,
+    PublicFormatName,
+    QueuePathName,
+    QueueSuffixType,
+    SingleFormatName,
+    order_queue_direct,
+    order_queue_private,
+    parse_direct_id,
+    parse_format_name,
+    parse_path_name,
+)
 from openmsmq.wire.headers import (
     BaseHeader,
     ConnectionParametersHeader,
@@ -115,8 +145,6 @@ from openmsmq.wire.userheader import (
     UserHeader,
 )
 
-# format names: re-exported by openmsmq.wire.format_name's author
-
 __all__ = [
     "ACK_BODY_SIZE",
     "ADMIN_QUEUE_TYPES",
@@ -139,6 +167,7 @@ __all__ = [
     "ORDER_ACK_LABEL",
     "ORDER_QUEUE_ID",
     "ORDER_QUEUE_NAME",
+    "ORDER_QUEUE_PRIVATE_ID",
     "PACKET_SIGNATURE",
     "PACKET_VERSION",
     "PING_SIGNATURE",
@@ -154,26 +183,36 @@ __all__ = [
     "BodyType",
     "ConnectionParameters",
     "ConnectionParametersHeader",
+    "ConnectorFormatName",
     "DebugHeader",
     "DeliveryMode",
+    "DirectFormatName",
+    "DirectProtocol",
     "DirectQueueFormatName",
+    "DistributionListFormatName",
     "EncryptionAlgorithm",
     "EstablishConnection",
     "EstablishConnectionHeader",
     "FinalAck",
     "FinalAckBody",
+    "FormatName",
+    "FormatNameBase",
     "HashAlgorithm",
     "InternalFlag",
     "InternalHeader",
+    "LocalIdentity",
     "MQFAddressHeader",
     "MQFFormatNameElement",
     "MQFFormatType",
     "MQFHeaderId",
     "MQFSignatureHeader",
+    "MachineFormatName",
     "MessageClass",
     "MessageIdentifier",
     "MessagePropertiesHeader",
     "MultiQueueFormatHeader",
+    "MulticastFormatName",
+    "MultipleElementFormatName",
     "ObjectId",
     "OperatingSystemFlag",
     "OrderAck",
@@ -182,17 +221,22 @@ __all__ = [
     "PacketDecoder",
     "PacketType",
     "PrivacyLevel",
+    "PrivateFormatName",
     "PrivateQueueFormatName",
     "PrivateQueueFormatNameId",
+    "PublicFormatName",
     "PublicQueueFormatName",
     "QueueFormat",
     "QueueFormatType",
+    "QueuePathName",
+    "QueueSuffixType",
     "SameAsAdmin",
     "SecurityFlag",
     "SecurityHeader",
     "SenderIdType",
     "SessionAck",
     "SessionHeader",
+    "SingleFormatName",
     "SoapHeader",
     "SoapSectionId",
     "TransactionFlag",
@@ -208,5 +252,10 @@ __all__ = [
     "encode_packets",
     "is_final_ack_class",
     "is_nack_class",
+    "order_queue_direct",
+    "order_queue_private",
     "packet_length",
+    "parse_direct_id",
+    "parse_format_name",
+    "parse_path_name",
 ]
