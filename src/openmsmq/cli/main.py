@@ -18,6 +18,7 @@ __all__ = ["COMMAND_MODULES", "cli", "main"]
 COMMAND_MODULES: list[str] = [
     "openmsmq.cli.queue_cmds",
     "openmsmq.cli.message_cmds",
+    "openmsmq.cli.config_cmds",
 ]
 
 
