@@ -1,18 +1,24 @@
 """Wire codec throughput: encode+decode packets/s on one core.
 
-Run: .venv/bin/python bench/wire.py [--seconds S]
+Run: .venv/bin/python bench/wire.py [--seconds S] [--repeat R]
 
 Measures (1) a transactional UserMessage with a 256-byte body (direct destination,
 TransactionHeader, label) and (2) an OrderAck, each as encode() followed by
 decode_packet() of the bytes, and (3) the stream decoder fed a 1000-packet buffer.
+Each figure is measured R times (default 3) and printed as the median with the
+range; the machine's load average is printed before and after, since other
+processes on a shared machine move the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 
 from openmsmq.wire import (
     ORDER_QUEUE_ID,
@@ -84,26 +90,38 @@ def _stream(packet: UserMessage, seconds: float) -> float:
             return n / (now - start)
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     """Print the figures."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
+    parser.add_argument("--repeat", type=int, default=3, help="measurements per figure (median printed)")
     args = parser.parse_args()
     msg = transactional_message()
     ack = order_ack()
     assert decode_packet(msg.encode()) == msg and decode_packet(ack.encode()) == ack
-    print(f"# {COMMAND}  (python {sys.version.split()[0]}, {args.seconds:g} s per figure)")
-    rows = [
+    print(
+        f"# {COMMAND}  (python {sys.version.split()[0]}, {args.seconds:g} s per measurement, "
+        f"median of {args.repeat})"
+    )
+    print(f"# load average before: {_load()}")
+    figures: list[tuple[str, str, Callable[[], float]]] = [
         (
             f"UserMessage, transactional, 256 B body ({len(msg.encode())} B)",
             "encode+decode",
-            _round_trips(msg, args.seconds),
+            lambda: _round_trips(msg, args.seconds),
         ),
-        (f"OrderAck ({len(ack.encode())} B)", "encode+decode", _round_trips(ack, args.seconds)),
-        ("UserMessage via PacketDecoder.feed, 64 KiB chunks", "decode", _stream(msg, args.seconds)),
+        (f"OrderAck ({len(ack.encode())} B)", "encode+decode", lambda: _round_trips(ack, args.seconds)),
+        ("UserMessage via PacketDecoder.feed, 64 KiB chunks", "decode", lambda: _stream(msg, args.seconds)),
     ]
-    for name, what, rate in rows:
-        print(f"{name:<52} {what:<14} {rate:>10,.0f} packets/s")
+    for name, what, measure in figures:
+        rates = [measure() for _ in range(max(1, args.repeat))]
+        spread = f"({min(rates):,.0f}..{max(rates):,.0f})" if len(rates) > 1 else ""
+        print(f"{name:<52} {what:<14} {statistics.median(rates):>10,.0f} packets/s  {spread}")
+    print(f"# load average after: {_load()}")
 
 
 if __name__ == "__main__":
