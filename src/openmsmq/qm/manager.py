@@ -16,13 +16,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from enum import IntEnum
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import names
+from openmsmq.qm.handles import CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
 from openmsmq.qm.transaction import ACK_RECEIVE, PendingReceive, Transaction, _Receive
 from openmsmq.store import ops
 from openmsmq.store.db import Store
@@ -53,65 +53,6 @@ _UNIQUIFIER_BLOCK = 4096
 _C_ARRIVED = COL["arrived_time"]
 _C_SIZE = COL["size"]
 _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
-
-
-class LookupAction(IntEnum):
-    """MessageSeekAction for reads by LookupIdentifier (MS-MQDMPR 3.1.1.17, MS-MQRR MQ_LOOKUP_*)."""
-
-    #: SeekFirst: the first available message (LookupIdentifier ignored).
-    FIRST = 0
-    #: SeekLast: the last available message (LookupIdentifier ignored).
-    LAST = 1
-    #: SeekCurrent: exactly the message with this LookupIdentifier.
-    CURRENT = 2
-    #: SeekNext: the first available message after it in queue order.
-    NEXT = 3
-    #: SeekPrevious: the last available message before it in queue order.
-    PREVIOUS = 4
-
-
-class CursorAction(IntEnum):
-    """Cursor actions of MS-MQRR R_StartReceive (MQ_ACTION_PEEK_CURRENT / PEEK_NEXT)."""
-
-    #: The message at the cursor (a new cursor moves to the first message).
-    CURRENT = 0
-    #: Advance the cursor, then read.
-    NEXT = 1
-
-
-class _QueueState:
-    """In-memory state of one queue: its record, lock set, waiters. Never per message on disk."""
-
-    __slots__ = ("cond", "deleted", "locked", "purge_pending", "record")
-
-    def __init__(self, record: QueueRecord) -> None:
-        self.record = record
-        self.cond = threading.Condition(threading.Lock())
-        #: LookupIdentifiers locked by a transaction, a two-phase read or an in-flight delete.
-        self.locked: set[int] = set()
-        #: Locked messages whose queue was purged: deleted when their lock ends (PurgePending).
-        self.purge_pending: set[int] = set()
-        self.deleted = False
-
-
-@dataclass(frozen=True, eq=False)
-class QueueHandle:
-    """An opened queue (OpenQueueDescriptor, MS-MQDMPR 3.1.1.16). Operations through a
-    handle whose queue was deleted fail with MQ_ERROR_QUEUE_DELETED."""
-
-    _state: _QueueState
-    format_name: str
-
-    @property
-    def record(self) -> QueueRecord:
-        """The queue's current properties."""
-        return self._state.record
-
-
-@dataclass(eq=False)
-class _Cursor:
-    queue: _QueueState
-    key: int | None = None
 
 
 QueueRef = str | QueueHandle

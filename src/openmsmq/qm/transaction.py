@@ -19,7 +19,8 @@ from openmsmq.store.ops import Send
 from openmsmq.store.records import COL, Message
 
 if TYPE_CHECKING:
-    from openmsmq.qm.manager import QueueManager, _QueueState
+    from openmsmq.qm.handles import _QueueState
+    from openmsmq.qm.manager import QueueManager
 
 __all__ = ["PendingReceive", "Transaction", "TransactionState"]
 
