@@ -586,21 +586,25 @@ class Transfer:
     def next_store_work(self) -> StoreWork | None:
         """The next batch of store work to run, or None (at most one per kind in flight)."""
         if self._accept_in_flight is None and self._accepted:
-            groups: list[AcceptGroup] = []
-            batch = list(self._accepted)
-            self._accepted.clear()
-            for p in batch:
-                last = groups[-1] if groups else None
-                if last is not None and last.queue == p.queue and last.key == p.key:
-                    groups[-1] = replace(
-                        last,
-                        messages=(*last.messages, p.message),
-                        positions=(*last.positions, p.position),
-                        state=p.state,
-                    )
+            # Consecutive messages of one sequence for one queue form one group.
+            runs: list[list[_Pending]] = []
+            for p in self._accepted:
+                if runs and runs[-1][0].queue == p.queue and runs[-1][0].key == p.key:
+                    runs[-1].append(p)
                 else:
-                    groups.append(AcceptGroup(p.queue, p.key, (p.message,), (p.position,), p.state))
-            self._accept_in_flight = AcceptBatch(tuple(groups))
+                    runs.append([p])
+            self._accepted.clear()
+            groups = tuple(
+                AcceptGroup(
+                    run[0].queue,
+                    run[0].key,
+                    tuple(p.message for p in run),
+                    tuple(p.position for p in run),
+                    run[-1].state,
+                )
+                for run in runs
+            )
+            self._accept_in_flight = AcceptBatch(groups)
             return self._accept_in_flight
         if self._release_in_flight is None and (self._releases or self._deletes):
             names = {t.queue_id: t.format_name for t in self.outgoing.values()}
