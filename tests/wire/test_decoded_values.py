@@ -169,7 +169,17 @@ def test_fast_constructor_needs_a_slots_dataclass() -> None:
     class NotADataclass:
         __slots__ = ("x",)
 
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        x: int
+
+        def __post_init__(self) -> None:
+            if self.x < 0:
+                raise ValueError("negative")
+
     with pytest.raises(TypeError):
         fast_constructor(NoSlots)
     with pytest.raises(TypeError):
         fast_constructor(NotADataclass)
+    with pytest.raises(TypeError, match="__post_init__"):
+        fast_constructor(Checked)

@@ -18,8 +18,8 @@ back to ``object.__new__`` plus the slots' member descriptors, which is still
 about twice as fast as the generated ``__init__``.
 
 What is skipped is only what ``__init__`` would add to the stores: defaults (all
-fields must be passed, in field order) and ``__post_init__`` (the callers'
-wire-format checks take its place).
+fields must be passed, in field order). Classes with a ``__post_init__`` are
+refused, so a check added there later cannot be bypassed unnoticed.
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ def fast_constructor(cls: type[_T], *, swap: bool = True) -> Callable[..., _T]:
     """
     if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slots dataclass")
+    if hasattr(cls, "__post_init__"):
+        # Its checks would be skipped silently; decode such a class through __init__.
+        raise TypeError(f"{cls.__name__} has a __post_init__ that a fast constructor would skip")
     names = [f.name for f in dataclasses.fields(cls)]
     slots = tuple(cls.__dict__["__slots__"])
     if sorted(names) != sorted(slots):
