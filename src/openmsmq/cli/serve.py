@@ -16,7 +16,6 @@ import click
 
 from openmsmq.config import load_config
 from openmsmq.errors import OpenMSMQError
-from openmsmq.net.server import serve as run_server
 
 __all__ = ["main", "register", "serve"]
 
@@ -65,6 +64,8 @@ def serve(
             format="%(asctime)s %(levelname)s %(name)s %(message)s",
             stream=sys.stderr,
         )
+        from openmsmq.net.server import serve as run_server  # the asyncio stack only when serving
+
         asyncio.run(run_server(loaded.config))
     except OpenMSMQError as exc:
         click.echo(f"error: {exc}", err=True)
