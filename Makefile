@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 ## make demo: run the main job on the embedded default (SQLite store, local Spark)
 demo: $(STAMP)
-	$(BIN)/python examples/pipeline.py
+	$(BIN)/python examples/local_queue.py
 
 ## make test: lint, type checks, then the whole test suite (what CI runs)
 test: lint typecheck unit
