@@ -67,9 +67,9 @@ def run(data_dir: Path, total: int, batch: int) -> int:
     duplicates = len(seen) - len(set(seen))
     missing = total - len(set(seen))
     in_order = seen == sorted(seen)
-    print(f"sent      {total:>9,} messages in {total // batch:,} transactions: {total / sent_s:>10,.0f} msg/s")
-    print(f"received  {len(seen):>9,} messages transactionally:       {len(seen) / received_s:>10,.0f} msg/s")
-    print(f"duplicates {duplicates}, missing {missing}, in send order: {in_order}, messages left in the queue: {left}")
+    print(f"sent      {total:>9,} messages, {batch} per transaction: {total / sent_s:>10,.0f} msg/s")
+    print(f"received  {len(seen):>9,} messages transactionally:    {len(seen) / received_s:>10,.0f} msg/s")
+    print(f"duplicates {duplicates}, missing {missing}, in send order: {in_order}, left in the queue: {left}")
     return 0 if duplicates == 0 and missing == 0 and in_order and left == 0 else 1
 
 
