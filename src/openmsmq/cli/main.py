@@ -19,6 +19,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.queue_cmds",
     "openmsmq.cli.message_cmds",
     "openmsmq.cli.config_cmds",
+    "openmsmq.cli.dlq_cmds",
     "openmsmq.cli.serve",
 ]
 
