@@ -10,11 +10,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import openmsmq
 from openmsmq.client import SINGLE_MESSAGE
+from openmsmq.config import MetricsConfig
 from openmsmq.observability.metrics import (
     Metrics,
     QueueManagerCollector,
     QueueStat,
     default_metrics,
+    start_metrics_from_config,
     start_metrics_server,
 )
 from openmsmq.protocol.events import CloseReason, Role
@@ -136,3 +138,11 @@ def test_server_stop_frees_the_port() -> None:
     server.stop()  # idempotent
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_start_from_config() -> None:
+    assert start_metrics_from_config(MetricsConfig(enabled=False)) is None
+    m = Metrics()
+    m.messages_sent.inc(2)
+    with start_metrics_from_config(MetricsConfig(port=0), m) as server:  # type: ignore[union-attr]
+        assert value(scrape(server.url), "openmsmq_messages_sent_total") == 2

@@ -38,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from openmsmq import __version__
+from openmsmq.config import MetricsConfig
 from openmsmq.observability.logging import log_event
 from openmsmq.wire.constants import MessageClass
 
@@ -51,6 +52,7 @@ __all__ = [
     "QueueStat",
     "default_metrics",
     "label_value",
+    "start_metrics_from_config",
     "start_metrics_server",
 ]
 
@@ -428,3 +430,11 @@ def start_metrics_server(
     handle = MetricsServer(server, thread)
     log_event(_log, "metrics_listening", address=handle.address, port=handle.port)
     return handle
+
+
+def start_metrics_from_config(config: MetricsConfig, metrics: Metrics | None = None) -> MetricsServer | None:
+    """Start the endpoint as ``[metrics]`` says; None when ``enabled`` is false. Serves
+    ``metrics`` or :func:`default_metrics`."""
+    if not config.enabled:
+        return None
+    return start_metrics_server(metrics or default_metrics(), config.listen_address, config.port)
