@@ -67,6 +67,7 @@ def test_kv_escaping() -> None:
             "multi": "a\nb\tc\r",
             "ctl": "x\x01y",
             "uni": "café",
+            "sep": "a\u2028b c",
             "bad key!": 1,
             "hresult": HResult.MQ_ERROR_QUEUE_NOT_FOUND,
             "body": b"\x00\xff",
@@ -75,7 +76,7 @@ def test_kv_escaping() -> None:
     )
     assert text == (
         'queue="private$\\\\orders" label="say \\"hi\\"=now" empty="" multi="a\\nb\\tc\\r" '
-        'ctl="x\\x01y" uni=café bad_key_=1 hresult=0xC00E0003 body=00ff f=0.25'
+        'ctl="x\\x01y" uni=café sep="a\\u2028b c" bad_key_=1 hresult=0xC00E0003 body=00ff f=0.25'
     )
 
 

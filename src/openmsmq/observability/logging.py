@@ -29,9 +29,11 @@ Only the standard library is imported here.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
+import re
 import sys
 import time
 import uuid
@@ -79,6 +81,9 @@ _HANDLER_MARK = "_openmsmq_structured"
 
 def _plain(key: str, value: Any) -> Any:
     """A JSON-ready value: str / int / float / bool / list / dict."""
+    cls = type(value)
+    if cls is str or (cls is int and key != "hresult"):
+        return value
     if isinstance(value, bool) or value is None:
         return value
     if key == "hresult" and isinstance(value, int):
@@ -101,39 +106,50 @@ def _plain(key: str, value: Any) -> Any:
     return str(value)
 
 
+@functools.lru_cache(maxsize=1024)
 def _key_text(key: str) -> str:
-    """Keys are identifiers: anything but ``[A-Za-z0-9_.-]`` becomes ``_``."""
-    out = "".join(c if (c.isascii() and (c.isalnum() or c in "_.-")) else "_" for c in key)
-    return out or "_"
+    """Keys are identifiers: anything but ``[A-Za-z0-9_.-]`` becomes ``_`` (memoised: keys repeat)."""
+    return _KEY_BAD.sub("_", key) or "_"
+
+
+_KEY_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
+#: Printable ASCII except space, ``"``, ``=`` and ``\``: such a value needs no quotes.
+_BARE = re.compile(r"[!#-<>-\[\]-~]+")
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPE_RE = re.compile(r'["\\\x00-\x1f\x7f]')
+
+
+def _escape_char(c: str) -> str:
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _kv_value(value: Any) -> str:
     """A value as it appears after ``key=``: bare when safe, else double-quoted with escapes."""
-    if value is True:
+    if type(value) is str:
+        text = value
+    elif value is True:
         return "true"
-    if value is False:
+    elif value is False:
         return "false"
-    if isinstance(value, (int, float)):
+    elif isinstance(value, (int, float)):
         return repr(value)
-    if isinstance(value, (list, dict)):
+    elif isinstance(value, (list, dict)):
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     else:
         text = str(value)
-    if text and all(c.isprintable() and c not in ' "=\\' for c in text):
+    if _BARE.fullmatch(text) or (
+        text and not text.isascii() and all(c.isprintable() and c not in ' "=\\' for c in text)
+    ):
         return text
-    parts = []
-    for c in text:
-        if c in _ESCAPES:
-            parts.append(_ESCAPES[c])
-        elif not c.isprintable() and c != " ":
-            code = ord(c)
-            parts.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            parts.append(c)
-    return '"' + "".join(parts) + '"'
+    text = _ESCAPE_RE.sub(lambda m: _escape_char(m.group()), text)
+    if not text.isprintable():  # rare: non-ASCII control or format characters
+        text = "".join(c if c.isprintable() else _escape_char(c) for c in text)
+    return '"' + text + '"'
 
 
 def format_kv(fields: Mapping[str, Any]) -> str:
