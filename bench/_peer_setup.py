@@ -1,0 +1,458 @@
+"""Private RabbitMQ and Redis instances for the peer benchmarks, and an fsync counter.
+
+Used by ``bench/peers.py`` (and by ``bench/transfer.py``, which measures openmsmq beside
+the peers in the same run). Everything here is bounded in time and stays on 127.0.0.1:
+
+* :func:`ensure_debian_packages` installs ``rabbitmq-server`` / ``redis-server`` /
+  ``strace`` with apt-get when a binary is missing (the script says so before it does).
+* :class:`RabbitMQServer` and :class:`RedisServer` start a private instance on free
+  ports with its own data directory under a temporary directory, wait until it
+  answers, and stop it afterwards (also on error and Ctrl-C). A system-wide instance,
+  if one runs, is not touched: every port is chosen free, RabbitMQ gets its own node
+  name, Erlang cookie (``HOME``) and its own epmd port.
+* Every process a server starts (shell wrappers, ``beam.smp``, ``epmd``) inherits the
+  environment variable :data:`TOKEN_ENV` with a value unique to that server; stopping
+  a server ends exactly the processes carrying its token, by pid.
+* :class:`FsyncTrace` counts the fsync/fdatasync/syncfs system calls of a process tree
+  during a time window: the server is started under
+  ``strace -f --seccomp-bpf -ttt -e trace=fsync,fdatasync,syncfs``. The seccomp filter
+  stops the traced process only on those calls (one ptrace round trip per fsync, a few
+  microseconds against the fsync's own milliseconds); every other system call runs
+  untraced. Each call is logged with its wall-clock start time, and the calls whose
+  start lies inside the measured window are counted after the server has stopped.
+* :func:`raw_fsync_rate` measures the machine's own write+fsync rate on the same
+  filesystem, and :func:`device_flushes` reads the block layer's flush counter
+  (whole machine) as a cross-check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+#: Environment variable carried by every process a benchmark server starts.
+TOKEN_ENV = "OPENMSMQ_BENCH_PEER"
+
+#: System calls counted as fsyncs: all three make written data durable.
+FSYNC_CALLS = ("fsync", "fdatasync", "syncfs")
+
+#: Debian package providing each binary the peer benchmarks need.
+DEBIAN_PACKAGES = {
+    "rabbitmq-server": "rabbitmq-server",
+    "redis-server": "redis-server",
+    "strace": "strace",
+}
+
+RABBITMQ_SBIN = Path("/usr/lib/rabbitmq/bin")
+
+Log = Callable[[str], None]
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def ensure_debian_packages(binaries: list[str], log: Log = _print, timeout: float = 900.0) -> None:
+    """Install the Debian packages of the ``binaries`` that are not on PATH (needs root)."""
+    missing = [b for b in binaries if _which(b) is None]
+    if not missing:
+        return
+    packages = sorted({DEBIAN_PACKAGES[b] for b in missing})
+    log(f"# {', '.join(missing)} not found: installing Debian packages {' '.join(packages)} with apt-get")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update"], check=True, env=env, timeout=timeout, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", *packages],
+        check=True,
+        env=env,
+        timeout=timeout,
+        stdout=subprocess.DEVNULL,
+    )
+    still = [b for b in binaries if _which(b) is None]
+    if still:
+        raise RuntimeError(f"still missing after apt-get install: {', '.join(still)}")
+
+
+def _which(binary: str) -> str | None:
+    if binary == "rabbitmq-server" and (RABBITMQ_SBIN / binary).exists():
+        return str(RABBITMQ_SBIN / binary)
+    return shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 at the time of the call."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def token_pids(token: str) -> list[int]:
+    """Pids of the live processes whose environment carries ``TOKEN_ENV=token``."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+# --------------------------------------------------------------------------- fsync counting
+
+
+def strace_usable() -> bool:
+    """True when strace exists and may trace here (ptrace can be forbidden in containers)."""
+    if _which("strace") is None:
+        return False
+    try:
+        done = subprocess.run(
+            ["strace", "-f", "--seccomp-bpf", "-e", "trace=fsync", "-o", "/dev/null", "true"],
+            timeout=30,
+            capture_output=True,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+# "1234  1795321746.759616 fsync(3)        = 0" or "... fdatasync(7 <unfinished ...>"
+_TRACE_LINE = re.compile(r"^(?:\[pid\s+)?\d+\]?\s+(\d+\.\d+)\s+(" + "|".join(FSYNC_CALLS) + r")\(")
+
+
+class FsyncTrace:
+    """Counts the fsync calls of one process tree, started under strace (see the module doc)."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """``argv`` prefixed so that the process tree it starts is traced."""
+        return [
+            "strace",
+            "-f",
+            "--seccomp-bpf",
+            "-qq",
+            "-ttt",
+            "-e",
+            "trace=" + ",".join(FSYNC_CALLS),
+            "-e",
+            "signal=none",
+            "-o",
+            str(self.log_path),
+            *argv,
+        ]
+
+    def count(self, start_wall: float, end_wall: float) -> int:
+        """Calls that started in [start_wall, end_wall] (``time.time()`` values).
+
+        Read after the traced tree has exited, when strace has written its whole log.
+        """
+        n = 0
+        with self.log_path.open(errors="replace") as f:
+            for line in f:
+                m = _TRACE_LINE.match(line)
+                if m and start_wall <= float(m.group(1)) <= end_wall:
+                    n += 1
+        return n
+
+
+def raw_fsync_rate(directory: Path, seconds: float = 2.0, block: int = 256) -> float:
+    """write(``block`` bytes)+fsync per second appending to one file in ``directory``."""
+    path = directory / "raw-fsync.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    data = bytes(block)
+    try:
+        n = 0
+        start = time.monotonic()
+        deadline = start + seconds
+        while True:
+            os.write(fd, data)
+            os.fsync(fd)
+            n += 1
+            now = time.monotonic()
+            if now >= deadline:
+                return n / (now - start)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def device_flushes() -> int | None:
+    """Flush requests completed by all whole block devices (machine-wide), or None.
+
+    Field 15 of ``/sys/block/<dev>/stat`` (Linux >= 5.5). Counts every process's flushes,
+    so it is a cross-check only; a journaling filesystem may issue more than one device
+    flush per fsync, or fold several fsyncs into one journal commit.
+    """
+    total = 0
+    seen = False
+    for dev in Path("/sys/block").iterdir():
+        if dev.name.startswith(("loop", "ram", "zram")):
+            continue
+        try:
+            fields = (dev / "stat").read_text().split()
+        except OSError:
+            continue
+        if len(fields) >= 17:
+            total += int(fields[15])
+            seen = True
+    return total if seen else None
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages, as /proc/loadavg shows them."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+# --------------------------------------------------------------------------- servers
+
+
+class _Server:
+    """A server process tree started under an optional :class:`FsyncTrace`."""
+
+    name = "server"
+    #: Processes that outlive the server by design and are ended after it.
+    helpers: tuple[str, ...] = ()
+
+    def __init__(self, workdir: Path | None, trace: bool, log: Log) -> None:
+        self._own_dir = workdir is None
+        self.dir = (
+            Path(tempfile.mkdtemp(prefix=f"openmsmq-bench-{self.name}-")) if workdir is None else workdir
+        )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.token = uuid.uuid4().hex[:16]
+        self.trace = FsyncTrace(self.dir / "fsync.strace") if trace else None
+        self.log = log
+        self.port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stdout = self.dir / "server.out"
+
+    def _spawn(self, argv: list[str], env: dict[str, str]) -> None:
+        env = dict(env, **{TOKEN_ENV: self.token})
+        if self.trace is not None:
+            argv = self.trace.wrap(argv)
+        with self._stdout.open("wb") as out:
+            # A session of its own: Ctrl-C in the terminal reaches only this script,
+            # which then stops the server itself (in stop()).
+            self._proc = subprocess.Popen(
+                argv, env=env, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def _check_alive(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            tail = self._stdout.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.name} exited with {self._proc.returncode} while starting:\n{tail}")
+
+    def _graceful(self) -> None:
+        """Ask the server to stop; overridden per server."""
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the server, then every process still carrying its token (TERM, then KILL).
+
+        Helpers that outlive the server (epmd daemonises) are ended after it; strace, the
+        spawned process when tracing, exits on its own once its last tracee has, having
+        written its whole log.
+        """
+        if self._proc is None:
+            return
+        with contextlib.suppress(Exception):
+            self._graceful()
+        own = self._proc.pid
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(
+            _comm(p) not in self.helpers for p in token_pids(self.token) if p != own
+        ):
+            time.sleep(0.05)
+        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            pids = [p for p in token_pids(self.token) if p != own]
+            if not pids:
+                break
+            _signal_pids(pids, sig)
+            until = time.monotonic() + grace
+            while time.monotonic() < until and any(p != own for p in token_pids(self.token)):
+                time.sleep(0.05)
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.log(f"# {self.name}: process {self._proc.pid} still running: SIGKILL")
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+        self._proc = None
+
+    def cleanup(self) -> None:
+        """Remove the data directory if this object created it."""
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisServer(_Server):
+    """A private ``redis-server`` with ``appendonly yes``, ``appendfsync always``, no RDB."""
+
+    name = "redis"
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start and wait until PING answers."""
+        data = self.dir / "data"
+        data.mkdir(exist_ok=True)
+        options = {
+            "bind": "127.0.0.1",
+            "port": str(self.port),
+            "dir": str(data),
+            "appendonly": "yes",
+            "appendfsync": "always",
+            "save": "",
+            "daemonize": "no",
+            "protected-mode": "yes",
+            "logfile": "",
+        }
+        argv = [_which("redis-server") or "redis-server"]
+        for key, value in options.items():
+            argv += [f"--{key}", value]
+        self._spawn(argv, dict(os.environ))
+        import redis
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            try:
+                redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2).ping()
+                return
+            except redis.exceptions.RedisError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"redis-server not answering on 127.0.0.1:{self.port}") from None
+                time.sleep(0.1)
+
+    def version(self) -> str:
+        """The server's version, as INFO reports it."""
+        import redis
+
+        return str(redis.Redis(host="127.0.0.1", port=self.port).info("server")["redis_version"])
+
+    def _graceful(self) -> None:
+        import redis
+
+        with contextlib.suppress(redis.exceptions.ConnectionError):
+            redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10).shutdown(nosave=True)
+
+
+class RabbitMQServer(_Server):
+    """A private single-node RabbitMQ broker (no plugins) on free ports of 127.0.0.1."""
+
+    name = "rabbitmq"
+    helpers = ("epmd",)
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Start and wait until an AMQP connection opens."""
+        home = self.dir / "home"
+        home.mkdir(exist_ok=True)
+        cookie = home / ".erlang.cookie"
+        cookie.write_text(uuid.uuid4().hex.upper())
+        cookie.chmod(0o400)
+        (self.dir / "enabled_plugins").write_text("[].\n")
+        (self.dir / "rabbitmq-env.conf").write_text("")
+        (self.dir / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{self.port}\nlog.console = false\nlog.file.level = warning\n"
+        )
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        env = dict(
+            os.environ,
+            HOME=str(home),
+            RABBITMQ_NODENAME=f"bench{self.token[:8]}@localhost",
+            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(self.dist_port),
+            RABBITMQ_BASE=str(self.dir),
+            RABBITMQ_MNESIA_BASE=str(self.dir / "mnesia"),
+            RABBITMQ_LOG_BASE=str(self.dir / "log"),
+            RABBITMQ_PID_FILE=str(self.dir / "rabbitmq.pid"),
+            RABBITMQ_CONFIG_FILE=str(self.dir / "rabbitmq.conf"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=str(self.dir / "advanced.config"),
+            RABBITMQ_CONF_ENV_FILE=str(self.dir / "rabbitmq-env.conf"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.dir / "enabled_plugins"),
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+            ERL_EPMD_PORT=str(self.epmd_port),
+            ERL_EPMD_ADDRESS="127.0.0.1",
+        )
+        for key in ("RABBITMQ_USE_LONGNAME", "NOTIFY_SOCKET"):
+            env.pop(key, None)
+        self._spawn([_which("rabbitmq-server") or "rabbitmq-server"], env)
+        import pika
+
+        params = pika.ConnectionParameters(
+            host="127.0.0.1",
+            port=self.port,
+            connection_attempts=1,
+            socket_timeout=5,
+            blocked_connection_timeout=5,
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            try:
+                pika.BlockingConnection(params).close()
+                return
+            except pika.exceptions.AMQPError:
+                if time.monotonic() > deadline:
+                    tail = self._stdout.read_text(errors="replace")[-3000:]
+                    raise TimeoutError(f"RabbitMQ not answering on 127.0.0.1:{self.port}:\n{tail}") from None
+                time.sleep(0.5)
+
+    def _graceful(self) -> None:
+        # beam.smp stops cleanly on SIGTERM (the wrapper script's own handler does the same).
+        _signal_pids([p for p in token_pids(self.token) if _comm(p).startswith("beam")], signal.SIGTERM)
+
+
+def ensure_python_clients(log: Log = _print, timeout: float = 600.0) -> None:
+    """Install the ``bench`` extra (pika, redis) into this interpreter if an import fails."""
+    try:
+        import pika  # noqa: F401
+        import redis  # noqa: F401
+    except ImportError:
+        root = Path(__file__).resolve().parent.parent
+        log(f"# pika/redis missing: {Path(sys.executable).name} -m pip install -e '{root}[bench]'")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "-e", f"{root}[bench]"],
+            check=True,
+            timeout=timeout,
+        )
+
+
+def debian_version(package: str) -> str:
+    """The installed version of a Debian package ('?' if dpkg does not know it)."""
+    try:
+        done = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return done.stdout.strip() or "?"
