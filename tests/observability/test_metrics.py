@@ -47,7 +47,8 @@ def test_hot_path_counters_and_labels() -> None:
     m = Metrics()
     m.messages_sent.inc(5)
     m.messages_received.inc(2)
-    m.messages_forwarded.inc(3)
+    m.messages_transmitted.inc(3)
+    m.messages_forwarded.inc(1)
     m.messages_accepted.inc(3)
     m.messages_acknowledged.inc(3)
     m.resends.inc()
@@ -65,7 +66,8 @@ def test_hot_path_counters_and_labels() -> None:
     s = parse(m.exposition().decode())
     assert value(s, "openmsmq_messages_sent_total") == 5
     assert value(s, "openmsmq_messages_received_total") == 2
-    assert value(s, "openmsmq_messages_forwarded_total") == 3
+    assert value(s, "openmsmq_messages_transmitted_total") == 3
+    assert value(s, "openmsmq_messages_forwarded_total") == 1
     assert value(s, "openmsmq_messages_accepted_total") == 3
     assert value(s, "openmsmq_messages_acknowledged_total") == 3
     assert value(s, "openmsmq_message_resends_total") == 1

@@ -106,9 +106,15 @@ class Metrics:
             "openmsmq_messages_received", "Messages received by applications (committed).", registry=r
         )
         #: UserMessage packets carrying a message to another QM, first transmissions only.
+        self.messages_transmitted = Counter(
+            "openmsmq_messages_transmitted",
+            "Messages transmitted to another queue manager over MS-MQQB (first transmissions).",
+            registry=r,
+        )
+        #: Messages this QM relayed as an intermediate hop (neither sent nor read here).
         self.messages_forwarded = Counter(
             "openmsmq_messages_forwarded",
-            "Messages transmitted to another queue manager over MS-MQQB (first transmissions).",
+            "Messages relayed for other queue managers (this QM is an intermediate hop).",
             registry=r,
         )
         #: Incoming transactional messages that passed the acceptance rule and were stored.
