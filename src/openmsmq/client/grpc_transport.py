@@ -95,20 +95,36 @@ def _timeout_ms(timeout: float | None) -> int:
     return min(INFINITE_TIMEOUT_MS - 1, max(1, round(timeout * 1000)))
 
 
+_GUID_TEXT: dict[bytes, str] = {}
+_ACKS = {i: AckRequest(i) for i in range(16)}
+_DELIVERY = {0: Delivery.EXPRESS, 1: Delivery.RECOVERABLE}
+
+
+def _guid(raw: bytes) -> str:
+    """``{GUID}`` text of 16 RFC 4122 bytes, memoised (a batch has few distinct QM GUIDs)."""
+    text = _GUID_TEXT.get(raw)
+    if text is None:
+        if len(_GUID_TEXT) > 4096:
+            _GUID_TEXT.clear()
+        text = _GUID_TEXT[raw] = f"{{{uuid.UUID(bytes=raw)}}}" if len(raw) == 16 else "{}"
+    return text
+
+
 def _message(m: pb.Message) -> Message:
+    # Hot path of batched receives: no enum or UUID construction per message.
     return Message(
         body=m.body, label=m.label, lookup_id=m.lookup_id,
-        message_id=str(ObjectId(uuid.UUID(bytes=m.id_lineage), m.id_uniquifier)),
+        message_id=f"{_guid(m.id_lineage)}\\{m.id_uniquifier}",
         message_class=m.message_class, priority=m.priority, correlation_id=m.correlation_id,
         app_specific=m.app_specific, body_type=m.body_type,
-        delivery=Delivery(m.delivery) if m.delivery in (0, 1) else Delivery.EXPRESS,
+        delivery=_DELIVERY.get(m.delivery, Delivery.EXPRESS),
         sent_time=m.sent_time, arrived_time=m.arrived_time,
         time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
         queue=m.destination_queue, admin_queue=m.admin_queue, response_queue=m.response_queue,
-        ack=AckRequest(m.ack_flags & 0x0F), journal=m.positive_journaling,
+        ack=_ACKS[m.ack_flags & 0x0F], journal=m.positive_journaling,
         dead_letter=m.negative_journaling, transactional=m.transactional,
         first_in_transaction=m.first_in_transaction, last_in_transaction=m.last_in_transaction,
-        source_machine=f"{{{uuid.UUID(bytes=m.source_machine)}}}", extension=m.extension,
+        source_machine=_guid(m.source_machine), extension=m.extension,
     )  # fmt: skip
 
 
