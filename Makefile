@@ -7,7 +7,7 @@ ROUNDS ?= 30
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
-.PHONY: all demo test lint typecheck unit crash fuzz bench clean
+.PHONY: all demo test lint typecheck unit crash chaos fuzz bench clean
 
 all: test
 
@@ -47,3 +47,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
+
+## make chaos ROUNDS=N: two real QMs, SIGKILLed N times during a 10,000-message transfer
+chaos: $(STAMP)
+	OPENMSMQ_CHAOS_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/integration/test_transfer_chaos.py

@@ -60,8 +60,12 @@ def test_connect_targets(tmp_path: Path) -> None:
         assert [q.path for q in c.list_queues()] == [Q]
     with pytest.raises(ConfigError):
         connect("ftp://x/y")
-    with pytest.raises(ConfigError):
-        connect("grpc://127.0.0.1:1")  # the grpc transport is not there yet
+    # the network transport reports a server nobody runs as an unreachable machine
+    from openmsmq.client.grpc_transport import GrpcTransport
+
+    with pytest.raises(MQError) as err:
+        GrpcTransport("grpc://127.0.0.1:1", connect_timeout=0.5)
+    assert err.value.hresult == HResult.MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE
 
 
 def test_connections_share_one_queue_manager(tmp_path: Path) -> None:
