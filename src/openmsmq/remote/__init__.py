@@ -1,1 +1,15 @@
-"""openmsmq.remote"""
+"""Remote read: MS-MQRR semantics served over gRPC (see ``docs/remote.md``).
+
+* :mod:`openmsmq.remote.core` — :class:`~openmsmq.remote.core.RemoteReadCore`, the server
+  state (handles, cursors, PendingRequestTable and cleanup timers, sessions, remote
+  transactions) over a QueueManager, without gRPC.
+* :mod:`openmsmq.remote.server` — :class:`~openmsmq.remote.server.RemoteServer` and
+  :func:`~openmsmq.remote.server.start_remote_server`, the gRPC service.
+* :mod:`openmsmq.remote.auth` — bearer tokens and per-queue permissions.
+* ``openmsmq_remote.proto`` and its generated modules. Regenerate after editing it::
+
+      .venv/bin/python -m grpc_tools.protoc -I src --python_out=src --pyi_out=src \\
+          --grpc_python_out=src src/openmsmq/remote/openmsmq_remote.proto
+
+Nothing is imported here, so ``import openmsmq.remote.auth`` does not load gRPC.
+"""
