@@ -1,7 +1,7 @@
 """Peer benchmarks: what a user would pick instead of openmsmq, doing the same work.
 
     .venv/bin/python bench/peers.py [--messages 100000] [--body-size 256] [--peers rabbitmq,redis]
-                                    [--no-fsync-count] [--timeout 600]
+                                    [--fsyncs auto|perf|strace|none] [--timeout 600]
 
 Each peer moves ``--messages`` durable messages of ``--body-size`` bytes from one producer
 process to one consumer process running at the same time (a pipeline), and the figure is
@@ -18,7 +18,8 @@ end to end: from the producer's first publish to the consumer's last acknowledge
 
 Each server is a private instance started by this script (installed with apt-get first
 if missing) on free ports of 127.0.0.1 with its own data directory, and stopped
-afterwards. fsyncs are counted per server process tree with strace (see
+afterwards. fsyncs are counted per server process tree with kernel counters (``perf
+stat`` on the fsync/fdatasync/syncfs tracepoints; strace as a fallback; see
 ``bench/_peer_setup.py``); the machine's raw write+fsync rate is measured beside them.
 
 ``bench/transfer.py`` imports :func:`run_rabbitmq`, :func:`run_redis`,
@@ -32,6 +33,7 @@ import multiprocessing
 import os
 import queue
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -86,9 +88,17 @@ def _worker_main(role: str, fn: Worker, results: Any, go: Any, kwargs: dict[str,
 
 
 def _run_pipeline(
-    producer: Worker, consumer: Worker, kwargs: dict[str, Any], timeout: float
+    producer: Worker,
+    consumer: Worker,
+    kwargs: dict[str, Any],
+    timeout: float,
+    counter: setup.FsyncCounter | None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run producer and consumer in two processes; start both at once; return their reports."""
+    """Run producer and consumer in two processes; start both at once; return their reports.
+
+    ``counter``'s window opens just before the start signal and closes as soon as both
+    reports are in.
+    """
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
     go = ctx.Event()
@@ -120,9 +130,13 @@ def _run_pipeline(
             if kind == "ready":
                 ready.add(role)
                 if len(ready) == 2:
+                    if counter is not None:
+                        counter.begin()
                     go.set()
             else:
                 reports[role] = payload
+        if counter is not None:
+            counter.end()
         return reports["producer"], reports["consumer"]
     finally:
         for p in procs.values():
@@ -145,16 +159,16 @@ def _result(
     """Stop ``server`` (so strace has written its log), count fsyncs, build the result."""
     seconds = cons["t_end"] - prod["t0"]
     server.stop()
-    fsyncs = None
-    if server.trace is not None:
-        fsyncs = server.trace.count(prod["t0_wall"], cons["t_end_wall"])
+    fsyncs = None if server.fsyncs is None else server.fsyncs.count()
     if cons["out_of_order"] or cons["received"] != n:
         notes.append(f"CHECK FAILED: received {cons['received']}, out of order {cons['out_of_order']}")
     notes.append(f"producer had all {n} confirmed after {prod['t_confirmed'] - prod['t0']:.2f} s")
     if flushes[0] is not None and flushes[1] is not None:
         notes.append(f"block-device flushes in the window, whole machine: {flushes[1] - flushes[0]}")
-    if fsyncs is None:
-        notes.append("fsyncs not counted (strace unavailable or --no-fsync-count)")
+    if server.fsyncs is None:
+        notes.append("fsyncs not counted")
+    else:
+        notes.append(f"fsyncs counted with {server.fsyncs.method}")
     return PeerResult(
         name=name,
         messages=n,
@@ -165,6 +179,16 @@ def _result(
         fsyncs_per_msg=None if fsyncs is None else fsyncs / n,
         notes="; ".join(notes),
     )
+
+
+def _counter_binaries(fsyncs: str) -> list[str]:
+    """What to install for the fsync counting method: the named tool; for 'auto', strace
+    when neither perf nor strace is there."""
+    if fsyncs in ("perf", "strace"):
+        return [fsyncs]
+    if fsyncs == "auto" and shutil.which("perf") is None:
+        return ["strace"]
+    return []
 
 
 # --------------------------------------------------------------------------- RabbitMQ
@@ -310,16 +334,16 @@ def run_rabbitmq(
     window: int = 1000,
     prefetch: int = 1000,
     ack_every: int = 100,
-    trace_fsyncs: bool = True,
+    fsyncs: str = "auto",
     timeout: float = 600.0,
     log: setup.Log = setup._print,
 ) -> PeerResult:
     """End-to-end msgs/s through a durable quorum queue on a private RabbitMQ node."""
     import pika
 
-    setup.ensure_debian_packages(["rabbitmq-server"] + (["strace"] if trace_fsyncs else []), log)
+    setup.ensure_debian_packages(["rabbitmq-server", *_counter_binaries(fsyncs)], log)
     setup.ensure_python_clients(log)
-    server = setup.RabbitMQServer(None, trace_fsyncs and setup.strace_usable(), log)
+    server = setup.RabbitMQServer(None, fsyncs, log)
     try:
         log(f"# starting RabbitMQ {setup.debian_version('rabbitmq-server')} on 127.0.0.1:{server.port}")
         server.start(180.0)
@@ -336,7 +360,7 @@ def run_rabbitmq(
             timeout=timeout,
         )
         before = setup.device_flushes()
-        prod, cons = _run_pipeline(_rabbit_producer, _rabbit_consumer, kwargs, timeout)
+        prod, cons = _run_pipeline(_rabbit_producer, _rabbit_consumer, kwargs, timeout, server.fsyncs)
         after = setup.device_flushes()
         conn = pika.BlockingConnection(pika.ConnectionParameters(host="127.0.0.1", port=server.port))
         left = conn.channel().queue_declare(QUEUE, passive=True).method.message_count
@@ -440,16 +464,16 @@ def run_redis(
     *,
     batch: int = 500,
     count: int = 1000,
-    trace_fsyncs: bool = True,
+    fsyncs: str = "auto",
     timeout: float = 600.0,
     log: setup.Log = setup._print,
 ) -> PeerResult:
     """End-to-end msgs/s through one stream and consumer group on a private redis-server."""
     import redis
 
-    setup.ensure_debian_packages(["redis-server"] + (["strace"] if trace_fsyncs else []), log)
+    setup.ensure_debian_packages(["redis-server", *_counter_binaries(fsyncs)], log)
     setup.ensure_python_clients(log)
-    server = setup.RedisServer(None, trace_fsyncs and setup.strace_usable(), log)
+    server = setup.RedisServer(None, fsyncs, log)
     try:
         log(f"# starting redis-server {setup.debian_version('redis-server')} on 127.0.0.1:{server.port}")
         server.start(30.0)
@@ -459,7 +483,7 @@ def run_redis(
             port=server.port, n=n_messages, body_size=body_size, batch=batch, count=count, timeout=timeout
         )
         before = setup.device_flushes()
-        prod, cons = _run_pipeline(_redis_producer, _redis_consumer, kwargs, timeout)
+        prod, cons = _run_pipeline(_redis_producer, _redis_consumer, kwargs, timeout, server.fsyncs)
         after = setup.device_flushes()
         pending = r.xpending(STREAM, GROUP)["pending"]
         length = r.xlen(STREAM)
@@ -513,7 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--body-size", type=int, default=256)
     ap.add_argument("--peers", default="rabbitmq,redis", help="comma-separated: rabbitmq, redis")
-    ap.add_argument("--no-fsync-count", action="store_true", help="do not run the servers under strace")
+    ap.add_argument(
+        "--fsyncs",
+        choices=["auto", "perf", "strace", "none"],
+        default="auto",
+        help="how to count the servers' fsyncs (auto: perf stat counters, else strace)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
     args = ap.parse_args(argv)
     if args.body_size < 8:
@@ -525,12 +554,14 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_header())
     runners: dict[str, Callable[..., PeerResult]] = {"rabbitmq": run_rabbitmq, "redis": run_redis}
     results = []
-    for peer in args.peers.split(","):
-        run = runners[peer.strip()]
-        results.append(
-            run(args.messages, args.body_size, trace_fsyncs=not args.no_fsync_count, timeout=args.timeout)
-        )
-        print(format_result(results[-1]), flush=True)
+    try:
+        for peer in args.peers.split(","):
+            run = runners[peer.strip()]
+            results.append(run(args.messages, args.body_size, fsyncs=args.fsyncs, timeout=args.timeout))
+            print(format_result(results[-1]), flush=True)
+    except KeyboardInterrupt:
+        print("# interrupted: the servers this run started have been stopped", file=sys.stderr)
+        return 130
     if len(results) == 2:
         a, b = results
         print(f"# ratio {b.name.split()[0]} / {a.name.split()[0]}: {b.msgs_per_s / a.msgs_per_s:.2f}")
