@@ -181,7 +181,7 @@ class FsyncCounter:
         raise NotImplementedError
 
     def begin(self) -> None:
-        """Open the window (call just before the measured work starts)."""
+        """Open a window (call just before the measured work starts); windows add up."""
         raise NotImplementedError
 
     def end(self) -> None:
@@ -189,7 +189,7 @@ class FsyncCounter:
         raise NotImplementedError
 
     def count(self) -> int:
-        """Calls in the window; read after the counted tree has exited."""
+        """Calls in all windows together; read after the counted tree has exited."""
         raise NotImplementedError
 
 
@@ -275,7 +275,7 @@ class StraceFsyncCounter(FsyncCounter):
 
     def __init__(self, directory: Path) -> None:
         self.log_path = directory / "fsync.strace"
-        self.window = (0.0, 0.0)
+        self.windows: list[tuple[float, float]] = []
 
     def wrap(self, argv: list[str]) -> list[str]:
         trace = "trace=" + ",".join(FSYNC_CALLS)
@@ -295,19 +295,19 @@ class StraceFsyncCounter(FsyncCounter):
         ]
 
     def begin(self) -> None:
-        self.window = (time.time(), 0.0)
+        self.windows.append((time.time(), float("inf")))
 
     def end(self) -> None:
-        self.window = (self.window[0], time.time())
+        self.windows[-1] = (self.windows[-1][0], time.time())
 
     def count(self) -> int:
-        start, end = self.window
         n = 0
         with self.log_path.open(errors="replace") as f:
             for line in f:
                 m = _TRACE_LINE.match(line)
-                if m and start <= float(m.group(1)) <= end:
-                    n += 1
+                if m:
+                    t = float(m.group(1))
+                    n += any(start <= t <= end for start, end in self.windows)
         return n
 
 

@@ -1,7 +1,8 @@
 """Peer benchmarks: what a user would pick instead of openmsmq, doing the same work.
 
     .venv/bin/python bench/peers.py [--messages 100000] [--body-size 256] [--peers rabbitmq,redis]
-                                    [--fsyncs auto|perf|strace|none] [--timeout 600]
+                                    [--repeat 3] [--fsyncs auto|perf|strace|none]
+                                    [--timeout 600]
 
 Each peer moves ``--messages`` durable messages of ``--body-size`` bytes from one producer
 process to one consumer process running at the same time (a pipeline), and the figure is
@@ -146,25 +147,59 @@ def _run_pipeline(
                 p.join(timeout=5)
 
 
-def _result(
-    name: str,
-    n: int,
-    body_size: int,
-    prod: dict[str, Any],
-    cons: dict[str, Any],
-    server: setup._Server,
-    flushes: tuple[int | None, int | None],
-    notes: list[str],
-) -> PeerResult:
-    """Stop ``server`` (so strace has written its log), count fsyncs, build the result."""
-    seconds = cons["t_end"] - prod["t0"]
-    server.stop()
-    fsyncs = None if server.fsyncs is None else server.fsyncs.count()
+@dataclass(frozen=True)
+class _Run:
+    """One measured run of a peer."""
+
+    seconds: float
+    confirmed_after: float
+    flushes: int | None
+    problems: tuple[str, ...]
+
+
+def _one_run(
+    producer: Worker,
+    consumer: Worker,
+    kwargs: dict[str, Any],
+    timeout: float,
+    counter: setup.FsyncCounter | None,
+) -> tuple[dict[str, Any], dict[str, Any], int | None]:
+    """One pipeline run; also the machine's block-device flushes during it (or None)."""
+    before = setup.device_flushes()
+    prod, cons = _run_pipeline(producer, consumer, kwargs, timeout, counter)
+    after = setup.device_flushes()
+    flushes = None if before is None or after is None else after - before
+    return prod, cons, flushes
+
+
+def _checked(n: int, prod: dict[str, Any], cons: dict[str, Any], flushes: int | None, *extra: str) -> _Run:
+    problems = list(extra)
     if cons["out_of_order"] or cons["received"] != n:
-        notes.append(f"CHECK FAILED: received {cons['received']}, out of order {cons['out_of_order']}")
-    notes.append(f"producer had all {n} confirmed after {prod['t_confirmed'] - prod['t0']:.2f} s")
-    if flushes[0] is not None and flushes[1] is not None:
-        notes.append(f"block-device flushes in the window, whole machine: {flushes[1] - flushes[0]}")
+        problems.append(
+            f"CHECK FAILED: received {cons['received']} of {n}, out of order {cons['out_of_order']}"
+        )
+    return _Run(cons["t_end"] - prod["t0"], prod["t_confirmed"] - prod["t0"], flushes, tuple(problems))
+
+
+def _result(
+    name: str, n: int, body_size: int, runs: list[_Run], server: setup._Server, notes: list[str]
+) -> PeerResult:
+    """Stop ``server`` (so the counter has its final figures), count fsyncs, build the result.
+
+    The figure is the median run; fsyncs are those of all runs' windows, per run and per
+    message.
+    """
+    server.stop()
+    total = None if server.fsyncs is None else server.fsyncs.count()
+    median = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+    if len(runs) > 1:
+        notes.append("runs: " + ", ".join(f"{n / r.seconds:,.0f}" for r in runs) + " msgs/s (median shown)")
+    notes.append(f"producer had all {n:,} confirmed after {median.confirmed_after:.2f} s")
+    flushes = [r.flushes for r in runs]
+    if None not in flushes:
+        per_run = sum(f for f in flushes if f is not None) / len(runs)
+        notes.append(f"block-device flushes per run, whole machine: {per_run:,.0f}")
+    notes.extend(p for r in runs for p in r.problems)
     if server.fsyncs is None:
         notes.append("fsyncs not counted")
     else:
@@ -173,10 +208,10 @@ def _result(
         name=name,
         messages=n,
         body_size=body_size,
-        msgs_per_s=n / seconds,
-        seconds=seconds,
-        fsyncs=fsyncs,
-        fsyncs_per_msg=None if fsyncs is None else fsyncs / n,
+        msgs_per_s=n / median.seconds,
+        seconds=median.seconds,
+        fsyncs=None if total is None else round(total / len(runs)),
+        fsyncs_per_msg=None if total is None else total / (n * len(runs)),
         notes="; ".join(notes),
     )
 
@@ -201,6 +236,7 @@ def _rabbit_producer(
     go: Any,
     *,
     port: int,
+    queue: str,
     n: int,
     body_size: int,
     window: int,
@@ -225,7 +261,7 @@ def _rabbit_producer(
         target = min(n, confirmed() + window)
         i = st["published"]
         while i < target:
-            ch.basic_publish("", QUEUE, _body(i, body_size), props)
+            ch.basic_publish("", queue, _body(i, body_size), props)
             i += 1
         st["published"] = i
 
@@ -280,6 +316,7 @@ def _rabbit_consumer(
     go: Any,
     *,
     port: int,
+    queue: str,
     n: int,
     body_size: int,
     window: int,
@@ -310,7 +347,7 @@ def _rabbit_consumer(
         ch.basic_qos(
             prefetch_count=prefetch,
             callback=lambda _f: ch.basic_consume(
-                QUEUE, on_message, auto_ack=False, callback=lambda _f2: ready()
+                queue, on_message, auto_ack=False, callback=lambda _f2: ready()
             ),
         )
 
@@ -334,6 +371,7 @@ def run_rabbitmq(
     window: int = 1000,
     prefetch: int = 1000,
     ack_every: int = 100,
+    repeat: int = 3,
     fsyncs: str = "auto",
     timeout: float = 600.0,
     log: setup.Log = setup._print,
@@ -347,9 +385,7 @@ def run_rabbitmq(
     try:
         log(f"# starting RabbitMQ {setup.debian_version('rabbitmq-server')} on 127.0.0.1:{server.port}")
         server.start(180.0)
-        conn = pika.BlockingConnection(pika.ConnectionParameters(host="127.0.0.1", port=server.port))
-        conn.channel().queue_declare(QUEUE, durable=True, arguments={"x-queue-type": "quorum"})
-        conn.close()
+        params = pika.ConnectionParameters(host="127.0.0.1", port=server.port)
         kwargs = dict(
             port=server.port,
             n=n_messages,
@@ -359,21 +395,28 @@ def run_rabbitmq(
             ack_every=ack_every,
             timeout=timeout,
         )
-        before = setup.device_flushes()
-        prod, cons = _run_pipeline(_rabbit_producer, _rabbit_consumer, kwargs, timeout, server.fsyncs)
-        after = setup.device_flushes()
-        conn = pika.BlockingConnection(pika.ConnectionParameters(host="127.0.0.1", port=server.port))
-        left = conn.channel().queue_declare(QUEUE, passive=True).method.message_count
-        conn.close()
-        notes = [
-            f"confirm window {window}, prefetch {prefetch}, ack multiple every {ack_every}",
-            f"messages left in the queue after the run: {left}",
-        ]
-        if cons["redelivered"]:
-            notes.append(f"redelivered: {cons['redelivered']}")
+        runs = []
+        for i in range(repeat):
+            queue = f"{QUEUE}-{i}"
+            conn = pika.BlockingConnection(params)
+            conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+            conn.close()
+            prod, cons, flushes = _one_run(
+                _rabbit_producer, _rabbit_consumer, dict(kwargs, queue=queue), timeout, server.fsyncs
+            )
+            conn = pika.BlockingConnection(params)
+            ch = conn.channel()
+            left = ch.queue_declare(queue, passive=True).method.message_count
+            ch.queue_delete(queue)
+            conn.close()
+            extra = [f"{left} messages left in the queue"] if left else []
+            if cons["redelivered"]:
+                extra.append(f"{cons['redelivered']} redelivered")
+            runs.append(_checked(n_messages, prod, cons, flushes, *extra))
+        notes = [f"confirm window {window}, prefetch {prefetch}, ack multiple=True every {ack_every}"]
         version = setup.debian_version("rabbitmq-server").split(":")[-1].rsplit("-", 1)[0]
         name = f"RabbitMQ {version} quorum queue"
-        return _result(name, n_messages, body_size, prod, cons, server, (before, after), notes)
+        return _result(name, n_messages, body_size, runs, server, notes)
     finally:
         server.stop()
         server.cleanup()
@@ -390,6 +433,7 @@ def _redis_producer(
     go: Any,
     *,
     port: int,
+    stream: str,
     n: int,
     body_size: int,
     batch: int,
@@ -408,7 +452,7 @@ def _redis_producer(
     for start in range(0, n, batch):
         pipe = r.pipeline(transaction=False)
         for i in range(start, min(n, start + batch)):
-            pipe.xadd(STREAM, {"b": _body(i, body_size)})
+            pipe.xadd(stream, {"b": _body(i, body_size)})
         pipe.execute()
     out["t_confirmed"] = time.monotonic()
     return out
@@ -419,6 +463,7 @@ def _redis_consumer(
     go: Any,
     *,
     port: int,
+    stream: str,
     n: int,
     body_size: int,
     batch: int,
@@ -439,11 +484,11 @@ def _redis_consumer(
             raise TimeoutError(f"consumer: {st['received']} of {n} after {timeout:.0f} s")
         if to_ack:
             pipe = r.pipeline(transaction=False)
-            pipe.xack(STREAM, GROUP, *to_ack)
-            pipe.xreadgroup(GROUP, "c1", {STREAM: ">"}, count=count, block=1000)
+            pipe.xack(stream, GROUP, *to_ack)
+            pipe.xreadgroup(GROUP, "c1", {stream: ">"}, count=count, block=1000)
             _acked, resp = pipe.execute()
         else:
-            resp = r.xreadgroup(GROUP, "c1", {STREAM: ">"}, count=count, block=1000)
+            resp = r.xreadgroup(GROUP, "c1", {stream: ">"}, count=count, block=1000)
         to_ack = []
         for _stream, entries in resp or []:
             for entry_id, fields in entries:
@@ -454,7 +499,7 @@ def _redis_consumer(
                 st["expected"] = seq + 1
                 st["received"] += 1
                 to_ack.append(entry_id)
-    r.xack(STREAM, GROUP, *to_ack)  # the reply comes after the AOF fsync (appendfsync always)
+    r.xack(stream, GROUP, *to_ack)  # the reply comes after the AOF fsync (appendfsync always)
     return {"t_end": time.monotonic(), "t_end_wall": time.time(), **st}
 
 
@@ -464,6 +509,7 @@ def run_redis(
     *,
     batch: int = 500,
     count: int = 1000,
+    repeat: int = 3,
     fsyncs: str = "auto",
     timeout: float = 600.0,
     log: setup.Log = setup._print,
@@ -478,22 +524,27 @@ def run_redis(
         log(f"# starting redis-server {setup.debian_version('redis-server')} on 127.0.0.1:{server.port}")
         server.start(30.0)
         r = redis.Redis(host="127.0.0.1", port=server.port, protocol=2)
-        r.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
         kwargs = dict(
             port=server.port, n=n_messages, body_size=body_size, batch=batch, count=count, timeout=timeout
         )
-        before = setup.device_flushes()
-        prod, cons = _run_pipeline(_redis_producer, _redis_consumer, kwargs, timeout, server.fsyncs)
-        after = setup.device_flushes()
-        pending = r.xpending(STREAM, GROUP)["pending"]
-        length = r.xlen(STREAM)
+        runs = []
+        for i in range(repeat):
+            stream = f"{STREAM}-{i}"
+            r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            prod, cons, flushes = _one_run(
+                _redis_producer, _redis_consumer, dict(kwargs, stream=stream), timeout, server.fsyncs
+            )
+            pending = r.xpending(stream, GROUP)["pending"]
+            length = r.xlen(stream)
+            r.delete(stream)
+            extra = [f"{pending} entries still pending"] if pending else []
+            if length != n_messages:
+                extra.append(f"stream held {length} entries, not {n_messages}")
+            runs.append(_checked(n_messages, prod, cons, flushes, *extra))
         r.close()
-        notes = [
-            f"XADD {batch} per pipeline, XREADGROUP COUNT {count}, XACK per batch read",
-            f"after the run: {pending} pending, {length} entries in the stream",
-        ]
+        notes = [f"XADD {batch} per pipeline, XREADGROUP COUNT {count}, XACK of each batch read"]
         name = f"Redis {server_version(server)} Streams (AOF, appendfsync always)"
-        return _result(name, n_messages, body_size, prod, cons, server, (before, after), notes)
+        return _result(name, n_messages, body_size, runs, server, notes)
     finally:
         server.stop()
         server.cleanup()
@@ -510,14 +561,21 @@ def server_version(server: setup.RedisServer) -> str:
 # --------------------------------------------------------------------------- report
 
 
-def machine_header(fsync_seconds: float = 2.0) -> str:
-    """Date, nproc, load and the raw write+fsync rate of the filesystem that holds the data."""
+def raw_fsync_line(fsync_seconds: float = 2.0) -> str:
+    """The raw write+fsync rate of the filesystem that holds the servers' data, as a line."""
     with tempfile.TemporaryDirectory(prefix="openmsmq-bench-fsync-") as d:
         rate = setup.raw_fsync_rate(Path(d), fsync_seconds)
     return (
-        f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  nproc={os.cpu_count()}  load={setup.load_average()}\n"
         f"# raw write(256 B)+fsync on {tempfile.gettempdir()}: {rate:,.0f} fsyncs/s"
-        f" ({fsync_seconds:.0f} s loop)"
+        f" ({fsync_seconds:.0f} s loop, one file, one thread)"
+    )
+
+
+def machine_header(fsync_seconds: float = 2.0) -> str:
+    """Date, nproc, load, and the raw write+fsync rate (:func:`raw_fsync_line`)."""
+    return (
+        f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  nproc={os.cpu_count()}  load={setup.load_average()}\n"
+        + raw_fsync_line(fsync_seconds)
     )
 
 
@@ -543,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="how to count the servers' fsyncs (auto: perf stat counters, else strace)",
     )
+    ap.add_argument("--repeat", type=int, default=3, help="runs per peer on one server (median shown)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
     args = ap.parse_args(argv)
     if args.body_size < 8:
@@ -557,7 +616,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for peer in args.peers.split(","):
             run = runners[peer.strip()]
-            results.append(run(args.messages, args.body_size, fsyncs=args.fsyncs, timeout=args.timeout))
+            results.append(
+                run(
+                    args.messages,
+                    args.body_size,
+                    repeat=args.repeat,
+                    fsyncs=args.fsyncs,
+                    timeout=args.timeout,
+                )
+            )
             print(format_result(results[-1]), flush=True)
     except KeyboardInterrupt:
         print("# interrupted: the servers this run started have been stopped", file=sys.stderr)
@@ -566,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         a, b = results
         print(f"# ratio {b.name.split()[0]} / {a.name.split()[0]}: {b.msgs_per_s / a.msgs_per_s:.2f}")
     print(f"# load after: {setup.load_average()}")
+    print(raw_fsync_line() + " (after the runs)")
     return 0
 
 
