@@ -1,0 +1,424 @@
+"""End-to-end transfer between two queue managers, beside RabbitMQ and Redis (issue 4).
+
+    .venv/bin/python bench/transfer.py [--messages 100000] [--body-size 256] [--per-tx 100]
+                                       [--senders 1] [--single N] [--no-peers]
+                                       [--fsyncs auto|perf|strace|none] [--timeout 600]
+
+Two real ``openmsmq serve`` processes run on 127.0.0.1 (QM A) and 127.0.0.2 (QM B), each
+over its own temporary data directory with the durable store (WAL, synchronous=FULL).
+The transactional destination queue is created on B; a sender process (the application)
+opens A's data directory and commits ``--messages`` transactional messages of
+``--body-size`` bytes to ``DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench``, ``--per-tx`` per
+transaction from ``--senders`` threads. ``serve`` A transfers them to B over MS-MQQB.
+
+Figures, all from the sender's first send (CLOCK_MONOTONIC is shared by the processes):
+
+* *all committed at A*: the sender's last commit returned;
+* *all stored at B*: B's destination queue holds every message (its store counter);
+* *last OrderAck*: additionally A's outgoing queue is empty, i.e. every message was
+  OrderAck'ed by B and released by A — the end-to-end figure.
+
+The two counters are read every ``--poll`` seconds through read-only SQLite connections
+(WAL readers, they do not block the QMs). fsyncs are counted per process tree (A, B and
+the sender) with kernel counters, the same way as for the peers (``perf stat`` on the
+fsync/fdatasync/syncfs tracepoints, strace as a fallback; see ``bench/_peer_setup.py``).
+Afterwards B's queue is read back: every message exactly once and in each sender's
+order, or the run is marked CHECK FAILED.
+
+``--single N`` adds a run of N messages at 1 per transaction (``--senders`` threads,
+8 if left at 1). Then the RabbitMQ quorum queue and Redis Streams runs of
+``bench/peers.py`` move the same messages (skipped with a note if a server cannot be
+installed or started; ``--no-peers`` skips both), and the ratios are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _peer_setup as setup
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMAND = ".venv/bin/python bench/transfer.py"
+A, B = "127.0.0.1", "127.0.0.2"
+QUEUE = "private$\\bench"
+DEST = f"DIRECT=TCP:{B}\\PRIVATE$\\bench"
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """One openmsmq run."""
+
+    messages: int
+    body_size: int
+    per_tx: int
+    senders: int
+    committed_s: float
+    stored_s: float
+    acked_s: float
+    fsyncs: dict[str, int | None]
+    notes: list[str]
+
+    @property
+    def msgs_per_s(self) -> float:
+        """End to end: first send to last OrderAck."""
+        return self.messages / self.acked_s
+
+    @property
+    def fsyncs_total(self) -> int | None:
+        """fsyncs of A, B and the sender together (None if any was not counted)."""
+        vals = list(self.fsyncs.values())
+        return None if any(v is None for v in vals) else sum(v for v in vals if v is not None)
+
+
+def _body(sender: int, seq: int, size: int) -> bytes:
+    """A body: sender number (4 bytes), sequence number (8 bytes), zero padding."""
+    return sender.to_bytes(4, "big") + seq.to_bytes(8, "big") + bytes(max(0, size - 12))
+
+
+# --------------------------------------------------------------------------- sender process
+
+
+def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -> None:
+    """The application: commit ``n`` messages to DEST on A's data directory, then report.
+
+    Protocol with the parent on stdin/stdout: prints ``ready``, waits for a line on stdin,
+    sends, prints one JSON line (t0, t_committed, commits).
+    """
+    from openmsmq.qm import Message, QueueManager
+
+    qm = QueueManager(a_dir)
+    qm.open_queue(DEST)
+    share = [n // senders + (1 if k < n % senders else 0) for k in range(senders)]
+    bodies = [[_body(k, i, body_size) for i in range(share[k])] for k in range(senders)]
+    print("ready", flush=True)
+    sys.stdin.readline()
+    errors: list[BaseException] = []
+    start = threading.Barrier(senders + 1)
+
+    def run(k: int) -> None:
+        try:
+            start.wait()
+            mine = bodies[k]
+            for i in range(0, len(mine), per_tx):
+                tx = qm.begin()
+                qm.send_many(DEST, [Message(body=b) for b in mine[i : i + per_tx]], tx)
+                tx.commit()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(senders)]
+    for th in threads:
+        th.start()
+    start.wait()
+    t0 = time.monotonic()
+    for th in threads:
+        th.join()
+    t1 = time.monotonic()
+    if errors:
+        raise errors[0]
+    print(json.dumps({"t0": t0, "t_committed": t1}), flush=True)
+    sys.stdin.readline()  # stay alive until the parent has closed the fsync window
+    qm.close()
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _free_port() -> int:
+    """A TCP port free on both 127.0.0.1 and 127.0.0.2 (bounded tries)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((A, 0))
+            port = int(s.getsockname()[1])
+        try:
+            with socket.socket() as s2:
+                s2.bind((B, port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no port free on both loopback addresses")
+
+
+class Proc:
+    """A child process (serve or sender) under an optional fsync counter."""
+
+    def __init__(self, name: str, workdir: Path, argv: list[str], fsyncs: str, stdin: bool = False) -> None:
+        self.name = name
+        self.dir = workdir / f"{name}-trace"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.counter = setup.fsync_counter(self.dir, fsyncs, lambda m: None)
+        self.log = workdir / f"{name}.log"
+        argv = self.counter.wrap(argv) if self.counter is not None else argv
+        self.token = os.urandom(8).hex()
+        env = dict(os.environ, OPENMSMQ_LOG_LEVEL="warning", **{setup.TOKEN_ENV: self.token})
+        with self.log.open("wb") as err:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if stdin else err,
+                stderr=err,
+                env=env,
+                cwd=ROOT,
+                text=True,
+                start_new_session=True,
+            )
+
+    def check(self) -> None:
+        """Raise with the log tail if the process has exited."""
+        if self.proc.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{tail}")
+
+    def stop(self) -> None:
+        """SIGTERM the counted process (graceful stop of serve); perf/strace, the spawned
+        process when counting, exits after it having written its counts."""
+        if self.proc.poll() is None:
+            own = self.proc.pid
+            pids = [p for p in setup.token_pids(self.token) if p != own] or [own]
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(own, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def fsyncs(self) -> int | None:
+        """fsyncs counted in the window (after the process exited)."""
+        return None if self.counter is None else self.counter.count()
+
+
+def _serve(name: str, workdir: Path, data: Path, address: str, port: int, fsyncs: str) -> Proc:
+    argv = [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(data),
+            "--listen", address, "--port", str(port), "--log-level", "warning"]  # fmt: skip
+    p = Proc(name, workdir, argv, fsyncs)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        p.check()
+        try:
+            with socket.create_connection((address, port), timeout=0.2):
+                return p
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{name} did not listen on {address}:{port} within 30 s")
+
+
+def _ro(data: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{data / 'openmsmq.db'}?mode=ro", uri=True, timeout=30, isolation_level=None)
+
+
+def run_openmsmq(
+    n: int, body_size: int, per_tx: int, senders: int, *, fsyncs: str, timeout: float, poll: float
+) -> TransferResult:
+    """One openmsmq A → B run (see the module docstring)."""
+    from openmsmq.qm import QueueManager
+
+    work = Path(tempfile.mkdtemp(prefix="openmsmq-bench-transfer-"))
+    a_dir, b_dir = work / "a", work / "b"
+    with QueueManager(b_dir) as qb:
+        qb.create_queue(QUEUE, transactional=True)
+    port = _free_port()
+    procs: list[Proc] = []
+    notes: list[str] = []
+    try:
+        b = _serve("serve-b", work, b_dir, B, port, fsyncs)
+        procs.append(b)
+        a = _serve("serve-a", work, a_dir, A, port, fsyncs)
+        procs.append(a)
+        argv = [sys.executable, str(Path(__file__).resolve()), "--sender-role", str(a_dir),
+                "--messages", str(n), "--body-size", str(body_size), "--per-tx", str(per_tx),
+                "--senders", str(senders)]  # fmt: skip
+        s = Proc("sender", work, argv, fsyncs, stdin=True)
+        procs.append(s)
+        assert s.proc.stdout is not None and s.proc.stdin is not None
+        if s.proc.stdout.readline().strip() != "ready":
+            s.proc.wait(30)
+            s.check()
+        ca, cb = _ro(a_dir), _ro(b_dir)
+        for p in procs:
+            if p.counter is not None:
+                p.counter.begin()
+        before = setup.device_flushes()
+        s.proc.stdin.write("go\n")
+        s.proc.stdin.flush()
+        # The sender's report arrives on its stdout when it has committed everything.
+        report: dict[str, Any] = {}
+        out = s.proc.stdout
+        reader = threading.Thread(target=lambda: report.update(json.loads(out.readline() or "{}")))
+        reader.start()
+        t_stored = t_acked = None
+        deadline = time.monotonic() + timeout
+        while t_acked is None:
+            now = time.monotonic()
+            if now > deadline:
+                raise TimeoutError(f"transfer not finished after {timeout:.0f} s")
+            if t_stored is None:
+                row = cb.execute("SELECT msg_count FROM queues WHERE name = ?", (QUEUE,)).fetchone()
+                if row and row[0] >= n:
+                    t_stored = now
+            if t_stored is not None:
+                row = ca.execute(
+                    "SELECT coalesce(sum(msg_count), 0) FROM queues WHERE queue_type = 4"
+                ).fetchone()
+                if row[0] == 0:
+                    t_acked = time.monotonic()
+                    break
+            for p in procs[:2]:
+                p.check()
+            time.sleep(poll)
+        for p in procs:
+            if p.counter is not None:
+                p.counter.end()
+        after = setup.device_flushes()
+        reader.join(60)
+        with contextlib.suppress(OSError):
+            s.proc.stdin.write("quit\n")
+            s.proc.stdin.flush()
+        s.proc.wait(60)
+        if not report:
+            s.check()
+            raise RuntimeError("sender did not report")
+        ca.close()
+        cb.close()
+        for p in procs:
+            p.stop()
+        t0 = report["t0"]
+        counts = {p.name: p.fsyncs() for p in procs}
+        notes.extend(_verify(b_dir, n, senders))
+        if before is not None and after is not None:
+            notes.append(f"block-device flushes in the window, whole machine: {after - before}")
+        notes.append(f"counters polled every {poll * 1000:.0f} ms")
+        if procs[0].counter is not None:
+            notes.append(
+                "fsyncs counted with "
+                + procs[0].counter.method.replace("server process tree", "per process tree")
+            )
+        return TransferResult(
+            n,
+            body_size,
+            per_tx,
+            senders,
+            report["t_committed"] - t0,
+            t_stored - t0,
+            t_acked - t0,
+            counts,
+            notes,
+        )
+    finally:
+        for p in procs:
+            p.stop()
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _verify(b_dir: Path, n: int, senders: int) -> list[str]:
+    """B holds every message once, in each sender's order; returns notes."""
+    from openmsmq.qm import QueueManager
+
+    with QueueManager(b_dir) as qb:
+        got = qb.peek_range(QUEUE, 0, n + 1)
+    expected = [0] * senders
+    bad = 0
+    for m in got:
+        k, seq = int.from_bytes(m.body[:4], "big"), int.from_bytes(m.body[4:12], "big")
+        if k >= senders or seq != expected[k]:
+            bad += 1
+        else:
+            expected[k] = seq + 1
+    if bad or len(got) != n:
+        return [f"CHECK FAILED: {len(got)} messages at B, {bad} out of order or duplicated"]
+    return [f"checked: all {n} at B exactly once, in each sender's order"]
+
+
+# --------------------------------------------------------------------------- report
+
+
+def format_transfer(r: TransferResult) -> str:
+    """The figures of one openmsmq run."""
+    tot = r.fsyncs_total
+    per = "" if tot is None else f" = {tot / r.messages:.4f} per message"
+    parts = ", ".join(f"{k} {'n/a' if v is None else f'{v:,}'}" for k, v in r.fsyncs.items())
+    return (
+        f"openmsmq A->B ({r.per_tx}/tx, {r.senders} sender thread{'s' if r.senders > 1 else ''}):"
+        f" {r.msgs_per_s:,.0f} msgs/s end to end  ({r.messages:,} x {r.body_size} B,"
+        f" last OrderAck at {r.acked_s:.2f} s)\n"
+        f"    all committed at A {r.committed_s:.2f} s ({r.messages / r.committed_s:,.0f}/s),"
+        f" all stored at B {r.stored_s:.2f} s ({r.messages / r.stored_s:,.0f}/s),"
+        f" last OrderAck {r.acked_s:.2f} s\n"
+        f"    fsyncs: {'n/a' if tot is None else f'{tot:,}'}{per} ({parts})\n"
+        f"    {'; '.join(r.notes)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run openmsmq (and the peers) and print every figure with the command line."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--body-size", type=int, default=256)
+    ap.add_argument("--per-tx", type=int, default=100)
+    ap.add_argument("--senders", type=int, default=1, help="sender threads in the application process")
+    ap.add_argument("--single", type=int, default=0, help="also run N messages at 1 per transaction")
+    ap.add_argument("--no-peers", action="store_true", help="skip RabbitMQ and Redis")
+    ap.add_argument("--fsyncs", choices=["auto", "perf", "strace", "none"], default="auto")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
+    ap.add_argument("--poll", type=float, default=0.005, help="seconds between counter reads")
+    ap.add_argument("--sender-role", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.sender_role:
+        sender_main(args.sender_role, args.messages, args.body_size, args.per_tx, args.senders)
+        return 0
+    if args.body_size < 12:
+        ap.error("--body-size must be at least 12 (the body carries sender and sequence numbers)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    import peers
+
+    command = " ".join([COMMAND, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    print(f"# {command}")
+    print(peers.machine_header(), flush=True)
+    kw = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
+    main_run = run_openmsmq(args.messages, args.body_size, args.per_tx, args.senders, **kw)
+    print(format_transfer(main_run), flush=True)
+    if args.single:
+        threads = args.senders if args.senders > 1 else 8
+        single = run_openmsmq(args.single, args.body_size, 1, threads, **kw)
+        print(format_transfer(single), flush=True)
+    if args.no_peers:
+        print("# peers skipped (--no-peers)")
+        print(f"# load after: {setup.load_average()}")
+        return 0
+    results = []
+    for name, run in (("RabbitMQ", peers.run_rabbitmq), ("Redis", peers.run_redis)):
+        try:
+            r = run(args.messages, args.body_size, fsyncs=args.fsyncs, timeout=args.timeout)
+        except Exception as exc:  # a peer that cannot be installed or started is skipped
+            print(f"# {name} skipped: {type(exc).__name__}: {str(exc).strip()[:500]}", flush=True)
+            continue
+        results.append(r)
+        print(peers.format_result(r), flush=True)
+    for r in results:
+        print(f"# ratio openmsmq / {r.name.split()[0]}: {main_run.msgs_per_s / r.msgs_per_s:.2f}")
+    print(f"# load after: {setup.load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
