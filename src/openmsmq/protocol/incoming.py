@@ -58,6 +58,15 @@ __all__ = [
 
 _U32_MAX = 0xFFFFFFFF
 
+#: TEST-ONLY switch for the deterministic simulator (tests/sim, docs/simulation.md): a test
+#: sets it with ``monkeypatch`` to plant a known bug and show that the simulator's checker
+#: catches it. It is never set in production; ``None`` (off) costs one comparison on the
+#: duplicate path and one per Order Ack Send Timer expiry.
+#:
+#: * ``"ack-before-durable"``: the OrderAck covers accepted messages that are not durable yet.
+#: * ``"accept-duplicate"``: the acceptance rule lets the last accepted number through again.
+_PLANTED_BUG: str | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class SequenceKey:
@@ -285,6 +294,8 @@ class IncomingSequence:
         if tx_sequence_id == incoming_id:
             if tx_sequence_number <= incoming_no:
                 reason = RejectReason.DUPLICATE
+                if _PLANTED_BUG == "accept-duplicate" and tx_sequence_number == incoming_no:
+                    reason = None  # planted bug (test-only): off by one
             elif previous_tx_sequence_number > incoming_no:
                 reason = RejectReason.GAP
         elif tx_sequence_id > incoming_id:
@@ -394,6 +405,10 @@ class IncomingSequence:
         if self._order_ack_deadline is None or now < self._order_ack_deadline:
             return None
         self._order_ack_deadline = None
+        if _PLANTED_BUG == "ack-before-durable" and self._incoming.tx_sequence_number:
+            # Planted bug (test-only): acknowledge what is accepted, durable or not.
+            self._last_order_ack_send_time = now
+            return SendOrderAck(self._key, self._incoming.tx_sequence_id, self._incoming.tx_sequence_number)
         if self._durable.tx_sequence_number == 0:
             # Nothing stored yet (OrderAck numbers are 1..0xFFFFFFFF, MS-MQQB 2.2.4.1).
             self._ack_due = bool(self._pending)
