@@ -366,3 +366,33 @@ def test_tls(qm: QueueManager, tmp_path: Path) -> None:
         with pytest.raises(MQError) as e:  # plaintext client against a TLS server
             GrpcTransport(srv.target, connect_timeout=0.5)
         assert hr(e) == HResult.MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE
+
+
+def test_connect_by_url(server: RemoteServer) -> None:
+    with api_connect(server.target) as conn:
+        assert isinstance(conn.transport, GrpcTransport)
+        q = conn.open_queue(PLAINQ, RW)
+        q.send(b"via url")
+        assert q.receive(timeout=1).body == b"via url"
+
+
+def test_client_that_stops_pinging_loses_its_session(qm: QueueManager) -> None:
+    fill(qm, TXQ, [b"a"])
+    with RemoteServer(qm, port=0, session_timeout=0.3) as srv:
+        srv.start()
+        t = GrpcTransport(srv.target, ping_interval=3600)
+        try:
+            h = t.open_queue(TXQ, Access.RECEIVE)
+            tx = t.begin()
+            t.read(h, tx=tx)
+            with pytest.raises(MQError) as e:  # waits on an empty queue; the session expires meanwhile
+                t.read(h, timeout=30)
+            assert hr(e) == HResult.MQ_ERROR_OPERATION_CANCELLED
+            with pytest.raises(MQError) as e:
+                t.read(h)
+            assert hr(e) == HResult.MQ_ERROR_STALE_HANDLE
+        finally:
+            t.close()
+    assert bodies(qm, TXQ) == [b"a"]
+    h2 = qm.open_queue(TXQ)
+    assert qm.receive(h2).body == b"a"  # the aborted transaction put it back

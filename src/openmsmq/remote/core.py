@@ -537,8 +537,19 @@ class RemoteReadCore:
                     del self._waiters[key]
 
     @staticmethod
-    def _wait(w: _Waiter, timeout: float | None, fn: Callable[[float], T]) -> T:
-        """Call ``fn(slice)`` until it returns, ``timeout`` passes, or ``w`` is cancelled."""
+    def _wait(
+        w: _Waiter,
+        timeout: float | None,
+        fn: Callable[[float], T],
+        probe: Callable[[float], object] | None = None,
+    ) -> T:
+        """Call ``fn(slice)`` until it returns, ``timeout`` passes, or ``w`` is cancelled.
+
+        With ``probe`` (destructive reads) ``fn`` runs only with timeout 0, right after a
+        cancellation check, and the waiting is done by the non-destructive
+        ``probe(slice)``: a read whose session ended while it waited never takes a
+        message for nobody.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if w.event.is_set():
@@ -546,12 +557,18 @@ class RemoteReadCore:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             step = WAIT_SLICE if remaining is None else min(remaining, WAIT_SLICE)
             try:
-                return fn(step)
+                return fn(0.0 if probe is not None else step)
             except MQError as exc:
                 if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT or (
-                    remaining is not None and remaining <= step
+                    remaining is not None and remaining <= (0.0 if probe is not None else step)
                 ):
                     raise
+            if probe is not None:
+                try:
+                    probe(step)
+                except MQError as exc:
+                    if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                        raise
 
     def read(
         self,
@@ -589,7 +606,10 @@ class RemoteReadCore:
                     s,
                     uow,
                     lambda t: self._wait(
-                        w, timeout, lambda x: qm.receive_many(qh, max_count, tx=t, timeout=x)
+                        w,
+                        timeout,
+                        lambda x: qm.receive_many(qh, max_count, tx=t, timeout=x),
+                        lambda x: qm.peek(qh, timeout=x),
                     ),
                 )
             if max_count == 1:
@@ -613,6 +633,10 @@ class RemoteReadCore:
         """Up to ``n`` reads through a cursor; only the first waits."""
         out: list[Message] = []
         qm = self.qm
+
+        def probe(x: float) -> Message:
+            return qm.peek(qh, timeout=x, cursor=cursor, action=CursorAction.CURRENT)
+
         for i in range(n):
             move = CursorAction.NEXT if (act == Action.PEEK_NEXT or i > 0) else CursorAction.CURRENT
 
@@ -622,7 +646,12 @@ class RemoteReadCore:
                 return qm.peek(qh, timeout=x, cursor=cursor, action=move)
 
             try:
-                out.append(self._wait(w, timeout, one) if i == 0 else one(0.0))
+                first = i == 0
+                out.append(
+                    self._wait(w, timeout, one, probe if act == Action.RECEIVE else None)
+                    if first
+                    else one(0.0)
+                )
             except MQError as exc:
                 if i == 0 or exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
                     raise
