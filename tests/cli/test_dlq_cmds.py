@@ -70,13 +70,14 @@ def letters(run, *args: str) -> list[dict[str, Any]]:
 
 def test_list_shows_reason_destination_ids_and_age(run) -> None:
     rows = letters(run)
-    assert [(r["dlq"], r["body"], r["reason"], r["destination"]) for r in rows] == [
+    assert sorted((r["dlq"], r["body"], r["reason"], r["destination"]) for r in rows) == [
+        ("non-xact", "p1", "NackReceiveTimeout", PLAIN),
+        ("xact", "far", "NackReachQueueTimeout", FAR),
         ("xact", "x1", "NackReceiveTimeout", ORDERS),
         ("xact", "x2", "NackReceiveTimeout", ORDERS),
-        ("xact", "far", "NackReachQueueTimeout", FAR),
-        ("non-xact", "p1", "NackReceiveTimeout", PLAIN),
     ]
-    first = rows[0]
+    assert [r["dlq"] for r in rows] == ["xact", "xact", "xact", "non-xact"]
+    (first,) = [r for r in rows if r["body"] == "x1"]
     assert first["dlq_queue"] == "system$;deadxact" and first["class_name"] == "NACK_RECEIVE_TIMEOUT"
     assert first["lookup_id"] > 0 and first["message_id"].startswith("{")
     assert first["age_seconds"] > 0 and "TimeToBeReceived" in first["reason_text"]
@@ -101,8 +102,10 @@ def test_show_by_lookup_id_and_message_id(run) -> None:
 
 
 def test_requeue_puts_each_message_back_exactly_once(run) -> None:
-    xact = [r for r in letters(run, "--xact") if r["destination"] == ORDERS]
-    out = doc(run("dlq", "requeue", *(str(r["lookup_id"]) for r in xact), "--json"))
+    xact = sorted(
+        (r for r in letters(run, "--xact") if r["destination"] == ORDERS), key=lambda r: r["lookup_id"]
+    )
+    out = doc(run("dlq", "requeue", *(str(r["lookup_id"]) for r in reversed(xact)), "--json"))
     assert out["failed"] == []
     assert [(r["lookup_id"], r["to"]) for r in out["requeued"]] == [(r["lookup_id"], ORDERS) for r in xact]
     assert all(r["new_message_id"] != r["message_id"] for r in out["requeued"])

@@ -247,7 +247,8 @@ def requeue(
     *,
     keep_expiry: bool = True,
 ) -> list[RequeueResult]:
-    """Move dead letters back to their destination queues (or all to ``to``).
+    """Move dead letters back to their destination queues (or all to ``to``), in
+    LookupIdentifier order.
 
     Transactional ones move in one transaction per destination and batch of
     :data:`REQUEUE_BATCH`; non-transactional ones by two-phase receive, send, ACK (see
@@ -256,7 +257,9 @@ def requeue(
     """
     groups: dict[tuple[str, str], _Group] = {}
     results: list[RequeueResult] = []
-    for letter in letters:
+    # LookupIdentifier order is the order the messages entered this QM: requeued copies
+    # keep it within each destination.
+    for letter in sorted(letters, key=lambda x: x.message.lookup_id):
         dest = to or letter.destination
         if not dest:
             results.append(RequeueResult(letter, "", error="destination unknown: give --to QUEUE"))
