@@ -166,3 +166,26 @@ def test_purge(run) -> None:
     assert "purged 2 dead letter(s)" in run("dlq", "purge", "--yes").output
     assert letters(run) == []
     assert bodies(run, PLAIN) == ["keep"]
+
+
+def test_over_remote_read(tmp_path: Path) -> None:
+    """The commands work against a running QM through its remote-read service (grpc://)."""
+    from openmsmq.remote.server import RemoteServer
+
+    data = tmp_path / "data"
+    dead_letter_some(data)
+    with QueueManager(data) as qm:
+        server = RemoteServer(qm, port=0).start()
+        try:
+            runner = CliRunner()
+            listed = runner.invoke(cli, ["--qm", server.target, "dlq", "list", "--json"])
+            assert listed.exit_code == 0, listed.output
+            assert len(json.loads(listed.stdout)["dead_letters"]) == 4
+            moved = runner.invoke(cli, ["--qm", server.target, "dlq", "requeue", "--all", "--json"])
+            assert moved.exit_code == 0, moved.output
+            assert len(json.loads(moved.stdout)["requeued"]) == 4
+        finally:
+            server.stop(grace=0.2)
+        assert [m.body for m in qm.peek_range(ORDERS)] == [b"x1", b"x2"]
+        assert Counter(m.body for m in qm.peek_range(PLAIN)) == {b"keep": 1, b"p1": 1}
+        assert qm.peek_range("system$;deadxact") == [] and qm.peek_range("system$;deadletter") == []
