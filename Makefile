@@ -7,7 +7,7 @@ ROUNDS ?= 30
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
-.PHONY: all demo test lint typecheck unit crash chaos fuzz bench clean
+.PHONY: all demo test lint typecheck unit crash chaos fuzz bench proto clean
 
 all: test
 
@@ -51,3 +51,8 @@ clean:
 ## make chaos ROUNDS=N: two real QMs, SIGKILLed N times during a 10,000-message transfer
 chaos: $(STAMP)
 	OPENMSMQ_CHAOS_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/integration/test_transfer_chaos.py
+
+## make proto: regenerate the gRPC modules of the remote-read service from its .proto
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I src --python_out=src --pyi_out=src --grpc_python_out=src \
+		src/openmsmq/remote/openmsmq_remote.proto

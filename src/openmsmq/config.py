@@ -349,6 +349,13 @@ class RemoteConfig:
         hi=86400,
         spec="MS-MQRR 3.1.2",
     )
+    session_timeout: float = _key(
+        30.0,
+        "duration",
+        "A remote client silent this long is gone: its transactions abort, its pending receives go back.",
+        lo=0.1,
+        hi=86400,
+    )
 
 
 @dataclass(frozen=True)
