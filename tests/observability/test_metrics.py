@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -94,8 +95,10 @@ def test_collector_survives_a_failing_source() -> None:
         raise RuntimeError("closed")
 
     m = Metrics()
-    m.registry.register(QueueManagerCollector(broken))
+    collector = QueueManagerCollector(broken)
+    m.registry.register(collector)
     s = parse(m.exposition().decode())
+    collector.close()
     assert not any(name.startswith("openmsmq_queue_") for name, _ in s)
     assert ("openmsmq_build_info", (("version", openmsmq.__version__),)) in s
 
@@ -148,3 +151,25 @@ def test_start_from_config() -> None:
     m.messages_sent.inc(2)
     with start_metrics_from_config(MetricsConfig(port=0), m) as server:  # type: ignore[union-attr]
         assert value(scrape(server.url), "openmsmq_messages_sent_total") == 2
+
+
+def test_queue_source_runs_on_one_thread_whatever_thread_scrapes() -> None:
+    """The store keeps a read connection per thread: scrapes (a new thread each) must not
+    open one each."""
+    threads: set[int] = set()
+
+    def source() -> list[QueueStat]:
+        threads.add(threading.get_ident())
+        return [QueueStat("private$\\q", "private", 1, 10)]
+
+    m = Metrics()
+    collector = QueueManagerCollector(source)
+    m.registry.register(collector)
+    with start_metrics_server(m, "127.0.0.1", 0) as server:
+        for _ in range(3):
+            assert (
+                value(scrape(server.url), "openmsmq_queue_messages", queue="private$\\q", kind="private") == 1
+            )
+    assert len(threads) == 1 and threading.get_ident() not in threads
+    m.registry.unregister(collector)
+    collector.close()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -244,6 +245,8 @@ class Metrics:
         if collector in self._collectors:
             self._collectors.remove(collector)
             self.registry.unregister(collector)
+            if isinstance(collector, QueueManagerCollector):
+                collector.close()
 
     def exposition(self) -> bytes:
         """The metrics in the Prometheus text format, as a scrape would return them."""
@@ -309,15 +312,28 @@ class QueueManagerCollector(Collector):
     ``queues`` returns the current :class:`QueueStat` list (one cheap query); ``store_stats``
     returns the writer's counters or None. A failing source (QM closed, store error) drops
     its metrics from that scrape instead of failing the whole scrape.
+
+    ``queues`` always runs on one worker thread of the collector: the HTTP server answers
+    each scrape on a new thread, and the store keeps one read connection per thread until
+    it closes, so querying from the scrape threads would open a connection per scrape.
+    :meth:`close` stops the worker (:meth:`Metrics.detach` calls it).
     """
 
     def __init__(
         self,
         queues: Callable[[], Iterable[QueueStat]],
         store_stats: Callable[[], _StoreStatsLike | None] = lambda: None,
+        *,
+        timeout: float = 10.0,
     ) -> None:
         self._queues = queues
         self._store_stats = store_stats
+        self._timeout = timeout
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmsmq-metrics")
+
+    def close(self) -> None:
+        """Stop the worker thread (later scrapes report no queue metrics)."""
+        self._worker.shutdown(wait=True)
 
     @classmethod
     def for_queue_manager(cls, qm: QueueManagerLike) -> QueueManagerCollector:
@@ -364,7 +380,7 @@ class QueueManagerCollector(Collector):
         """Query the sources now."""
         depth, size, commits, ops, failed = self._families()
         try:
-            stats = list(self._queues())
+            stats = self._worker.submit(lambda: list(self._queues())).result(self._timeout)
         except Exception as exc:  # a scrape must not fail because the QM is closing
             log_event(_log, "metrics_queue_depth_failed", logging.DEBUG, error=str(exc))
         else:
