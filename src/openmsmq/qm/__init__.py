@@ -4,9 +4,10 @@ Start with :class:`QueueManager`; messages are :class:`~openmsmq.store.records.M
 values; :class:`Transaction` comes from :meth:`QueueManager.begin`.
 """
 
-from openmsmq.qm.manager import CursorAction, LookupAction, QueueHandle, QueueManager
+from openmsmq.qm.manager import CancelToken, CursorAction, LookupAction, QueueHandle, QueueManager
 from openmsmq.qm.transaction import PendingReceive, Transaction, TransactionState
 from openmsmq.store.ops import RemovedMessage
+from openmsmq.store.ranges import LookupRange, QueueStats
 from openmsmq.store.records import (
     INFINITE,
     MAX_MESSAGE_BYTES,
@@ -19,14 +20,17 @@ from openmsmq.store.records import (
 __all__ = [
     "INFINITE",
     "MAX_MESSAGE_BYTES",
+    "CancelToken",
     "CursorAction",
     "IncomingSequenceState",
     "LookupAction",
+    "LookupRange",
     "Message",
     "PendingReceive",
     "QueueHandle",
     "QueueManager",
     "QueueRecord",
+    "QueueStats",
     "QueueType",
     "RemovedMessage",
     "Transaction",

@@ -11,7 +11,7 @@ from enum import IntEnum
 
 from openmsmq.store.records import QueueRecord
 
-__all__ = ["CursorAction", "LookupAction", "QueueHandle"]
+__all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle"]
 
 
 class LookupAction(IntEnum):
@@ -65,6 +65,47 @@ class QueueHandle:
     def record(self) -> QueueRecord:
         """The queue's current properties."""
         return self._state.record
+
+
+class CancelToken:
+    """Cancels waiting reads (MS-MQRR R_CancelReceive; closing a handle with reads pending).
+
+    Pass it as ``cancel=`` to any waiting QueueManager read; :meth:`cancel` makes every
+    read waiting with it (now or later) fail with MQ_ERROR_OPERATION_CANCELLED at once.
+    A read that already returned a message is not affected. One token may serve many
+    reads (e.g. every read of one remote-read handle). Thread-safe.
+    """
+
+    __slots__ = ("_conds", "_lock", "cancelled")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: True once :meth:`cancel` was called.
+        self.cancelled = False
+        self._conds: dict[threading.Condition, int] = {}
+
+    def cancel(self) -> None:
+        """Cancel: wake every read waiting with this token; later reads fail at once."""
+        with self._lock:
+            self.cancelled = True
+            conds = list(self._conds)
+        for cond in conds:
+            # The waiter holds the condition from its check of ``cancelled`` until it
+            # waits, so this notify cannot fall between the two.
+            with cond:
+                cond.notify_all()
+
+    def _enter(self, cond: threading.Condition) -> None:
+        with self._lock:
+            self._conds[cond] = self._conds.get(cond, 0) + 1
+
+    def _leave(self, cond: threading.Condition) -> None:
+        with self._lock:
+            n = self._conds.get(cond, 0) - 1
+            if n > 0:
+                self._conds[cond] = n
+            else:
+                self._conds.pop(cond, None)
 
 
 @dataclass(eq=False)

@@ -1,5 +1,10 @@
 """The queue manager: queues, messages, local transactions, cursors, expiry.
 
+Reads (receive, peek, cursors, lookups, two-phase receive) live in
+:mod:`openmsmq.qm.reads`; LookupIdentifier ranges, idempotent send and queue statistics
+(the Spark and metrics seams) in :mod:`openmsmq.qm.ranges`. :class:`QueueManager`
+inherits both.
+
 Threading model (details in docs/store.md): every public method is thread-safe and
 blocking. Each queue has one :class:`threading.Condition` that guards its in-memory
 lock set and wakes waiting receivers on enqueue; the candidate SELECT and the lock
@@ -22,8 +27,10 @@ from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import names
-from openmsmq.qm.handles import CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
-from openmsmq.qm.transaction import ACK_RECEIVE, PendingReceive, Transaction, _Receive
+from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
+from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
+from openmsmq.qm.reads import ReadsMixin
+from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
 from openmsmq.store import ops
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
@@ -41,7 +48,7 @@ from openmsmq.store.records import (
     message_uniquifier,
 )
 
-__all__ = ["CursorAction", "LookupAction", "QueueHandle", "QueueManager"]
+__all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueManager"]
 
 #: Message.Class values used here (MS-MQDMPR 3.1.1.12, MS-MQMQ 2.2.18.1.6).
 NACK_REACH_QUEUE_TIMEOUT = 0x8002
@@ -52,19 +59,19 @@ NACK_RECEIVE_TIMEOUT = 0xC002
 _UNIQUIFIER_BLOCK = 4096
 _C_ARRIVED = COL["arrived_time"]
 _C_SIZE = COL["size"]
-_WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
 
 
 QueueRef = str | QueueHandle
 
 
-class QueueManager:
+class QueueManager(ReadsMixin, RangesMixin):
     """A queue manager over a data directory (``openmsmq.db`` inside it).
 
     ``threaded=False`` runs the store without its writer thread (deterministic
     simulation); ``clock`` gives seconds since 1970 for SentTime / ArrivedTime and
     expiry checks on receive; ``expire_interval`` starts a thread running
-    :meth:`expire` periodically.
+    :meth:`expire` (and :meth:`prune_identities`) periodically; ``identity_retention``
+    is how long idempotent-send identities are remembered (default 7 days).
     """
 
     def __init__(
@@ -76,10 +83,13 @@ class QueueManager:
         computer_name: str | None = None,
         integrity_check: bool = True,
         expire_interval: float | None = None,
+        identity_retention: float = DEFAULT_IDENTITY_RETENTION,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.clock = clock
+        #: Seconds an idempotent-send identity is remembered (:meth:`send_idempotent`).
+        self.identity_retention = int(identity_retention)
         self.computer_name = (computer_name or socket.gethostname()).lower()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
         self.store = Store(self.data_dir / "openmsmq.db", threaded=threaded, integrity_check=integrity_check)
@@ -138,6 +148,7 @@ class QueueManager:
         while not self._stop.wait(interval):
             try:
                 self.expire(self.clock())
+                self.prune_identities()
             except MQError:
                 continue  # store trouble: try again next round
 
@@ -434,6 +445,16 @@ class QueueManager:
         sends, _ = self._send(queue, messages, tx)
         return [message_uniquifier(s.row) for s in sends]
 
+    def send_many_ids(
+        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None = None
+    ) -> list[tuple[int, int]]:
+        """:meth:`send_many` returning ``(uniquifier, LookupIdentifier)`` pairs. Outside a
+        transaction the LookupIdentifiers are final (the messages are durable); inside
+        ``tx`` they are 0 — :meth:`Transaction.commit` returns them."""
+        sends, lookup_ids = self._send(queue, messages, tx)
+        uniq = [message_uniquifier(s.row) for s in sends]
+        return list(zip(uniq, lookup_ids or [0] * len(uniq), strict=True))
+
     def _send(
         self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None
     ) -> tuple[list[Send], list[int]]:
@@ -509,264 +530,6 @@ class QueueManager:
             )
         self._unlock(receives)
         self._notify(r.queue for r in receives)
-
-    # ---- receiving -----------------------------------------------------------------------
-
-    def _take(
-        self,
-        qs: _QueueState,
-        select: Callable[[set[int], int], list[tuple[int, Message]]],
-        *,
-        timeout: float | None,
-        lock: bool,
-    ) -> list[tuple[int, Message]]:
-        """Select under the queue's condition, lock if asked, wait for an enqueue up to ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with qs.cond:
-            while True:
-                if qs.deleted:
-                    raise MQError(
-                        HResult.MQ_ERROR_QUEUE_DELETED, f"queue {qs.record.display_name} was deleted"
-                    )
-                self._check_open()
-                found = self.store.read(lambda _c: select(qs.locked, self._now()))
-                if found:
-                    if lock:
-                        qs.locked.update(m.lookup_id for _, m in found)
-                    return found
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise MQError(HResult.MQ_ERROR_IO_TIMEOUT, f"no message in {qs.record.display_name}")
-                qs.cond.wait(_WAKE_SLICE if remaining is None else min(remaining, _WAKE_SLICE))
-
-    def _finish(
-        self, qs: _QueueState, found: list[tuple[int, Message]], tx: Transaction | None
-    ) -> list[Message]:
-        """Complete a destructive read of locked messages: hand them to ``tx``, or delete now."""
-        msgs = [m for _, m in found]
-        receives = [_Receive(qs, m) for m in msgs]
-        if tx is not None:
-            if not tx._add_receives(qs, msgs):
-                self._release(receives)
-                tx._check_active()
-            return msgs
-        try:
-            self._commit([], receives)
-        except BaseException:
-            self._unlock(receives)
-            self._notify([qs])
-            raise
-        return msgs
-
-    def _check_receive(self, qs: _QueueState, tx: Transaction | None) -> None:
-        if tx is not None:
-            tx._check_active()
-            if not qs.record.transactional:
-                raise MQError(
-                    HResult.MQ_ERROR_TRANSACTION_USAGE, f"queue {qs.record.display_name} is not transactional"
-                )
-
-    def _head_select(
-        self, qs: _QueueState, limit: int
-    ) -> Callable[[set[int], int], list[tuple[int, Message]]]:
-        qid = qs.record.queue_id
-        return lambda locked, now: self.store.read(
-            lambda c: ops.fetch_available(c, qid, now=now, limit=limit, exclude=locked)
-        )
-
-    def receive(
-        self,
-        queue: QueueRef,
-        *,
-        tx: Transaction | None = None,
-        timeout: float | None = 0.0,
-        cursor: int | None = None,
-    ) -> Message:
-        """Receive the first message (priority, then LookupIdentifier), or the one at ``cursor``.
-
-        ``timeout`` in seconds (None = wait forever) → MQ_ERROR_IO_TIMEOUT. With ``tx`` the
-        message is locked until commit (deleted / journaled) or abort (back in place).
-        """
-        if cursor is not None:
-            return self._cursor_read(cursor, CursorAction.CURRENT, peek=False, tx=tx, timeout=timeout)
-        return self.receive_many(queue, 1, tx=tx, timeout=timeout)[0]
-
-    def receive_many(
-        self, queue: QueueRef, max_count: int, *, tx: Transaction | None = None, timeout: float | None = 0.0
-    ) -> list[Message]:
-        """Receive up to ``max_count`` messages at once (waits for the first only)."""
-        qs = self._resolve(queue)
-        self._check_receive(qs, tx)
-        found = self._take(qs, self._head_select(qs, max_count), timeout=timeout, lock=True)
-        return self._finish(qs, found, tx)
-
-    def peek(
-        self,
-        queue: QueueRef,
-        *,
-        timeout: float | None = 0.0,
-        cursor: int | None = None,
-        action: CursorAction = CursorAction.CURRENT,
-    ) -> Message:
-        """Read without removing: the first message, or through a cursor."""
-        if cursor is not None:
-            return self._cursor_read(cursor, action, peek=True, tx=None, timeout=timeout)
-        qs = self._resolve(queue)
-        return self._take(qs, self._head_select(qs, 1), timeout=timeout, lock=False)[0][1]
-
-    def peek_range(self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000) -> list[Message]:
-        """Messages with LookupIdentifier > ``after_lookup_id`` in LookupIdentifier order, locked
-        ones included (Spark micro-batches, outgoing-queue transmission)."""
-        qs = self._resolve(queue)
-        return self.store.read(lambda c: ops.fetch_range(c, qs.record.queue_id, after_lookup_id, limit))
-
-    # ---- cursors -------------------------------------------------------------------------
-
-    def create_cursor(self, queue: QueueRef) -> int:
-        """Open a cursor (positioned before the first message); returns its handle."""
-        qs = self._resolve(queue)
-        with self._lock:
-            handle = self._next_handle
-            self._next_handle += 1
-            self._cursors[handle] = _Cursor(qs)
-        return handle
-
-    def close_cursor(self, handle: int) -> None:
-        """Close a cursor; an unknown handle raises MQ_ERROR_INVALID_HANDLE."""
-        with self._lock:
-            if self._cursors.pop(handle, None) is None:
-                raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
-
-    def _cursor_read(
-        self, handle: int, action: CursorAction, *, peek: bool, tx: Transaction | None, timeout: float | None
-    ) -> Message:
-        with self._lock:
-            cur = self._cursors.get(handle)
-        if cur is None:
-            raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
-        qs = cur.queue
-        if not peek:
-            self._check_receive(qs, tx)
-        qid = qs.record.queue_id
-
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
-            key = cur.key
-            after = key if (key is not None and action == CursorAction.NEXT) else None
-            start = key if (key is not None and action == CursorAction.CURRENT) else None
-            return self.store.read(
-                lambda c: ops.fetch_available(
-                    c, qid, now=now, exclude=locked, after_key=after, from_key=start
-                )
-            )
-
-        found = self._take(qs, select, timeout=timeout, lock=not peek)
-        cur.key = found[0][0]
-        if peek:
-            return found[0][1]
-        return self._finish(qs, found, tx)[0]
-
-    # ---- by LookupIdentifier -------------------------------------------------------------
-
-    def _lookup_select(
-        self, qs: _QueueState, lookup_id: int, action: LookupAction, peek: bool
-    ) -> Callable[[set[int], int], list[tuple[int, Message]]]:
-        qid = qs.record.queue_id
-
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
-            def q(c: Any) -> list[tuple[int, Message]]:
-                if action == LookupAction.FIRST:
-                    return ops.fetch_available(c, qid, now=now, exclude=locked)
-                if action == LookupAction.LAST:
-                    return ops.fetch_available(c, qid, now=now, exclude=locked, descending=True)
-                ref = ops.fetch_by_lookup(c, qid, lookup_id)
-                if ref is None:
-                    raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no message {lookup_id}")
-                key, _msg = ref
-                if action == LookupAction.CURRENT:
-                    if lookup_id in locked:
-                        # MS-MQDMPR 3.1.7.3.3: Locked position ⇒ MQ_ERROR_TRANSACTION_USAGE.
-                        raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, f"message {lookup_id} is locked")
-                    return ops.fetch_available(c, qid, now=now, from_key=key, before_key=key + 1)
-                if action == LookupAction.NEXT:
-                    return ops.fetch_available(c, qid, now=now, exclude=locked, after_key=key)
-                return ops.fetch_available(c, qid, now=now, exclude=locked, before_key=key, descending=True)
-
-            found = self.store.read(q)
-            if not found:
-                raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no message for {action.name} {lookup_id}")
-            return found
-
-        return select
-
-    def peek_by_lookup_id(
-        self, queue: QueueRef, lookup_id: int, action: LookupAction = LookupAction.CURRENT
-    ) -> Message:
-        """MQ_LOOKUP_PEEK_* (MS-MQRR): MQ_ERROR_MESSAGE_NOT_FOUND when there is none."""
-        qs = self._resolve(queue)
-        return self._take(qs, self._lookup_select(qs, lookup_id, action, True), timeout=0, lock=False)[0][1]
-
-    def receive_by_lookup_id(
-        self,
-        queue: QueueRef,
-        lookup_id: int,
-        action: LookupAction = LookupAction.CURRENT,
-        *,
-        tx: Transaction | None = None,
-    ) -> Message:
-        """MQ_LOOKUP_RECEIVE_* (MS-MQRR), inside ``tx`` or not."""
-        qs = self._resolve(queue)
-        self._check_receive(qs, tx)
-        found = self._take(qs, self._lookup_select(qs, lookup_id, action, False), timeout=0, lock=True)
-        return self._finish(qs, found, tx)[0]
-
-    # ---- two-phase receive (Dequeue Message Begin / End) ---------------------------------
-
-    def dequeue_begin(
-        self,
-        queue: QueueRef,
-        *,
-        tx: Transaction | None = None,
-        timeout: float | None = 0.0,
-        lookup_id: int | None = None,
-        action: LookupAction = LookupAction.CURRENT,
-    ) -> PendingReceive:
-        """Dequeue Message Begin (MS-MQDMPR 3.1.7.1.11): lock the first message (or the one
-        selected by LookupIdentifier) for a pending request. With ``tx`` the lock joins the
-        transaction (MS-MQRR R_StartTransactionalReceive)."""
-        qs = self._resolve(queue)
-        self._check_receive(qs, tx)
-        if lookup_id is None:
-            select = self._head_select(qs, 1)
-        else:
-            select = self._lookup_select(qs, lookup_id, action, False)
-            timeout = 0
-        (_key, msg), *_ = self._take(qs, select, timeout=timeout, lock=True)
-        if tx is not None and not tx._add_receives(qs, [msg]):
-            self._release([_Receive(qs, msg)])
-            tx._check_active()
-        return PendingReceive(msg, qs, tx)
-
-    def dequeue_end(self, pending: PendingReceive, delete: bool) -> None:
-        """Dequeue Message End (MS-MQDMPR 3.1.7.1.12).
-
-        Outside a transaction: ``delete`` removes the message durably (AckReceive, or
-        NackQueuePurged if it was purged meanwhile), else it is available again. Inside:
-        ``delete`` leaves the decision to commit/abort; ``delete=False`` (RR_NACK) takes it
-        out of the transaction and makes it available again (remote-read.md §7.13,
-        inferred). A second end raises MQ_ERROR_TRANSACTION_SEQUENCE.
-        """
-        if pending.ended:
-            raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "receive already ended")
-        pending.ended = True
-        receive = _Receive(pending.queue, pending.message)
-        if pending.transaction is not None:
-            if not delete and pending.transaction._drop_receive(pending.lookup_id) is not None:
-                self._release([receive])
-            return
-        if delete:
-            self._finish(pending.queue, [(0, pending.message)], None)
-        else:
-            self._release([receive])
 
     # ---- expiry --------------------------------------------------------------------------
 

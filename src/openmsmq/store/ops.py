@@ -387,6 +387,7 @@ def delete_queue(queue_id: int, reason: int) -> Callable[[WriteContext], list[Re
         ]
         ids = [queue_id] + ([q.journal_queue_id] if q.journal_queue_id is not None else [])
         conn.executemany("DELETE FROM messages WHERE queue_id = ?", [(i,) for i in ids])
+        conn.execute("DELETE FROM send_identities WHERE queue_id = ?", (queue_id,))
         conn.executemany("DELETE FROM queues WHERE queue_id = ?", [(i,) for i in ids])
         conn.execute("DELETE FROM outgoing_sequences WHERE queue_id = ?", (queue_id,))
         return events
@@ -497,15 +498,23 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
     return list(range(first, first + len(sends)))
 
 
-def _apply_removes(conn: sqlite3.Connection, removes: Sequence[Remove]) -> None:
+def _apply_removes(ctx: WriteContext, removes: Sequence[Remove]) -> None:
+    """Delete removed messages, or move them (journal, dead-letter) under a NEW
+    LookupIdentifier: a message then only ever appears in a queue with an identifier
+    above every one that queue showed before, which keeps the per-queue watermark of
+    :func:`openmsmq.store.ranges.lookup_range` stable (nothing appears below it later)."""
     if not removes:
         return
+    conn = ctx.conn
     deltas: dict[int, list[int]] = {}
 
     def bump(qid: int, count: int, nbytes: int) -> None:
-        d = deltas.setdefault(qid, [0, 0])
-        d[0] += count
-        d[1] += nbytes
+        d = deltas.get(qid)
+        if d is None:
+            deltas[qid] = [count, nbytes]
+        else:
+            d[0] += count
+            d[1] += nbytes
 
     deletes = []
     moves = []
@@ -519,10 +528,12 @@ def _apply_removes(conn: sqlite3.Connection, removes: Sequence[Remove]) -> None:
     if deletes:
         conn.executemany("DELETE FROM messages WHERE lookup_id = ?", deletes)
     if moves:
+        first = ctx.alloc_lookup_ids(len(moves))
+        # order_key - lookup_id is the priority part ((7 - priority) << 56).
         conn.executemany(
-            "UPDATE messages SET queue_id = ?, message_class = coalesce(?, message_class), expire_at = NULL"
-            " WHERE lookup_id = ?",
-            moves,
+            "UPDATE messages SET queue_id = ?1, message_class = coalesce(?2, message_class),"
+            " expire_at = NULL, order_key = order_key - lookup_id + ?4, lookup_id = ?4 WHERE lookup_id = ?3",
+            [(t, c, lid, first + i) for i, (t, c, lid) in enumerate(moves)],
         )
     conn.executemany(
         "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?",
@@ -548,7 +559,7 @@ class CommitWork:
         self.arrived_time = arrived_time
 
     def __call__(self, ctx: WriteContext) -> list[int]:
-        _apply_removes(ctx.conn, self.removes)
+        _apply_removes(ctx, self.removes)
         return _insert_messages(ctx, self.sends, self.arrived_time)
 
     @staticmethod
@@ -557,7 +568,7 @@ class CommitWork:
         writer runs them one by one, so a failing transaction fails alone."""
 
         def op(ctx: WriteContext) -> list[list[int]]:
-            _apply_removes(ctx.conn, [r for w in works for r in w.removes])
+            _apply_removes(ctx, [r for w in works for r in w.removes])
             out: list[list[int]] = []
             sends = [s for w in works if w.arrived_time is None for s in w.sends]
             ids = iter(_insert_messages(ctx, sends, None))
@@ -667,7 +678,7 @@ def release_outgoing(
             " AND m.tx_sequence_number BETWEEN 1 AND ?",
             (queue_id, sid, up_to_number),
         ).fetchall()
-        _apply_removes(conn, [Remove(queue_id, r[0], r[1]) for r in rows])
+        _apply_removes(ctx, [Remove(queue_id, r[0], r[1]) for r in rows])
         left = conn.execute(
             "SELECT 1 FROM messages WHERE queue_id = ? AND tx_sequence_number != 0 LIMIT 1", (queue_id,)
         ).fetchone()
@@ -695,7 +706,7 @@ def expire_messages(removes: Sequence[Remove]) -> Callable[[WriteContext], list[
         for r in removes:
             got = _ack_wanted(conn, "m.lookup_id = ? AND m.queue_id = ?", (r.lookup_id, r.queue_id))
             events += [RemovedMessage(qid, m, r.new_class or 0) for qid, m in got]
-        _apply_removes(conn, removes)
+        _apply_removes(ctx, removes)
         return events
 
     return op

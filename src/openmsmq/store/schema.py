@@ -97,8 +97,21 @@ _V1 = [
 ) WITHOUT ROWID""",
 ]
 
+_V2 = [
+    # Idempotent send (openmsmq.store.ranges.send_idempotent): identities a queue already
+    # accepted, kept for a retention window. The primary key makes the check and the
+    # insert one atomic INSERT ... ON CONFLICT DO NOTHING inside the send's transaction.
+    """CREATE TABLE send_identities (
+  queue_id INTEGER NOT NULL,
+  identity TEXT NOT NULL,
+  created_time INTEGER NOT NULL,
+  PRIMARY KEY (queue_id, identity)
+) WITHOUT ROWID""",
+    "CREATE INDEX send_identities_age ON send_identities (created_time)",
+]
+
 #: Migration steps; index i brings the schema from version i to i + 1.
-_MIGRATIONS: list[list[str]] = [_V1]
+_MIGRATIONS: list[list[str]] = [_V1, _V2]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

@@ -1,0 +1,250 @@
+"""LookupIdentifier ranges, idempotent send and queue statistics: the seams of the Spark
+data source (:mod:`openmsmq.spark.backend` contract) and of the metrics collector.
+
+Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager` inherits :class:`RangesMixin`.
+
+- *Stable watermark*: :meth:`RangesMixin.lookup_range` reports ``last`` such that no
+  message with a LookupIdentifier <= ``last`` can appear in that queue later (why: see
+  :mod:`openmsmq.store.ranges`).
+- Range reads ignore locks and expiry: they show what is stored (a Spark micro-batch is
+  what was committed, whoever holds a lock on it).
+- :meth:`RangesMixin.remove_through` removes ranges of several queues in ONE transaction.
+  Messages another transaction holds locked are not removed under it: they become
+  PurgePending (MS-MQDMPR 3.1.7.1.7), i.e. deleted when that transaction aborts, and
+  deleted by it when it commits. Either way they are gone once the lock ends, and a
+  message is never deleted while someone else may still commit its receive (which
+  would count it twice). The Spark source assumes nobody else receives from its queues,
+  so it normally finds nothing locked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.qm.handles import QueueHandle, _QueueState
+from openmsmq.qm.transaction import ACK_RECEIVE, _Receive
+from openmsmq.store import ops, ranges
+from openmsmq.store.db import Store
+from openmsmq.store.ops import Remove, RemovedMessage, Send
+from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
+from openmsmq.store.records import Message, QueueType
+
+__all__ = ["LookupRange", "QueueStats", "RangesMixin"]
+
+QueueRef = str | QueueHandle
+
+#: Default time an idempotent-send identity is remembered (seconds): 7 days.
+DEFAULT_IDENTITY_RETENTION = 7 * 24 * 3600
+
+
+def _one_band(qs: _QueueState) -> bool:
+    """True when every message of the queue has priority 0 (a transactional private
+    queue: MS-MQDMPR forces PR to 0 with a TransactionHeader), so one band suffices."""
+    rec = qs.record
+    return rec.transactional and rec.queue_type == QueueType.PRIVATE
+
+
+def _ids_through(c: Any, *, qid: int, one: bool, through: int) -> list[tuple[int, int, bool]]:
+    return ranges.fetch_ids_through(c, qid, one, through)
+
+
+class RangesMixin:
+    """LookupIdentifier-range reads and removal, idempotent send, queue statistics."""
+
+    if TYPE_CHECKING:
+        store: Store
+        identity_retention: int
+
+        def _resolve(self, queue: QueueRef) -> _QueueState: ...
+        def _check_open(self) -> None: ...
+        def _now(self) -> int: ...
+        def _is_remote(self, name: str) -> bool: ...
+        def _prepare(
+            self, qs: _QueueState, messages: Sequence[Message], transactional: bool, name: str
+        ) -> list[Send]: ...
+        def _unlock(self, receives: Iterable[_Receive]) -> None: ...
+        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+        def _emit(self, events: list[RemovedMessage]) -> None: ...
+
+    # ---- reads by LookupIdentifier range -------------------------------------------------
+
+    def lookup_range(self, queue: QueueRef, after: int = 0, through: int | None = None) -> LookupRange | None:
+        """``(first, last, count)`` of the messages with ``after`` < LookupIdentifier <=
+        ``through`` (None: up to the newest), locked and expired ones included; None when
+        there is none. With ``through=None``, ``last`` is a stable watermark: no message
+        with a LookupIdentifier <= ``last`` can appear in the queue later."""
+        qs = self._resolve(queue)
+        return self.store.read(
+            lambda c: ranges.lookup_range(c, qs.record.queue_id, _one_band(qs), after, through)
+        )
+
+    def lookup_ranges(self, queues: Iterable[QueueRef]) -> dict[QueueRef, LookupRange | None]:
+        """:meth:`lookup_range` (whole queue) of several queues from ONE read snapshot."""
+        states = [(q, self._resolve(q)) for q in queues]
+
+        def q(c: Any) -> dict[QueueRef, LookupRange | None]:
+            c.execute("BEGIN")
+            try:
+                return {ref: ranges.lookup_range(c, qs.record.queue_id, _one_band(qs)) for ref, qs in states}
+            finally:
+                c.execute("COMMIT")
+
+        return self.store.read(q)
+
+    def nth_lookup_id(self, queue: QueueRef, after: int, n: int, through: int | None = None) -> int:
+        """LookupIdentifier of the ``n``-th message (n >= 1) with LookupIdentifier >
+        ``after`` (and <= ``through``); MQ_ERROR_MESSAGE_NOT_FOUND when fewer exist."""
+        qs = self._resolve(queue)
+        got = self.store.read(
+            lambda c: ranges.nth_lookup_id(c, qs.record.queue_id, _one_band(qs), after, n, through)
+        )
+        if got is None:
+            raise MQError(
+                HResult.MQ_ERROR_MESSAGE_NOT_FOUND,
+                f"fewer than {n} messages after {after} in {qs.record.name}",
+            )
+        return got
+
+    def peek_range(
+        self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
+    ) -> list[Message]:
+        """Up to ``limit`` messages with ``after_lookup_id`` < LookupIdentifier (<= ``through``
+        when given) in LookupIdentifier order, locked ones included; neither removes nor
+        locks (Spark micro-batches, outgoing-queue transmission)."""
+        qs = self._resolve(queue)
+        qid = qs.record.queue_id
+        if through is None:
+            return self.store.read(lambda c: ops.fetch_range(c, qid, after_lookup_id, limit))
+        return self.store.read(
+            lambda c: ranges.fetch_range_through(c, qid, _one_band(qs), after_lookup_id, through, limit)
+        )
+
+    # ---- removal by range ------------------------------------------------------------------
+
+    def remove_through(self, positions: Mapping[QueueRef, int]) -> int:
+        """Remove every message with LookupIdentifier <= ``positions[queue]`` from each
+        queue, all queues in ONE durable transaction (a consuming read: AckReceive events,
+        journaling as for a receive). Idempotent: removing again removes nothing more.
+        Messages locked by another transaction become PurgePending (see the module doc).
+        Returns how many messages this call removed."""
+        targets = sorted(
+            ((self._resolve(q), int(through)) for q, through in positions.items()),
+            key=lambda x: x[0].record.queue_id,
+        )
+        held: list[_Receive] = []
+        removes: list[Remove] = []
+        marked: list[tuple[_QueueState, int]] = []
+        acks: list[tuple[_QueueState, int]] = []
+        for qs, through in targets:
+            qid = qs.record.queue_id
+            with qs.cond:
+                rows = self.store.read(partial(_ids_through, qid=qid, one=_one_band(qs), through=through))
+                for lookup_id, size, ack in rows:
+                    if lookup_id in qs.locked:
+                        if lookup_id not in qs.purge_pending:
+                            qs.purge_pending.add(lookup_id)
+                            marked.append((qs, lookup_id))
+                        continue
+                    qs.locked.add(lookup_id)
+                    held.append(_Receive(qs, Message(lookup_id=lookup_id)))
+                    rec = qs.record
+                    target = rec.journal_queue_id if rec.journal else None
+                    removes.append(Remove(qid, lookup_id, size, target))
+                    if ack:
+                        acks.append((qs, lookup_id))
+        if not held:
+            return 0
+        try:
+            events = self._ack_events(acks)
+            self.store.write(ops.commit_work([], removes))
+        except BaseException:
+            for qs, lookup_id in marked:
+                with qs.cond:
+                    qs.purge_pending.discard(lookup_id)
+            raise
+        finally:
+            self._unlock(held)
+        self._notify(
+            self._resolve_id(qs.record.journal_queue_id) for qs, _ in targets if qs.record.journal
+        )
+        self._emit(events)
+        return len(held)
+
+    def _resolve_id(self, queue_id: int | None) -> _QueueState:
+        by_id: dict[int, _QueueState] = self._by_id  # type: ignore[attr-defined]
+        return by_id[queue_id or 0]
+
+    def _ack_events(self, acks: list[tuple[_QueueState, int]]) -> list[RemovedMessage]:
+        """AckReceive events of removed messages that asked for acknowledgments (read
+        before the removal, while they are locked)."""
+        out = []
+        for qs, lookup_id in acks:
+            qid = qs.record.queue_id
+            ref = self.store.read(partial(ops.fetch_by_lookup, queue_id=qid, lookup_id=lookup_id))
+            if ref is not None:
+                out.append(RemovedMessage(qs.record.queue_id, ref[1], ACK_RECEIVE))
+        return out
+
+    # ---- idempotent send -------------------------------------------------------------------
+
+    def send_idempotent(
+        self, queue: QueueRef, messages: Sequence[Message], identities: Sequence[str]
+    ) -> list[int | None]:
+        """Send ``messages`` to a local queue in ONE durable transaction, each with a
+        client-chosen identity (1–255 characters); a message whose (queue, identity) was
+        already accepted — by an earlier call, concurrently, or earlier in this batch —
+        is skipped, not an error. Returns each message's LookupIdentifier, None where
+        skipped. Identities are remembered for ``identity_retention`` seconds."""
+        if len(messages) != len(identities):
+            raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "one identity per message")
+        for ident in identities:
+            if not isinstance(ident, str) or not 1 <= len(ident) <= MAX_IDENTITY_CHARS:
+                raise MQError(
+                    HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE,
+                    f"an identity is a string of 1 to {MAX_IDENTITY_CHARS} characters",
+                )
+        if isinstance(queue, str) and self._is_remote(queue):
+            raise MQError(
+                HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, "idempotent send needs a local queue"
+            )
+        qs = self._resolve(queue)
+        if qs.record.queue_type == QueueType.OUTGOING:
+            raise MQError(
+                HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, "idempotent send needs a local queue"
+            )
+        name = queue.format_name if isinstance(queue, QueueHandle) else queue
+        sends = self._prepare(qs, messages, qs.record.transactional, name)
+        now = self._now()
+        got = self.store.write(
+            ranges.send_idempotent(
+                qs.record.queue_id,
+                sends,
+                identities,
+                now,
+                int(self.identity_retention),
+                mark_transaction=qs.record.transactional,
+            )
+        )
+        if any(g is not None for g in got):
+            self._notify([qs])
+        return got
+
+    def prune_identities(self, now: float | None = None, limit: int = 10000) -> int:
+        """Forget up to ``limit`` idempotent-send identities older than the retention
+        window; returns how many. (Each idempotent send also prunes a few.)"""
+        self._check_open()
+        at = self._now() if now is None else int(now)
+        return self.store.write(ranges.prune_identities(at - int(self.identity_retention), limit))
+
+    # ---- statistics ------------------------------------------------------------------------
+
+    def queue_stats(self) -> list[QueueStats]:
+        """``(name, message_count, total_bytes, oldest_arrived_time)`` of every queue
+        (system, journal and outgoing queues included), in ONE SQL statement over the
+        counters every commit keeps — cheap enough for every metrics scrape."""
+        self._check_open()
+        return self.store.read(ranges.queue_stats)
+

@@ -1,0 +1,365 @@
+"""Reads of the queue manager: receive, peek, cursors, reads by LookupIdentifier and
+two-phase receive (MS-MQDMPR 3.1.7.1.10–12, MS-MQRR R_StartReceive / R_EndReceive).
+
+Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager` inherits :class:`ReadsMixin`.
+Every waiting call takes an optional :class:`~openmsmq.qm.handles.CancelToken`: its
+``cancel()`` wakes the waiter at once with MQ_ERROR_OPERATION_CANCELLED (MS-MQRR
+R_CancelReceive, or a handle closed while a read waits).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
+from openmsmq.qm.transaction import PendingReceive, Transaction, _Receive
+from openmsmq.store import ops
+from openmsmq.store.db import Store
+from openmsmq.store.records import Message
+
+__all__ = ["ReadsMixin"]
+
+_WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
+
+QueueRef = str | QueueHandle
+#: A candidate query: (locked LookupIdentifiers, now) -> [(order_key, message)].
+Select = Callable[[set[int], int], list[tuple[int, Message]]]
+
+
+class ReadsMixin:
+    """Receive / peek / cursor / lookup / two-phase receive methods of the QueueManager."""
+
+    if TYPE_CHECKING:
+        store: Store
+        _lock: threading.RLock
+        _cursors: dict[int, _Cursor]
+        _next_handle: int
+
+        def _resolve(self, queue: QueueRef) -> _QueueState: ...
+        def _check_open(self) -> None: ...
+        def _now(self) -> int: ...
+        def _commit(self, sends: list[Any], receives: list[_Receive]) -> list[int]: ...
+        def _unlock(self, receives: Iterable[_Receive]) -> None: ...
+        def _release(self, receives: Sequence[_Receive]) -> None: ...
+        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+
+    # ---- receiving -----------------------------------------------------------------------
+
+    def _take(
+        self,
+        qs: _QueueState,
+        select: Select,
+        *,
+        timeout: float | None,
+        lock: bool,
+        cancel: CancelToken | None = None,
+    ) -> list[tuple[int, Message]]:
+        """Select under the queue's condition, lock if asked, wait for an enqueue up to
+        ``timeout``; a cancelled ``cancel`` token fails it with MQ_ERROR_OPERATION_CANCELLED."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        cond = qs.cond
+        if cancel is not None:
+            cancel._enter(cond)
+        try:
+            with cond:
+                while True:
+                    if qs.deleted:
+                        raise MQError(
+                            HResult.MQ_ERROR_QUEUE_DELETED, f"queue {qs.record.display_name} was deleted"
+                        )
+                    self._check_open()
+                    if cancel is not None and cancel.cancelled:
+                        raise MQError(HResult.MQ_ERROR_OPERATION_CANCELLED, "the read was cancelled")
+                    found = select(qs.locked, self._now())
+                    if found:
+                        if lock:
+                            qs.locked.update(m.lookup_id for _, m in found)
+                        return found
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise MQError(HResult.MQ_ERROR_IO_TIMEOUT, f"no message in {qs.record.display_name}")
+                    cond.wait(_WAKE_SLICE if remaining is None else min(remaining, _WAKE_SLICE))
+        finally:
+            if cancel is not None:
+                cancel._leave(cond)
+
+    def _finish(
+        self, qs: _QueueState, found: list[tuple[int, Message]], tx: Transaction | None
+    ) -> list[Message]:
+        """Complete a destructive read of locked messages: hand them to ``tx``, or delete now."""
+        msgs = [m for _, m in found]
+        receives = [_Receive(qs, m) for m in msgs]
+        if tx is not None:
+            if not tx._add_receives(qs, msgs):
+                self._release(receives)
+                tx._check_active()
+            return msgs
+        try:
+            self._commit([], receives)
+        except BaseException:
+            self._unlock(receives)
+            self._notify([qs])
+            raise
+        return msgs
+
+    def _check_receive(self, qs: _QueueState, tx: Transaction | None) -> None:
+        if tx is not None:
+            tx._check_active()
+            if not qs.record.transactional:
+                raise MQError(
+                    HResult.MQ_ERROR_TRANSACTION_USAGE, f"queue {qs.record.display_name} is not transactional"
+                )
+
+    def _head_select(self, qs: _QueueState, limit: int) -> Select:
+        qid = qs.record.queue_id
+        return lambda locked, now: self.store.read(
+            lambda c: ops.fetch_available(c, qid, now=now, limit=limit, exclude=locked)
+        )
+
+    def receive(
+        self,
+        queue: QueueRef,
+        *,
+        tx: Transaction | None = None,
+        timeout: float | None = 0.0,
+        cursor: int | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Message:
+        """Receive the first message (priority, then LookupIdentifier), or the one at ``cursor``.
+
+        ``timeout`` in seconds (None = wait forever) → MQ_ERROR_IO_TIMEOUT; ``cancel`` →
+        MQ_ERROR_OPERATION_CANCELLED. With ``tx`` the message is locked until commit
+        (deleted / journaled) or abort (back in place).
+        """
+        if cursor is not None:
+            return self._cursor_read(
+                cursor, CursorAction.CURRENT, peek=False, tx=tx, timeout=timeout, cancel=cancel
+            )
+        return self.receive_many(queue, 1, tx=tx, timeout=timeout, cancel=cancel)[0]
+
+    def receive_many(
+        self,
+        queue: QueueRef,
+        max_count: int,
+        *,
+        tx: Transaction | None = None,
+        timeout: float | None = 0.0,
+        cancel: CancelToken | None = None,
+    ) -> list[Message]:
+        """Receive up to ``max_count`` messages at once (waits for the first only)."""
+        qs = self._resolve(queue)
+        self._check_receive(qs, tx)
+        found = self._take(qs, self._head_select(qs, max_count), timeout=timeout, lock=True, cancel=cancel)
+        return self._finish(qs, found, tx)
+
+    def peek(
+        self,
+        queue: QueueRef,
+        *,
+        timeout: float | None = 0.0,
+        cursor: int | None = None,
+        action: CursorAction = CursorAction.CURRENT,
+        cancel: CancelToken | None = None,
+    ) -> Message:
+        """Read without removing: the first message, or through a cursor."""
+        if cursor is not None:
+            return self._cursor_read(cursor, action, peek=True, tx=None, timeout=timeout, cancel=cancel)
+        qs = self._resolve(queue)
+        return self._take(qs, self._head_select(qs, 1), timeout=timeout, lock=False, cancel=cancel)[0][1]
+
+    def peek_many(
+        self,
+        queue: QueueRef,
+        max_count: int,
+        *,
+        timeout: float | None = 0.0,
+        cursor: int | None = None,
+        action: CursorAction = CursorAction.CURRENT,
+        cancel: CancelToken | None = None,
+    ) -> list[Message]:
+        """Peek up to ``max_count`` available messages in queue order (priority, then
+        LookupIdentifier), skipping locked and expired ones as :meth:`peek` does; waits
+        up to ``timeout`` for the first only (MQ_ERROR_IO_TIMEOUT when there is none).
+
+        With ``cursor``: the batch starts at the cursor (``CURRENT``: the message at it,
+        or the first for a new cursor; ``NEXT``: the one after it) and the cursor is left
+        on the last message returned — as that many single PEEK_NEXT calls would.
+        """
+        if max_count < 1:
+            raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "max_count must be at least 1")
+        if cursor is not None:
+            cur = self._get_cursor(cursor)
+            select = self._cursor_select(cur, action, max_count)
+            found = self._take(cur.queue, select, timeout=timeout, lock=False, cancel=cancel)
+            cur.key = found[-1][0]
+        else:
+            qs = self._resolve(queue)
+            select = self._head_select(qs, max_count)
+            found = self._take(qs, select, timeout=timeout, lock=False, cancel=cancel)
+        return [m for _, m in found]
+
+    # ---- cursors -------------------------------------------------------------------------
+
+    def create_cursor(self, queue: QueueRef) -> int:
+        """Open a cursor (positioned before the first message); returns its handle."""
+        qs = self._resolve(queue)
+        with self._lock:
+            handle = self._next_handle
+            self._next_handle += 1
+            self._cursors[handle] = _Cursor(qs)
+        return handle
+
+    def close_cursor(self, handle: int) -> None:
+        """Close a cursor; an unknown handle raises MQ_ERROR_INVALID_HANDLE."""
+        with self._lock:
+            if self._cursors.pop(handle, None) is None:
+                raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
+
+    def _get_cursor(self, handle: int) -> _Cursor:
+        with self._lock:
+            cur = self._cursors.get(handle)
+        if cur is None:
+            raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
+        return cur
+
+    def _cursor_select(self, cur: _Cursor, action: CursorAction, limit: int) -> Select:
+        qid = cur.queue.record.queue_id
+
+        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+            key = cur.key
+            after = key if (key is not None and action == CursorAction.NEXT) else None
+            start = key if (key is not None and action == CursorAction.CURRENT) else None
+            return self.store.read(
+                lambda c: ops.fetch_available(
+                    c, qid, now=now, limit=limit, exclude=locked, after_key=after, from_key=start
+                )
+            )
+
+        return select
+
+    def _cursor_read(
+        self,
+        handle: int,
+        action: CursorAction,
+        *,
+        peek: bool,
+        tx: Transaction | None,
+        timeout: float | None,
+        cancel: CancelToken | None = None,
+    ) -> Message:
+        cur = self._get_cursor(handle)
+        qs = cur.queue
+        if not peek:
+            self._check_receive(qs, tx)
+        select = self._cursor_select(cur, action, 1)
+        found = self._take(qs, select, timeout=timeout, lock=not peek, cancel=cancel)
+        cur.key = found[0][0]
+        if peek:
+            return found[0][1]
+        return self._finish(qs, found, tx)[0]
+
+    # ---- by LookupIdentifier -------------------------------------------------------------
+
+    def _lookup_select(self, qs: _QueueState, lookup_id: int, action: LookupAction, peek: bool) -> Select:
+        qid = qs.record.queue_id
+
+        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+            def q(c: Any) -> list[tuple[int, Message]]:
+                if action == LookupAction.FIRST:
+                    return ops.fetch_available(c, qid, now=now, exclude=locked)
+                if action == LookupAction.LAST:
+                    return ops.fetch_available(c, qid, now=now, exclude=locked, descending=True)
+                ref = ops.fetch_by_lookup(c, qid, lookup_id)
+                if ref is None:
+                    raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no message {lookup_id}")
+                key, _msg = ref
+                if action == LookupAction.CURRENT:
+                    if lookup_id in locked:
+                        # MS-MQDMPR 3.1.7.3.3: Locked position ⇒ MQ_ERROR_TRANSACTION_USAGE.
+                        raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, f"message {lookup_id} is locked")
+                    return ops.fetch_available(c, qid, now=now, from_key=key, before_key=key + 1)
+                if action == LookupAction.NEXT:
+                    return ops.fetch_available(c, qid, now=now, exclude=locked, after_key=key)
+                return ops.fetch_available(c, qid, now=now, exclude=locked, before_key=key, descending=True)
+
+            found = self.store.read(q)
+            if not found:
+                raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no message for {action.name} {lookup_id}")
+            return found
+
+        return select
+
+    def peek_by_lookup_id(
+        self, queue: QueueRef, lookup_id: int, action: LookupAction = LookupAction.CURRENT
+    ) -> Message:
+        """MQ_LOOKUP_PEEK_* (MS-MQRR): MQ_ERROR_MESSAGE_NOT_FOUND when there is none."""
+        qs = self._resolve(queue)
+        return self._take(qs, self._lookup_select(qs, lookup_id, action, True), timeout=0, lock=False)[0][1]
+
+    def receive_by_lookup_id(
+        self,
+        queue: QueueRef,
+        lookup_id: int,
+        action: LookupAction = LookupAction.CURRENT,
+        *,
+        tx: Transaction | None = None,
+    ) -> Message:
+        """MQ_LOOKUP_RECEIVE_* (MS-MQRR), inside ``tx`` or not."""
+        qs = self._resolve(queue)
+        self._check_receive(qs, tx)
+        found = self._take(qs, self._lookup_select(qs, lookup_id, action, False), timeout=0, lock=True)
+        return self._finish(qs, found, tx)[0]
+
+    # ---- two-phase receive (Dequeue Message Begin / End) ---------------------------------
+
+    def dequeue_begin(
+        self,
+        queue: QueueRef,
+        *,
+        tx: Transaction | None = None,
+        timeout: float | None = 0.0,
+        lookup_id: int | None = None,
+        action: LookupAction = LookupAction.CURRENT,
+        cancel: CancelToken | None = None,
+    ) -> PendingReceive:
+        """Dequeue Message Begin (MS-MQDMPR 3.1.7.1.11): lock the first message (or the one
+        selected by LookupIdentifier) for a pending request. With ``tx`` the lock joins the
+        transaction (MS-MQRR R_StartTransactionalReceive)."""
+        qs = self._resolve(queue)
+        self._check_receive(qs, tx)
+        if lookup_id is None:
+            select = self._head_select(qs, 1)
+        else:
+            select = self._lookup_select(qs, lookup_id, action, False)
+            timeout = 0
+        (_key, msg), *_ = self._take(qs, select, timeout=timeout, lock=True, cancel=cancel)
+        if tx is not None and not tx._add_receives(qs, [msg]):
+            self._release([_Receive(qs, msg)])
+            tx._check_active()
+        return PendingReceive(msg, qs, tx)
+
+    def dequeue_end(self, pending: PendingReceive, delete: bool) -> None:
+        """Dequeue Message End (MS-MQDMPR 3.1.7.1.12).
+
+        Outside a transaction: ``delete`` removes the message durably (AckReceive, or
+        NackQueuePurged if it was purged meanwhile), else it is available again. Inside:
+        ``delete`` leaves the decision to commit/abort; ``delete=False`` (RR_NACK) takes it
+        out of the transaction and makes it available again (remote-read.md §7.13,
+        inferred). A second end raises MQ_ERROR_TRANSACTION_SEQUENCE.
+        """
+        if pending.ended:
+            raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "receive already ended")
+        pending.ended = True
+        receive = _Receive(pending.queue, pending.message)
+        if pending.transaction is not None:
+            if not delete and pending.transaction._drop_receive(pending.lookup_id) is not None:
+                self._release([receive])
+            return
+        if delete:
+            self._finish(pending.queue, [(0, pending.message)], None)
+        else:
+            self._release([receive])

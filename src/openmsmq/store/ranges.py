@@ -1,0 +1,268 @@
+"""LookupIdentifier ranges, idempotent send and queue statistics (SQL of the Spark and
+metrics seams).
+
+A queue's messages sit in the ``messages_order (queue_id, order_key)`` index, where
+``order_key = ((7 - priority) << 56) | lookup_id``: eight *priority bands*, each in
+LookupIdentifier order. A LookupIdentifier range of one queue is therefore at most eight
+index ranges (one per band); a transactional queue (priority always 0) uses one. No
+extra index is needed, so these reads cost the send path nothing.
+
+Watermark (why ``lookup_range(...).last`` is stable): LookupIdentifiers are allocated
+by the single writer thread inside the SQLite transaction that inserts the messages
+(:meth:`openmsmq.store.db.WriteContext.alloc_lookup_ids`), in increasing order, and
+batches commit one after the other. A reader's snapshot therefore holds every message
+of every committed batch and nothing of a later one, and a later batch only gets
+higher identifiers. Messages moved into a queue (journal, dead-letter) get a new
+identifier at the move (:func:`openmsmq.store.ops._apply_removes`). So once a snapshot
+shows ``last`` for a queue, no message with a LookupIdentifier <= ``last`` can appear
+in that queue later.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from openmsmq.store.db import WriteContext
+from openmsmq.store.ops import Send, _insert_messages
+from openmsmq.store.records import COL, MESSAGE_COLUMNS, Message, message_from_row
+
+__all__ = [
+    "MAX_IDENTITY_CHARS",
+    "LookupRange",
+    "QueueStats",
+    "fetch_ids_through",
+    "fetch_range_through",
+    "lookup_range",
+    "nth_lookup_id",
+    "prune_identities",
+    "queue_stats",
+    "send_idempotent",
+]
+
+#: Longest identity string an idempotent send accepts.
+MAX_IDENTITY_CHARS = 255
+_MAX_ID = (1 << 56) - 1  # LookupIdentifiers stay below 2**56 (the priority bits sit above)
+_TX_FLAGS = COL["tx_flags"]
+_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+
+
+@dataclass(frozen=True, slots=True)
+class LookupRange:
+    """Messages of one queue in a LookupIdentifier range: first, last (the stable
+    watermark when the range is open-ended) and how many."""
+
+    first: int
+    last: int
+    count: int
+
+
+class QueueStats(NamedTuple):
+    """Depth of one queue for metrics: name, messages, bytes, oldest ArrivedTime (or None)."""
+
+    name: str
+    message_count: int
+    total_bytes: int
+    oldest_arrived_time: int | None
+
+
+def _bands(after: int, through: int | None, transactional: bool) -> list[tuple[int, int]]:
+    """order_key ranges [lo, hi] covering after < lookup_id <= through in every band."""
+    lo_id = max(after, 0) + 1
+    hi_id = _MAX_ID if through is None else min(through, _MAX_ID)
+    if lo_id > hi_id:
+        return []
+    bands = (7,) if transactional else range(8)  # priority 0 = band 7 << 56 (first 7 - 0)
+    return [(b << 56 | lo_id, b << 56 | hi_id) for b in bands]
+
+
+def lookup_range(
+    conn: sqlite3.Connection, queue_id: int, transactional: bool, after: int = 0, through: int | None = None
+) -> LookupRange | None:
+    """(first, last, count) of the messages with after < LookupIdentifier <= through
+    (None: no bound), locked and expired ones included; None when there is none."""
+    first: int | None = None
+    last = 0
+    count = 0
+    for lo, hi in _bands(after, through, transactional):
+        row = conn.execute(
+            "SELECT min(order_key), max(order_key), count(*) FROM messages"
+            " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
+            (queue_id, lo, hi),
+        ).fetchone()
+        if row[2]:
+            lo_id, hi_id = row[0] & _MAX_ID, row[1] & _MAX_ID
+            first = lo_id if first is None else min(first, lo_id)
+            last = max(last, hi_id)
+            count += row[2]
+    return None if first is None else LookupRange(first, last, count)
+
+
+def nth_lookup_id(
+    conn: sqlite3.Connection,
+    queue_id: int,
+    transactional: bool,
+    after: int,
+    n: int,
+    through: int | None = None,
+) -> int | None:
+    """LookupIdentifier of the ``n``-th message (n >= 1) with LookupIdentifier > ``after``
+    (and <= ``through``), or None when fewer exist."""
+    if n < 1:
+        return None
+    bands = _bands(after, through, transactional)
+    if len(bands) == 1:
+        lo, hi = bands[0]
+        row = conn.execute(
+            "SELECT order_key FROM messages WHERE queue_id = ? AND order_key BETWEEN ? AND ?"
+            " ORDER BY order_key LIMIT 1 OFFSET ?",
+            (queue_id, lo, hi, n - 1),
+        ).fetchone()
+        return None if row is None else int(row[0]) & _MAX_ID
+    runs = [
+        [
+            r[0] & _MAX_ID
+            for r in conn.execute(
+                "SELECT order_key FROM messages WHERE queue_id = ? AND order_key BETWEEN ? AND ?"
+                " ORDER BY order_key LIMIT ?",
+                (queue_id, lo, hi, n),
+            )
+        ]
+        for lo, hi in bands
+    ]
+    for i, lid in enumerate(heapq.merge(*runs), 1):
+        if i == n:
+            return int(lid)
+    return None
+
+
+def fetch_range_through(
+    conn: sqlite3.Connection,
+    queue_id: int,
+    transactional: bool,
+    after: int,
+    through: int | None,
+    limit: int,
+) -> list[Message]:
+    """Up to ``limit`` messages with after < LookupIdentifier <= through, in
+    LookupIdentifier order, locked and expired ones included (non-destructive)."""
+    out: list[tuple[int, Any]] = []
+    for lo, hi in _bands(after, through, transactional):
+        rows = conn.execute(
+            f"SELECT {_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key BETWEEN ? AND ?"
+            " ORDER BY m.order_key LIMIT ?",
+            (queue_id, lo, hi, limit),
+        ).fetchall()
+        out.extend((r[0], r) for r in rows)
+    out.sort(key=lambda x: x[0])
+    return [message_from_row(r) for _, r in out[:limit]]
+
+
+def fetch_ids_through(
+    conn: sqlite3.Connection, queue_id: int, transactional: bool, through: int
+) -> list[tuple[int, int, bool]]:
+    """(LookupIdentifier, size, acknowledgment wanted) of every message <= ``through``."""
+    out: list[tuple[int, int, bool]] = []
+    for lo, hi in _bands(0, through, transactional):
+        out.extend(
+            (r[0], r[1], bool(r[2]))
+            for r in conn.execute(
+                "SELECT lookup_id, size, ack_wanted FROM messages"
+                " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
+                (queue_id, lo, hi),
+            )
+        )
+    return out
+
+
+def send_idempotent(
+    queue_id: int,
+    sends: Sequence[Send],
+    identities: Sequence[str],
+    now: int,
+    retention: int,
+    *,
+    mark_transaction: bool = False,
+) -> Callable[[WriteContext], list[int | None]]:
+    """Insert the ``sends`` whose (queue, identity) was not accepted before, in one
+    transaction; return each one's LookupIdentifier, or None where it was skipped.
+
+    The check and the insert are ONE statement (``INSERT … ON CONFLICT DO NOTHING
+    RETURNING``, the primary key on (queue_id, identity)) in the same SQLite transaction
+    as the messages, so concurrent attempts cannot both succeed and a failed send leaves
+    no identity behind. A repeated identity inside the batch keeps its first message.
+    Identities older than ``retention`` seconds are pruned in bounded batches.
+    ``mark_transaction`` sets FirstInTransaction / LastInTransaction on the first and
+    last message actually inserted (MS-MQDMPR 3.1.7.1.8).
+    """
+
+    def op(ctx: WriteContext) -> list[int | None]:
+        conn = ctx.conn
+        new = {
+            r[0]
+            for r in conn.execute(
+                "INSERT INTO send_identities (queue_id, identity, created_time)"
+                " SELECT ?, value, ? FROM json_each(?) WHERE true ON CONFLICT DO NOTHING RETURNING identity",
+                (queue_id, now, json.dumps(list(identities))),
+            )
+        }
+        keep: list[Send] = []
+        slots: list[bool] = []
+        for s, ident in zip(sends, identities, strict=True):
+            fresh = ident in new
+            if fresh:
+                new.discard(ident)  # a second copy in this batch is a duplicate
+                keep.append(s)
+            slots.append(fresh)
+        if mark_transaction and keep:
+            keep[0] = _with_tx_flag(keep[0], 1)
+            keep[-1] = _with_tx_flag(keep[-1], 2)
+        ids = iter(_insert_messages(ctx, keep, None))
+        _prune(conn, now - retention, 2 * len(sends) + 64)
+        return [next(ids) if fresh else None for fresh in slots]
+
+    return op
+
+
+def _with_tx_flag(send: Send, bit: int) -> Send:
+    row = list(send.row)
+    row[_TX_FLAGS] |= bit
+    return replace(send, row=row)
+
+
+def _prune(conn: sqlite3.Connection, before: int, limit: int) -> int:
+    cur = conn.execute(
+        "DELETE FROM send_identities WHERE (queue_id, identity) IN (SELECT queue_id, identity"
+        " FROM send_identities WHERE created_time < ? ORDER BY created_time LIMIT ?)",
+        (before, limit),
+    )
+    return cur.rowcount
+
+
+def prune_identities(before: int, limit: int = 10000) -> Callable[[WriteContext], int]:
+    """Delete up to ``limit`` idempotent-send identities created before ``before``."""
+    return lambda ctx: _prune(ctx.conn, before, limit)
+
+
+def queue_stats(conn: sqlite3.Connection) -> list[QueueStats]:
+    """Every queue's depth in ONE statement: counters kept by every commit, and the
+    ArrivedTime of the first message of each priority band (eight index seeks a queue).
+
+    That is the oldest message of the queue as long as arrival follows LookupIdentifier
+    order, i.e. except in dead-letter and journal queues, where moved messages keep their
+    original ArrivedTime (there it is the arrival of the message moved in first)."""
+    bands = " UNION ALL ".join(
+        f"SELECT (SELECT m.arrived_time FROM messages m WHERE m.queue_id = q.queue_id"
+        f" AND m.order_key BETWEEN {b << 56} AND {(b << 56) | _MAX_ID} ORDER BY m.order_key LIMIT 1) AS t"
+        for b in range(8)
+    )
+    rows = conn.execute(
+        f"SELECT q.display_name, q.msg_count, q.total_bytes,"
+        f" CASE WHEN q.msg_count > 0 THEN (SELECT min(t) FROM ({bands})) END"
+        " FROM queues q ORDER BY q.queue_id"
+    )
+    return [QueueStats(r[0], r[1], r[2], r[3]) for r in rows]
