@@ -7,7 +7,6 @@ Registered in :mod:`openmsmq.cli.main` through :func:`register`; also runnable a
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import click
 
 from openmsmq.config import load_config
 from openmsmq.errors import OpenMSMQError
+from openmsmq.observability.logging import configure_logging
 
 __all__ = ["main", "register", "serve"]
 
@@ -59,11 +59,7 @@ def serve(
         overrides["log.level"] = log_level
     try:
         loaded = load_config(config_path, os.environ, overrides)
-        logging.basicConfig(
-            level=loaded.config.log.level.upper(),
-            format="%(asctime)s %(levelname)s %(name)s %(message)s",
-            stream=sys.stderr,
-        )
+        configure_logging(loaded.config.log.level, loaded.config.log.format, sys.stderr)
         from openmsmq.net.server import serve as run_server  # the asyncio stack only when serving
 
         asyncio.run(run_server(loaded.config))
