@@ -74,6 +74,8 @@ class TransferResult:
     acked_s: float
     fsyncs: dict[str, int | None]
     notes: list[str]
+    #: CPU seconds (user + system, all threads) each process used in the window.
+    cpu: dict[str, float]
 
     @property
     def msgs_per_s(self) -> float:
@@ -201,6 +203,16 @@ class Proc:
                 os.killpg(own, signal.SIGKILL)
                 self.proc.wait(10)
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the counted process so far (its threads included)."""
+        own = self.proc.pid
+        total = 0.0
+        for pid in [p for p in setup.token_pids(self.token) if p != own] or [own]:
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
     def fsyncs(self) -> int | None:
         """fsyncs counted in the window (after the process exited)."""
         return None if self.counter is None else self.counter.count()
@@ -253,6 +265,7 @@ def run_openmsmq(
             s.proc.wait(30)
             s.check()
         ca, cb = _ro(a_dir), _ro(b_dir)
+        cpu0 = {p.name: p.cpu_seconds() for p in procs}
         for p in procs:
             if p.counter is not None:
                 p.counter.begin()
@@ -287,6 +300,7 @@ def run_openmsmq(
         for p in procs:
             if p.counter is not None:
                 p.counter.end()
+        cpu = {p.name: p.cpu_seconds() - cpu0[p.name] for p in procs}
         after = setup.device_flushes()
         reader.join(60)
         with contextlib.suppress(OSError):
@@ -321,6 +335,7 @@ def run_openmsmq(
             t_acked - t0,
             counts,
             notes,
+            cpu,
         )
     finally:
         for p in procs:
@@ -357,6 +372,7 @@ def format_transfer(r: TransferResult) -> str:
     tot = r.fsyncs_total
     per = "" if tot is None else f" = {tot / r.messages:.4f} per message"
     parts = ", ".join(f"{k} {'n/a' if v is None else f'{v:,}'}" for k, v in r.fsyncs.items())
+    cpu = ", ".join(f"{k} {v / r.messages * 1e6:.1f} us" for k, v in r.cpu.items())
     return (
         f"openmsmq A->B ({r.per_tx}/tx, {r.senders} sender thread{'s' if r.senders > 1 else ''}):"
         f" {r.msgs_per_s:,.0f} msgs/s end to end  ({r.messages:,} x {r.body_size} B,"
@@ -365,6 +381,7 @@ def format_transfer(r: TransferResult) -> str:
         f" all stored at B {r.stored_s:.2f} s ({r.messages / r.stored_s:,.0f}/s),"
         f" last OrderAck {r.acked_s:.2f} s\n"
         f"    fsyncs: {'n/a' if tot is None else f'{tot:,}'}{per} ({parts})\n"
+        f"    CPU per message (user+system, all threads): {cpu}\n"
         f"    {'; '.join(r.notes)}"
     )
 
