@@ -54,6 +54,9 @@ class FaultConfig:
     dup_conn_rate: float = 0.08
     #: Most crashes per run (keeps runs short).
     max_crashes: int = 6
+    #: Check at every release that the message is durable at its destination. Off, the
+    #: checker judges only by end-to-end outcomes (loss, duplicates, order, liveness).
+    check_release: bool = True
 
 
 @dataclass
@@ -88,6 +91,9 @@ class SimFailure(AssertionError):
         super().__init__(f"{check}: {detail}")
         self.check = check
         self.detail = detail
+
+    def __reduce__(self) -> tuple[type[SimFailure], tuple[str, str]]:
+        return (SimFailure, (self.check, self.detail))
 
 
 class Trace:
