@@ -47,6 +47,7 @@ from openmsmq.store.records import (
     message_to_row,
     message_uniquifier,
 )
+from openmsmq.wire._fast import fast_constructor
 
 __all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueManager"]
 
@@ -420,9 +421,9 @@ class QueueManager(ReadsMixin, RangesMixin):
         if qs.record.queue_type == QueueType.OUTGOING and m.time_to_reach_queue != INFINITE:
             candidates.append((sent + m.time_to_reach_queue, NACK_REACH_QUEUE_TIMEOUT))
         if not candidates:
-            return Send(qs.record.queue_id, row, row[_C_SIZE])
+            return _make_send(qs.record.queue_id, row, row[_C_SIZE], None, 0)
         at, cls = min(candidates)
-        return Send(qs.record.queue_id, row, row[_C_SIZE], at, cls)
+        return _make_send(qs.record.queue_id, row, row[_C_SIZE], at, cls)
 
     def send(self, queue: QueueRef, message: Message, tx: Transaction | None = None) -> Message:
         """Send one message; returns it with its Identifier, SentTime and (outside a
@@ -490,8 +491,10 @@ class QueueManager(ReadsMixin, RangesMixin):
         out = []
         for r in receives:
             rec = r.queue.record
+            m = r.message
             target = rec.journal_queue_id if rec.journal else None
-            out.append(Remove(rec.queue_id, r.message.lookup_id, r.message.size, target))
+            size = len(m.body) + 2 * len(m.label) + len(m.extension)  # Message.size
+            out.append(_make_remove(rec.queue_id, m.lookup_id, size, target, None))
         return out
 
     def _commit(self, sends: list[tuple[_QueueState, Send]], receives: list[_Receive]) -> list[int]:
@@ -507,10 +510,18 @@ class QueueManager(ReadsMixin, RangesMixin):
         return stored
 
     def _unlock(self, receives: Iterable[_Receive]) -> None:
+        by_queue: dict[_QueueState, list[int]] = {}
         for r in receives:
-            with r.queue.cond:
-                r.queue.locked.discard(r.message.lookup_id)
-                r.queue.purge_pending.discard(r.message.lookup_id)
+            ids = by_queue.get(r.queue)
+            if ids is None:
+                by_queue[r.queue] = [r.message.lookup_id]
+            else:
+                ids.append(r.message.lookup_id)
+        for qs, ids in by_queue.items():  # one acquisition per queue, not per message
+            with qs.cond:
+                qs.locked.difference_update(ids)
+                if qs.purge_pending:
+                    qs.purge_pending.difference_update(ids)
 
     def _release(self, receives: Sequence[_Receive]) -> None:
         """Put locked messages back (Transaction Abort / NACK); PurgePending ones are deleted."""
@@ -604,6 +615,12 @@ class QueueManager(ReadsMixin, RangesMixin):
 
 def _acks(m: Message) -> bool:
     return bool(m.ack_flags or m.positive_journaling or m.negative_journaling or m.final_ack_required)
+
+
+# Send / Remove are frozen dataclasses; built once per message on the hot paths, so
+# through the wire layer's fast constructor (every field, in order).
+_make_send = fast_constructor(Send)
+_make_remove = fast_constructor(Remove)
 
 
 __all__ += ["ACK_RECEIVE"]

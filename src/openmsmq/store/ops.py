@@ -395,6 +395,10 @@ def delete_queue(queue_id: int, reason: int) -> Callable[[WriteContext], list[Re
     return op
 
 
+#: Up to this many locked messages are skipped in Python rather than in SQL.
+_EXCLUDE_IN_PYTHON = 512
+
+
 def _exclude_clause(exclude: Collection[int]) -> tuple[str, list[Any]]:
     if not exclude:
         return "", []
@@ -746,10 +750,25 @@ def fetch_available(
         params.append(before_key)
     sql += " AND (m.expire_at IS NULL OR m.expire_at > ?)"
     params.append(now)
-    clause, extra = _exclude_clause(exclude)
-    sql += clause + f" ORDER BY m.order_key {'DESC' if descending else 'ASC'} LIMIT ?"
-    params += [*extra, limit]
-    return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql, params)]
+    order = f" ORDER BY m.order_key {'DESC' if descending else 'ASC'} LIMIT ?"
+    if len(exclude) > _EXCLUDE_IN_PYTHON:
+        clause, extra = _exclude_clause(exclude)
+        params += [*extra, limit]
+        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + clause + order, params)]
+    if not exclude:
+        params.append(limit)
+        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + order, params)]
+    # Few locked messages: read len(exclude) more rows and skip the locked ones here —
+    # at least ``limit`` unlocked rows are among them if they exist. Cheaper than a
+    # per-query NOT IN (json_each(...)) temporary index.
+    params.append(limit + len(exclude))
+    out = []
+    for r in conn.execute(sql + order, params).fetchall():
+        if r[1] not in exclude:
+            out.append((r[0], message_from_row(r[1:])))
+            if len(out) == limit:
+                break
+    return out
 
 
 def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:

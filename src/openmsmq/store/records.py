@@ -13,6 +13,7 @@ from enum import IntEnum
 from typing import Any, NamedTuple
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.wire._fast import fast_constructor
 
 __all__ = [
     "COL",
@@ -186,6 +187,17 @@ def _uuid(raw: bytes) -> uuid.UUID:
     return got
 
 
+_guid_bytes: dict[uuid.UUID, bytes] = {}
+
+
+def _bytes_of(guid: uuid.UUID) -> bytes:
+    """UUID → 16 bytes, memoised (``UUID.bytes`` converts from an int every time)."""
+    if len(_guid_bytes) > 4096:
+        _guid_bytes.clear()
+    raw = _guid_bytes[guid] = guid.bytes
+    return raw
+
+
 def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
     """The message as a row in :data:`ROW_COLUMNS` order; ``stamp`` overrides the
     QM-assigned attributes."""
@@ -200,11 +212,14 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
             m.source_machine,
             m.destination_queue,
         )
-    label = m.label.encode()
-    admin = m.admin_queue.encode()
-    response = m.response_queue.encode()
+    label = m.label.encode() if m.label else b""
+    admin = m.admin_queue.encode() if m.admin_queue else b""
+    response = m.response_queue.encode() if m.response_queue else b""
     dest = stamp.destination_queue.encode()
     bits = m.positive_journaling | m.negative_journaling << 1 | m.tracing << 2 | m.final_ack_required << 3
+    extension = m.extension
+    sender_id = m.sender_id
+    gb = _guid_bytes
     if len(m.correlation_id) != 20:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "CorrelationId is a 20-byte OBJECTID")
     try:
@@ -219,22 +234,26 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
             m.hop_count,
             stamp.id_uniquifier,
             stamp.sent_time,
-            stamp.id_lineage.bytes,
-            m.destination_qm.bytes,
-            stamp.source_machine.bytes,
+            gb.get(stamp.id_lineage) or _bytes_of(stamp.id_lineage),
+            gb.get(m.destination_qm) or _bytes_of(m.destination_qm),
+            gb.get(stamp.source_machine) or _bytes_of(stamp.source_machine),
             m.correlation_id,
             len(label),
             len(admin),
             len(response),
             len(dest),
-            len(m.extension),
-            len(m.sender_id),
+            len(extension),
+            len(sender_id),
         )
     except struct.error as exc:
         raise MQError(
             HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"message property out of range: {exc}"
         ) from exc
-    props = b"".join((head, label, admin, response, dest, m.extension, m.sender_id))
+    if label or admin or response or extension or sender_id:
+        props = b"".join((head, label, admin, response, dest, extension, sender_id))
+    else:
+        props = head + dest
+    body = m.body
     return [
         m.lookup_id,
         stamp.priority,
@@ -246,9 +265,9 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
         m.first_in_transaction | m.last_in_transaction << 1,
         m.arrived_time,
         bool(bits or m.ack_flags),
-        m.size,
+        len(body) + 2 * len(m.label) + len(extension),  # Message.size
         props,
-        m.body,
+        body,
     ]
 
 
@@ -263,7 +282,12 @@ def message_uniquifier(row: list[Any]) -> int:
 
 
 def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
-    """Inverse of :func:`message_to_row` (a ``SELECT`` of :data:`ROW_COLUMNS`)."""
+    """Inverse of :func:`message_to_row` (a ``SELECT`` of :data:`ROW_COLUMNS`).
+
+    Hot on every receive and peek: builds the frozen Message with the wire layer's
+    fast constructor (rows come from our own table, already valid) and decodes the
+    variable-length strings only when present.
+    """
     (
         lookup_id,
         priority,
@@ -300,20 +324,27 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
         n_dest,
         n_ext,
         n_sender,
-    ) = _PROPS.unpack_from(props)
-    i = _PROPS.size
-    label = props[i : i + n_label].decode()
-    i += n_label
-    admin = props[i : i + n_admin].decode()
-    i += n_admin
-    response = props[i : i + n_response].decode()
-    i += n_response
+    ) = _unpack_props(props)
+    i = _PROPS_SIZE
+    if n_label or n_admin or n_response:
+        label = props[i : i + n_label].decode()
+        i += n_label
+        admin = props[i : i + n_admin].decode()
+        i += n_admin
+        response = props[i : i + n_response].decode()
+        i += n_response
+    else:
+        label = admin = response = ""
     dest = props[i : i + n_dest].decode()
     i += n_dest
-    extension = props[i : i + n_ext]
-    i += n_ext
-    sender_id = props[i : i + n_sender]
-    return Message(
+    if n_ext or n_sender:
+        extension = props[i : i + n_ext]
+        i += n_ext
+        sender_id = props[i : i + n_sender]
+    else:
+        extension = sender_id = b""
+    uuids = _uuid_cache
+    return _make_message(
         body,
         label,
         priority,
@@ -335,20 +366,25 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
         hop_count,
         bool(bits & 8),
         lookup_id,
-        _uuid(lineage),
+        uuids.get(lineage) or _uuid(lineage),
         uniquifier,
         sent_time,
         arrived,
         dest,
-        _uuid(dest_qm),
-        _uuid(source),
+        uuids.get(dest_qm) or _uuid(dest_qm),
+        uuids.get(source) or _uuid(source),
         bool(transactional),
-        from_i64(seq_id),
+        seq_id + (1 << 64) if seq_id < 0 else seq_id,
         seq_no,
         prev_no,
         bool(tx_flags & 1),
         bool(tx_flags & 2),
     )
+
+
+_make_message = fast_constructor(Message)
+_unpack_props = _PROPS.unpack_from
+_PROPS_SIZE = _PROPS.size
 
 
 @dataclass(frozen=True, slots=True)
