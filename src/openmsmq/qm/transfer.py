@@ -104,12 +104,19 @@ class _TransferSession(Session):
     def __init__(self, *args: object, local_hosts: frozenset[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._local_hosts = local_hosts
+        # Direct name -> "another host" (a session carries few destinations; bounded).
+        self._remote_names: dict[str, bool] = {}
 
     def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
         dest = message.destination_queue
         if message.destination_qm == NULL_GUID and isinstance(dest, DirectQueueFormatName):
-            parts = split_direct(dest.name)
-            if parts is not None and parts[0] not in self._local_hosts:
+            remote = self._remote_names.get(dest.name)
+            if remote is None:
+                parts = split_direct(dest.name)
+                remote = parts is not None and parts[0] not in self._local_hosts
+                if len(self._remote_names) < 1024:
+                    self._remote_names[dest.name] = remote
+            if remote:
                 self._events.append(ForwardMessage(packet))
                 return
         super()._route(packet, message, recoverable, now)
@@ -126,13 +133,14 @@ class _Conn:
 
 @dataclass(slots=True)
 class _Pending:
-    """An accepted message waiting for its batch."""
+    """An accepted message waiting for its batch: its packet is converted to a stored
+    message (and the sequence state to a store record) only when the batch is formed."""
 
     queue: str
     key: SequenceKey
     position: tuple[TxSequenceId, int]
-    message: Message
-    state: IncomingSequenceState
+    packet: UserMessage
+    state: IncomingSequenceSnapshot
 
 
 def _session_key_form(destination: str) -> str:
@@ -169,6 +177,7 @@ class Transfer:
         self._accepted: deque[_Pending] = deque()
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
+        self._paths: dict[str, str] = {}
         self._nontx_in: list[tuple[str, Message, int, int]] = []
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
@@ -451,9 +460,7 @@ class Transfer:
             log.info("session %s %s open (remote QM %s)", conn.peer, conn.role.name.lower(), ev.remote_qm)
             self._peer_up(conn.peer, now)
         elif isinstance(ev, ConnectionClosed):
-            log.info(
-                "session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail
-            )
+            log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
             self._closing.append(conn.cid)
             was_open = conn.open
             conn.open = False
@@ -466,17 +473,14 @@ class Transfer:
         dest = ev.packet.destination_queue
         path = ""
         if isinstance(dest, DirectQueueFormatName):
-            parts = split_direct(dest.name)
-            path = parts[1] if parts else ""
-        s = r.state
-        state = IncomingSequenceState(
-            r.key.source_qm, r.key.destination, None, s.tx_sequence_id.value, s.tx_sequence_number,
-            s.reject_count, s.last_access_time,
-        )
-        message = message_from_packet(ev.packet, r.key.destination)
-        self._accepted.append(
-            _Pending(path, r.key, (r.tx_sequence_id, r.tx_sequence_number), message, state)
-        )
+            path = self._paths.get(dest.name, "")
+            if not path:
+                parts = split_direct(dest.name)
+                path = parts[1] if parts else ""
+                if len(self._paths) < 4096:
+                    self._paths[dest.name] = path
+        position = (r.tx_sequence_id, r.tx_sequence_number)
+        self._accepted.append(_Pending(path, r.key, position, ev.packet, r.state))
         self.stats["accepted"] += 1
 
     def _on_plain(self, conn: _Conn, ev: UserMessageReceived) -> None:
@@ -598,9 +602,9 @@ class Transfer:
                 AcceptGroup(
                     run[0].queue,
                     run[0].key,
-                    tuple(p.message for p in run),
+                    _messages_of(run),
                     tuple(p.position for p in run),
-                    run[-1].state,
+                    _state_record(run[-1].state),
                 )
                 for run in runs
             )
@@ -730,6 +734,20 @@ class Transfer:
             self._accepted or self._accept_in_flight or self._releases or self._deletes
             or self._release_in_flight or self._nontx_in or self._local_in_flight
         )  # fmt: skip
+
+
+def _messages_of(run: list[_Pending]) -> tuple[Message, ...]:
+    """The stored form of a run of accepted packets (one sequence, one queue)."""
+    dest = run[0].key.destination
+    return tuple(message_from_packet(p.packet, dest) for p in run)
+
+
+def _state_record(s: IncomingSequenceSnapshot) -> IncomingSequenceState:
+    """The store record of the incoming sequence state to commit with a group."""
+    return IncomingSequenceState(
+        s.key.source_qm, s.key.destination, None, s.tx_sequence_id.value, s.tx_sequence_number,
+        s.reject_count, s.last_access_time,
+    )  # fmt: skip
 
 
 def _pad(outcome: list[BaseException | None] | BaseException, n: int) -> list[BaseException | None]:

@@ -14,6 +14,7 @@ from openmsmq.qm.transfer_codec import packet_from_message
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
+from openmsmq.wire.userheader import DirectQueueFormatName
 
 __all__ = [
     "AcceptBatch",
@@ -76,6 +77,8 @@ class OutgoingTransfer:
         self.queue_id = queue_id
         self.format_name = format_name
         self.wire_name = wire_name
+        #: One destination value shared by every packet of this queue.
+        self.wire_destination = DirectQueueFormatName(wire_name)
         self.host = host
         self.next_hop = next_hop
         self.handle = handle
@@ -97,7 +100,7 @@ class OutgoingTransfer:
 
     def packet(self, m: Message, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
         """The UserMessage for ``m``."""
-        return packet_from_message(m, self.wire_name, source_qm, previous)
+        return packet_from_message(m, self.wire_destination, source_qm, previous)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,161 @@
+"""The transfer codec's fast conversions equal the reference construction, field by field.
+
+``packet_from_message`` must build exactly what ``UserMessage.build`` builds from the
+stored message, and ``message_from_packet`` exactly the ``Message(**fields)`` of the
+decoded packet; both also round-trip through the wire bytes.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openmsmq.errors import LocalProtocolError
+from openmsmq.qm.transfer_codec import message_from_packet, packet_from_message
+from openmsmq.store.records import Message
+from openmsmq.wire.headers import TransactionHeader
+from openmsmq.wire.ids import NULL_GUID, TxSequenceId
+from openmsmq.wire.packets import UserMessage, decode_packet
+from openmsmq.wire.userheader import DirectQueueFormatName
+
+WIRE_DEST = "TCP:127.0.0.2\\PRIVATE$\\orders"
+SOURCE = uuid.UUID("6f1c3b0e-9a52-4c1d-8d0e-1f2a3b4c5d6e")
+
+u32 = st.integers(0, 0xFFFFFFFF)
+guids = st.one_of(st.just(NULL_GUID), st.uuids())
+
+
+@st.composite
+def stored_messages(draw: st.DrawFn) -> Message:
+    transactional = draw(st.booleans())
+    number = draw(st.integers(1, 0xFFFFFFFF)) if transactional else 0
+    return Message(
+        body=draw(st.binary(max_size=300)),
+        label=draw(st.text(max_size=20)),
+        priority=draw(st.integers(0, 7)),
+        message_class=draw(st.integers(0, 0xFFFF)),
+        body_type=draw(u32),
+        correlation_id=draw(st.one_of(st.binary(min_size=20, max_size=20), st.just(b""))),
+        app_specific=draw(u32),
+        delivery=draw(st.integers(0, 1)),
+        time_to_reach_queue=draw(u32),
+        time_to_be_received=draw(u32),
+        ack_flags=draw(st.integers(0, 0xFF)),
+        positive_journaling=draw(st.booleans()),
+        negative_journaling=draw(st.booleans()),
+        hop_count=draw(st.integers(0, 0x1F)),
+        final_ack_required=draw(st.booleans()),
+        lookup_id=draw(st.integers(1, 1 << 40)),
+        id_lineage=draw(guids),
+        id_uniquifier=draw(st.integers(0, 1 << 40)),
+        sent_time=draw(st.integers(0, 1 << 33)),
+        destination_qm=draw(guids),
+        transactional=transactional,
+        tx_sequence_id=draw(st.integers(0, (1 << 64) - 1)) if transactional else 0,
+        tx_sequence_number=number,
+        tx_previous_sequence_number=draw(st.integers(0, number)) if transactional else 0,
+        first_in_transaction=draw(st.booleans()),
+        last_in_transaction=draw(st.booleans()),
+    )
+
+
+def reference_packet(m: Message, destination: str, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
+    """What the transfer built before the fast path: UserMessage.build from the fields."""
+    transaction = None
+    if m.transactional and m.tx_sequence_number:
+        prev = m.tx_previous_sequence_number if previous is None else previous
+        transaction = TransactionHeader(
+            TxSequenceId.from_int(m.tx_sequence_id),
+            m.tx_sequence_number,
+            prev,
+            TransactionHeader.make_flags(
+                final_ack=m.final_ack_required, first=m.first_in_transaction, last=m.last_in_transaction
+            ),
+        )
+    return UserMessage.build(
+        source_qm=m.id_lineage if m.id_lineage != NULL_GUID else source_qm,
+        message_id=m.id_uniquifier & 0xFFFFFFFF,
+        destination_queue=DirectQueueFormatName(destination),
+        body=m.body,
+        sent_time=m.sent_time & 0xFFFFFFFF,
+        destination_qm=m.destination_qm,
+        label=m.label or None,
+        message_class=m.message_class,
+        priority=0 if transaction is not None else m.priority,
+        delivery_mode=1 if transaction is not None else m.delivery,
+        ack_requests=m.ack_flags,
+        hop_count=m.hop_count,
+        time_to_reach_queue=m.time_to_reach_queue,
+        time_to_be_received=m.time_to_be_received,
+        correlation_id=m.correlation_id if len(m.correlation_id) == 20 else bytes(20),
+        application_tag=m.app_specific,
+        body_type=m.body_type,
+        transaction=transaction,
+        negative_journaling=m.negative_journaling,
+        positive_journaling=m.positive_journaling,
+    )
+
+
+def reference_message(p: UserMessage, destination: str) -> Message:
+    """What the receiver stored before the fast path: Message(**fields of the packet)."""
+    tx = p.transaction
+    return Message(
+        body=p.body,
+        label=p.label,
+        priority=p.priority,
+        message_class=p.message_class,
+        body_type=p.properties.body_type,
+        correlation_id=p.properties.correlation_id,
+        app_specific=p.properties.application_tag,
+        delivery=p.delivery_mode,
+        time_to_reach_queue=p.time_to_reach_queue,
+        time_to_be_received=p.time_to_be_received,
+        ack_flags=p.ack_requests,
+        positive_journaling=p.user.positive_journaling,
+        negative_journaling=p.user.negative_journaling,
+        tracing=p.tracing,
+        hop_count=p.hop_count,
+        final_ack_required=bool(tx and tx.final_ack_required),
+        id_lineage=p.source_qm,
+        id_uniquifier=p.user.message_id,
+        sent_time=p.sent_time,
+        destination_queue=destination,
+        destination_qm=p.destination_qm,
+        source_machine=p.source_qm,
+        transactional=tx is not None,
+        tx_sequence_id=tx.tx_sequence_id.value if tx else 0,
+        tx_sequence_number=tx.tx_sequence_number if tx else 0,
+        tx_previous_sequence_number=tx.previous_tx_sequence_number if tx else 0,
+        first_in_transaction=bool(tx and tx.first_in_transaction),
+        last_in_transaction=bool(tx and tx.last_in_transaction),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_messages(), st.one_of(st.none(), u32), st.booleans())
+def test_packet_from_message_equals_build(m: Message, previous: int | None, shared_name: bool) -> None:
+    dest = DirectQueueFormatName(WIRE_DEST) if shared_name else WIRE_DEST
+    fast = packet_from_message(m, dest, SOURCE, previous)
+    ref = reference_packet(m, WIRE_DEST, SOURCE, previous)
+    assert fast == ref
+    assert fast.encode() == ref.encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_messages())
+def test_message_from_packet_equals_reference(m: Message) -> None:
+    packet = reference_packet(m, WIRE_DEST, SOURCE, None)
+    decoded = decode_packet(packet.encode())
+    assert isinstance(decoded, UserMessage)
+    for p in (packet, decoded):
+        got = message_from_packet(p, "DIRECT=" + WIRE_DEST)
+        assert got == reference_message(p, "DIRECT=" + WIRE_DEST)
+
+
+def test_out_of_range_fields_raise_local_protocol_error() -> None:
+    for bad in (Message(priority=8), Message(hop_count=0x20), Message(delivery=4)):
+        with pytest.raises(LocalProtocolError):
+            packet_from_message(bad, WIRE_DEST, SOURCE)
