@@ -17,10 +17,10 @@ the peers in the same run). Everything here is bounded in time and stays on 127.
   whole process tree (every thread and child) inside the measured window. Preferred:
   :class:`PerfFsyncCounter`, kernel counters on the syscall tracepoints (``perf stat``,
   switched on and off through its control FIFO): the server is never stopped, the
-  kernel increments a counter per call. Fallback: :class:`StraceFsyncCounter` (``strace -f --seccomp-bpf``), exact
-  too but it stops the server on each fsync and so slows a server that fsyncs from
-  many threads (RabbitMQ ran at 0.55-0.68x of its perf-counted rate under it, in three
-  back-to-back pairs of runs on this machine).
+  kernel increments a counter per call. Fallback: :class:`StraceFsyncCounter`
+  (``strace -f --seccomp-bpf``), exact too, but it stops the server on each fsync and
+  so slows a server that fsyncs from many threads (RabbitMQ ran at 0.55-0.68x of its
+  perf-counted rate under it, in three back-to-back pairs of runs on this machine).
 * :func:`raw_fsync_rate` measures the machine's own write+fsync rate on the same
   filesystem, and :func:`device_flushes` reads the block layer's flush counter
   (whole machine) as a cross-check.
