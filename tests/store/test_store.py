@@ -91,6 +91,37 @@ def test_group_commit_shares_commits(tmp_path: Path) -> None:
         assert batches < 200, "8 concurrent committers should share COMMITs"
 
 
+@pytest.mark.parametrize("wait", [0.0, 0.05])
+def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: float) -> None:
+    """Steady committers on alternating threads all complete; a lone committer (or one
+    that hops threads) is never held back for long: every wait is bounded."""
+    with Store(tmp_path / "w.db", max_commit_wait=wait) as store:
+        store.write(ops.init_qm_state(uuid.uuid4(), 1000))
+        q = _queue(store)
+        for _ in range(20):  # lone committer: its own thread is in every batch
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"a"))], []))
+        for i in range(20):  # one client hopping threads: waits find nobody, then back off
+            t = threading.Thread(
+                target=store.write, args=(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"h"))], []),)
+            )
+            t.start()
+            t.join(30)
+            assert not t.is_alive(), i
+        done: list[int] = []
+
+        def sender() -> None:
+            for _ in range(25):
+                done.extend(store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], [])))
+
+        threads = [threading.Thread(target=sender) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(set(done)) == 150
+        assert _count(store, q.queue_id) == 190
+
+
 def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         q = _queue(store)

@@ -22,6 +22,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -96,14 +97,19 @@ class WriteContext:
 
 
 class _Op:
-    __slots__ = ("fn", "future")
+    __slots__ = ("fn", "future", "thread")
 
     def __init__(self, fn: Callable[[WriteContext], Any]) -> None:
         self.fn = fn
         self.future: Future[Any] = Future()
+        #: Submitting thread: the writer waits briefly for the threads of the previous
+        #: batch (see Store._writer_loop).
+        self.thread = threading.get_ident()
 
 
 _STOP = object()
+#: Batches the writer commits without waiting after a wait that brought nobody.
+_WAIT_BACKOFF = 16
 
 
 class Store:
@@ -121,10 +127,14 @@ class Store:
         threaded: bool = True,
         integrity_check: bool = True,
         cache_kib: int = 16384,
+        max_commit_wait: float = 0.002,
     ) -> None:
         self.path = Path(path)
         self.threaded = threaded
         self.stats = StoreStats()
+        #: Longest time (s) the writer waits for committers of the previous batch.
+        self.max_commit_wait = max_commit_wait
+        self._last_commit_seconds = 0.0
         self._cache_kib = cache_kib
         self._closed = False
         self._local = threading.local()
@@ -227,22 +237,66 @@ class Store:
         return [self.submit(fn) for fn in fns]
 
     def _writer_loop(self) -> None:
+        """Group commit. Drain everything queued into one batch; then, if threads that
+        were in the previous batch (and were just released by its COMMIT) have not
+        submitted again yet, wait for them a short bounded time — at most
+        ``max_commit_wait`` and at most the duration of the last COMMIT — so steady
+        concurrent committers share one fsync instead of alternating between two
+        half-full ones. A lone committer never waits (its thread is in the batch). When a
+        wait brings no operation at all (say one client hopping between pool threads),
+        the writer does not wait again for the next ``_WAIT_BACKOFF`` batches,
+        so such a client pays at most one short wait in that many commits."""
         stop = False
+        last_threads: set[int] = set()
+        backoff = 0
         while not stop:
             first = self._queue.get()
             if first is _STOP:
                 break
             batch = [first]
-            while True:  # drain: everything queued meanwhile shares this COMMIT
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop = True
-                    break
-                batch.append(item)
+            stop = self._drain(batch)
+            threads = {op.thread for op in batch}
+            missing = len(last_threads - threads)
+            if backoff:
+                backoff -= 1
+            elif missing and not stop and self.max_commit_wait > 0:
+                size = len(batch)
+                deadline = time.monotonic() + min(self.max_commit_wait, self._last_commit_seconds / 2)
+                while missing > 0:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        item = self._queue.get(timeout=remaining)
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    batch.append(item)
+                    if item.thread in last_threads and item.thread not in threads:
+                        missing -= 1
+                    threads.add(item.thread)
+                if len(batch) == size:  # nothing at all came: waiting does not pay now
+                    backoff = _WAIT_BACKOFF
+                if not stop:
+                    stop = self._drain(batch)
+                    threads.update(op.thread for op in batch)
+            started = time.monotonic()
             self._run_batch(batch)
+            self._last_commit_seconds = time.monotonic() - started
+            last_threads = threads
+
+    def _drain(self, batch: list[Any]) -> bool:
+        """Move everything queued into ``batch``; True if the stop marker was met."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is _STOP:
+                return True
+            batch.append(item)
 
     def _run_batch(self, batch: list[_Op]) -> None:
         """Run ``batch`` in one transaction; complete every future after COMMIT.
