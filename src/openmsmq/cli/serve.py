@@ -27,6 +27,10 @@ __all__ = ["main", "register", "serve"]
 @click.option("--port", type=int, help="MS-MQQB TCP port (default 1801).")
 @click.option("--route", "routes", multiple=True, help="Static route DEST=NEXTHOP (repeatable).")
 @click.option("--allow", "allow", multiple=True, help="Allowed peer network CIDR (repeatable).")
+@click.option("--remote-port", type=int, help="Port of the remote-read gRPC service (default 2105; 0 = any).")
+@click.option("--metrics-port", type=int, help="Port of the Prometheus endpoint (default 9181; 0 = any).")
+@click.option("--remote/--no-remote", "remote", default=None, help="Run the remote-read gRPC service.")
+@click.option("--metrics/--no-metrics", "metrics", default=None, help="Serve Prometheus metrics.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level.")
 def serve(
     config_path: Path | None,
@@ -35,9 +39,19 @@ def serve(
     port: int | None,
     routes: tuple[str, ...],
     allow: tuple[str, ...],
+    remote_port: int | None,
+    metrics_port: int | None,
+    remote: bool | None,
+    metrics: bool | None,
     log_level: str | None,
 ) -> None:
-    """Run a queue manager: durable queues, MS-MQQB transfer on TCP 1801, until SIGTERM/SIGINT."""
+    """Run a queue manager until SIGTERM/SIGINT: durable queues, MS-MQQB transfer on TCP 1801,
+    the remote-read gRPC service (2105) and Prometheus metrics (9181).
+
+    ``--listen ADDRESS`` also moves the remote-read and metrics endpoints to ADDRESS unless
+    the configuration file or environment names their own address, so that several QMs on
+    one host (127.0.0.1, 127.0.0.2, ...) each keep their services on their own address.
+    """
     overrides: dict[str, object] = {}
     if data_dir is not None:
         overrides["qm.data_dir"] = str(data_dir)
@@ -57,8 +71,24 @@ def serve(
         overrides["mqqb.allowed_peers"] = list(allow)
     if log_level is not None:
         overrides["log.level"] = log_level
+    for key, value in (
+        ("remote.port", remote_port),
+        ("metrics.port", metrics_port),
+        ("remote.enabled", remote),
+        ("metrics.enabled", metrics),
+    ):
+        if value is not None:
+            overrides[key] = value
     try:
         loaded = load_config(config_path, os.environ, overrides)
+        if listen is not None:
+            follow = {
+                key: listen
+                for key in ("remote.listen_address", "metrics.listen_address")
+                if loaded.sources.get(key) == "default"
+            }
+            if follow:
+                loaded = load_config(config_path, os.environ, {**overrides, **follow})
         configure_logging(loaded.config.log.level, loaded.config.log.format, sys.stderr)
         from openmsmq.net.server import serve as run_server  # the asyncio stack only when serving
 

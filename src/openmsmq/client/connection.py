@@ -29,6 +29,7 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.runtime import live_runtime
 
 __all__ = [
     "Body",
@@ -77,7 +78,12 @@ _RECEIVE_SEEK = {
 
 def open_transport(target: str | Path) -> Transport:
     """The transport for ``target``: a data directory (path or ``file:///path``) gives
-    the in-process transport; ``grpc://host:port`` the remote-read transport."""
+    the in-process transport; ``grpc://host:port`` the remote-read transport.
+
+    A data directory whose queue manager is running (``openmsmq serve`` published
+    ``runtime.json`` there, :mod:`openmsmq.runtime`) is reached through that queue
+    manager's remote-read service: one process owns a store.
+    """
     text = str(target)
     scheme = urlsplit(text).scheme.lower() if "://" in text else ""
     if scheme in ("", "file"):
@@ -86,7 +92,16 @@ def open_transport(target: str | Path) -> Transport:
         path = unquote(urlsplit(text).path) if scheme == "file" else text
         if not path:
             raise ConfigError("target", f"{text!r}: no data directory")
-        return InProcessTransport(path)
+        running = live_runtime(path)
+        if running is None:
+            return InProcessTransport(path)
+        if not running.get("remote"):
+            raise ConfigError(
+                "target",
+                f"{text!r} belongs to the running queue manager (pid {running.get('pid')}), whose"
+                " remote-read service is off: enable [remote] or stop that queue manager",
+            )
+        text, scheme = str(running["remote"]), "grpc"
     if scheme == "grpc":
         try:
             module = importlib.import_module("openmsmq.client.grpc_transport")

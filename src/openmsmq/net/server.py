@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Callable
 
 from openmsmq.config import Config
 from openmsmq.net.mqqb import MQQBNode, NetConfig
+from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig
 from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
+from openmsmq.remote.server import start_remote_server
+from openmsmq.runtime import remove_runtime, write_runtime
 
 __all__ = ["serve", "transfer_config"]
 
@@ -45,11 +49,26 @@ def transfer_config(config: Config) -> TransferConfig:
 
 
 async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
-    """Open the QM over ``config.qm.data_dir``, listen, transfer; stop cleanly on
-    SIGTERM / SIGINT (listener closed, store work flushed, sessions closed, store closed)."""
+    """Open the QM over ``config.qm.data_dir`` and run its services until SIGTERM / SIGINT.
+
+    Started in this order and stopped in reverse: the queue manager (store), the Prometheus
+    endpoint (``[metrics]``), the remote-read gRPC service (``[remote]``), the MS-MQQB
+    listener and connectors. While running, ``<data_dir>/runtime.json`` tells other
+    programs (the CLI, scripts) where each service listens (:mod:`openmsmq.runtime`); it is
+    removed at a clean stop.
+    Stopping: listener closed, store work flushed, sessions closed, remote clients'
+    transactions aborted, store closed.
+    """
     loop = asyncio.get_running_loop()
     qm = QueueManager(config.qm.data_dir, computer_name=config.qm.name or None, expire_interval=1.0)
+    metrics = default_metrics()
+    collector = metrics.attach_queue_manager(qm)
+    metrics_server = None
+    remote = None
     try:
+        metrics_server = start_metrics_from_config(config.metrics, metrics)
+        if config.remote.enabled:
+            remote = start_remote_server(qm, config)
         transfer = Transfer(qm, transfer_config(config), loop.time())
         m = config.mqqb
         node = MQQBNode(
@@ -67,12 +86,29 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         host, port = node.address
-        log.info("queue manager %s serving %s on %s:%d", qm.guid, config.qm.data_dir, host, port)
+        info = {
+            "pid": os.getpid(),
+            "qm_guid": str(qm.guid),
+            "mqqb": f"{host}:{port}",
+            "remote": remote.target if remote is not None else None,
+            "metrics": metrics_server.url if metrics_server is not None else None,
+        }
+        write_runtime(config.qm.data_dir, info)
+        log.info(
+            "queue manager %s serving %s: mqqb %s:%d, remote %s, metrics %s",
+            qm.guid, config.qm.data_dir, host, port, info["remote"], info["metrics"],
+        )  # fmt: skip
         if ready is not None:
             ready(node, qm)
         await stop.wait()
         log.info("stopping")
         await node.stop()
     finally:
+        remove_runtime(config.qm.data_dir)
+        if remote is not None:
+            remote.stop()
+        if metrics_server is not None:
+            metrics_server.stop()
+        metrics.detach(collector)
         qm.close()
     log.info("stopped")

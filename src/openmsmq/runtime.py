@@ -1,0 +1,64 @@
+"""The runtime file: how a running queue manager tells other programs where it listens.
+
+``openmsmq serve`` writes ``<data_dir>/runtime.json`` once its services are up and removes
+it at a clean stop::
+
+    {"pid": 4242, "qm_guid": "...", "mqqb": "127.0.0.1:1801",
+     "remote": "grpc://127.0.0.1:2105", "metrics": "http://127.0.0.1:9181/metrics"}
+
+:func:`openmsmq.connect` uses it so that a program given a data directory whose queue
+manager is running talks to that queue manager through its remote-read service instead
+of opening the store beside it: one process owns a data directory's store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RUNTIME_FILE", "live_runtime", "read_runtime", "remove_runtime", "write_runtime"]
+
+#: Name of the file, inside the data directory, that describes a running queue manager.
+RUNTIME_FILE = "runtime.json"
+
+
+def write_runtime(data_dir: str | Path, info: dict[str, Any]) -> None:
+    """Write ``runtime.json`` atomically (a reader never sees half a file)."""
+    path = Path(data_dir) / RUNTIME_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def remove_runtime(data_dir: str | Path) -> None:
+    """Remove ``runtime.json`` (at a clean stop)."""
+    (Path(data_dir) / RUNTIME_FILE).unlink(missing_ok=True)
+
+
+def read_runtime(data_dir: str | Path) -> dict[str, Any] | None:
+    """What ``openmsmq serve`` over ``data_dir`` published, or None (even if stale)."""
+    try:
+        data = json.loads((Path(data_dir) / RUNTIME_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def live_runtime(data_dir: str | Path) -> dict[str, Any] | None:
+    """Like :func:`read_runtime`, but None when the process it names is gone (a file left by
+    a killed queue manager)."""
+    info = read_runtime(data_dir)
+    if info is None:
+        return None
+    pid = info.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return info  # alive, owned by another user
+    return info
