@@ -129,7 +129,7 @@ class MQQBNode:
         self._pump_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
-        self._poll_handle: asyncio.TimerHandle | None = None
+        self._poll_handle: asyncio.Handle | None = None
         self._connecting: dict[str, asyncio.Task[None]] = {}
         self._backoff: dict[str, float] = {}
         self._next_try: dict[str, float] = {}
@@ -237,12 +237,17 @@ class MQQBNode:
     def _poll(self) -> None:
         if self._stopping:
             return
+        more = False
         try:
-            self.transfer.poll(self.now())
+            more = self.transfer.poll(self.now())
         except Exception:
             log.exception("polling the outgoing queues failed")
         self.kick()
-        self._poll_handle = self.loop.call_later(self.config.poll_interval, self._poll)
+        if more:
+            # A backlog: load the next slice after this iteration's I/O and pump.
+            self._poll_handle = self.loop.call_soon(self._poll)
+        else:
+            self._poll_handle = self.loop.call_later(self.config.poll_interval, self._poll)
 
     # ------------------------------------------------------------------ connectors
 
@@ -306,4 +311,3 @@ def _split_hop(hop: str, default_port: int) -> tuple[str, int]:
         host, _, port = hop.partition(":")
         return host, int(port)
     return hop, default_port
-

@@ -286,14 +286,20 @@ class Transfer:
 
     # ------------------------------------------------------------------ outgoing queues
 
-    def poll(self, now: float) -> None:
+    def poll(self, now: float) -> bool:
         """Pick up outgoing queues and newly committed messages (cheap: one indexed SELECT
-        per outgoing queue; the queue list is re-read every ``queue_refresh`` seconds)."""
+        per outgoing queue; the queue list is re-read every ``queue_refresh`` seconds).
+
+        Loads at most ``load_per_poll`` messages per outgoing queue, so that one call
+        never holds the driver for long; returns True when a queue may have more
+        committed messages ready (the driver then polls again soon)."""
         if now >= self._next_refresh:
             self._next_refresh = now + self.config.queue_refresh
             self._refresh_queues()
+        more = False
         for t in self.outgoing.values():
-            self._load(t, now)
+            more = self._load(t, now) or more
+        return more
 
     def _refresh_queues(self) -> None:
         for rec in self.qm.list_queues(include_system=True):
@@ -318,23 +324,26 @@ class Transfer:
                 t.connected = True
                 t.seq.connection_made(0.0)
 
-    def _load(self, t: OutgoingTransfer, now: float) -> None:
-        for _ in range(max(1, self.config.max_in_flight // self.config.batch_size + 1)):
+    def _load(self, t: OutgoingTransfer, now: float) -> bool:
+        loaded = 0
+        cap = max(1, self.config.load_per_poll)
+        while loaded < cap:
             room = self.config.max_in_flight - len(t.messages)
             if room <= 0:
-                return
-            limit = min(room, self.config.batch_size)
+                return False
+            limit = min(room, self.config.batch_size, cap - loaded)
             try:
                 batch = self.qm.peek_range(t.handle, t.loaded_through, limit)
             except MQError as exc:
                 log.warning("outgoing queue %s: %s", t.format_name, exc)
-                return
+                return False
             if not batch:
-                return
+                return False
             first = next((m for m in batch if m.transactional and m.tx_sequence_number), None)
             if first is not None and self._sequence_blocked(t, first.tx_sequence_id, now):
-                return
+                return False
             t.loaded_through = batch[-1].lookup_id
+            loaded += len(batch)
             tx: list[OutgoingMessage] = []
             plain: list[Message] = []
             for m in batch:
@@ -359,14 +368,15 @@ class Transfer:
                     log.error("outgoing queue %s: %s", t.format_name, exc)
                     for om in tx:
                         t.messages.pop(om.handle, None)
-                    return
+                    return False
                 self._outgoing_events(t, events, now)
             for m in plain:
                 t.plain.append(m.lookup_id)
                 if t.connected:
                     self._transmit(t, [m], now)
             if len(batch) < limit:
-                return
+                return False
+        return True
 
     def _sequence_blocked(self, t: OutgoingTransfer, sequence_id: int, now: float) -> bool:
         """An OrderAck names only the TxSequenceID, so two outgoing queues must never have
@@ -397,11 +407,22 @@ class Transfer:
                 conn = self._open_conn(t.next_hop)
                 if conn is None:
                     continue
+                retained = t.messages
+                # A transactional message's content is dropped once sent (the store keeps
+                # it until the OrderAck): a resend reads it back.
+                dropped = [
+                    om.handle for om in ev.messages if om.handle in retained and retained[om.handle] is None
+                ]
+                reloaded = self._reload(t, dropped) if dropped else {}
+                session = conn.session
+                guid = self.qm.guid
                 for om in ev.messages:
-                    m = t.messages.get(om.handle)
+                    handle = om.handle
+                    m = retained.get(handle) or reloaded.get(handle)
                     if m is not None:
-                        packet = t.packet(m, self.qm.guid, om.previous_tx_sequence_number)
-                        conn.session.send_user_message(packet, now, handle=om.handle)
+                        packet = t.packet(m, guid, om.previous_tx_sequence_number)
+                        session.send_user_message(packet, now, handle=handle)
+                        retained[handle] = None
             elif isinstance(ev, Released):
                 released = ev.messages
                 top = max(om.tx_sequence_number for om in released)
@@ -413,6 +434,29 @@ class Transfer:
                 self.stats["released"] += len(released)
             else:
                 log.debug("outgoing queue %s: %s", t.format_name, ev)
+
+    def _reload(self, t: OutgoingTransfer, handles: list[int]) -> dict[int, Message]:
+        """Read back retained messages (by LookupIdentifier) for a resend: range reads from
+        the lowest, in LookupIdentifier order, up to the highest."""
+        want = set(handles)
+        found: dict[int, Message] = {}
+        after, top = min(want) - 1, max(want)
+        while want and after < top:
+            try:
+                batch = self.qm.peek_range(t.handle, after, self.config.batch_size)
+            except MQError as exc:
+                log.warning("outgoing queue %s: reading back for a resend: %s", t.format_name, exc)
+                break
+            if not batch:
+                break
+            for m in batch:
+                if m.lookup_id in want:
+                    want.discard(m.lookup_id)
+                    found[m.lookup_id] = m
+            after = batch[-1].lookup_id
+        if want:
+            log.warning("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
+        return found
 
     def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float) -> None:
         conn = self._open_conn(t.next_hop)
@@ -508,7 +552,7 @@ class Transfer:
             if t.next_hop == peer and not t.connected:
                 t.connected = True
                 self._outgoing_events(t, t.seq.connection_made(now), now)
-                self._transmit(t, [t.messages[lid] for lid in t.plain if lid in t.messages], now)
+                self._transmit(t, [m for lid in t.plain if (m := t.messages.get(lid)) is not None], now)
         buf = self._forward.get(peer)
         conn = self._open_conn(peer)
         while buf and conn is not None:

@@ -36,7 +36,11 @@ class TransferConfig:
     ``local_addresses``: the hosts that name this QM in DIRECT=TCP: format names (its
     listen / advertised addresses); ``routes``: static routes (destination host →
     next-hop host); ``batch_size``: messages loaded from an outgoing queue per read;
-    ``max_in_flight``: loaded, unacknowledged messages per outgoing queue;
+    ``max_in_flight``: loaded, unacknowledged messages per outgoing queue (it must
+    cover what is sent while the receiver postpones its OrderAck, up to
+    MaximumOrderAckDelay: a sender that reaches it waits for the OrderAck, which comes
+    only OrderAckTimeout after the stream paused); ``load_per_poll``: messages loaded
+    per outgoing queue by one :meth:`Transfer.poll` call;
     ``queue_refresh``: seconds between looks for new outgoing queues;
     ``sequence_quarantine``: seconds a TxSequenceID stays reserved to the outgoing queue
     that used it last (see ``Transfer._sequence_blocked``).
@@ -45,7 +49,8 @@ class TransferConfig:
     local_addresses: tuple[str, ...] = ("127.0.0.1",)
     routes: tuple[tuple[str, str], ...] = ()
     batch_size: int = 500
-    max_in_flight: int = 20_000
+    max_in_flight: int = 200_000
+    load_per_poll: int = 2_000
     queue_refresh: float = 1.0
     sequence_quarantine: float = 30.0
     session: SessionConfig = field(default_factory=SessionConfig)
@@ -83,8 +88,10 @@ class OutgoingTransfer:
         self.next_hop = next_hop
         self.handle = handle
         self.seq = OutgoingSequence(0.0, config=resend)
-        #: Loaded and not yet released, by LookupIdentifier.
-        self.messages: dict[int, Message] = {}
+        #: Loaded and not yet released, by LookupIdentifier; the value is None once a
+        #: transactional message was sent (its content is read back for a resend), so a
+        #: large window of retained messages costs little memory.
+        self.messages: dict[int, Message | None] = {}
         #: Non-transactional messages loaded, in order (released by SessionAck).
         self.plain: list[int] = []
         self.loaded_through = 0

@@ -1,0 +1,98 @@
+"""The sender's large window of retained messages: contents dropped once sent, read back
+from the store for a resend; loading in bounded slices per poll."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .harness import Clock, Net, bodies_in, outgoing_count, send_tx
+
+DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
+Q = "private$\\orders"
+A, B = "127.0.0.1", "127.0.0.2"
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Net:
+    n = Net(tmp_path, Clock())
+    yield n
+    for node in n.nodes.values():
+        node.qm.close()
+
+
+def _expected(first_tx: int, n_tx: int, per_tx: int) -> list[bytes]:
+    return [f"{t}-{i}".encode() for t in range(first_tx, first_tx + n_tx) for i in range(per_tx)]
+
+
+def _send(net: Net, first_tx: int, n_tx: int, per_tx: int) -> None:
+    for t in range(first_tx, first_tx + n_tx):
+        send_tx(net.nodes[A].qm, DEST_B, [f"{t}-{i}".encode() for i in range(per_tx)])
+
+
+def test_sent_messages_are_retained_without_content_and_resent_from_the_store(net: Net) -> None:
+    a = net.add(A)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    _send(net, 0, 1, 10)
+    net.run_until_quiet()  # the session is open
+    # Everything sent now is lost on the wire; the sender keeps only positions.
+    net.blackhole.add((A, B))
+    _send(net, 1, 3, 40)
+    net.settle()
+    (t,) = a.transfer.outgoing.values()
+    assert len(t.messages) == 120 and all(v is None for v in t.messages.values())
+    assert len(bodies_in(b.qm, Q)) == 10
+    # Reconnect: the resend reads all 120 back from the store, in order.
+    net.cut(A, B)
+    net.blackhole.clear()
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(0, 1, 10) + _expected(1, 3, 40)
+    assert outgoing_count(a.qm) == 0 and not t.messages
+
+
+def test_resend_after_partial_release_reads_back_only_the_unacknowledged(net: Net) -> None:
+    a = net.add(A)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    _send(net, 0, 1, 30)
+    net.run_until_quiet()
+    net.blackhole.add((A, B))
+    _send(net, 1, 2, 30)
+    net.settle()
+    net.cut(A, B)
+    net.blackhole.clear()
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(0, 3, 30)
+    assert b.transfer.stats["rejected"] == 0
+    assert outgoing_count(a.qm) == 0
+
+
+def test_poll_loads_a_bounded_slice_and_reports_more(net: Net) -> None:
+    a = net.add(A, batch_size=50, load_per_poll=100)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    _send(net, 0, 5, 60)  # 300 committed
+    now = net.clock.now
+    assert a.transfer.poll(now) is True  # the outgoing queue is found, 100 loaded
+    (t,) = a.transfer.outgoing.values()
+    assert len(t.messages) == 100
+    assert a.transfer.poll(now) is True
+    assert a.transfer.poll(now) is True  # the last 100: a full slice, there may be more
+    assert len(t.messages) == 300
+    assert a.transfer.poll(now) is False  # an empty read ends the backlog
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(0, 5, 60)
+
+
+def test_max_in_flight_bounds_loading(net: Net) -> None:
+    a = net.add(A, batch_size=50, max_in_flight=120)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    _send(net, 0, 4, 50)
+    a.transfer.poll(net.clock.now)
+    (t,) = a.transfer.outgoing.values()
+    assert len(t.messages) == 120
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(0, 4, 50)
