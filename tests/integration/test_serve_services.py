@@ -69,7 +69,8 @@ def test_serve_publishes_services_and_clients_go_through_remote_read(tmp_path: P
         # the metrics endpoint answers with the queue depth of that queue
         with urllib.request.urlopen(str(info["metrics"]), timeout=10) as resp:
             text = resp.read().decode()
-        depth = [line for line in text.splitlines() if line.startswith("openmsmq_queue_messages") and "orders" in line]
+        lines = text.splitlines()
+        depth = [ln for ln in lines if ln.startswith("openmsmq_queue_messages") and "orders" in ln]
         assert depth and depth[0].rstrip().endswith(" 3.0"), depth
     finally:
         proc.send_signal(signal.SIGTERM)

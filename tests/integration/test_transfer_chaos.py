@@ -71,7 +71,8 @@ class Serve:
             out.flush()
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(self.data_dir),
-                 "--listen", self.address, "--port", str(self.port), "--remote-port", "0", "--metrics-port", "0"],
+                 "--listen", self.address, "--port", str(self.port),
+                 "--remote-port", "0", "--metrics-port", "0"],
                 stdout=out, stderr=out, env=env,
             )  # fmt: skip
         # Ready when the listener accepts (bounded).
