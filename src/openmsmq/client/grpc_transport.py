@@ -20,7 +20,7 @@ import os
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -35,8 +35,10 @@ from openmsmq.client.types import (
     Ack,
     AckRequest,
     Delivery,
+    LookupRange,
     OutgoingMessage,
     QueueInfo,
+    RangeQuery,
     ReadAction,
     SendReceipt,
     ShareMode,
@@ -125,6 +127,7 @@ def _message(m: pb.Message) -> Message:
         dead_letter=m.negative_journaling, transactional=m.transactional,
         first_in_transaction=m.first_in_transaction, last_in_transaction=m.last_in_transaction,
         source_machine=_guid(m.source_machine), extension=m.extension,
+        tx_sequence_id=m.tx_sequence_id, tx_sequence_number=m.tx_sequence_number,
     )  # fmt: skip
 
 
@@ -404,6 +407,51 @@ class GrpcTransport(Transport):
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         req = pb.SetAckClassRequest(transaction=_uow(tx), lookup_id=lookup_id, message_class=message_class)
         self._call(self._stub.SetUserAcknowledgementClass, req)
+
+    # ---- LookupIdentifier ranges (one round trip each) ------------------------------------
+
+    def lookup_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+        req = pb.LookupRangesRequest(
+            queries=[pb.RangeQuery(queue=q.queue, after=q.after, through=q.through) for q in queries]
+        )
+        reply = self._call(self._stub.LookupRanges, req)
+        return [LookupRange(r.first, r.last, r.count) if r.count else None for r in reply.ranges]
+
+    def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:
+        if n < 1:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"n must be at least 1, got {n}")
+        req = pb.NthLookupIdRequest(queue=queue, after=after, n=n, through=through)
+        lookup_id: int = self._call(self._stub.NthLookupId, req).lookup_id
+        return lookup_id
+
+    def peek_range(
+        self, queue: str, after: int = 0, through: int | None = None, max_count: int = 1000
+    ) -> list[Message]:
+        if max_count < 1:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        req = pb.PeekRangeRequest(queue=queue, after=after, through=through, max_count=max_count)
+        return [_message(m) for m in self._call(self._stub.PeekRange, req).messages]
+
+    def remove_through(self, positions: Mapping[str, int]) -> int:
+        req = pb.RemoveThroughRequest(positions=dict(positions))
+        count: int = self._call(self._stub.RemoveThrough, req).count
+        return count
+
+    def send_idempotent(
+        self, queue: str, messages: Sequence[OutgoingMessage], identities: Sequence[str]
+    ) -> list[int | None]:
+        if not messages:
+            return []
+        req = pb.SendIdempotentRequest(
+            queue=queue, messages=[_outgoing(m) for m in messages], identities=list(identities)
+        )
+        if req.ByteSize() > MAX_REQUEST_BYTES:
+            raise MQError(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"a send of {req.ByteSize()} bytes exceeds {MAX_REQUEST_BYTES}: send fewer messages per call",
+            )
+        reply = self._call(self._stub.SendIdempotent, req)
+        return [lid or None for lid in reply.lookup_ids]
 
     # ---- transactions --------------------------------------------------------------------
 

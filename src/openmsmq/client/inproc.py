@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -23,8 +23,10 @@ from openmsmq.client.types import (
     Ack,
     AckRequest,
     Delivery,
+    LookupRange,
     OutgoingMessage,
     QueueInfo,
+    RangeQuery,
     ReadAction,
     SendReceipt,
     ShareMode,
@@ -99,6 +101,8 @@ def message_from_record(m: Record) -> Message:
         last_in_transaction=m.last_in_transaction,
         source_machine=f"{{{m.source_machine}}}",
         extension=m.extension,
+        tx_sequence_id=m.tx_sequence_id,
+        tx_sequence_number=m.tx_sequence_number,
     )
 
 
@@ -567,6 +571,52 @@ class InProcessTransport(Transport):
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         self._tx(tx).set_dequeue_reason(lookup_id, message_class)
+
+    # ---- LookupIdentifier ranges ----------------------------------------------------------
+
+    def lookup_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+        self._check_open()
+        if all(q.after == 0 and q.through is None for q in queries):
+            found = self.qm.lookup_ranges([q.queue for q in queries])
+            got = [found[q.queue] for q in queries]
+        else:
+            got = [self.qm.lookup_range(q.queue, q.after, q.through) for q in queries]
+        return [None if r is None else LookupRange(r.first, r.last, r.count) for r in got]
+
+    def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:
+        self._check_open()
+        if n < 1:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"n must be at least 1, got {n}")
+        return self.qm.nth_lookup_id(queue, after, n, through)
+
+    def peek_range(
+        self, queue: str, after: int = 0, through: int | None = None, max_count: int = 1000
+    ) -> list[Message]:
+        self._check_open()
+        if max_count < 1:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        self._local(queue)
+        return [message_from_record(m) for m in self.qm.peek_range(queue, after, max_count, through)]
+
+    def remove_through(self, positions: Mapping[str, int]) -> int:
+        self._check_open()
+        for queue in positions:
+            self._local(queue)
+        targets: dict[str | QueueHandle, int] = {q: p for q, p in positions.items()}
+        return self.qm.remove_through(targets)
+
+    def send_idempotent(
+        self, queue: str, messages: Sequence[OutgoingMessage], identities: Sequence[str]
+    ) -> list[int | None]:
+        self._check_open()
+        if not messages:
+            return []
+        return self.qm.send_idempotent(queue, [record_from_outgoing(m) for m in messages], identities)
+
+    def _local(self, queue: str) -> None:
+        """Range reads and removal apply to this QM's queues (not outgoing ones)."""
+        if self.qm.get_queue(queue).queue_type == QueueType.OUTGOING:
+            raise _remote_read(queue)
 
     # ---- transactions --------------------------------------------------------------------
 

@@ -68,6 +68,11 @@ class Message:
     #: GUID of the source queue manager, in braces.
     source_machine: str = ""
     extension: bytes = b""
+    #: TransactionalMessageSequenceIdentifier as u64 ``(TimeStamp << 32) | Ordinal``
+    #: (MS-MQMQ 2.2.18.1.2); 0 when the message is not transactional.
+    tx_sequence_id: int = 0
+    #: TxSequenceNumber (u32); 0 when the message is not transactional.
+    tx_sequence_number: int = 0
 
     @property
     def class_name(self) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from openmsmq.client.message import Message, PendingMessage
@@ -32,13 +32,16 @@ from openmsmq.client.types import (
     INFINITE,
     Access,
     Ack,
+    LookupRange,
     OutgoingMessage,
     QueueInfo,
+    RangeQuery,
     ReadAction,
     SendReceipt,
     ShareMode,
     TransactionId,
 )
+from openmsmq.errors import HResult, MQError
 
 __all__ = ["SINGLE_MESSAGE", "Transport"]
 
@@ -172,8 +175,49 @@ class Transport(ABC):
     def abort(self, tx: TransactionId) -> None:
         """Abort: sends dropped, received messages back in place."""
 
+    # ---- LookupIdentifier ranges (the Spark data source's seams, docs/spark.md) ----------
+    #
+    # Not abstract, so that a transport written before them keeps working: the defaults
+    # raise MQ_ERROR_UNSUPPORTED_OPERATION. Queues are named, not opened; a remote
+    # transport checks the caller's permission on each (peek for reads, receive for
+    # removal, send for the idempotent send). Each call is one round trip.
+
+    def lookup_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+        """(first, last, count) of each query's messages, in order; None where there is
+        none. An open-ended query's ``last`` is a stable watermark."""
+        raise _unsupported("lookup_ranges")
+
+    def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:
+        """LookupIdentifier of the ``n``-th message (n >= 1) of ``queue`` after ``after``
+        (and <= ``through``); MQ_ERROR_MESSAGE_NOT_FOUND when fewer exist."""
+        raise _unsupported("nth_lookup_id")
+
+    def peek_range(
+        self, queue: str, after: int = 0, through: int | None = None, max_count: int = 1000
+    ) -> list[Message]:
+        """Up to ``max_count`` messages with ``after`` < LookupIdentifier <= ``through``, in
+        LookupIdentifier order, locked ones included; nothing is removed or locked."""
+        raise _unsupported("peek_range")
+
+    def remove_through(self, positions: Mapping[str, int]) -> int:
+        """Remove every message with LookupIdentifier <= ``positions[queue]`` from each
+        queue, all queues in ONE transaction; idempotent. Returns how many were removed."""
+        raise _unsupported("remove_through")
+
+    def send_idempotent(
+        self, queue: str, messages: Sequence[OutgoingMessage], identities: Sequence[str]
+    ) -> list[int | None]:
+        """Send ``messages`` to a local queue in ONE transaction, each with an identity (1-255
+        characters); a message whose identity the queue already accepted is skipped.
+        Returns each message's LookupIdentifier, None where skipped."""
+        raise _unsupported("send_idempotent")
+
     # ---- lifecycle -----------------------------------------------------------------------
 
     @abstractmethod
     def close(self) -> None:
         """Close every handle, abort every open transaction, release the connection."""
+
+
+def _unsupported(what: str) -> MQError:
+    return MQError(HResult.MQ_ERROR_UNSUPPORTED_OPERATION, f"this transport has no {what}")

@@ -20,8 +20,10 @@ __all__ = [
     "Ack",
     "AckRequest",
     "Delivery",
+    "LookupRange",
     "OutgoingMessage",
     "QueueInfo",
+    "RangeQuery",
     "ReadAction",
     "SendReceipt",
     "ShareMode",
@@ -228,3 +230,26 @@ class QueueInfo:
     total_bytes: int
     #: DestinationFormatName of an outgoing queue, else "".
     destination: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RangeQuery:
+    """A LookupIdentifier range of one queue: messages with ``after`` < LookupIdentifier <=
+    ``through`` (``None``: up to the queue's stable watermark)."""
+
+    queue: str
+    after: int = 0
+    through: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LookupRange:
+    """The messages of a :class:`RangeQuery`: oldest and newest LookupIdentifier and count.
+
+    For an open-ended query ``last`` is a stable watermark: no message with a
+    LookupIdentifier <= ``last`` can appear in that queue later (docs/spark.md).
+    """
+
+    first: int
+    last: int
+    count: int

@@ -6,6 +6,103 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RangeQuery(_message.Message):
+    __slots__ = ("queue", "after", "through")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    after: int
+    through: int
+    def __init__(self, queue: _Optional[str] = ..., after: _Optional[int] = ..., through: _Optional[int] = ...) -> None: ...
+
+class LookupRangesRequest(_message.Message):
+    __slots__ = ("queries",)
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    queries: _containers.RepeatedCompositeFieldContainer[RangeQuery]
+    def __init__(self, queries: _Optional[_Iterable[_Union[RangeQuery, _Mapping]]] = ...) -> None: ...
+
+class LookupRangeResult(_message.Message):
+    __slots__ = ("first", "last", "count")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    last: int
+    count: int
+    def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class LookupRangesReply(_message.Message):
+    __slots__ = ("ranges",)
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    ranges: _containers.RepeatedCompositeFieldContainer[LookupRangeResult]
+    def __init__(self, ranges: _Optional[_Iterable[_Union[LookupRangeResult, _Mapping]]] = ...) -> None: ...
+
+class NthLookupIdRequest(_message.Message):
+    __slots__ = ("queue", "after", "n", "through")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    after: int
+    n: int
+    through: int
+    def __init__(self, queue: _Optional[str] = ..., after: _Optional[int] = ..., n: _Optional[int] = ..., through: _Optional[int] = ...) -> None: ...
+
+class NthLookupIdReply(_message.Message):
+    __slots__ = ("lookup_id",)
+    LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    lookup_id: int
+    def __init__(self, lookup_id: _Optional[int] = ...) -> None: ...
+
+class PeekRangeRequest(_message.Message):
+    __slots__ = ("queue", "after", "through", "max_count")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
+    MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    after: int
+    through: int
+    max_count: int
+    def __init__(self, queue: _Optional[str] = ..., after: _Optional[int] = ..., through: _Optional[int] = ..., max_count: _Optional[int] = ...) -> None: ...
+
+class RemoveThroughRequest(_message.Message):
+    __slots__ = ("positions",)
+    class PositionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    positions: _containers.ScalarMap[str, int]
+    def __init__(self, positions: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class RemoveThroughReply(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class SendIdempotentRequest(_message.Message):
+    __slots__ = ("queue", "messages", "identities")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    IDENTITIES_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    messages: _containers.RepeatedCompositeFieldContainer[OutgoingMessage]
+    identities: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queue: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[OutgoingMessage, _Mapping]]] = ..., identities: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SendIdempotentReply(_message.Message):
+    __slots__ = ("lookup_ids",)
+    LOOKUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    lookup_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, lookup_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class Empty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -197,7 +294,7 @@ class TransactionRequest(_message.Message):
     def __init__(self, transaction: _Optional[bytes] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("body", "label", "lookup_id", "id_lineage", "id_uniquifier", "message_class", "priority", "correlation_id", "app_specific", "body_type", "delivery", "sent_time", "arrived_time", "time_to_reach_queue", "time_to_be_received", "destination_queue", "admin_queue", "response_queue", "ack_flags", "positive_journaling", "negative_journaling", "transactional", "first_in_transaction", "last_in_transaction", "source_machine", "extension", "request_id")
+    __slots__ = ("body", "label", "lookup_id", "id_lineage", "id_uniquifier", "message_class", "priority", "correlation_id", "app_specific", "body_type", "delivery", "sent_time", "arrived_time", "time_to_reach_queue", "time_to_be_received", "destination_queue", "admin_queue", "response_queue", "ack_flags", "positive_journaling", "negative_journaling", "transactional", "first_in_transaction", "last_in_transaction", "source_machine", "extension", "request_id", "tx_sequence_id", "tx_sequence_number")
     BODY_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +322,8 @@ class Message(_message.Message):
     SOURCE_MACHINE_FIELD_NUMBER: _ClassVar[int]
     EXTENSION_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     label: str
     lookup_id: int
@@ -252,7 +351,9 @@ class Message(_message.Message):
     source_machine: bytes
     extension: bytes
     request_id: int
-    def __init__(self, body: _Optional[bytes] = ..., label: _Optional[str] = ..., lookup_id: _Optional[int] = ..., id_lineage: _Optional[bytes] = ..., id_uniquifier: _Optional[int] = ..., message_class: _Optional[int] = ..., priority: _Optional[int] = ..., correlation_id: _Optional[bytes] = ..., app_specific: _Optional[int] = ..., body_type: _Optional[int] = ..., delivery: _Optional[int] = ..., sent_time: _Optional[int] = ..., arrived_time: _Optional[int] = ..., time_to_reach_queue: _Optional[int] = ..., time_to_be_received: _Optional[int] = ..., destination_queue: _Optional[str] = ..., admin_queue: _Optional[str] = ..., response_queue: _Optional[str] = ..., ack_flags: _Optional[int] = ..., positive_journaling: _Optional[bool] = ..., negative_journaling: _Optional[bool] = ..., transactional: _Optional[bool] = ..., first_in_transaction: _Optional[bool] = ..., last_in_transaction: _Optional[bool] = ..., source_machine: _Optional[bytes] = ..., extension: _Optional[bytes] = ..., request_id: _Optional[int] = ...) -> None: ...
+    tx_sequence_id: int
+    tx_sequence_number: int
+    def __init__(self, body: _Optional[bytes] = ..., label: _Optional[str] = ..., lookup_id: _Optional[int] = ..., id_lineage: _Optional[bytes] = ..., id_uniquifier: _Optional[int] = ..., message_class: _Optional[int] = ..., priority: _Optional[int] = ..., correlation_id: _Optional[bytes] = ..., app_specific: _Optional[int] = ..., body_type: _Optional[int] = ..., delivery: _Optional[int] = ..., sent_time: _Optional[int] = ..., arrived_time: _Optional[int] = ..., time_to_reach_queue: _Optional[int] = ..., time_to_be_received: _Optional[int] = ..., destination_queue: _Optional[str] = ..., admin_queue: _Optional[str] = ..., response_queue: _Optional[str] = ..., ack_flags: _Optional[int] = ..., positive_journaling: _Optional[bool] = ..., negative_journaling: _Optional[bool] = ..., transactional: _Optional[bool] = ..., first_in_transaction: _Optional[bool] = ..., last_in_transaction: _Optional[bool] = ..., source_machine: _Optional[bytes] = ..., extension: _Optional[bytes] = ..., request_id: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ...) -> None: ...
 
 class CreateQueueRequest(_message.Message):
     __slots__ = ("path", "transactional", "label", "quota_kb", "journal", "journal_quota_kb")

@@ -130,6 +130,31 @@ class RemoteReadStub:
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueName.SerializeToString,
                 response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.FromString,
                 _registered_method=True)
+        self.LookupRanges = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/LookupRanges',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.LookupRangesRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.LookupRangesReply.FromString,
+                _registered_method=True)
+        self.NthLookupId = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/NthLookupId',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.NthLookupIdRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.NthLookupIdReply.FromString,
+                _registered_method=True)
+        self.PeekRange = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/PeekRange',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.PeekRangeRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ReadReply.FromString,
+                _registered_method=True)
+        self.RemoveThrough = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/RemoveThrough',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.RemoveThroughRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.RemoveThroughReply.FromString,
+                _registered_method=True)
+        self.SendIdempotent = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/SendIdempotent',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentReply.FromString,
+                _registered_method=True)
 
 
 class RemoteReadServicer:
@@ -274,6 +299,51 @@ class RemoteReadServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LookupRanges(self, request, context):
+        """LookupIdentifier ranges (no MS-MQRR method; the seams of the Spark data source, see
+        docs/spark.md). Queues are named, not opened: each call checks the caller's token
+        permission on every queue it names (peek for reads, receive for removal, send for
+        the idempotent send). Each is one round trip for a whole batch.
+
+        (first, last, count) of several queues' messages in (after, through]; with no
+        through, last is a stable watermark (no message <= last can appear later).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NthLookupId(self, request, context):
+        """LookupIdentifier of the n-th message after a position (MQ_ERROR_MESSAGE_NOT_FOUND
+        when fewer exist).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PeekRange(self, request, context):
+        """Up to max_count messages with after < LookupIdentifier <= through, in
+        LookupIdentifier order; neither removes nor locks (peek).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveThrough(self, request, context):
+        """Remove every message with LookupIdentifier <= position from each queue, all queues
+        in ONE transaction (idempotent).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendIdempotent(self, request, context):
+        """Send messages to one local queue in ONE transaction, each with a client-chosen
+        identity; identities the queue already accepted are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RemoteReadServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -371,6 +441,31 @@ def add_RemoteReadServicer_to_server(servicer, server):
                     servicer.GetQueueInfo,
                     request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueName.FromString,
                     response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.SerializeToString,
+            ),
+            'LookupRanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.LookupRanges,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.LookupRangesRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.LookupRangesReply.SerializeToString,
+            ),
+            'NthLookupId': grpc.unary_unary_rpc_method_handler(
+                    servicer.NthLookupId,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.NthLookupIdRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.NthLookupIdReply.SerializeToString,
+            ),
+            'PeekRange': grpc.unary_unary_rpc_method_handler(
+                    servicer.PeekRange,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.PeekRangeRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ReadReply.SerializeToString,
+            ),
+            'RemoveThrough': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveThrough,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.RemoveThroughRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.RemoveThroughReply.SerializeToString,
+            ),
+            'SendIdempotent': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendIdempotent,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -887,6 +982,141 @@ class RemoteRead:
             '/openmsmq.remote.v1.RemoteRead/GetQueueInfo',
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueName.SerializeToString,
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupRanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/LookupRanges',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.LookupRangesRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.LookupRangesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NthLookupId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/NthLookupId',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.NthLookupIdRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.NthLookupIdReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PeekRange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/PeekRange',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.PeekRangeRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.ReadReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveThrough(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/RemoveThrough',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.RemoveThroughRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.RemoveThroughReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendIdempotent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/SendIdempotent',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -30,6 +30,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.qm import MAX_MESSAGE_BYTES, Message, QueueManager, QueueRecord, QueueType
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
+from openmsmq.remote import ranges
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, Session
@@ -110,7 +111,8 @@ def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
         positive_journaling=m.positive_journaling, negative_journaling=m.negative_journaling,
         transactional=m.transactional, first_in_transaction=m.first_in_transaction,
         last_in_transaction=m.last_in_transaction, source_machine=m.source_machine.bytes,
-        extension=m.extension, request_id=request_id,
+        extension=m.extension, request_id=request_id, tx_sequence_id=m.tx_sequence_id,
+        tx_sequence_number=m.tx_sequence_number,
     )  # fmt: skip
 
 
@@ -367,6 +369,64 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def GetQueueInfo(self, request: pb.QueueName, context: Any) -> pb.QueueInfo:
         return await self._run(context, lambda s, _c: queue_info_to_pb(self.core.queue_info(s, request.name)))
+
+    # ---- LookupIdentifier ranges (openmsmq.remote.ranges) --------------------------------
+
+    async def LookupRanges(self, request: pb.LookupRangesRequest, context: Any) -> pb.LookupRangesReply:
+        def fn(s: Session, _c: threading.Event) -> pb.LookupRangesReply:
+            queries = [
+                (q.queue, q.after, q.through if q.HasField("through") else None) for q in request.queries
+            ]
+            found = ranges.lookup_ranges(self.core.qm, s.principal, queries)
+            return pb.LookupRangesReply(
+                ranges=[
+                    pb.LookupRangeResult()
+                    if r is None
+                    else pb.LookupRangeResult(first=r.first, last=r.last, count=r.count)
+                    for r in found
+                ]
+            )
+
+        return await self._run(context, fn)
+
+    async def NthLookupId(self, request: pb.NthLookupIdRequest, context: Any) -> pb.NthLookupIdReply:
+        def fn(s: Session, _c: threading.Event) -> pb.NthLookupIdReply:
+            through = request.through if request.HasField("through") else None
+            lid = ranges.nth_lookup_id(
+                self.core.qm, s.principal, request.queue, request.after, request.n, through
+            )
+            return pb.NthLookupIdReply(lookup_id=lid)
+
+        return await self._run(context, fn)
+
+    async def PeekRange(self, request: pb.PeekRangeRequest, context: Any) -> pb.ReadReply:
+        def fn(s: Session, _c: threading.Event) -> pb.ReadReply:
+            through = request.through if request.HasField("through") else None
+            msgs = ranges.peek_range(
+                self.core.qm, s.principal, request.queue, request.after, through, request.max_count
+            )
+            return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
+
+        return await self._run(context, fn)
+
+    async def RemoveThrough(self, request: pb.RemoveThroughRequest, context: Any) -> pb.RemoveThroughReply:
+        def fn(s: Session, _c: threading.Event) -> pb.RemoveThroughReply:
+            count = ranges.remove_through(self.core.qm, s.principal, dict(request.positions))
+            return pb.RemoveThroughReply(count=count)
+
+        return await self._run(context, fn)
+
+    async def SendIdempotent(
+        self, request: pb.SendIdempotentRequest, context: Any
+    ) -> pb.SendIdempotentReply:
+        def fn(s: Session, _c: threading.Event) -> pb.SendIdempotentReply:
+            records = [record_from_pb(o) for o in request.messages]
+            got = ranges.send_idempotent(
+                self.core.qm, s.principal, request.queue, records, list(request.identities)
+            )
+            return pb.SendIdempotentReply(lookup_ids=[lid or 0 for lid in got])
+
+        return await self._run(context, fn)
 
 
 # ---- the server ------------------------------------------------------------------------------

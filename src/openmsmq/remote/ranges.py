@@ -1,0 +1,127 @@
+"""LookupIdentifier-range calls of the remote-read service (the Spark data source's seams).
+
+MS-MQRR has no counterpart: these calls name queues instead of opening them, and each
+is one round trip for a whole batch (several queues' ranges, many peeked messages, one
+removal transaction over several queues, many idempotent sends). The caller's token
+permissions are checked on every queue a call names, as R_OpenQueue would check them
+(:mod:`openmsmq.remote.auth`): PEEK for range reads, RECEIVE for removal, SEND for the
+idempotent send. Outgoing queues (another QM's queue as seen here) cannot be read or
+removed from: MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, as for R_OpenQueue.
+
+Each function is a thin check around the :class:`~openmsmq.qm.QueueManager` method of
+the same name (``qm/ranges.py``), which carries the guarantees (stable watermark, one
+transaction, idempotence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.qm import LookupRange, Message, QueueHandle, QueueManager, QueueRecord, QueueType
+from openmsmq.remote.auth import Permission, Principal
+
+__all__ = ["RangeQuery", "lookup_ranges", "nth_lookup_id", "peek_range", "remove_through", "send_idempotent"]
+
+#: Most messages one PeekRange call returns (the reply stays well under gRPC's limits
+#: for ordinary message sizes; the client pages with ``after``).
+MAX_PEEK_COUNT = 100_000
+#: Most messages one SendIdempotent call carries.
+MAX_SEND_COUNT = 100_000
+
+RangeQuery = tuple[str, int, int | None]
+"""(queue, after, through): messages with after < LookupIdentifier <= through (None: up
+to the stable watermark)."""
+
+
+def _checked(qm: QueueManager, principal: Principal, queue: str, perm: Permission) -> QueueRecord:
+    """The queue's record once ``principal`` may ``perm`` it and it is a local queue."""
+    rec = qm.get_queue(queue)  # MQ_ERROR_QUEUE_NOT_FOUND for an unknown name
+    if rec.queue_type == QueueType.OUTGOING:
+        raise MQError(
+            HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{queue!r} is not a queue of this QM"
+        )
+    if not principal.allows(rec.name, perm):
+        raise MQError(HResult.MQ_ERROR_ACCESS_DENIED, f"{principal.name} may not {perm!r} {queue!r}")
+    return rec
+
+
+def _position(value: int, what: str) -> int:
+    if not 0 <= value < 2**63:
+        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"{what} {value} is not a LookupIdentifier")
+    return value
+
+
+def lookup_ranges(
+    qm: QueueManager, principal: Principal, queries: Sequence[RangeQuery]
+) -> list[LookupRange | None]:
+    """(first, last, count) per query, in order; None where the range holds no message.
+
+    Whole-queue queries (after 0, no through) of several queues come from ONE read
+    snapshot; others are read one by one (each watermark is stable on its own).
+    """
+    for queue, after, through in queries:
+        _checked(qm, principal, queue, Permission.PEEK)
+        _position(after, "after")
+        if through is not None:
+            _position(through, "through")
+    if all(after == 0 and through is None for _, after, through in queries):
+        names = [q for q, _, _ in queries]
+        found = qm.lookup_ranges(names)
+        return [found[q] for q in names]
+    return [qm.lookup_range(q, after, through) for q, after, through in queries]
+
+
+def nth_lookup_id(
+    qm: QueueManager, principal: Principal, queue: str, after: int, n: int, through: int | None = None
+) -> int:
+    """LookupIdentifier of the ``n``-th message after ``after`` (MQ_ERROR_MESSAGE_NOT_FOUND
+    when fewer exist)."""
+    _checked(qm, principal, queue, Permission.PEEK)
+    if n < 1:
+        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"n must be at least 1, got {n}")
+    return qm.nth_lookup_id(queue, _position(after, "after"), n, through)
+
+
+def peek_range(
+    qm: QueueManager,
+    principal: Principal,
+    queue: str,
+    after: int,
+    through: int | None,
+    max_count: int,
+) -> list[Message]:
+    """Up to ``max_count`` messages with after < LookupIdentifier (<= through), in
+    LookupIdentifier order; nothing removed or locked."""
+    _checked(qm, principal, queue, Permission.PEEK)
+    if not 1 <= max_count <= MAX_PEEK_COUNT:
+        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"max_count must be 1..{MAX_PEEK_COUNT}")
+    return qm.peek_range(queue, _position(after, "after"), max_count, through)
+
+
+def remove_through(qm: QueueManager, principal: Principal, positions: Mapping[str, int]) -> int:
+    """Remove every message with LookupIdentifier <= ``positions[queue]``, all queues in ONE
+    transaction; returns how many this call removed. Every permission is checked before
+    anything is removed."""
+    for queue, pos in positions.items():
+        _checked(qm, principal, queue, Permission.RECEIVE)
+        _position(pos, "position")
+    targets: dict[str | QueueHandle, int] = {q: p for q, p in positions.items()}
+    return qm.remove_through(targets)
+
+
+def send_idempotent(
+    qm: QueueManager,
+    principal: Principal,
+    queue: str,
+    messages: Sequence[Message],
+    identities: Sequence[str],
+) -> list[int | None]:
+    """Send ``messages`` to a local queue in ONE transaction; a message whose identity the
+    queue already accepted is skipped (None in the result, else its LookupIdentifier)."""
+    _checked(qm, principal, queue, Permission.SEND)
+    if len(messages) > MAX_SEND_COUNT:
+        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"at most {MAX_SEND_COUNT} messages per call")
+    if not messages:
+        return []
+    return qm.send_idempotent(queue, messages, identities)
