@@ -91,7 +91,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         self.clock = clock
         #: Seconds an idempotent-send identity is remembered (:meth:`send_idempotent`).
         self.identity_retention = int(identity_retention)
-        self.computer_name = (computer_name or socket.gethostname()).lower()
+        self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
         self.store = Store(self.data_dir / "openmsmq.db", threaded=threaded, integrity_check=integrity_check)
         self._lock = threading.RLock()
@@ -203,7 +203,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "queue manager is closed")
 
     def _is_local_host(self, host: str | None) -> bool:
-        return host is None or host.lower() in self._local_hosts
+        return host is None or host.casefold() in self._local_hosts
 
     def _resolve(self, queue: QueueRef) -> _QueueState:
         self._check_open()
@@ -227,7 +227,7 @@ class QueueManager(ReadsMixin, RangesMixin):
                     None,
                 )
             elif parsed.is_format_name:
-                key = queue.strip().lower()
+                key = queue.strip().casefold()
                 qs = next((s for s in self._by_id.values() if s.record.destination_format_name == key), None)
         if qs is None or qs.deleted:
             raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"no queue {queue!r}")

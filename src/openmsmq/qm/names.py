@@ -1,8 +1,10 @@
 """Queue path names and the local forms of format names (MS-MQMQ 2.1.1, 2.1.2, 2.1.3).
 
 Names are case-insensitive (ABNF quoted strings, MS-MQMQ 2.1; Expand Format Name
-compares case-insensitively): the canonical key of a queue is its lower-cased
-``private$\\name`` / ``system$;deadletter`` form without the computer part.
+compares case-insensitively): the canonical key of a queue is its case-folded
+(``str.casefold``, as :mod:`openmsmq.wire.format_name` compares names)
+``private$\\name`` / ``system$;deadletter`` form without the computer part. The
+syntax itself is parsed by :mod:`openmsmq.wire.format_name`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,14 @@ import uuid
 from dataclasses import dataclass
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.wire.format_name import (
+    DirectFormatName,
+    DirectProtocol,
+    PrivateFormatName,
+    QueueSuffixType,
+    parse_format_name,
+    parse_path_name,
+)
 
 __all__ = [
     "DEADLETTER",
@@ -33,8 +43,11 @@ SYSTEM_JOURNAL = "system$;journal"
 ORDER_QUEUE = "private$\\order_queue$"
 ORDER_QUEUE_NUMBER = 0x00000004
 
-_BAD_CHARS = set('\\;+,"')
-_SYSTEM_SUFFIXES = {"deadletter": DEADLETTER, "deadxact": DEADXACT, "journal": SYSTEM_JOURNAL}
+_SYSTEM_KEYS = {
+    QueueSuffixType.DEADLETTER: DEADLETTER,
+    QueueSuffixType.DEADXACT: DEADXACT,
+    QueueSuffixType.JOURNAL: SYSTEM_JOURNAL,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,65 +72,49 @@ def _illegal(name: str, why: str) -> MQError:
     return MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{name!r}: {why}")
 
 
-def _check_queue_name(full: str, qname: str) -> None:
-    if not 1 <= len(qname) <= 124:
-        raise _illegal(full, "a queue name has 1 to 124 characters (MS-MQMQ 2.1.1)")
-    if any(c in _BAD_CHARS for c in qname):
-        raise _illegal(full, 'a queue name may not contain \\ ; + , or " (MS-MQMQ 2.1.1)')
+def _local_key(full: str, queue_name: str, private: bool, suffix: QueueSuffixType) -> tuple[str, str]:
+    """(canonical key, path as written) of a queue named by wire.format_name fields.
 
-
-def _parse_path(full: str, path: str) -> tuple[str | None, str, str]:
-    """Split ``[computer\\]private$\\name[;journal]`` / ``[computer\\]system$;x``."""
-    computer: str | None = None
-    low = path.lower()
-    if not (low.startswith("private$\\") or low.startswith("system$;")):
-        head, sep, rest = path.partition("\\")
-        if not sep:
-            raise _illegal(full, "expected private$\\<name> (public queues need a directory service)")
-        computer = None if head in (".", "") else head
-        path, low = rest, rest.lower()
-    if low.startswith("system$;"):
-        suffix = low[len("system$;") :]
-        if suffix not in _SYSTEM_SUFFIXES:
-            raise _illegal(full, "unknown system queue (journal, deadletter, deadxact)")
-        return computer, _SYSTEM_SUFFIXES[suffix], path
-    if not low.startswith("private$\\"):
+    Keys are case-folded (``str.casefold``, the rule of :mod:`openmsmq.wire.format_name`)."""
+    if not queue_name:  # machine queue: system$;deadletter | deadxact | journal
+        key = _SYSTEM_KEYS[suffix]
+        return key, key
+    if not private:
         raise _illegal(full, "expected private$\\<name> (public queues need a directory service)")
-    qname = path[len("private$\\") :]
-    journal = False
-    if qname.lower().endswith(";journal"):
-        qname, journal = qname[: -len(";journal")], True
-    _check_queue_name(full, qname)
-    key = "private$\\" + qname.lower() + (";journal" if journal else "")
-    return computer, key, path
+    if suffix is QueueSuffixType.SUBQUEUE:
+        raise _illegal(full, "subqueues are not supported")
+    journal = ";journal" if suffix is QueueSuffixType.JOURNAL else ""
+    return "private$\\" + queue_name.casefold() + journal, "private$\\" + queue_name + journal
 
 
 @functools.lru_cache(maxsize=4096)
 def parse_name(name: str) -> ParsedName:
     """Parse a path name or a DIRECT= / PRIVATE= format name (memoised: names repeat).
 
-    Raises MQ_ERROR_ILLEGAL_QUEUE_PATHNAME / MQ_ERROR_ILLEGAL_FORMATNAME on bad syntax.
+    The syntax is :mod:`openmsmq.wire.format_name`'s (the one parser of names in the
+    project); this adds what a local queue manager supports: a path name may omit the
+    computer (``private$\\orders``), DIRECT= only over OS: and TCP:, no public queues
+    (they need a directory service), no subqueues. Raises MQ_ERROR_ILLEGAL_QUEUE_PATHNAME
+    (path names) / MQ_ERROR_ILLEGAL_FORMATNAME (format names) on bad syntax.
     """
     text = name.strip()
-    upper = text.upper()
-    if upper.startswith("DIRECT="):
-        proto, sep, rest = text[len("DIRECT=") :].partition(":")
-        if not sep or proto.upper() not in ("OS", "TCP"):
-            raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{name!r}: only DIRECT=OS: and DIRECT=TCP:")
-        host, sep, path = rest.partition("\\")
-        if not sep or not host:
-            raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{name!r}: expected <address>\\<queue>")
-        _, key, shown = _parse_path(name, path)
-        return ParsedName(key, shown, computer=host, is_format_name=True)
-    if upper.startswith("PRIVATE="):
-        guid_text, sep, number = text[len("PRIVATE=") :].partition("\\")
-        try:
-            guid = uuid.UUID(guid_text)
-            num = int(number.split(";")[0], 16)
-        except ValueError as exc:
-            raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{name!r}: {exc}") from exc
-        return ParsedName(None, text, qm_guid=guid, private_number=num, is_format_name=True)
     if "=" in text.split("\\")[0]:
+        parsed = parse_format_name(text)
+        if isinstance(parsed, DirectFormatName):
+            if parsed.protocol not in (DirectProtocol.OS, DirectProtocol.TCP):
+                raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{name!r}: only DIRECT=OS: / DIRECT=TCP:")
+            key, shown = _local_key(name, parsed.queue_name, parsed.private, parsed.suffix)
+            return ParsedName(key, shown, computer=parsed.host, is_format_name=True)
+        if isinstance(parsed, PrivateFormatName):
+            guid, number = parsed.machine_guid, parsed.queue_number
+            return ParsedName(None, text, qm_guid=guid, private_number=number, is_format_name=True)
         raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{name!r}: unsupported format name")
-    computer, key, shown = _parse_path(name, text)
+    folded = text.casefold()
+    local = folded.startswith("private$\\") or folded.startswith("system$;")
+    try:
+        path = parse_path_name(".\\" + text if local else text)
+    except MQError as exc:  # MSMQ reports bad path names with their own code
+        raise _illegal(name, str(exc)) from None
+    computer = None if path.computer == "." else path.computer
+    key, shown = _local_key(name, path.queue_name, path.private, path.suffix)
     return ParsedName(key, shown, computer=computer)

@@ -308,7 +308,7 @@ def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext]
     """The OutgoingQueue for a destination format name, created on first use
     (MS-MQDMPR 3.1.7.1.5 step 4) with OutgoingTxSequenceID = {Ordinal 1, TimeStamp now}
     and OutgoingTxSequenceNumber = 1 (MS-MQQB 3.1.3.2)."""
-    key = format_name.lower()
+    key = format_name.casefold()  # names compare case-insensitively (casefold, as wire.format_name)
 
     def op(ctx: WriteContext) -> QueueRecord:
         conn = ctx.conn
