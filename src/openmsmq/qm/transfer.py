@@ -92,6 +92,11 @@ log = logging.getLogger("openmsmq.transfer")
 
 #: MS-MQQB 3.1.5.8.2: a forwarded message whose hop count would exceed 0x1D is dropped.
 _MAX_HOPS = 0x1D
+#: Highest LookupIdentifier the store hands out (order keys keep the priority above bit 56).
+#: Reading an outgoing queue "through" it makes the store walk its (queue, order key)
+#: index one priority band at a time: without a bound, its query scans and sorts the
+#: whole queue on every read (quadratic in the backlog).
+_LAST_LOOKUP_ID = (1 << 56) - 1
 #: Forwarded packets kept per next hop while no session to it is open.
 _FORWARD_BUFFER = 100_000
 
@@ -333,7 +338,7 @@ class Transfer:
                 return False
             limit = min(room, self.config.batch_size, cap - loaded)
             try:
-                batch = self.qm.peek_range(t.handle, t.loaded_through, limit)
+                batch = self.qm.peek_range(t.handle, t.loaded_through, limit, through=_LAST_LOOKUP_ID)
             except MQError as exc:
                 log.warning("outgoing queue %s: %s", t.format_name, exc)
                 return False
@@ -443,7 +448,7 @@ class Transfer:
         after, top = min(want) - 1, max(want)
         while want and after < top:
             try:
-                batch = self.qm.peek_range(t.handle, after, self.config.batch_size)
+                batch = self.qm.peek_range(t.handle, after, self.config.batch_size, through=top)
             except MQError as exc:
                 log.warning("outgoing queue %s: reading back for a resend: %s", t.format_name, exc)
                 break
