@@ -43,6 +43,10 @@ class Pipe:
     writable: bool = True
     #: A FIN (orderly close) follows the data in flight.
     fin: bool = False
+    #: The writer wrote into the dead connection: a reset is on its way back.
+    rst_scheduled: bool = False
+    #: ... or will be, once the other host is reachable again (TCP retransmits until then).
+    rst_waiting: bool = False
 
 
 @dataclass(eq=False)
@@ -52,6 +56,8 @@ class Link:
     lid: int
     ends: tuple[End, End]
     pipes: tuple[Pipe, Pipe] = field(default_factory=lambda: (Pipe(), Pipe()))
+    #: A middlebox dropped the connection silently: no reset ever comes back.
+    silent: bool = False
 
     def between(self, a: str, b: str) -> bool:
         """Whether this link connects nodes ``a`` and ``b`` (either direction)."""
@@ -74,6 +80,7 @@ class Network:
         deliver: Callable[[End, bytes], None],
         lost: Callable[[End], None],
         zombie: float,
+        is_up: Callable[[str], bool],
     ) -> None:
         self.loop = loop
         self.rng = rng
@@ -82,6 +89,7 @@ class Network:
         self._deliver_cb = deliver
         self._lost_cb = lost
         self.zombie = zombie
+        self._is_up = is_up
         self.links: list[Link] = []
         self._next_lid = 1
         #: (node, node) sorted pair -> partition end time.
@@ -113,9 +121,12 @@ class Network:
 
     def send(self, link: Link, side: int, data: bytes) -> None:
         """``link.ends[side]`` writes ``data``: split it into fragments, schedule them in order."""
+        if not link.ends[side].open:
+            return
         pipe = link.pipes[side]
-        if not pipe.writable:
-            return  # written into a dead socket: gone
+        if pipe.dropped or not pipe.writable:
+            self._dead_write(link, side)
+            return
         now = self.loop.now
         pieces = self._fragments(data)
         for piece in pieces:
@@ -124,6 +135,31 @@ class Network:
                 at = pipe.hold_until + self.latency()
             pipe.last_at = at
             self.loop.at(at, self._arrive, link, side, piece)
+
+    def _dead_write(self, link: Link, side: int) -> None:
+        """A write into a connection the other side no longer has: the other host answers
+        with a reset once it is reachable; after a silent drop nothing ever comes back."""
+        pipe = link.pipes[side]
+        if link.silent or pipe.rst_scheduled:
+            return
+        me, other = link.ends[side].node, link.ends[1 - side].node
+        now = self.loop.now
+        if self._is_up(other) and not self.partitioned(me, other, now):
+            pipe.rst_scheduled = True
+            pipe.rst_waiting = False
+            # The reset takes the same (possibly stalled) path as the data.
+            at = max(now, link.pipes[0].hold_until, link.pipes[1].hold_until) + 2 * self.latency()
+            self.loop.at(at, self._tell_lost, link, side)
+        else:
+            pipe.rst_waiting = True
+
+    def reachable_again(self, node: str) -> None:
+        """``node`` restarted or a partition ended: writers waiting for a reset get it."""
+        for link in self.links:
+            for side in (0, 1):
+                end = link.ends[side]
+                if end.open and link.ends[1 - side].node == node and link.pipes[side].rst_waiting:
+                    self._dead_write(link, side)
 
     def _fragments(self, data: bytes) -> list[bytes]:
         r = self.rng.random()
@@ -197,6 +233,8 @@ class Network:
             late = link.pipes[z]
             late.writable = False
             late.hold_until = max(late.hold_until, now + self.rng.uniform(0.5, 6.0))
+            back = link.pipes[1 - z]  # the path is slow both ways (a reset comes back late)
+            back.hold_until = max(back.hold_until, late.hold_until)
             self.trace(now, "link %d %s->%s zombie until %+.3f", link.lid, link.ends[z].node,
                        link.ends[1 - z].node, late.hold_until - now)  # fmt: skip
             self._tell_lost(link, z)
@@ -204,14 +242,21 @@ class Network:
             late.fin = True
             self.loop.at(late.hold_until + 0.001, self._fin, link, z)
             return
-        self.stats.faults["cut"] += 1
-        self.trace(now, "link %d %s<->%s cut", link.lid, link.ends[0].node, link.ends[1].node)
         for pipe in link.pipes:
             pipe.dropped = True
             pipe.writable = False
+        if self.rng.random() < 0.1:
+            # A firewall / NAT forgot the connection: no reset, writes vanish; only the
+            # sessions' own timers can find out.
+            link.silent = True
+            self.stats.faults["blackhole"] += 1
+            self.trace(now, "link %d %s<->%s dropped silently", link.lid, *(e.node for e in link.ends))
+            return
+        self.stats.faults["cut"] += 1
+        self.trace(now, "link %d %s<->%s cut", link.lid, link.ends[0].node, link.ends[1].node)
         for side in (0, 1):
-            if self.rng.random() < 0.15:
-                continue  # this side never hears of it: its session timers must notice
+            if self.rng.random() < 0.3:
+                continue  # this side hears of it when it next writes (a reset comes back)
             self.loop.after(self.rng.uniform(0.0, 0.5), self._tell_lost, link, side)
 
     def stall(self, link: Link, seconds: float, both: bool) -> None:
@@ -226,14 +271,21 @@ class Network:
         until = self.loop.now + seconds
         key = (min(a, b), max(a, b))
         self.partitions[key] = max(self.partitions.get(key, 0.0), until)
+        self.loop.at(until + 0.001, self._partition_over, a, b)
         for link in self.links:
             if link.between(a, b):
                 for pipe in link.pipes:
                     pipe.hold_until = max(pipe.hold_until, until)
 
+    def _partition_over(self, a: str, b: str) -> None:
+        if not self.partitioned(a, b, self.loop.now):
+            self.reachable_again(a)
+            self.reachable_again(b)
+
     def node_crashed(self, node: str, notify_peers: bool) -> None:
         """Every end of ``node`` vanishes. Bytes it already sent still arrive; then the peer
-        gets a reset (or, half-open, nothing: its own timers must find out)."""
+        gets a reset — or, half-open (host gone without a word), nothing until it writes
+        once the host is back (then a reset), or until its own session timers notice."""
         for link in self.links:
             for side in (0, 1):
                 end = link.ends[side]

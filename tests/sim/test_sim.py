@@ -20,43 +20,69 @@ from .world import run
 #: The CI seed set (``make test``); ``make sim SEEDS=N`` runs as many as asked.
 CI_SEEDS = range(300)
 
-#: Seeds that once failed (with an earlier, shorter liveness bound of 240 s): a crash of
-#: the final destination C that its intermediate hop B did not notice (half-open), so B
-#: forwarded the sender's resends into dead sessions until the Session Ack Wait Timer
-#: closed them; the sender's Transactional Ack Wait Timer then backs off 30 s x3, then
-#: 300 s (ResendTimerTable), and the drain took ~400 simulated seconds. They must pass
-#: within the liveness bound.
-REGRESSION_SEEDS = {
-    42: "hop forwards into half-open sessions to a crashed destination; resend backs off to 300 s",
-    95: "same, while a second outgoing queue of the sender waits on the shared TxSequenceID",
-    145: "same, with extra duplicate connections",
-}
-
-#: (planted bug, seed, check that fires): the first CI seeds that caught each bug.
-PLANTED_REGRESSIONS = (
-    ("ack-before-durable", 0, "release-after-durable"),
-    ("accept-duplicate", 0, "exactly-once"),
+#: A bug the simulator found in the code under test, not fixed yet (docs/simulation.md,
+#: "Findings"): A's two outgoing queues get the same TxSequenceID from the store; the
+#: transfer's quarantine that keeps them apart lives in memory, so after a crash of A the
+#: second queue sends that sequence at once, and a late OrderAck from B for the FIRST
+#: queue's finished sequence releases the second queue's messages before C has them.
+#: Strict xfail: when the bug is fixed these seeds pass and the marks must go.
+TX_SEQUENCE_ID_REUSE = (
+    "an OrderAck for one outgoing queue's finished TxSequenceID releases another queue's "
+    "messages after a sender restart (store reuses TxSequenceIDs; transfer quarantine is volatile)"
 )
+
+#: Seeds kept because they exposed something. Seeds are tied to the simulator's sequence of
+#: random draws: when the simulator changes how it draws, find them again (docs/simulation.md).
+REGRESSION_SEEDS = {
+    # Found in seeds 0..2999: the message loss itself (with the release oracle off it ends
+    # in a liveness failure: C rejects the rest of the sequence, its start was released).
+    1541: TX_SEQUENCE_ID_REUSE,
+    # The longest drain of seeds 0..2999 (438 simulated s): C crashed, the hop B forwarded
+    # A's resends into a dead session to C until its Session Ack Wait Timer closed it, an
+    # OrderAck was lost on a closing connection, and A's resend timer had backed off to
+    # 300 s (ResendTimerTable). Must pass within the 600 s liveness bound.
+    62: "longest drain: hop forwarding into a dead session, sender resend backed off to 300 s",
+}
+KNOWN_FAILURES = {182: TX_SEQUENCE_ID_REUSE, 1541: TX_SEQUENCE_ID_REUSE}
+
+#: (planted bug, seed, check that fires, release oracle on): first CI seeds catching each bug.
+PLANTED_REGRESSIONS = (
+    ("ack-before-durable", 0, "release-after-durable", True),
+    ("ack-before-durable", 4, "in-order", False),
+    ("accept-duplicate", 0, "exactly-once", True),
+)
+
+
+def _seeds(seeds: range | list[int]) -> list[object]:
+    return [
+        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[s]))
+        if s in KNOWN_FAILURES
+        else s
+        for s in seeds
+    ]
 
 PLANTED_BUGS = ("ack-before-durable", "accept-duplicate")
 
 
-@pytest.mark.parametrize("seed", CI_SEEDS)
+@pytest.mark.parametrize("seed", _seeds(CI_SEEDS))
 def test_seed(seed: int) -> None:
     result = run(seed)
     assert result.ok, result.report()
     assert result.stats.messages_checked > 0
 
 
-@pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS))
+@pytest.mark.parametrize("seed", _seeds(sorted(REGRESSION_SEEDS)))
 def test_regression_seed(seed: int) -> None:
     result = run(seed)
     assert result.ok, f"{REGRESSION_SEEDS[seed]}\n{result.report()}"
+    assert result.stats.messages_checked > 0
 
 
 def _first_failure(bug: str, faults: FaultConfig | None, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
     monkeypatch.setattr(incoming, "_PLANTED_BUG", bug)
     for seed in CI_SEEDS:
+        if seed in KNOWN_FAILURES:
+            continue
         result = run(seed, faults)
         if not result.ok:
             assert result.failure is not None
@@ -83,10 +109,12 @@ def test_planted_bug_is_caught_end_to_end(bug: str, monkeypatch: pytest.MonkeyPa
     assert check in {"in-order", "exactly-once", "liveness", "drained", "committed-receive"}
 
 
-@pytest.mark.parametrize(("bug", "seed", "check"), PLANTED_REGRESSIONS)
-def test_planted_bug_regression(bug: str, seed: int, check: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("bug", "seed", "check", "strict"), PLANTED_REGRESSIONS)
+def test_planted_bug_regression(
+    bug: str, seed: int, check: str, strict: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(incoming, "_PLANTED_BUG", bug)
-    result = run(seed)
+    result = run(seed, FaultConfig(check_release=strict))
     assert not result.ok and result.failure is not None and result.failure.check == check
 
 
@@ -104,7 +132,8 @@ def test_a_seed_replays_identically() -> None:
 
 def test_faults_of_every_kind_are_injected_over_the_ci_seeds_prefix() -> None:
     kinds: set[str] = set()
-    for seed in range(12):
+    for seed in range(40):
         kinds |= set(run(seed).stats.faults)
-    every = {"cut", "zombie", "stall", "partition", "crash", "crash-in-store", "half-open", "dup-conn"}
+    every = {"cut", "zombie", "stall", "partition", "crash", "crash-in-store", "half-open", "dup-conn",
+             "blackhole", "crash-after-store"}  # fmt: skip
     assert kinds >= every

@@ -137,7 +137,14 @@ class World:
         self.stats = SimStats()
         self.trace = Trace()
         self.net = Network(
-            self.loop, self.rng, self.stats, self.trace, self._deliver, self._lost, faults.zombie
+            self.loop,
+            self.rng,
+            self.stats,
+            self.trace,
+            self._deliver,
+            self._lost,
+            faults.zombie,
+            lambda name: self.nodes[name].qm is not None,
         )
         self.fault_end = START + faults.fault_time
         self.crashes = 0
@@ -403,6 +410,7 @@ class World:
             return
         self.trace(self.loop.now, "%s restart", name)
         self._start(node)
+        self.net.reachable_again(name)
         self._pump(node)
 
     def _check_restart(self, node: SimNode) -> None:
