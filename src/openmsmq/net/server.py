@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -19,9 +20,25 @@ from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.remote.server import start_remote_server
 from openmsmq.runtime import remove_runtime, write_runtime
 
-__all__ = ["serve", "transfer_config"]
+__all__ = ["GC_THRESHOLDS", "serve", "transfer_config", "tune_gc"]
 
 log = logging.getLogger("openmsmq.serve")
+
+#: Cyclic-GC thresholds while serving (CPython's defaults are 700, 10, 10). A sender
+#: retains a position object per message until its OrderAck (hundreds of thousands in
+#: flight) and both sides allocate a few short-lived values per message, so with the
+#: defaults the collector ran a young collection every ~100 messages and re-traversed
+#: the retained window often: about 10 us of CPU per transferred message (17% of the
+#: transfer, measured with gc.callbacks). Reference counting frees all of these values;
+#: the collector is only for rare cycles, so it can run far less often.
+GC_THRESHOLDS = (50_000, 50, 100)
+
+
+def tune_gc() -> None:
+    """Move what exists at start-up out of the collector's sight and raise its thresholds."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def transfer_config(config: Config) -> TransferConfig:
@@ -70,6 +87,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         if config.remote.enabled:
             remote = start_remote_server(qm, config)
         transfer = Transfer(qm, transfer_config(config), loop.time())
+        tune_gc()
         m = config.mqqb
         node = MQQBNode(
             transfer,
