@@ -7,9 +7,8 @@ Importing this package does not import pyspark; :func:`register` does, lazily::
 
 Modules: :mod:`~openmsmq.spark.planning` (options, offsets, partitions, row identity;
 pure), :mod:`~openmsmq.spark.schema` (row layouts; pure), :mod:`~openmsmq.spark.backend`
-(what the source needs from a queue manager), :mod:`~openmsmq.spark.source` (the Spark
-classes; the only module importing pyspark), :mod:`~openmsmq.spark.testbackend` (a
-file-backed TEST BACKEND, not a product feature).
+(what the source needs from a queue manager, over its remote-read service),
+:mod:`~openmsmq.spark.source` (the Spark classes; the only module importing pyspark).
 """
 
 from __future__ import annotations

@@ -1,68 +1,75 @@
-"""What the Spark data source needs from a queue manager: the :class:`Backend` protocol.
+"""What the Spark data source needs from a queue manager, and the backend that provides it.
 
 The data source never talks to a queue manager directly; it calls a :class:`Backend`
-opened by :func:`open_backend` from the ``endpoint`` option, once on the driver and once
-per task on each executor (executors are separate processes, often on other hosts, so a
-backend reaches its QM over the network and holds nothing shared in memory).
+opened by :func:`open_backend` from the ``endpoint`` option, on the driver and in each
+executor's Python worker (executors are separate processes, often on other hosts, so
+a backend reaches its QM over the network and shares nothing in memory or on disk).
 
 Endpoints
-    ``grpc://host:port``
-        The queue manager's remote-read service. Not available yet: it arrives with the
-        client library (:mod:`openmsmq.client`); wiring it in is a change to
-        :func:`open_backend` only.
-    ``file:///absolute/path/to/test.db``
-        TEST BACKEND (:mod:`openmsmq.spark.testbackend`): a small SQLite file standing in
-        for a queue manager so that the Spark mechanics can be exercised on one machine.
-        It is not a product feature and offers none of a QM's guarantees beyond what the
-        tests need.
+    ``grpc://host:port[?token=...&tls=1&ca=...]``
+        The queue manager's remote-read service (``openmsmq serve``, docs/remote.md).
+        This is what executors on other machines use.
+    a data directory (``/var/lib/openmsmq`` or ``file:///var/lib/openmsmq``)
+        Only where the queue manager runs on the same host: its ``runtime.json`` names
+        the remote-read service, and the backend goes through it. A data directory
+        without a running queue manager is refused (Spark runs many Python processes;
+        one process owns a store).
 
-Contract (every implementation must keep it; the data source's exactly-once rests on it)
-    1. *Stable watermark.* :meth:`Backend.available_range` reports ``last``: a
+Contract (the data source's exactly-once rests on it; the QM provides it, see
+``qm/ranges.py`` and ``store/ranges.py``)
+    1. *Stable watermark.* :meth:`Backend.available_ranges` reports ``last``: a
        LookupIdentifier such that no message with a LookupIdentifier <= ``last`` can
-       become visible in the queue later. LookupIdentifiers of one queue therefore must
-       become visible in increasing order; a QM that assigns them at enqueue time inside a
-       transaction must report the highest id below every still-open transaction's ids.
+       appear in the queue later.
     2. *Peek is non-destructive.* :meth:`Backend.peek_range` neither removes nor locks.
     3. *Range removal is one transaction and idempotent.* :meth:`Backend.remove_through`
        removes, for every queue given, all messages with LookupIdentifier <= the position,
        atomically across all queues; repeating it removes nothing more.
     4. *Idempotent send is one transaction and keyed.* :meth:`Backend.send_idempotent`
-       enqueues all given messages in one transaction, skipping any whose identity was
-       already enqueued to that queue (by an earlier call, or concurrently by another
-       attempt of the same task); the check and the insert are in the same transaction.
-    5. Failures raise :class:`openmsmq.errors.OpenMSMQError` subclasses (an unreachable QM:
-       ``MQError(MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE)``; an unknown queue:
-       :class:`~openmsmq.errors.QueueNotFoundError`); a failed call had no effect.
+       enqueues all given messages in one transaction, skipping any whose identity the
+       queue already accepted (by an earlier call, or concurrently by another attempt of
+       the same task); the check and the insert are in the same transaction.
+    5. Failures raise :class:`openmsmq.errors.OpenMSMQError` subclasses: an unreachable QM
+       is ``MQError(MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE)``, an unknown queue
+       :class:`~openmsmq.errors.QueueNotFoundError`; a failed call had no effect.
+
+Connections: one transport per (endpoint, process), reused by every task a Python
+worker runs (Spark reuses workers), so a task does not pay a connect and a session. A
+call that finds the session gone (the QM restarted: MQ_ERROR_STALE_HANDLE) reconnects
+and repeats once — every call here is a read or idempotent, so repeating is safe. An
+unreachable QM fails the call (and so the Spark task and batch); the cached transport
+is dropped so that the next task connects afresh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
-from urllib.parse import urlsplit
+from pathlib import Path
+from typing import Protocol, TypeVar, runtime_checkable
+from urllib.parse import unquote, urlsplit
 
-from openmsmq.errors import ConfigError
+from openmsmq.client.message import Message
+from openmsmq.client.transport import Transport
+from openmsmq.client.types import LookupRange, RangeQuery
+from openmsmq.client.types import OutgoingMessage as ClientOutgoing
+from openmsmq.errors import ConfigError, HResult, MQError, QueueNotFoundError
+from openmsmq.runtime import live_runtime
 
 __all__ = [
     "Backend",
     "LookupRange",
     "OutgoingMessage",
     "PeekedMessage",
+    "RangeQuery",
+    "TransportBackend",
     "open_backend",
+    "resolve_endpoint",
 ]
 
-
-@dataclass(frozen=True)
-class LookupRange:
-    """Messages of one queue after some position, up to the stable watermark."""
-
-    first: int
-    """LookupIdentifier of the oldest such message."""
-    last: int
-    """The stable watermark (contract 1): LookupIdentifier of the newest such message."""
-    count: int
-    """How many messages have a LookupIdentifier in ``[first, last]`` (>= 1)."""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -92,9 +99,10 @@ class PeekedMessage:
     source_qm: str
     """SourceMachineIdentifier: GUID text of the QM that first accepted the message."""
     tx_sequence_id: int | None = None
-    """TxSequenceID (MS-MQMQ 2.2.18.1.2) as a signed 64-bit value; None if not transactional."""
+    """TxSequenceID (MS-MQMQ 2.2.18.1.2) as a signed 64-bit value; None if the message
+    did not travel in a transactional sequence (local sends, non-transactional)."""
     tx_sequence_number: int | None = None
-    """TxSequenceNumber (u32); None if not transactional."""
+    """TxSequenceNumber (u32); None when ``tx_sequence_id`` is None."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ class OutgoingMessage:
     """A message the writer sends; ``identity`` makes the send idempotent (contract 4)."""
 
     identity: str
-    """Deterministic key, at most 255 characters; unique per destination queue."""
+    """Deterministic key, 1 to 255 characters; unique per destination queue."""
     body: bytes
     label: str = ""
     priority: int = 3
@@ -120,73 +128,217 @@ class Backend(Protocol):
         """True if ``queue`` (a path name such as ``private$\\orders``) exists on the QM."""
         ...
 
-    def available_range(self, queue: str, after: int = 0, through: int | None = None) -> LookupRange | None:
-        """Messages of ``queue`` with ``after`` < LookupIdentifier <= ``through``.
-
-        ``through=None`` means up to the stable watermark (contract 1). None when there is
-        no such message. Raises QueueNotFoundError for an unknown queue.
-        """
+    def available_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+        """For each query, the messages with after < LookupIdentifier <= through (through
+        None: up to the stable watermark, contract 1); None where there is none. One
+        round trip. Raises QueueNotFoundError for an unknown queue."""
         ...
 
     def nth_lookup_id(self, queue: str, after: int, n: int) -> int:
         """LookupIdentifier of the ``n``-th message (n >= 1) of ``queue`` after ``after``.
-
-        Only messages at or below the stable watermark count. Raises
-        MessageNotFoundError when fewer than ``n`` exist.
-        """
+        Raises MessageNotFoundError when fewer than ``n`` exist."""
         ...
 
     def peek_range(self, queue: str, after: int, through: int, limit: int) -> list[PeekedMessage]:
-        """Up to ``limit`` messages with after < LookupIdentifier <= through, in LookupIdentifier order.
-
-        Non-destructive (contract 2). The caller pages by calling again with ``after`` set to
-        the last LookupIdentifier returned.
-        """
+        """Up to ``limit`` messages with after < LookupIdentifier <= through, in
+        LookupIdentifier order. Non-destructive (contract 2); the caller pages by calling
+        again with ``after`` set to the last LookupIdentifier returned."""
         ...
 
     def remove_through(self, positions: Mapping[str, int]) -> int:
-        """Remove every message with LookupIdentifier <= ``positions[queue]``, all queues in ONE transaction.
-
-        Idempotent (contract 3). Returns how many messages were removed by this call.
-        """
+        """Remove every message with LookupIdentifier <= ``positions[queue]``, all queues in
+        ONE transaction. Idempotent (contract 3). Returns how many this call removed."""
         ...
 
     def send_idempotent(self, queue: str, messages: Sequence[OutgoingMessage]) -> int:
-        """Enqueue ``messages`` to ``queue`` in ONE transaction, skipping identities already seen.
-
-        Returns how many were enqueued by this call (contract 4).
-        """
+        """Enqueue ``messages`` to ``queue`` in ONE transaction, skipping identities already
+        accepted. Returns how many were enqueued by this call (contract 4)."""
         ...
 
     def close(self) -> None:
-        """Release the connection; the backend is unusable afterwards."""
+        """Release the backend (a shared connection stays open for the next task)."""
         ...
+
+
+def resolve_endpoint(endpoint: str) -> str:
+    """The ``grpc://`` URL of ``endpoint`` (a URL, or the data directory of a QM running here).
+
+    Raises :class:`ConfigError` naming option ``endpoint`` for anything else.
+    """
+    parts = urlsplit(endpoint) if "://" in endpoint else None
+    if parts is not None and parts.scheme.lower() == "grpc":
+        if not parts.hostname or not parts.port:
+            raise ConfigError("endpoint", f"option 'endpoint' {endpoint!r}: expected grpc://host:port")
+        return endpoint
+    if parts is not None and parts.scheme.lower() != "file":
+        raise ConfigError(
+            "endpoint",
+            f"option 'endpoint' has unsupported scheme {parts.scheme!r} in {endpoint!r} "
+            "(expected grpc://host:port or the data directory of a running queue manager)",
+        )
+    path = unquote(parts.path) if parts is not None else endpoint
+    if not path or not Path(path).is_dir():
+        raise ConfigError("endpoint", f"option 'endpoint': {endpoint!r} is not a data directory")
+    running = live_runtime(path)
+    if running is None:
+        # Maybe a passing outage (the QM restarts): an unreachable QM, not a bad option.
+        raise MQError(
+            HResult.MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE,
+            f"option 'endpoint': no queue manager runs on the data directory {path!r} "
+            "(start `openmsmq serve` there, or give its grpc://host:port)",
+        )
+    if not running.get("remote"):
+        raise ConfigError(
+            "endpoint",
+            f"option 'endpoint': the queue manager of {path!r} runs without its remote-read service",
+        )
+    return str(running["remote"])
+
+
+# ---- one transport per (endpoint, process) ---------------------------------------------------
+
+_LOCK = threading.Lock()
+_SHARED: dict[tuple[int, str], Transport] = {}
+
+
+def _transport(url: str) -> Transport:
+    # Keyed by pid too: a transport (its gRPC channel and session thread) must never be
+    # used across a fork, and Spark's Python worker daemon forks workers.
+    key = (os.getpid(), url)
+    with _LOCK:
+        t = _SHARED.get(key)
+    if t is not None:
+        return t
+    from openmsmq.client.grpc_transport import GrpcTransport
+
+    made = GrpcTransport(url, connect_timeout=5.0)
+    with _LOCK:
+        t = _SHARED.setdefault(key, made)
+    if t is not made:
+        made.close()
+    return t
+
+
+def _drop(url: str, t: Transport) -> None:
+    key = (os.getpid(), url)
+    with _LOCK:
+        if _SHARED.get(key) is t:
+            del _SHARED[key]
+    with contextlib.suppress(MQError):
+        t.close()
+
+
+def _i64(value: int) -> int:
+    """A u64 as the signed 64-bit value Spark's BIGINT holds."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _peeked(m: Message) -> PeekedMessage:
+    seq = m.tx_sequence_id
+    return PeekedMessage(
+        lookup_id=m.lookup_id,
+        message_id=m.message_id,
+        label=m.label,
+        body=m.body,
+        message_class=m.message_class,
+        priority=m.priority,
+        correlation_id=m.correlation_id,
+        app_specific=m.app_specific,
+        sent_time=m.sent_time,
+        arrived_time=m.arrived_time,
+        source_qm=m.source_machine.strip("{}"),
+        tx_sequence_id=_i64(seq) if seq else None,
+        tx_sequence_number=m.tx_sequence_number if seq else None,
+    )
+
+
+def _outgoing(m: OutgoingMessage) -> ClientOutgoing:
+    return ClientOutgoing(
+        body=m.body,
+        label=m.label,
+        priority=m.priority,
+        correlation_id=m.correlation_id if m.correlation_id is not None else bytes(20),
+        app_specific=m.app_specific,
+    )
+
+
+class TransportBackend:
+    """:class:`Backend` over the client transport of ``endpoint`` (see the module docstring)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.url = resolve_endpoint(endpoint)
+        self._closed = False
+        _transport(self.url)  # connect now: an unreachable QM fails here
+
+    def _call(self, fn: Callable[[Transport], T]) -> T:
+        if self._closed:
+            raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, "the backend is closed")
+        for attempt in (1, 2):
+            t = _transport(self.url)
+            try:
+                return fn(t)
+            except MQError as exc:
+                if exc.hresult == HResult.MQ_ERROR_STALE_HANDLE and attempt == 1:
+                    _drop(self.url, t)  # the QM restarted: a new session, same call again
+                    continue
+                if exc.hresult in (
+                    HResult.MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE,
+                    HResult.MQ_ERROR_STALE_HANDLE,
+                ):
+                    _drop(self.url, t)
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def queue_exists(self, queue: str) -> bool:
+        """True if ``queue`` exists on the QM."""
+        try:
+            self._call(lambda t: t.queue_info(queue))
+        except QueueNotFoundError:
+            return False
+        return True
+
+    def available_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+        """Ranges of several queues in one round trip (contract 1)."""
+        if not queries:
+            return []
+        return self._call(lambda t: t.lookup_ranges(queries))
+
+    def nth_lookup_id(self, queue: str, after: int, n: int) -> int:
+        """LookupIdentifier of the n-th message after ``after``."""
+        return self._call(lambda t: t.nth_lookup_id(queue, after, n))
+
+    def peek_range(self, queue: str, after: int, through: int, limit: int) -> list[PeekedMessage]:
+        """Up to ``limit`` messages in ``(after, through]``, without removing them."""
+        got = self._call(lambda t: t.peek_range(queue, after, through, limit))
+        return [_peeked(m) for m in got]
+
+    def remove_through(self, positions: Mapping[str, int]) -> int:
+        """Remove ranges of several queues in one QM transaction (contract 3)."""
+        if not positions:
+            return 0
+        return self._call(lambda t: t.remove_through(positions))
+
+    def send_idempotent(self, queue: str, messages: Sequence[OutgoingMessage]) -> int:
+        """Enqueue the messages whose identity ``queue`` has not accepted, in one transaction."""
+        if not messages:
+            return 0
+        out = [_outgoing(m) for m in messages]
+        identities = [m.identity for m in messages]
+        got = self._call(lambda t: t.send_idempotent(queue, out, identities))
+        return sum(1 for lookup_id in got if lookup_id is not None)
+
+    def close(self) -> None:
+        """Mark this backend closed; the shared connection stays for the next task."""
+        self._closed = True
 
 
 def open_backend(endpoint: str, options: Mapping[str, str] | None = None) -> Backend:
     """Open the backend named by ``endpoint`` (the value of the ``endpoint`` option).
 
-    ``options`` are the data source options, for backend settings such as credentials
-    or timeouts; none are used yet.
+    ``options`` are the data source options (reserved for backend settings; none used).
+    Raises :class:`ConfigError` for a bad endpoint and
+    MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE when the QM cannot be reached.
     """
     del options
-    parts = urlsplit(endpoint)
-    if parts.scheme == "file":
-        # Imported here: the test backend is only loaded when a test endpoint is used.
-        from openmsmq.spark.testbackend import FileBackend
-
-        if parts.netloc not in ("", "localhost") or not parts.path:
-            raise ConfigError(
-                "endpoint", f"option 'endpoint': expected file:///absolute/path, got {endpoint!r}"
-            )
-        return FileBackend(parts.path)
-    if parts.scheme == "grpc":
-        raise ConfigError(
-            "endpoint",
-            f"option 'endpoint' {endpoint!r}: the grpc:// backend comes with the openmsmq client "
-            "library and is not available in this version",
-        )
-    raise ConfigError(
-        "endpoint",
-        f"option 'endpoint' has unsupported scheme {parts.scheme!r} in {endpoint!r} (expected grpc:// or file://)",
-    )
+    return TransportBackend(endpoint)

@@ -142,10 +142,11 @@ def _int_option(opts: Mapping[str, str], key: str, default: int | None, lo: int,
 
 
 def _check_endpoint(endpoint: str) -> str:
-    if "://" not in endpoint:
+    if "://" not in endpoint and not endpoint.startswith("/"):
         raise ConfigError(
             "endpoint",
-            f"option 'endpoint' must be a URL such as grpc://host:port, got {endpoint!r}",
+            "option 'endpoint' must be a URL such as grpc://host:port or the absolute path of "
+            f"a running queue manager's data directory, got {endpoint!r}",
         )
     return endpoint
 

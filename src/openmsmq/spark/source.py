@@ -40,7 +40,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from openmsmq.errors import ConfigError, LocalProtocolError
-from openmsmq.spark.backend import Backend, LookupRange, OutgoingMessage, open_backend
+from openmsmq.spark.backend import Backend, LookupRange, OutgoingMessage, RangeQuery, open_backend
 from openmsmq.spark.planning import (
     PartitionPlan,
     ReaderOptions,
@@ -181,8 +181,8 @@ class SnapshotReader(DataSourceReader):
         backend = open_backend(self.opts.endpoint, self.options)
         try:
             plans: list[InputPartition] = []
-            for queue in self.opts.queues:
-                found = backend.available_range(queue)
+            ranges = backend.available_ranges([RangeQuery(q) for q in self.opts.queues])
+            for queue, found in zip(self.opts.queues, ranges, strict=True):
                 if found is None:
                     continue
                 for lo, hi in split_range(found.first - 1, found.last, self.opts.partitions_per_queue):
@@ -220,12 +220,9 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._backend
 
     def _watermarks(self) -> SourceOffset:
-        backend = self._driver_backend()
-        positions = {}
-        for queue in self.opts.queues:
-            found = backend.available_range(queue)
-            positions[queue] = 0 if found is None else found.last
-        return SourceOffset(positions)
+        found = self._driver_backend().available_ranges([RangeQuery(q) for q in self.opts.queues])
+        pairs = zip(self.opts.queues, found, strict=True)
+        return SourceOffset({q: 0 if r is None else r.last for q, r in pairs})
 
     def _decode(self, value: Mapping[str, Any]) -> SourceOffset:
         offset = decode_offset(value, origin="checkpoint offset")
@@ -257,13 +254,15 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The next micro-batch's end: up to the watermark (or AvailableNow target), admission-limited."""
         begin = self._decode(start)
         backend = self._driver_backend()
-        ranges: dict[str, LookupRange | None] = {}
+        ranges: dict[str, LookupRange | None] = {q: None for q in self.opts.queues}
+        queries = []
         for queue in self.opts.queues:
             through = None if self._target is None else self._target.get(queue)
-            if through is not None and through <= begin.get(queue):
-                ranges[queue] = None
-                continue
-            ranges[queue] = backend.available_range(queue, begin.get(queue), through)
+            if through is None or through > begin.get(queue):
+                queries.append(RangeQuery(queue, begin.get(queue), through))
+        # One round trip for every queue's range.
+        for query, found in zip(queries, backend.available_ranges(queries), strict=True):
+            ranges[query.queue] = found
         end = {q: begin.get(q) for q in self.opts.queues}
         if isinstance(limit, ReadMaxRows):
             pending = {q: (r.count, r.first) for q, r in ranges.items() if r is not None}
