@@ -72,6 +72,7 @@ from openmsmq.qm.transfer_state import (
     TransferConfig,
 )
 from openmsmq.store.records import IncomingSequenceState, Message, QueueType
+from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName
@@ -92,6 +93,8 @@ log = logging.getLogger("openmsmq.transfer")
 
 #: MS-MQQB 3.1.5.8.2: a forwarded message whose hop count would exceed 0x1D is dropped.
 _MAX_HOPS = 0x1D
+#: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
+_new_outgoing_message = fast_constructor(OutgoingMessage)
 #: Highest LookupIdentifier the store hands out (order keys keep the priority above bit 56).
 #: Reading an outgoing queue "through" it makes the store walk its (queue, order key)
 #: index one priority band at a time: without a bound, its query scans and sorts the
@@ -351,16 +354,23 @@ class Transfer:
             loaded += len(batch)
             tx: list[OutgoingMessage] = []
             plain: list[Message] = []
+            retained = t.messages
+            sequence_ids: dict[int, TxSequenceId] = {}  # a batch carries one or two
             for m in batch:
-                t.messages[m.lookup_id] = m
+                lookup_id = m.lookup_id
+                retained[lookup_id] = m
                 if m.transactional and m.tx_sequence_number:
+                    sid = sequence_ids.get(m.tx_sequence_id)
+                    if sid is None:
+                        sid = sequence_ids[m.tx_sequence_id] = TxSequenceId.from_int(m.tx_sequence_id)
                     tx.append(
-                        OutgoingMessage(
-                            TxSequenceId.from_int(m.tx_sequence_id),
+                        _new_outgoing_message(
+                            sid,
                             m.tx_sequence_number,
                             m.tx_previous_sequence_number,
                             m.id_uniquifier,
-                            handle=m.lookup_id,
+                            False,
+                            lookup_id,
                         )
                     )
                 else:

@@ -98,6 +98,18 @@ _I_FIRST_IN_TRANSACTION = _MI["first_in_transaction"]
 _I_LAST_IN_TRANSACTION = _MI["last_in_transaction"]
 
 
+_last_sequence_id = TxSequenceId(0, 0)
+
+
+def _sequence_id(value: int) -> TxSequenceId:
+    """TxSequenceId.from_int, reusing the last value (consecutive messages share it)."""
+    global _last_sequence_id
+    last = _last_sequence_id
+    if last.value != value:
+        last = _last_sequence_id = TxSequenceId.from_int(value)
+    return last
+
+
 def packet_from_message(
     m: Message,
     destination: str | DirectQueueFormatName,
@@ -120,7 +132,7 @@ def packet_from_message(
         if prev is None:
             prev = m.tx_previous_sequence_number
         flags = (m.final_ack_required << 1) | (m.first_in_transaction << 2) | (m.last_in_transaction << 3)
-        sequence_id = TxSequenceId.from_int(m.tx_sequence_id)
+        sequence_id = _sequence_id(m.tx_sequence_id)
         transaction = _new_tx(sequence_id, m.tx_sequence_number, prev, flags, None)
         priority = 0
         delivery = 1
