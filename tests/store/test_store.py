@@ -383,3 +383,27 @@ def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
     with pytest.raises(MQError) as info:
         message_to_row(Message(correlation_id=b"short"))
     assert info.value.hresult == HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE
+
+
+def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(tmp_path: Path) -> None:
+    """An OrderAck names only the TxSequenceID: two outgoing queues created in the same second,
+    new sequences after releases, a deleted queue and a restart never yield an ID twice."""
+    path = tmp_path / "s.db"
+    issued: list[int] = []
+    tx_msg = Message(transactional=True)
+    with _open(path, threaded=False) as store:
+        q1 = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\a", 0x1234))
+        q2 = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.2\\private$\\b", 0x1234))
+        for q in (q1, q2):
+            issued.append(store.read(lambda c, q=q: ops.outgoing_sequence(c, q.queue_id)).tx_sequence_id)
+        for _ in range(3):  # finish a sequence on each queue: each starts a new one
+            for q in (q1, q2):
+                store.write(ops.commit_work([ops.Send.of(q.queue_id, tx_msg)], []))
+                _, state = store.write(ops.release_outgoing(q.queue_id, 1))
+                issued.append(state.tx_sequence_id)
+        store.write(ops.delete_queue(q2.queue_id, 0xC000))  # NackQueueDeleted
+    with _open(path, threaded=False) as store:
+        q3 = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.3\\private$\\c", 0x1234))
+        issued.append(store.read(lambda c: ops.outgoing_sequence(c, q3.queue_id)).tx_sequence_id)
+    assert len(set(issued)) == len(issued), [hex(i) for i in issued]
+    assert issued == sorted(issued)

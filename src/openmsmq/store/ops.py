@@ -330,10 +330,11 @@ def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext]
             now=now,
             destination_format_name=key,
         )
+        first_id = _new_tx_sequence_id(conn, ((now & 0xFFFFFFFF) << 32) | 1)
         conn.execute(
             "INSERT INTO outgoing_sequences (queue_id, tx_sequence_id, next_tx_sequence_number)"
             " VALUES (?, ?, 1)",
-            (qid, to_i64(((now & 0xFFFFFFFF) << 32) | 1)),
+            (qid, to_i64(first_id)),
         )
         return _queue(conn, qid)
 
@@ -666,6 +667,32 @@ def outgoing_sequence(conn: sqlite3.Connection, queue_id: int) -> OutgoingSequen
     return OutgoingSequenceState(queue_id, from_i64(row[0]), int(row[1]))
 
 
+#: ``outgoing_sequences.queue_id`` of the row that remembers the highest TxSequenceID this QM
+#: ever issued (queue ids start at 1, so no queue has it; it outlives deleted queues).
+_TX_SEQUENCE_HIGH_WATER = 0
+
+
+def _new_tx_sequence_id(conn: sqlite3.Connection, floor: int) -> int:
+    """A TxSequenceID this QM never issued before: above every ID any outgoing queue has had,
+    and at least ``floor`` (the ID MS-MQQB 3.1.5.6 would pick: TimeStamp | 1 for a new queue,
+    Ordinal + 1 for a new sequence).
+
+    An OrderAck names only the TxSequenceID (MS-MQQB 2.2.4.1), so two outgoing queues must
+    never share one: a shared ID let an OrderAck for one queue's finished sequence release
+    another queue's messages after a sender restart (found by the deterministic simulator,
+    seeds 182 and 1541 — `tests/sim/`).
+    """
+    rows = conn.execute("SELECT tx_sequence_id FROM outgoing_sequences").fetchall()
+    high = max((from_i64(r[0]) for r in rows), default=0)
+    new_id = max(floor, high + 1)
+    conn.execute(
+        "INSERT INTO outgoing_sequences (queue_id, tx_sequence_id, next_tx_sequence_number) VALUES (?, ?, 0)"
+        " ON CONFLICT(queue_id) DO UPDATE SET tx_sequence_id = excluded.tx_sequence_id",
+        (_TX_SEQUENCE_HIGH_WATER, to_i64(new_id)),
+    )
+    return new_id
+
+
 def release_outgoing(
     queue_id: int, up_to_number: int
 ) -> Callable[[WriteContext], tuple[list[int], OutgoingSequenceState]]:
@@ -689,7 +716,8 @@ def release_outgoing(
         if left is None and state.next_tx_sequence_number > 1:
             seq = state.tx_sequence_id
             ordinal = (seq & 0xFFFFFFFF) + 1
-            new_id = (seq & ~0xFFFFFFFF) + ordinal if ordinal <= 0xFFFFFFFF else ((seq >> 32) + 1) << 32 | 1
+            next_id = (seq & ~0xFFFFFFFF) + ordinal if ordinal <= 0xFFFFFFFF else ((seq >> 32) + 1) << 32 | 1
+            new_id = _new_tx_sequence_id(conn, next_id)
             conn.execute(
                 "UPDATE outgoing_sequences SET tx_sequence_id = ?, next_tx_sequence_number = 1"
                 " WHERE queue_id = ?",
