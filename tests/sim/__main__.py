@@ -19,10 +19,13 @@ from .model import FaultConfig, SimStats
 from .world import RunResult, run
 
 
-def _one(args: tuple[int, str | None, bool]) -> tuple[RunResult, float]:
-    seed, bug, strict = args
+def _one(args: tuple[int, str | None, bool, int | None]) -> tuple[RunResult, float]:
+    seed, bug, strict, window = args
     t0 = time.perf_counter()
-    result = run(seed, FaultConfig(check_release=strict), bug)
+    faults = FaultConfig(check_release=strict)
+    if window is not None:
+        faults = FaultConfig(check_release=strict, max_in_flight=window, batch_size=window // 3 + 1)
+    result = run(seed, faults, bug)
     return result, time.perf_counter() - t0
 
 
@@ -35,11 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bug", choices=["ack-before-durable", "accept-duplicate"], help="plant a bug")
     p.add_argument("--no-release-check", action="store_true",
                    help="judge by end-to-end outcomes only (no release-after-durable oracle)")
+    p.add_argument("--window", type=int, metavar="N",
+                   help="max_in_flight N and batch_size N//3+1 per outgoing queue (default: production)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     p.add_argument("--trace", action="store_true", help="print the trace of every run, not only failures")
     a = p.parse_args(argv)
     seeds = [a.seed] if a.seed is not None else list(range(a.start, a.start + a.seeds))
-    jobs = [(s, a.bug, not a.no_release_check) for s in seeds]
+    jobs = [(s, a.bug, not a.no_release_check, a.window) for s in seeds]
     total = SimStats()
     failed: list[RunResult] = []
     longest: tuple[float, int, float, int] = (0.0, -1, 0.0, 0)  # sim time, seed, wall, events

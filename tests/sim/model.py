@@ -54,6 +54,10 @@ class FaultConfig:
     dup_conn_rate: float = 0.08
     #: Most crashes per run (keeps runs short).
     max_crashes: int = 6
+    #: TransferConfig.batch_size / max_in_flight of every QM (None: the production
+    #: defaults, 500 / 20,000). Small values exercise partial loading of outgoing queues.
+    batch_size: int | None = None
+    max_in_flight: int | None = None
     #: Check at every release that the message is durable at its destination. Off, the
     #: checker judges only by end-to-end outcomes (loss, duplicates, order, liveness).
     check_release: bool = True

@@ -152,8 +152,13 @@ class World:
         self.nodes: dict[str, SimNode] = {}
         self.by_address: dict[str, SimNode] = {}
         for name, address in ADDRESSES.items():
+            windows: dict[str, int] = {}
+            if faults.batch_size is not None:
+                windows["batch_size"] = faults.batch_size
+            if faults.max_in_flight is not None:
+                windows["max_in_flight"] = faults.max_in_flight
             config = TransferConfig(
-                local_addresses=(address,), routes=ROUTES.get(name, ()), queue_refresh=0.5
+                local_addresses=(address,), routes=ROUTES.get(name, ()), queue_refresh=0.5, **windows
             )
             node = SimNode(name, address, root / name, config)
             self.nodes[name] = node
@@ -374,6 +379,8 @@ class World:
         if node.epoch != epoch or node.transfer is None:
             return
         node.transfer.store_work_done(work, outcome, self.loop.now)
+        if isinstance(work, ReleaseBatch):
+            node.transfer.poll(self.loop.now)  # room in the window: load more (serve polls every 50 ms)
         self._pump(node)
 
     # ------------------------------------------------------------------ crashes
