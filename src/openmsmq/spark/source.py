@@ -207,6 +207,7 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = dict(options)
         self._target: SourceOffset | None = None
         self._backend: Backend | None = None
+        self._removed: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # The reader is pickled to executors for read(); a driver connection stays behind.
@@ -253,6 +254,12 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The next micro-batch's end: up to the watermark (or AvailableNow target), admission-limited."""
         begin = self._decode(start)
+        # Spark asks for the next batch's end only once the batch ending at ``start`` is
+        # done and recorded in the commit log (MicroBatchExecution runs one batch at a time
+        # and re-runs an unfinished one without asking), so ``start`` is committed: remove
+        # it now. Spark itself calls commit(end) only when it constructs a batch with data,
+        # which would leave the last batch in the queue until more data arrives.
+        self._remove_through(begin)
         backend = self._driver_backend()
         ranges: dict[str, LookupRange | None] = {q: None for q in self.opts.queues}
         queries = []
@@ -291,10 +298,15 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark has durably processed everything up to ``end``: remove it, one QM transaction."""
-        done = self._decode(end)
-        positions = {q: p for q, p in done.positions.items() if p > 0}
+        self._remove_through(self._decode(end))
+
+    def _remove_through(self, done: SourceOffset) -> None:
+        """Remove every message at or below ``done`` (one QM transaction for all queues),
+        skipping queues already removed that far by this reader."""
+        positions = {q: p for q, p in done.positions.items() if p > self._removed.get(q, 0)}
         if positions:
             self._driver_backend().remove_through(positions)
+            self._removed.update(positions)
 
     def stop(self) -> None:
         """Close the driver connection."""

@@ -1,0 +1,63 @@
+"""Child process of the exactly-once test: a streaming query from openmsmq queues to Parquet.
+
+    python stream_child.py ENDPOINT QUEUES OUT CHECKPOINT run|drain
+
+``run`` runs until killed (micro-batches of at most 1,000 messages); ``drain`` runs
+Trigger.AvailableNow twice from the checkpoint (the second start commits the last batch
+of the first to the source, so the queue ends empty), then exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main() -> None:
+    endpoint, queues, out, checkpoint, mode = sys.argv[1:6]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from openmsmq.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("openmsmq-exactly-once")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.pollingDelay", "10ms")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+
+    def start(available_now: bool):  # type: ignore[no-untyped-def]
+        df = (
+            spark.readStream.format("openmsmq")
+            .option("endpoint", endpoint)
+            .option("queues", queues)
+            .option("maxMessagesPerTrigger", 1000)
+            .option("partitionsPerQueue", 2)
+            .load()
+            .select("queue", "lookup_id", "body")
+        )
+        writer = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        return writer.start()
+
+    if mode == "run":
+        print("started", flush=True)
+        start(False).awaitTermination()
+    else:
+        for _ in range(2):
+            query = start(True)
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise SystemExit(f"query failed: {query.exception()}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
