@@ -1,19 +1,23 @@
 """Store throughput: transactional send then receive through the QueueManager, beside
 raw SQLite (WAL, synchronous=FULL) measured in the same run on the same disk.
 
-    .venv/bin/python bench/store.py [--messages 100000] [--single 100000] [--senders 8]
+    .venv/bin/python bench/store.py [--messages 100000] [--single 40000] [--senders 8] [--repeat 3]
 
 Prints msgs/s for 100 messages per transaction and for 1 message per transaction from
 8 concurrent senders (with the commits that shared each fsync: group commit), the raw
-SQLite rates for 100 rows and 1 row per transaction (best of three runs: the
-conservative reference on a noisy disk), and the ratios.
+SQLite rates for 100 rows and 1 row per transaction, and the ratios. Each of
+``--repeat`` rounds measures raw SQLite and the QM back to back (the ratio of a round
+compares like with like on a disk whose fsync latency drifts); figures are medians
+over the rounds, with their range.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sqlite3
+import statistics
 import sys
 import tempfile
 import threading
@@ -90,34 +94,73 @@ def concurrent_single(qm: QueueManager, n: int, workers: int) -> tuple[float, fl
     return rates[0], rates[1], per_batch[0], per_batch[1]
 
 
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def _fmt(xs: list[float], unit: str) -> str:
+    return f"{_median(xs):12,.0f} {unit} (range {min(xs):,.0f}-{max(xs):,.0f})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=100_000, help="messages for the 100-per-transaction run")
-    ap.add_argument("--single", type=int, default=100_000, help="messages for the 1-per-transaction run")
+    ap.add_argument("--single", type=int, default=40_000, help="messages for the 1-per-transaction run")
     ap.add_argument("--senders", type=int, default=8)
     ap.add_argument("--raw-single-rows", type=int, default=3000, help="rows for raw SQLite 1 row/tx")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (raw and QM back to back)")
     ap.add_argument("--dir", default=None, help="directory for the databases (default: a temp dir)")
     args = ap.parse_args()
     print("$", shlex.join([sys.executable, *sys.argv]))
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    res: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        res.setdefault(key, []).append(value)
+
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
-        # Best of three: the disk is noisy and the best raw figure is the conservative one.
-        raw100 = max(raw_sqlite(base / f"raw100-{i}.db", args.messages, 100) for i in range(3))
-        raw1 = max(raw_sqlite(base / f"raw1-{i}.db", args.raw_single_rows, 1) for i in range(3))
-        with QueueManager(base / "qm") as qm:
-            send100, recv100 = batched(qm, args.messages, 100)
-            send1, recv1, fs_send, fs_recv = concurrent_single(qm, args.single, args.senders)
-    print(f"raw SQLite, 100 rows/tx:            {raw100:12,.0f} rows/s")
-    print(f"raw SQLite, 1 row/tx:               {raw1:12,.0f} rows/s")
-    print(f"QM send, 100 msgs/tx:               {send100:12,.0f} msgs/s   raw/QM {raw100 / send100:5.2f}x")
-    print(f"QM receive, 100 msgs/tx:            {recv100:12,.0f} msgs/s   raw/QM {raw100 / recv100:5.2f}x")
+        # Each round measures raw SQLite and the QM back to back, so the per-round ratio
+        # compares like with like on a disk whose fsync latency drifts; medians over rounds.
+        for i in range(args.repeat):
+            raw100 = raw_sqlite(base / f"raw100-{i}.db", args.messages, 100)
+            raw1 = raw_sqlite(base / f"raw1-{i}.db", args.raw_single_rows, 1)
+            with QueueManager(base / f"qm-{i}") as qm:
+                send100, recv100 = batched(qm, args.messages, 100)
+                send1, recv1, fs_send, fs_recv = concurrent_single(qm, args.single, args.senders)
+            for key, value in [
+                ("raw100", raw100),
+                ("raw1", raw1),
+                ("send100", send100),
+                ("recv100", recv100),
+                ("send1", send1),
+                ("recv1", recv1),
+                ("fs_send", fs_send),
+                ("fs_recv", fs_recv),
+                ("r_send100", raw100 / send100),
+                ("r_recv100", raw100 / recv100),
+                ("r_send1", send1 / raw1),
+                ("r_recv1", recv1 / raw1),
+            ]:
+                add(key, value)
+    print(f"load average after:  {os.getloadavg()[0]:.2f}; medians of {args.repeat} rounds")
+    print(f"raw SQLite, 100 rows/tx:            {_fmt(res['raw100'], 'rows/s')}")
+    print(f"raw SQLite, 1 row/tx:               {_fmt(res['raw1'], 'rows/s')}")
     print(
-        f"QM send, 1 msg/tx, {args.senders} senders:     {send1:12,.0f} msgs/s   "
-        f"{send1 / raw1:5.1f}x raw 1-row/tx; {fs_send:.1f} commits per fsync"
+        f"QM send, 100 msgs/tx:               {_fmt(res['send100'], 'msgs/s')}"
+        f"   raw/QM {_median(res['r_send100']):5.2f}x"
     )
     print(
-        f"QM receive, 1 msg/tx, {args.senders} receivers:{recv1:12,.0f} msgs/s   "
-        f"{recv1 / raw1:5.1f}x raw 1-row/tx; {fs_recv:.1f} commits per fsync"
+        f"QM receive, 100 msgs/tx:            {_fmt(res['recv100'], 'msgs/s')}"
+        f"   raw/QM {_median(res['r_recv100']):5.2f}x"
+    )
+    print(
+        f"QM send, 1 msg/tx, {args.senders} senders:     {_fmt(res['send1'], 'msgs/s')}"
+        f"   {_median(res['r_send1']):5.1f}x raw 1-row/tx; {_median(res['fs_send']):.1f} commits per fsync"
+    )
+    print(
+        f"QM receive, 1 msg/tx, {args.senders} receivers:{_fmt(res['recv1'], 'msgs/s')}"
+        f"   {_median(res['r_recv1']):5.1f}x raw 1-row/tx; {_median(res['fs_recv']):.1f} commits per fsync"
     )
 
 

@@ -43,9 +43,9 @@ from openmsmq.store.records import (
     OutgoingSequenceState,
     QueueRecord,
     QueueType,
-    Stamp,
     message_to_row,
     message_uniquifier,
+    stamped_rows,
 )
 from openmsmq.wire._fast import fast_constructor
 
@@ -382,10 +382,11 @@ class QueueManager(ReadsMixin, RangesMixin):
                 f"queue {rec.display_name} is {'' if rec.transactional else 'not '}transactional",
             )
         for m in messages:
-            if m.size > MAX_MESSAGE_BYTES:
+            size = len(m.body) + 2 * len(m.label) + len(m.extension)  # Message.size
+            if size > MAX_MESSAGE_BYTES:
                 raise MQError(
                     HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                    f"message of {m.size} bytes exceeds the 4 MiB limit",
+                    f"message of {size} bytes exceeds the 4 MiB limit",
                 )
             if len(m.label) > 249:
                 raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "message label has at most 249 characters")
@@ -393,22 +394,15 @@ class QueueManager(ReadsMixin, RangesMixin):
                 raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "priority must be 0..7")
         now = self._now()
         first = self._uniquifiers(len(messages))
-        guid = self.guid
+        rows = stamped_rows(messages, transactional, self.guid, first, now, name)
+        qid = rec.queue_id
+        outgoing = rec.queue_type == QueueType.OUTGOING
         out = []
-        for i, m in enumerate(messages):
-            stamp = Stamp(
-                0 if transactional else m.priority,
-                transactional,
-                1 if transactional else m.delivery,
-                guid,
-                ((first + i - 1) & 0xFFFFFFFF) + 1,
-                now,
-                guid,
-                m.destination_queue or name,
-            )
-            row = message_to_row(m, stamp)
-            row[_C_ARRIVED] = now
-            out.append(self._send_record(qs, row, m, now))
+        for m, row in zip(messages, rows, strict=True):
+            if m.time_to_be_received == INFINITE and (not outgoing or m.time_to_reach_queue == INFINITE):
+                out.append(_make_send(qid, row, row[_C_SIZE], None, 0))  # never expires
+            else:
+                out.append(self._send_record(qs, row, m, now))
         return out
 
     def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -34,6 +35,7 @@ __all__ = [
     "message_to_row",
     "message_uniquifier",
     "queue_from_row",
+    "stamped_rows",
     "to_i64",
 ]
 
@@ -212,31 +214,94 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
             m.source_machine,
             m.destination_queue,
         )
+    gb = _guid_bytes
+    return _row(
+        m,
+        stamp.priority,
+        stamp.transactional,
+        stamp.delivery,
+        gb.get(stamp.id_lineage) or _bytes_of(stamp.id_lineage),
+        stamp.id_uniquifier,
+        stamp.sent_time,
+        gb.get(stamp.source_machine) or _bytes_of(stamp.source_machine),
+        stamp.destination_queue.encode(),
+        m.arrived_time,
+    )
+
+
+def stamped_rows(
+    messages: Sequence[Message],
+    transactional: bool,
+    qm: uuid.UUID,
+    first_uniquifier: int,
+    now: int,
+    name: str,
+) -> list[list[Any]]:
+    """Rows of messages a queue manager sends now: Identifier ``(qm, uniquifier)`` with
+    uniquifiers from ``first_uniquifier`` (u32, wrapping, never 0), SentTime = ArrivedTime
+    = ``now``, source ``qm``, destination ``m.destination_queue or name``; transactional
+    messages get priority 0 and Recoverable delivery (MS-MQDMPR 3.1.1.12). The send path's
+    batch form of :func:`message_to_row` (constants computed once per batch)."""
+    qm_bytes = _guid_bytes.get(qm) or _bytes_of(qm)
+    name_bytes = name.encode()
+    rows = []
+    uniq = first_uniquifier - 1
+    for m in messages:
+        uniq = (uniq & 0xFFFFFFFF) + 1
+        dest = m.destination_queue
+        rows.append(
+            _row(
+                m,
+                0 if transactional else m.priority,
+                transactional,
+                1 if transactional else m.delivery,
+                qm_bytes,
+                uniq,
+                now,
+                qm_bytes,
+                dest.encode() if dest else name_bytes,
+                now,
+            )
+        )
+    return rows
+
+
+def _row(
+    m: Message,
+    priority: int,
+    transactional: bool,
+    delivery: int,
+    lineage: bytes,
+    uniquifier: int,
+    sent_time: int,
+    source: bytes,
+    dest: bytes,
+    arrived_time: int,
+) -> list[Any]:
     label = m.label.encode() if m.label else b""
     admin = m.admin_queue.encode() if m.admin_queue else b""
     response = m.response_queue.encode() if m.response_queue else b""
-    dest = stamp.destination_queue.encode()
     bits = m.positive_journaling | m.negative_journaling << 1 | m.tracing << 2 | m.final_ack_required << 3
     extension = m.extension
     sender_id = m.sender_id
-    gb = _guid_bytes
+    dest_qm = m.destination_qm
     if len(m.correlation_id) != 20:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "CorrelationId is a 20-byte OBJECTID")
     try:
-        head = _PROPS.pack(
+        head = _pack_props(
             m.body_type,
             m.app_specific,
-            stamp.delivery,
+            delivery,
             m.time_to_reach_queue,
             m.time_to_be_received,
             m.ack_flags,
             bits,
             m.hop_count,
-            stamp.id_uniquifier,
-            stamp.sent_time,
-            gb.get(stamp.id_lineage) or _bytes_of(stamp.id_lineage),
-            gb.get(m.destination_qm) or _bytes_of(m.destination_qm),
-            gb.get(stamp.source_machine) or _bytes_of(stamp.source_machine),
+            uniquifier,
+            sent_time,
+            lineage,
+            _guid_bytes.get(dest_qm) or _bytes_of(dest_qm),
+            source,
             m.correlation_id,
             len(label),
             len(admin),
@@ -254,21 +319,25 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
     else:
         props = head + dest
     body = m.body
+    seq_id = m.tx_sequence_id
     return [
         m.lookup_id,
-        stamp.priority,
+        priority,
         m.message_class,
-        stamp.transactional,
-        to_i64(m.tx_sequence_id),
+        transactional,
+        seq_id - (1 << 64) if seq_id >= (1 << 63) else seq_id,  # to_i64
         m.tx_sequence_number,
         m.tx_previous_sequence_number,
         m.first_in_transaction | m.last_in_transaction << 1,
-        m.arrived_time,
+        arrived_time,
         bool(bits or m.ack_flags),
         len(body) + 2 * len(m.label) + len(extension),  # Message.size
         props,
         body,
     ]
+
+
+_pack_props = _PROPS.pack
 
 
 def message_sent_time(row: list[Any]) -> int:
