@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/transfer.py [--messages 100000] [--body-size 256] [--per-tx 100]
                                        [--senders 1] [--single N] [--no-peers]
-                                       [--fsyncs auto|perf|strace|none] [--timeout 600]
+                                       [--fsyncs auto|perf|strace|none] [--timeout 600] [--repeat 3]
 
 Two real ``openmsmq serve`` processes run on 127.0.0.1 (QM A) and 127.0.0.2 (QM B), each
 over its own temporary data directory with the durable store (WAL, synchronous=FULL).
@@ -25,6 +25,7 @@ fsync/fdatasync/syncfs tracepoints, strace as a fallback; see ``bench/_peer_setu
 Afterwards B's queue is read back: every message exactly once and in each sender's
 order, or the run is marked CHECK FAILED.
 
+The main figure is the median of ``--repeat`` runs (all are listed), as for the peers.
 ``--single N`` adds a run of N messages at 1 per transaction (``--senders`` threads,
 8 if left at 1). Then the RabbitMQ quorum queue and Redis Streams runs of
 ``bench/peers.py`` move the same messages (skipped with a note if a server cannot be
@@ -367,8 +368,17 @@ def _verify(b_dir: Path, n: int, senders: int) -> list[str]:
 # --------------------------------------------------------------------------- report
 
 
-def format_transfer(r: TransferResult) -> str:
-    """The figures of one openmsmq run."""
+def median_run(n: int, *args: Any, **kw: Any) -> tuple[TransferResult, list[TransferResult]]:
+    """``n`` runs of :func:`run_openmsmq`; the median one (by end-to-end msgs/s) and all."""
+    runs = [run_openmsmq(*args, **kw) for _ in range(max(1, n))]
+    ranked = sorted(runs, key=lambda r: r.msgs_per_s)
+    return ranked[(len(ranked) - 1) // 2], runs
+
+
+def format_transfer(r: TransferResult, runs: list[TransferResult] | None = None) -> str:
+    """The figures of one openmsmq run (the median of ``runs`` when there are several)."""
+    if runs is not None and len(runs) > 1:
+        r.notes.append(f"runs: {', '.join(f'{x.msgs_per_s:,.0f}' for x in runs)} msgs/s (median shown)")
     tot = r.fsyncs_total
     per = "" if tot is None else f" = {tot / r.messages:.4f} per message"
     parts = ", ".join(f"{k} {'n/a' if v is None else f'{v:,}'}" for k, v in r.fsyncs.items())
@@ -398,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fsyncs", choices=["auto", "perf", "strace", "none"], default="auto")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
     ap.add_argument("--poll", type=float, default=0.005, help="seconds between counter reads")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of the main figure (the median is shown)")
     ap.add_argument("--sender-role", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.sender_role:
@@ -412,8 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {command}")
     print(peers.machine_header(), flush=True)
     kw = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
-    main_run = run_openmsmq(args.messages, args.body_size, args.per_tx, args.senders, **kw)
-    print(format_transfer(main_run), flush=True)
+    main_run, runs = median_run(args.repeat, args.messages, args.body_size, args.per_tx, args.senders, **kw)
+    print(format_transfer(main_run, runs), flush=True)
     if args.single:
         threads = args.senders if args.senders > 1 else 8
         single = run_openmsmq(args.single, args.body_size, 1, threads, **kw)
