@@ -7,7 +7,7 @@ ROUNDS ?= 30
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
-.PHONY: all demo test lint typecheck unit crash chaos fuzz bench proto clean
+.PHONY: all demo test lint typecheck unit crash chaos sim fuzz bench bench-transfer bench-spark proto clean
 
 all: test
 
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 ## make demo: run the main job on the embedded default (SQLite store, local Spark)
 demo: $(STAMP)
-	$(BIN)/python examples/local_queue.py
+	$(BIN)/python examples/pipeline.py
 
 ## make test: lint, type checks, then the whole test suite (what CI runs)
 test: lint typecheck unit
@@ -42,8 +42,20 @@ fuzz: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[fuzz]'
 	$(BIN)/python fuzz/wire_fuzz.py -atheris_runs=$${RUNS:-200000}
 
+## make bench: the codec, store and remote-read benchmarks (each prints its own command)
 bench: $(STAMP)
 	$(BIN)/python bench/wire.py
+	$(BIN)/python bench/store.py
+	$(BIN)/python bench/remote.py
+
+## make bench-transfer: QM A -> QM B over MS-MQQB beside RabbitMQ and Redis (installs them if missing)
+bench-transfer: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/transfer.py
+
+## make bench-spark: the openmsmq source into Parquet beside Spark's rate source
+bench-spark: $(STAMP)
+	$(BIN)/python bench/spark.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
