@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,11 @@ class Clock:
         return self.now
 
 
+Env = tuple[QueueManager, Clock, AcknowledgmentListener]
+
+
 @pytest.fixture(params=[False, True], ids=["sync", "threaded"])
-def env(request: pytest.FixtureRequest, tmp_path: Path):
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
     clock = Clock()
     qm = QueueManager(tmp_path / "qm", computer_name="host1", clock=clock, threaded=request.param)
     qm.create_queue("private$\\orders")
@@ -81,7 +85,7 @@ def check_ack(ack: Message, original: Message, cls: int, *, with_body: bool) -> 
     assert ack.body == (b"original body" if with_body else b"")
 
 
-def test_received_gives_ack_receive(env) -> None:
+def test_received_gives_ack_receive(env: Env) -> None:
     qm, _, listener = env
     original = send(qm, "private$\\orders", PR)
     assert qm.receive("private$\\orders").body == b"original body"
@@ -92,7 +96,7 @@ def test_received_gives_ack_receive(env) -> None:
     assert listener.sent == 1 and listener.discarded == 0
 
 
-def test_purged_gives_nack_queue_purged(env) -> None:
+def test_purged_gives_nack_queue_purged(env: Env) -> None:
     qm, _, _ = env
     original = send(qm, "private$\\orders", NR)
     assert qm.purge_queue("private$\\orders") == 1
@@ -100,7 +104,7 @@ def test_purged_gives_nack_queue_purged(env) -> None:
     check_ack(ack, original, 0xC001, with_body=True)
 
 
-def test_queue_deleted_gives_nack_queue_deleted(env) -> None:
+def test_queue_deleted_gives_nack_queue_deleted(env: Env) -> None:
     qm, _, _ = env
     original = send(qm, "private$\\orders", FULL, delivery=1)
     qm.delete_queue("private$\\orders")
@@ -109,7 +113,7 @@ def test_queue_deleted_gives_nack_queue_deleted(env) -> None:
     assert ack.delivery == 1  # recoverable original, recoverable acknowledgment (3.1.7.2.1)
 
 
-def test_time_to_be_received_expiry_gives_nack_receive_timeout(env) -> None:
+def test_time_to_be_received_expiry_gives_nack_receive_timeout(env: Env) -> None:
     qm, clock, _ = env
     original = send(qm, "private$\\orders", NR, time_to_be_received=10)
     clock.now += 11
@@ -119,7 +123,7 @@ def test_time_to_be_received_expiry_gives_nack_receive_timeout(env) -> None:
     assert qm.get_queue("system$;deadletter").msg_count == 1
 
 
-def test_rejected_transactional_receive_gives_nack_receive_rejected(env) -> None:
+def test_rejected_transactional_receive_gives_nack_receive_rejected(env: Env) -> None:
     qm, _, _ = env
     original = send(qm, "private$\\txorders", FULL)
     with qm.begin() as tx:
@@ -130,7 +134,7 @@ def test_rejected_transactional_receive_gives_nack_receive_rejected(env) -> None
     assert ack.delivery == 1  # transactional messages are recoverable
 
 
-def test_aborted_transactional_receive_gives_nothing(env) -> None:
+def test_aborted_transactional_receive_gives_nothing(env: Env) -> None:
     qm, _, _ = env
     send(qm, "private$\\txorders", FULL)
     tx = qm.begin()
@@ -150,7 +154,9 @@ def test_aborted_transactional_receive_gives_nothing(env) -> None:
         (FULL, "purge", [0xC001]),
     ],
 )
-def test_requests_select_the_acknowledgments(env, flags: int, situation: str, expected: list[int]) -> None:
+def test_requests_select_the_acknowledgments(
+    env: Env, flags: int, situation: str, expected: list[int]
+) -> None:
     qm, _, _ = env
     send(qm, "private$\\orders", flags)
     if situation == "receive":
@@ -160,7 +166,7 @@ def test_requests_select_the_acknowledgments(env, flags: int, situation: str, ex
     assert [a.message_class for a in admin_messages(qm)] == expected
 
 
-def test_many_removals_make_one_batch(env) -> None:
+def test_many_removals_make_one_batch(env: Env) -> None:
     qm, _, listener = env
     originals = [send(qm, "private$\\orders", PR) for _ in range(20)]
     got = qm.receive_many("private$\\orders", 20)
@@ -172,7 +178,7 @@ def test_many_removals_make_one_batch(env) -> None:
     assert listener.sent == 20
 
 
-def test_missing_admin_queue_discards(env) -> None:
+def test_missing_admin_queue_discards(env: Env) -> None:
     qm, _, listener = env
     message = Message(body=b"x", admin_queue="DIRECT=OS:host1\\private$\\nosuch", ack_flags=PR)
     qm.send("private$\\orders", message)
@@ -224,7 +230,7 @@ def test_final_ack_to_the_sender_order_queue(tmp_path: Path) -> None:
         qm.close()
 
 
-def test_final_ack_not_sent_without_a_session(env) -> None:
+def test_final_ack_not_sent_without_a_session(env: Env) -> None:
     qm, _, listener = env
     send(qm, "private$\\txorders", 0, final_ack_required=True, positive_journaling=True)
     with qm.begin() as tx:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -367,7 +367,7 @@ def test_private_destination_on_the_wire() -> None:
 
 
 @pytest.fixture
-def qm(tmp_path: Path):
+def qm(tmp_path: Path) -> Iterator[QueueManager]:
     manager = QueueManager(tmp_path / "qm", computer_name="host1", threaded=False)
     yield manager
     manager.close()
@@ -375,7 +375,7 @@ def qm(tmp_path: Path):
 
 def _outgoing(qm: QueueManager) -> dict[str, int]:
     return {
-        q.destination_format_name: q.msg_count
+        str(q.destination_format_name): q.msg_count
         for q in qm.list_queues(include_system=True)
         if q.queue_type == QueueType.OUTGOING
     }
