@@ -27,6 +27,7 @@ from openmsmq.qm.acknowledgment import (
     encode_transactional_acknowledgment,
     send_transactional_acknowledgment,
 )
+from openmsmq.qm.transfer_codec import direct_name, packet_from_message
 from openmsmq.wire import FinalAck, OrderAck, decode_packet
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import ObjectId, TxSequenceId
@@ -411,3 +412,22 @@ def test_discarded_when_open_queue_fails(
         assert not send_transactional_acknowledgment(qm, 0x4000, session, user_message=STORED)
     assert [(q.name, q.msg_count) for q in qm.list_queues(include_system=True)] == before
     assert any("Open Queue" in r.getMessage() for r in caplog.records)
+
+
+def test_outgoing_final_ack_travels_as_the_final_ack_packet(qm: QueueManager) -> None:
+    """The transfer's codec turns the enqueued acknowledgment into exactly the FinalAck
+    packet of MS-MQQB 2.2.5, which the receiver classifies as a FinalAck."""
+    assert send_transactional_acknowledgment(qm, 0x4000, DIRECT, user_message=STORED)
+    destination = ack_destination(DIRECT)
+    stored = qm.peek(qm.open_queue(destination))
+    wire_name = direct_name(destination)
+    assert wire_name is not None
+    raw = packet_from_message(stored, wire_name, qm.guid).encode()
+    expected = encode_transactional_acknowledgment(
+        stored, destination, source_qm=qm.guid, sent_time=stored.sent_time, message_id=stored.id_uniquifier
+    )
+    assert raw == expected.encode()
+    final = decode_packet(raw)
+    assert isinstance(final, FinalAck)
+    assert final.message_class == 0x4000
+    assert final.body.acknowledged_message_id == ObjectId(SOURCE_QM, STORED.id_uniquifier)
