@@ -237,3 +237,14 @@ def test_final_ack_not_sent_without_a_session(env: Env) -> None:
         qm.receive("private$\\txorders", tx=tx)
     assert listener.sent == 0 and listener.discarded == 0
     assert not [q for q in qm.list_queues(include_system=True) if q.queue_type == QueueType.OUTGOING]
+
+
+def test_removal_from_an_outgoing_queue_raises_no_receive_acknowledgment(env: Env) -> None:
+    """A message leaving an OutgoingQueue (the transfer deletes what the peer acknowledged)
+    was not removed from a final destination queue (3.1.7.2): no admin ack."""
+    qm, _, listener = env
+    remote = "DIRECT=TCP:192.0.2.10\\private$\\orders"
+    qm.send(remote, Message(body=b"x", admin_queue=ADMIN, ack_flags=FULL))
+    qm.receive(qm.open_queue(remote))
+    assert admin_messages(qm) == []
+    assert listener.sent == listener.discarded == 0
