@@ -11,6 +11,9 @@ opens A's data directory and commits ``--messages`` transactional messages of
 ``--body-size`` bytes to ``DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench``, ``--per-tx`` per
 transaction from ``--senders`` threads. ``serve`` A transfers them to B over MS-MQQB.
 
+``OPENMSMQ_*`` variables in the environment reach both ``serve`` processes (configuration,
+e.g. ``OPENMSMQ_PROTOCOL_WINDOW_SIZE=1024``) and are printed with the command line.
+
 Figures, all from the sender's first send (CLOCK_MONOTONIC is shared by the processes):
 
 * *all committed at A*: the sender's last commit returned;
@@ -420,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     import peers
 
     command = " ".join([COMMAND, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
-    print(f"# {command}")
+    settings = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OPENMSMQ_"))
+    print(f"# {settings + ' ' if settings else ''}{command}")
     print(peers.machine_header(), flush=True)
     kw = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
     main_run, runs = median_run(args.repeat, args.messages, args.body_size, args.per_tx, args.senders, **kw)
