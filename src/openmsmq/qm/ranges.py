@@ -167,9 +167,7 @@ class RangesMixin:
             raise
         finally:
             self._unlock(held)
-        self._notify(
-            self._resolve_id(qs.record.journal_queue_id) for qs, _ in targets if qs.record.journal
-        )
+        self._notify(self._resolve_id(qs.record.journal_queue_id) for qs, _ in targets if qs.record.journal)
         self._emit(events)
         return len(held)
 
@@ -247,4 +245,3 @@ class RangesMixin:
         counters every commit keeps — cheap enough for every metrics scrape."""
         self._check_open()
         return self.store.read(ranges.queue_stats)
-
