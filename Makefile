@@ -68,3 +68,7 @@ chaos: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -I src --python_out=src --pyi_out=src --grpc_python_out=src \
 		src/openmsmq/remote/openmsmq_remote.proto
+
+## make sim SEEDS=N: the deterministic simulator over seeds 0..N-1, with a summary
+sim: $(STAMP)
+	$(BIN)/python -m tests.sim --seeds $(SEEDS)
