@@ -100,6 +100,38 @@ def test_order_ack_beyond_transmitted_while_disconnected() -> None:
     assert o.order_ack_received(S1, 1, now=1.0) == [OrderAckIgnored(S1, 1, IgnoreReason.UNKNOWN_SEQUENCE)]
 
 
+def test_order_ack_beyond_sent_up_to_the_assigned_number_after_a_restart() -> None:
+    # Restarted sender: the store holds 1..25 of S1 (next number 26) but only 1..10 are
+    # reloaded; the receiver already stored all 25 and acknowledges 25.
+    o = OutgoingSequence(0.0, retained=[msg(n) for n in range(1, 11)])
+    assert numbers(list(o.connection_made(1.0))) == list(range(1, 11))
+    assert o.order_ack_received(S1, 25, now=2.0) == [OrderAckIgnored(S1, 25, IgnoreReason.BEYOND_SENT)]
+    o.note_assigned(S1, 25)
+    # Never beyond what the store assigned.
+    assert o.order_ack_received(S1, 26, now=2.0) == [OrderAckIgnored(S1, 26, IgnoreReason.BEYOND_SENT)]
+    assert o.order_ack_received(S1, 25, now=3.0) == [Released(tuple(msg(n) for n in range(1, 11)))]
+    assert o.all_order_acked and o.get_timer() is None
+    # What is loaded next and the OrderAck covers is released at once, never sent.
+    loaded = [msg(n) for n in range(11, 21)]
+    assert o.add_many(loaded, now=4.0) == [Released(tuple(loaded))]
+    # A batch straddling the acknowledged number: release the covered part, send the rest.
+    assert o.add_many([msg(n) for n in range(21, 28)], now=5.0) == [
+        Released(tuple(msg(n) for n in range(21, 26))),
+        Transmit((msg(26), msg(27)), resend=False),
+    ]
+    assert [m.tx_sequence_number for m in o.unacked] == [26, 27]
+    assert o.get_timer() == 35.0
+    assert o.order_ack_received(S1, 27, now=6.0) == [Released((msg(26), msg(27)))]
+
+
+def test_note_assigned_for_another_sequence_releases_nothing() -> None:
+    o = connected()
+    o.add_many([msg(1), msg(2)], now=0.0)
+    o.note_assigned(S2, 9)  # a number assigned in S2 says nothing about S1
+    assert o.order_ack_received(S1, 9, now=1.0) == [OrderAckIgnored(S1, 9, IgnoreReason.BEYOND_SENT)]
+    assert len(o.unacked) == 2
+
+
 def test_final_ack_requested_retention() -> None:
     o = connected()
     o.add_many([msg(1), msg(2, fa=True), msg(3)], now=0.0)

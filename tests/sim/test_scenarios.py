@@ -86,7 +86,6 @@ def test_order_ack_for_a_finished_sequence_never_releases_another_queue(world: W
     assert f1.arrived == 4 and len(f1.released) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="an OrderAck beyond the reloaded window is ignored (simulation.md)")
 def test_order_ack_beyond_the_reloaded_window_after_a_sender_restart(tmp_path: Path) -> None:
     """C sends F3 to A with at most 10 messages in flight. A stores all 25 (C loads the
     next ones as each OrderAck releases the previous ones in memory), but C's deletions are

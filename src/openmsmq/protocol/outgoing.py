@@ -12,7 +12,12 @@ AwaitingFinalACKTable). It
 * resends everything not yet OrderAck'ed on the Transactional Ack Wait Timer
   (MS-MQQB 3.1.2.6, 3.1.6.5) with the ResendTimerTable back-off, and after every
   reconnect, in order;
-* reports, never raises on, OrderAcks/FinalAcks it cannot match.
+* reports, never raises on, OrderAcks/FinalAcks it cannot match;
+* accepts an OrderAck beyond what it has sent when the QM vouches (:meth:`note_assigned`)
+  that the number was assigned in that sequence: after a restart the sender reloads only
+  part of its outgoing queue while the receiver may already hold more (its durable
+  position); the OrderAck releases what is loaded and, as the rest is loaded, that too
+  (without sending it). Nothing is released that was not loaded, i.e. assigned.
 
 Numbering is the queue manager's: it assigns TxSequenceID / TxSequenceNumber /
 PreviousTxSequenceNumber at commit and persists them (MS-MQQB 3.1.7.1.3, 3.1.1.5).
@@ -126,7 +131,8 @@ class IgnoreReason(IntEnum):
 
     #: The TxSequenceID is not a sequence this outgoing queue has sent on.
     UNKNOWN_SEQUENCE = 1
-    #: The TxSequenceNumber is beyond the highest number sent on the sequence.
+    #: The TxSequenceNumber is beyond the highest number sent on the sequence and
+    #: beyond the highest the QM reported assigned in it (:meth:`OutgoingSequence.note_assigned`).
     BEYOND_SENT = 2
     #: No retained message matches the FinalAck.
     UNKNOWN_MESSAGE = 3
@@ -180,6 +186,8 @@ class OutgoingSequence:
         self._sent_high: dict[TxSequenceId, int] = {}
         # LastAck (MS-MQQB 3.1.1.3.1.1), per sequence.
         self._last_ack: dict[TxSequenceId, int] = {}
+        # Highest number the QM assigned (persisted) per sequence: see note_assigned.
+        self._assigned_high: dict[TxSequenceId, int] = {}
         self.connected = False
         # TxOutgoingSequence bookkeeping (MS-MQQB 3.1.1.3.1.1).
         self.resend_interval_index = 0
@@ -228,27 +236,46 @@ class OutgoingSequence:
     # ------------------------------------------------------------------ inputs
 
     def add(self, message: OutgoingMessage, now: float) -> list[OutgoingEvent]:
-        """A newly committed message joins the sequence; transmitted at once when connected."""
-        self._append(message)
-        if not self.connected:
-            return []
-        self._note_sent(message)
-        if self._resend_deadline is None:
-            self._resend_deadline = now + self.resend_interval
-        return [Transmit((self._effective(message),), resend=False)]
+        """A newly committed message joins the sequence; transmitted at once when connected.
+
+        A message an earlier OrderAck already covers (see :meth:`note_assigned`) is
+        released at once instead."""
+        return self.add_many((message,), now)
 
     def add_many(self, messages: Iterable[OutgoingMessage], now: float) -> list[OutgoingEvent]:
         """:meth:`add` for a batch (one :class:`Transmit` for all of them)."""
         batch = list(messages)
         for m in batch:
             self._append(m)
+        out: list[OutgoingEvent] = []
+        if batch:
+            sid = batch[0].tx_sequence_id
+            acked = self._last_ack.get(sid, 0)
+            if batch[0].tx_sequence_number <= acked:
+                # The receiver acknowledged these before this process loaded them (an
+                # OrderAck beyond the reloaded window after a restart): release, never send.
+                out = self._release_through(sid, acked)
+                batch = [m for m in batch if m.tx_sequence_id != sid or m.tx_sequence_number > acked]
         if not self.connected or not batch:
-            return []
+            return out
         for m in batch:
             self._note_sent(m)
         if self._resend_deadline is None:
             self._resend_deadline = now + self.resend_interval
-        return [Transmit(tuple(self._effective(m) for m in batch), resend=False)]
+        out.append(Transmit(tuple(self._effective(m) for m in batch), resend=False))
+        return out
+
+    def note_assigned(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:
+        """The QM reports that it assigned (and persisted) TxSequenceNumbers up to
+        ``tx_sequence_number`` in ``tx_sequence_id`` (its next number minus one), loaded
+        here or not. An OrderAck up to that number is then legitimate even beyond what this
+        process has sent: after a restart only part of the outgoing queue is reloaded,
+        while the receiver acknowledges its durable position (MS-MQQB 3.1.5.8.3 answers a
+        duplicate with an OrderAck for IncomingTxSequenceNumber). Such an OrderAck releases
+        the loaded messages it covers and, as they are added, the later ones it covers."""
+        known = self._assigned_high.get(tx_sequence_id, 0)
+        if known < tx_sequence_number <= _U32_MAX:
+            self._assigned_high[tx_sequence_id] = tx_sequence_number
 
     def connection_made(self, now: float) -> list[OutgoingEvent]:
         """A session to the next hop is OPEN: send everything not OrderAck'ed, in order."""
@@ -284,16 +311,25 @@ class OutgoingSequence:
         if not 1 <= tx_sequence_number <= _U32_MAX:
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.INVALID_NUMBER)]
         high = self._sent_high.get(tx_sequence_id)
-        if high is None:
+        assigned = self._assigned_high.get(tx_sequence_id)
+        if high is None and assigned is None:
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.UNKNOWN_SEQUENCE)]
-        if tx_sequence_number > high:
+        if tx_sequence_number > max(high or 0, assigned or 0):
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.BEYOND_SENT)]
         self.time_of_last_ack = now
         self.last_ack_count += 1
         if tx_sequence_number <= self._last_ack.get(tx_sequence_id, 0):
             return []  # a repeated OrderAck: nothing new
         self._last_ack[tx_sequence_id] = tx_sequence_number
+        out = self._release_through(tx_sequence_id, tx_sequence_number)
+        # Progress: the peer is alive, so the back-off starts over (see docs/conformance.md).
+        self.resend_interval_index = 0
+        self._resend_deadline = (now + self.resend_interval) if (self._unacked and self.connected) else None
+        return out
 
+    def _release_through(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> list[OutgoingEvent]:
+        """Release (or move to the AwaitingFinalACKTable) every retained message of the
+        sequence numbered up to ``tx_sequence_number``, which an OrderAck covered."""
         released: list[OutgoingMessage] = []
         waiting: list[OutgoingMessage] = []
         early: list[tuple[OutgoingMessage, int]] = []
@@ -316,10 +352,8 @@ class OutgoingSequence:
         }
         for m in waiting:
             self._awaiting[m.position] = m
-
-        # Progress: the peer is alive, so the back-off starts over (see docs/conformance.md).
-        self.resend_interval_index = 0
-        self._resend_deadline = (now + self.resend_interval) if (self._unacked and self.connected) else None
+        if not self._unacked:
+            self._resend_deadline = None
 
         out: list[OutgoingEvent] = []
         if released:
@@ -405,6 +439,8 @@ class OutgoingSequence:
             if sid not in keep:
                 del self._sent_high[sid]
                 self._last_ack.pop(sid, None)
+        for sid in [s for s in self._assigned_high if s < new and s not in keep]:
+            del self._assigned_high[sid]
 
     def _note_sent(self, m: OutgoingMessage) -> None:
         if m.tx_sequence_number > self._sent_high.get(m.tx_sequence_id, 0):

@@ -56,7 +56,15 @@ from openmsmq.protocol.incoming import (
     SendOrderAck,
     SequenceKey,
 )
-from openmsmq.protocol.outgoing import OutgoingEvent, OutgoingMessage, Released, ResendConfig, Transmit
+from openmsmq.protocol.outgoing import (
+    IgnoreReason,
+    OrderAckIgnored,
+    OutgoingEvent,
+    OutgoingMessage,
+    Released,
+    ResendConfig,
+    Transmit,
+)
 from openmsmq.protocol.session import Session
 from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.qm.transfer_codec import direct_name, message_from_packet, split_direct
@@ -100,6 +108,7 @@ _new_outgoing_message = fast_constructor(OutgoingMessage)
 #: index one priority band at a time: without a bound, its query scans and sorts the
 #: whole queue on every read (quadratic in the backlog).
 _LAST_LOOKUP_ID = (1 << 56) - 1
+_BEYOND = IgnoreReason.BEYOND_SENT
 #: Forwarded packets kept per next hop while no session to it is open.
 _FORWARD_BUFFER = 100_000
 
@@ -450,6 +459,25 @@ class Transfer:
             else:
                 log.debug("outgoing queue %s: %s", t.format_name, ev)
 
+    def _order_ack_beyond_sent(
+        self, t: OutgoingTransfer, sequence_id: TxSequenceId, number: int, now: float
+    ) -> list[OutgoingEvent]:
+        """An OrderAck beyond anything this process sent on the sequence: legitimate when
+        the store assigned that number in it (after a restart only ``max_in_flight``
+        messages are reloaded, while the receiver acknowledges its durable position, which
+        may be further: deletions that were not yet durable at the crash). Tell the
+        sequence what the store assigned and apply the OrderAck again; it releases what is
+        loaded and, as it is loaded, the rest it covers (docs/simulation.md, finding 2).
+        Never beyond what the store assigned: that OrderAck stays ignored."""
+        try:
+            state = self.qm.outgoing_sequence(t.handle)
+        except MQError as exc:
+            log.warning("outgoing queue %s: %s", t.format_name, exc)
+            return [OrderAckIgnored(sequence_id, number, IgnoreReason.BEYOND_SENT)]
+        if state.tx_sequence_id == sequence_id.value and state.next_tx_sequence_number > 1:
+            t.seq.note_assigned(sequence_id, state.next_tx_sequence_number - 1)
+        return t.seq.order_ack_received(sequence_id, number, now)
+
     def _reload(self, t: OutgoingTransfer, handles: list[int]) -> dict[int, Message]:
         """Read back retained messages (by LookupIdentifier) for a resend: range reads from
         the lowest, in LookupIdentifier order, up to the highest."""
@@ -498,6 +526,8 @@ class Transfer:
                 unacked = t.seq.unacked
                 if unacked and unacked[0].tx_sequence_id == ev.tx_sequence_id:
                     acked = t.seq.order_ack_received(ev.tx_sequence_id, ev.tx_sequence_number, now)
+                    if any(isinstance(e, OrderAckIgnored) and e.reason is _BEYOND for e in acked):
+                        acked = self._order_ack_beyond_sent(t, ev.tx_sequence_id, ev.tx_sequence_number, now)
                     self._outgoing_events(t, acked, now)
         elif isinstance(ev, FinalAckReceived):
             for t in self.outgoing.values():
