@@ -7,7 +7,9 @@ import gc
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
+from typing import Any
 
 from openmsmq.config import Config
 from openmsmq.net.mqqb import MQQBNode, NetConfig
@@ -18,9 +20,10 @@ from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.remote.server import start_remote_server
+from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import remove_runtime, write_runtime
 
-__all__ = ["GC_THRESHOLDS", "serve", "transfer_config", "tune_gc"]
+__all__ = ["GC_THRESHOLDS", "serve", "transfer_config", "transfer_snapshot", "tune_gc"]
 
 log = logging.getLogger("openmsmq.serve")
 
@@ -63,6 +66,32 @@ def transfer_config(config: Config) -> TransferConfig:
             p.resend_timeouts_short, p.resend_timeouts_medium, p.resend_timeouts_long, p.resend_timeouts_final
         ),
     )
+
+
+def transfer_snapshot(
+    transfer: Transfer, loop: asyncio.AbstractEventLoop, info: dict[str, Any], timeout: float = 5.0
+) -> Callable[[], TransferSnapshot]:
+    """A thread-safe provider of ``transfer``'s live status for the remote-read ``Status``
+    rpc: the snapshot is taken on ``loop`` (the transfer is not thread-safe), with the
+    offset from the loop's clock to the wall clock and the services of ``info``
+    (runtime.json)."""
+
+    def take() -> TransferSnapshot:
+        return TransferSnapshot(
+            tuple(transfer.outgoing_status()),
+            tuple(transfer.incoming_status()),
+            time.time() - loop.time(),
+            info.get("pid"),
+            {k: str(v) for k, v in info.items() if k in ("mqqb", "remote", "metrics") and v},
+        )
+
+    async def on_loop() -> TransferSnapshot:
+        return take()
+
+    def provider() -> TransferSnapshot:
+        return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(timeout)
+
+    return provider
 
 
 async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
@@ -112,6 +141,8 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             "metrics": metrics_server.url if metrics_server is not None else None,
         }
         write_runtime(config.qm.data_dir, info)
+        if remote is not None:
+            remote.status_provider = transfer_snapshot(transfer, loop, info)
         log.info(
             "queue manager %s serving %s: mqqb %s:%d, remote %s, metrics %s",
             qm.guid, config.qm.data_dir, host, port, info["remote"], info["metrics"],
@@ -120,6 +151,8 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             ready(node, qm)
         await stop.wait()
         log.info("stopping")
+        if remote is not None:
+            remote.status_provider = None  # the loop is about to block in the stops below
         await node.stop()
     finally:
         remove_runtime(config.qm.data_dir)

@@ -6,6 +6,97 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class QueueStatus(_message.Message):
+    __slots__ = ("name", "kind", "transactional", "message_count", "total_bytes", "oldest_arrived_time")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_ARRIVED_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: str
+    transactional: bool
+    message_count: int
+    total_bytes: int
+    oldest_arrived_time: int
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., oldest_arrived_time: _Optional[int] = ...) -> None: ...
+
+class OutgoingQueueStatus(_message.Message):
+    __slots__ = ("format_name", "next_hop", "state", "waiting", "in_flight", "tx_sequence_id", "next_tx_sequence_number", "last_acked_sequence_id", "last_acked_number", "last_unacked_sequence_id", "last_unacked_number", "retry_at")
+    FORMAT_NAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACKED_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACKED_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    LAST_UNACKED_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_UNACKED_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    format_name: str
+    next_hop: str
+    state: str
+    waiting: int
+    in_flight: int
+    tx_sequence_id: int
+    next_tx_sequence_number: int
+    last_acked_sequence_id: int
+    last_acked_number: int
+    last_unacked_sequence_id: int
+    last_unacked_number: int
+    retry_at: float
+    def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ...) -> None: ...
+
+class IncomingSequenceStatus(_message.Message):
+    __slots__ = ("source_qm", "destination", "tx_sequence_id", "tx_sequence_number", "reject_count", "last_access_time")
+    SOURCE_QM_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    REJECT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACCESS_TIME_FIELD_NUMBER: _ClassVar[int]
+    source_qm: str
+    destination: str
+    tx_sequence_id: int
+    tx_sequence_number: int
+    reject_count: int
+    last_access_time: float
+    def __init__(self, source_qm: _Optional[str] = ..., destination: _Optional[str] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ..., reject_count: _Optional[int] = ..., last_access_time: _Optional[float] = ...) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("qm_guid", "data_dir", "running", "transfer", "pid", "endpoints", "time", "queues", "outgoing", "incoming")
+    class EndpointsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    QM_GUID_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TRANSFER_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    OUTGOING_FIELD_NUMBER: _ClassVar[int]
+    INCOMING_FIELD_NUMBER: _ClassVar[int]
+    qm_guid: str
+    data_dir: str
+    running: bool
+    transfer: bool
+    pid: int
+    endpoints: _containers.ScalarMap[str, str]
+    time: float
+    queues: _containers.RepeatedCompositeFieldContainer[QueueStatus]
+    outgoing: _containers.RepeatedCompositeFieldContainer[OutgoingQueueStatus]
+    incoming: _containers.RepeatedCompositeFieldContainer[IncomingSequenceStatus]
+    def __init__(self, qm_guid: _Optional[str] = ..., data_dir: _Optional[str] = ..., running: _Optional[bool] = ..., transfer: _Optional[bool] = ..., pid: _Optional[int] = ..., endpoints: _Optional[_Mapping[str, str]] = ..., time: _Optional[float] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ..., outgoing: _Optional[_Iterable[_Union[OutgoingQueueStatus, _Mapping]]] = ..., incoming: _Optional[_Iterable[_Union[IncomingSequenceStatus, _Mapping]]] = ...) -> None: ...
+
 class RangeQuery(_message.Message):
     __slots__ = ("queue", "after", "through")
     QUEUE_FIELD_NUMBER: _ClassVar[int]

@@ -155,6 +155,11 @@ class RemoteReadStub:
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentRequest.SerializeToString,
                 response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentReply.FromString,
                 _registered_method=True)
+        self.Status = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/Status',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StatusReply.FromString,
+                _registered_method=True)
 
 
 class RemoteReadServicer:
@@ -344,6 +349,16 @@ class RemoteReadServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Status(self, request, context):
+        """Status of the queue manager (no MS-MQRR method; ``openmsmq status``): queue depths,
+        outgoing queues with their transactional sequence and live transfer state, incoming
+        sequences (MS-MQDMPR 3.1.1.5). Queues and outgoing queues are those the caller has a
+        right on; incoming sequences need a token with the "admin" permission.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RemoteReadServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -466,6 +481,11 @@ def add_RemoteReadServicer_to_server(servicer, server):
                     servicer.SendIdempotent,
                     request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentRequest.FromString,
                     response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentReply.SerializeToString,
+            ),
+            'Status': grpc.unary_unary_rpc_method_handler(
+                    servicer.Status,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StatusReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1117,6 +1137,33 @@ class RemoteRead:
             '/openmsmq.remote.v1.RemoteRead/SendIdempotent',
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentRequest.SerializeToString,
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.SendIdempotentReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Status(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/Status',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.StatusReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +35,7 @@ from openmsmq.remote import ranges
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, Session
+from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
 
 __all__ = ["HRESULT_KEY", "SESSION_KEY", "RemoteServer", "start_remote_server", "status_for"]
 
@@ -158,6 +160,8 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         self.tokens = tokens
         self.pool = pool
         self.wait_pool = wait_pool
+        #: Returns the live-transfer-state provider (see RemoteServer.status_provider).
+        self.status_provider: Callable[[], Callable[[], TransferSnapshot] | None] = lambda: None
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -428,6 +432,23 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
         return await self._run(context, fn)
 
+    # ---- status (openmsmq status) --------------------------------------------------------
+
+    async def Status(self, request: pb.Empty, context: Any) -> pb.StatusReply:
+        def fn(s: Session, _c: threading.Event) -> pb.StatusReply:
+            provider = self.status_provider()
+            snapshot = provider() if provider is not None else None
+            principal = s.principal
+            st = collect_status(
+                self.core.qm, time.time(), snapshot,
+                visible=lambda name: bool(principal.permissions(name)),
+                show_incoming=principal.is_admin, running=True,
+                clock_offset=None if snapshot is not None else time.time() - time.monotonic(),
+            )  # fmt: skip
+            return status_to_pb(st)
+
+        return await self._run(context, fn)
+
 
 # ---- the server ------------------------------------------------------------------------------
 
@@ -468,6 +489,10 @@ class RemoteServer:
         self._stopped: asyncio.Event | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
+        #: Called (from a worker thread) by the ``Status`` rpc for the live transfer state;
+        #: ``openmsmq serve`` sets it (:func:`openmsmq.net.server.transfer_snapshot`). None:
+        #: status shows stored sequence state only.
+        self.status_provider: Callable[[], TransferSnapshot] | None = None
 
     @property
     def target(self) -> str:
@@ -509,9 +534,9 @@ class RemoteServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        pb_grpc.add_RemoteReadServicer_to_server(  # type: ignore[no-untyped-call]
-            _Servicer(self.core, self.tokens, self._pool, self._wait_pool), server
-        )
+        servicer = _Servicer(self.core, self.tokens, self._pool, self._wait_pool)
+        servicer.status_provider = lambda: self.status_provider
+        pb_grpc.add_RemoteReadServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
             if self.tls is not None:
