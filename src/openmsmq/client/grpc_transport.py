@@ -48,6 +48,7 @@ from openmsmq.errors import ConfigError, HResult, MQError
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
+from openmsmq.remote.status import QMStatus, status_from_pb
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["GrpcTransport", "error_from_rpc"]
@@ -452,6 +453,11 @@ class GrpcTransport(Transport):
             )
         reply = self._call(self._stub.SendIdempotent, req)
         return [lid or None for lid in reply.lookup_ids]
+
+    # ---- status ---------------------------------------------------------------------------
+
+    def status(self) -> QMStatus:
+        return status_from_pb(self._call(self._stub.Status, pb.Empty()))
 
     # ---- transactions --------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from openmsmq.qm import (
     Transaction,
 )
 from openmsmq.qm import Message as Record
+from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record", "record_from_outgoing"]
@@ -617,6 +619,14 @@ class InProcessTransport(Transport):
         """Range reads and removal apply to this QM's queues (not outgoing ones)."""
         if self.qm.get_queue(queue).queue_type == QueueType.OUTGOING:
             raise _remote_read(queue)
+
+    # ---- status ---------------------------------------------------------------------------
+
+    def status(self) -> QMStatus:
+        """Stored state only: this process opened the store, so no transfer runs on it."""
+        self._check_open()
+        # LastAccessTime is stored on the transfer driver's (monotonic) clock.
+        return collect_status(self.qm, time.time(), clock_offset=time.time() - time.monotonic())
 
     # ---- transactions --------------------------------------------------------------------
 

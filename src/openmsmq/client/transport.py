@@ -42,6 +42,7 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import HResult, MQError
+from openmsmq.remote.status import QMStatus
 
 __all__ = ["SINGLE_MESSAGE", "Transport"]
 
@@ -211,6 +212,16 @@ class Transport(ABC):
         characters); a message whose identity the queue already accepted is skipped.
         Returns each message's LookupIdentifier, None where skipped."""
         raise _unsupported("send_idempotent")
+
+    # ---- status (openmsmq status) ----------------------------------------------------------
+
+    def status(self) -> QMStatus:
+        """The queue manager's status: identity, queue depths, outgoing and incoming
+        transactional sequences (:mod:`openmsmq.remote.status`). Live transfer state
+        (connected, retrying, in flight, last OrderAck'ed) needs a running queue manager;
+        an in-process transport gives the stored state. Not abstract: the default raises
+        MQ_ERROR_UNSUPPORTED_OPERATION."""
+        raise _unsupported("status")
 
     # ---- lifecycle -----------------------------------------------------------------------
 
