@@ -21,6 +21,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.config_cmds",
     "openmsmq.cli.dlq_cmds",
     "openmsmq.cli.serve",
+    "openmsmq.cli.status_cmds",
 ]
 
 
