@@ -66,6 +66,9 @@ def test_status_of_a_stopped_qm_shows_queues_and_stored_sequences(tmp_path: Path
     )
     assert watched.exit_code == 0, watched.output
     assert [json.loads(line)["qm"]["guid"] for line in watched.stdout.splitlines()] == [st.qm_guid] * 2
+    live = CliRunner().invoke(cli, ["--qm", str(data), "status", "--watch", "0.1", "--count", "2"])
+    assert live.exit_code == 0, live.output
+    assert st.qm_guid in live.output  # rich Live (not a terminal here: each refresh is printed)
 
 
 def test_format_age() -> None:
