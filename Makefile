@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ROUNDS ?= 30
+CHAOS_SECONDS ?= 300
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
@@ -63,6 +64,7 @@ clean:
 ## make chaos ROUNDS=N: two real QMs, SIGKILLed N times during a 10,000-message transfer
 chaos: $(STAMP)
 	OPENMSMQ_CHAOS_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/integration/test_transfer_chaos.py
+	OPENMSMQ_PROXY_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest -q -s tests/chaos/test_proxy_chaos.py
 
 ## make proto: regenerate the gRPC modules of the remote-read service from its .proto
 proto: $(STAMP)
