@@ -61,7 +61,7 @@ bench-spark: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
 
-## make chaos ROUNDS=N: two real QMs, SIGKILLed N times during a 10,000-message transfer
+## make chaos ROUNDS=N CHAOS_SECONDS=S: two real QMs SIGKILLed N times during a 10,000-message transfer, then S seconds through the fault proxy
 chaos: $(STAMP)
 	OPENMSMQ_CHAOS_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/integration/test_transfer_chaos.py
 	OPENMSMQ_PROXY_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest -q -s tests/chaos/test_proxy_chaos.py
