@@ -178,6 +178,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             (names.DEADXACT, True, None),
             (names.SYSTEM_JOURNAL, False, None),
             (names.ORDER_QUEUE, False, names.ORDER_QUEUE_NUMBER),
+            (names.AWAITING_FINAL_ACK, True, None),
         ]
         for key, transactional, number in wanted:
             if key not in self._queues:
@@ -580,7 +581,30 @@ class QueueManager(ReadsMixin, RangesMixin):
         """OrderAck for ``up_to_number``: drop the acknowledged messages of the current
         sequence durably; start a new sequence when none is left (MS-MQQB 3.1.5.6)."""
         qs = self._resolve(queue)
-        return self.store.write(ops.release_outgoing(qs.record.queue_id, up_to_number))
+        awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
+        return self.store.write(ops.release_outgoing(qs.record.queue_id, up_to_number, awaiting))
+
+    def settle_final_ack(
+        self, tx_sequence_id: int, tx_sequence_number: int, message_id: int, message_class: int
+    ) -> ops.FinalAckOutcome:
+        """A FinalAck for a message of this QM (MS-MQQB 3.1.5.7): the message waiting for it
+        (moved aside by :meth:`release_outgoing`) goes to the system journal (JP, class
+        AckReceive), to the transactional dead-letter queue (JN, any other class) or away."""
+        self._check_open()
+        outcome = self.store.write(
+            ops.settle_final_ack(
+                self._queues[names.AWAITING_FINAL_ACK].record.queue_id,
+                tx_sequence_id,
+                tx_sequence_number,
+                message_id,
+                message_class,
+                self._queues[names.SYSTEM_JOURNAL].record.queue_id,
+                self._queues[names.DEADXACT].record.queue_id,
+            )
+        )
+        if outcome.target_queue_id is not None:
+            self._notify([self._by_id[outcome.target_queue_id]])
+        return outcome
 
     def accept_incoming(
         self, queue: QueueRef, messages: Sequence[Message], state: IncomingSequenceState

@@ -24,6 +24,7 @@ from openmsmq.wire.format_name import (
 )
 
 __all__ = [
+    "AWAITING_FINAL_ACK",
     "DEADLETTER",
     "DEADXACT",
     "ORDER_QUEUE",
@@ -42,6 +43,9 @@ SYSTEM_JOURNAL = "system$;journal"
 #: Order acknowledgment queue (MS-MQQB 3.1.7.17): private queue number 4.
 ORDER_QUEUE = "private$\\order_queue$"
 ORDER_QUEUE_NUMBER = 0x00000004
+#: The sender's durable AwaitingFinalACKTable (MS-MQQB 3.1.1.3.1, 3.1.5.6 step 6): a
+#: transactional message that asked for a FinalAck waits here after its OrderAck.
+AWAITING_FINAL_ACK = "private$\\awaiting_final_ack$"
 
 _SYSTEM_KEYS = {
     QueueSuffixType.DEADLETTER: DEADLETTER,

@@ -40,8 +40,10 @@ __all__ = [
     "Remove",
     "RemovedMessage",
     "Send",
+    "FinalAckOutcome",
     "accept_incoming",
     "commit_work",
+    "settle_final_ack",
     "create_queue",
     "delete_queue",
     "ensure_outgoing_queue",
@@ -597,11 +599,16 @@ def commit_work(
 def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequenceState]) -> None:
     conn.executemany(
         "INSERT INTO incoming_sequences (sender_qm, destination, queue_id, tx_sequence_id,"
-        " tx_sequence_number, reject_count, last_access_time) VALUES (?,?,?,?,?,?,?)"
+        " tx_sequence_number, reject_count, last_access_time, sender_address, direct_format_session)"
+        " VALUES (?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT (sender_qm, destination) DO UPDATE"
         " SET queue_id = excluded.queue_id, tx_sequence_id = excluded.tx_sequence_id,"
         " tx_sequence_number = excluded.tx_sequence_number, reject_count = excluded.reject_count,"
-        " last_access_time = excluded.last_access_time",
+        " last_access_time = excluded.last_access_time,"
+        " sender_address = CASE WHEN excluded.sender_address = '' THEN sender_address"
+        " ELSE excluded.sender_address END,"
+        " direct_format_session = CASE WHEN excluded.sender_address = '' THEN direct_format_session"
+        " ELSE excluded.direct_format_session END",
         [
             (
                 s.sender_qm.bytes,
@@ -611,6 +618,8 @@ def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequence
                 s.tx_sequence_number,
                 s.reject_count,
                 s.last_access_time,
+                s.sender_address,
+                int(s.direct_format_session),
             )
             for s in states
         ],
@@ -648,10 +657,13 @@ def incoming_sequences(conn: sqlite3.Connection) -> list[IncomingSequenceState]:
     """Every persisted incoming sequence (to restore the protocol state at start)."""
     rows = conn.execute(
         "SELECT sender_qm, destination, queue_id, tx_sequence_id, tx_sequence_number, reject_count,"
-        " last_access_time FROM incoming_sequences ORDER BY sender_qm, destination"
+        " last_access_time, sender_address, direct_format_session FROM incoming_sequences"
+        " ORDER BY sender_qm, destination"
     )
     return [
-        IncomingSequenceState(uuid.UUID(bytes=r[0]), r[1], r[2], from_i64(r[3]), r[4], r[5], r[6])
+        IncomingSequenceState(
+            uuid.UUID(bytes=r[0]), r[1], r[2], from_i64(r[3]), r[4], r[5], r[6], r[7], bool(r[8])
+        )
         for r in rows
     ]
 
@@ -694,22 +706,37 @@ def _new_tx_sequence_id(conn: sqlite3.Connection, floor: int) -> int:
 
 
 def release_outgoing(
-    queue_id: int, up_to_number: int
+    queue_id: int, up_to_number: int, awaiting_queue_id: int | None = None
 ) -> Callable[[WriteContext], tuple[list[int], OutgoingSequenceState]]:
     """An OrderAck covered ``up_to_number``: delete the current sequence's messages numbered
     1..up_to_number; when none of the sequence is left, start a new one (Ordinal + 1,
-    number 1 — MS-MQQB 3.1.5.6 steps 6–7). Returns (deleted LookupIdentifiers, new state)."""
+    number 1 — MS-MQQB 3.1.5.6 steps 6–7). Returns (deleted LookupIdentifiers, new state).
+
+    With ``awaiting_queue_id``, a released message that asked for a FinalAck (JP, JN or
+    TransactionHeader.Flags.FA) is moved there instead of deleted: the durable
+    AwaitingFinalACKTable (MS-MQQB 3.1.5.6 step 6, 3.1.1.6.2), settled by
+    :func:`settle_final_ack`."""
 
     def op(ctx: WriteContext) -> tuple[list[int], OutgoingSequenceState]:
         conn = ctx.conn
         state = outgoing_sequence(conn, queue_id)
         sid = to_i64(state.tx_sequence_id)
         rows = conn.execute(
-            f"SELECT m.lookup_id, {_SIZE} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
-            " AND m.tx_sequence_number BETWEEN 1 AND ?",
+            f"SELECT m.lookup_id, {_SIZE}, m.ack_wanted FROM messages m WHERE m.queue_id = ?"
+            " AND m.tx_sequence_id = ? AND m.tx_sequence_number BETWEEN 1 AND ?",
             (queue_id, sid, up_to_number),
         ).fetchall()
-        _apply_removes(ctx, [Remove(queue_id, r[0], r[1]) for r in rows])
+        keep: set[int] = set()
+        if awaiting_queue_id is not None and any(r[2] for r in rows):
+            wanted = [r[0] for r in rows if r[2]]
+            for lid in wanted:
+                got = _ack_wanted(conn, "m.lookup_id = ?", (lid,))
+                m = got[0][1] if got else None
+                if m is not None and (m.final_ack_required or m.positive_journaling or m.negative_journaling):
+                    keep.add(lid)
+        _apply_removes(
+            ctx, [Remove(queue_id, r[0], r[1], awaiting_queue_id if r[0] in keep else None) for r in rows]
+        )
         left = conn.execute(
             "SELECT 1 FROM messages WHERE queue_id = ? AND tx_sequence_number != 0 LIMIT 1", (queue_id,)
         ).fetchone()
@@ -725,6 +752,54 @@ def release_outgoing(
             )
             state = OutgoingSequenceState(queue_id, new_id, 1)
         return [r[0] for r in rows], state
+
+    return op
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAckOutcome:
+    """What :func:`settle_final_ack` did with the message a FinalAck names."""
+
+    #: The message as it waited (None: no waiting message matches: the FinalAck is dropped).
+    message: Message | None
+    #: Queue it moved to (journal / transactional dead-letter), or None when deleted.
+    target_queue_id: int | None
+
+
+def settle_final_ack(
+    awaiting_queue_id: int,
+    tx_sequence_id: int,
+    tx_sequence_number: int,
+    message_id: int,
+    message_class: int,
+    journal_queue_id: int,
+    deadletter_queue_id: int,
+) -> Callable[[WriteContext], FinalAckOutcome]:
+    """A FinalAck arrived for a message waiting in ``awaiting_queue_id`` (MS-MQQB 3.1.5.7):
+    matched on (TxSequenceID, TxSequenceNumber, MessageID). JP and class AckReceive
+    (0x4000) ⇒ move it to ``journal_queue_id``; JN and any other class ⇒ move it to
+    ``deadletter_queue_id`` with the FinalAck's class as its Class; otherwise delete it.
+    No match ⇒ nothing changes (the caller logs and drops the FinalAck)."""
+
+    def op(ctx: WriteContext) -> FinalAckOutcome:
+        rows = ctx.conn.execute(
+            f"SELECT {_MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
+            " AND m.tx_sequence_number = ?",
+            (awaiting_queue_id, to_i64(tx_sequence_id), tx_sequence_number),
+        ).fetchall()
+        for r in rows:
+            m = message_from_row(r)
+            if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF:
+                continue
+            target: int | None = None
+            new_class: int | None = None
+            if message_class == 0x4000 and m.positive_journaling:
+                target = journal_queue_id
+            elif message_class != 0x4000 and m.negative_journaling:
+                target, new_class = deadletter_queue_id, message_class
+            _apply_removes(ctx, [Remove(awaiting_queue_id, m.lookup_id, m.size, target, new_class)])
+            return FinalAckOutcome(m, target)
+        return FinalAckOutcome(None, None)
 
     return op
 

@@ -531,3 +531,10 @@ class IncomingSequenceState:
     tx_sequence_number: int
     reject_count: int
     last_access_time: float
+    #: RemoteQMAddress of the session the sequence arrived on (the previous hop's address),
+    #: kept so that a FinalAck raised later (a receive days after arrival) finds the
+    #: sender's order queue (MS-MQQB 3.1.7.17; protocol.md §5.4 "(inferred)").
+    sender_address: str = ""
+    #: DirectFormatSession: the previous hop was the sender QM itself (its order queue is
+    #: ``DIRECT=TCP:<sender_address>\\PRIVATE$\\order_queue$``), else ``PRIVATE=<guid>\\00000004``.
+    direct_format_session: bool = False

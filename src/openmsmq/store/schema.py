@@ -110,8 +110,16 @@ _V2 = [
     "CREATE INDEX send_identities_age ON send_identities (created_time)",
 ]
 
+_V3 = [
+    # Where FinalAcks for an incoming sequence go (MS-MQQB 3.1.7.17 DestinationForAck):
+    # RemoteQMAddress and DirectFormatSession of the session it arrived on. Old rows
+    # get '' / 0: their FinalAcks use the PRIVATE=<sender GUID>\\00000004 form.
+    "ALTER TABLE incoming_sequences ADD COLUMN sender_address TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE incoming_sequences ADD COLUMN direct_format_session INTEGER NOT NULL DEFAULT 0",
+]
+
 #: Migration steps; index i brings the schema from version i to i + 1.
-_MIGRATIONS: list[list[str]] = [_V1, _V2]
+_MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
