@@ -620,6 +620,34 @@ class QueueManager(ReadsMixin, RangesMixin):
         self._notify([qs])
         return stored
 
+    def accept_arrivals(
+        self,
+        queue: QueueRef | None,
+        messages: Sequence[Message],
+        state: IncomingSequenceState | None,
+        acks: Sequence[Send] = (),
+    ) -> list[int]:
+        """:meth:`accept_incoming` with the acknowledgments the arrival raised
+        (:mod:`openmsmq.qm.arrival`, rows already stamped) in the same durable store
+        transaction; ``queue`` may be None when no message is inserted (all rejected),
+        ``state`` None for non-transactional arrivals. Returns the messages' LookupIdentifiers."""
+        self._check_open()
+        sends: list[Send] = []
+        notify: list[_QueueState] = []
+        if queue is not None and messages:
+            qs = self._resolve(queue)
+            sends = [self._send_record(qs, message_to_row(m), m, m.sent_time) for m in messages]
+            notify.append(qs)
+            if state is not None:
+                state = replace(state, queue_id=qs.record.queue_id)
+        count = len(sends)
+        sends += acks
+        states = [state] if state is not None else []
+        stored = self.store.write(ops.accept_incoming(sends, states, self._now()))
+        notify += [self._by_id[s.queue_id] for s in acks if s.queue_id in self._by_id]
+        self._notify(notify)
+        return stored[:count]
+
     def record_incoming(self, states: Sequence[IncomingSequenceState]) -> None:
         """Persist incoming sequence state without messages (rejections)."""
         self._check_open()

@@ -57,6 +57,8 @@ from openmsmq.protocol.incoming import (
     SequenceKey,
 )
 from openmsmq.protocol.outgoing import (
+    AwaitingFinalAck,
+    FinalAckIgnored,
     IgnoreReason,
     OrderAckIgnored,
     OutgoingEvent,
@@ -66,6 +68,8 @@ from openmsmq.protocol.outgoing import (
     Transmit,
 )
 from openmsmq.protocol.session import Session
+from openmsmq.qm.acknowledgment import AckSession
+from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals
 from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.qm.transfer_codec import direct_name, message_from_packet, split_direct
 from openmsmq.qm.transfer_state import (
@@ -158,6 +162,10 @@ class _Pending:
     position: tuple[TxSequenceId, int]
     packet: UserMessage
     state: IncomingSequenceSnapshot
+    #: RemoteQMAddress of the session it came on, and whether that peer is the sender QM
+    #: (DirectFormatSession): where its FinalAcks go (MS-MQQB 3.1.7.17).
+    peer: str = ""
+    direct: bool = False
 
 
 def _session_key_form(destination: str) -> str:
@@ -185,6 +193,10 @@ class Transfer:
             for s in qm.incoming_sequences()
         ]
         self.incoming = IncomingSequences.restore(snapshots, now, config.order_ack)
+        # (sender QM, destination lower-cased) -> where FinalAcks for its messages go.
+        self._ack_sessions: dict[tuple[object, str], AckSession] = {
+            (s.sender_qm, s.destination.lower()): session_of_state(s) for s in qm.incoming_sequences()
+        }
         self._conns: dict[int, _Conn] = {}
         self._next_cid = 1
         self._closing: list[int] = []
@@ -199,6 +211,8 @@ class Transfer:
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
         self._releases: dict[int, int] = {}
+        self._settles: list[tuple[int, int, int, int]] = []
+        self._hop_nacks: list[tuple[Message, AckSession | None]] = []
         self._deletes: list[tuple[int, int]] = []
         self._release_in_flight: ReleaseBatch | None = None
         # Forwarding (intermediate hop).
@@ -378,7 +392,7 @@ class Transfer:
                             m.tx_sequence_number,
                             m.tx_previous_sequence_number,
                             m.id_uniquifier,
-                            False,
+                            m.final_ack_required or m.positive_journaling or m.negative_journaling,
                             lookup_id,
                         )
                     )
@@ -447,8 +461,21 @@ class Transfer:
                         packet = t.packet(m, guid, om.previous_tx_sequence_number)
                         session.send_user_message(packet, now, handle=handle)
                         retained[handle] = None
-            elif isinstance(ev, Released):
+            elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
+                if isinstance(ev, Released) and ev.final_ack_class is not None:
+                    # The FinalAck came (MS-MQQB 3.1.5.7): journal / dead-letter it after
+                    # any release that moves it aside. Only a message still loaded (its
+                    # FinalAck overtook the OrderAck) is released here; one already
+                    # OrderAck'ed waits in the store (its sequence may have moved on).
+                    cls = ev.final_ack_class
+                    self._settles += [
+                        (om.tx_sequence_id.value, om.tx_sequence_number, om.message_id, cls)
+                        for om in released
+                    ]
+                    released = tuple(om for om in released if om.handle in t.messages)
+                    if not released:
+                        continue
                 top = max(om.tx_sequence_number for om in released)
                 for om in released:
                     t.messages.pop(om.handle, None)
@@ -530,16 +557,9 @@ class Transfer:
                         acked = self._order_ack_beyond_sent(t, ev.tx_sequence_id, ev.tx_sequence_number, now)
                     self._outgoing_events(t, acked, now)
         elif isinstance(ev, FinalAckReceived):
-            for t in self.outgoing.values():
-                self._outgoing_events(
-                    t,
-                    t.seq.final_ack_received(
-                        ev.tx_sequence_id, ev.tx_sequence_number, ev.message_id, ev.message_class, now
-                    ),
-                    now,
-                )
+            self._on_final_ack(ev, now)
         elif isinstance(ev, ForwardMessage):
-            self._forward_packet(ev.packet, now)
+            self._forward_packet(ev.packet, now, conn)
         elif isinstance(ev, UserMessageReceived):
             self._on_plain(conn, ev)
         elif isinstance(ev, SessionAckReceived):
@@ -556,6 +576,30 @@ class Transfer:
             if was_open and self._open_conn(conn.peer) is None:
                 self._peer_down(conn.peer)
 
+    def _on_final_ack(self, ev: FinalAckReceived, now: float) -> None:
+        """A FinalAck for this QM (MS-MQQB 3.1.5.7). The outgoing sequence holding the
+        message settles it (journal / dead-letter after its OrderAck); when none knows it
+        (e.g. it was OrderAck'ed before a restart, so it waits in the store only) the store
+        is asked; a FinalAck matching nothing there is logged and dropped."""
+        known = False
+        for t in self.outgoing.values():
+            events = t.seq.final_ack_received(
+                ev.tx_sequence_id, ev.tx_sequence_number, ev.message_id, ev.message_class, now
+            )
+            if not all(isinstance(e, FinalAckIgnored) for e in events) or not events:
+                known = True
+            self._outgoing_events(t, [e for e in events if not isinstance(e, FinalAckIgnored)], now)
+        if not known:
+            self._settles.append(
+                (ev.tx_sequence_id.value, ev.tx_sequence_number, ev.message_id, ev.message_class)
+            )
+
+    def ack_session_for(self, m: Message) -> AckSession | None:
+        """The :class:`AckSession` a FinalAck for ``m`` (a message that arrived over MS-MQQB
+        into a local queue) uses, from its incoming sequence; None when unknown. Thread-safe
+        enough for a removal listener on another thread (one dict read)."""
+        return self._ack_sessions.get((m.source_machine, m.destination_queue.lower()))
+
     def _on_accepted(self, conn: _Conn, ev: TransactionalMessageAccepted, now: float) -> None:
         r = ev.result
         self._ack_route[r.key] = conn.cid
@@ -569,7 +613,8 @@ class Transfer:
                 if len(self._paths) < 4096:
                     self._paths[dest.name] = path
         position = (r.tx_sequence_id, r.tx_sequence_number)
-        self._accepted.append(_Pending(path, r.key, position, ev.packet, r.state))
+        direct = conn.session.remote_qm == r.key.source_qm
+        self._accepted.append(_Pending(path, r.key, position, ev.packet, r.state, conn.peer, direct))
         self.stats["accepted"] += 1
 
     def _on_plain(self, conn: _Conn, ev: UserMessageReceived) -> None:
@@ -628,13 +673,22 @@ class Transfer:
 
     # ------------------------------------------------------------------ forwarding
 
-    def _forward_packet(self, packet: UserMessagePacket, now: float) -> None:
+    def _forward_packet(self, packet: UserMessagePacket, now: float, conn: _Conn | None = None) -> None:
         """Intermediate hop (seed 003): pass the packet on with its TransactionHeader
         untouched; only the hop count moves and the previous hop's SessionHeader goes."""
         message = packet if isinstance(packet, UserMessage) else packet.message
         hops = message.hop_count + 1
         if hops > _MAX_HOPS:
             log.warning("dropping message %s: hop count exceeded", message.message_id)
+            if isinstance(packet, UserMessage) and message.properties.message_class == 0:
+                # NACK_HOP_COUNT_EXCEEDED (MS-MQQB 3.1.5.8.2): the admin NACK, and the
+                # FinalAck when the previous hop is the sender itself (direct session).
+                session = None
+                if conn is not None and conn.session.remote_qm == message.user.source_queue_manager:
+                    session = AckSession(True, conn.peer, message.user.source_queue_manager)
+                dest = message.destination_queue
+                name = "DIRECT=" + dest.name if isinstance(dest, DirectQueueFormatName) else ""
+                self._hop_nacks.append((message_from_packet(message, name), session))
             return
         user = replace(message.user, flags=(message.user.flags & ~0x1F) | hops)
         message = replace(message, user=user, session=None)
@@ -693,25 +747,28 @@ class Transfer:
                     run[0].key,
                     _messages_of(run),
                     tuple(p.position for p in run),
-                    _state_record(run[-1].state),
+                    _state_record(run[-1].state, run[-1].peer, run[-1].direct),
                 )
                 for run in runs
             )
             self._accept_in_flight = AcceptBatch(groups)
             return self._accept_in_flight
-        if self._release_in_flight is None and (self._releases or self._deletes):
+        if self._release_in_flight is None and (self._releases or self._deletes or self._settles):
             names = {t.queue_id: t.format_name for t in self.outgoing.values()}
             work = ReleaseBatch(
                 tuple((names[q], n) for q, n in self._releases.items() if q in names),
                 tuple((names[q], lid) for q, lid in self._deletes if q in names),
+                tuple(self._settles),
             )
             self._releases.clear()
             self._deletes.clear()
+            self._settles.clear()
             self._release_in_flight = work
             return work
-        if self._local_in_flight is None and self._nontx_in:
-            work_l = StoreLocal(tuple(self._nontx_in))
+        if self._local_in_flight is None and (self._nontx_in or self._hop_nacks):
+            work_l = StoreLocal(tuple(self._nontx_in), tuple(self._hop_nacks))
             self._nontx_in.clear()
+            self._hop_nacks.clear()
             self._local_in_flight = work_l
             return work_l
         return None
@@ -728,7 +785,10 @@ class Transfer:
                     out.append(LocalProtocolError("an earlier batch of this sequence failed"))
                     continue
                 try:
-                    qm.accept_incoming(g.queue, g.messages, g.state)
+                    # Arrival rules (MS-MQQB 3.1.5.8): rejected messages are consumed in
+                    # order (state advanced, not inserted) and their NACKs enqueued in
+                    # the same transaction (openmsmq.qm.arrival).
+                    store_arrivals(qm, g.queue, g.messages, g.state)
                     out.append(None)
                 except MQError as exc:
                     failed.add(g.key)
@@ -746,13 +806,27 @@ class Transfer:
                     out.append(None)
                 except MQError as exc:
                     out.append(exc)
-        else:
-            for queue, message, _cid, _n in work.items:
+            for seq_id, number, message_id, cls in work.settles:
                 try:
-                    qm.send_many(queue, [replace(message, transactional=False)])
+                    outcome = qm.settle_final_ack(seq_id, number, message_id, cls)
+                    if outcome.message is None:
+                        log.warning(
+                            "FinalAck %#06x for unknown message %s/%d (MessageID %d) dropped",
+                            cls, TxSequenceId.from_int(seq_id), number, message_id,
+                        )  # fmt: skip
                     out.append(None)
                 except MQError as exc:
                     out.append(exc)
+        else:
+            for queue, message, _cid, _n in work.items:
+                try:
+                    store_arrivals(qm, queue, [replace(message, transactional=False)], None)
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+            for dropped, session in work.hop_nacks:
+                with contextlib.suppress(MQError):
+                    hop_count_exceeded(qm, dropped, session if isinstance(session, AckSession) else None)
         return out
 
     def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
@@ -764,6 +838,8 @@ class Transfer:
             for g, res in zip(work.groups, _pad(outcome, len(work.groups)), strict=True):
                 seq = self.incoming.get(g.key, now)
                 if res is None:
+                    st = g.state
+                    self._ack_sessions[(st.sender_qm, st.destination.lower())] = session_of_state(st)
                     for ack in seq.messages_stored(g.positions, now):
                         self._send_order_ack(ack, now)
                     continue
@@ -775,8 +851,8 @@ class Transfer:
                 self._accepted = deque(p for p in self._accepted if p.key != g.key)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
-            for item, res in zip((*work.releases, *work.deletes), _pad(outcome, len(work.releases) +
-                                 len(work.deletes)), strict=True):  # fmt: skip
+            items = (*work.releases, *work.deletes, *work.settles)
+            for item, res in zip(items, _pad(outcome, len(items)), strict=True):
                 if res is not None:
                     log.warning("releasing %s from the outgoing queue failed: %s", item, res)
         else:
@@ -822,6 +898,7 @@ class Transfer:
         return not (
             self._accepted or self._accept_in_flight or self._releases or self._deletes
             or self._release_in_flight or self._nontx_in or self._local_in_flight
+            or self._settles or self._hop_nacks
         )  # fmt: skip
 
 
@@ -831,11 +908,12 @@ def _messages_of(run: list[_Pending]) -> tuple[Message, ...]:
     return tuple(message_from_packet(p.packet, dest) for p in run)
 
 
-def _state_record(s: IncomingSequenceSnapshot) -> IncomingSequenceState:
-    """The store record of the incoming sequence state to commit with a group."""
+def _state_record(s: IncomingSequenceSnapshot, peer: str = "", direct: bool = False) -> IncomingSequenceState:
+    """The store record of the incoming sequence state to commit with a group (with the
+    session facts a later FinalAck needs: RemoteQMAddress, DirectFormatSession)."""
     return IncomingSequenceState(
         s.key.source_qm, s.key.destination, None, s.tx_sequence_id.value, s.tx_sequence_number,
-        s.reject_count, s.last_access_time,
+        s.reject_count, s.last_access_time, peer, direct,
     )  # fmt: skip
 
 

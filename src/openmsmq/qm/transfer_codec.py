@@ -2,7 +2,9 @@
 UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.qm.transfer`).
 
 Only DIRECT=TCP: destinations travel (``DirectQueueFormatName``, MS-MQMQ 2.2.18.1.5.2).
-Admin and response queues are not carried yet (see docs/transfer.md, "Limits").
+Admin and response queues travel when they are direct format names (UserHeader AQ / RQ
+0x7), so that acknowledgments (MS-MQQB 3.1.7.15) find the sender's admin queue; other
+forms are not carried (see docs/transfer.md, "Limits").
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ _I_DESTINATION_QUEUE = _MI["destination_queue"]
 _I_DESTINATION_QM = _MI["destination_qm"]
 _I_SOURCE_MACHINE = _MI["source_machine"]
 _I_FINAL_ACK_REQUIRED = _MI["final_ack_required"]
+_I_ADMIN_QUEUE = _MI["admin_queue"]
+_I_RESPONSE_QUEUE = _MI["response_queue"]
 _I_TRANSACTIONAL = _MI["transactional"]
 _I_TX_SEQUENCE_ID = _MI["tx_sequence_id"]
 _I_TX_SEQUENCE_NUMBER = _MI["tx_sequence_number"]
@@ -148,8 +152,8 @@ def packet_from_message(
         m.sent_time & 0xFFFFFFFF,
         m.id_uniquifier & 0xFFFFFFFF,
         dest,
-        None,
-        None,
+        _direct_queue(m.admin_queue) if m.admin_queue else None,
+        _direct_queue(m.response_queue) if m.response_queue else None,
         m.time_to_be_received,
         hops | (delivery << 5) | (m.negative_journaling << 8) | (m.positive_journaling << 9),
         None,
@@ -162,6 +166,17 @@ def packet_from_message(
     )  # fmt: skip
     return _new_user_message(user, props, transaction, None, None, None, None, None, b"", priority,
                              m.time_to_reach_queue, 0)  # fmt: skip
+
+
+def _direct_queue(format_name: str) -> DirectQueueFormatName | None:
+    """A DIRECT= admin / response queue name as its UserHeader form; None for other forms."""
+    if format_name[:7].upper() != "DIRECT=":
+        return None
+    return DirectQueueFormatName(format_name[7:])
+
+
+def _direct_text(q: object) -> str:
+    return "DIRECT=" + q.name if isinstance(q, DirectQueueFormatName) else ""
 
 
 def message_from_packet(p: UserMessage, destination_format_name: str) -> Message:
@@ -194,6 +209,10 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
     v[_I_DESTINATION_QUEUE] = destination_format_name
     v[_I_DESTINATION_QM] = user.queue_manager_address
     v[_I_SOURCE_MACHINE] = user.source_queue_manager
+    if user.admin_queue is not None:
+        v[_I_ADMIN_QUEUE] = _direct_text(user.admin_queue)
+    if user.response_queue is not None:
+        v[_I_RESPONSE_QUEUE] = _direct_text(user.response_queue)
     if tx is not None:
         tflags = tx.flags
         v[_I_FINAL_ACK_REQUIRED] = bool(tflags & 0x2)

@@ -135,6 +135,9 @@ class ReleaseBatch:
 
     releases: tuple[tuple[str, int], ...]
     deletes: tuple[tuple[str, int], ...] = ()
+    #: FinalAcks to apply after the releases (MS-MQQB 3.1.5.7): (TxSequenceID value,
+    #: TxSequenceNumber, MessageID, class), see QueueManager.settle_final_ack.
+    settles: tuple[tuple[int, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,9 @@ class StoreLocal:
     """Non-transactional messages for local queues: (queue, message, connection, recoverable no.)."""
 
     items: tuple[tuple[str, Message, int, int], ...]
+    #: Messages dropped as an intermediate hop (hop count exceeded, MS-MQQB 3.1.5.8.2) with
+    #: the AckSession of the previous hop when it is the sender: their NACKs to enqueue.
+    hop_nacks: tuple[tuple[Message, object], ...] = ()
 
 
 StoreWork = AcceptBatch | ReleaseBatch | StoreLocal

@@ -1,0 +1,214 @@
+"""Arrival of a message at its destination queue manager (MS-MQQB 3.1.5.8) and the
+acknowledgments it raises.
+
+:func:`arrival_class` applies the arrival rules to one message and its destination
+queue (protocol.md §7): the message is inserted, or rejected with a NACK class —
+
+* the destination queue does not exist here ⇒ MQMSG_CLASS_NACK_BAD_DST_Q;
+* a transactional message for a non-transactional queue ⇒ NACK_NOT_TRANSACTIONAL_Q,
+  a non-transactional message for a transactional queue ⇒ NACK_NOT_TRANSACTIONAL_MSG
+  (MS-MQQB 3.1.5.8.6 / 1.3.3);
+* TimeToReachQueue passed before arrival ⇒ NACK_REACH_QUEUE_TIMEOUT (MS-MQQB 3.1.5.8.5);
+* Enqueue would exceed the queue's quota ⇒ NACK_Q_EXCEED_QUOTA (MS-MQDMPR 3.1.7.1.9 rStatus 1).
+
+:func:`store_arrivals` stores one accepted run of a transactional sequence: the messages
+that pass, the new incoming sequence state, and every acknowledgment they raise — the
+administration acknowledgment (3.1.7.15 with iReceivedUserMessagePacket: ACK_REACH_QUEUE
+when PA is set, the NACK when NA is set) and, for a rejected transactional message, the
+negative FinalAck to the sender's order queue (3.1.7.17) — in ONE store transaction, so
+a crash can lose neither the sequence advance nor the acknowledgment.
+
+A rejected transactional message still advances the incoming sequence: it was received
+in order (MS-MQQB 2.2.4 "received (accepted or rejected)"; protocol.md §5.2): the
+OrderAck covers it and the sender stops resending it; the FinalAck tells the sender it
+never reached the queue.
+
+NACK_ACCESS_DENIED is not raised: queues carry no security descriptor and MS-MQQB peers
+no sender identity here (docs/acknowledgments.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from openmsmq.errors import MQError
+from openmsmq.qm.ack_admin import build_administration_acknowledgment
+from openmsmq.qm.acknowledgment import AckSession, build_transactional_acknowledgment
+from openmsmq.store.ops import Send
+from openmsmq.store.records import INFINITE, IncomingSequenceState, Message, QueueRecord, QueueType
+from openmsmq.wire.constants import AckRequest, MessageClass
+
+if TYPE_CHECKING:
+    from openmsmq.qm.manager import QueueManager
+
+__all__ = [
+    "ARRIVAL_NACK_CLASSES",
+    "ArrivalResult",
+    "arrival_acknowledgments",
+    "arrival_class",
+    "session_of_state",
+    "store_arrivals",
+]
+
+log = logging.getLogger("openmsmq.arrival")
+
+#: NACK classes raised on arrival here (MS-MQMQ 2.2.18.1.6).
+ARRIVAL_NACK_CLASSES = frozenset(
+    {
+        MessageClass.NACK_BAD_DST_Q,
+        MessageClass.NACK_NOT_TRANSACTIONAL_Q,
+        MessageClass.NACK_NOT_TRANSACTIONAL_MSG,
+        MessageClass.NACK_REACH_QUEUE_TIMEOUT,
+        MessageClass.NACK_Q_EXCEED_QUOTA,
+        MessageClass.NACK_HOP_COUNT_EXCEEDED,
+    }
+)
+
+
+def arrival_class(queue: QueueRecord | None, m: Message, now: int, used_bytes: int) -> int | None:
+    """None when ``m`` may be inserted into ``queue`` (its record, None when it does not
+    exist; ``used_bytes`` = what the queue holds, counting messages accepted before in the
+    same batch), else the NACK class that rejects it (MS-MQQB 3.1.5.8)."""
+    if queue is None or queue.queue_type != QueueType.PRIVATE:
+        return MessageClass.NACK_BAD_DST_Q
+    if m.transactional and not queue.transactional:
+        return MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    if not m.transactional and queue.transactional:
+        return MessageClass.NACK_NOT_TRANSACTIONAL_MSG
+    ttrq = m.time_to_reach_queue
+    if ttrq != INFINITE and now > m.sent_time + ttrq:
+        return MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    if queue.quota_kb != INFINITE and used_bytes + m.size > queue.quota_kb * 1024:
+        return MessageClass.NACK_Q_EXCEED_QUOTA
+    return None
+
+
+def session_of_state(state: IncomingSequenceState) -> AckSession:
+    """The :class:`AckSession` a FinalAck for a message of this incoming sequence uses:
+    RemoteQMAddress / DirectFormatSession as recorded at arrival, RemoteQMGuid = the
+    sender QM."""
+    return AckSession(
+        direct_format_session=state.direct_format_session and bool(state.sender_address),
+        remote_qm_address=state.sender_address,
+        remote_qm_guid=state.sender_qm,
+    )
+
+
+def arrival_acknowledgments(
+    i_class: int | None,
+    m: Message,
+    session: AckSession | None,
+    *,
+    send_insecure_nacks: bool = False,
+) -> list[tuple[Message, str]]:
+    """The (acknowledgment, destination) pairs the arrival of ``m`` raises: ``i_class``
+    None = inserted (ACK_REACH_QUEUE when PA is set), else rejected with that class (the
+    NACK to the admin queue when NA is set; a FinalAck for a transactional message when
+    the sender's session is known)."""
+    out: list[tuple[Message, str]] = []
+    if i_class is None:
+        if m.ack_flags & AckRequest.POS_ARRIVAL:
+            built = build_administration_acknowledgment(MessageClass.ACK_REACH_QUEUE, m)
+            if built is not None:
+                out.append(built)
+        return out
+    if m.ack_flags & AckRequest.NEG_ARRIVAL:
+        built = build_administration_acknowledgment(i_class, m, send_insecure_nacks=send_insecure_nacks)
+        if built is not None:
+            out.append(built)
+    if m.transactional and m.tx_sequence_number and session is not None:
+        out.append(build_transactional_acknowledgment(i_class, session, user_message=m))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalResult:
+    """What :func:`store_arrivals` did: LookupIdentifiers of the inserted messages,
+    (message, NACK class) of the rejected ones, acknowledgments enqueued / discarded."""
+
+    stored: tuple[int, ...]
+    rejected: tuple[tuple[Message, int], ...]
+    acks_sent: int
+    acks_discarded: int
+
+
+def _ack_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[list[Send], int]:
+    """Open Queue of each acknowledgment's destination and its stamped store rows; an
+    acknowledgment whose Open Queue fails is discarded (3.1.7.15 / 3.1.7.17)."""
+    by_dest: dict[str, list[Message]] = {}
+    for ack, dest in acks:
+        by_dest.setdefault(dest, []).append(ack)
+    sends: list[Send] = []
+    discarded = 0
+    for dest, msgs in by_dest.items():
+        try:
+            handle = qm.open_queue(dest)
+            sends += qm._prepare(handle._state, msgs, False, dest)
+        except MQError as exc:
+            log.warning("acknowledgment discarded: Open Queue %r failed: %s", dest, exc)
+            discarded += len(msgs)
+    return sends, discarded
+
+
+def store_arrivals(
+    qm: QueueManager,
+    queue: str,
+    messages: Sequence[Message],
+    state: IncomingSequenceState | None,
+    *,
+    send_insecure_nacks: bool = False,
+) -> ArrivalResult:
+    """Insert the messages of one run into ``queue`` (a local path) after the arrival
+    rules, with the incoming sequence ``state`` (None for non-transactional messages)
+    and the acknowledgments raised, in one durable store transaction. Raises
+    :class:`MQError` only when that transaction fails (nothing is then stored)."""
+    rec: QueueRecord | None
+    try:
+        rec = qm.get_queue(queue)
+    except MQError:
+        rec = None
+    now = qm._now()
+    used = rec.total_bytes if rec is not None else 0
+    session = session_of_state(state) if state is not None else None
+    accepted: list[Message] = []
+    rejected: list[tuple[Message, int]] = []
+    acks: list[tuple[Message, str]] = []
+    for m in messages:
+        cls = arrival_class(rec, m, now, used)
+        if cls is None:
+            accepted.append(m)
+            used += m.size
+        else:
+            rejected.append((m, cls))
+            log.info(
+                "message %s:%d for %s rejected on arrival: class %#06x",
+                m.id_lineage, m.id_uniquifier, queue, cls,
+            )  # fmt: skip
+        acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)
+    ack_sends, discarded = _ack_sends(qm, acks)
+    stored = qm.accept_arrivals(queue if accepted else None, accepted, state, ack_sends)
+    return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
+
+
+def hop_count_exceeded(
+    qm: QueueManager, m: Message, session: AckSession | None, *, send_insecure_nacks: bool = False
+) -> int:
+    """A message dropped by this QM as an intermediate hop because its hop count would
+    exceed 0x1D (MS-MQQB 3.1.5.8.2): enqueue its NACK_HOP_COUNT_EXCEEDED acknowledgments
+    (admin NACK when NA is set; FinalAck to the sender when transactional and the session
+    is known). Returns how many were enqueued."""
+    acks = arrival_acknowledgments(
+        MessageClass.NACK_HOP_COUNT_EXCEEDED, m, session, send_insecure_nacks=send_insecure_nacks
+    )
+    if not acks:
+        return 0
+    sends, _ = _ack_sends(qm, acks)
+    if sends:
+        qm.accept_arrivals(None, [], None, sends)
+    return len(sends)
+
+
+__all__ += ["hop_count_exceeded"]
