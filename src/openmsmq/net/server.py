@@ -17,6 +17,7 @@ from openmsmq.observability.metrics import default_metrics, start_metrics_from_c
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig
 from openmsmq.protocol.outgoing import ResendConfig
+from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.remote.server import start_remote_server
@@ -113,9 +114,12 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
     remote = None
     try:
         metrics_server = start_metrics_from_config(config.metrics, metrics)
+        transfer = Transfer(qm, transfer_config(config), loop.time())
+        # MS-MQQB 3.1.7.2 / 3.1.7.17: acknowledgments when messages leave their queue;
+        # FinalAcks go to the sender recorded with each incoming sequence.
+        attach_acknowledgments(qm, session_of=transfer.ack_session_for)
         if config.remote.enabled:
             remote = start_remote_server(qm, config)
-        transfer = Transfer(qm, transfer_config(config), loop.time())
         tune_gc()
         m = config.mqqb
         node = MQQBNode(

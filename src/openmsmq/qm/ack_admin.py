@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 from openmsmq.qm.acknowledgment import (
     CLASS_NAMES,
     AckSession,
+    acknowledgment_sends,
     build_transactional_acknowledgment,
     enqueue_acknowledgments,
 )
-from openmsmq.store.ops import RemovedMessage
+from openmsmq.store.ops import RemovedMessage, Send
 from openmsmq.store.records import INFINITE, Message, QueueType
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
@@ -150,8 +151,26 @@ class AcknowledgmentListener:
             else:
                 self.discarded += len(acks)
 
+    def sends_for(self, events: list[RemovedMessage]) -> list[Send]:
+        """The acknowledgments of ``events`` as store rows for the commit that removes the
+        messages (:meth:`QueueManager.add_commit_hook`): one transaction for both."""
+        acks = [pair for ev in events for pair in self.acknowledgments_for(ev)]
+        if not acks:
+            return []
+        sends, discarded = acknowledgment_sends(self.qm, acks)
+        self.sent += len(sends)
+        self.discarded += discarded
+        return sends
+
     def acknowledgments_for(self, ev: RemovedMessage) -> Sequence[tuple[Message, str]]:
         """The (Message, DestinationForAck) pairs one removal raises (3.1.7.2.1, 3.1.7.2.2)."""
+        if ev.reason == MessageClass.NACK_REACH_QUEUE_TIMEOUT and self._from_outgoing_queue(ev.queue_id):
+            # TimeToReachQueue passed while the message waited in an outgoing queue: the
+            # sending QM NACKs it (MS-MQQB 3.1.5.8.5 / MS-MQDMPR 3.1.7.2.1, class NA).
+            if ev.message.ack_flags & AckRequest.NEG_ARRIVAL:
+                built = build_administration_acknowledgment(ev.reason, ev.message)
+                return [built] if built is not None else []
+            return ()
         i_class = REMOVAL_REASON_CLASSES.get(ev.reason)
         if i_class is None or self._from_outgoing_queue(ev.queue_id):
             # Not a removal from a final destination queue (3.1.7.2): outgoing-queue
@@ -189,4 +208,6 @@ def attach_acknowledgments(
     """Register an :class:`AcknowledgmentListener` on ``qm`` and return it."""
     listener = AcknowledgmentListener(qm, session_of=session_of, send_insecure_nacks=send_insecure_nacks)
     qm.add_removal_listener(listener)
+    # Receives: the acknowledgment is written in the receive's own commit.
+    qm.add_commit_hook(listener, listener.sends_for)
     return listener

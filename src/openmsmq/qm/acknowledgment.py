@@ -32,11 +32,12 @@ import ipaddress
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from openmsmq.errors import LocalProtocolError, MQError
+from openmsmq.store.ops import Send
 from openmsmq.store.records import Message
 from openmsmq.wire.acks import FinalAck, FinalAckBody, OrderAck, OrderAckBody
 from openmsmq.wire.constants import ORDER_ACK_LABEL, BodyType, DeliveryMode, MessageClass
@@ -54,6 +55,7 @@ __all__ = [
     "TRANSACTIONAL_ACK_CLASSES",
     "AckSession",
     "ack_destination",
+    "acknowledgment_sends",
     "build_transactional_acknowledgment",
     "encode_transactional_acknowledgment",
     "enqueue_acknowledgments",
@@ -273,6 +275,27 @@ def enqueue_acknowledgments(qm: QueueManager, destination: str, acks: list[Messa
         log.warning("acknowledgment discarded: enqueue to %r failed: %s", destination, exc)
         return False
     return True
+
+
+def acknowledgment_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[list[Send], int]:
+    """Open Queue (SendAccess, DenyNone) of each acknowledgment's destination and the
+    acknowledgments as stamped store rows, to be written in the caller's store
+    transaction (with what raised them). An acknowledgment whose Open Queue or
+    stamping fails is discarded and logged (3.1.7.15 / 3.1.7.17). Returns (sends,
+    number discarded)."""
+    by_dest: dict[str, list[Message]] = {}
+    for ack, dest in acks:
+        by_dest.setdefault(dest, []).append(ack)
+    sends: list[Send] = []
+    discarded = 0
+    for dest, msgs in by_dest.items():
+        try:
+            handle = qm.open_queue(dest)
+            sends += qm._prepare(handle._state, msgs, False, dest)
+        except MQError as exc:
+            log.warning("acknowledgment discarded: Open Queue %r failed: %s", dest, exc)
+            discarded += len(msgs)
+    return sends, discarded
 
 
 def send_transactional_acknowledgment(

@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING
 
 from openmsmq.errors import MQError
 from openmsmq.qm.ack_admin import build_administration_acknowledgment
-from openmsmq.qm.acknowledgment import AckSession, build_transactional_acknowledgment
-from openmsmq.store.ops import Send
+from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
 from openmsmq.store.records import INFINITE, IncomingSequenceState, Message, QueueRecord, QueueType
 from openmsmq.wire.constants import AckRequest, MessageClass
 
@@ -135,24 +134,6 @@ class ArrivalResult:
     acks_discarded: int
 
 
-def _ack_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[list[Send], int]:
-    """Open Queue of each acknowledgment's destination and its stamped store rows; an
-    acknowledgment whose Open Queue fails is discarded (3.1.7.15 / 3.1.7.17)."""
-    by_dest: dict[str, list[Message]] = {}
-    for ack, dest in acks:
-        by_dest.setdefault(dest, []).append(ack)
-    sends: list[Send] = []
-    discarded = 0
-    for dest, msgs in by_dest.items():
-        try:
-            handle = qm.open_queue(dest)
-            sends += qm._prepare(handle._state, msgs, False, dest)
-        except MQError as exc:
-            log.warning("acknowledgment discarded: Open Queue %r failed: %s", dest, exc)
-            discarded += len(msgs)
-    return sends, discarded
-
-
 def store_arrivals(
     qm: QueueManager,
     queue: str,
@@ -188,7 +169,7 @@ def store_arrivals(
                 m.id_lineage, m.id_uniquifier, queue, cls,
             )  # fmt: skip
         acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)
-    ack_sends, discarded = _ack_sends(qm, acks)
+    ack_sends, discarded = acknowledgment_sends(qm, acks)
     stored = qm.accept_arrivals(queue if accepted else None, accepted, state, ack_sends)
     return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
 
@@ -205,7 +186,7 @@ def hop_count_exceeded(
     )
     if not acks:
         return 0
-    sends, _ = _ack_sends(qm, acks)
+    sends, _ = acknowledgment_sends(qm, acks)
     if sends:
         qm.accept_arrivals(None, [], None, sends)
     return len(sends)

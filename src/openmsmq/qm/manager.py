@@ -103,6 +103,11 @@ class QueueManager(ReadsMixin, RangesMixin):
         self._uniq_next = 0
         self._uniq_end = 0
         self._listeners: list[Callable[[list[RemovedMessage]], None]] = []
+        # Listeners whose acknowledgments for a transaction's receives are written in the
+        # transaction's own commit: listener -> its hook (see add_commit_hook).
+        self._commit_hooks: dict[
+            Callable[[list[RemovedMessage]], None], Callable[[list[RemovedMessage]], list[Send]]
+        ] = {}
         try:
             self.guid: uuid.UUID = self.store.write(ops.init_qm_state(uuid.uuid4(), self._now()))
             for rec in self.store.read(ops.list_queues):
@@ -159,9 +164,23 @@ class QueueManager(ReadsMixin, RangesMixin):
         MS-MQQB 3.1.7.2 / 3.1.7.17 acknowledgment messages."""
         self._listeners.append(fn)
 
-    def _emit(self, events: list[RemovedMessage]) -> None:
+    def add_commit_hook(
+        self,
+        listener: Callable[[list[RemovedMessage]], None],
+        hook: Callable[[list[RemovedMessage]], list[Send]],
+    ) -> None:
+        """For the receives of a transaction (and a receive outside one), call
+        ``hook(events)`` before the commit and write the store rows it returns (stamped
+        acknowledgments) in the same store transaction as the removals; ``listener`` (a
+        registered removal listener) is then not called for those events. A crash can
+        then not separate a receive from its acknowledgment."""
+        self._commit_hooks[listener] = hook
+
+    def _emit(self, events: list[RemovedMessage], *, hooked: bool = False) -> None:
         if events:
             for fn in list(self._listeners):
+                if hooked and fn in self._commit_hooks:
+                    continue
                 fn(events)
 
     # ---- queues --------------------------------------------------------------------------
@@ -496,13 +515,21 @@ class QueueManager(ReadsMixin, RangesMixin):
         """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation."""
         self._check_open()
         live = [r for r in receives if not r.queue.deleted]
-        stored = self.store.write(ops.commit_work([s for _, s in sends], self._removes_for(live)))
+        events = [
+            RemovedMessage(r.queue.record.queue_id, r.message, r.reason) for r in live if _acks(r.message)
+        ]
+        rows = [s for _, s in sends]
+        count = len(rows)
+        if events:
+            for hook in list(self._commit_hooks.values()):
+                rows += hook(events)
+        stored = self.store.write(ops.commit_work(rows, self._removes_for(live)))
         self._unlock(receives)
         self._notify(qs for qs, _ in sends)
-        self._emit(
-            [RemovedMessage(r.queue.record.queue_id, r.message, r.reason) for r in live if _acks(r.message)]
-        )
-        return stored
+        if len(rows) > count:
+            self._notify(self._by_id[s.queue_id] for s in rows[count:] if s.queue_id in self._by_id)
+        self._emit(events, hooked=True)
+        return stored[:count]
 
     def _unlock(self, receives: Iterable[_Receive]) -> None:
         by_queue: dict[_QueueState, list[int]] = {}
