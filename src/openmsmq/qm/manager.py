@@ -16,6 +16,7 @@ message can never be handed out twice. Durable writes go through the store's wri
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 import threading
 import time
@@ -221,6 +222,21 @@ class QueueManager(ReadsMixin, RangesMixin):
     def _check_open(self) -> None:
         if self._closed:
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "queue manager is closed")
+
+    def set_local_addresses(self, addresses: Iterable[str]) -> None:
+        """The hosts that name this QM in DIRECT=TCP: format names while it serves MS-MQQB
+        (listen / advertised address, QM name). When one of them is a loopback address,
+        the other loopback addresses name other QMs on this host (two QMs on 127.0.0.1 and
+        127.0.0.2): only these addresses (and the computer name) are then local, so an
+        acknowledgment for ``DIRECT=TCP:127.0.0.1\\...`` raised on 127.0.0.2 travels."""
+        given = {a.casefold() for a in addresses if a}
+        loopback = False
+        for a in given:
+            with contextlib.suppress(ValueError):
+                loopback = loopback or ipaddress.ip_address(a).is_loopback
+        base = {self.computer_name, "."} if loopback else set(self._local_hosts)
+        with self._lock:
+            self._local_hosts = base | given
 
     def _is_local_host(self, host: str | None) -> bool:
         return host is None or host.casefold() in self._local_hosts

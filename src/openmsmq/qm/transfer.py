@@ -182,6 +182,7 @@ class Transfer:
         self.qm = qm
         self.config = config
         self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
+        qm.set_local_addresses(self.local_hosts)
         snapshots = [
             IncomingSequenceSnapshot(
                 SequenceKey(s.sender_qm, _session_key_form(s.destination)),
@@ -777,6 +778,7 @@ class Transfer:
         """Run ``work`` through the queue manager (blocking until durable; thread-safe).
         Returns one outcome per item (None = durable)."""
         qm = self.qm
+        insecure = self.config.send_insecure_nacks
         out: list[BaseException | None] = []
         if isinstance(work, AcceptBatch):
             failed: set[SequenceKey] = set()
@@ -788,7 +790,7 @@ class Transfer:
                     # Arrival rules (MS-MQQB 3.1.5.8): rejected messages are consumed in
                     # order (state advanced, not inserted) and their NACKs enqueued in
                     # the same transaction (openmsmq.qm.arrival).
-                    store_arrivals(qm, g.queue, g.messages, g.state)
+                    store_arrivals(qm, g.queue, g.messages, g.state, send_insecure_nacks=insecure)
                     out.append(None)
                 except MQError as exc:
                     failed.add(g.key)
@@ -820,13 +822,16 @@ class Transfer:
         else:
             for queue, message, _cid, _n in work.items:
                 try:
-                    store_arrivals(qm, queue, [replace(message, transactional=False)], None)
+                    store_arrivals(
+                        qm, queue, [replace(message, transactional=False)], None, send_insecure_nacks=insecure
+                    )
                     out.append(None)
                 except MQError as exc:
                     out.append(exc)
             for dropped, session in work.hop_nacks:
                 with contextlib.suppress(MQError):
-                    hop_count_exceeded(qm, dropped, session if isinstance(session, AckSession) else None)
+                    sess = session if isinstance(session, AckSession) else None
+                    hop_count_exceeded(qm, dropped, sess, send_insecure_nacks=insecure)
         return out
 
     def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:

@@ -43,7 +43,8 @@ class TransferConfig:
     per outgoing queue by one :meth:`Transfer.poll` call;
     ``queue_refresh``: seconds between looks for new outgoing queues;
     ``sequence_quarantine``: seconds a TxSequenceID stays reserved to the outgoing queue
-    that used it last (see ``Transfer._sequence_blocked``).
+    that used it last (see ``Transfer._sequence_blocked``); ``send_insecure_nacks``:
+    SendInsecureNacks for arrival NACKs.
     """
 
     local_addresses: tuple[str, ...] = ("127.0.0.1",)
@@ -53,6 +54,9 @@ class TransferConfig:
     load_per_poll: int = 2_000
     queue_refresh: float = 1.0
     sequence_quarantine: float = 30.0
+    #: SendInsecureNacks (MS-MQQB 3.1.1.3): also send the admin NACKs that disclose the
+    #: queue (NACK_BAD_DST_Q, access / security classes, 3.1.7.15). FinalAcks always go.
+    send_insecure_nacks: bool = False
     session: SessionConfig = field(default_factory=SessionConfig)
     order_ack: OrderAckConfig = field(default_factory=OrderAckConfig)
     resend: ResendConfig = field(default_factory=ResendConfig)
