@@ -7,6 +7,7 @@ import socket
 import subprocess
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -377,17 +378,30 @@ def test_connect_by_url(server: RemoteServer) -> None:
 
 
 def test_client_that_stops_pinging_loses_its_session(qm: QueueManager) -> None:
+    # Deterministic: the session timeout is driven with a literal ``now`` (the server's own
+    # timer loop never reaches 600 s during the test), and the test waits on conditions
+    # with bounded loops, never on wall-clock time.
     fill(qm, TXQ, [b"a"])
-    with RemoteServer(qm, port=0, session_timeout=0.3) as srv:
+    with RemoteServer(qm, port=0, session_timeout=600.0) as srv:
         srv.start()
         t = GrpcTransport(srv.target, ping_interval=3600)
         try:
             h = t.open_queue(TXQ, Access.RECEIVE)
             tx = t.begin()
-            t.read(h, tx=tx)
-            with pytest.raises(MQError) as e:  # waits on an empty queue; the session expires meanwhile
-                t.read(h, timeout=30)
-            assert hr(e) == HResult.MQ_ERROR_OPERATION_CANCELLED
+            assert [m.body for m in t.read(h, tx=tx)] == [b"a"]
+            session = srv.core.session(t.session_id)
+            with ThreadPoolExecutor(1) as pool:
+                waiting = pool.submit(t.read, h, timeout=30)  # waits on the empty queue
+                for _ in range(1000):  # bounded: until the server holds the waiting read
+                    if session.waiters or waiting.done():
+                        break
+                    threading.Event().wait(0.01)
+                assert session.waiters, "the read never started waiting"
+                # No ping for longer than the session timeout: the timer ends the session.
+                assert srv.core.run_timers(now=session.last_seen + 601.0) == 1
+                with pytest.raises(MQError) as e:
+                    waiting.result(timeout=30)
+                assert hr(e) == HResult.MQ_ERROR_OPERATION_CANCELLED
             with pytest.raises(MQError) as e:
                 t.read(h)
             assert hr(e) == HResult.MQ_ERROR_STALE_HANDLE
