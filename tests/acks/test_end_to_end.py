@@ -1,0 +1,338 @@
+"""Acknowledgments across two queue managers, each raised by the real situation.
+
+QM A (127.0.0.1) sends to QM B (127.0.0.2) over MS-MQQB; both run their Transfer wired in
+memory (tests/transfer/harness.py: real sessions and packets, a literal clock) with the
+acknowledgment listener attached as ``serve()`` attaches it. Each test asserts the class,
+the body / identity fields and the queue the acknowledgment lands in: A's admin queue
+(MS-MQQB 3.1.7.15) and, for FinalAcks (3.1.7.17 / 3.1.5.7), the journal or the
+transactional dead-letter queue at A where the sent message ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openmsmq.qm import names
+from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.qm.acknowledgment import AckSession, send_transactional_acknowledgment
+from openmsmq.qm.manager import QueueManager
+from openmsmq.store.records import Message
+from openmsmq.wire.constants import AckRequest, MessageClass
+from openmsmq.wire.ids import ObjectId
+from transfer.harness import Clock, Net, Node
+
+A, B = "127.0.0.1", "127.0.0.2"
+ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"
+ORDERS = f"DIRECT=TCP:{B}\\private$\\orders"
+PA, PR, NA, NR = (
+    AckRequest.POS_ARRIVAL,
+    AckRequest.POS_RECEIVE,
+    AckRequest.NEG_ARRIVAL,
+    AckRequest.NEG_RECEIVE,
+)
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Iterator[Net]:
+    n = Net(tmp_path, Clock())
+    yield n
+    for node in n.nodes.values():
+        node.qm.close()
+
+
+def _node(net: Net, address: str, **cfg: object) -> Node:
+    node = net.add(address, **cfg)  # type: ignore[arg-type]
+    attach_acknowledgments(node.qm, session_of=node.transfer.ack_session_for)
+    return node
+
+
+def _pair(
+    net: Net, *, orders_tx: bool = True, quota_kb: int | None = None, **cfg: object
+) -> tuple[Node, Node]:
+    a = _node(net, A)
+    b = _node(net, B, **cfg)
+    a.qm.create_queue("private$\\admin")
+    kw = {} if quota_kb is None else {"quota_kb": quota_kb}
+    b.qm.create_queue("private$\\orders", transactional=orders_tx, **kw)  # type: ignore[arg-type]
+    return a, b
+
+
+def _send(qm: QueueManager, dest: str, *, tx: bool = True, **attrs: object) -> Message:
+    m = Message(body=b"order-1", label="o1", admin_queue=ADMIN, **attrs)  # type: ignore[arg-type]
+    if not tx:
+        return qm.send(dest, m)
+    with qm.begin() as t:
+        sent = qm.send(dest, m, t)
+    return sent
+
+
+def _peek(qm: QueueManager, queue: str) -> list[Message]:
+    return qm.peek_range(queue, 0, 1000)
+
+
+def _admin(a: Node) -> list[Message]:
+    return _peek(a.qm, "private$\\admin")
+
+
+def _check_admin(ack: Message, sent: Message, a: Node, cls: int, *, body: bool) -> None:
+    assert ack.message_class == cls
+    # 3.1.7.15: CorrelationIdentifier = the original Identifier, ResponseQueue = its destination.
+    assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
+    assert ack.response_queue.lower() == ORDERS.lower()
+    assert ack.body == (sent.body if body else b"")
+    assert ack.ack_flags == 0 and not ack.positive_journaling and not ack.negative_journaling
+
+
+def _final_ack_landed(a: Node, sent: Message, queue: str, cls: int) -> Message:
+    """The sent message, settled by its FinalAck, is in ``queue`` at A with ``cls``."""
+    [m] = _peek(a.qm, queue)
+    assert (m.id_lineage, m.id_uniquifier) == (a.qm.guid, sent.id_uniquifier)
+    assert m.message_class == cls
+    assert _peek(a.qm, names.AWAITING_FINAL_ACK) == []
+    return m
+
+
+def _run(net: Net, rounds: int = 10) -> None:
+    net.settle()
+    for _ in range(rounds):
+        net.advance(0.6)
+
+
+# ---------------------------------------------------------------- positive acknowledgments
+
+
+def test_ack_reach_queue(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=PA)
+    net.run_until_quiet()
+    assert [m.body for m in _peek(b.qm, "private$\\orders")] == [b"order-1"]
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.ACK_REACH_QUEUE, body=False)
+
+
+def test_ack_receive_and_positive_final_ack_journals_at_the_sender(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=PR | NR, positive_journaling=True)
+    net.run_until_quiet()
+    # OrderAck'ed, the message waits for its FinalAck at A (durably, aside).
+    [waiting] = _peek(a.qm, names.AWAITING_FINAL_ACK)
+    assert waiting.id_uniquifier == sent.id_uniquifier
+    with b.qm.begin() as tx:
+        assert b.qm.receive("private$\\orders", tx=tx).body == b"order-1"
+    net.run_until_quiet()
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.ACK_RECEIVE, body=False)
+    # FinalAck AckReceive + JP: MS-MQQB 3.1.5.7 moves it to the system journal.
+    _final_ack_landed(a, sent, names.SYSTEM_JOURNAL, sent.message_class)
+
+
+# ---------------------------------------------------------------- NACKs on arrival at B
+
+
+def test_nack_bad_destination_queue(net: Net) -> None:
+    a, b = _pair(net, send_insecure_nacks=True)
+    sent = _send(a.qm, f"DIRECT=TCP:{B}\\private$\\nosuch", ack_flags=NA, negative_journaling=True)
+    net.run_until_quiet()  # OrderAck'ed although not stored: the outgoing queue empties
+    [ack] = _admin(a)
+    assert ack.message_class == MessageClass.NACK_BAD_DST_Q
+    assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
+    assert ack.body == b"order-1"
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_BAD_DST_Q)
+    assert b.transfer.incoming_status()[0].tx_sequence_number == 1  # the sequence advanced
+
+
+def test_nack_bad_destination_queue_admin_needs_send_insecure_nacks(net: Net) -> None:
+    a, _ = _pair(net)
+    sent = _send(a.qm, f"DIRECT=TCP:{B}\\private$\\nosuch", ack_flags=NA, negative_journaling=True)
+    net.run_until_quiet()
+    assert _admin(a) == []  # 3.1.7.15: insecure class, SendInsecureNacks FALSE
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_BAD_DST_Q)  # FinalAck still goes
+
+
+def test_nack_not_transactional_queue(net: Net) -> None:
+    a, b = _pair(net, orders_tx=False)
+    sent = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True)
+    net.run_until_quiet()
+    assert _peek(b.qm, "private$\\orders") == []
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_NOT_TRANSACTIONAL_Q, body=True)
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_NOT_TRANSACTIONAL_Q)
+
+
+def test_nack_not_transactional_message(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, tx=False, ack_flags=NA, delivery=1)
+    net.run_until_quiet()
+    assert _peek(b.qm, "private$\\orders") == []
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_NOT_TRANSACTIONAL_MSG, body=True)
+    assert ack.delivery == 1
+
+
+def test_nack_quota_exceeded(net: Net) -> None:
+    a, b = _pair(net, quota_kb=1)
+    first = _send(a.qm, ORDERS)
+    big = Message(body=b"x" * 1500, admin_queue=ADMIN, ack_flags=NA, negative_journaling=True)
+    with a.qm.begin() as tx:
+        sent = a.qm.send(ORDERS, big, tx)
+    net.run_until_quiet()
+    assert [m.id_uniquifier for m in _peek(b.qm, "private$\\orders")] == [first.id_uniquifier]
+    [ack] = _admin(a)
+    assert ack.message_class == MessageClass.NACK_Q_EXCEED_QUOTA
+    assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_Q_EXCEED_QUOTA)
+
+
+def test_nack_reach_queue_timeout_on_arrival(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True, time_to_reach_queue=5)
+    net.clock.now += 60  # the link was down: it reaches B after TimeToReachQueue
+    net.run_until_quiet()
+    assert _peek(b.qm, "private$\\orders") == []
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_REACH_QUEUE_TIMEOUT, body=True)
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_REACH_QUEUE_TIMEOUT)
+
+
+def test_nack_reach_queue_timeout_in_the_outgoing_queue(net: Net) -> None:
+    a, _ = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=NA, time_to_reach_queue=5)
+    assert a.qm.expire(net.clock.now + 60) == 1  # expired before it was ever sent
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_REACH_QUEUE_TIMEOUT, body=True)
+    [dead] = _peek(a.qm, names.DEADXACT)
+    assert dead.message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
+
+
+def test_nack_hop_count_exceeded(net: Net) -> None:
+    # A route loop: A sends 127.0.0.9 to B, B sends it back to A.
+    a = _node(net, A, routes=(("127.0.0.9", B),))
+    _node(net, B, routes=(("127.0.0.9", A),))
+    a.qm.create_queue("private$\\admin")
+    sent = _send(a.qm, "DIRECT=TCP:127.0.0.9\\private$\\q", ack_flags=NA)
+    _run(net)
+    [ack] = _admin(a)
+    assert ack.message_class == MessageClass.NACK_HOP_COUNT_EXCEEDED
+    assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
+    assert ack.response_queue.lower() == "direct=tcp:127.0.0.9\\private$\\q"
+    assert ack.body == b"order-1"
+
+
+# ---------------------------------------------------------------- NACKs on removal at B
+
+
+def test_nack_queue_deleted(net: Net) -> None:
+    a, b = _pair(net, orders_tx=False)
+    b.qm.create_queue("private$\\tx", transactional=True)
+    sent = _send(a.qm, f"DIRECT=TCP:{B}\\private$\\tx", ack_flags=NR, negative_journaling=True)
+    net.run_until_quiet()
+    b.qm.delete_queue("private$\\tx")
+    net.run_until_quiet()
+    [ack] = _admin(a)
+    assert ack.message_class == MessageClass.NACK_Q_DELETED
+    assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_Q_DELETED)
+
+
+def test_nack_queue_purged(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True)
+    net.run_until_quiet()
+    assert b.qm.purge_queue("private$\\orders") == 1
+    net.run_until_quiet()
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_Q_PURGED, body=True)
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_Q_PURGED)
+
+
+def test_nack_receive_timeout(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True, time_to_be_received=30)
+    net.run_until_quiet()
+    assert len(_peek(b.qm, "private$\\orders")) == 1
+    assert b.qm.expire(net.clock.now + 60) == 1
+    net.run_until_quiet()
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_RECEIVE_TIMEOUT, body=True)
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_RECEIVE_TIMEOUT)
+
+
+def test_nack_receive_rejected(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True)
+    net.run_until_quiet()
+    with b.qm.begin() as tx:
+        got = b.qm.receive("private$\\orders", tx=tx)
+        tx.set_dequeue_reason(got.lookup_id, MessageClass.NACK_RECEIVE_REJECTED)
+    net.run_until_quiet()
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_RECEIVE_REJECTED, body=True)
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_RECEIVE_REJECTED)
+
+
+# ---------------------------------------------------------------- retention, restart, bad input
+
+
+def test_awaiting_final_ack_survives_a_sender_restart(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True)
+    net.run_until_quiet()
+    assert len(_peek(a.qm, names.AWAITING_FINAL_ACK)) == 1
+    a = net.restart(A)
+    attach_acknowledgments(a.qm, session_of=a.transfer.ack_session_for)
+    assert len(_peek(a.qm, names.AWAITING_FINAL_ACK)) == 1
+    b.qm.purge_queue("private$\\orders")
+    net.run_until_quiet()
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_Q_PURGED)
+
+
+def test_final_ack_destination_survives_a_receiver_restart(net: Net) -> None:
+    a, b = _pair(net)
+    sent = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True)
+    net.run_until_quiet()
+    b = net.restart(B)
+    attach_acknowledgments(b.qm, session_of=b.transfer.ack_session_for)
+    b.qm.purge_queue("private$\\orders")
+    net.run_until_quiet()
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_Q_PURGED)
+
+
+def test_without_journaling_the_final_ack_drops_the_waiting_message(net: Net) -> None:
+    a, b = _pair(net)
+    _send(a.qm, ORDERS, ack_flags=NR, final_ack_required=True)
+    net.run_until_quiet()
+    assert len(_peek(a.qm, names.AWAITING_FINAL_ACK)) == 1
+    b.qm.purge_queue("private$\\orders")
+    net.run_until_quiet()
+    assert _peek(a.qm, names.AWAITING_FINAL_ACK) == []
+    assert _peek(a.qm, names.DEADXACT) == [] and _peek(a.qm, names.SYSTEM_JOURNAL) == []
+
+
+def test_final_ack_for_an_unknown_message_is_dropped(net: Net, caplog: pytest.LogCaptureFixture) -> None:
+    a, b = _pair(net)
+    kept = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True)
+    net.run_until_quiet()
+    # B acknowledges a message A never sent (unknown MessageID / sequence number).
+    bogus = Message(
+        transactional=True, tx_sequence_id=kept.tx_sequence_id or 1 << 32 | 7, tx_sequence_number=99,
+        tx_previous_sequence_number=98, id_lineage=a.qm.guid, id_uniquifier=424242,
+        source_machine=a.qm.guid, destination_queue=ORDERS,
+    )  # fmt: skip
+    assert send_transactional_acknowledgment(
+        b.qm, MessageClass.NACK_Q_PURGED, AckSession(True, A, a.qm.guid), user_message=bogus
+    )
+    with caplog.at_level("WARNING", logger="openmsmq.transfer"):
+        net.run_until_quiet()
+    assert "unknown message" in caplog.text
+    # Nothing stored moved; the session still works.
+    assert len(_peek(a.qm, names.AWAITING_FINAL_ACK)) == 1
+    assert _peek(a.qm, names.DEADXACT) == []
+    second = _send(a.qm, ORDERS, ack_flags=PA)
+    net.run_until_quiet()
+    assert [m.id_uniquifier for m in _peek(b.qm, "private$\\orders")] == [
+        kept.id_uniquifier,
+        second.id_uniquifier,
+    ]
