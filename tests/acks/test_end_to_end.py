@@ -21,7 +21,7 @@ from openmsmq.qm.acknowledgment import AckSession, send_transactional_acknowledg
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import AckRequest, MessageClass
-from openmsmq.wire.ids import ObjectId
+from openmsmq.wire.ids import ObjectId, TxSequenceId
 from transfer.harness import Clock, Net, Node
 
 A, B = "127.0.0.1", "127.0.0.2"
@@ -336,3 +336,42 @@ def test_final_ack_for_an_unknown_message_is_dropped(net: Net, caplog: pytest.Lo
         kept.id_uniquifier,
         second.id_uniquifier,
     ]
+
+
+def test_order_ack_for_an_unknown_sequence_is_dropped(net: Net) -> None:
+    a, b = _pair(net)
+    kept = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True)
+    net.run_until_quiet()
+    unknown = TxSequenceId(0x1234, 99)
+    session = AckSession(True, A, a.qm.guid, outgoing_tx_sequence_id=unknown, incoming_tx_sequence_number=7)
+    assert send_transactional_acknowledgment(b.qm, MessageClass.ORDER_ACK, session)
+    net.run_until_quiet()
+    # Nothing released or moved at A; the sessions keep working.
+    assert [m.id_uniquifier for m in _peek(a.qm, names.AWAITING_FINAL_ACK)] == [kept.id_uniquifier]
+    second = _send(a.qm, ORDERS)
+    net.run_until_quiet()
+    assert len(_peek(b.qm, "private$\\orders")) == 2
+    assert second.id_uniquifier != kept.id_uniquifier
+
+
+def test_receive_acknowledgment_is_written_in_the_receive_commit(net: Net) -> None:
+    a, b = _pair(net)
+    _send(a.qm, ORDERS, ack_flags=NR | PR, negative_journaling=True)
+    net.run_until_quiet()
+    listener = attach_acknowledgments(b.qm)  # a second listener that "crashes" after the commit
+    calls: list[int] = []
+
+    def crash(events: list[object]) -> None:
+        calls.append(len(events))
+
+    b.qm._listeners[-1] = crash  # what runs after the commit is lost in a crash
+    b.qm._commit_hooks.pop(listener)
+    with b.qm.begin() as tx:
+        b.qm.receive("private$\\orders", tx=tx)
+    assert calls == [1]
+    # The first listener's admin ACK and FinalAck are already durable in B's outgoing
+    # queues, written by the receive's own commit.
+    out = [r for r in b.qm.list_queues(include_system=True) if r.queue_type == 4 and r.msg_count]
+    assert sorted(r.display_name.lower() for r in out) == sorted(
+        [ADMIN.lower(), f"direct=tcp:{A}\\private$\\order_queue$"]
+    )
