@@ -13,11 +13,20 @@ from rich.table import Table
 
 from openmsmq.cli.context import CliContext, ctx_of, json_option, message_row
 from openmsmq.client import SINGLE_MESSAGE, Access, Message
+from openmsmq.client.types import AckRequest
 from openmsmq.errors import HResult, MQError
 
 __all__ = ["peek", "receive", "register", "send"]
 
 _PREVIEW = 60
+#: ``send --ack`` names: AcknowledgementsRequested bits (MS-MQMQ 2.2.19.3).
+_ACKS = {
+    "reach": AckRequest.POS_ARRIVAL,
+    "receive": AckRequest.POS_RECEIVE,
+    "nack-reach": AckRequest.NEG_ARRIVAL,
+    "nack-receive": AckRequest.NEG_RECEIVE,
+    "full": AckRequest.POS_ARRIVAL | AckRequest.POS_RECEIVE | AckRequest.NEG_ARRIVAL | AckRequest.NEG_RECEIVE,
+}
 
 
 def _preview(m: Message) -> str:
@@ -32,19 +41,18 @@ def _table(msgs: list[Message]) -> None:
     if not msgs:
         click.echo("(no messages)")
         return
-    table = Table("lookup id", "message id", "label", "class", "pri", "size", "sent (UTC)", "body")
+    # Acknowledgments (an admin queue) also show the message they are about (CorrelationId).
+    acks = any(m.is_acknowledgment for m in msgs)
+    columns = ["lookup id", "message id", "label", "class", "pri", "size", "sent (UTC)", "body"]
+    if acks:
+        columns.insert(4, "acknowledges")
+    table = Table(*columns)
     for m in msgs:
         sent = datetime.fromtimestamp(m.sent_time, UTC).strftime("%Y-%m-%d %H:%M:%S") if m.sent_time else "-"
-        table.add_row(
-            str(m.lookup_id),
-            m.message_id,
-            m.label,
-            m.class_name,
-            str(m.priority),
-            str(len(m.body)),
-            sent,
-            _preview(m),
-        )
+        row = [m.message_id, m.label, m.class_name, str(m.priority), str(len(m.body)), sent, _preview(m)]
+        if acks:
+            row.insert(3, m.acknowledged_message_id or "-")
+        table.add_row(str(m.lookup_id), *row)
     Console().print(table)
 
 
@@ -70,6 +78,16 @@ def _emit_messages(c: CliContext, queue: str, msgs: list[Message]) -> None:
 @click.option(
     "--transactional", is_flag=True, help="Send in one transaction (needed by transactional queues)."
 )
+@click.option("--admin-queue", "admin_queue", default="", help="Administration queue for acknowledgments.")
+@click.option(
+    "--ack",
+    "acks",
+    multiple=True,
+    type=click.Choice(sorted(_ACKS)),
+    help="Acknowledgments to request (repeatable; needs --admin-queue).",
+)
+@click.option("--dead-letter", is_flag=True, help="Negative source journaling: dead-letter it on failure.")
+@click.option("--journal", is_flag=True, help="Positive source journaling: journal it once received.")
 @json_option
 @click.pass_context
 def send(
@@ -81,9 +99,23 @@ def send(
     count: int,
     priority: int,
     transactional: bool,
+    admin_queue: str,
+    acks: tuple[str, ...],
+    dead_letter: bool,
+    journal: bool,
 ) -> None:
     """Send BODY (or --file, or stdin when neither is given) to QUEUE."""
     c = ctx_of(ctx)
+    if acks and not admin_queue:
+        raise click.UsageError("--ack needs --admin-queue")
+    ack = AckRequest.NONE
+    for name in acks:
+        ack |= _ACKS[name]
+    extra: dict[str, Any] = {}
+    if admin_queue:
+        extra.update(admin_queue=admin_queue, ack=ack)
+    if dead_letter or journal:
+        extra.update(dead_letter=dead_letter, journal=journal)
     if body is not None and path is not None:
         raise click.UsageError("give BODY or --file, not both")
     if body is not None:
@@ -94,7 +126,11 @@ def send(
         data = sys.stdin.buffer.read() if not sys.stdin.isatty() else b""
     with c.connection().open_queue(queue, Access.SEND) as q:
         receipts = q.send_many(
-            [data] * count, label=label, priority=priority, tx=SINGLE_MESSAGE if transactional else None
+            [data] * count,
+            label=label,
+            priority=priority,
+            tx=SINGLE_MESSAGE if transactional else None,
+            **extra,
         )
     c.emit(
         {
@@ -107,7 +143,13 @@ def send(
 
 
 @click.command()
-@click.argument("queue")
+@click.argument("queue", required=False)
+@click.option(
+    "--admin-queue",
+    "admin_queue",
+    default=None,
+    help="Receive acknowledgments from this administration queue (instead of QUEUE).",
+)
 @click.option(
     "--timeout", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Seconds to wait."
 )
@@ -117,8 +159,19 @@ def send(
 @click.option("--transactional", is_flag=True, help="Receive in one transaction, committed before printing.")
 @json_option
 @click.pass_context
-def receive(ctx: click.Context, queue: str, timeout: float, count: int, transactional: bool) -> None:
-    """Receive (remove) up to --count messages from QUEUE; none within --timeout is an error."""
+def receive(
+    ctx: click.Context,
+    queue: str | None,
+    admin_queue: str | None,
+    timeout: float,
+    count: int,
+    transactional: bool,
+) -> None:
+    """Receive (remove) up to --count messages from QUEUE (or --admin-queue: acknowledgments,
+    shown with their class and the message they acknowledge); none within --timeout is an error."""
+    if (queue is None) == (admin_queue is None):
+        raise click.UsageError("give QUEUE or --admin-queue (one of them)")
+    queue = queue or admin_queue or ""
     c = ctx_of(ctx)
     conn = c.connection()
     with conn.open_queue(queue, Access.RECEIVE) as q:

@@ -10,9 +10,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from openmsmq.client.types import INFINITE, AckRequest, Delivery
+from openmsmq.errors import WireError
 from openmsmq.wire.constants import MessageClass
+from openmsmq.wire.ids import ObjectId
 
-__all__ = ["Message", "PendingMessage", "class_name"]
+__all__ = ["Message", "PendingMessage", "class_name", "is_acknowledgment_class"]
+
+
+def is_acknowledgment_class(message_class: int) -> bool:
+    """True for the acknowledgment classes of MS-MQMQ 2.2.18.1.6: ACK_REACH_QUEUE, the
+    receive acknowledgment (0x4000 bit) and every NACK (0x8000 bit)."""
+    return message_class == MessageClass.ACK_REACH_QUEUE or bool(message_class & 0xC000)
 
 
 def class_name(message_class: int) -> str:
@@ -80,6 +88,24 @@ class Message:
         return class_name(self.message_class)
 
     @property
+    def is_acknowledgment(self) -> bool:
+        """An acknowledgment message (ACK_REACH_QUEUE, ACK_RECEIVE or a NACK class), as an
+        administration queue receives them (MS-MQQB 3.1.7.15)."""
+        return is_acknowledgment_class(self.message_class)
+
+    @property
+    def acknowledged_message_id(self) -> str | None:
+        """For an acknowledgment: the Identifier of the message it is about, in the
+        ``{GUID}\\uniquifier`` form of :attr:`message_id` — its CorrelationIdentifier
+        (MS-MQQB 3.1.7.15). None for other messages."""
+        if not self.is_acknowledgment:
+            return None
+        try:
+            return str(ObjectId.decode(self.correlation_id))
+        except (WireError, ValueError):
+            return None
+
+    @property
     def sent_at(self) -> datetime | None:
         """SentTime as an aware UTC datetime (None if unset)."""
         return _utc(self.sent_time)
@@ -109,6 +135,7 @@ class Message:
             "body_size": len(self.body),
             "class": self.message_class,
             "class_name": self.class_name,
+            "acknowledges": self.acknowledged_message_id,
             "priority": self.priority,
             "correlation_id": self.correlation_id.hex(),
             "app_specific": self.app_specific,
