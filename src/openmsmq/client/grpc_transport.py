@@ -15,6 +15,7 @@ that cannot be reached raises MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import queue
@@ -48,6 +49,15 @@ from openmsmq.errors import ConfigError, HResult, MQError
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
+from openmsmq.remote.packed import (
+    FLAG_DEAD_LETTER,
+    FLAG_FIRST_IN_TRANSACTION,
+    FLAG_JOURNAL,
+    FLAG_LAST_IN_TRANSACTION,
+    FLAG_TRANSACTIONAL,
+    PACKED_V1,
+    decode_messages,
+)
 from openmsmq.remote.status import QMStatus, status_from_pb
 from openmsmq.wire.ids import ObjectId
 
@@ -113,23 +123,109 @@ def _guid(raw: bytes) -> str:
     return text
 
 
+# Message fields from a packed record (openmsmq.remote.packed): the record's names are
+# the parameters of the generated ``make``; a Message field missing here gets its default.
+_RECORD = [
+    "lookup_id", "uniq", "message_class", "priority", "app_specific", "body_type", "delivery",
+    "sent_time", "arrived_time", "ttrq", "ttbr", "ack_flags", "flags", "request_id", "tx_seq_id",
+    "tx_seq_num", "lineage", "source", "body", "label", "corr", "dest", "admin", "resp", "ext",
+]  # fmt: skip
+_FIELD_SOURCE = {
+    "body": "body", "label": "label", "lookup_id": "lookup_id",
+    "message_id": "_guid(lineage) + _BACKSLASH + str(uniq)",
+    "message_class": "message_class", "priority": "priority", "correlation_id": "corr",
+    "app_specific": "app_specific", "body_type": "body_type",
+    "delivery": "_DELIVERY.get(delivery, _EXPRESS)", "sent_time": "sent_time",
+    "arrived_time": "arrived_time", "time_to_reach_queue": "ttrq", "time_to_be_received": "ttbr",
+    "queue": "dest", "admin_queue": "admin", "response_queue": "resp",
+    "ack": "_ACKS[ack_flags & 0x0F]", "journal": f"flags & {FLAG_JOURNAL} != 0",
+    "dead_letter": f"flags & {FLAG_DEAD_LETTER} != 0",
+    "transactional": f"flags & {FLAG_TRANSACTIONAL} != 0",
+    "first_in_transaction": f"flags & {FLAG_FIRST_IN_TRANSACTION} != 0",
+    "last_in_transaction": f"flags & {FLAG_LAST_IN_TRANSACTION} != 0",
+    "source_machine": "_guid(source)", "extension": "ext",
+    "tx_sequence_id": "tx_seq_id", "tx_sequence_number": "tx_seq_num",
+}  # fmt: skip
+
+
+def _record_maker() -> Callable[..., Message]:
+    """``make(*record) -> Message`` for a packed record, generated once.
+
+    The hot path of batched receives: a frozen dataclass's ``__init__`` sets its fields
+    through ``object.__setattr__``; for the slotted :class:`Message` the generated
+    function stores straight into the slots (half the cost per message), giving an
+    object equal to ``Message(...)`` with the same values. Falls back to the constructor
+    should :class:`Message` stop being a plain slotted dataclass.
+    """
+    env: dict[str, Any] = {
+        "Message": Message, "_guid": _guid, "_BACKSLASH": "\\", "_DELIVERY": _DELIVERY,
+        "_EXPRESS": Delivery.EXPRESS, "_ACKS": _ACKS, "_new": object.__new__,
+    }  # fmt: skip
+    values: list[tuple[str, str]] = []
+    for f in dataclasses.fields(Message):
+        expr = _FIELD_SOURCE.get(f.name)
+        if expr is None:  # a field this transport does not carry: its default
+            if f.default is not dataclasses.MISSING:
+                env[f"_default_{f.name}"] = f.default
+                expr = f"_default_{f.name}"
+            elif f.default_factory is not dataclasses.MISSING:
+                env[f"_factory_{f.name}"] = f.default_factory
+                expr = f"_factory_{f.name}()"
+            else:
+                raise TypeError(f"Message.{f.name} has no default and no packed source")
+        values.append((f.name, expr))
+    fast = (
+        "__slots__" in Message.__dict__
+        and not hasattr(Message, "__post_init__")
+        and all(f.init for f in dataclasses.fields(Message))
+    )
+    lines = [f"def make({', '.join(_RECORD)}):"]
+    if fast:
+        lines.append("    o = _new(Message)")
+        for name, expr in values:
+            env[f"_set_{name}"] = getattr(Message, name).__set__
+            lines.append(f"    _set_{name}(o, {expr})")
+        lines.append("    return o")
+    else:
+        lines.append("    return Message(" + ", ".join(f"{n}={e}" for n, e in values) + ")")
+    exec("\n".join(lines), env)  # source built above from field names only
+    make: Callable[..., Message] = env["make"]
+    return make
+
+
+_make = _record_maker()
+
+
 def _message(m: pb.Message) -> Message:
-    # Hot path of batched receives: no enum or UUID construction per message.
-    return Message(
-        body=m.body, label=m.label, lookup_id=m.lookup_id,
-        message_id=f"{_guid(m.id_lineage)}\\{m.id_uniquifier}",
-        message_class=m.message_class, priority=m.priority, correlation_id=m.correlation_id,
-        app_specific=m.app_specific, body_type=m.body_type,
-        delivery=_DELIVERY.get(m.delivery, Delivery.EXPRESS),
-        sent_time=m.sent_time, arrived_time=m.arrived_time,
-        time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
-        queue=m.destination_queue, admin_queue=m.admin_queue, response_queue=m.response_queue,
-        ack=_ACKS[m.ack_flags & 0x0F], journal=m.positive_journaling,
-        dead_letter=m.negative_journaling, transactional=m.transactional,
-        first_in_transaction=m.first_in_transaction, last_in_transaction=m.last_in_transaction,
-        source_machine=_guid(m.source_machine), extension=m.extension,
-        tx_sequence_id=m.tx_sequence_id, tx_sequence_number=m.tx_sequence_number,
+    """A :class:`Message` from the ``repeated Message`` form (servers without packing)."""
+    flags = (
+        (FLAG_JOURNAL if m.positive_journaling else 0)
+        | (FLAG_DEAD_LETTER if m.negative_journaling else 0)
+        | (FLAG_TRANSACTIONAL if m.transactional else 0)
+        | (FLAG_FIRST_IN_TRANSACTION if m.first_in_transaction else 0)
+        | (FLAG_LAST_IN_TRANSACTION if m.last_in_transaction else 0)
+    )
+    return _make(
+        m.lookup_id, m.id_uniquifier, m.message_class, m.priority, m.app_specific, m.body_type,
+        m.delivery, m.sent_time, m.arrived_time, m.time_to_reach_queue, m.time_to_be_received,
+        m.ack_flags, flags, m.request_id, m.tx_sequence_id, m.tx_sequence_number, m.id_lineage,
+        m.source_machine, m.body, m.label, m.correlation_id, m.destination_queue, m.admin_queue,
+        m.response_queue, m.extension,
     )  # fmt: skip
+
+
+def _messages(reply: pb.ReadReply) -> list[Message]:
+    """The messages of a :class:`ReadReply`, packed or not."""
+    if reply.packed:
+        return [_make(*r) for r in decode_messages(reply.packed)]
+    return [_message(m) for m in reply.messages]
+
+
+def _pending(reply: pb.ReadReply) -> list[PendingMessage]:
+    """The (request id, message) pairs of a StartReceive reply, packed or not."""
+    if reply.packed:
+        return [PendingMessage(r[13], _make(*r)) for r in decode_messages(reply.packed)]  # type: ignore[arg-type]
+    return [PendingMessage(m.request_id, _message(m)) for m in reply.messages]
 
 
 def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
@@ -350,8 +446,9 @@ class GrpcTransport(Transport):
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
             timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
+            reply_format=PACKED_V1,
         )  # fmt: skip
-        return [_message(m) for m in self._call(self._stub.Read, req).messages]
+        return _messages(self._call(self._stub.Read, req))
 
     def start_receive(
         self,
@@ -385,10 +482,9 @@ class GrpcTransport(Transport):
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
             timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
-            request_id=self._request_ids(max_count),
+            request_id=self._request_ids(max_count), reply_format=PACKED_V1,
         )  # fmt: skip
-        reply = self._call(self._stub.StartReceive, req)
-        return [PendingMessage(m.request_id, _message(m)) for m in reply.messages]
+        return _pending(self._call(self._stub.StartReceive, req))
 
     def end_receive(self, handle: int, request_id: int, ack: Ack) -> None:
         status = self.end_receive_many(handle, [request_id], ack)[0]
@@ -430,8 +526,10 @@ class GrpcTransport(Transport):
     ) -> list[Message]:
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
-        req = pb.PeekRangeRequest(queue=queue, after=after, through=through, max_count=max_count)
-        return [_message(m) for m in self._call(self._stub.PeekRange, req).messages]
+        req = pb.PeekRangeRequest(
+            queue=queue, after=after, through=through, max_count=max_count, reply_format=PACKED_V1
+        )
+        return _messages(self._call(self._stub.PeekRange, req))
 
     def remove_through(self, positions: Mapping[str, int]) -> int:
         req = pb.RemoveThroughRequest(positions=dict(positions))

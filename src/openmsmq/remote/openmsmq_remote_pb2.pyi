@@ -148,16 +148,18 @@ class NthLookupIdReply(_message.Message):
     def __init__(self, lookup_id: _Optional[int] = ...) -> None: ...
 
 class PeekRangeRequest(_message.Message):
-    __slots__ = ("queue", "after", "through", "max_count")
+    __slots__ = ("queue", "after", "through", "max_count", "reply_format")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     THROUGH_FIELD_NUMBER: _ClassVar[int]
     MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FORMAT_FIELD_NUMBER: _ClassVar[int]
     queue: str
     after: int
     through: int
     max_count: int
-    def __init__(self, queue: _Optional[str] = ..., after: _Optional[int] = ..., through: _Optional[int] = ..., max_count: _Optional[int] = ...) -> None: ...
+    reply_format: int
+    def __init__(self, queue: _Optional[str] = ..., after: _Optional[int] = ..., through: _Optional[int] = ..., max_count: _Optional[int] = ..., reply_format: _Optional[int] = ...) -> None: ...
 
 class RemoveThroughRequest(_message.Message):
     __slots__ = ("positions",)
@@ -257,7 +259,7 @@ class PurgeReply(_message.Message):
     def __init__(self, count: _Optional[int] = ...) -> None: ...
 
 class ReadRequest(_message.Message):
-    __slots__ = ("handle", "action", "lookup_id", "cursor", "timeout_ms", "transaction", "max_count", "request_id")
+    __slots__ = ("handle", "action", "lookup_id", "cursor", "timeout_ms", "transaction", "max_count", "request_id", "reply_format")
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -266,6 +268,7 @@ class ReadRequest(_message.Message):
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FORMAT_FIELD_NUMBER: _ClassVar[int]
     handle: int
     action: int
     lookup_id: int
@@ -274,13 +277,16 @@ class ReadRequest(_message.Message):
     transaction: bytes
     max_count: int
     request_id: int
-    def __init__(self, handle: _Optional[int] = ..., action: _Optional[int] = ..., lookup_id: _Optional[int] = ..., cursor: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., transaction: _Optional[bytes] = ..., max_count: _Optional[int] = ..., request_id: _Optional[int] = ...) -> None: ...
+    reply_format: int
+    def __init__(self, handle: _Optional[int] = ..., action: _Optional[int] = ..., lookup_id: _Optional[int] = ..., cursor: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., transaction: _Optional[bytes] = ..., max_count: _Optional[int] = ..., request_id: _Optional[int] = ..., reply_format: _Optional[int] = ...) -> None: ...
 
 class ReadReply(_message.Message):
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "packed")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[Message]
-    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+    packed: bytes
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., packed: _Optional[bytes] = ...) -> None: ...
 
 class CancelReceiveRequest(_message.Message):
     __slots__ = ("handle", "request_id")

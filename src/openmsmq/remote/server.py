@@ -35,6 +35,7 @@ from openmsmq.remote import ranges
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, Session
+from openmsmq.remote.packed import PACKED_V1, encode_messages
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
 
 __all__ = ["HRESULT_KEY", "SESSION_KEY", "RemoteServer", "start_remote_server", "status_for"]
@@ -116,6 +117,16 @@ def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
         extension=m.extension, request_id=request_id, tx_sequence_id=m.tx_sequence_id,
         tx_sequence_number=m.tx_sequence_number,
     )  # fmt: skip
+
+
+def read_reply(msgs: list[Message], reply_format: int, request_ids: list[int] | None = None) -> pb.ReadReply:
+    """The :class:`ReadReply` for ``msgs``: packed (``reply_format`` 1, one ``bytes``
+    field for the whole batch) or as ``repeated Message``."""
+    if reply_format == PACKED_V1:
+        return pb.ReadReply(packed=encode_messages(msgs, request_ids))
+    if request_ids is None:
+        return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
+    return pb.ReadReply(messages=[message_to_pb(m, rid) for rid, m in zip(request_ids, msgs, strict=True)])
 
 
 def record_from_pb(o: pb.OutgoingMessage) -> Message:
@@ -284,7 +295,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
                 timeout_ms=request.timeout_ms, uow=request.transaction, max_count=request.max_count or 1,
                 request_id=request.request_id, cancel=cancel,
             )  # fmt: skip
-            return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
+            return read_reply(msgs, request.reply_format)
 
         return await self._run(context, fn, waits=request.timeout_ms != 0)
 
@@ -295,7 +306,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
                 lookup_id=request.lookup_id, cursor=request.cursor, timeout_ms=request.timeout_ms,
                 uow=request.transaction, max_count=request.max_count or 1, cancel=cancel,
             )  # fmt: skip
-            return pb.ReadReply(messages=[message_to_pb(m, rid) for rid, m in got])
+            return read_reply([m for _, m in got], request.reply_format, [rid for rid, _ in got])
 
         return await self._run(context, fn, waits=request.timeout_ms != 0)
 
@@ -409,7 +420,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             msgs = ranges.peek_range(
                 self.core.qm, s.principal, request.queue, request.after, through, request.max_count
             )
-            return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
+            return read_reply(msgs, request.reply_format)
 
         return await self._run(context, fn)
 
@@ -420,9 +431,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
         return await self._run(context, fn)
 
-    async def SendIdempotent(
-        self, request: pb.SendIdempotentRequest, context: Any
-    ) -> pb.SendIdempotentReply:
+    async def SendIdempotent(self, request: pb.SendIdempotentRequest, context: Any) -> pb.SendIdempotentReply:
         def fn(s: Session, _c: threading.Event) -> pb.SendIdempotentReply:
             records = [record_from_pb(o) for o in request.messages]
             got = ranges.send_idempotent(
