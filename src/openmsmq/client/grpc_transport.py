@@ -21,6 +21,7 @@ import os
 import queue
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -304,6 +305,10 @@ class GrpcTransport(Transport):
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
+        #: Transactions begun here that no call has carried to the server yet (see begin()).
+        self._fresh: set[bytes] = set()
+        #: Fresh transactions ended here without reaching the server (bounded memory).
+        self._ended_here: OrderedDict[bytes, None] = OrderedDict()
         self._stop: queue.Queue[None] = queue.Queue()
         self._session_ready = threading.Event()
         try:
@@ -354,6 +359,32 @@ class GrpcTransport(Transport):
             return method(request, metadata=self._md)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from None
+
+    def _call_tx(self, method: Callable[..., R], request: Any, uow: bytes) -> R:
+        """:meth:`_call` for a request carrying transaction ``uow``. The server creates a
+        transaction it does not know on a receive or send (MS-MQRR 3.1.4.13 step 6), so the
+        first call carrying a fresh transaction begins it there; once one succeeded the
+        transaction is known. After a failed first call it may or may not exist there:
+        :meth:`_settle` makes sure it does."""
+        if not uow or uow not in self._fresh:
+            return self._call(method, request)
+        try:
+            reply = self._call(method, request)
+        except MQError:
+            self._settle(uow)
+            raise
+        self._fresh.discard(uow)
+        return reply
+
+    def _settle(self, uow: bytes) -> None:
+        """Make sure the server has the fresh transaction ``uow`` (BeginTransaction; "it
+        exists" is as good); left fresh if the server cannot be asked."""
+        try:
+            self._call(self._stub.BeginTransaction, pb.TransactionRequest(transaction=uow))
+        except MQError as exc:
+            if exc.hresult != HResult.MQ_ERROR_TRANSACTION_SEQUENCE:
+                return
+        self._fresh.discard(uow)
 
     def _request_ids(self, n: int) -> int:
         with self._lock:
@@ -424,7 +455,7 @@ class GrpcTransport(Transport):
                 HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
                 f"a send of {req.ByteSize()} bytes exceeds {MAX_REQUEST_BYTES}: send fewer messages per call",
             )
-        reply = self._call(self._stub.Send, req)
+        reply = self._call_tx(self._stub.Send, req, req.transaction)
         return [
             SendReceipt(str(ObjectId(uuid.UUID(bytes=r.id_lineage), r.id_uniquifier)), r.lookup_id)
             for r in reply.receipts
@@ -448,7 +479,7 @@ class GrpcTransport(Transport):
             timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
             reply_format=PACKED_V1,
         )  # fmt: skip
-        return _messages(self._call(self._stub.Read, req))
+        return _messages(self._call_tx(self._stub.Read, req, req.transaction))
 
     def start_receive(
         self,
@@ -484,7 +515,7 @@ class GrpcTransport(Transport):
             timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
             request_id=self._request_ids(max_count), reply_format=PACKED_V1,
         )  # fmt: skip
-        return _pending(self._call(self._stub.StartReceive, req))
+        return _pending(self._call_tx(self._stub.StartReceive, req, req.transaction))
 
     def end_receive(self, handle: int, request_id: int, ack: Ack) -> None:
         status = self.end_receive_many(handle, [request_id], ack)[0]
@@ -502,7 +533,10 @@ class GrpcTransport(Transport):
         self._call(self._stub.CancelReceive, pb.CancelReceiveRequest(handle=handle, request_id=request_id))
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
-        req = pb.SetAckClassRequest(transaction=_uow(tx), lookup_id=lookup_id, message_class=message_class)
+        uow = _uow(tx)
+        if uow in self._fresh:  # nothing received in it yet: let the server say so
+            self._settle(uow)
+        req = pb.SetAckClassRequest(transaction=uow, lookup_id=lookup_id, message_class=message_class)
         self._call(self._stub.SetUserAcknowledgementClass, req)
 
     # ---- LookupIdentifier ranges (one round trip each) ------------------------------------
@@ -560,17 +594,42 @@ class GrpcTransport(Transport):
     # ---- transactions --------------------------------------------------------------------
 
     def begin(self) -> TransactionId:
-        tid = TransactionId()  # the client picks the XACTUOW (MS-MQRR 2.2.8)
-        self._call(self._stub.BeginTransaction, pb.TransactionRequest(transaction=tid.uow.bytes))
+        """A new transaction, without a round trip: the client picks the XACTUOW (MS-MQRR
+        2.2.8) and the first receive or send carrying it creates it on the server
+        (3.1.4.13 step 6). Committing or aborting one that no call carried is a no-op
+        (it holds nothing); ending it twice raises MQ_ERROR_TRANSACTION_SEQUENCE."""
+        if self._closed:
+            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+        tid = TransactionId()
+        self._fresh.add(tid.uow.bytes)
         return tid
+
+    def _end_here(self, uow: bytes) -> bool:
+        """End a transaction locally if the server never saw it; True if so."""
+        with self._lock:
+            if uow in self._ended_here:
+                raise MQError(
+                    HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"transaction {uuid.UUID(bytes=uow)} has ended"
+                )
+            if uow not in self._fresh:
+                return False
+            self._fresh.discard(uow)
+            self._ended_here[uow] = None
+            while len(self._ended_here) > 4096:
+                self._ended_here.popitem(last=False)
+            return True
 
     def commit(self, tx: TransactionId) -> None:
         if tx == SINGLE_MESSAGE:
             raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, "SINGLE_MESSAGE is not a transaction to commit")
-        self._call(self._stub.Commit, pb.TransactionRequest(transaction=tx.uow.bytes))
+        uow = tx.uow.bytes
+        if not self._end_here(uow):
+            self._call(self._stub.Commit, pb.TransactionRequest(transaction=uow))
 
     def abort(self, tx: TransactionId) -> None:
-        self._call(self._stub.Abort, pb.TransactionRequest(transaction=tx.uow.bytes))
+        uow = tx.uow.bytes
+        if not self._end_here(uow):
+            self._call(self._stub.Abort, pb.TransactionRequest(transaction=uow))
 
     # ---- lifecycle -----------------------------------------------------------------------
 

@@ -444,8 +444,8 @@ class RemoteReadCore:
     def send(
         self, s: Session, handle: int, messages: Sequence[Message], uow: bytes = b""
     ) -> list[tuple[int, int]]:
-        """Send in one commit (no ``uow``), into transaction ``uow``, or in a transaction
-        of its own (:data:`SINGLE_MESSAGE_UOW`). Returns (uniquifier, LookupIdentifier)
+        """Send in one commit (no ``uow``), into transaction ``uow`` (created if new), or in
+        a transaction of its own (:data:`SINGLE_MESSAGE_UOW`). Returns (uniquifier, LookupIdentifier)
         pairs; the LookupIdentifier is 0 until known (transaction, or a batch without one)."""
         d = self._desc(s, handle)
         if not d.access & AccessMode.SEND:
@@ -466,7 +466,9 @@ class RemoteReadCore:
                 t.abort()
                 raise
             return list(zip(uniqs, t.commit(), strict=True))
-        tx = self._tx(s, uow, create=False)
+        # As R_StartTransactionalReceive does (MS-MQRR 3.1.4.13 step 6), a send creates a
+        # transaction it does not know yet: clients begin transactions without a round trip.
+        tx = self._tx(s, uow, create=True)
         return [(u, 0) for u in qm.send_many(qh, messages, tx.txn)]
 
     # ---- reading -------------------------------------------------------------------------
