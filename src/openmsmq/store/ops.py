@@ -37,13 +37,12 @@ from openmsmq.store.records import (
 __all__ = [
     "FIRST_PRIVATE_NUMBER",
     "CommitWork",
+    "FinalAckOutcome",
     "Remove",
     "RemovedMessage",
     "Send",
-    "FinalAckOutcome",
     "accept_incoming",
     "commit_work",
-    "settle_final_ack",
     "create_queue",
     "delete_queue",
     "ensure_outgoing_queue",
@@ -63,6 +62,7 @@ __all__ = [
     "record_incoming",
     "release_outgoing",
     "reserve_uniquifiers",
+    "settle_final_ack",
     "update_queue",
 ]
 
