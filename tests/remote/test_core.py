@@ -513,3 +513,23 @@ def test_set_ack_class(core: RemoteReadCore, s: Session, qm: QueueManager) -> No
     core.set_ack_class(s, h, b"", m.lookup_id, NACK_RECEIVE_REJECTED)
     core.commit(s, UOW)
     assert bodies(qm, TXQ) == []
+
+
+def test_batched_start_receive_skips_messages_another_reader_locked(
+    core: RemoteReadCore, s: Session, qm: QueueManager
+) -> None:
+    fill(qm, TXQ, [b"1", b"2", b"3", b"4", b"5"])
+    other = qm.begin()
+    h_other = qm.open_queue(TXQ)
+    second = qm.peek_range(TXQ, 0, 1_000_000)[1]
+    qm.dequeue_begin(h_other, tx=other, lookup_id=second.lookup_id)  # "2" locked elsewhere
+    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    got = core.start_receive(s, h, request_id=100, uow=UOW, max_count=10)
+    assert [rid for rid, _ in got] == [100, 101, 102, 103]
+    assert [m.body for _, m in got] == [b"1", b"3", b"4", b"5"]
+    assert core.pending_count == 4
+    assert core.end_receive(s, h, [101], NACK) == [HResult.MQ_OK]  # "3" back
+    assert core.end_receive(s, h, [100, 102, 103], ACK) == [HResult.MQ_OK] * 3
+    core.commit(s, UOW)
+    other.abort()
+    assert bodies(qm, TXQ) == [b"2", b"3"]

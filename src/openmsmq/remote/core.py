@@ -73,6 +73,10 @@ _SEEK: dict[Action, LookupAction] = {
 }
 
 
+#: A candidate another reader took (gone, or locked by another transaction).
+_TAKEN = (HResult.MQ_ERROR_MESSAGE_NOT_FOUND, HResult.MQ_ERROR_TRANSACTION_USAGE)
+
+
 def _err(code: HResult, message: str) -> MQError:
     return MQError(code, message)
 
@@ -702,6 +706,7 @@ class RemoteReadCore:
         timeout = timeout_seconds(timeout_ms)
         out: list[tuple[int, Message]] = []
         t = tx.txn if tx else None
+        candidates: Iterator[Message] | None = None
         with self._waiting(s, handle, request_id, cancel) as w:
             for i in range(max_count):
                 rid = request_id + i
@@ -715,6 +720,10 @@ class RemoteReadCore:
                 try:
                     if i == 0:
                         p = self._wait(w, timeout, lambda x: self._begin_one(d, act, lookup_id, cursor, t, x))
+                    elif act == Action.RECEIVE and not cursor:
+                        if candidates is None:  # the rest of the batch: one query, not one each
+                            candidates = self._candidates(d, max_count - 1)
+                        p = self._begin_candidate(d, t, candidates)
                     else:
                         p = self._begin_one(d, act, lookup_id, cursor, t, 0.0)
                 except MQError:
@@ -772,6 +781,32 @@ class RemoteReadCore:
                 ):
                     raise
         raise _err(HResult.MQ_ERROR_IO_TIMEOUT, "the message at the cursor kept being taken")
+
+    def _candidates(self, d: OpenQueueDescriptor, n: int) -> Iterator[Message]:
+        """The next ``n`` available messages in queue order (one query), to lock one by one."""
+        try:
+            return iter(self.qm.peek_many(d.qm_handle, n))
+        except MQError as exc:
+            if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                raise
+            return iter(())
+
+    def _begin_candidate(
+        self, d: OpenQueueDescriptor, t: Transaction | None, candidates: Iterator[Message]
+    ) -> PendingReceive:
+        """Dequeue Message Begin for the first candidate still available. Locking the head
+        again and again would make the store skip a growing set of locked messages (a
+        batch of n costs n² rows); the candidates were peeked once, in queue order, and one
+        that another reader took meanwhile is skipped."""
+        for m in candidates:
+            try:
+                return self.qm.dequeue_begin(
+                    d.qm_handle, tx=t, lookup_id=m.lookup_id, action=LookupAction.CURRENT
+                )
+            except MQError as exc:
+                if exc.hresult not in _TAKEN:
+                    raise
+        raise _err(HResult.MQ_ERROR_IO_TIMEOUT, "no more messages for this batch")
 
     def _put_back(self, entry: PendingRequestEntry) -> None:
         """Dequeue Message End(iDeleteMessage = false) for a removed entry (cleanup timer,
