@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import shlex
 import sys
 import tempfile
@@ -99,7 +100,7 @@ def in_processes(target: str, job: str, n: int, batch: int, processes: int) -> f
     time.sleep(2.0)  # let every client connect before the clock starts
     start = time.perf_counter()
     go.set()
-    total = sum(done.get(timeout=600) for _ in procs)
+    total: int = sum(done.get(timeout=600) for _ in procs)
     elapsed = time.perf_counter() - start
     for p in procs:
         p.join()
@@ -116,6 +117,21 @@ def local_receive(qm: QueueManager, n: int, batch: int) -> int:
     return got
 
 
+def machine() -> str:
+    """Date, cores, CPU model and load average: the figures mean little without them."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        load = Path("/proc/loadavg").read_text().split()[:3]
+    except OSError:
+        load = ["?"] * 3
+    now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return f"# {now}, nproc {os.cpu_count()}, {model}, load average {' '.join(load)}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=50_000, help="messages for the batched runs")
@@ -125,6 +141,7 @@ def main() -> None:
     n, single, k = args.messages, args.single, args.consumers
     n -= n % (500 * k)
     print("$ .venv/bin/python bench/remote.py " + shlex.join(sys.argv[1:]))
+    print(machine())
     with tempfile.TemporaryDirectory() as d, QueueManager(Path(d)) as qm:
         qm.create_queue(QUEUE, transactional=True)
         rows: list[tuple[str, float]] = []
@@ -160,6 +177,7 @@ def main() -> None:
     print(f"{'in-process QM tx receive + commit, batch 500':<{width}}  {local:>10,.0f} msgs/s")
     batched = rows[2][1]
     print(f"remote ({k} clients) / in-process (batch 500): {batched / local:.2f}")
+    print(machine())
 
 
 if __name__ == "__main__":
