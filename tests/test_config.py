@@ -345,3 +345,13 @@ def test_docs_example_loads(tmp_path: Path) -> None:
     c = load_config(write(tmp_path, example), {}, {}).config
     assert c.qm.name == "mq01" and c.mqqb.next_hop("198.51.100.7") == "192.0.2.1"
     assert c.remote.tls_key == Path("/etc/openmsmq/key.pem")
+
+
+def test_protocol_keys_reach_the_transfer() -> None:
+    from openmsmq.net.server import transfer_config
+
+    default = transfer_config(load_config(None, {}, {}).config)
+    assert default.send_insecure_nacks is False
+    env = {"OPENMSMQ_PROTOCOL_SEND_INSECURE_NACKS": "true", "OPENMSMQ_PROTOCOL_WINDOW_SIZE": "512"}
+    tc = transfer_config(load_config(None, env, {}).config)
+    assert tc.send_insecure_nacks is True and tc.session.window_size == 512

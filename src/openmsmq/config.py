@@ -274,7 +274,11 @@ class ProtocolConfig:
         spec="MS-MQQB 3.1.1.3",
     )
     send_insecure_nacks: bool = _key(
-        False, "bool", "SendInsecureNacks: send admin NACKs for security failures.", spec="MS-MQQB 3.1.1.3"
+        False,
+        "bool",
+        "SendInsecureNacks: also send administration NACKs whose class tells the sender about "
+        "this QM (NACK_BAD_DST_Q, NACK_ACCESS_DENIED, signature and encryption failures).",
+        spec="MS-MQQB 3.1.1.3",
     )
 
     @property

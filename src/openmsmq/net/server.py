@@ -66,6 +66,7 @@ def transfer_config(config: Config) -> TransferConfig:
         resend=ResendConfig(
             p.resend_timeouts_short, p.resend_timeouts_medium, p.resend_timeouts_long, p.resend_timeouts_final
         ),
+        send_insecure_nacks=p.send_insecure_nacks,
     )
 
 
