@@ -42,7 +42,7 @@ def test_reader_options_defaults_and_case_insensitive_keys() -> None:
     assert opts.starting is StartingPosition.EARLIEST
     assert opts.max_messages_per_trigger is None
     assert opts.partitions_per_queue == 1
-    assert opts.fetch_size == 1000
+    assert opts.fetch_size == 10_000
 
 
 def test_reader_options_all_set() -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from openmsmq.errors import ConfigError
+from openmsmq.errors import ConfigError, LocalProtocolError
 
 __all__ = [
     "MAX_LOOKUP_ID",
@@ -32,8 +32,10 @@ __all__ = [
     "StartingPosition",
     "WriterOptions",
     "allocate_fairly",
+    "check_page",
     "decode_offset",
     "encode_offset",
+    "page_limit",
     "parse_reader_options",
     "parse_writer_options",
     "plan_partitions",
@@ -49,6 +51,16 @@ MAX_LOOKUP_ID = 2**63 - 1
 MAX_PARTITIONS_PER_QUEUE = 1024
 MAX_FETCH_SIZE = 100_000
 MAX_SEND_BATCH_SIZE = 100_000
+
+#: Default ``fetchSize``: messages per peek request (bounded further by PAGE_BYTES).
+DEFAULT_FETCH_SIZE = 10_000
+
+#: Body bytes a peek request aims at, whatever ``fetchSize`` says: a page of large
+#: messages is kept to about this much memory in the QM, the reply and the worker.
+PAGE_BYTES = 32 << 20
+
+#: Messages asked for by a partition's first peek, before their size is known.
+FIRST_PAGE = 1000
 
 #: Keys Spark itself may put into a data source's options; accepted and ignored.
 _SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
@@ -87,8 +99,8 @@ class ReaderOptions:
     """``maxMessagesPerTrigger``: at most this many messages per micro-batch (all queues)."""
     partitions_per_queue: int = 1
     """``partitionsPerQueue``: how many Spark partitions a queue's range is split into."""
-    fetch_size: int = 1000
-    """``fetchSize``: messages per peek request made by an executor."""
+    fetch_size: int = DEFAULT_FETCH_SIZE
+    """``fetchSize``: at most this many messages per peek request made by an executor."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +213,7 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
         starting_offsets = dict(decoded.positions)
     max_messages = _int_option(opts, "maxMessagesPerTrigger", None, 1, MAX_LOOKUP_ID)
     partitions = _int_option(opts, "partitionsPerQueue", 1, 1, MAX_PARTITIONS_PER_QUEUE)
-    fetch_size = _int_option(opts, "fetchSize", 1000, 1, MAX_FETCH_SIZE)
+    fetch_size = _int_option(opts, "fetchSize", DEFAULT_FETCH_SIZE, 1, MAX_FETCH_SIZE)
     assert partitions is not None and fetch_size is not None
     return ReaderOptions(
         endpoint=endpoint,
@@ -392,6 +404,34 @@ def plan_partitions(
         for lo, hi in split_range(start.get(queue), end.get(queue), partitions_per_queue):
             plans.append(PartitionPlan(queue, lo, hi))
     return plans
+
+
+def check_page(lookup_ids: Sequence[int], after: int, through: int, queue: str) -> None:
+    """Fail unless a peeked page's LookupIdentifiers rise strictly within ``(after, through]``.
+
+    A backend that broke this would make a partition skip or repeat messages; the
+    batch fails instead (:class:`LocalProtocolError`).
+    """
+    prev = after
+    for lookup_id in lookup_ids:
+        if not prev < lookup_id <= through:
+            raise LocalProtocolError(
+                f"backend returned LookupIdentifier {lookup_id} outside ({prev}, {through}] "
+                f"of queue {queue!r}"
+            )
+        prev = lookup_id
+
+
+def page_limit(fetch_size: int, seen: int, seen_bytes: int) -> int:
+    """How many messages a partition's next peek asks for, after ``seen`` messages of
+    ``seen_bytes`` body bytes: ``fetchSize``, fewer when the average body seen so far
+    would make the page larger than :data:`PAGE_BYTES`; the first page asks for at
+    most :data:`FIRST_PAGE`. Always at least 1. Pages only decide round trips: the rows
+    and their order are the same whatever the page sizes."""
+    if seen <= 0:
+        return max(1, min(fetch_size, FIRST_PAGE))
+    average = max(1, seen_bytes // seen)
+    return max(1, min(fetch_size, PAGE_BYTES // average))
 
 
 # --------------------------------------------------------------------------- row identity

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,15 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from openmsmq.errors import ConfigError, LocalProtocolError
-from openmsmq.spark.backend import Backend, LookupRange, OutgoingMessage, RangeQuery, open_backend
+from openmsmq.spark.arrow import page_to_batch
+from openmsmq.spark.backend import (
+    Backend,
+    LookupRange,
+    OutgoingMessage,
+    PeekedPage,
+    RangeQuery,
+    open_backend,
+)
 from openmsmq.spark.planning import (
     PartitionPlan,
     ReaderOptions,
@@ -50,15 +59,17 @@ from openmsmq.spark.planning import (
     allocate_fairly,
     check_monotonic,
     check_offset_queues,
+    check_page,
     check_user_identity,
     decode_offset,
+    page_limit,
     parse_reader_options,
     parse_writer_options,
     plan_partitions,
     row_identity,
     split_range,
 )
-from openmsmq.spark.schema import READ_SCHEMA_DDL, check_write_schema, message_to_row, row_to_message
+from openmsmq.spark.schema import READ_SCHEMA_DDL, check_write_schema, row_to_message
 
 __all__ = ["SHORT_NAME", "OpenMSMQDataSource", "SendReport", "register"]
 
@@ -87,29 +98,40 @@ def _open_checked(endpoint: str, options: Mapping[str, str], queues: Sequence[st
     return backend
 
 
-def _read_partition(
-    opts: ReaderOptions, options: Mapping[str, str], plan: PartitionPlan
-) -> Iterator[tuple[Any, ...]]:
-    """Peek every message of ``plan`` page by page (runs on an executor)."""
+def _read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: PartitionPlan) -> Iterator[Any]:
+    """Peek every message of ``plan`` page by page, one Arrow record batch per page
+    (runs on an executor; see :mod:`openmsmq.spark.arrow`).
+
+    The next page is requested as soon as the current one has arrived, on a helper
+    thread, so that the QM reads it while this page is converted and handed to Spark
+    (at most two pages in memory). Pages only decide round trips: rows and their order
+    are the same whatever the page sizes.
+    """
     backend = open_backend(opts.endpoint, options)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmsmq-peek")
     try:
         after = plan.after
-        # Each page advances ``after`` strictly, so at most (through - after) pages.
-        while after < plan.through:
-            page = backend.peek_range(plan.queue, after, plan.through, opts.fetch_size)
-            if not page:
+        seen = seen_bytes = 0
+        limit = page_limit(opts.fetch_size, seen, seen_bytes)
+        pending: Future[PeekedPage] | None = None
+        if after < plan.through:
+            pending = pool.submit(backend.peek_page, plan.queue, after, plan.through, limit)
+        # Each page advances ``after`` strictly (check_page), so at most (through - after) pages.
+        while pending is not None:
+            page = pending.result()
+            pending = None
+            if not len(page):
                 return
-            for message in page:
-                if not after < message.lookup_id <= plan.through:
-                    raise LocalProtocolError(
-                        f"backend returned LookupIdentifier {message.lookup_id} outside "
-                        f"({after}, {plan.through}] of queue {plan.queue!r}"
-                    )
-                after = message.lookup_id
-                yield message_to_row(plan.queue, message)
-            if len(page) < opts.fetch_size:
-                return
+            check_page(page.lookup_id, after, plan.through, plan.queue)
+            after = page.lookup_id[-1]
+            seen += len(page)
+            seen_bytes += page.body_bytes
+            if len(page) >= limit and after < plan.through:
+                limit = page_limit(opts.fetch_size, seen, seen_bytes)
+                pending = pool.submit(backend.peek_page, plan.queue, after, plan.through, limit)
+            yield page_to_batch(plan.queue, page)
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         backend.close()
 
 
@@ -191,8 +213,8 @@ class SnapshotReader(DataSourceReader):
         finally:
             backend.close()
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Peek the partition's LookupIdentifier range."""
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Peek the partition's LookupIdentifier range (Arrow record batches)."""
         plan = partition.value
         if plan is None:  # Spark's placeholder partition when the snapshot is empty
             return iter(())
@@ -292,8 +314,8 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         plans = plan_partitions(begin, finish, self.opts.queues, self.opts.partitions_per_queue)
         return [InputPartition(p) for p in plans]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Peek one partition's range (executor side; stateless)."""
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Peek one partition's range as Arrow record batches (executor side; stateless)."""
         return _read_partition(self.opts, self.options, partition.value)
 
     def commit(self, end: dict[str, Any]) -> None:
