@@ -5,6 +5,9 @@
   transactions) over a QueueManager, without gRPC.
 * :mod:`openmsmq.remote.server` — :class:`~openmsmq.remote.server.RemoteServer` and
   :func:`~openmsmq.remote.server.start_remote_server`, the gRPC service.
+* :mod:`openmsmq.remote.session` — sessions and what they own (handles, transactions,
+  waiting calls).
+* :mod:`openmsmq.remote.packed` — the packed message form of batched replies.
 * :mod:`openmsmq.remote.auth` — bearer tokens and per-queue permissions.
 * ``openmsmq_remote.proto`` and its generated modules. Regenerate after editing it::
 

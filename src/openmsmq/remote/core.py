@@ -21,9 +21,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from openmsmq.errors import HResult, MQError
@@ -40,7 +38,6 @@ from openmsmq.qm import (
 )
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.codes import (
-    INFINITE_TIMEOUT_MS,
     NACK_RECEIVE_REJECTED,
     SINGLE_MESSAGE_UOW,
     AccessMode,
@@ -48,7 +45,15 @@ from openmsmq.remote.codes import (
     RemoteAck,
     ShareMode,
 )
-from openmsmq.remote.pending import PendingRequestEntry, PendingRequestTable, TxState
+from openmsmq.remote.pending import PendingRequestEntry, PendingRequestTable
+from openmsmq.remote.session import (
+    OpenQueueDescriptor,
+    RemoteTransaction,
+    Session,
+    Waiter,
+    share_conflict,
+    timeout_seconds,
+)
 
 __all__ = ["OpenQueueDescriptor", "RemoteReadCore", "Session"]
 
@@ -81,76 +86,6 @@ def _err(code: HResult, message: str) -> MQError:
     return MQError(code, message)
 
 
-@dataclass(eq=False)
-class OpenQueueDescriptor:
-    """OpenQueueDescriptor (MS-MQDMPR 3.1.1.16): a queue context handle of a session."""
-
-    handle: int
-    session: Session
-    qm_handle: QueueHandle
-    access: AccessMode
-    share: ShareMode
-    cursors: set[int] = field(default_factory=set)
-    closed: bool = False
-
-    @property
-    def queue_id(self) -> int:
-        """The queue's id in the store."""
-        return self.qm_handle.record.queue_id
-
-    @property
-    def queue_name(self) -> str:
-        """The queue's canonical name (what permissions match)."""
-        return self.qm_handle.record.name
-
-
-@dataclass(eq=False)
-class _Tx:
-    uow: bytes
-    txn: Transaction
-    state: TxState = field(default_factory=TxState)
-
-
-@dataclass(eq=False)
-class _Waiter:
-    """A call that may wait in the queue manager; ``event`` set = stop (cancelled)."""
-
-    session: Session
-    handle: int
-    request_id: int
-    event: threading.Event
-
-
-@dataclass(eq=False)
-class Session:
-    """A client's session: owns handles, transactions and waiting calls."""
-
-    id: str
-    principal: Principal
-    last_seen: float
-    handles: dict[int, OpenQueueDescriptor] = field(default_factory=dict)
-    txs: dict[bytes, _Tx] = field(default_factory=dict)
-    ended_txs: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
-    waiters: set[_Waiter] = field(default_factory=set)
-    closed: bool = False
-
-
-def _conflict(existing: OpenQueueDescriptor, access: AccessMode, share: ShareMode) -> bool:
-    """The sharing table of MS-MQDMPR 3.1.7.1.5 step 5 (MQ_ERROR_SHARING_VIOLATION)."""
-    if existing.share == ShareMode.DENY_SHARE and existing.access.can_receive:
-        return share == ShareMode.DENY_SHARE or access.can_receive
-    if existing.share == ShareMode.DENY_SHARE and existing.access.can_peek:
-        return access.can_receive
-    if existing.share == ShareMode.DENY_NONE and existing.access.can_receive:
-        return share == ShareMode.DENY_SHARE
-    return False
-
-
-def timeout_seconds(timeout_ms: int) -> float | None:
-    """ulTimeout (ms, INFINITE = forever) as seconds (None = forever)."""
-    return None if timeout_ms == INFINITE_TIMEOUT_MS else timeout_ms / 1000.0
-
-
 class RemoteReadCore:
     """MS-MQRR server semantics over one QueueManager (see the module docstring).
 
@@ -176,7 +111,7 @@ class RemoteReadCore:
         self._handles: dict[int, OpenQueueDescriptor] = {}
         self._opened: dict[int, list[OpenQueueDescriptor]] = {}
         self._table = PendingRequestTable()
-        self._waiters: dict[tuple[int, int], _Waiter] = {}
+        self._waiters: dict[tuple[int, int], Waiter] = {}
         self._handle_ids = itertools.count(1)
 
     # ---- sessions ------------------------------------------------------------------------
@@ -300,7 +235,7 @@ class RemoteReadCore:
         with self._lock:
             self._check_session(s)
             others = self._opened.setdefault(qh.record.queue_id, [])
-            if any(_conflict(o, mode, shm) for o in others):
+            if any(share_conflict(o, mode, shm) for o in others):
                 raise _err(HResult.MQ_ERROR_SHARING_VIOLATION, f"queue {name!r} is opened with MQ_DENY_SHARE")
             d = OpenQueueDescriptor(next(self._handle_ids) & 0xFFFFFFFF or 1, s, qh, mode, shm)
             others.append(d)
@@ -386,10 +321,10 @@ class RemoteReadCore:
                 raise _err(
                     HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"transaction {uuid.UUID(bytes=uow)} exists"
                 )
-            s.txs[uow] = _Tx(uow, self.qm.begin())
+            s.txs[uow] = RemoteTransaction(uow, self.qm.begin())
         return uow
 
-    def _tx(self, s: Session, uow: bytes, *, create: bool) -> _Tx:
+    def _tx(self, s: Session, uow: bytes, *, create: bool) -> RemoteTransaction:
         if len(uow) != 16:
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "a transaction id is a 16-byte XACTUOW")
         with self._lock:
@@ -403,10 +338,10 @@ class RemoteReadCore:
                 )
             # MS-MQRR 3.1.4.13 step 6: an unknown transaction is created (with the given
             # identifier — the spec's NULL identifier is a defect, remote-read.md §10.2).
-            tx = s.txs[uow] = _Tx(uow, self.qm.begin())
+            tx = s.txs[uow] = RemoteTransaction(uow, self.qm.begin())
             return tx
 
-    def _end_tx(self, s: Session, uow: bytes, outcome: str) -> _Tx:
+    def _end_tx(self, s: Session, uow: bytes, outcome: str) -> RemoteTransaction:
         with self._lock:
             tx = s.txs.pop(uow, None)
             if tx is None:
@@ -524,8 +459,8 @@ class RemoteReadCore:
     @contextlib.contextmanager
     def _waiting(
         self, s: Session, handle: int, request_id: int, cancel: threading.Event | None
-    ) -> Iterator[_Waiter]:
-        w = _Waiter(s, handle, request_id, cancel or threading.Event())
+    ) -> Iterator[Waiter]:
+        w = Waiter(s, handle, request_id, cancel or threading.Event())
         key = (handle, request_id)
         with self._lock:
             self._check_session(s)
@@ -544,7 +479,7 @@ class RemoteReadCore:
 
     @staticmethod
     def _wait(
-        w: _Waiter,
+        w: Waiter,
         timeout: float | None,
         fn: Callable[[float], T],
         probe: Callable[[float], object] | None = None,
@@ -628,7 +563,7 @@ class RemoteReadCore:
 
     def _cursor_batch(
         self,
-        w: _Waiter,
+        w: Waiter,
         qh: QueueHandle,
         act: Action,
         cursor: int,
