@@ -108,14 +108,16 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
     transactions aborted, store closed.
     """
     loop = asyncio.get_running_loop()
-    qm = QueueManager(config.qm.data_dir, computer_name=config.qm.name or None, expire_interval=1.0)
     metrics = default_metrics()
+    qm = QueueManager(
+        config.qm.data_dir, computer_name=config.qm.name or None, expire_interval=1.0, metrics=metrics
+    )
     collector = metrics.attach_queue_manager(qm)
     metrics_server = None
     remote = None
     try:
         metrics_server = start_metrics_from_config(config.metrics, metrics)
-        transfer = Transfer(qm, transfer_config(config), loop.time())
+        transfer = Transfer(qm, transfer_config(config), loop.time(), metrics=metrics)
         # MS-MQQB 3.1.7.2 / 3.1.7.17: acknowledgments when messages leave their queue;
         # FinalAcks go to the sender recorded with each incoming sequence.
         attach_acknowledgments(qm, session_of=transfer.ack_session_for)

@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_right
+from collections import Counter as _Tally
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
@@ -46,6 +49,7 @@ from openmsmq.wire.constants import MessageClass
 __all__ = [
     "BATCH_BUCKETS",
     "COMMIT_BUCKETS",
+    "FIRST_SENT_WINDOW",
     "ORDER_ACK_BUCKETS",
     "Metrics",
     "MetricsServer",
@@ -66,6 +70,11 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 #: OrderAck round trip (s): OrderAckTimeout is 500 ms and MaximumOrderAckDelay 10 s
 #: (MS-MQQB 3.1.1.3.1), so most values sit between 0.5 and 10 s.
 ORDER_ACK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+#: Transmit batches remembered per outgoing queue for the OrderAck round trip (oldest
+#: dropped beyond it: the round trip of what they carried is then under-estimated).
+FIRST_SENT_WINDOW = 65536
 
 
 def label_value(value: object) -> str:
@@ -91,6 +100,9 @@ class Metrics:
     Plain counters are attributes (``metrics.messages_sent.inc(n)``); labelled ones are
     reached through small methods that cache the label child, so the hot path pays one
     dict lookup and one locked add per batch.
+
+    It is the :class:`~openmsmq.observability.sink.MetricsSink` that ``openmsmq serve``
+    hands to the queue manager, its store and its transfer (the ``count_*`` methods).
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -177,6 +189,11 @@ class Metrics:
         self._children: dict[tuple[str, str], Any] = {}
         self._children_lock = threading.Lock()
         self._collectors: list[Collector] = []
+        # Per outgoing queue: the highest LookupIdentifier transmitted so far, and the
+        # (first, last LookupIdentifier, time) of each first-transmission batch not yet
+        # fully released (the transfer calls these on its event loop thread only).
+        self._sent_high: dict[int, int] = {}
+        self._first_sent: dict[int, deque[tuple[int, int, float]]] = {}
 
     # ---- labelled children (cached) ------------------------------------------------------
 
@@ -229,6 +246,72 @@ class Metrics:
     def observe_order_ack_rtt(self, seconds: float) -> None:
         """An OrderAck arrived ``seconds`` after the first transmission it covers."""
         self.order_ack_rtt.observe(seconds)
+
+    # ---- MetricsSink (the hot paths; one call per batch) ----------------------------------
+
+    def count_committed(self, sent: int, received: int) -> None:
+        """One committed transaction: ``sent`` messages sent, ``received`` received."""
+        if sent:
+            self.messages_sent.inc(sent)
+        if received:
+            self.messages_received.inc(received)
+
+    def count_dead_lettered(self, classes: Iterable[int]) -> None:
+        """Messages moved to a dead-letter queue by one commit, by Message.Class."""
+        for cls, n in _Tally(classes).items():
+            self.dead_lettered(cls).inc(n)
+
+    def count_accepted(self, n: int) -> None:
+        """``n`` incoming transactional messages stored (one group of an accept batch)."""
+        self.messages_accepted.inc(n)
+
+    def count_rejected(self, reason: object) -> None:
+        """One incoming message refused by the acceptance rule for ``reason``."""
+        self.rejected(reason).inc()
+
+    def count_forwarded(self, n: int) -> None:
+        """``n`` messages relayed as an intermediate hop."""
+        self.messages_forwarded.inc(n)
+
+    def count_transmitted(self, queue: int, handles: Sequence[int], now: float, resend: bool) -> None:
+        """One Transmit of outgoing queue ``queue``: the LookupIdentifiers ``handles`` (in
+        ascending order) went out at ``now`` (protocol clock).
+
+        The protocol marks as a resend everything sent when a session opens, including
+        messages this process never transmitted (loaded while no session was open, or
+        reloaded after a restart): a message counts as a first transmission when its
+        LookupIdentifier is above the highest this process transmitted on that queue,
+        and as a resend otherwise. Each first-transmission batch is remembered, with
+        ``now``, for the OrderAck round trip (:meth:`count_released`)."""
+        if not handles:
+            return
+        high = self._sent_high.get(queue, 0)
+        first_index = bisect_right(handles, high) if (resend or handles[0] <= high) else 0
+        first = len(handles) - first_index
+        if first:
+            self.messages_transmitted.inc(first)
+            last = handles[-1]
+            self._sent_high[queue] = last
+            window = self._first_sent.get(queue)
+            if window is None:
+                window = self._first_sent[queue] = deque(maxlen=FIRST_SENT_WINDOW)
+            window.append((handles[first_index], last, now))
+        if first_index:
+            self.resends.inc(first_index)
+
+    def count_released(self, queue: int, n: int, last_handle: int, now: float) -> None:
+        """An OrderAck released ``n`` messages of ``queue`` through LookupIdentifier
+        ``last_handle`` at ``now``: count them, and observe the OrderAck round trip — the
+        time since the first transmission of the oldest message it released (the head
+        of the queue's first-transmission batches)."""
+        self.messages_acknowledged.inc(n)
+        window = self._first_sent.get(queue)
+        if not window:
+            return
+        if window[0][0] <= last_handle:
+            self.order_ack_rtt.observe(max(0.0, now - window[0][2]))
+        while window and window[0][1] <= last_handle:
+            window.popleft()
 
     # ---- scrape-time collectors ----------------------------------------------------------
 

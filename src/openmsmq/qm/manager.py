@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
 from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
@@ -73,7 +74,9 @@ class QueueManager(ReadsMixin, RangesMixin):
     simulation); ``clock`` gives seconds since 1970 for SentTime / ArrivedTime and
     expiry checks on receive; ``expire_interval`` starts a thread running
     :meth:`expire` (and :meth:`prune_identities`) periodically; ``identity_retention``
-    is how long idempotent-send identities are remembered (default 7 days).
+    is how long idempotent-send identities are remembered (default 7 days); ``metrics``
+    receives the counts of commits, dead letters and store commits (no-op by default;
+    ``openmsmq serve`` passes its :class:`~openmsmq.observability.metrics.Metrics`).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         integrity_check: bool = True,
         expire_interval: float | None = None,
         identity_retention: float = DEFAULT_IDENTITY_RETENTION,
+        metrics: MetricsSink | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -95,6 +99,8 @@ class QueueManager(ReadsMixin, RangesMixin):
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
         self.store = Store(self.data_dir / "openmsmq.db", threaded=threaded, integrity_check=integrity_check)
+        #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
+        self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._lock = threading.RLock()
         self._closed = False
         self._queues: dict[str, _QueueState] = {}
@@ -502,6 +508,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             tx._add_sends(qs, sends)
             return sends, []
         lookup_ids = self.store.write(ops.commit_work(sends, []))
+        self.metrics.count_committed(len(sends), 0)
         self._notify([qs])
         return sends, lookup_ids
 
@@ -540,6 +547,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             for hook in list(self._commit_hooks.values()):
                 rows += hook(events)
         stored = self.store.write(ops.commit_work(rows, self._removes_for(live)))
+        self.metrics.count_committed(count, sum(r.queue.record.queue_type != _OUTGOING for r in live))
         self._unlock(receives)
         self._notify(qs for qs, _ in sends)
         if len(rows) > count:
@@ -607,6 +615,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             return 0
         try:
             events = self.store.write(ops.expire_messages(removes))
+            self.metrics.count_dead_lettered(r.new_class for r in removes if r.new_class is not None)
         finally:
             self._unlock(held)
         self._notify([self._by_id[dead], self._by_id[dead_x]])
@@ -647,6 +656,8 @@ class QueueManager(ReadsMixin, RangesMixin):
         )
         if outcome.target_queue_id is not None:
             self._notify([self._by_id[outcome.target_queue_id]])
+        if outcome.target_queue_id == self._queues[names.DEADXACT].record.queue_id:
+            self.metrics.count_dead_lettered((message_class,))
         return outcome
 
     def accept_incoming(
@@ -687,6 +698,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         sends += acks
         states = [state] if state is not None else []
         stored = self.store.write(ops.accept_incoming(sends, states, self._now()))
+        self.metrics.count_accepted(count)
         notify += [self._by_id[s.queue_id] for s in acks if s.queue_id in self._by_id]
         self._notify(notify)
         return stored[:count]
@@ -710,6 +722,7 @@ def _acks(m: Message) -> bool:
 # through the wire layer's fast constructor (every field, in order).
 _make_send = fast_constructor(Send)
 _make_remove = fast_constructor(Remove)
+_OUTGOING = QueueType.OUTGOING
 
 
 __all__ += ["ACK_RECEIVE"]

@@ -24,6 +24,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm.handles import QueueHandle, _QueueState
 from openmsmq.qm.transaction import ACK_RECEIVE, _Receive
 from openmsmq.store import ops, ranges
@@ -57,6 +58,7 @@ class RangesMixin:
     if TYPE_CHECKING:
         store: Store
         identity_retention: int
+        metrics: MetricsSink
 
         def _resolve(self, queue: QueueRef) -> _QueueState: ...
         def _check_open(self) -> None: ...
@@ -160,6 +162,7 @@ class RangesMixin:
         try:
             events = self._ack_events(acks)
             self.store.write(ops.commit_work([], removes))
+            self.metrics.count_committed(0, len(removes))
         except BaseException:
             for qs, lookup_id in marked:
                 with qs.cond:
@@ -226,6 +229,7 @@ class RangesMixin:
                 mark_transaction=qs.record.transactional,
             )
         )
+        self.metrics.count_committed(sum(g is not None for g in got), 0)
         if any(g is not None for g in got):
             self._notify([qs])
         return got

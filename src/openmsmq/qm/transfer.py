@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from openmsmq.errors import LocalProtocolError, MQError
+from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import (
     ConnectionClosed,
     EstablishmentComplete,
@@ -176,11 +177,17 @@ def _session_key_form(destination: str) -> str:
 
 
 class Transfer:
-    """Transfer of one queue manager's messages to and from its peers (sans-I/O)."""
+    """Transfer of one queue manager's messages to and from its peers (sans-I/O).
 
-    def __init__(self, qm: QueueManager, config: TransferConfig, now: float) -> None:
+    ``metrics`` receives the transfer's counts once per batch (default: the queue
+    manager's :attr:`~openmsmq.qm.manager.QueueManager.metrics`)."""
+
+    def __init__(
+        self, qm: QueueManager, config: TransferConfig, now: float, *, metrics: MetricsSink | None = None
+    ) -> None:
         self.qm = qm
         self.config = config
+        self.metrics = metrics if metrics is not None else qm.metrics
         self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
         qm.set_local_addresses(self.local_hosts)
         snapshots = [
@@ -412,7 +419,7 @@ class Transfer:
             for m in plain:
                 t.plain.append(m.lookup_id)
                 if t.connected:
-                    self._transmit(t, [m], now)
+                    self._transmit(t, [m], now, resend=False)
             if len(batch) < limit:
                 return False
         return True
@@ -462,6 +469,7 @@ class Transfer:
                         packet = t.packet(m, guid, om.previous_tx_sequence_number)
                         session.send_user_message(packet, now, handle=handle)
                         retained[handle] = None
+                self.metrics.count_transmitted(t.queue_id, [om.handle for om in ev.messages], now, ev.resend)
             elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
                 if isinstance(ev, Released) and ev.final_ack_class is not None:
@@ -484,6 +492,7 @@ class Transfer:
                 self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
                 self._releases[t.queue_id] = max(self._releases.get(t.queue_id, 0), top)
                 self.stats["released"] += len(released)
+                self.metrics.count_released(t.queue_id, len(released), released[-1].handle, now)
             else:
                 log.debug("outgoing queue %s: %s", t.format_name, ev)
 
@@ -529,12 +538,13 @@ class Transfer:
             log.warning("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
         return found
 
-    def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float) -> None:
+    def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float, *, resend: bool) -> None:
         conn = self._open_conn(t.next_hop)
         if conn is None:
             return
         for m in msgs:
             conn.session.send_user_message(t.packet(m, self.qm.guid, None), now, handle=m.lookup_id)
+        self.metrics.count_transmitted(t.queue_id, [m.lookup_id for m in msgs], now, resend)
 
     # ------------------------------------------------------------------ session events
 
@@ -548,6 +558,7 @@ class Transfer:
         elif isinstance(ev, TransactionalMessageRejected):
             self._ack_route[ev.result.key] = conn.cid
             self.stats["rejected"] += 1
+            self.metrics.count_rejected(ev.result.reason)
         elif isinstance(ev, OrderAckReceived):
             # Only the transfer that has this sequence in flight (see _sequence_blocked).
             for t in self.outgoing.values():
@@ -568,12 +579,14 @@ class Transfer:
         elif isinstance(ev, EstablishmentComplete):
             conn.open = True
             log.info("session %s %s open (remote QM %s)", conn.peer, conn.role.name.lower(), ev.remote_qm)
+            self.metrics.session_opened(conn.role)
             self._peer_up(conn.peer, now)
         elif isinstance(ev, ConnectionClosed):
             log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
             self._closing.append(conn.cid)
             was_open = conn.open
             conn.open = False
+            self.metrics.session_closed(conn.role, ev.reason, was_open=was_open)
             if was_open and self._open_conn(conn.peer) is None:
                 self._peer_down(conn.peer)
 
@@ -643,7 +656,8 @@ class Transfer:
             if t.next_hop == peer and not t.connected:
                 t.connected = True
                 self._outgoing_events(t, t.seq.connection_made(now), now)
-                self._transmit(t, [m for lid in t.plain if (m := t.messages.get(lid)) is not None], now)
+                plain = [m for lid in t.plain if (m := t.messages.get(lid)) is not None]
+                self._transmit(t, plain, now, resend=True)
         buf = self._forward.get(peer)
         conn = self._open_conn(peer)
         while buf and conn is not None:
@@ -714,6 +728,7 @@ class Transfer:
             log.warning("dropping message %s: no route to its destination", message.message_id)
             return
         self.stats["forwarded"] += 1
+        self.metrics.count_forwarded(1)
         conn = self._open_conn(peer)
         if conn is not None:
             conn.session.send_user_message(out, now)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from openmsmq.errors import HResult, MQError, StorageError
+from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.store.schema import APPLICATION_ID, migrate
 
 __all__ = ["LOOKUP_ID_BLOCK", "Store", "StoreStats", "WriteContext", "storage_error"]
@@ -132,6 +133,8 @@ class Store:
         self.path = Path(path)
         self.threaded = threaded
         self.stats = StoreStats()
+        #: Where the writer reports each group commit (``observe_commit``); no-op by default.
+        self.metrics: MetricsSink = NULL_METRICS
         #: Longest time (s) the writer waits for committers of the previous batch.
         self.max_commit_wait = max_commit_wait
         self._last_commit_seconds = 0.0
@@ -285,6 +288,7 @@ class Store:
             started = time.monotonic()
             self._run_batch(batch)
             self._last_commit_seconds = time.monotonic() - started
+            self.metrics.observe_commit(len(batch), self._last_commit_seconds)
             last_threads = threads
 
     def _drain(self, batch: list[Any]) -> bool:

@@ -1,0 +1,112 @@
+"""What the hot paths report to metrics: a tiny protocol, and a no-op default.
+
+``store/`` and ``qm/`` must not import ``prometheus_client`` (layers depend downward, and
+a library user without a metrics endpoint should not pay for one). They hold a
+:class:`MetricsSink` instead — an attribute or constructor argument defaulting to
+:data:`NULL_METRICS` — and call it once per *batch* at the points where a batch becomes
+final (a commit, a group of accepted messages, one Transmit or Released event).
+:class:`openmsmq.observability.metrics.Metrics` implements it with Prometheus metrics;
+``openmsmq serve`` passes one down.
+
+This module imports only the standard library, so any layer above ``wire``/``protocol``
+may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+__all__ = ["NULL_METRICS", "MetricsSink", "NullMetrics"]
+
+
+class MetricsSink(Protocol):
+    """Events the queue manager, its store and its transfer report (one call per batch).
+
+    ``now`` arguments are the transfer's protocol clock (monotonic seconds): the sink only
+    subtracts two of them. Labels (``role``, ``reason``) are Enum members of the protocol
+    layer; the sink turns them into label values.
+    """
+
+    def count_committed(self, sent: int, received: int) -> None:
+        """One committed application transaction (or non-transactional operation): ``sent``
+        messages sent, ``received`` messages received (removed by a reader)."""
+        ...
+
+    def count_dead_lettered(self, classes: Iterable[int]) -> None:
+        """Messages moved to a dead-letter queue by one commit, one Message.Class each
+        (MS-MQMQ 2.2.18.1.6)."""
+        ...
+
+    def observe_commit(self, ops: int, seconds: float) -> None:
+        """One store transaction of ``ops`` operations took ``seconds`` (its fsync included)."""
+        ...
+
+    def count_accepted(self, n: int) -> None:
+        """``n`` incoming transactional messages of one group are durable (MS-MQQB 3.1.5.8.6)."""
+        ...
+
+    def count_rejected(self, reason: object) -> None:
+        """An incoming transactional message failed the acceptance rule for ``reason``."""
+        ...
+
+    def count_forwarded(self, n: int) -> None:
+        """``n`` messages passed on to another QM (this QM is an intermediate hop)."""
+        ...
+
+    def count_transmitted(self, queue: int, handles: Sequence[int], now: float, resend: bool) -> None:
+        """Messages of outgoing queue ``queue`` went out in one Transmit: their
+        LookupIdentifiers ``handles``, ascending (``resend``: the protocol sends them
+        again, after the Transactional Ack Wait Timer or when a session opens)."""
+        ...
+
+    def count_released(self, queue: int, n: int, last_handle: int, now: float) -> None:
+        """An OrderAck released ``n`` messages of outgoing queue ``queue``, up to
+        LookupIdentifier ``last_handle``."""
+        ...
+
+    def session_opened(self, role: object) -> None:
+        """An MS-MQQB session of ``role`` finished its handshake."""
+        ...
+
+    def session_closed(self, role: object, reason: object, *, was_open: bool = True) -> None:
+        """An MS-MQQB session closed for ``reason`` (``was_open``: it had been established)."""
+        ...
+
+
+class NullMetrics:
+    """A :class:`MetricsSink` that records nothing (the default everywhere)."""
+
+    def count_committed(self, sent: int, received: int) -> None:
+        """Nothing."""
+
+    def count_dead_lettered(self, classes: Iterable[int]) -> None:
+        """Nothing."""
+
+    def observe_commit(self, ops: int, seconds: float) -> None:
+        """Nothing."""
+
+    def count_accepted(self, n: int) -> None:
+        """Nothing."""
+
+    def count_rejected(self, reason: object) -> None:
+        """Nothing."""
+
+    def count_forwarded(self, n: int) -> None:
+        """Nothing."""
+
+    def count_transmitted(self, queue: int, handles: Sequence[int], now: float, resend: bool) -> None:
+        """Nothing."""
+
+    def count_released(self, queue: int, n: int, last_handle: int, now: float) -> None:
+        """Nothing."""
+
+    def session_opened(self, role: object) -> None:
+        """Nothing."""
+
+    def session_closed(self, role: object, reason: object, *, was_open: bool = True) -> None:
+        """Nothing."""
+
+
+#: The shared no-op sink.
+NULL_METRICS: MetricsSink = NullMetrics()
