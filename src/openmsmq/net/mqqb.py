@@ -156,8 +156,23 @@ class MQQBNode:
         log.info("MS-MQQB listener on %s:%d", *self.address)
         self._poll()
 
-    async def stop(self, flush_timeout: float = 5.0) -> None:
-        """Graceful stop: close the listener, let store work finish, close the sessions."""
+    async def stop(self, flush_timeout: float = 5.0, close_timeout: float = 2.0) -> None:
+        """Graceful stop, in this order:
+
+        1. stop accepting: close the listener, cancel connection attempts, stop polling
+           the outgoing queues (nothing new is loaded or sent);
+        2. stop reading from every connection (no new input while flushing);
+        3. flush: run the store work the transfer has — accepted messages with their
+           sequence state, OrderAck releases — until it is done (at most
+           ``flush_timeout`` s), writing what it produces (OrderAcks of what became
+           durable, when their timer is due);
+        4. close every session (MS-MQQB 3.1.5.9) and its TCP connection, waiting up to
+           ``close_timeout`` s for the connections to go.
+
+        Whatever is not finished stays consistent on disk: an accepted message not yet
+        stored was never OrderAck'ed (its sender resends it), a release not yet durable
+        is redone by the next OrderAck after the restart.
+        """
         self._stopping = True
         if self._server is not None:
             self._server.close()
@@ -165,14 +180,32 @@ class MQQBNode:
             task.cancel()
         if self._poll_handle is not None:
             self._poll_handle.cancel()
+        for proto in list(self.transports.values()):
+            if proto.transport is not None and not proto.transport.is_closing():
+                proto.transport.pause_reading()
         deadline = self.now() + flush_timeout
-        while self._store_in_flight and self.now() < deadline:
+        while self.now() < deadline:
+            self._pump()  # hands out the next store work, writes pending output
+            if not self._store_in_flight:
+                if self.transfer.idle:
+                    break
+                await asyncio.sleep(0.01)  # bounded by the deadline
+                continue
             await asyncio.wait(set(self._store_in_flight), timeout=max(0.01, deadline - self.now()))
+        if not self.transfer.idle:
+            log.warning("stopping with store work unfinished after %.1f s", flush_timeout)
         self.transfer.close_all(self.now())
         self._pump()
+        closing = []
         for proto in list(self.transports.values()):
             if proto.transport is not None:
-                proto.transport.close()
+                proto.transport.close()  # writes what is buffered first
+                closing.append(proto.closed)
+        if closing:
+            await asyncio.wait(closing, timeout=close_timeout)
+        for proto in list(self.transports.values()):
+            if proto.transport is not None and not proto.closed.done():
+                proto.transport.abort()
         if self._timer is not None:
             self._timer.cancel()
         await asyncio.sleep(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -102,12 +103,29 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
     Started in this order and stopped in reverse: the queue manager (store), the Prometheus
     endpoint (``[metrics]``), the remote-read gRPC service (``[remote]``), the MS-MQQB
     listener and connectors. While running, ``<data_dir>/runtime.json`` tells other
-    programs (the CLI, scripts) where each service listens (:mod:`openmsmq.runtime`); it is
-    removed at a clean stop.
-    Stopping: listener closed, store work flushed, sessions closed, remote clients'
-    transactions aborted, store closed.
+    programs (the CLI, scripts) where each service listens (:mod:`openmsmq.runtime`).
+
+    Graceful stop on SIGTERM / SIGINT (also one that arrives while starting):
+    ``runtime.json`` is marked ``"state": "stopping"``; the remote-read service stops
+    accepting calls, gives calls in progress a second and aborts its clients' open
+    transactions (their messages go back to their queues); the MS-MQQB node stops
+    accepting and reading, flushes its store work and closes its sessions
+    (:meth:`MQQBNode.stop`); the metrics endpoint stops; the store is closed (every
+    commit is durable already); ``runtime.json`` is removed. The process then exits
+    with status 0. A second signal while stopping is logged and ignored.
     """
     loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("%s: already stopping", sig.name)
+            return
+        log.info("%s: stopping", sig.name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
     metrics = default_metrics()
     qm = QueueManager(
         config.qm.data_dir, computer_name=config.qm.name or None, expire_interval=1.0, metrics=metrics
@@ -115,6 +133,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
     collector = metrics.attach_queue_manager(qm)
     metrics_server = None
     remote = None
+    node: MQQBNode | None = None
     try:
         metrics_server = start_metrics_from_config(config.metrics, metrics)
         transfer = Transfer(qm, transfer_config(config), loop.time(), metrics=metrics)
@@ -136,9 +155,6 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             ),
         )
         await node.start()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         host, port = node.address
         info = {
             "pid": os.getpid(),
@@ -157,16 +173,28 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         if ready is not None:
             ready(node, qm)
         await stop.wait()
-        log.info("stopping")
+        started = loop.time()
+        write_runtime(config.qm.data_dir, {**info, "state": "stopping"})
         if remote is not None:
-            remote.status_provider = None  # the loop is about to block in the stops below
+            remote.status_provider = None  # the loop is about to wait in the stops below
+            # Stop accepting remote calls and abort the clients' transactions first, so
+            # that no commit races the flush below (blocking: run off the loop).
+            await loop.run_in_executor(None, remote.stop)
+            remote = None
         await node.stop()
+        node = None
+        log.info("stopped the services in %.2f s", loop.time() - started)
     finally:
-        remove_runtime(config.qm.data_dir)
+        if node is not None:  # failed while starting or stopping
+            with contextlib.suppress(Exception):
+                await node.stop(flush_timeout=1.0)
         if remote is not None:
             remote.stop()
         if metrics_server is not None:
             metrics_server.stop()
         metrics.detach(collector)
         qm.close()
+        remove_runtime(config.qm.data_dir)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
     log.info("stopped")
