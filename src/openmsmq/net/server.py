@@ -9,10 +9,11 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from openmsmq.config import Config
+from openmsmq.errors import ConfigError
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
 from openmsmq.protocol.events import SessionConfig
@@ -97,6 +98,16 @@ def transfer_snapshot(
     return provider
 
 
+@contextlib.contextmanager
+def _listening(key: str, address: str, port: int) -> Iterator[None]:
+    """Turn a failure to bind ``address:port`` into a :class:`ConfigError` naming ``key``
+    (``openmsmq serve`` prints it and exits with status 1 instead of a traceback)."""
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(key, f"cannot listen on {address}:{port}: {exc.strerror or exc}") from exc
+
+
 async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
     """Open the QM over ``config.qm.data_dir`` and run its services until SIGTERM / SIGINT.
 
@@ -135,13 +146,15 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
     remote = None
     node: MQQBNode | None = None
     try:
-        metrics_server = start_metrics_from_config(config.metrics, metrics)
+        with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
+            metrics_server = start_metrics_from_config(config.metrics, metrics)
         transfer = Transfer(qm, transfer_config(config), loop.time(), metrics=metrics)
         # MS-MQQB 3.1.7.2 / 3.1.7.17: acknowledgments when messages leave their queue;
         # FinalAcks go to the sender recorded with each incoming sequence.
         attach_acknowledgments(qm, session_of=transfer.ack_session_for)
         if config.remote.enabled:
-            remote = start_remote_server(qm, config)
+            with _listening("remote.port", config.remote.listen_address, config.remote.port):
+                remote = start_remote_server(qm, config)
         tune_gc()
         m = config.mqqb
         node = MQQBNode(
@@ -154,7 +167,8 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
                 backoff_max=m.connect_backoff_max,
             ),
         )
-        await node.start()
+        with _listening("mqqb.port", m.listen_address, m.port):
+            await node.start()
         host, port = node.address
         info = {
             "pid": os.getpid(),
