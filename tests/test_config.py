@@ -355,3 +355,9 @@ def test_protocol_keys_reach_the_transfer() -> None:
     env = {"OPENMSMQ_PROTOCOL_SEND_INSECURE_NACKS": "true", "OPENMSMQ_PROTOCOL_WINDOW_SIZE": "512"}
     tc = transfer_config(load_config(None, env, {}).config)
     assert tc.send_insecure_nacks is True and tc.session.window_size == 512
+
+
+def test_openmsmq_qm_is_the_command_lines_variable_not_a_key() -> None:
+    # OPENMSMQ_QM is --qm of the command line; "qm" is also a section name.
+    loaded = load_config(None, {"OPENMSMQ_QM": "/srv/qm"}, {})
+    assert loaded.sources["qm.data_dir"] == "default"

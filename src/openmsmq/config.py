@@ -13,7 +13,8 @@ follow that table. A bad value, an unknown key or an unknown section raises
 
 * Environment: ``OPENMSMQ_<SECTION>_<KEY>`` (upper case), e.g. ``OPENMSMQ_PROTOCOL_ORDER_ACK_TIMEOUT``.
   A variable whose first word after ``OPENMSMQ_`` is a section name must name a known key;
-  other ``OPENMSMQ_*`` variables (``OPENMSMQ_CONFIG``, test knobs) are not configuration.
+  other ``OPENMSMQ_*`` variables (``OPENMSMQ_CONFIG``, ``OPENMSMQ_QM``, test knobs) are not
+  configuration.
 * Flags: the CLI passes ``{"mqqb.port": 1802, ...}``; ``None`` values (flag not given) are skipped.
 * Durations: seconds as a number, or a string ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"``.
   Sizes: bytes as an integer, or ``"512KiB"``, ``"4MiB"``, ``"1GiB"``.
@@ -698,8 +699,9 @@ def load_config(
         if not var.startswith(ENV_PREFIX):
             continue
         section, _, name = var[len(ENV_PREFIX) :].lower().partition("_")
-        if section not in _SECTIONS:
-            continue  # not configuration (OPENMSMQ_CONFIG, test knobs, ...)
+        if section not in _SECTIONS or not name:
+            # not configuration: OPENMSMQ_CONFIG, OPENMSMQ_QM (the command line's --qm), test knobs
+            continue
         put(section, name, (env or {})[var], f"env:{var}", True)
 
     for dotted, raw in (overrides or {}).items():

@@ -32,7 +32,9 @@ __all__ = ["main", "register", "serve"]
 @click.option("--remote/--no-remote", "remote", default=None, help="Run the remote-read gRPC service.")
 @click.option("--metrics/--no-metrics", "metrics", default=None, help="Serve Prometheus metrics.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level.")
+@click.pass_context
 def serve(
+    ctx: click.Context,
     config_path: Path | None,
     data_dir: Path | None,
     listen: str | None,
@@ -53,6 +55,8 @@ def serve(
     one host (127.0.0.1, 127.0.0.2, ...) each keep their services on their own address.
     """
     overrides: dict[str, object] = {}
+    if data_dir is None:
+        data_dir = _data_dir_of_global_qm(ctx)
     if data_dir is not None:
         overrides["qm.data_dir"] = str(data_dir)
     if listen is not None:
@@ -96,6 +100,27 @@ def serve(
     except OpenMSMQError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+
+
+def _data_dir_of_global_qm(ctx: click.Context) -> Path | None:
+    """The data directory named by ``openmsmq --qm DIR serve`` (or ``OPENMSMQ_QM``), so that
+    ``serve`` runs the queue manager the other commands talk to; ``None`` when ``--qm`` was
+    left at its default (then ``qm.data_dir`` of the configuration applies). A ``grpc://``
+    target names a QM served elsewhere and cannot be served here."""
+    parent = ctx.parent
+    if parent is None or "target" not in parent.params:
+        return None
+    source = parent.get_parameter_source("target")
+    if source not in (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
+        return None
+    target = str(parent.params["target"])
+    if target.startswith("grpc://"):
+        raise click.BadParameter(
+            f"{target} is a remote queue manager; serve runs a local one: give --qm a data "
+            "directory (or use --data-dir)",
+            param_hint="--qm",
+        )
+    return Path(target.removeprefix("file://"))
 
 
 def register(group: click.Group) -> None:
