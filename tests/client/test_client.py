@@ -358,9 +358,9 @@ def test_purge_and_queue_admin(conn: Connection) -> None:
 
 
 def test_errors_propagate(conn: Connection) -> None:
-    with pytest.raises(QueueNotFoundError) as e:
+    with pytest.raises(QueueNotFoundError) as nf:
         conn.open_queue("private$\\nope")
-    assert e.value.hresult == HResult.MQ_ERROR_QUEUE_NOT_FOUND
+    assert nf.value.hresult == HResult.MQ_ERROR_QUEUE_NOT_FOUND
     with pytest.raises(MQError) as e:
         conn.open_queue("public$\\x")
     assert e.value.hresult == HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME

@@ -51,7 +51,7 @@ def code(exc: pytest.ExceptionInfo[MQError]) -> HResult:
 
 def available(qm: QueueManager, queue: str) -> list[bytes]:
     """Bodies a receiver could take now (not locked)."""
-    out = []
+    out: list[bytes] = []
     h = qm.open_queue(queue)
     c = qm.create_cursor(h)
     try:
@@ -367,7 +367,7 @@ def test_validity_matrix(
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     for call in (core.read, core.start_receive):
         with pytest.raises(MQError) as e:
-            call(  # type: ignore[operator]
+            call(
                 s, h, action, lookup_id=lookup_id, cursor=cursor, timeout_ms=timeout_ms, uow=uow,
                 max_count=n, request_id=1,
             )  # fmt: skip

@@ -164,7 +164,7 @@ def test_bad_input_gets_the_spec_hresult_and_others_are_served(qm: QueueManager,
     fill(qm, PLAINQ, [b"keep"])
     bad, good = connect(), connect()
     h = bad.open_queue(PLAINQ, RW)
-    cases: list[tuple[Callable[[], object], HResult]] = [
+    cases: list[tuple[Callable[[], object], HResult | None]] = [
         (lambda: bad.read(12345), HResult.MQ_ERROR_INVALID_HANDLE),
         (lambda: bad.end_receive(12345, 1, Ack.ACK), HResult.MQ_ERROR_INVALID_HANDLE),
         (
