@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from openmsmq.errors import LocalProtocolError
+from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import ZERO_SEQUENCE_ID, TxSequenceId
 
 __all__ = [
@@ -179,6 +180,10 @@ class _Position:
 
     tx_sequence_id: TxSequenceId = ZERO_SEQUENCE_ID
     tx_sequence_number: int = 0
+
+
+_new_snapshot = fast_constructor(IncomingSequenceSnapshot)
+_new_accepted = fast_constructor(Accepted)
 
 
 class IncomingSequence:
@@ -323,16 +328,15 @@ class IncomingSequence:
 
         # "If the packet is accepted, the TxMessageRejectCount ADM element MUST be set to zero."
         self._reject_count = 0
-        self._incoming = _Position(tx_sequence_id, tx_sequence_number)
-        self._pending.append(_Pending(tx_sequence_id, tx_sequence_number))
-        state = IncomingSequenceSnapshot(
-            key=self._key,
-            tx_sequence_id=tx_sequence_id,
-            tx_sequence_number=tx_sequence_number,
-            reject_count=0,
-            last_access_time=now,
-        )
-        return Accepted(self._key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, state)
+        # _incoming is private to this object (snapshots copy its fields): update in place.
+        incoming = self._incoming
+        incoming.tx_sequence_id = tx_sequence_id
+        incoming.tx_sequence_number = tx_sequence_number
+        self._pending.append(_Pending(tx_sequence_id, tx_sequence_number, False))
+        # One message at a time on the receive path: the values are built with the fast
+        # constructor (every field, in order; they were validated above).
+        state = _new_snapshot(self._key, tx_sequence_id, tx_sequence_number, 0, now)
+        return _new_accepted(self._key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, state)
 
     def message_stored(
         self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float

@@ -258,11 +258,20 @@ class OutgoingSequence:
                 batch = [m for m in batch if m.tx_sequence_id != sid or m.tx_sequence_number > acked]
         if not self.connected or not batch:
             return out
+        # Numbers increase within a sequence (checked by _append): noting the last message
+        # of each run of one TxSequenceID is the same as noting every message.
+        prev = batch[0]
         for m in batch:
-            self._note_sent(m)
+            if m.tx_sequence_id is not prev.tx_sequence_id:
+                self._note_sent(prev)
+            prev = m
+        self._note_sent(prev)
         if self._resend_deadline is None:
             self._resend_deadline = now + self.resend_interval
-        out.append(Transmit(tuple(self._effective(m) for m in batch), resend=False))
+        if self._removed:
+            out.append(Transmit(tuple(self._effective(m) for m in batch), resend=False))
+        else:
+            out.append(Transmit(tuple(batch), resend=False))
         return out
 
     def note_assigned(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:
@@ -411,7 +420,7 @@ class OutgoingSequence:
             raise LocalProtocolError(f"bad transactional numbering {m!r}")
         if self._unacked:
             last = self._unacked[-1]
-            if m.tx_sequence_id != last.tx_sequence_id:
+            if m.tx_sequence_id is not last.tx_sequence_id and m.tx_sequence_id != last.tx_sequence_id:
                 raise LocalProtocolError(
                     "a new TxSequenceID may start only when every message is OrderAck'ed (MS-MQQB 3.1.1.5)"
                 )

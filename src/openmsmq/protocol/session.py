@@ -52,6 +52,7 @@ from openmsmq.protocol.events import (
     destination_key,
 )
 from openmsmq.protocol.incoming import Accepted, IncomingSequences, SendOrderAck, SequenceKey
+from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import DeliveryMode, OperatingSystemFlag
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
 from openmsmq.wire.ids import NULL_GUID
@@ -93,6 +94,10 @@ _RECOVERABLE_ACK_MIN_MS = 0x1F4
 _RECOVERABLE_ACK_MAX_MS = 0x1D4C0
 #: "send a SessionAck immediately" threshold of MS-MQQB 3.1.5.8.7.
 _RECOVERABLE_ACK_BURST = 32
+
+#: TransactionalMessageAccepted(...) without the frozen-dataclass __init__ (one per message).
+_new_accepted_event = fast_constructor(TransactionalMessageAccepted)
+
 
 @dataclass(slots=True)
 class _Sent:
@@ -157,6 +162,7 @@ class Session:
         self._pending_recoverable: dict[int, int] = {}
         # (SourceQueueManager, DestinationQueue, QueueManagerAddress) -> SequenceKey.
         self._keys: dict[tuple[uuid.UUID, object, uuid.UUID], SequenceKey] = {}
+        self._last_key: tuple[uuid.UUID, object, uuid.UUID, SequenceKey] | None = None
         self._session_active = False
         self._received_ack = False
         self._ec_timestamp = 0
@@ -504,22 +510,32 @@ class Session:
         return max(1, min(self.config.window_size, self.received_window_size or 1))
 
     def _drain_backlog(self, now: float) -> None:
+        backlog = self._backlog
+        awaiting = self._awaiting_ack
+        if not backlog or len(awaiting) >= self._window():
+            return
         window = self._window()
-        while self._backlog and len(self._awaiting_ack) < window:
-            packet, handle = self._backlog.popleft()
-            message = packet if isinstance(packet, UserMessage) else packet.message
-            self.message_sent_count = (self.message_sent_count + 1) % _U16
-            recoverable = 0
-            if message.delivery_mode == DeliveryMode.RECOVERABLE:
-                self.recoverable_message_sent_count = (self.recoverable_message_sent_count + 1) % _U16
-                recoverable = self.recoverable_message_sent_count
-            self._awaiting_ack.append(
-                _Sent(self.message_sent_count, recoverable, message.transaction is not None, handle)
-            )
-            self._send_packet(packet)
-            if self._ack_wait_deadline is None:
-                self._ack_wait_deadline = now + self._ack_wait_duration
-            self._session_active = True
+        out = self._out
+        sent = self.message_sent_count
+        recoverable_sent = self.recoverable_message_sent_count
+        try:
+            while backlog and len(awaiting) < window:
+                packet, handle = backlog.popleft()
+                message = packet if isinstance(packet, UserMessage) else packet.message
+                data = packet.encode()  # may raise LocalProtocolError: nothing counted then
+                sent = (sent + 1) % _U16
+                recoverable = 0
+                if (message.user.flags >> 5) & 0x3 == DeliveryMode.RECOVERABLE:  # UserHeader.Flags.DM
+                    recoverable_sent = (recoverable_sent + 1) % _U16
+                    recoverable = recoverable_sent
+                awaiting.append(_Sent(sent, recoverable, message.transaction is not None, handle))
+                out.append(data)
+        finally:
+            self.message_sent_count = sent
+            self.recoverable_message_sent_count = recoverable_sent
+        if self._ack_wait_deadline is None:
+            self._ack_wait_deadline = now + self._ack_wait_duration
+        self._session_active = True
 
     # -- receiving -------------------------------------------------------------------
 
@@ -528,13 +544,14 @@ class Session:
         # General processing (MS-MQQB 3.1.5.8.2).
         self.message_received_count = (self.message_received_count + 1) % _U16
         self.unacked_received_msg_count += 1
-        if isinstance(message.destination_queue, DirectQueueFormatName):
+        user = message.user
+        if not self.direct_format_session and isinstance(user.destination_queue, DirectQueueFormatName):
             self.direct_format_session = True
         if self._ack_send_deadline is None:
             self._ack_send_deadline = now + self.ack_wait_timeout / 2
         self._session_active = True
         recoverable = 0
-        if message.delivery_mode == DeliveryMode.RECOVERABLE:
+        if (user.flags >> 5) & 0x3 == DeliveryMode.RECOVERABLE:  # UserHeader.Flags.DM
             recoverable = self._on_recoverable(now)
             if message.transaction is not None or not isinstance(packet, UserMessage):
                 # Transactional messages are retained by the sender until their OrderAck
@@ -558,11 +575,17 @@ class Session:
 
     def _is_local(self, destination_qm: uuid.UUID) -> bool:
         # Final destination: QueueManagerAddress is this QM, or NULL for a direct format
-        # name (protocol.md §11 item 11).
-        return destination_qm == self.local_qm or destination_qm == NULL_GUID
+        # name (protocol.md §11 item 11). Identity first: the decoder shares GUID objects.
+        return (
+            destination_qm is NULL_GUID
+            or destination_qm is self.local_qm
+            or destination_qm == self.local_qm
+            or destination_qm == NULL_GUID
+        )
 
     def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
-        if not self._is_local(message.destination_qm):
+        user = message.user
+        if not self._is_local(user.queue_manager_address):
             # Intermediate QM (seed 003): pass on untouched, no sequence processing.
             self._events.append(ForwardMessage(packet))
             return
@@ -589,18 +612,25 @@ class Session:
         if tx is None:
             self._events.append(UserMessageReceived(message, recoverable))
             return
-        cache_key = (message.source_qm, message.destination_queue, message.destination_qm)
-        key = self._keys.get(cache_key)
-        if key is None:
-            dest = destination_key(message.destination_queue, message.destination_qm)
-            key = SequenceKey(message.source_qm, dest)
-            if len(self._keys) < 1024:  # a session carries few streams; bound it anyway
-                self._keys[cache_key] = key
+        source, queue, qm = user.source_queue_manager, user.destination_queue, user.queue_manager_address
+        last = self._last_key
+        # The decoder shares GUID and direct-name objects, so consecutive messages of one
+        # stream hit this identity check and skip hashing the (GUID, queue, GUID) tuple.
+        if last is not None and last[0] is source and last[1] is queue and last[2] is qm:
+            key = last[3]
+        else:
+            cache_key = (source, queue, qm)
+            key = self._keys.get(cache_key)
+            if key is None:
+                key = SequenceKey(source, destination_key(queue, qm))
+                if len(self._keys) < 1024:  # a session carries few streams; bound it anyway
+                    self._keys[cache_key] = key
+            self._last_key = (source, queue, qm, key)
         result = self.incoming.receive(
             key, tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now
         )
-        if isinstance(result, Accepted):
-            self._events.append(TransactionalMessageAccepted(message, result))
+        if type(result) is Accepted:
+            self._events.append(_new_accepted_event(message, result))
         else:
             self._events.append(TransactionalMessageRejected(message, result))
 

@@ -72,7 +72,7 @@ from openmsmq.protocol.session import Session
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals
 from openmsmq.qm.manager import QueueHandle, QueueManager
-from openmsmq.qm.transfer_codec import direct_name, message_from_packet, split_direct
+from openmsmq.qm.transfer_codec import _sequence_id, direct_name, message_from_packet, split_direct
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
     AcceptGroup,
@@ -130,8 +130,10 @@ class _TransferSession(Session):
         self._remote_names: dict[str, bool] = {}
 
     def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
-        dest = message.destination_queue
-        if message.destination_qm == NULL_GUID and isinstance(dest, DirectQueueFormatName):
+        user = message.user
+        dest = user.destination_queue
+        qm = user.queue_manager_address
+        if (qm is NULL_GUID or qm == NULL_GUID) and isinstance(dest, DirectQueueFormatName):
             remote = self._remote_names.get(dest.name)
             if remote is None:
                 parts = split_direct(dest.name)
@@ -386,14 +388,13 @@ class Transfer:
             tx: list[OutgoingMessage] = []
             plain: list[Message] = []
             retained = t.messages
-            sequence_ids: dict[int, TxSequenceId] = {}  # a batch carries one or two
             for m in batch:
                 lookup_id = m.lookup_id
                 retained[lookup_id] = m
                 if m.transactional and m.tx_sequence_number:
-                    sid = sequence_ids.get(m.tx_sequence_id)
-                    if sid is None:
-                        sid = sequence_ids[m.tx_sequence_id] = TxSequenceId.from_int(m.tx_sequence_id)
+                    # One shared TxSequenceId object per sequence (the protocol compares
+                    # consecutive messages' sequence IDs by identity first).
+                    sid = _sequence_id(m.tx_sequence_id)
                     tx.append(
                         _new_outgoing_message(
                             sid,
