@@ -162,6 +162,7 @@ class Session:
         self._pending_recoverable: dict[int, int] = {}
         # (SourceQueueManager, DestinationQueue, QueueManagerAddress) -> SequenceKey.
         self._keys: dict[tuple[uuid.UUID, object, uuid.UUID], SequenceKey] = {}
+        self._known_local: uuid.UUID = NULL_GUID
         self._last_key: tuple[uuid.UUID, object, uuid.UUID, SequenceKey] | None = None
         self._session_active = False
         self._received_ack = False
@@ -576,12 +577,12 @@ class Session:
     def _is_local(self, destination_qm: uuid.UUID) -> bool:
         # Final destination: QueueManagerAddress is this QM, or NULL for a direct format
         # name (protocol.md §11 item 11). Identity first: the decoder shares GUID objects.
-        return (
-            destination_qm is NULL_GUID
-            or destination_qm is self.local_qm
-            or destination_qm == self.local_qm
-            or destination_qm == NULL_GUID
-        )
+        if destination_qm is self._known_local:
+            return True
+        if destination_qm == self.local_qm or destination_qm == NULL_GUID:
+            self._known_local = destination_qm  # the decoder shares GUID objects
+            return True
+        return False
 
     def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
         user = message.user

@@ -126,6 +126,7 @@ class _TransferSession(Session):
     def __init__(self, *args: object, local_hosts: frozenset[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._local_hosts = local_hosts
+        self._null_seen: object = NULL_GUID
         # Direct name -> "another host" (a session carries few destinations; bounded).
         self._remote_names: dict[str, bool] = {}
 
@@ -133,7 +134,9 @@ class _TransferSession(Session):
         user = message.user
         dest = user.destination_queue
         qm = user.queue_manager_address
-        if (qm is NULL_GUID or qm == NULL_GUID) and isinstance(dest, DirectQueueFormatName):
+        if qm is not self._null_seen and qm == NULL_GUID:
+            self._null_seen = qm  # the decoder's shared NULL GUID object: identity next time
+        if qm is self._null_seen and isinstance(dest, DirectQueueFormatName):
             remote = self._remote_names.get(dest.name)
             if remote is None:
                 parts = split_direct(dest.name)
@@ -216,6 +219,8 @@ class Transfer:
         self._accepted: deque[_Pending] = deque()
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
+        #: (key, connection, sender is the session's peer) of the last accepted message.
+        self._accept_memo: tuple[SequenceKey, int, bool] | None = None
         self._paths: dict[str, str] = {}
         self._nontx_in: list[tuple[str, Message, int, int]] = []
         self._local_in_flight: StoreLocal | None = None
@@ -558,6 +563,7 @@ class Transfer:
             self._on_accepted(conn, ev, now)
         elif isinstance(ev, TransactionalMessageRejected):
             self._ack_route[ev.result.key] = conn.cid
+            self._accept_memo = None
             self.stats["rejected"] += 1
             self.metrics.count_rejected(ev.result.reason)
         elif isinstance(ev, OrderAckReceived):
@@ -617,8 +623,15 @@ class Transfer:
 
     def _on_accepted(self, conn: _Conn, ev: TransactionalMessageAccepted, now: float) -> None:
         r = ev.result
-        self._ack_route[r.key] = conn.cid
-        dest = ev.packet.destination_queue
+        key = r.key
+        memo = self._accept_memo
+        if memo is None or memo[0] is not key or memo[1] != conn.cid:
+            # Once per stream and connection, not per message (SequenceKey and GUID
+            # hashing / comparison are Python-level).
+            self._ack_route[key] = conn.cid
+            memo = self._accept_memo = (key, conn.cid, conn.session.remote_qm == key.source_qm)
+        direct = memo[2]
+        dest = ev.packet.user.destination_queue
         path = ""
         if isinstance(dest, DirectQueueFormatName):
             path = self._paths.get(dest.name, "")
@@ -628,8 +641,7 @@ class Transfer:
                 if len(self._paths) < 4096:
                     self._paths[dest.name] = path
         position = (r.tx_sequence_id, r.tx_sequence_number)
-        direct = conn.session.remote_qm == r.key.source_qm
-        self._accepted.append(_Pending(path, r.key, position, ev.packet, r.state, conn.peer, direct))
+        self._accepted.append(_Pending(path, key, position, ev.packet, r.state, conn.peer, direct))
         self.stats["accepted"] += 1
 
     def _on_plain(self, conn: _Conn, ev: UserMessageReceived) -> None:
@@ -753,7 +765,7 @@ class Transfer:
             # Consecutive messages of one sequence for one queue form one group.
             runs: list[list[_Pending]] = []
             for p in self._accepted:
-                if runs and runs[-1][0].queue == p.queue and runs[-1][0].key == p.key:
+                if runs and runs[-1][0].queue == p.queue and (runs[-1][0].key is p.key or runs[-1][0].key == p.key):
                     runs[-1].append(p)
                 else:
                     runs.append([p])

@@ -189,41 +189,45 @@ def _uuid(raw: bytes) -> uuid.UUID:
     return got
 
 
-_guid_bytes: dict[uuid.UUID, bytes] = {}
+#: UUID.int -> 16 bytes (keyed by the int: hashing a UUID runs Python code, an int's does not).
+_guid_bytes: dict[int, bytes] = {}
 
 
 def _bytes_of(guid: uuid.UUID) -> bytes:
     """UUID → 16 bytes, memoised (``UUID.bytes`` converts from an int every time)."""
     if len(_guid_bytes) > 4096:
         _guid_bytes.clear()
-    raw = _guid_bytes[guid] = guid.bytes
+    raw = _guid_bytes[guid.int] = guid.bytes
     return raw
 
 
 def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
     """The message as a row in :data:`ROW_COLUMNS` order; ``stamp`` overrides the
     QM-assigned attributes."""
+    gb = _guid_bytes
     if stamp is None:
-        stamp = Stamp(
+        lineage, source = m.id_lineage, m.source_machine
+        return _row(
+            m,
             m.priority,
             m.transactional,
             m.delivery,
-            m.id_lineage,
+            gb.get(lineage.int) or _bytes_of(lineage),
             m.id_uniquifier,
             m.sent_time,
-            m.source_machine,
-            m.destination_queue,
+            gb.get(source.int) or _bytes_of(source),
+            m.destination_queue.encode(),
+            m.arrived_time,
         )
-    gb = _guid_bytes
     return _row(
         m,
         stamp.priority,
         stamp.transactional,
         stamp.delivery,
-        gb.get(stamp.id_lineage) or _bytes_of(stamp.id_lineage),
+        gb.get(stamp.id_lineage.int) or _bytes_of(stamp.id_lineage),
         stamp.id_uniquifier,
         stamp.sent_time,
-        gb.get(stamp.source_machine) or _bytes_of(stamp.source_machine),
+        gb.get(stamp.source_machine.int) or _bytes_of(stamp.source_machine),
         stamp.destination_queue.encode(),
         m.arrived_time,
     )
@@ -242,7 +246,7 @@ def stamped_rows(
     = ``now``, source ``qm``, destination ``m.destination_queue or name``; transactional
     messages get priority 0 and Recoverable delivery (MS-MQDMPR 3.1.1.12). The send path's
     batch form of :func:`message_to_row` (constants computed once per batch)."""
-    qm_bytes = _guid_bytes.get(qm) or _bytes_of(qm)
+    qm_bytes = _guid_bytes.get(qm.int) or _bytes_of(qm)
     name_bytes = name.encode()
     rows = []
     uniq = first_uniquifier - 1
@@ -300,7 +304,7 @@ def _row(
             uniquifier,
             sent_time,
             lineage,
-            _guid_bytes.get(dest_qm) or _bytes_of(dest_qm),
+            _guid_bytes.get(dest_qm.int) or _bytes_of(dest_qm),
             source,
             m.correlation_id,
             len(label),
