@@ -336,7 +336,8 @@ class IncomingSequence:
         # One message at a time on the receive path: the values are built with the fast
         # constructor (every field, in order; they were validated above).
         state = _new_snapshot(self._key, tx_sequence_id, tx_sequence_number, 0, now)
-        return _new_accepted(self._key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, state)
+        key = self._key
+        return _new_accepted(key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, state)
 
     def message_stored(
         self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float

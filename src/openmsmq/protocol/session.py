@@ -621,16 +621,18 @@ class Session:
             key = last[3]
         else:
             cache_key = (source, queue, qm)
-            key = self._keys.get(cache_key)
-            if key is None:
+            found = self._keys.get(cache_key)
+            if found is None:
                 key = SequenceKey(source, destination_key(queue, qm))
                 if len(self._keys) < 1024:  # a session carries few streams; bound it anyway
                     self._keys[cache_key] = key
+            else:
+                key = found
             self._last_key = (source, queue, qm, key)
         result = self.incoming.receive(
             key, tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now
         )
-        if type(result) is Accepted:
+        if isinstance(result, Accepted):
             self._events.append(_new_accepted_event(message, result))
         else:
             self._events.append(TransactionalMessageRejected(message, result))

@@ -765,7 +765,8 @@ class Transfer:
             # Consecutive messages of one sequence for one queue form one group.
             runs: list[list[_Pending]] = []
             for p in self._accepted:
-                if runs and runs[-1][0].queue == p.queue and (runs[-1][0].key is p.key or runs[-1][0].key == p.key):
+                head = runs[-1][0] if runs else None
+                if head is not None and head.queue == p.queue and (head.key is p.key or head.key == p.key):
                     runs[-1].append(p)
                 else:
                     runs.append([p])

@@ -742,7 +742,8 @@ def release_outgoing(
         rows = conn.execute(f"DELETE FROM messages WHERE {where} RETURNING lookup_id, size", args).fetchall()
         if rows:
             conn.execute(
-                "UPDATE queues SET msg_count = msg_count - ?, total_bytes = total_bytes - ? WHERE queue_id = ?",
+                "UPDATE queues SET msg_count = msg_count - ?, total_bytes = total_bytes - ?"
+                " WHERE queue_id = ?",
                 (len(rows), sum(r[1] for r in rows), queue_id),
             )
         left = conn.execute(
