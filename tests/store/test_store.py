@@ -407,3 +407,21 @@ def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(tmp_p
         issued.append(store.read(lambda c: ops.outgoing_sequence(c, q3.queue_id)).tx_sequence_id)
     assert len(set(issued)) == len(issued), [hex(i) for i in issued]
     assert issued == sorted(issued)
+
+
+def test_last_access_time_reads_wall_clock_and_old_monotonic_rows_as_unknown(tmp_path: Path) -> None:
+    # LastAccessTime is persisted as wall-clock seconds; rows written while it held the
+    # driver's monotonic clock (small values) read as 0.0 = unknown.
+    sender = uuid.uuid4()
+    with _open(tmp_path / "s.db") as store:
+        store.write(
+            ops.record_incoming(
+                [
+                    IncomingSequenceState(sender, "wall", None, 5, 1, 0, 1_790_000_000.25),
+                    IncomingSequenceState(sender, "monotonic", None, 5, 1, 0, 13_579.5),
+                    IncomingSequenceState(sender, "never", None, 5, 1, 0, 0.0),
+                ]
+            )
+        )
+        by_dest = {s.destination: s.last_access_time for s in store.read(ops.incoming_sequences)}
+    assert by_dest == {"wall": 1_790_000_000.25, "monotonic": 0.0, "never": 0.0}

@@ -195,13 +195,19 @@ class Transfer:
         self.metrics = metrics if metrics is not None else qm.metrics
         self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
         qm.set_local_addresses(self.local_hosts)
+        #: Wall clock minus the driver's clock (``now``): IncomingTransactionalTransferInfo.
+        #: LastAccessTime is persisted as wall-clock UTC seconds (the QM's clock, the one
+        #: that stamps ArrivedTime) while the protocol keeps ``now`` for its timers.
+        #: Refreshed on every poll, so a wall-clock step is followed within one poll.
+        self._wall_offset = qm.clock() - now
         snapshots = [
             IncomingSequenceSnapshot(
                 SequenceKey(s.sender_qm, _session_key_form(s.destination)),
                 TxSequenceId.from_int(s.tx_sequence_id),
                 s.tx_sequence_number,
                 s.reject_count,
-                s.last_access_time,
+                # 0 = unknown (never accessed, or a row written before it was wall-clock).
+                s.last_access_time - self._wall_offset if s.last_access_time else 0.0,
             )
             for s in qm.incoming_sequences()
         ]
@@ -339,6 +345,7 @@ class Transfer:
         Loads at most ``load_per_poll`` messages per outgoing queue, so that one call
         never holds the driver for long; returns True when a queue may have more
         committed messages ready (the driver then polls again soon)."""
+        self._wall_offset = self.qm.clock() - now
         if now >= self._next_refresh:
             self._next_refresh = now + self.config.queue_refresh
             self._refresh_queues()
@@ -777,7 +784,7 @@ class Transfer:
                     run[0].key,
                     _messages_of(run),
                     tuple(p.position for p in run),
-                    _state_record(run[-1].state, run[-1].peer, run[-1].direct),
+                    _state_record(run[-1].state, run[-1].peer, run[-1].direct, self._wall_offset),
                 )
                 for run in runs
             )
@@ -942,12 +949,15 @@ def _messages_of(run: list[_Pending]) -> tuple[Message, ...]:
     return tuple(message_from_packet(p.packet, dest) for p in run)
 
 
-def _state_record(s: IncomingSequenceSnapshot, peer: str = "", direct: bool = False) -> IncomingSequenceState:
+def _state_record(
+    s: IncomingSequenceSnapshot, peer: str = "", direct: bool = False, wall_offset: float = 0.0
+) -> IncomingSequenceState:
     """The store record of the incoming sequence state to commit with a group (with the
-    session facts a later FinalAck needs: RemoteQMAddress, DirectFormatSession)."""
+    session facts a later FinalAck needs: RemoteQMAddress, DirectFormatSession).
+    LastAccessTime goes to the store as wall-clock seconds (``now`` + ``wall_offset``)."""
     return IncomingSequenceState(
         s.key.source_qm, s.key.destination, None, s.tx_sequence_id.value, s.tx_sequence_number,
-        s.reject_count, s.last_access_time, peer, direct,
+        s.reject_count, s.last_access_time + wall_offset, peer, direct,
     )  # fmt: skip
 
 

@@ -662,10 +662,17 @@ def incoming_sequences(conn: sqlite3.Connection) -> list[IncomingSequenceState]:
     )
     return [
         IncomingSequenceState(
-            uuid.UUID(bytes=r[0]), r[1], r[2], from_i64(r[3]), r[4], r[5], r[6], r[7], bool(r[8])
-        )
+            uuid.UUID(bytes=r[0]), r[1], r[2], from_i64(r[3]), r[4], r[5],
+            r[6] if r[6] >= WALL_CLOCK_FLOOR else 0.0, r[7], bool(r[8]),
+        )  # fmt: skip
         for r in rows
     ]
+
+
+#: LastAccessTime values below this (2001-09-09) are not wall-clock times: rows written
+#: before LastAccessTime was persisted as wall-clock seconds held the transfer driver's
+#: monotonic clock. They read as 0.0 (unknown) and are overwritten on the next access.
+WALL_CLOCK_FLOOR = 1_000_000_000.0
 
 
 def outgoing_sequence(conn: sqlite3.Connection, queue_id: int) -> OutgoingSequenceState:

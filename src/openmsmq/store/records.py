@@ -534,6 +534,8 @@ class IncomingSequenceState:
     tx_sequence_id: int
     tx_sequence_number: int
     reject_count: int
+    #: IncomingTransactionalTransferInfo.LastAccessTime: wall-clock UTC seconds (0.0 =
+    #: unknown; rows from before it was wall-clock read as 0.0, see ops.WALL_CLOCK_FLOOR).
     last_access_time: float
     #: RemoteQMAddress of the session the sequence arrived on (the previous hop's address),
     #: kept so that a FinalAck raised later (a receive days after arrival) finds the
