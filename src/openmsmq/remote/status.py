@@ -192,8 +192,8 @@ def collect_status(
     False leaves out the incoming sequences. ``running`` (default: a snapshot is given)
     says whether the queue manager is served (a remote-read server without a transfer
     runs, yet has no live transfer state). ``clock_offset`` turns the transfer driver's
-    clock (monotonic under asyncio) into wall-clock seconds, for retry times and the
-    stored LastAccessTime, which is kept on that clock; default: the snapshot's, else 0."""
+    clock (monotonic under asyncio) into wall-clock seconds, for retry times; default: the
+    snapshot's, else 0. The stored LastAccessTime is already wall-clock seconds."""
     records = {r.display_name: r for r in qm.list_queues(include_system=True)}
     queues: list[QueueStatus] = []
     outgoing_records = []
@@ -251,7 +251,7 @@ def collect_status(
                 seq_id, number, rejects = li.tx_sequence_id.value, li.tx_sequence_number, li.reject_count
             incoming.append(
                 IncomingSequenceStatus(
-                    str(st.sender_qm), st.destination, seq_id, number, rejects, st.last_access_time + offset
+                    str(st.sender_qm), st.destination, seq_id, number, rejects, st.last_access_time
                 )
             )
     return QMStatus(
