@@ -662,9 +662,16 @@ def incoming_sequences(conn: sqlite3.Connection) -> list[IncomingSequenceState]:
     )
     return [
         IncomingSequenceState(
-            uuid.UUID(bytes=r[0]), r[1], r[2], from_i64(r[3]), r[4], r[5],
-            r[6] if r[6] >= WALL_CLOCK_FLOOR else 0.0, r[7], bool(r[8]),
-        )  # fmt: skip
+            uuid.UUID(bytes=r[0]),
+            r[1],
+            r[2],
+            from_i64(r[3]),
+            r[4],
+            r[5],
+            r[6] if r[6] >= WALL_CLOCK_FLOOR else 0.0,
+            r[7],
+            bool(r[8]),
+        )
         for r in rows
     ]
 
