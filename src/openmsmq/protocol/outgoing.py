@@ -343,8 +343,12 @@ class OutgoingSequence:
         waiting: list[OutgoingMessage] = []
         early: list[tuple[OutgoingMessage, int]] = []
         keep: list[OutgoingMessage] = []
+        same: TxSequenceId | None = None  # the retained messages share one object: compare once
         for m in self._unacked:
-            if m.tx_sequence_id == tx_sequence_id and m.tx_sequence_number <= tx_sequence_number:
+            sid = m.tx_sequence_id
+            if sid is not same and sid == tx_sequence_id:
+                same = sid
+            if sid is same and m.tx_sequence_number <= tx_sequence_number:
                 if not m.final_ack_requested:
                     released.append(m)
                 elif (cls := self._early_final.pop(m.position, None)) is not None:

@@ -102,16 +102,18 @@ _I_FIRST_IN_TRANSACTION = _MI["first_in_transaction"]
 _I_LAST_IN_TRANSACTION = _MI["last_in_transaction"]
 
 
-_last_sequence_id = TxSequenceId(0, 0)
+#: (value, object) of the last TxSequenceId built: one reference, so threads never see
+#: a value paired with another value's object.
+_last_sequence: tuple[int, TxSequenceId] = (0, TxSequenceId(0, 0))
 
 
 def _sequence_id(value: int) -> TxSequenceId:
     """TxSequenceId.from_int, reusing the last value (consecutive messages share it)."""
-    global _last_sequence_id
-    last = _last_sequence_id
-    if last.value != value:
-        last = _last_sequence_id = TxSequenceId.from_int(value)
-    return last
+    global _last_sequence
+    last = _last_sequence
+    if last[0] != value:
+        last = _last_sequence = (value, TxSequenceId.from_int(value))
+    return last[1]
 
 
 def packet_from_message(
