@@ -1,0 +1,118 @@
+"""CPU per transferred message on each side, in process (no sockets, no asyncio).
+
+    .venv/bin/python bench/transfer_cpu.py [--messages 10000] [--rounds 4] [--calls]
+
+Two queue managers (synchronous stores, durable) and their :class:`Transfer` objects are
+wired in memory by the test harness (``tests/transfer/harness.py``). Each round commits
+``--messages`` transactional 256-byte messages at 100 per transaction on A, then moves
+them to B until A's outgoing queue is empty (the OrderAck timer is advanced, not waited
+for). Printed: thread CPU time per message spent in A's and B's ``Transfer`` entry
+points (poll, data_received, store work, timers), the application's send on A, the
+minimum over the rounds (the machine is shared: the minimum is the least disturbed).
+With ``--calls`` also the number of Python function calls of one round under cProfile,
+a figure that does not depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import gc
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.transfer.harness import Clock, Net, outgoing_count
+
+from openmsmq.qm.transfer import Transfer
+from openmsmq.store.records import Message
+
+DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"
+ENTRY_POINTS = ("poll", "data_received", "data_to_send", "run_store_work", "store_work_done",
+                "next_store_work", "handle_timer", "wanted_peers", "connections_to_close")  # fmt: skip
+
+
+def _instrument(acc: collections.Counter[str]) -> None:
+    depth = [0]
+
+    def wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(self: Transfer, *args: Any, **kw: Any) -> Any:
+            if depth[0]:
+                return orig(self, *args, **kw)
+            depth[0] += 1
+            t = time.thread_time()
+            try:
+                return orig(self, *args, **kw)
+            finally:
+                acc[self.config.local_addresses[0]] += time.thread_time() - t
+                depth[0] -= 1
+
+        return timed
+
+    for name in ENTRY_POINTS:
+        setattr(Transfer, name, wrap(getattr(Transfer, name)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--messages", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--calls", action="store_true", help="also count function calls of one round")
+    args = ap.parse_args()
+    n = args.messages - args.messages % 100
+    gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (net/server.py tune_gc)
+    acc: collections.Counter[str] = collections.Counter()
+    _instrument(acc)
+    net = Net(Path(tempfile.mkdtemp(prefix="openmsmq-bench-cpu-")), Clock())
+    a, b = net.add("127.0.0.1"), net.add("127.0.0.2")
+    b.qm.create_queue("private$\\bench", transactional=True)
+    body = bytes(256)
+    res: dict[str, list[float]] = {"send": [], "A": [], "B": []}
+
+    def one_round() -> None:
+        t0 = time.thread_time()
+        for _ in range(0, n, 100):
+            tx = a.qm.begin()
+            a.qm.send_many(DEST, [Message(body=body) for _ in range(100)], tx)
+            tx.commit()
+        res["send"].append((time.thread_time() - t0) / n * 1e6)
+        acc.clear()
+        net.settle(100_000)
+        net.clock.now += 0.6  # OrderAckTimeout
+        for node in net.nodes.values():
+            node.transfer.handle_timer(net.clock.now)
+        net.settle(100_000)
+        if outgoing_count(a.qm) != 0:
+            raise SystemExit("CHECK FAILED: A's outgoing queue is not empty")
+        res["A"].append(acc["127.0.0.1"] / n * 1e6)
+        res["B"].append(acc["127.0.0.2"] / n * 1e6)
+
+    for _ in range(args.rounds):
+        one_round()
+    got = len(b.qm.peek_range("private$\\bench", 0, n * args.rounds + 1))
+    check = "checked" if got == n * args.rounds else f"CHECK FAILED: {got} at B"
+    print(f"# .venv/bin/python bench/transfer_cpu.py --messages {n} --rounds {args.rounds}")
+    print(
+        f"CPU us/message (min of {args.rounds}): A {min(res['A']):.1f}, B {min(res['B']):.1f},"
+        f" A+B {min(res['A']) + min(res['B']):.1f}; application send on A {min(res['send']):.1f}; {check}"
+    )
+    if args.calls:
+        pr = cProfile.Profile()
+        pr.enable()
+        one_round()
+        pr.disable()
+        print(f"Python function calls for one round of {n}: {pstats.Stats(pr).total_calls:,}"
+              f" ({pstats.Stats(pr).total_calls / n:.0f} per message, send included)")  # fmt: skip
+    for node in net.nodes.values():
+        node.qm.close()
+
+
+if __name__ == "__main__":
+    main()
