@@ -2,9 +2,12 @@
 
     python stream_child.py ENDPOINT QUEUES OUT CHECKPOINT run|drain
 
-``run`` runs until killed (micro-batches of at most 1,000 messages); ``drain`` runs
-Trigger.AvailableNow twice from the checkpoint (the second start commits the last batch
-of the first to the source, so the queue ends empty), then exits 0.
+The child starts its SparkSession (JVM, Python workers) at once, then waits for a line
+``go`` on stdin before it starts the query, so the test can warm the next child up while
+the current one runs (a closed stdin without ``go`` ends the child). ``run`` then runs
+until killed (micro-batches of at most 1,000 messages); ``drain`` runs one
+Trigger.AvailableNow query from the checkpoint (it removes from the queues what it
+wrote), then exits 0.
 """
 
 from __future__ import annotations
@@ -47,15 +50,19 @@ def main() -> None:
             writer = writer.trigger(availableNow=True)
         return writer.start()
 
+    # Warm the Python worker up too (the first task of a query would start it otherwise).
+    spark.sparkContext.parallelize([0], 1).map(lambda x: x).collect()
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit("no go: the test is gone")
     if mode == "run":
         print("started", flush=True)
         start(False).awaitTermination()
     else:
-        for _ in range(2):
-            query = start(True)
-            query.awaitTermination()
-            if query.exception() is not None:
-                raise SystemExit(f"query failed: {query.exception()}")
+        query = start(True)
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise SystemExit(f"query failed: {query.exception()}")
     spark.stop()
 
 

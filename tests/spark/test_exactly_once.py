@@ -1,7 +1,11 @@
 """Exactly once across crashes: a streaming query process (Python driver, its JVM and its
 workers) is SIGKILLed at random moments 3 times while messages keep arriving, and
 restarted from its checkpoint each time; at the end the Parquet table holds every message
-exactly once, in LookupIdentifier order per queue, and the queues are empty."""
+exactly once, in LookupIdentifier order per queue, and the queues are empty.
+
+To keep the test short, the next child process is started (JVM, SparkSession) while the
+current one runs; it starts its query only once told ``go``, after the current one has
+been killed, so never two queries use the checkpoint at the same time."""
 
 from __future__ import annotations
 
@@ -27,12 +31,28 @@ CHILD = Path(__file__).with_name("stream_child.py")
 
 
 def _child(qm: QM, queues: list[str], out: Path, ck: Path, mode: str, log: Path) -> subprocess.Popen[bytes]:
+    """Start a child (it warms up, then waits for :func:`_go`)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     with open(log, "ab") as f:
         return subprocess.Popen(
             [sys.executable, str(CHILD), qm.endpoint, ",".join(queues), str(out), str(ck), mode],
-            stdout=f, stderr=f, env=env, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=f, stderr=f, env=env, start_new_session=True,
         )  # fmt: skip
+
+
+def _go(child: subprocess.Popen[bytes]) -> None:
+    """Let a warmed-up child start its query."""
+    assert child.stdin is not None
+    child.stdin.write(b"go\n")
+    child.stdin.close()
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait(30)
+    if child.stdin is not None and not child.stdin.closed:
+        child.stdin.close()
 
 
 def _commits(ck: Path) -> int:
@@ -73,32 +93,41 @@ def test_sigkilled_streaming_query_delivers_every_message_exactly_once(
     out, ck, log = tmp_path / "out", tmp_path / "ck", tmp_path / "child.log"
     feeder = Feeder(qm, queues)
     feeder.start()
+    current = _child(qm, queues, out, ck, "run", log)
+    _go(current)
+    nxt: subprocess.Popen[bytes] | None = None
+    done = False
     try:
-        for _ in range(KILLS):
+        for kill in range(KILLS):
+            # Warm the next one up meanwhile; after the last kill it is the drain.
+            nxt = _child(qm, queues, out, ck, "drain" if kill == KILLS - 1 else "run", log)
             before = _commits(ck)
-            child = _child(qm, queues, out, ck, "run", log)
-            deadline = time.monotonic() + 180  # generous: a loaded 2-core CI machine
+            deadline = time.monotonic() + 240  # generous: a loaded 2-core CI machine
             # Kill once the query has made progress, at a random moment after it.
             while _commits(ck) <= before and time.monotonic() < deadline:
-                assert child.poll() is None, log.read_text()[-3000:]
+                assert current.poll() is None, log.read_text()[-3000:]
                 time.sleep(0.05)
             progressed = _commits(ck) > before
             if progressed:
                 time.sleep(rng.uniform(0.0, 1.5))
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(30)
+            _kill(current)
             assert progressed, "no progress: " + log.read_text()[-3000:]
+            current, nxt = nxt, None
+            if kill < KILLS - 1:
+                _go(current)
+        done = True
     finally:
         feeder.stop.set()
         feeder.join(30)
+        for child in (nxt, None if done else current):
+            if child is not None:
+                _kill(child)
     assert feeder.error is None, feeder.error
-    drain = _child(qm, queues, out, ck, "drain", log)
+    _go(current)  # the drain, once nothing is sent any more
     try:
-        assert drain.wait(240) == 0, log.read_text()[-3000:]
+        assert current.wait(240) == 0, log.read_text()[-3000:]
     finally:
-        if drain.poll() is None:
-            os.killpg(drain.pid, signal.SIGKILL)
-            drain.wait(30)
+        _kill(current)
 
     rows = spark.read.parquet(str(out)).collect()  # through the sink's metadata log
     got: dict[str, list[tuple[int, bytes]]] = {q: [] for q in queues}
