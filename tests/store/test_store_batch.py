@@ -1,0 +1,69 @@
+"""Set-based removal of received messages (runs as ranges, the rest in one IN list)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from pathlib import Path
+
+from openmsmq.store import INFINITE, Message, QueueType, Store, ops
+
+
+def _setup(tmp_path: Path) -> tuple[Store, int]:
+    store = Store(tmp_path / "s.db", threaded=False)
+    store.write(ops.init_qm_state(uuid.uuid4(), 1000))
+    q = store.write(
+        ops.create_queue(
+            name="private$\\q",
+            display_name="private$\\q",
+            queue_type=QueueType.PRIVATE,
+            transactional=False,
+            label="",
+            quota_kb=INFINITE,
+            journal_quota_kb=INFINITE,
+            journal=False,
+            now=1000,
+        )
+    )
+    return store, q.queue_id
+
+
+def _left(store: Store, qid: int) -> tuple[list[int], int, int]:
+    ids = store.read(
+        lambda c: [r[0] for r in c.execute("SELECT lookup_id FROM messages WHERE queue_id = ?", (qid,))]
+    )
+    count, nbytes = store.read(
+        lambda c: c.execute("SELECT msg_count, total_bytes FROM queues WHERE queue_id = ?", (qid,)).fetchone()
+    )
+    return sorted(ids), count, nbytes
+
+
+def test_removes_delete_exactly_the_named_messages(tmp_path: Path) -> None:
+    store, qid = _setup(tmp_path)
+    with store:
+        ids = store.write(ops.commit_work([ops.Send.of(qid, Message(body=b"abc"))] * 300, []))
+        rng = random.Random(7)
+        # Runs of every length (1..9, some of them >= the range threshold), gaps between.
+        chosen: list[int] = []
+        i = 0
+        while i < len(ids):
+            n = rng.randint(1, 9)
+            chosen += ids[i : i + n]
+            i += n + rng.randint(1, 3)
+        rng.shuffle(chosen)
+        store.write(ops.commit_work([], [ops.Remove(qid, lid, 3) for lid in chosen]))
+        left, count, nbytes = _left(store, qid)
+        assert left == sorted(set(ids) - set(chosen))
+        assert (count, nbytes) == (len(left), 3 * len(left))
+
+
+def test_one_long_run_and_scattered_singles_beyond_one_in_chunk(tmp_path: Path) -> None:
+    store, qid = _setup(tmp_path)
+    with store:
+        ids = store.write(ops.commit_work([ops.Send.of(qid, Message(body=b"x"))] * 6000, []))
+        run = ids[:1000]
+        singles = ids[1001::2]  # 2,500 isolated ids: more than one IN chunk
+        store.write(ops.commit_work([], [ops.Remove(qid, lid, 1) for lid in run + singles]))
+        left, count, _ = _left(store, qid)
+        assert left == sorted(set(ids) - set(run) - set(singles))
+        assert count == len(left)
