@@ -191,6 +191,11 @@ def tx_sequence_id_from_u64(value: int) -> TxSequenceId:
     return seq
 
 
+#: ``cached_tx_sequence_id(value)``: the memoised TxSequenceId of ``value`` or ``None``
+#: (hot decoders inline ``cached_tx_sequence_id(v) or tx_sequence_id_from_u64(v)``).
+cached_tx_sequence_id = _seq_by_u64.get
+
+
 @dataclass(frozen=True, slots=True)
 class XactUow:
     """XACTUOW (MS-MQMQ 2.2.18.1.8): 16 raw bytes holding a transaction unit-of-work GUID."""

@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 
 from openmsmq.errors import LocalProtocolError, WireError
 from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire._util import cached_guid, guid_from_le
 from openmsmq.wire.constants import (
     DEFAULT_PRIORITY,
     INFINITE,
+    MAX_LABEL_LENGTH,
     MAX_PACKET_SIZE,
     PACKET_SIGNATURE,
     PACKET_VERSION,
@@ -39,9 +41,21 @@ from openmsmq.wire.headers import (
     decode_debug_header,
     decode_transaction_header,
 )
-from openmsmq.wire.ids import ObjectId
-from openmsmq.wire.properties import MessagePropertiesHeader, decode_properties_header
-from openmsmq.wire.userheader import QueueFormat, SameAsAdmin, UserHeader, decode_user_header
+from openmsmq.wire.ids import ObjectId, cached_tx_sequence_id, tx_sequence_id_from_u64
+from openmsmq.wire.properties import (
+    MessagePropertiesHeader,
+    cached_label,
+    decode_properties_header,
+    label_text,
+)
+from openmsmq.wire.userheader import (
+    STRUCTURAL,
+    QueueFormat,
+    SameAsAdmin,
+    UserHeader,
+    cached_direct_queue,
+    decode_user_header,
+)
 
 __all__ = ["UserMessage", "decode_user_message"]
 
@@ -299,10 +313,106 @@ class UserMessage:
 
 
 _new_user_message = fast_constructor(UserMessage)
+_new_user_header = fast_constructor(UserHeader)
+_new_tx = fast_constructor(TransactionHeader)
+_new_properties = fast_constructor(MessagePropertiesHeader)
+
+# -- decode fast path -----------------------------------------------------------------------
+#
+# The common UserMessage of a transfer is BaseHeader + UserHeader with a direct
+# DestinationQueue and no admin / response queue + TransactionHeader without
+# ConnectorQMGuid + MessagePropertiesHeader (+ trailing SessionHeader). The fast path
+# below decodes exactly that shape with one unpack for the UserHeader's fixed part and
+# one for the TransactionHeader and the MessagePropertiesHeader's fixed part together.
+# It accepts a packet only when every check of the general path would pass on it;
+# anything else (another shape, a direct name not decoded before, any rule broken)
+# returns to the general path, which decodes it or raises its usual WireError.
+_USER_FIXED = struct.Struct("<16s16sIIII")
+_PROPS_FIXED = struct.Struct("<BBH20sIIIIIIII")
+_TX_PROPS_FIXED = struct.Struct("<IQIIBBH20sIIIIIIII")
+_U16 = struct.Struct("<H")
+_U_AH = 0x02000000
+# UserHeader.Flags bits the fast path pins (MS-MQMQ 2.2.19.2): the structural bits
+# DQ, AQ, RQ, SH, TH, MP, CQ, MQ, HH and AH. TH is free (masked out of the comparison).
+_FAST_MASK = (STRUCTURAL | _U_AH) & ~_U_TH
+# DQ = 0x7 (direct), AQ = RQ = 0 (absent), MP = 1, every other pinned bit 0.
+_FAST_BITS = (7 << 10) | 0x00200000
 
 
 def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq: int) -> UserMessage:
     """Decode the UserMessage in ``buf`` (the whole packet, trailing SessionHeader included)."""
+    if size >= 68 and not bflags & (_DH | _TR):
+        src, qma, ttbr, sent, mid, uflags = _USER_FIXED.unpack_from(buf, 16)
+        if uflags & _FAST_MASK == _FAST_BITS:
+            # DirectQueueFormatName (MS-MQMQ 2.2.18.1.5.2): Count, string, pad to 4.
+            (count,) = _U16.unpack_from(buf, 64)
+            p = 66 + count + (-(2 + count) & 3)
+            dest = cached_direct_queue(buf[64:p]) if p <= size else None
+            if dest is not None:
+                message = _decode_common(buf, bflags, breserved, size, ttrq, src, qma, ttbr, sent, mid,
+                                         uflags, dest, p)  # fmt: skip
+                if message is not None:
+                    return message
+    return _decode_general(buf, bflags, breserved, size, ttrq)
+
+
+def _decode_common(
+    buf: bytes, bflags: int, breserved: int, size: int, ttrq: int, src: bytes, qma: bytes,
+    ttbr: int, sent: int, mid: int, uflags: int, dest: QueueFormat, p: int,
+) -> UserMessage | None:  # fmt: skip
+    """The fast path's headers after the DestinationQueue at ``p``; None: use the general path."""
+    tx: TransactionHeader | None = None
+    if uflags & _U_TH:
+        if not uflags & 0x60 or p + 76 > size:  # DM must be non-zero with TH
+            return None
+        (tflags, seq, number, previous, ack_flags, label_len, mclass, corr, body_type, app_tag,
+         msg_size, alloc, privacy, hash_alg, enc_alg, ext_size) = _TX_PROPS_FIXED.unpack_from(
+            buf, p)  # fmt: skip
+        # TransactionHeader (MS-MQMQ 2.2.20.5): no ConnectorQMGuid (CG), valid numbers.
+        if tflags & 1 or number == 0 or previous == 0xFFFFFFFF:
+            return None
+        sequence_id = cached_tx_sequence_id(seq) or tx_sequence_id_from_u64(seq)
+        tx = _new_tx(sequence_id, number, previous, tflags, None)
+        start = p + 20
+    else:
+        if p + 56 > size:
+            return None
+        (ack_flags, label_len, mclass, corr, body_type, app_tag, msg_size, alloc, privacy, hash_alg,
+         enc_alg, ext_size) = _PROPS_FIXED.unpack_from(buf, p)  # fmt: skip
+        start = p
+    # MessagePropertiesHeader (MS-MQMQ 2.2.19.3): Label, ExtensionData, MessageBody, padding.
+    p = start + 56
+    label: str | None = None
+    if label_len:
+        n = label_len * 2
+        if label_len > MAX_LABEL_LENGTH or p + n > size or buf[p + n - 2] or buf[p + n - 1]:
+            return None
+        raw = buf[p : p + n - 2]
+        label = cached_label(raw) or label_text(raw)
+        p += n
+    extension = b""
+    if ext_size:
+        if p + ext_size > size:
+            return None
+        extension = buf[p : p + ext_size]
+        p += ext_size
+    stop = p + msg_size
+    pad = -(stop - start) & 3
+    if stop + pad > size:
+        return None
+    props = _new_properties(mclass, buf[p:stop], alloc, label, ack_flags, corr, body_type, app_tag,
+                            privacy, hash_alg, enc_alg, extension, buf[stop : stop + pad])  # fmt: skip
+    p = stop + pad
+    user = _new_user_header(cached_guid(src) or guid_from_le(src), cached_guid(qma) or guid_from_le(qma),
+                            sent, mid, dest, None, None, ttbr, uflags & ~STRUCTURAL, None)  # fmt: skip
+    session = SessionHeader.decode(buf, size) if bflags & _SH else None
+    message: UserMessage = _new_user_message(user, props, tx, None, None, None, None, session, buf[p:size],
+                                             bflags & ~_BASE_STRUCTURAL, ttrq, breserved)  # fmt: skip
+    return message
+
+
+def _decode_general(buf: bytes, bflags: int, breserved: int, size: int, ttrq: int) -> UserMessage:
+    """Decode any UserMessage, header by header (every shape MS-MQMQ 2.2.20 allows)."""
     user, uflags, p = decode_user_header(buf, 16, size)
     tx = sec = debug = soap = mq = session = None
     if uflags & _U_TH:

@@ -97,6 +97,21 @@ class MessagePropertiesHeader:
 
 _new_properties = fast_constructor(MessagePropertiesHeader)
 
+#: ``cached_label(raw)``: the memoised text of the UTF-16 bytes ``raw`` or ``None``
+#: (the UserMessage fast path inlines ``cached_label(raw) or label_text(raw)``).
+cached_label = _label_text.get
+
+
+def label_text(raw: bytes) -> str:
+    """The text of a Label's UTF-16 bytes without its null, memoised (labels repeat)."""
+    label = _label_text.get(raw)
+    if label is None:
+        label = utf16(raw)
+        if len(_label_text) >= _CACHE_MAX:
+            _label_text.clear()
+        _label_text[raw] = label
+    return label
+
 
 def decode_properties_header(buf: bytes, off: int, end: int) -> tuple[MessagePropertiesHeader, int]:
     """Decode a MessagePropertiesHeader at ``off`` that must end by ``end``; returns it and its end."""
@@ -127,12 +142,7 @@ def decode_properties_header(buf: bytes, off: int, end: int) -> tuple[MessagePro
         if buf[p + n - 2] or buf[p + n - 1]:
             raise WireError(_HDR, "Label", "no terminating null", "a null-terminated UTF-16 string")
         raw = buf[p : p + n - 2]
-        label = _label_text.get(raw)
-        if label is None:
-            label = utf16(raw)
-            if len(_label_text) >= _CACHE_MAX:
-                _label_text.clear()
-            _label_text[raw] = label
+        label = _label_text.get(raw) or label_text(raw)
         p += n
     extension = b""
     if ext_size:

@@ -130,6 +130,10 @@ _direct_by_wire: dict[bytes, DirectQueueFormatName] = {}
 _direct_wire: dict[tuple[str, bytes], bytes] = {}
 # ... and of private queue ids (order_queue$ in every OrderAck/FinalAck): (identifier << 3 | kind) -> value.
 _private_id_by_key: dict[int, PrivateQueueFormatNameId] = {}
+#: ``cached_direct_queue(wire)``: the DirectQueueFormatName already decoded from the whole
+#: wire field ``wire`` (Count, string, padding), or ``None``. Entries were validated when
+#: first decoded, so the UserMessage fast path trusts a hit.
+cached_direct_queue = _direct_by_wire.get
 _HDR = "UserHeader"
 
 
