@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openmsmq.errors import WireError
+from openmsmq.errors import LocalProtocolError, WireError
 from openmsmq.wire import (
     DirectQueueFormatName,
     SessionHeader,
@@ -112,3 +112,31 @@ def test_fast_path_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     assert decode_packet(data) == m
     with_session = m.with_session(SessionHeader(1, window_size=7))
     assert decode_packet(with_session.encode()) == with_session
+
+
+@CHECKS
+@given(common_messages(), st.booleans())
+def test_fast_encode_equals_general_encode(m: UserMessage, label_cached: bool) -> None:
+    if label_cached:
+        m.encode()  # the second encode finds label and direct name in the memo caches
+    assert m.encode() == m._encode_general()
+
+
+def test_fast_encode_errors_match_general() -> None:
+    m = UserMessage.build(
+        source_qm=uuid.UUID(int=1),
+        message_id=1,
+        destination_queue=DirectQueueFormatName("TCP:10.0.0.2\\PRIVATE$\\fast"),
+        body=b"abc",
+        sent_time=5,
+        transaction=TransactionHeader(TxSequenceId(1, 2), 3, 2, 0xC),
+    )
+    bad_corr = replace(m, properties=replace(m.properties, correlation_id=b"short"))
+    with pytest.raises(LocalProtocolError, match="CorrelationID"):
+        bad_corr.encode()
+    big = replace(m, properties=replace(m.properties, body=bytes(4 * 1024 * 1024)))
+    with pytest.raises(LocalProtocolError, match="4 MiB"):
+        big.encode()
+    express = replace(m, user=replace(m.user, flags=0))
+    with pytest.raises(LocalProtocolError, match="express"):
+        express.encode()

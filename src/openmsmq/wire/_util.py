@@ -50,6 +50,11 @@ def guid_to_le(guid: uuid.UUID) -> bytes:
     return b
 
 
+#: ``cached_guid_bytes(guid.int)``: the memoised ``bytes_le`` of a GUID or ``None``; encoders
+#: inline ``cached_guid_bytes(g.int) or guid_to_le(g)`` (16 bytes are always true).
+cached_guid_bytes = _bytes_by_int.get
+
+
 def pad4(n: int) -> int:
     """Bytes of padding that bring ``n`` up to a multiple of 4."""
     return -n & 3

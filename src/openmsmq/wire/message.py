@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from openmsmq.errors import LocalProtocolError, WireError
 from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire._util import cached_guid, guid_from_le
+from openmsmq.wire._util import cached_guid, cached_guid_bytes, guid_from_le, guid_to_le
 from openmsmq.wire.constants import (
     DEFAULT_PRIORITY,
     INFINITE,
@@ -45,16 +45,21 @@ from openmsmq.wire.ids import ObjectId, cached_tx_sequence_id, tx_sequence_id_fr
 from openmsmq.wire.properties import (
     MessagePropertiesHeader,
     cached_label,
+    cached_label_wire,
     decode_properties_header,
     label_text,
+    label_wire,
 )
 from openmsmq.wire.userheader import (
     STRUCTURAL,
+    DirectQueueFormatName,
     QueueFormat,
     SameAsAdmin,
     UserHeader,
     cached_direct_queue,
+    cached_direct_wire,
     decode_user_header,
+    direct_queue_wire,
 )
 
 __all__ = ["UserMessage", "decode_user_message"]
@@ -266,6 +271,29 @@ class UserMessage:
 
     def encode(self) -> bytes:
         """The wire bytes (with the trailing SessionHeader when present)."""
+        user = self.user
+        tx = self.transaction
+        dest = user.destination_queue
+        if (
+            tx is not None
+            and type(dest) is DirectQueueFormatName
+            and user.admin_queue is None
+            and user.response_queue is None
+            and user.connector_type is None
+            and user.flags & 0x60
+            and tx.connector_qm_guid is None
+            and self.security is None
+            and self.debug is None
+            and self.soap is None
+            and self.multi_queue is None
+            and not self.extensions
+            and not self.base_flags & _TR
+        ):
+            return _encode_common(self, user, tx, dest)
+        return self._encode_general()
+
+    def _encode_general(self) -> bytes:
+        """The wire bytes of any UserMessage, header by header."""
         parts: list[bytes] = [b""]
         uflags = 0
         tx = self.transaction
@@ -310,6 +338,71 @@ class UserMessage:
             PACKET_VERSION, self.base_reserved, bflags, PACKET_SIGNATURE, size, self.time_to_reach_queue
         )
         return b"".join(parts)
+
+
+# -- encode fast path -----------------------------------------------------------------------
+#
+# The same common shape as the decode fast path, transactional: BaseHeader and the
+# UserHeader's fixed part in one pack, the memoised DirectQueueFormatName field, then
+# TransactionHeader and the MessagePropertiesHeader's fixed part in one pack. Bytes
+# are those of the general encoder (tests/wire/test_fast_path.py).
+_BASE_USER_FIXED = struct.Struct("<BBHIII16s16sIIII")
+_TX_PROPS_FIXED = struct.Struct("<IQIIBBH20sIIIIIIII")
+# DQ = 0x7, TH, MP (MS-MQMQ 2.2.19.2): the structural UserHeader bits of the common shape.
+_COMMON_UFLAGS = (7 << 10) | _U_TH | 0x00200000
+_PADS = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
+
+
+def _encode_common(
+    m: UserMessage, user: UserHeader, tx: TransactionHeader, dest: DirectQueueFormatName
+) -> bytes:
+    """:meth:`UserMessage.encode` for the common transactional shape (checked by the caller)."""
+    props = m.properties
+    corr = props.correlation_id
+    if len(corr) != 20:
+        return m._encode_general()  # raises its LocalProtocolError
+    dwire = cached_direct_wire((dest.name, dest.padding)) or direct_queue_wire(dest)
+    label = props.label
+    raw_label = b"" if label is None else cached_label_wire(label) or label_wire(label)
+    body = props.body
+    ext = props.extension
+    n = len(raw_label) + len(ext) + len(body)
+    pad_len = -n & 3
+    pad = props.padding
+    if len(pad) != pad_len:
+        pad = _PADS[pad_len]
+    size = 140 + len(dwire) + n + pad_len  # 16 + 48 + 20 + 56 fixed bytes
+    if size > MAX_PACKET_SIZE:
+        raise LocalProtocolError(f"UserMessage of {size} bytes exceeds the 4 MiB PacketSize limit")
+    bflags = m.base_flags & ~_BASE_STRUCTURAL
+    session = m.session
+    if session is not None:
+        bflags |= _SH
+    src = user.source_queue_manager
+    qma = user.queue_manager_address
+    seq = tx.tx_sequence_id
+    parts = [
+        _BASE_USER_FIXED.pack(
+            PACKET_VERSION, m.base_reserved, bflags, PACKET_SIGNATURE, size, m.time_to_reach_queue,
+            cached_guid_bytes(src.int) or guid_to_le(src), cached_guid_bytes(qma.int) or guid_to_le(qma),
+            user.time_to_be_received, user.sent_time, user.message_id,
+            (user.flags & ~STRUCTURAL) | _COMMON_UFLAGS,
+        ),
+        dwire,
+        _TX_PROPS_FIXED.pack(
+            tx.flags & ~1, (seq.timestamp << 32) | seq.ordinal, tx.tx_sequence_number,
+            tx.previous_tx_sequence_number, props.ack_flags, len(raw_label) >> 1, props.message_class,
+            corr, props.body_type, props.application_tag, len(body), props.allocation_body_size,
+            props.privacy_level, props.hash_algorithm, props.encryption_algorithm, len(ext),
+        ),
+        raw_label,
+        ext,
+        body,
+        pad,
+    ]  # fmt: skip
+    if session is not None:
+        parts.append(session.encode())
+    return b"".join(parts)
 
 
 _new_user_message = fast_constructor(UserMessage)

@@ -61,12 +61,7 @@ class MessagePropertiesHeader:
             raw_label = b""
             label_len = 0
         else:
-            raw_label = _label_wire.get(self.label)  # type: ignore[assignment]
-            if raw_label is None:
-                raw_label = to_utf16(self.label) + b"\x00\x00"
-                if len(_label_wire) >= _CACHE_MAX:
-                    _label_wire.clear()
-                _label_wire[self.label] = raw_label
+            raw_label = _label_wire.get(self.label) or label_wire(self.label)
             label_len = len(raw_label) >> 1
         corr = self.correlation_id
         if len(corr) != 20:
@@ -100,6 +95,21 @@ _new_properties = fast_constructor(MessagePropertiesHeader)
 #: ``cached_label(raw)``: the memoised text of the UTF-16 bytes ``raw`` or ``None``
 #: (the UserMessage fast path inlines ``cached_label(raw) or label_text(raw)``).
 cached_label = _label_text.get
+
+
+#: ``cached_label_wire(text)``: the memoised wire Label of ``text`` or ``None``.
+cached_label_wire = _label_wire.get
+
+
+def label_wire(text: str) -> bytes:
+    """The wire Label of ``text``: UTF-16 with its terminating null (memoised)."""
+    raw = _label_wire.get(text)
+    if raw is None:
+        raw = to_utf16(text) + b"\x00\x00"
+        if len(_label_wire) >= _CACHE_MAX:
+            _label_wire.clear()
+        _label_wire[text] = raw
+    return raw
 
 
 def label_text(raw: bytes) -> str:

@@ -151,19 +151,29 @@ def _queue_type(q: QueueFormat | SameAsAdmin | None) -> int:
     return 1
 
 
+#: ``cached_direct_wire((name, padding))``: the memoised wire field of a DirectQueueFormatName
+#: or ``None`` (the UserMessage fast path inlines ``... or direct_queue_wire(q)``).
+cached_direct_wire = _direct_wire.get
+
+
+def direct_queue_wire(q: DirectQueueFormatName) -> bytes:
+    """The wire field of a DirectQueueFormatName: Count, UTF-16 string with null, padding (memoised)."""
+    key = (q.name, q.padding)
+    wire = _direct_wire.get(key)
+    if wire is None:
+        raw = to_utf16(q.name) + b"\x00\x00"
+        n = pad4(2 + len(raw))
+        wire = U16.pack(len(raw)) + raw + padding_bytes(q.padding, n)
+        if len(_direct_wire) >= _CACHE_MAX:
+            _direct_wire.clear()
+        _direct_wire[key] = wire
+    return wire
+
+
 def _encode_queue(q: QueueFormat | SameAsAdmin) -> bytes:
     """The wire bytes of a present queue field (b"" for :data:`SAME_AS_ADMIN`)."""
     if type(q) is DirectQueueFormatName:
-        key = (q.name, q.padding)
-        wire = _direct_wire.get(key)
-        if wire is None:
-            raw = to_utf16(q.name) + b"\x00\x00"
-            n = pad4(2 + len(raw))
-            wire = U16.pack(len(raw)) + raw + padding_bytes(q.padding, n)
-            if len(_direct_wire) >= _CACHE_MAX:
-                _direct_wire.clear()
-            _direct_wire[key] = wire
-        return wire
+        return direct_queue_wire(q)
     if type(q) is PrivateQueueFormatNameId:
         return U32.pack(q.identifier)
     if type(q) is PublicQueueFormatName:
