@@ -11,13 +11,18 @@ from __future__ import annotations
 import struct
 
 from openmsmq.errors import WireError
-from openmsmq.wire.constants import MAX_PACKET_SIZE
+from openmsmq.wire.acks import classify
+from openmsmq.wire.constants import MAX_PACKET_SIZE, PACKET_SIGNATURE, PACKET_VERSION
 from openmsmq.wire.headers import check_base
-from openmsmq.wire.packets import Packet, decode_packet_body, packet_length
+from openmsmq.wire.internal import decode_internal
+from openmsmq.wire.message import decode_user_message
+from openmsmq.wire.packets import Packet
 
 __all__ = ["PacketDecoder"]
 
 _BASE = struct.Struct("<BBHIII")
+_IN = 0x0008
+_SH = 0x0010
 
 
 class PacketDecoder:
@@ -48,6 +53,7 @@ class PacketDecoder:
         buf = self._buf
         buf += data
         out: list[Packet] = []
+        max_size = self._max
         pos = 0
         n = len(buf)
         # One copy per packet: bytes of a memoryview slice (bytes(bytearray[a:b]) copies twice).
@@ -56,14 +62,29 @@ class PacketDecoder:
         try:
             while n - pos >= 16:
                 version, reserved, flags, signature, size, ttrq = _BASE.unpack_from(buf, pos)
-                check_base(version, signature, size)
-                if size > self._max:
-                    raise WireError("BaseHeader", "PacketSize", size, f"<= {self._max} (configured limit)")
-                total = packet_length(flags, size)
-                if n - pos < total:
-                    break
-                packet = view[pos : pos + total].tobytes()
-                out.append(decode_packet_body(packet, flags, reserved, size, ttrq))
+                # check_base and packet_length / decode_packet_body of wire.packets, inlined:
+                # this loop runs once per packet of the session.
+                if version != PACKET_VERSION or signature != PACKET_SIGNATURE or size < 20 or size & 3:
+                    check_base(version, signature, size)  # raises the rule's WireError
+                if size > max_size:
+                    check_base(version, signature, size)
+                    raise WireError("BaseHeader", "PacketSize", size, f"<= {max_size} (configured limit)")
+                if flags & _IN:
+                    total = size
+                    if n - pos < total:
+                        break
+                    packet = view[pos : pos + total].tobytes()
+                    out.append(decode_internal(packet, flags, reserved, size, ttrq))
+                else:
+                    # A trailing SessionHeader (SH) is not counted in PacketSize (MS-MQMQ 2.2.19.1).
+                    total = size + 16 if flags & _SH else size
+                    if n - pos < total:
+                        break
+                    packet = view[pos : pos + total].tobytes()
+                    message = decode_user_message(packet, flags, reserved, size, ttrq)
+                    mclass = message.properties.message_class
+                    # Only class 0x00FF or >= 0x4000 can be an OrderAck / FinalAck (MS-MQQB 3.1.5.1.1).
+                    out.append(classify(message) if mclass == 0xFF or mclass >= 0x4000 else message)
                 pos += total
         except WireError as exc:
             self._error = exc
