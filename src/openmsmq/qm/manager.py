@@ -106,6 +106,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         self._queues: dict[str, _QueueState] = {}
         self._by_id: dict[int, _QueueState] = {}
         self._cursors: dict[int, _Cursor] = {}
+        self._head_keys: dict[_QueueState, int] = {}
         self._next_handle = 1
         self._uniq_next = 0
         self._uniq_end = 0
@@ -356,6 +357,7 @@ class QueueManager(ReadsMixin, RangesMixin):
                 self._by_id.pop(s.record.queue_id, None)
                 with s.cond:
                     s.deleted = True
+                    self._head_keys.pop(s, None)
                     s.cond.notify_all()
         self._emit(events)
 
@@ -548,14 +550,18 @@ class QueueManager(ReadsMixin, RangesMixin):
                 rows += hook(events)
         stored = self.store.write(ops.commit_work(rows, self._removes_for(live)))
         self.metrics.count_committed(count, sum(r.queue.record.queue_type != _OUTGOING for r in live))
-        self._unlock(receives)
+        self._unlock(receives, removed=True)
         self._notify(qs for qs, _ in sends)
         if len(rows) > count:
             self._notify(self._by_id[s.queue_id] for s in rows[count:] if s.queue_id in self._by_id)
         self._emit(events, hooked=True)
         return stored[:count]
 
-    def _unlock(self, receives: Iterable[_Receive]) -> None:
+    def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None:
+        """Drop the locks of ``receives``. Unless their messages were ``removed`` from the
+        queue (durably deleted or moved), they are available again: the queue's head hint
+        (:meth:`ReadsMixin._head_select`) is dropped so the next head read starts at
+        the head."""
         by_queue: dict[_QueueState, list[int]] = {}
         for r in receives:
             ids = by_queue.get(r.queue)
@@ -565,6 +571,8 @@ class QueueManager(ReadsMixin, RangesMixin):
                 ids.append(r.message.lookup_id)
         for qs, ids in by_queue.items():  # one acquisition per queue, not per message
             with qs.cond:
+                if not removed:
+                    self._head_keys.pop(qs, None)
                 qs.locked.difference_update(ids)
                 if qs.purge_pending:
                     qs.purge_pending.difference_update(ids)
@@ -615,9 +623,11 @@ class QueueManager(ReadsMixin, RangesMixin):
             return 0
         try:
             events = self.store.write(ops.expire_messages(removes))
-            self.metrics.count_dead_lettered(r.new_class for r in removes if r.new_class is not None)
-        finally:
+        except BaseException:
             self._unlock(held)
+            raise
+        self._unlock(held, removed=True)
+        self.metrics.count_dead_lettered(r.new_class for r in removes if r.new_class is not None)
         self._notify([self._by_id[dead], self._by_id[dead_x]])
         self._emit(events)
         return len(removes)

@@ -38,12 +38,15 @@ class ReadsMixin:
         _lock: threading.RLock
         _cursors: dict[int, _Cursor]
         _next_handle: int
+        #: Per queue: an order_key before which every message of its priority band is
+        #: locked or expired (read and written under the queue's condition).
+        _head_keys: dict[_QueueState, int]
 
         def _resolve(self, queue: QueueRef) -> _QueueState: ...
         def _check_open(self) -> None: ...
         def _now(self) -> int: ...
         def _commit(self, sends: list[Any], receives: list[_Receive]) -> list[int]: ...
-        def _unlock(self, receives: Iterable[_Receive]) -> None: ...
+        def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None: ...
         def _release(self, receives: Sequence[_Receive]) -> None: ...
         def _notify(self, states: Iterable[_QueueState]) -> None: ...
 
@@ -114,11 +117,28 @@ class ReadsMixin:
                     HResult.MQ_ERROR_TRANSACTION_USAGE, f"queue {qs.record.display_name} is not transactional"
                 )
 
-    def _head_select(self, qs: _QueueState, limit: int) -> Select:
+    def _head_select(self, qs: _QueueState, limit: int, *, advance: bool = False) -> Select:
+        """The first ``limit`` available messages, read from the queue's head hint.
+
+        ``advance``: the caller locks what is found (under the same hold of the queue's
+        condition), so the hint moves past the last of them: every message of that
+        priority band before it is then locked (or expired — an expired message is never
+        received again; the expiry moves it). See :meth:`QueueManager._unlock` for when
+        the hint is dropped.
+        """
         qid = qs.record.queue_id
-        return lambda locked, now: self.store.read(
-            lambda c: ops.fetch_available(c, qid, now=now, limit=limit, exclude=locked)
-        )
+        hints = self._head_keys
+
+        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+            hint = hints.get(qs)
+            found = self.store.read(
+                lambda c: ops.fetch_available(c, qid, now=now, limit=limit, exclude=locked, head_key=hint)
+            )
+            if advance and found:
+                hints[qs] = found[-1][0] + 1
+            return found
+
+        return select
 
     def receive(
         self,
@@ -153,7 +173,8 @@ class ReadsMixin:
         """Receive up to ``max_count`` messages at once (waits for the first only)."""
         qs = self._resolve(queue)
         self._check_receive(qs, tx)
-        found = self._take(qs, self._head_select(qs, max_count), timeout=timeout, lock=True, cancel=cancel)
+        select = self._head_select(qs, max_count, advance=True)
+        found = self._take(qs, select, timeout=timeout, lock=True, cancel=cancel)
         return self._finish(qs, found, tx)
 
     def peek(
@@ -332,7 +353,7 @@ class ReadsMixin:
         qs = self._resolve(queue)
         self._check_receive(qs, tx)
         if lookup_id is None:
-            select = self._head_select(qs, 1)
+            select = self._head_select(qs, 1, advance=True)
         else:
             select = self._lookup_select(qs, lookup_id, action, False)
             timeout = 0

@@ -892,13 +892,22 @@ def fetch_available(
     before_key: int | None = None,
     from_key: int | None = None,
     descending: bool = False,
+    head_key: int | None = None,
 ) -> list[tuple[int, Message]]:
     """Unexpired messages of a queue in queue order, as (order_key, message).
 
     ``exclude`` holds the LookupIdentifiers locked in memory (never returned);
     ``after_key`` / ``from_key`` / ``before_key`` bound the position; ``descending``
     walks from the tail (SeekLast / SeekPrevious).
+
+    ``head_key`` (a head read: no other bound) says that every message of its priority
+    band (``head_key >> 56``) with an order_key below it is locked or expired: the read
+    then skips that prefix with one index seek instead of stepping over the locked rows.
+    Messages of higher priority bands (smaller keys) are still read from the start, so
+    a message sent later with a higher priority is found.
     """
+    if head_key is not None:
+        return _fetch_head(conn, queue_id, now, limit, exclude, head_key)
     sql = f"SELECT m.order_key, {_MSG_SELECT} FROM messages m WHERE m.queue_id = ?"
     params: list[Any] = [queue_id]
     if after_key is not None:
@@ -920,16 +929,53 @@ def fetch_available(
     if not exclude:
         params.append(limit)
         return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + order, params)]
-    # Few locked messages: read len(exclude) more rows and skip the locked ones here —
-    # at least ``limit`` unlocked rows are among them if they exist. Cheaper than a
-    # per-query NOT IN (json_each(...)) temporary index.
+    # Few locked messages: at least ``limit`` unlocked rows are among the first
+    # ``limit + len(exclude)``; step through them lazily, skipping the locked ones here
+    # before decoding, and stop at ``limit``. Cheaper than a per-query NOT IN
+    # (json_each(...)) temporary index.
     params.append(limit + len(exclude))
     out = []
-    for r in conn.execute(sql + order, params).fetchall():
+    for r in conn.execute(sql + order, params):
         if r[1] not in exclude:
             out.append((r[0], message_from_row(r[1:])))
             if len(out) == limit:
                 break
+    return out
+
+
+_HEAD_SQL = (
+    f"SELECT m.order_key, {_MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key >= ?"
+    " AND m.order_key < ? AND (m.expire_at IS NULL OR m.expire_at > ?) ORDER BY m.order_key LIMIT ?"
+)
+
+
+def _fetch_head(
+    conn: sqlite3.Connection, queue_id: int, now: int, limit: int, exclude: Collection[int], head_key: int
+) -> list[tuple[int, Message]]:
+    """:func:`fetch_available` from the head, skipping the locked prefix below ``head_key``.
+
+    Two index ranges: the higher-priority bands ``[0, band start)`` (empty in a
+    transactional queue, whose messages all have priority 0), then ``[head_key, end)``.
+    Locked rows met are stepped over here, before decoding. In the last band (priority 0)
+    only locked LookupIdentifiers >= the hint's can lie at or after it, so the others do
+    not count toward the over-read.
+    """
+    band_start = head_key >> 56 << 56
+    out: list[tuple[int, Message]] = []
+    tail_exclude: Collection[int] = exclude
+    if band_start == 7 << 56:
+        floor = head_key - band_start
+        tail_exclude = [lid for lid in exclude if lid >= floor] if exclude else ()
+    for lo, hi, skip in ((0, band_start, exclude), (head_key, 1 << 62, tail_exclude)):
+        if hi <= lo:
+            continue
+        want = limit - len(out)
+        rows = conn.execute(_HEAD_SQL, (queue_id, lo, hi, now, want + len(skip)))
+        for r in rows:
+            if r[1] not in exclude:
+                out.append((r[0], message_from_row(r[1:])))
+                if len(out) == limit:
+                    return out
     return out
 
 
