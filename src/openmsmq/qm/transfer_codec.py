@@ -17,7 +17,7 @@ from openmsmq.errors import LocalProtocolError
 from openmsmq.store.records import Message
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.headers import TransactionHeader
-from openmsmq.wire.ids import NULL_GUID, TxSequenceId
+from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.properties import MessagePropertiesHeader
 from openmsmq.wire.userheader import DirectQueueFormatName, UserHeader
@@ -138,7 +138,9 @@ def packet_from_message(
         if prev is None:
             prev = m.tx_previous_sequence_number
         flags = (m.final_ack_required << 1) | (m.first_in_transaction << 2) | (m.last_in_transaction << 3)
-        sequence_id = _sequence_id(m.tx_sequence_id)
+        # _sequence_id inlined: consecutive messages share their TxSequenceId.
+        last = _last_sequence
+        sequence_id = last[1] if last[0] == m.tx_sequence_id else _sequence_id(m.tx_sequence_id)
         transaction = _new_tx(sequence_id, m.tx_sequence_number, prev, flags, None)
         priority = 0
         delivery = 1
@@ -148,8 +150,9 @@ def packet_from_message(
     hops = m.hop_count
     if not 0 <= priority <= 7 or not 0 <= hops <= 0x1F or not 0 <= delivery <= 3:
         raise LocalProtocolError(f"message {m.lookup_id}: priority, hop count or delivery out of range")
+    lineage = m.id_lineage
     user = _new_user_header(
-        m.id_lineage if m.id_lineage != NULL_GUID else source_qm,
+        lineage if lineage.int else source_qm,  # UUID.int: no Python-level UUID.__eq__ call
         m.destination_qm,
         m.sent_time & 0xFFFFFFFF,
         m.id_uniquifier & 0xFFFFFFFF,
@@ -161,7 +164,9 @@ def packet_from_message(
         None,
     )
     body = m.body
-    correlation = m.correlation_id if len(m.correlation_id) == 20 else _NULL_CORRELATION
+    correlation = m.correlation_id
+    if len(correlation) != 20:
+        correlation = _NULL_CORRELATION
     props = _new_properties(
         m.message_class, body, len(body), m.label or None, m.ack_flags, correlation,
         m.body_type, m.app_specific, 0, 0, 0, b"", b"",
@@ -201,9 +206,10 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
     v[_I_TIME_TO_REACH_QUEUE] = p.time_to_reach_queue
     v[_I_TIME_TO_BE_RECEIVED] = user.time_to_be_received
     v[_I_ACK_FLAGS] = props.ack_flags
-    v[_I_POSITIVE_JOURNALING] = bool(uflags & 0x200)
-    v[_I_NEGATIVE_JOURNALING] = bool(uflags & 0x100)
-    v[_I_TRACING] = bool(p.base_flags & 0x100)
+    # "!= 0" rather than bool(): no call on this per-message path
+    v[_I_POSITIVE_JOURNALING] = uflags & 0x200 != 0
+    v[_I_NEGATIVE_JOURNALING] = uflags & 0x100 != 0
+    v[_I_TRACING] = p.base_flags & 0x100 != 0
     v[_I_HOP_COUNT] = uflags & 0x1F
     v[_I_ID_LINEAGE] = user.source_queue_manager
     v[_I_ID_UNIQUIFIER] = user.message_id
@@ -217,12 +223,13 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
         v[_I_RESPONSE_QUEUE] = _direct_text(user.response_queue)
     if tx is not None:
         tflags = tx.flags
-        v[_I_FINAL_ACK_REQUIRED] = bool(tflags & 0x2)
+        seq = tx.tx_sequence_id
+        v[_I_FINAL_ACK_REQUIRED] = tflags & 0x2 != 0
         v[_I_TRANSACTIONAL] = True
-        v[_I_TX_SEQUENCE_ID] = tx.tx_sequence_id.value
+        v[_I_TX_SEQUENCE_ID] = (seq.timestamp << 32) | seq.ordinal  # TxSequenceId.value, inlined
         v[_I_TX_SEQUENCE_NUMBER] = tx.tx_sequence_number
         v[_I_TX_PREVIOUS_SEQUENCE_NUMBER] = tx.previous_tx_sequence_number
-        v[_I_FIRST_IN_TRANSACTION] = bool(tflags & 0x4)
-        v[_I_LAST_IN_TRANSACTION] = bool(tflags & 0x8)
+        v[_I_FIRST_IN_TRANSACTION] = tflags & 0x4 != 0
+        v[_I_LAST_IN_TRANSACTION] = tflags & 0x8 != 0
     message: Message = _new_message(*v)
     return message
