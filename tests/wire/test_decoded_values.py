@@ -183,3 +183,17 @@ def test_fast_constructor_needs_a_slots_dataclass() -> None:
         fast_constructor(NotADataclass)
     with pytest.raises(TypeError, match="__post_init__"):
         fast_constructor(Checked)
+
+
+@pytest.mark.parametrize("swap", [True, False])
+def test_fast_constructor_with_named_fields(swap: bool) -> None:
+    """``fields=``: the named fields in the given order, declared defaults for the others."""
+    named = ["tx_sequence_number", "tx_sequence_id", "previous_tx_sequence_number"]
+    make = fast_constructor(TransactionHeader, swap=swap, fields=named)
+    _assert_same_value(make(3, TxSequenceId(1, 2), 2), TransactionHeader(TxSequenceId(1, 2), 3, 2))
+    with pytest.raises(TypeError, match="no plain default"):
+        fast_constructor(TransactionHeader, swap=swap, fields=["tx_sequence_id"])
+    with pytest.raises(TypeError, match="distinct fields"):
+        fast_constructor(TransactionHeader, swap=swap, fields=["tx_sequence_id", "tx_sequence_id"])
+    with pytest.raises(TypeError, match="distinct fields"):
+        fast_constructor(TransactionHeader, swap=swap, fields=["nope"])

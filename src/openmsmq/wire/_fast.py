@@ -18,14 +18,15 @@ back to ``object.__new__`` plus the slots' member descriptors, which is still
 about twice as fast as the generated ``__init__``.
 
 What is skipped is only what ``__init__`` would add to the stores: defaults (all
-fields must be passed, in field order). Classes with a ``__post_init__`` are
+fields must be passed, in field order, unless ``fields`` names the ones passed: the
+others then take their plain declared defaults, stored as constants). Classes with a ``__post_init__`` are
 refused, so a check added there later cannot be bypassed unnoticed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 __all__ = ["fast_constructor"]
@@ -33,27 +34,31 @@ __all__ = ["fast_constructor"]
 _T = TypeVar("_T")
 
 
-def _source(names: list[str], swap: bool) -> str:
-    """Python source of ``make(<fields>)`` for :func:`fast_constructor`."""
-    params = ", ".join(names)
-    lines = [f"def make({params}):"]
+def _source(names: list[str], swap: bool, params: list[str]) -> str:
+    """Python source of ``make(<params>)`` for :func:`fast_constructor` (others: ``_d_<name>``)."""
+    lines = [f"def make({', '.join(params)}):"]
+    values = {name: name if name in params else f"_d_{name}" for name in names}
     if swap:
         lines.append("    self = _new(_Builder)")
-        lines.extend(f"    self.{name} = {name}" for name in names)
+        lines.extend(f"    self.{name} = {values[name]}" for name in names)
         lines.append("    self.__class__ = _cls")
     else:
         lines.append("    self = _new(_cls)")
-        lines.extend(f"    _set_{name}(self, {name})" for name in names)
+        lines.extend(f"    _set_{name}(self, {values[name]})" for name in names)
     lines.append("    return self")
     return "\n".join(lines) + "\n"
 
 
-def fast_constructor(cls: type[_T], *, swap: bool = True) -> Callable[..., _T]:
+def fast_constructor(
+    cls: type[_T], *, swap: bool = True, fields: Sequence[str] | None = None
+) -> Callable[..., _T]:
     """A function ``make(*fields)`` returning an instance of the frozen slots dataclass ``cls``.
 
     Every field must be passed, positionally, in declaration order; nothing is
-    validated. ``swap=False`` forces the member-descriptor strategy (tests use it
-    to cover the fallback).
+    validated. With ``fields``, ``make`` takes exactly those fields, positionally in
+    that order, and the others take their declared defaults (a field without a plain
+    default, e.g. one with a ``default_factory``, must be listed). ``swap=False``
+    forces the member-descriptor strategy (tests use it to cover the fallback).
     """
     if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slots dataclass")
@@ -65,20 +70,28 @@ def fast_constructor(cls: type[_T], *, swap: bool = True) -> Callable[..., _T]:
     if sorted(names) != sorted(slots):
         raise TypeError(f"{cls.__name__}: fields {names} do not match slots {slots}")
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    params = names if fields is None else list(fields)
+    if len(set(params)) != len(params) or not set(params) <= set(names):
+        raise TypeError(f"{cls.__name__}: fields {params} are not distinct fields of the class")
+    for f in dataclasses.fields(cls):
+        if f.name not in params:
+            if f.default is dataclasses.MISSING:
+                raise TypeError(f"{cls.__name__}.{f.name} has no plain default: pass it in fields")
+            namespace[f"_d_{f.name}"] = f.default
     if swap:
         builder = type(f"_{cls.__name__}Builder", (), {"__slots__": slots, "__module__": cls.__module__})
         namespace["_Builder"] = builder
-        exec(_source(names, True), namespace)  # a fixed template over field names
+        exec(_source(names, True, params), namespace)  # a fixed template over field names
         make: Callable[..., _T] = namespace["make"]
         try:
-            probe = make(*names)
+            probe = make(*params)
         except TypeError:  # this interpreter refuses the __class__ assignment
-            return fast_constructor(cls, swap=False)
-        if type(probe) is not cls or [getattr(probe, n) for n in names] != names:
-            return fast_constructor(cls, swap=False)
+            return fast_constructor(cls, swap=False, fields=fields)
+        if type(probe) is not cls or [getattr(probe, n) for n in params] != params:
+            return fast_constructor(cls, swap=False, fields=fields)
         return make
     for name in names:
         namespace[f"_set_{name}"] = cls.__dict__[name].__set__
-    exec(_source(names, False), namespace)  # a fixed template over field names
+    exec(_source(names, False, params), namespace)  # a fixed template over field names
     fallback: Callable[..., _T] = namespace["make"]
     return fallback
