@@ -434,42 +434,35 @@ _FAST_BITS = (7 << 10) | 0x00200000
 
 def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq: int) -> UserMessage:
     """Decode the UserMessage in ``buf`` (the whole packet, trailing SessionHeader included)."""
-    if size >= 68 and not bflags & (_DH | _TR):
-        src, qma, ttbr, sent, mid, uflags = _USER_FIXED.unpack_from(buf, 16)
-        if uflags & _FAST_MASK == _FAST_BITS:
-            # DirectQueueFormatName (MS-MQMQ 2.2.18.1.5.2): Count, string, pad to 4.
-            (count,) = _U16.unpack_from(buf, 64)
-            p = 66 + count + (-(2 + count) & 3)
-            dest = cached_direct_queue(buf[64:p]) if p <= size else None
-            if dest is not None:
-                message = _decode_common(buf, bflags, breserved, size, ttrq, src, qma, ttbr, sent, mid,
-                                         uflags, dest, p)  # fmt: skip
-                if message is not None:
-                    return message
-    return _decode_general(buf, bflags, breserved, size, ttrq)
-
-
-def _decode_common(
-    buf: bytes, bflags: int, breserved: int, size: int, ttrq: int, src: bytes, qma: bytes,
-    ttbr: int, sent: int, mid: int, uflags: int, dest: QueueFormat, p: int,
-) -> UserMessage | None:  # fmt: skip
-    """The fast path's headers after the DestinationQueue at ``p``; None: use the general path."""
+    # The fast path (see above), one function: every "return _decode_general(...)" hands a
+    # packet of another shape, or one breaking a rule, to the general decoder.
+    if size < 68 or bflags & (_DH | _TR):
+        return _decode_general(buf, bflags, breserved, size, ttrq)
+    src, qma, ttbr, sent, mid, uflags = _USER_FIXED.unpack_from(buf, 16)
+    if uflags & _FAST_MASK != _FAST_BITS:
+        return _decode_general(buf, bflags, breserved, size, ttrq)
+    # DirectQueueFormatName (MS-MQMQ 2.2.18.1.5.2): Count, string, pad to 4; known ones only.
+    (count,) = _U16.unpack_from(buf, 64)
+    p = 66 + count + (-(2 + count) & 3)
+    dest = cached_direct_queue(buf[64:p]) if p <= size else None
+    if dest is None:
+        return _decode_general(buf, bflags, breserved, size, ttrq)
     tx: TransactionHeader | None = None
     if uflags & _U_TH:
         if not uflags & 0x60 or p + 76 > size:  # DM must be non-zero with TH
-            return None
+            return _decode_general(buf, bflags, breserved, size, ttrq)
         (tflags, seq, number, previous, ack_flags, label_len, mclass, corr, body_type, app_tag,
          msg_size, alloc, privacy, hash_alg, enc_alg, ext_size) = _TX_PROPS_FIXED.unpack_from(
             buf, p)  # fmt: skip
         # TransactionHeader (MS-MQMQ 2.2.20.5): no ConnectorQMGuid (CG), valid numbers.
         if tflags & 1 or number == 0 or previous == 0xFFFFFFFF:
-            return None
+            return _decode_general(buf, bflags, breserved, size, ttrq)
         sequence_id = cached_tx_sequence_id(seq) or tx_sequence_id_from_u64(seq)
         tx = _new_tx(sequence_id, number, previous, tflags, None)
         start = p + 20
     else:
         if p + 56 > size:
-            return None
+            return _decode_general(buf, bflags, breserved, size, ttrq)
         (ack_flags, label_len, mclass, corr, body_type, app_tag, msg_size, alloc, privacy, hash_alg,
          enc_alg, ext_size) = _PROPS_FIXED.unpack_from(buf, p)  # fmt: skip
         start = p
@@ -479,20 +472,20 @@ def _decode_common(
     if label_len:
         n = label_len * 2
         if label_len > MAX_LABEL_LENGTH or p + n > size or buf[p + n - 2] or buf[p + n - 1]:
-            return None
+            return _decode_general(buf, bflags, breserved, size, ttrq)
         raw = buf[p : p + n - 2]
         label = cached_label(raw) or label_text(raw)
         p += n
     extension = b""
     if ext_size:
         if p + ext_size > size:
-            return None
+            return _decode_general(buf, bflags, breserved, size, ttrq)
         extension = buf[p : p + ext_size]
         p += ext_size
     stop = p + msg_size
     pad = -(stop - start) & 3
     if stop + pad > size:
-        return None
+        return _decode_general(buf, bflags, breserved, size, ttrq)
     props = _new_properties(mclass, buf[p:stop], alloc, label, ack_flags, corr, body_type, app_tag,
                             privacy, hash_alg, enc_alg, extension, buf[stop : stop + pad])  # fmt: skip
     p = stop + pad
