@@ -4,7 +4,8 @@ Run: .venv/bin/python bench/wire.py [--seconds S] [--repeat R]
 
 Measures (1) a transactional UserMessage with a 256-byte body (direct destination,
 TransactionHeader, label) and (2) an OrderAck, each as encode() followed by
-decode_packet() of the bytes, and (3) the stream decoder fed a 1000-packet buffer.
+decode_packet() of the bytes, (3) the stream decoder fed a 1000-packet buffer, and
+(4, 5) that UserMessage's encode() and decode_packet() alone.
 Each figure is measured R times (default 3) and printed as the median with the
 range; the machine's load average is printed before and after, since other
 processes on a shared machine move the figures.
@@ -76,6 +77,32 @@ def _round_trips(packet: UserMessage | OrderAck, seconds: float) -> float:
             return n / (now - start)
 
 
+def _encodes(packet: UserMessage, seconds: float) -> float:
+    n = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(1000):
+            packet.encode()
+        n += 1000
+        now = time.perf_counter()
+        if now >= deadline:
+            return n / (now - start)
+
+
+def _decodes(data: bytes, seconds: float) -> float:
+    n = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(1000):
+            decode_packet(data)
+        n += 1000
+        now = time.perf_counter()
+        if now >= deadline:
+            return n / (now - start)
+
+
 def _stream(packet: UserMessage, seconds: float) -> float:
     data = encode_packets([packet] * 1000)
     n = 0
@@ -116,6 +143,8 @@ def main() -> None:
         ),
         (f"OrderAck ({len(ack.encode())} B)", "encode+decode", lambda: _round_trips(ack, args.seconds)),
         ("UserMessage via PacketDecoder.feed, 64 KiB chunks", "decode", lambda: _stream(msg, args.seconds)),
+        ("UserMessage, transactional, 256 B body", "encode", lambda: _encodes(msg, args.seconds)),
+        ("UserMessage, transactional, 256 B body", "decode", lambda: _decodes(msg.encode(), args.seconds)),
     ]
     for name, what, measure in figures:
         rates = [measure() for _ in range(max(1, args.repeat))]
