@@ -406,7 +406,17 @@ def _encode_common(
 
 
 _new_user_message = fast_constructor(UserMessage)
-_new_user_header = fast_constructor(UserHeader)
+# The fast path's values: fields it always leaves absent take their declared default (None).
+_new_common_message = fast_constructor(
+    UserMessage,
+    fields=("user", "properties", "transaction", "session", "extensions", "base_flags",
+            "time_to_reach_queue", "base_reserved"),
+)  # fmt: skip
+_new_direct_user_header = fast_constructor(
+    UserHeader,
+    fields=("source_queue_manager", "queue_manager_address", "sent_time", "message_id",
+            "destination_queue", "time_to_be_received", "flags"),
+)  # fmt: skip
 _new_tx = fast_constructor(TransactionHeader)
 _new_properties = fast_constructor(MessagePropertiesHeader)
 
@@ -489,11 +499,12 @@ def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq
     props = _new_properties(mclass, buf[p:stop], alloc, label, ack_flags, corr, body_type, app_tag,
                             privacy, hash_alg, enc_alg, extension, buf[stop : stop + pad])  # fmt: skip
     p = stop + pad
-    user = _new_user_header(cached_guid(src) or guid_from_le(src), cached_guid(qma) or guid_from_le(qma),
-                            sent, mid, dest, None, None, ttbr, uflags & ~STRUCTURAL, None)  # fmt: skip
+    user = _new_direct_user_header(cached_guid(src) or guid_from_le(src),
+                                   cached_guid(qma) or guid_from_le(qma), sent, mid, dest, ttbr,
+                                   uflags & ~STRUCTURAL)  # fmt: skip
     session = SessionHeader.decode(buf, size) if bflags & _SH else None
-    message: UserMessage = _new_user_message(user, props, tx, None, None, None, None, session, buf[p:size],
-                                             bflags & ~_BASE_STRUCTURAL, ttrq, breserved)  # fmt: skip
+    message: UserMessage = _new_common_message(user, props, tx, session, buf[p:size],
+                                               bflags & ~_BASE_STRUCTURAL, ttrq, breserved)  # fmt: skip
     return message
 
 
