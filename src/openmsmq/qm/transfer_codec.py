@@ -59,9 +59,15 @@ def direct_host(format_name: str) -> str | None:
 # and 5.8 -> ~0.9 us. tests/transfer/test_codec.py checks them against the reference
 # construction field by field.
 _new_user_header = fast_constructor(UserHeader)
-_new_properties = fast_constructor(MessagePropertiesHeader)
+_new_properties = fast_constructor(
+    MessagePropertiesHeader,
+    fields=("message_class", "body", "allocation_body_size", "label", "ack_flags", "correlation_id",
+            "body_type", "application_tag"),
+)  # fmt: skip
 _new_tx = fast_constructor(TransactionHeader)
-_new_user_message = fast_constructor(UserMessage)
+_new_user_message = fast_constructor(
+    UserMessage, fields=("user", "properties", "transaction", "base_flags", "time_to_reach_queue")
+)
 _NULL_CORRELATION = bytes(20)
 
 
@@ -132,10 +138,9 @@ def packet_from_message(
         correlation = _NULL_CORRELATION
     props = _new_properties(
         m.message_class, body, len(body), m.label or None, m.ack_flags, correlation,
-        m.body_type, m.app_specific, 0, 0, 0, b"", b"",
+        m.body_type, m.app_specific,
     )  # fmt: skip
-    return _new_user_message(user, props, transaction, None, None, None, None, None, b"", priority,
-                             m.time_to_reach_queue, 0)  # fmt: skip
+    return _new_user_message(user, props, transaction, priority, m.time_to_reach_queue)
 
 
 def _direct_queue(format_name: str) -> DirectQueueFormatName | None:
