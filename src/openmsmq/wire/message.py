@@ -496,14 +496,16 @@ def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq
     pad = -(stop - start) & 3
     if stop + pad > size:
         return _decode_general(buf, bflags, breserved, size, ttrq)
+    # Empty padding / extensions (the usual case) without a slice each.
     props = _new_properties(mclass, buf[p:stop], alloc, label, ack_flags, corr, body_type, app_tag,
-                            privacy, hash_alg, enc_alg, extension, buf[stop : stop + pad])  # fmt: skip
+                            privacy, hash_alg, enc_alg, extension,
+                            buf[stop : stop + pad] if pad else b"")  # fmt: skip
     p = stop + pad
     user = _new_direct_user_header(cached_guid(src) or guid_from_le(src),
                                    cached_guid(qma) or guid_from_le(qma), sent, mid, dest, ttbr,
                                    uflags & ~STRUCTURAL)  # fmt: skip
     session = SessionHeader.decode(buf, size) if bflags & _SH else None
-    message: UserMessage = _new_common_message(user, props, tx, session, buf[p:size],
+    message: UserMessage = _new_common_message(user, props, tx, session, buf[p:size] if p < size else b"",
                                                bflags & ~_BASE_STRUCTURAL, ttrq, breserved)  # fmt: skip
     return message
 
