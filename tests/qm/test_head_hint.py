@@ -93,3 +93,19 @@ def test_failed_transactional_commit_puts_messages_back_before_the_hint(
         tx.commit()
     monkeypatch.undo()
     assert [m.body for m in qm.receive_many("private$\\tx", 10)] == bodies
+
+
+def test_dequeue_begin_many_locks_a_batch_in_one_call(qm: QueueManager) -> None:
+    bodies = fill(qm, 6)
+    tx = qm.begin()
+    first = qm.dequeue_begin_many("private$\\tx", 4, tx=tx)
+    assert [p.message.body for p in first] == bodies[:4]
+    rest = qm.dequeue_begin_many("private$\\tx", 4)  # another reader: only what is left
+    assert [p.message.body for p in rest] == bodies[4:]
+    with pytest.raises(IOTimeoutError):
+        qm.dequeue_begin_many("private$\\tx", 4)
+    qm.dequeue_end(first[1], delete=False)  # out of the transaction, back in place
+    qm.dequeue_end(rest[0], delete=True)
+    qm.dequeue_end(rest[1], delete=False)
+    tx.commit()
+    assert [m.body for m in qm.receive_many("private$\\tx", 10)] == [bodies[1], bodies[5]]

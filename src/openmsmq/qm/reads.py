@@ -95,12 +95,12 @@ class ReadsMixin:
     ) -> list[Message]:
         """Complete a destructive read of locked messages: hand them to ``tx``, or delete now."""
         msgs = [m for _, m in found]
-        receives = [_Receive(qs, m) for m in msgs]
         if tx is not None:
             if not tx._add_receives(qs, msgs):
-                self._release(receives)
+                self._release([_Receive(qs, m) for m in msgs])
                 tx._check_active()
             return msgs
+        receives = [_Receive(qs, m) for m in msgs]
         try:
             self._commit([], receives)
         except BaseException:
@@ -362,6 +362,29 @@ class ReadsMixin:
             self._release([_Receive(qs, msg)])
             tx._check_active()
         return PendingReceive(msg, qs, tx)
+
+    def dequeue_begin_many(
+        self,
+        queue: QueueRef,
+        max_count: int,
+        *,
+        tx: Transaction | None = None,
+        timeout: float | None = 0.0,
+        cancel: CancelToken | None = None,
+    ) -> list[PendingReceive]:
+        """Dequeue Message Begin (MS-MQDMPR 3.1.7.1.11) for up to ``max_count`` messages
+        from the head at once: one select and one lock, as :meth:`receive_many` (waits up
+        to ``timeout`` for the first only). End each with :meth:`dequeue_end`."""
+        if max_count < 1:
+            raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "max_count must be at least 1")
+        qs = self._resolve(queue)
+        self._check_receive(qs, tx)
+        select = self._head_select(qs, max_count, advance=True)
+        msgs = [m for _, m in self._take(qs, select, timeout=timeout, lock=True, cancel=cancel)]
+        if tx is not None and not tx._add_receives(qs, msgs):
+            self._release([_Receive(qs, m) for m in msgs])
+            tx._check_active()
+        return [PendingReceive(m, qs, tx) for m in msgs]
 
     def dequeue_end(self, pending: PendingReceive, delete: bool) -> None:
         """Dequeue Message End (MS-MQDMPR 3.1.7.1.12).

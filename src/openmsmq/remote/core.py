@@ -78,10 +78,6 @@ _SEEK: dict[Action, LookupAction] = {
 }
 
 
-#: A candidate another reader took (gone, or locked by another transaction).
-_TAKEN = (HResult.MQ_ERROR_MESSAGE_NOT_FOUND, HResult.MQ_ERROR_TRANSACTION_USAGE)
-
-
 def _err(code: HResult, message: str) -> MQError:
     return MQError(code, message)
 
@@ -641,10 +637,13 @@ class RemoteReadCore:
         timeout = timeout_seconds(timeout_ms)
         out: list[tuple[int, Message]] = []
         t = tx.txn if tx else None
-        candidates: Iterator[Message] | None = None
         with self._waiting(s, handle, request_id, cancel) as w:
             for i in range(max_count):
                 rid = request_id + i
+                if i == 1 and act == Action.RECEIVE and not cursor:
+                    # The rest of the batch from the head: one select and one lock.
+                    out += self._begin_rest(d, handle, rid, max_count - 1, tx, w.event)
+                    break
                 entry = PendingRequestEntry(rid, handle, self.clock(), tx=tx.state if tx else None)
                 with self._lock:
                     added = not d.closed and self._table.add(entry)
@@ -655,10 +654,6 @@ class RemoteReadCore:
                 try:
                     if i == 0:
                         p = self._wait(w, timeout, lambda x: self._begin_one(d, act, lookup_id, cursor, t, x))
-                    elif act == Action.RECEIVE and not cursor:
-                        if candidates is None:  # the rest of the batch: one query, not one each
-                            candidates = self._candidates(d, max_count - 1)
-                        p = self._begin_candidate(d, t, candidates)
                     else:
                         p = self._begin_one(d, act, lookup_id, cursor, t, 0.0)
                 except MQError:
@@ -717,31 +712,59 @@ class RemoteReadCore:
                     raise
         raise _err(HResult.MQ_ERROR_IO_TIMEOUT, "the message at the cursor kept being taken")
 
-    def _candidates(self, d: OpenQueueDescriptor, n: int) -> Iterator[Message]:
-        """The next ``n`` available messages in queue order (one query), to lock one by one."""
+    def _begin_rest(
+        self,
+        d: OpenQueueDescriptor,
+        handle: int,
+        first_rid: int,
+        n: int,
+        tx: RemoteTransaction | None,
+        cancelled: threading.Event,
+    ) -> list[tuple[int, Message]]:
+        """The rest of a batched R_StartReceive from the head: up to ``n``
+        PendingRequestEntries from ``first_rid``, then Dequeue Message Begin for all of
+        them at once (:meth:`QueueManager.dequeue_begin_many`: one select and one lock;
+        it was a peek of the batch and one lock by LookupIdentifier each). Stops short,
+        without error, when the queue has fewer messages, the handle was closed or the
+        request was cancelled; a message locked for an entry no longer ours is put back."""
+        entries: list[PendingRequestEntry] = []
+        with self._lock:
+            for k in range(n):
+                entry = PendingRequestEntry(first_rid + k, handle, self.clock(), tx=tx.state if tx else None)
+                if d.closed or not self._table.add(entry):
+                    break
+                entries.append(entry)
+        if not entries:
+            return []
         try:
-            return iter(self.qm.peek_many(d.qm_handle, n))
-        except MQError as exc:
-            if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
-                raise
-            return iter(())
-
-    def _begin_candidate(
-        self, d: OpenQueueDescriptor, t: Transaction | None, candidates: Iterator[Message]
-    ) -> PendingReceive:
-        """Dequeue Message Begin for the first candidate still available. Locking the head
-        again and again would make the store skip a growing set of locked messages (a
-        batch of n costs n² rows); the candidates were peeked once, in queue order, and one
-        that another reader took meanwhile is skipped."""
-        for m in candidates:
-            try:
-                return self.qm.dequeue_begin(
-                    d.qm_handle, tx=t, lookup_id=m.lookup_id, action=LookupAction.CURRENT
-                )
-            except MQError as exc:
-                if exc.hresult not in _TAKEN:
-                    raise
-        raise _err(HResult.MQ_ERROR_IO_TIMEOUT, "no more messages for this batch")
+            got = self.qm.dequeue_begin_many(
+                d.qm_handle, len(entries), tx=tx.txn if tx else None, timeout=0.0
+            )
+        except MQError:
+            got = []
+        out: list[tuple[int, Message]] = []
+        back: list[PendingReceive] = []
+        with self._lock:
+            stop = False
+            for j, entry in enumerate(entries):
+                p = got[j] if j < len(got) else None
+                stop = stop or p is None or cancelled.is_set()
+                mine = not stop and self._table.get(handle, entry.request_id) is entry
+                if mine and p is not None:
+                    entry.receive, entry.lookup_id = p, p.lookup_id
+                    self._table.start_timer(entry, self.clock() + self.cleanup_timeout)
+                    out.append((entry.request_id, p.message))
+                    continue
+                # Cancelled, closed, ended or no message: drop the entry, put its message back.
+                stop = True
+                if self._table.get(handle, entry.request_id) is entry:
+                    self._table.remove(handle, entry.request_id)
+                if p is not None:
+                    back.append(p)
+        for p in back:
+            with contextlib.suppress(MQError):
+                self.qm.dequeue_end(p, delete=False)
+        return out
 
     def _put_back(self, entry: PendingRequestEntry) -> None:
         """Dequeue Message End(iDeleteMessage = false) for a removed entry (cleanup timer,
