@@ -528,12 +528,16 @@ class QueueManager(ReadsMixin, RangesMixin):
 
     def _removes_for(self, receives: Sequence[_Receive]) -> list[Remove]:
         out = []
+        make = _make_remove
+        rec = None
+        qid = target = None
         for r in receives:
-            rec = r.queue.record
+            if r.queue.record is not rec:  # receives come grouped by queue: once per run
+                rec = r.queue.record
+                qid, target = rec.queue_id, (rec.journal_queue_id if rec.journal else None)
             m = r.message
-            target = rec.journal_queue_id if rec.journal else None
-            size = len(m.body) + 2 * len(m.label) + len(m.extension)  # Message.size
-            out.append(_make_remove(rec.queue_id, m.lookup_id, size, target, None))
+            size = len(m.body) + 2 * len(m.label) + len(m.extension)  # Message.size, inline
+            out.append(make(qid, m.lookup_id, size, target, None))
         return out
 
     def _commit(self, sends: list[tuple[_QueueState, Send]], receives: list[_Receive]) -> list[int]:

@@ -561,13 +561,21 @@ def _apply_removes(ctx: WriteContext, removes: Sequence[Remove]) -> None:
 
     deletes = []
     moves = []
+    # Counters of the source queue, per run of removes from one queue (the usual case is
+    # one run: a transaction received from one queue).
+    run_qid, run_count, run_bytes = removes[0].queue_id, 0, 0
     for r in removes:
-        bump(r.queue_id, -1, -r.size)
+        if r.queue_id != run_qid:
+            bump(run_qid, -run_count, -run_bytes)
+            run_qid, run_count, run_bytes = r.queue_id, 0, 0
+        run_count += 1
+        run_bytes += r.size
         if r.target_queue_id is None:
             deletes.append(r.lookup_id)
         else:
             bump(r.target_queue_id, 1, r.size)
             moves.append((r.target_queue_id, r.new_class, r.lookup_id))
+    bump(run_qid, -run_count, -run_bytes)
     if deletes:
         _delete_lookup_ids(conn, deletes)
     if moves:
