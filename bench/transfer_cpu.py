@@ -1,6 +1,6 @@
 """CPU per transferred message on each side, in process (no sockets, no asyncio).
 
-    .venv/bin/python bench/transfer_cpu.py [--messages 10000] [--rounds 4] [--calls]
+    .venv/bin/python bench/transfer_cpu.py [--messages 10000] [--rounds 4] [--calls] [--codec]
 
 Two queue managers (synchronous stores, durable) and their :class:`Transfer` objects are
 wired in memory by the test harness (``tests/transfer/harness.py``). Each round commits
@@ -10,7 +10,9 @@ for). Printed: thread CPU time per message spent in A's and B's ``Transfer`` ent
 points (poll, data_received, store work, timers), the application's send on A, the
 minimum over the rounds (the machine is shared: the minimum is the least disturbed).
 With ``--calls`` also the number of Python function calls of one round under cProfile,
-a figure that does not depend on the machine's load.
+a figure that does not depend on the machine's load. With ``--codec`` also the codec's
+share alone: A's ``packet_from_message`` + ``UserMessage.encode`` and B's
+``PacketDecoder.feed`` + ``message_from_packet`` over 1,000 transfer packets (min of 30).
 """
 
 from __future__ import annotations
@@ -29,17 +31,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import timeit
+import uuid
+
 from tests.transfer.harness import Clock, Net, outgoing_count
 
 from openmsmq.qm.transfer import Transfer
+from openmsmq.qm.transfer_codec import message_from_packet, packet_from_message
 from openmsmq.store.records import Message
+from openmsmq.wire import DirectQueueFormatName, PacketDecoder, TxSequenceId, encode_packets
 
 DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"
 ENTRY_POINTS = ("poll", "data_received", "data_to_send", "run_store_work", "store_work_done",
                 "next_store_work", "handle_timer", "wanted_peers", "connections_to_close")  # fmt: skip
 
 
-def _instrument(acc: collections.Counter[str]) -> None:
+def _instrument(acc: collections.defaultdict[str, float]) -> None:
     depth = [0]
 
     def wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,15 +67,41 @@ def _instrument(acc: collections.Counter[str]) -> None:
         setattr(Transfer, name, wrap(getattr(Transfer, name)))
 
 
+def codec_figures() -> tuple[float, float]:
+    """(A, B) µs per message of the transfer codec alone (see the module docstring)."""
+    dest = DirectQueueFormatName("TCP:127.0.0.2\\PRIVATE$\\bench")
+    src = uuid.UUID(int=0x5A)
+    seq = TxSequenceId(1_700_000_000, 7).value
+    ms = [Message(body=bytes(256), transactional=True, tx_sequence_id=seq, tx_sequence_number=i,
+                  tx_previous_sequence_number=i - 1, destination_queue=DEST, id_uniquifier=i,
+                  sent_time=1_700_000_000, id_lineage=src, source_machine=src, final_ack_required=True)
+          for i in range(1, 1001)]  # fmt: skip
+    data = encode_packets([packet_from_message(m, dest, src) for m in ms])
+
+    def a_side() -> None:
+        for m in ms:
+            packet_from_message(m, dest, src).encode()
+
+    def b_side() -> None:
+        for p in PacketDecoder().feed(data):
+            message_from_packet(p, DEST)  # type: ignore[arg-type]
+
+    b_side()  # fills the decoders' memo caches, as the first packets of a session do
+    a = min(timeit.repeat(a_side, number=5, repeat=30)) / 5000 * 1e6
+    b = min(timeit.repeat(b_side, number=5, repeat=30)) / 5000 * 1e6
+    return a, b
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--calls", action="store_true", help="also count function calls of one round")
+    ap.add_argument("--codec", action="store_true", help="also time the transfer codec alone")
     args = ap.parse_args()
     n = args.messages - args.messages % 100
     gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (net/server.py tune_gc)
-    acc: collections.Counter[str] = collections.Counter()
+    acc: collections.defaultdict[str, float] = collections.defaultdict(float)
     _instrument(acc)
     net = Net(Path(tempfile.mkdtemp(prefix="openmsmq-bench-cpu-")), Clock())
     a, b = net.add("127.0.0.1"), net.add("127.0.0.2")
@@ -98,7 +131,8 @@ def main() -> None:
         one_round()
     got = len(b.qm.peek_range("private$\\bench", 0, n * args.rounds + 1))
     check = "checked" if got == n * args.rounds else f"CHECK FAILED: {got} at B"
-    print(f"# .venv/bin/python bench/transfer_cpu.py --messages {n} --rounds {args.rounds}")
+    flags = " --calls" * args.calls + " --codec" * args.codec
+    print(f"# .venv/bin/python bench/transfer_cpu.py --messages {n} --rounds {args.rounds}{flags}")
     print(
         f"CPU us/message (min of {args.rounds}): A {min(res['A']):.1f}, B {min(res['B']):.1f},"
         f" A+B {min(res['A']) + min(res['B']):.1f}; application send on A {min(res['send']):.1f}; {check}"
@@ -108,8 +142,13 @@ def main() -> None:
         pr.enable()
         one_round()
         pr.disable()
-        print(f"Python function calls for one round of {n}: {pstats.Stats(pr).total_calls:,}"
-              f" ({pstats.Stats(pr).total_calls / n:.0f} per message, send included)")  # fmt: skip
+        calls: int = pstats.Stats(pr).total_calls  # type: ignore[attr-defined]
+        print(f"Python function calls for one round of {n}: {calls:,}"
+              f" ({calls / n:.0f} per message, send included)")  # fmt: skip
+    if args.codec:
+        ca, cb = codec_figures()
+        print(f"codec us/message (min of 30 x 1,000): A packet_from_message+encode {ca:.2f},"
+              f" B PacketDecoder.feed+message_from_packet {cb:.2f}")  # fmt: skip
     for node in net.nodes.values():
         node.qm.close()
 
