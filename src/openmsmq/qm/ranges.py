@@ -32,6 +32,7 @@ from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
 from openmsmq.store.records import Message, QueueType
+from openmsmq.wire._fast import fast_constructor
 
 __all__ = ["LookupRange", "QueueStats", "RangesMixin"]
 
@@ -136,28 +137,34 @@ class RangesMixin:
             ((self._resolve(q), int(through)) for q, through in positions.items()),
             key=lambda x: x[0].record.queue_id,
         )
-        held: list[_Receive] = []
+        # Locked ids per queue: plain ints, no Message per id (this runs for every
+        # message a Spark micro-batch commits).
+        held: list[tuple[_QueueState, list[int]]] = []
         removes: list[Remove] = []
         marked: list[tuple[_QueueState, int]] = []
         acks: list[tuple[_QueueState, int]] = []
         for qs, through in targets:
             qid = qs.record.queue_id
+            rec = qs.record
+            target = rec.journal_queue_id if rec.journal else None
+            taken: list[int] = []
             with qs.cond:
                 rows = self.store.read(partial(_ids_through, qid=qid, one=_one_band(qs), through=through))
+                locked = qs.locked
                 for lookup_id, size, ack in rows:
-                    if lookup_id in qs.locked:
+                    if lookup_id in locked:
                         if lookup_id not in qs.purge_pending:
                             qs.purge_pending.add(lookup_id)
                             marked.append((qs, lookup_id))
                         continue
-                    qs.locked.add(lookup_id)
-                    held.append(_Receive(qs, Message(lookup_id=lookup_id)))
-                    rec = qs.record
-                    target = rec.journal_queue_id if rec.journal else None
-                    removes.append(Remove(qid, lookup_id, size, target))
+                    taken.append(lookup_id)
+                    removes.append(_make_remove(qid, lookup_id, size, target, None))
                     if ack:
                         acks.append((qs, lookup_id))
-        if not held:
+                locked.update(taken)
+            if taken:
+                held.append((qs, taken))
+        if not removes:
             return 0
         try:
             events = self._ack_events(acks)
@@ -169,10 +176,14 @@ class RangesMixin:
                     qs.purge_pending.discard(lookup_id)
             raise
         finally:
-            self._unlock(held)
+            for qs, taken in held:
+                with qs.cond:
+                    qs.locked.difference_update(taken)
+                    if qs.purge_pending:
+                        qs.purge_pending.difference_update(taken)
         self._notify(self._resolve_id(qs.record.journal_queue_id) for qs, _ in targets if qs.record.journal)
         self._emit(events)
-        return len(held)
+        return len(removes)
 
     def _resolve_id(self, queue_id: int | None) -> _QueueState:
         by_id: dict[int, _QueueState] = self._by_id  # type: ignore[attr-defined]
@@ -249,3 +260,6 @@ class RangesMixin:
         counters every commit keeps — cheap enough for every metrics scrape."""
         self._check_open()
         return self.store.read(ranges.queue_stats)
+
+
+_make_remove = fast_constructor(Remove)
