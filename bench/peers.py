@@ -377,10 +377,10 @@ def run_rabbitmq(
     log: setup.Log = setup._print,
 ) -> PeerResult:
     """End-to-end msgs/s through a durable quorum queue on a private RabbitMQ node."""
-    import pika
-
     setup.ensure_debian_packages(["rabbitmq-server", *_counter_binaries(fsyncs)], log)
+    # Imported only once ensure_python_clients has installed it where it was missing.
     setup.ensure_python_clients(log)
+    import pika
     server = setup.RabbitMQServer(None, fsyncs, log)
     try:
         log(f"# starting RabbitMQ {setup.debian_version('rabbitmq-server')} on 127.0.0.1:{server.port}")
@@ -515,10 +515,10 @@ def run_redis(
     log: setup.Log = setup._print,
 ) -> PeerResult:
     """End-to-end msgs/s through one stream and consumer group on a private redis-server."""
-    import redis
-
     setup.ensure_debian_packages(["redis-server", *_counter_binaries(fsyncs)], log)
+    # Imported only once ensure_python_clients has installed it where it was missing.
     setup.ensure_python_clients(log)
+    import redis
     server = setup.RedisServer(None, fsyncs, log)
     try:
         log(f"# starting redis-server {setup.debian_version('redis-server')} on 127.0.0.1:{server.port}")
