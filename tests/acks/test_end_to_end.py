@@ -152,6 +152,55 @@ def test_nack_bad_destination_queue_admin_needs_send_insecure_nacks(net: Net) ->
     _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_BAD_DST_Q)  # FinalAck still goes
 
 
+def test_nack_access_denied(net: Net) -> None:
+    """B's queue admits only another QM as sender: A's message is refused on arrival
+    (MS-MQQB 3.1.5.8.3), the sequence still advances, nothing is stored at B."""
+    a = _node(net, A)
+    b = _node(net, B, send_insecure_nacks=True)
+    a.qm.create_queue("private$\\admin")
+    other = "0f0e0d0c-0b0a-0908-0706-050403020100"
+    b.qm.create_queue("private$\\orders", transactional=True, allowed_senders=[other])
+    sent = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True)
+    net.run_until_quiet()
+    assert _peek(b.qm, "private$\\orders") == []
+    [ack] = _admin(a)
+    _check_admin(ack, sent, a, MessageClass.NACK_ACCESS_DENIED, body=True)
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_ACCESS_DENIED)
+    assert b.transfer.incoming_status()[0].tx_sequence_number == 1  # the sequence advanced
+    [out] = a.transfer.outgoing_status()
+    assert (out.in_flight, out.last_unacked) == (0, None)  # OrderAck'ed, nothing retained
+
+
+def test_access_granted_once_the_sender_is_allowed(net: Net) -> None:
+    a = _node(net, A)
+    b = _node(net, B)
+    a.qm.create_queue("private$\\admin")
+    b.qm.create_queue("private$\\orders", transactional=True, allowed_senders=[str(a.qm.guid).upper()])
+    _send(a.qm, ORDERS, ack_flags=NA)
+    net.run_until_quiet()
+    assert [m.body for m in _peek(b.qm, "private$\\orders")] == [b"order-1"]
+    assert _admin(a) == []
+    # Taking A off the list (the queue now admits only another QM) refuses its next message.
+    b.qm.set_queue_properties("private$\\orders", allowed_senders="0f0e0d0c-0b0a-0908-0706-050403020100")
+    _send(a.qm, ORDERS, ack_flags=NA)
+    net.run_until_quiet()
+    assert len(_peek(b.qm, "private$\\orders")) == 1
+    assert [m.message_class for m in _admin(a)] == []  # insecure class: no admin ack by default
+
+
+def test_nack_access_denied_admin_needs_send_insecure_nacks(net: Net) -> None:
+    a = _node(net, A)
+    b = _node(net, B)
+    a.qm.create_queue("private$\\admin")
+    b.qm.create_queue(
+        "private$\\orders", transactional=True, allowed_senders=["0f0e0d0c-0b0a-0908-0706-050403020100"]
+    )
+    sent = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True)
+    net.run_until_quiet()
+    assert _admin(a) == []  # 3.1.7.15: ACCESS_DENIED is an insecure class
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_ACCESS_DENIED)
+
+
 def test_nack_not_transactional_queue(net: Net) -> None:
     a, b = _pair(net, orders_tx=False)
     sent = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True)

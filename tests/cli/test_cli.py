@@ -120,6 +120,20 @@ def test_errors_are_one_clean_line(run) -> None:
     assert run("send", P, "a", "--file", "-", code=2).exit_code == 2  # usage error (click)
 
 
+def test_queue_create_with_allowed_senders(run) -> None:
+    a, b = "0f0e0d0c-0b0a-0908-0706-050403020100", "{00112233-4455-6677-8899-AABBCCDDEEFF}"
+    made = doc(
+        run("queue", "create", Q, "--transactional", "--allow-sender", a, "--allow-sender", b, "--json")
+    )
+    assert made["created"]["allowed_senders"] == ["00112233-4455-6677-8899-aabbccddeeff", a]
+    shown = run("queue", "show", Q).output
+    assert "00112233-4455-6677-8899-aabbccddeeff" in shown and a in shown
+    run("queue", "create", P)
+    assert "every QM" in run("queue", "show", P).output
+    bad = run("queue", "create", "private$\\x", "--allow-sender", "qm-a", code=1)
+    assert "MQ_ERROR_ILLEGAL_PROPERTY_VALUE" in bad.stderr and "'qm-a'" in bad.stderr
+
+
 def test_target_from_environment(tmp_path: Path) -> None:
     runner = CliRunner()
     env = {"OPENMSMQ_QM": str(tmp_path / "envdata")}

@@ -157,6 +157,20 @@ def test_connection_api_over_grpc(qm: QueueManager, connect: Connect) -> None:
         assert q.purge() == 2
 
 
+def test_create_queue_with_allowed_senders_over_grpc(qm: QueueManager, connect: Connect) -> None:
+    guid = "0F0E0D0C-0B0A-0908-0706-050403020100"
+    with api_connect(connect()) as conn:
+        info = conn.create_queue("private$\\restricted", transactional=True, allowed_senders=[guid])
+        assert info.allowed_senders == (guid.lower(),)
+        assert conn.queue_info("private$\\restricted").allowed_senders == (guid.lower(),)
+        with pytest.raises(MQError) as exc:
+            conn.create_queue("private$\\bad", allowed_senders=["not-a-guid"])
+        assert hr(exc) == HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE
+        assert "not-a-guid" in str(exc.value)
+        assert conn.create_queue("private$\\open").allowed_senders == ()
+    assert qm.get_queue("private$\\restricted").allowed_senders == guid.lower()
+
+
 # ---- bad input: typed errors, and the server goes on serving --------------------------------
 
 

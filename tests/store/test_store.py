@@ -57,6 +57,24 @@ def test_open_sets_wal_schema_and_application_id(tmp_path: Path, threaded: bool)
         assert _count(store, q.queue_id) == 1
 
 
+def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
+    """A store written before queues had a sender allowlist (schema 3) opens, keeps its
+    messages and gets the column with its default (every sender)."""
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        q = _queue(store)
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"old"))], []))
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE queues DROP COLUMN allowed_senders")
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION
+        assert store.read(lambda c: ops.get_queue(c, q.queue_id)).allowed_senders == ""
+        assert [m.body for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))] == [b"old"]
+
+
 def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:

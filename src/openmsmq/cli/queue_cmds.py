@@ -55,6 +55,8 @@ def _details(i: QueueInfo) -> None:
         table.add_row(key, value)
     if i.destination:
         table.add_row("destination", i.destination)
+    if i.kind == "private":
+        table.add_row("allowed senders", "\n".join(i.allowed_senders) or "every QM")
     Console().print(table)
 
 
@@ -71,10 +73,24 @@ def queue() -> None:
 )
 @click.option("--journal", is_flag=True, help="Copy received messages to the queue's journal.")
 @click.option("--label", default="", help="Queue label (up to 124 characters).")
+@click.option(
+    "--allow-sender",
+    "allowed_senders",
+    multiple=True,
+    metavar="QM_GUID",
+    help="Only this QM may send into the queue over MS-MQQB (repeat for more; default: every QM). "
+    "Messages from other QMs are rejected with NACK_ACCESS_DENIED.",
+)
 @json_option
 @click.pass_context
 def create(
-    ctx: click.Context, name: str, transactional: bool, quota_kb: int | None, journal: bool, label: str
+    ctx: click.Context,
+    name: str,
+    transactional: bool,
+    quota_kb: int | None,
+    journal: bool,
+    label: str,
+    allowed_senders: tuple[str, ...],
 ) -> None:
     """Create the private queue NAME (e.g. 'private$\\orders')."""
     c = ctx_of(ctx)
@@ -84,6 +100,7 @@ def create(
         quota_kb=INFINITE if quota_kb is None else quota_kb,
         journal=journal,
         label=label,
+        allowed_senders=allowed_senders,
     )
     c.emit({"created": queue_row(info)}, lambda: click.echo(f"created {info.path}"))
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -434,8 +434,9 @@ class AsyncConnection:
         quota_kb: int = INFINITE,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
+        allowed_senders: Sequence[str] = (),
     ) -> QueueInfo:
-        """Create a private queue."""
+        """Create a private queue (``allowed_senders``: see :meth:`Connection.create_queue`)."""
         return await asyncio.to_thread(
             self.transport.create_queue,
             path,
@@ -444,6 +445,7 @@ class AsyncConnection:
             quota_kb=quota_kb,
             journal=journal,
             journal_quota_kb=journal_quota_kb,
+            allowed_senders=allowed_senders,
         )
 
     async def delete_queue(self, name: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -455,8 +455,12 @@ class Connection:
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
         exist_ok: bool = False,
+        allowed_senders: Sequence[str] = (),
     ) -> QueueInfo:
-        """Create a private queue; with ``exist_ok`` an existing one is returned as it is."""
+        """Create a private queue; with ``exist_ok`` an existing one is returned as it is.
+
+        ``allowed_senders``: QM GUIDs that may send into it over MS-MQQB (empty: every
+        sender); messages from other QMs are rejected with NACK_ACCESS_DENIED."""
         try:
             return self.transport.create_queue(
                 path,
@@ -465,6 +469,7 @@ class Connection:
                 quota_kb=quota_kb,
                 journal=journal,
                 journal_quota_kb=journal_quota_kb,
+                allowed_senders=allowed_senders,
             )
         except MQError as exc:
             if exist_ok and exc.hresult == HResult.MQ_ERROR_QUEUE_EXISTS:

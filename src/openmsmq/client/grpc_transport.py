@@ -249,7 +249,7 @@ def _queue_info(q: pb.QueueInfo) -> QueueInfo:
         path=q.path, kind=q.kind, transactional=q.transactional, label=q.label, quota_kb=q.quota_kb,
         journal=q.journal, journal_quota_kb=q.journal_quota_kb, private_number=q.private_number,
         created_time=q.created_time, modify_time=q.modify_time, message_count=q.message_count,
-        total_bytes=q.total_bytes, destination=q.destination,
+        total_bytes=q.total_bytes, destination=q.destination, allowed_senders=tuple(q.allowed_senders),
     )  # fmt: skip
 
 
@@ -404,10 +404,11 @@ class GrpcTransport(Transport):
         quota_kb: int = INFINITE,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
+        allowed_senders: Sequence[str] = (),
     ) -> QueueInfo:
         req = pb.CreateQueueRequest(
             path=path, transactional=transactional, label=label, quota_kb=quota_kb,
-            journal=journal, journal_quota_kb=journal_quota_kb,
+            journal=journal, journal_quota_kb=journal_quota_kb, allowed_senders=list(allowed_senders),
         )  # fmt: skip
         return _queue_info(self._call(self._stub.CreateQueue, req))
 

@@ -152,6 +152,7 @@ def queue_info_from_record(r: QueueRecord) -> QueueInfo:
         message_count=r.msg_count,
         total_bytes=r.total_bytes,
         destination=r.destination_format_name or "",
+        allowed_senders=tuple(r.allowed_senders.split(",")) if r.allowed_senders else (),
     )
 
 
@@ -317,6 +318,7 @@ class InProcessTransport(Transport):
         quota_kb: int = INFINITE,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
+        allowed_senders: Sequence[str] = (),
     ) -> QueueInfo:
         self._check_open()
         rec = self.qm.create_queue(
@@ -326,6 +328,7 @@ class InProcessTransport(Transport):
             quota_kb=quota_kb,
             journal=journal,
             journal_quota_kb=journal_quota_kb,
+            allowed_senders=allowed_senders,
         )
         return queue_info_from_record(rec)
 

@@ -68,6 +68,7 @@ class Transport(ABC):
         quota_kb: int = INFINITE,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
+        allowed_senders: Sequence[str] = (),
     ) -> QueueInfo:
         """Create a private queue; MQ_ERROR_QUEUE_EXISTS if it exists."""
 

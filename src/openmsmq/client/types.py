@@ -230,6 +230,8 @@ class QueueInfo:
     total_bytes: int
     #: DestinationFormatName of an outgoing queue, else "".
     destination: str = ""
+    #: QM GUIDs allowed to send into the queue over MS-MQQB; empty = every sender.
+    allowed_senders: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ acknowledgments it raises.
 queue (protocol.md §7): the message is inserted, or rejected with a NACK class —
 
 * the destination queue does not exist here ⇒ MQMSG_CLASS_NACK_BAD_DST_Q;
+* the sending QM has no write access to the queue (it is not in the queue's
+  ``allowed_senders``) ⇒ NACK_ACCESS_DENIED (MS-MQQB 3.1.5.8.3);
 * a transactional message for a non-transactional queue ⇒ NACK_NOT_TRANSACTIONAL_Q,
   a non-transactional message for a transactional queue ⇒ NACK_NOT_TRANSACTIONAL_MSG
   (MS-MQQB 3.1.5.8.6 / 1.3.3);
@@ -23,8 +25,9 @@ in order (MS-MQQB 2.2.4 "received (accepted or rejected)"; protocol.md §5.2): t
 OrderAck covers it and the sender stops resending it; the FinalAck tells the sender it
 never reached the queue.
 
-NACK_ACCESS_DENIED is not raised: queues carry no security descriptor and MS-MQQB peers
-no sender identity here (docs/acknowledgments.md).
+Write access is decided by the message's SourceQueueManager GUID (UserHeader), the one
+sender identity every MS-MQQB message carries; SIDs in a SecurityHeader are not
+evaluated (docs/acknowledgments.md).
 """
 
 from __future__ import annotations
@@ -37,7 +40,14 @@ from typing import TYPE_CHECKING
 from openmsmq.errors import MQError
 from openmsmq.qm.ack_admin import build_administration_acknowledgment
 from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
-from openmsmq.store.records import INFINITE, IncomingSequenceState, Message, QueueRecord, QueueType
+from openmsmq.store.records import (
+    INFINITE,
+    IncomingSequenceState,
+    Message,
+    QueueRecord,
+    QueueType,
+    sender_allowed,
+)
 from openmsmq.wire.constants import AckRequest, MessageClass
 
 if TYPE_CHECKING:
@@ -58,6 +68,7 @@ log = logging.getLogger("openmsmq.arrival")
 ARRIVAL_NACK_CLASSES = frozenset(
     {
         MessageClass.NACK_BAD_DST_Q,
+        MessageClass.NACK_ACCESS_DENIED,
         MessageClass.NACK_NOT_TRANSACTIONAL_Q,
         MessageClass.NACK_NOT_TRANSACTIONAL_MSG,
         MessageClass.NACK_REACH_QUEUE_TIMEOUT,
@@ -73,6 +84,8 @@ def arrival_class(queue: QueueRecord | None, m: Message, now: int, used_bytes: i
     same batch), else the NACK class that rejects it (MS-MQQB 3.1.5.8)."""
     if queue is None or queue.queue_type != QueueType.PRIVATE:
         return MessageClass.NACK_BAD_DST_Q
+    if queue.allowed_senders and not sender_allowed(queue, m.source_machine):
+        return MessageClass.NACK_ACCESS_DENIED
     if m.transactional and not queue.transactional:
         return MessageClass.NACK_NOT_TRANSACTIONAL_Q
     if not m.transactional and queue.transactional:

@@ -51,7 +51,7 @@ from openmsmq.store.records import (
 )
 from openmsmq.wire._fast import fast_constructor
 
-__all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueManager"]
+__all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueManager", "canonical_senders"]
 
 #: Message.Class values used here (MS-MQDMPR 3.1.1.12, MS-MQMQ 2.2.18.1.6).
 NACK_REACH_QUEUE_TIMEOUT = 0x8002
@@ -302,11 +302,15 @@ class QueueManager(ReadsMixin, RangesMixin):
         quota_kb: int = INFINITE,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
+        allowed_senders: Iterable[str | uuid.UUID] = (),
     ) -> QueueRecord:
         """Create a private queue ``private$\\name`` (and its journal queue).
 
+        ``allowed_senders``: the QM GUIDs that may send into it over MS-MQQB (empty: every
+        sender); a message from another QM is rejected with NACK_ACCESS_DENIED.
         MQ_ERROR_QUEUE_EXISTS if it exists (names are case-insensitive);
-        MQ_ERROR_ILLEGAL_QUEUE_PATHNAME for a bad or non-private name.
+        MQ_ERROR_ILLEGAL_QUEUE_PATHNAME for a bad or non-private name;
+        MQ_ERROR_ILLEGAL_PROPERTY_VALUE for a sender that is not a GUID.
         """
         self._check_open()
         parsed = names.parse_name(name)
@@ -322,6 +326,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             )
         if len(label) > 124:
             raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "queue label has at most 124 characters")
+        senders = canonical_senders(allowed_senders)
         with self._lock:
             rec = self.store.write(
                 ops.create_queue(
@@ -334,6 +339,7 @@ class QueueManager(ReadsMixin, RangesMixin):
                     journal_quota_kb=journal_quota_kb,
                     journal=journal,
                     now=self._now(),
+                    allowed_senders=senders,
                 )
             )
             self._add_state(rec)
@@ -376,10 +382,13 @@ class QueueManager(ReadsMixin, RangesMixin):
 
     def set_queue_properties(self, queue: QueueRef, **changes: Any) -> QueueRecord:
         """Set label, quota_kb, journal_quota_kb, journal, base_priority, authenticate,
-        privacy_level (ModifyTime is updated); other keys: MQ_ERROR_PROPERTY_NOTALLOWED."""
+        privacy_level, allowed_senders (GUIDs; empty = every sender) (ModifyTime is updated);
+        other keys: MQ_ERROR_PROPERTY_NOTALLOWED."""
         qs = self._resolve(queue)
         if len(changes.get("label", "")) > 124:
             raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "queue label has at most 124 characters")
+        if "allowed_senders" in changes:
+            changes["allowed_senders"] = canonical_senders(changes["allowed_senders"])
         rec = self.store.write(ops.update_queue(qs.record.queue_id, changes, self._now()))
         qs.record = rec
         return rec
@@ -740,3 +749,19 @@ _OUTGOING = QueueType.OUTGOING
 
 
 __all__ += ["ACK_RECEIVE"]
+
+
+def canonical_senders(senders: Iterable[str | uuid.UUID] | str) -> str:
+    """The stored form of a queue's sender allowlist: unique lower-case GUIDs, sorted,
+    comma-separated ('' = every sender). A string is split at commas and white space.
+    Raises MQ_ERROR_ILLEGAL_PROPERTY_VALUE for anything that is not a GUID."""
+    items = senders.replace(",", " ").split() if isinstance(senders, str) else list(senders)
+    out = set()
+    for item in items:
+        try:
+            out.add(str(item if isinstance(item, uuid.UUID) else uuid.UUID(str(item).strip("{}"))))
+        except ValueError:
+            raise MQError(
+                HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"allowed sender {item!r} is not a QM GUID"
+            ) from None
+    return ",".join(sorted(out))

@@ -453,20 +453,22 @@ class Message(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., label: _Optional[str] = ..., lookup_id: _Optional[int] = ..., id_lineage: _Optional[bytes] = ..., id_uniquifier: _Optional[int] = ..., message_class: _Optional[int] = ..., priority: _Optional[int] = ..., correlation_id: _Optional[bytes] = ..., app_specific: _Optional[int] = ..., body_type: _Optional[int] = ..., delivery: _Optional[int] = ..., sent_time: _Optional[int] = ..., arrived_time: _Optional[int] = ..., time_to_reach_queue: _Optional[int] = ..., time_to_be_received: _Optional[int] = ..., destination_queue: _Optional[str] = ..., admin_queue: _Optional[str] = ..., response_queue: _Optional[str] = ..., ack_flags: _Optional[int] = ..., positive_journaling: _Optional[bool] = ..., negative_journaling: _Optional[bool] = ..., transactional: _Optional[bool] = ..., first_in_transaction: _Optional[bool] = ..., last_in_transaction: _Optional[bool] = ..., source_machine: _Optional[bytes] = ..., extension: _Optional[bytes] = ..., request_id: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ...) -> None: ...
 
 class CreateQueueRequest(_message.Message):
-    __slots__ = ("path", "transactional", "label", "quota_kb", "journal", "journal_quota_kb")
+    __slots__ = ("path", "transactional", "label", "quota_kb", "journal", "journal_quota_kb", "allowed_senders")
     PATH_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_SENDERS_FIELD_NUMBER: _ClassVar[int]
     path: str
     transactional: bool
     label: str
     quota_kb: int
     journal: bool
     journal_quota_kb: int
-    def __init__(self, path: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ...) -> None: ...
+    allowed_senders: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, path: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., allowed_senders: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueueName(_message.Message):
     __slots__ = ("name",)
@@ -487,7 +489,7 @@ class ListQueuesReply(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
 
 class QueueInfo(_message.Message):
-    __slots__ = ("path", "kind", "transactional", "label", "quota_kb", "journal", "journal_quota_kb", "private_number", "created_time", "modify_time", "message_count", "total_bytes", "destination")
+    __slots__ = ("path", "kind", "transactional", "label", "quota_kb", "journal", "journal_quota_kb", "private_number", "created_time", "modify_time", "message_count", "total_bytes", "destination", "allowed_senders")
     PATH_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
@@ -501,6 +503,7 @@ class QueueInfo(_message.Message):
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_SENDERS_FIELD_NUMBER: _ClassVar[int]
     path: str
     kind: str
     transactional: bool
@@ -514,4 +517,5 @@ class QueueInfo(_message.Message):
     message_count: int
     total_bytes: int
     destination: str
-    def __init__(self, path: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., private_number: _Optional[int] = ..., created_time: _Optional[int] = ..., modify_time: _Optional[int] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., destination: _Optional[str] = ...) -> None: ...
+    allowed_senders: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, path: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., private_number: _Optional[int] = ..., created_time: _Optional[int] = ..., modify_time: _Optional[int] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., destination: _Optional[str] = ..., allowed_senders: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -156,6 +156,7 @@ def queue_info_to_pb(r: QueueRecord) -> pb.QueueInfo:
         journal_quota_kb=r.journal_quota_kb, private_number=r.private_number,
         created_time=r.created_time, modify_time=r.modify_time, message_count=r.msg_count,
         total_bytes=r.total_bytes, destination=r.destination_format_name or "",
+        allowed_senders=r.allowed_senders.split(",") if r.allowed_senders else [],
     )  # fmt: skip
 
 
@@ -367,6 +368,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             rec = self.core.create_queue(
                 s, request.path, transactional=request.transactional, label=request.label,
                 quota_kb=quota, journal=request.journal, journal_quota_kb=jquota,
+                allowed_senders=list(request.allowed_senders),
             )  # fmt: skip
             return queue_info_to_pb(self.core.queue_info(s, rec.name))
 

@@ -219,13 +219,15 @@ def _insert_queue(
     parent_queue_id: int | None,
     now: int,
     destination_format_name: str | None = None,
+    allowed_senders: str = "",
 ) -> int:
     if conn.execute("SELECT 1 FROM queues WHERE name = ?", (name,)).fetchone():
         raise MQError(HResult.MQ_ERROR_QUEUE_EXISTS, f"queue {display_name} already exists")
     cur = conn.execute(
         "INSERT INTO queues (name, display_name, queue_type, private_number, transactional, label, quota_kb,"
         " journal_quota_kb, journal, parent_queue_id, base_priority, authenticate, privacy_level,"
-        " created_time, modify_time, destination_format_name) VALUES (?,?,?,?,?,?,?,?,?,?,0,0,1,?,?,?)",
+        " created_time, modify_time, destination_format_name, allowed_senders)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,0,0,1,?,?,?,?)",
         (
             name,
             display_name,
@@ -240,6 +242,7 @@ def _insert_queue(
             now,
             now,
             destination_format_name,
+            allowed_senders,
         ),
     )
     assert cur.lastrowid is not None
@@ -259,10 +262,12 @@ def create_queue(
     now: int,
     private_number: int | None = None,
     with_journal: bool = True,
+    allowed_senders: str = "",
 ) -> Callable[[WriteContext], QueueRecord]:
     """Create a queue (and its journal queue ``<name>;journal``); MQ_ERROR_QUEUE_EXISTS if taken.
 
-    ``private_number`` None allocates the next PrivateQueueNumber for a private queue.
+    ``private_number`` None allocates the next PrivateQueueNumber for a private queue;
+    ``allowed_senders`` is the canonical sender allowlist (see ``QueueRecord``).
     """
 
     def op(ctx: WriteContext) -> QueueRecord:
@@ -284,6 +289,7 @@ def create_queue(
             journal=journal,
             parent_queue_id=None,
             now=now,
+            allowed_senders=allowed_senders,
         )
         if with_journal:
             jid = _insert_queue(
@@ -344,7 +350,16 @@ def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext]
 
 
 _MUTABLE_QUEUE_PROPS = frozenset(
-    {"label", "quota_kb", "journal_quota_kb", "journal", "base_priority", "authenticate", "privacy_level"}
+    {
+        "label",
+        "quota_kb",
+        "journal_quota_kb",
+        "journal",
+        "base_priority",
+        "authenticate",
+        "privacy_level",
+        "allowed_senders",
+    }
 )
 
 

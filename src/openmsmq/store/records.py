@@ -35,6 +35,7 @@ __all__ = [
     "message_to_row",
     "message_uniquifier",
     "queue_from_row",
+    "sender_allowed",
     "stamped_rows",
     "to_i64",
 ]
@@ -490,6 +491,17 @@ class QueueRecord:
     destination_format_name: str | None
     msg_count: int
     total_bytes: int
+    #: Source QM GUIDs (canonical lower-case strings, comma-separated) allowed to send into
+    #: this queue over MS-MQQB; '' = every sender. See :func:`sender_allowed`.
+    allowed_senders: str = ""
+
+
+def sender_allowed(queue: QueueRecord, source_qm: uuid.UUID) -> bool:
+    """The queue's write-access check for an arriving message (MS-MQQB 3.1.5.8.3: the
+    sender must have write access, else MQMSG_CLASS_NACK_ACCESS_DENIED). The sender is
+    the message's SourceQueueManager; an empty allowlist admits every sender."""
+    allowed = queue.allowed_senders
+    return not allowed or str(source_qm) in allowed.split(",")
 
 
 QUEUE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(QueueRecord))

@@ -119,7 +119,14 @@ _V3 = [
 ]
 
 #: Migration steps; index i brings the schema from version i to i + 1.
-_MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
+_V4 = [
+    # Queue write access for MS-MQQB senders: comma-separated source QM GUIDs allowed to
+    # send into the queue; '' = every sender (the default security descriptor grants write
+    # to everyone). A message from any other QM is rejected with NACK_ACCESS_DENIED.
+    "ALTER TABLE queues ADD COLUMN allowed_senders TEXT NOT NULL DEFAULT ''",
+]
+
+_MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
