@@ -22,7 +22,7 @@ from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId, TxSequenceId
-from transfer.harness import Clock, Net, Node
+from tests.transfer.harness import Clock, Net, Node
 
 A, B = "127.0.0.1", "127.0.0.2"
 ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"

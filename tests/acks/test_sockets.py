@@ -5,7 +5,6 @@ nodes on 127.0.0.1 and 127.0.0.2 (as ``serve()`` runs them, listener attached wi
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,22 +16,7 @@ from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
-
-A, B = "127.0.0.1", "127.0.0.2"
-
-
-def _free_port() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((A, 0))
-            port = int(s.getsockname()[1])
-        try:
-            with socket.socket() as s2:
-                s2.bind((B, port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port")
+from tests.serve_proc import A, B, free_port
 
 
 async def _start(root: Path, address: str, port: int) -> tuple[QueueManager, MQQBNode]:
@@ -57,7 +41,7 @@ async def _wait_for(pred: Callable[[], bool], timeout: float = 20.0) -> None:
 
 def test_rejected_receive_acknowledged_over_sockets(tmp_path: Path) -> None:
     async def main() -> None:
-        port = _free_port()
+        port = free_port()
         qa, na = await _start(tmp_path, A, port)
         qb, nb = await _start(tmp_path, B, port)
         try:

@@ -14,11 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import socket
-import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,10 +22,11 @@ import pytest
 
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import Message
+from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count, queue_count
 
 from .proxy import FaultProxy, ProxyThread
 
-A, B, P = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+P = "127.0.0.3"  # the fault proxy
 Q = "private$\\orders"
 DEST = f"DIRECT=TCP:{B}\\PRIVATE$\\orders"
 SENDERS, PER_TX = 2, 50
@@ -41,93 +37,16 @@ DRAIN_SECONDS = 120.0
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    """A port free on all three addresses (bounded tries)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((A, 0))
-            port = int(s.getsockname()[1])
-        try:
-            for host in (B, P):
-                with socket.socket() as s2:
-                    s2.bind((host, port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port")
-
-
-class Serve:
-    """One ``openmsmq serve`` subprocess, restartable."""
-
-    def __init__(self, data_dir: Path, address: str, port: int, log: Path, *extra: str) -> None:
-        self.data_dir, self.address, self.port, self.log, self.extra = data_dir, address, port, log, extra
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env.update(
-            OPENMSMQ_PROTOCOL_MAXIMUM_ORDER_ACK_DELAY="1",
-            OPENMSMQ_MQQB_CONNECT_BACKOFF_MIN="0.05",
-            OPENMSMQ_MQQB_CONNECT_BACKOFF_MAX="0.5",
-        )
-        self.starts += 1
-        with open(self.log, "ab") as out:
-            out.write(f"---- start {self.starts}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(self.data_dir),
-                 "--listen", self.address, "--port", str(self.port),
-                 "--remote-port", "0", "--metrics-port", "0", *self.extra],
-                stdout=out, stderr=out, env=env,
-            )  # fmt: skip
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # ready when the listener accepts
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                with socket.create_connection((self.address, self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"serve on {self.address} did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(20)
-
-
-def _ro(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path / 'openmsmq.db'}?mode=ro", uri=True, timeout=30)
-
-
-def _outgoing_count(a_dir: Path) -> int:
-    with _ro(a_dir) as c:
-        row = c.execute("SELECT coalesce(sum(msg_count), 0) FROM queues WHERE queue_type = 4").fetchone()
-    return int(row[0])
-
-
-def _dest_count(b_dir: Path) -> int:
-    with _ro(b_dir) as c:
-        row = c.execute("SELECT msg_count FROM queues WHERE name = ?", (Q,)).fetchone()
-    return int(row[0]) if row else 0
-
 
 def test_transfer_through_fault_proxy_with_sigkills(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     print(f"proxy chaos seed {SEED}, {SECONDS:g} s of faults")
-    port = _free_port()
+    port = free_port(A, B, P)
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     with QueueManager(b_dir) as qb:
         qb.create_queue(Q, transactional=True)
-    b = Serve(b_dir, B, port, tmp_path / "b.log")
-    a = Serve(a_dir, A, port, tmp_path / "a.log", "--route", f"{B}={P}")
+    b = ServeProcess(b_dir, B, port, tmp_path / "b.log")
+    a = ServeProcess(a_dir, A, port, tmp_path / "a.log", "--route", f"{B}={P}")
     # The proxy connects to B from A's address, so B sees A as its peer.
     proxy = ProxyThread(FaultProxy((P, port), (B, port), SEED, source=A))
     sender_qm = QueueManager(a_dir)  # the sending applications' QM handle on A's data dir
@@ -176,7 +95,7 @@ def test_transfer_through_fault_proxy_with_sigkills(tmp_path: Path) -> None:
             kills.append("+".join("A" if v is a else "B" for v in victims))
             # Nothing committed is lost: in A's outgoing queue or already in B.
             before = done()
-            out, got = _outgoing_count(a_dir), _dest_count(b_dir)
+            out, got = outgoing_count(a_dir), queue_count(b_dir, Q)
             if out + got < before:
                 violations.append((at, before, out, got))
             time.sleep(rng.uniform(0.0, 0.3))
@@ -192,7 +111,7 @@ def test_transfer_through_fault_proxy_with_sigkills(tmp_path: Path) -> None:
         total = done()
         deadline = time.monotonic() + DRAIN_SECONDS
         while time.monotonic() < deadline:
-            if _outgoing_count(a_dir) == 0 and _dest_count(b_dir) >= total:
+            if outgoing_count(a_dir) == 0 and queue_count(b_dir, Q) >= total:
                 break
             time.sleep(0.1)
         drained = time.monotonic() - started - faulted
@@ -208,12 +127,10 @@ def test_transfer_through_fault_proxy_with_sigkills(tmp_path: Path) -> None:
         sender_qm.close()
         proxy.stop()
         for s in (a, b):
-            if s.proc is not None and s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait(10)
+            s.close()
     cuts = counts.get("cut", 0) + counts.get("cut-mid-packet", 0) + counts.get("cut-timer", 0)
     assert cuts > 0 and counts.get("split", 0) > 0, counts
-    assert _outgoing_count(a_dir) == 0, (tmp_path / "a.log").read_text()[-5000:]
+    assert outgoing_count(a_dir) == 0, (tmp_path / "a.log").read_text()[-5000:]
     with QueueManager(b_dir) as qb:
         stored = qb.peek_range(Q, 0, total + 1000)
     bodies = [m.body.decode() for m in stored]

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,9 +17,8 @@ from openmsmq.cli.status_cmds import format_age
 from openmsmq.client import Access
 from openmsmq.qm.manager import QueueManager
 from openmsmq.remote.status import status_from_pb, status_to_pb
-from openmsmq.runtime import live_runtime
+from tests.serve_proc import A, B, ServeProcess, free_port
 
-A, B = "127.0.0.1", "127.0.0.2"
 Q = "private$\\orders"
 DEST = f"DIRECT=TCP:{B}\\PRIVATE$\\orders"
 
@@ -77,41 +73,17 @@ def test_format_age() -> None:
     ]  # fmt: skip
 
 
-def _free_port() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((A, 0))
-            port = int(s.getsockname()[1])
-        try:
-            with socket.socket() as s2:
-                s2.bind((B, port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port")
-
-
-def _serve(data: Path, address: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, OPENMSMQ_PROTOCOL_MAXIMUM_ORDER_ACK_DELAY="0.5",
-               OPENMSMQ_PROTOCOL_ORDER_ACK_TIMEOUT="0.05")  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(data), "--listen", address,
-             "--port", str(port), "--remote-port", "0", "--metrics-port", "0"],
-            stdout=out, stderr=out, env=env,
-        )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        if live_runtime(data) is not None:
-            return proc
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("serve did not start: " + log.read_text()[-3000:])
+def _serve(data_dir: Path, address: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``openmsmq serve``; return once its runtime.json is published."""
+    env = {"OPENMSMQ_PROTOCOL_MAXIMUM_ORDER_ACK_DELAY": "0.5", "OPENMSMQ_PROTOCOL_ORDER_ACK_TIMEOUT": "0.05"}
+    serve = ServeProcess(data_dir, address, port, log, env=env)
+    serve.start(ready="runtime")
+    assert serve.proc is not None
+    return serve.proc
 
 
 def test_status_of_running_qms_after_a_transfer(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     with QueueManager(b_dir) as qb:
         qb.create_queue(Q, transactional=True)

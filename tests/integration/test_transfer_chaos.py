@@ -12,11 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import socket
-import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,8 +20,8 @@ import pytest
 
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import Message
+from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count, queue_count
 
-A, B = "127.0.0.1", "127.0.0.2"
 Q = "private$\\orders"
 DEST = f"DIRECT=TCP:{B}\\PRIVATE$\\orders"
 SENDERS, TXS, PER_TX = 2, 10, 500  # 10,000 messages
@@ -36,92 +31,16 @@ SEED = int(os.environ.get("OPENMSMQ_CHAOS_SEED", str(random.SystemRandom().randr
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((A, 0))
-            port = int(s.getsockname()[1])
-        try:
-            with socket.socket() as s2:
-                s2.bind((B, port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port")
-
-
-class Serve:
-    """One ``openmsmq serve`` subprocess."""
-
-    def __init__(self, data_dir: Path, address: str, port: int, log: Path) -> None:
-        self.data_dir, self.address, self.port, self.log = data_dir, address, port, log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env.update(
-            OPENMSMQ_PROTOCOL_MAXIMUM_ORDER_ACK_DELAY="1",
-            OPENMSMQ_MQQB_CONNECT_BACKOFF_MIN="0.05",
-            OPENMSMQ_MQQB_CONNECT_BACKOFF_MAX="0.5",
-        )
-        self.starts += 1
-        with open(self.log, "ab") as out:
-            out.write(f"---- start {self.starts}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(self.data_dir),
-                 "--listen", self.address, "--port", str(self.port),
-                 "--remote-port", "0", "--metrics-port", "0"],
-                stdout=out, stderr=out, env=env,
-            )  # fmt: skip
-        # Ready when the listener accepts (bounded).
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                with socket.create_connection((self.address, self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"serve on {self.address} did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(20)
-
-
-def _ro(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path / 'openmsmq.db'}?mode=ro", uri=True, timeout=30)
-
-
-def _outgoing_count(a_dir: Path) -> int:
-    with _ro(a_dir) as c:
-        row = c.execute("SELECT coalesce(sum(msg_count), 0) FROM queues WHERE queue_type = 4").fetchone()
-    return int(row[0])
-
-
-def _dest_count(b_dir: Path) -> int:
-    with _ro(b_dir) as c:
-        row = c.execute("SELECT msg_count FROM queues WHERE name = ?", (Q,)).fetchone()
-    return int(row[0]) if row else 0
-
 
 def test_transfer_survives_sigkill_of_either_qm(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     print(f"chaos seed {SEED}, rounds {ROUNDS}")
-    port = _free_port()
+    port = free_port()
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     with QueueManager(b_dir) as qb:
         qb.create_queue(Q, transactional=True)
-    a = Serve(a_dir, A, port, tmp_path / "a.log")
-    b = Serve(b_dir, B, port, tmp_path / "b.log")
+    a = ServeProcess(a_dir, A, port, tmp_path / "a.log")
+    b = ServeProcess(b_dir, B, port, tmp_path / "b.log")
     sender_qm = QueueManager(a_dir)  # the sending applications' QM handle on A's data dir
     committed = [0]
     lock = threading.Lock()
@@ -155,7 +74,7 @@ def test_transfer_survives_sigkill_of_either_qm(tmp_path: Path) -> None:
             # Nothing committed is lost: it is in A's outgoing queue or already in B.
             with lock:
                 done = committed[0]
-            out, got = _outgoing_count(a_dir), _dest_count(b_dir)
+            out, got = outgoing_count(a_dir), queue_count(b_dir, Q)
             if out + got < done:
                 violations.append((r, done, out, got))
             in_flight_at_kill.append(out)
@@ -168,7 +87,7 @@ def test_transfer_survives_sigkill_of_either_qm(tmp_path: Path) -> None:
         assert committed[0] == SENDERS * TXS * PER_TX
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            if _outgoing_count(a_dir) == 0 and _dest_count(b_dir) >= committed[0]:
+            if outgoing_count(a_dir) == 0 and queue_count(b_dir, Q) >= committed[0]:
                 break
             time.sleep(0.1)
         assert not violations, violations
@@ -177,10 +96,8 @@ def test_transfer_survives_sigkill_of_either_qm(tmp_path: Path) -> None:
     finally:
         sender_qm.close()
         for s in (a, b):
-            if s.proc is not None and s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait(10)
-    assert _outgoing_count(a_dir) == 0, (tmp_path / "a.log").read_text()[-5000:]
+            s.close()
+    assert outgoing_count(a_dir) == 0, (tmp_path / "a.log").read_text()[-5000:]
     with QueueManager(b_dir) as qb:
         got = qb.peek_range(Q, 0, 100_000)
     bodies = [m.body.decode() for m in got]

@@ -6,11 +6,8 @@ Scraped over HTTP from the URLs the processes publish in ``runtime.json``.
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -22,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import openmsmq
 from openmsmq.client import Access
 from openmsmq.runtime import live_runtime
+from tests.serve_proc import A, B, ServeProcess, free_port
 
-A, B = "127.0.0.1", "127.0.0.2"
 Q = "private$\\orders"
 DEST = f"DIRECT=TCP:{B}\\PRIVATE$\\orders"
 TXS, PER_TX = 4, 125  # N = 500
@@ -33,37 +30,12 @@ pytestmark = pytest.mark.slow
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def _free_port() -> int:
-    """A TCP port free on both addresses (MS-MQQB peers use the same port)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((A, 0))
-            port = int(s.getsockname()[1])
-        try:
-            with socket.socket() as s2:
-                s2.bind((B, port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port")
-
-
 def _serve(data_dir: Path, address: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, OPENMSMQ_PROTOCOL_MAXIMUM_ORDER_ACK_DELAY="1")
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(data_dir), "--listen", address,
-             "--port", str(port), "--remote-port", "0", "--metrics-port", "0"],
-            stdout=out, stderr=out, env=env,
-        )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        if live_runtime(data_dir) is not None:
-            return proc
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("serve did not start: " + log.read_text()[-3000:])
+    """Start ``openmsmq serve``; return once its runtime.json is published."""
+    serve = ServeProcess(data_dir, address, port, log)
+    serve.start(ready="runtime")
+    assert serve.proc is not None
+    return serve.proc
 
 
 def scrape(url: str) -> Samples:
@@ -93,7 +65,7 @@ def _wait(cond: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
 
 def test_counters_move_with_a_transfer_between_two_serve_processes(tmp_path: Path) -> None:
     n = TXS * PER_TX
-    port = _free_port()
+    port = free_port()
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     qb = _serve(b_dir, B, port, tmp_path / "b.log")
     qa = _serve(a_dir, A, port, tmp_path / "a.log")

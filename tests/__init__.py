@@ -1,0 +1,1 @@
+"""The test suite of openmsmq (a package, so that shared helpers import as ``tests.X``)."""
