@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError, StorageError
-from openmsmq.store import INFINITE, IncomingSequenceState, Message, QueueType, Store, ops
+from openmsmq.store import INFINITE, IncomingSequenceState, Message, QueueType, Store, ops, queues, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
 
 
 def _open(path: Path, threaded: bool = True) -> Store:
     store = Store(path, threaded=threaded)
-    store.write(ops.init_qm_state(uuid.uuid4(), 1000))
+    store.write(queues.init_qm_state(uuid.uuid4(), 1000))
     return store
 
 
 def _queue(store: Store, name: str = "private$\\q", *, transactional: bool = False, quota_kb: int = INFINITE):
     return store.write(
-        ops.create_queue(
+        queues.create_queue(
             name=name,
             display_name=name,
             queue_type=QueueType.PRIVATE,
@@ -38,7 +38,7 @@ def _queue(store: Store, name: str = "private$\\q", *, transactional: bool = Fal
 
 
 def _count(store: Store, queue_id: int) -> int:
-    return len(store.read(lambda c: ops.fetch_range(c, queue_id, 0, 1_000_000)))
+    return len(store.read(lambda c: reads.fetch_range(c, queue_id, 0, 1_000_000)))
 
 
 @pytest.mark.parametrize("threaded", [True, False])
@@ -71,8 +71,8 @@ def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
     conn.close()
     with Store(path) as store:
         assert store.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION
-        assert store.read(lambda c: ops.get_queue(c, q.queue_id)).allowed_senders == ""
-        assert [m.body for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))] == [b"old"]
+        assert store.read(lambda c: reads.get_queue(c, q.queue_id)).allowed_senders == ""
+        assert [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))] == [b"old"]
 
 
 def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
     """Steady committers on alternating threads all complete; a lone committer (or one
     that hops threads) is never held back for long: every wait is bounded."""
     with Store(tmp_path / "w.db", max_commit_wait=wait) as store:
-        store.write(ops.init_qm_state(uuid.uuid4(), 1000))
+        store.write(queues.init_qm_state(uuid.uuid4(), 1000))
         q = _queue(store)
         for _ in range(20):  # lone committer: its own thread is in every batch
             store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"a"))], []))
@@ -159,7 +159,7 @@ def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
         with pytest.raises(StorageError) as info:
             failing.result()
         assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
-        assert [m.body for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))] == [b"1", b"2"]
+        assert [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))] == [b"1", b"2"]
 
 
 def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
@@ -174,12 +174,12 @@ def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         # small writes still fit; committed data intact
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"small"))], []))
-        bodies = [m.body for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))]
+        bodies = [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))]
         assert bodies == [b"keep" * 10, b"small"]
         store.set_size_limit(None)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, big)], []))
         assert _count(store, q.queue_id) == 3
-        stats = store.read(lambda c: ops.get_queue(c, q.queue_id))
+        stats = store.read(lambda c: reads.get_queue(c, q.queue_id))
         assert stats.msg_count == 3
 
 
@@ -235,12 +235,12 @@ def test_quota_is_checked_in_the_commit(tmp_path: Path) -> None:
 def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:
-        out = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\q", 0x1234))
+        out = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\q", 0x1234))
         assert (
-            store.write(ops.ensure_outgoing_queue("direct=tcp:192.0.2.1\\PRIVATE$\\q", 99)).queue_id
+            store.write(queues.ensure_outgoing_queue("direct=tcp:192.0.2.1\\PRIVATE$\\q", 99)).queue_id
             == out.queue_id
         )
-        state = store.read(lambda c: ops.outgoing_sequence(c, out.queue_id))
+        state = store.read(lambda c: reads.outgoing_sequence(c, out.queue_id))
         assert state.tx_sequence_id == (0x1234 << 32) | 1
         assert state.next_tx_sequence_number == 1
         tx_msg = Message(transactional=True)
@@ -248,7 +248,7 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         store.write(
             ops.commit_work([ops.Send.of(out.queue_id, tx_msg), ops.Send.of(out.queue_id, Message())], [])
         )
-        both = store.read(lambda c: ops.fetch_range(c, out.queue_id, 0, 10))
+        both = store.read(lambda c: reads.fetch_range(c, out.queue_id, 0, 10))
         a, b = both[:2], both[2:]
         assert [(m.tx_sequence_number, m.tx_previous_sequence_number) for m in a + b] == [
             (1, 0),
@@ -258,7 +258,7 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         ]
         assert {m.tx_sequence_id for m in a + b[:1]} == {state.tx_sequence_id}
     with Store(path) as store:
-        state = store.read(lambda c: ops.outgoing_sequence(c, out.queue_id))
+        state = store.read(lambda c: reads.outgoing_sequence(c, out.queue_id))
         assert state.next_tx_sequence_number == 4
         # OrderAck for 2: messages 1-2 go, the sequence goes on
         removed, state = store.write(ops.release_outgoing(out.queue_id, 2))
@@ -269,7 +269,7 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         assert state.tx_sequence_id == (0x1234 << 32) | 2
         assert state.next_tx_sequence_number == 1
         store.write(ops.commit_work([ops.Send.of(out.queue_id, tx_msg)], []))
-        c = store.read(lambda c: ops.fetch_range(c, out.queue_id, 0, 10))[-1:]
+        c = store.read(lambda c: reads.fetch_range(c, out.queue_id, 0, 10))[-1:]
         assert (c[0].tx_sequence_id, c[0].tx_sequence_number, c[0].tx_previous_sequence_number) == (
             (0x1234 << 32) | 2,
             1,
@@ -290,7 +290,7 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
             Message(body=b"2", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=2),
         ]
         store.write(ops.accept_incoming([ops.Send.of(q.queue_id, m) for m in msgs], [state], 77))
-        assert [m.arrived_time for m in store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))] == [
+        assert [m.arrived_time for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))] == [
             77,
             77,
         ]
@@ -303,23 +303,23 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
             ops.record_incoming([IncomingSequenceState(sender, "other", None, 1 << 63 | 5, 9, 3, 1.0)])
         )
     with Store(path) as store:
-        states = store.read(ops.incoming_sequences)
+        states = store.read(reads.incoming_sequences)
         by_dest = {s.destination: s for s in states}
         assert by_dest["direct=tcp:10.0.0.1\\private$\\q"].tx_sequence_number == 2
         assert by_dest["other"].tx_sequence_id == 1 << 63 | 5  # u64 above 2**63 round-trips
         assert by_dest["other"].reject_count == 3
         assert "x" not in by_dest
-        got = store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))
+        got = store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))
         assert [m.tx_sequence_number for m in got] == [1, 2]
 
 
 def test_uniquifier_blocks_never_overlap(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db", threaded=False) as store:
-        a = store.write(ops.reserve_uniquifiers(10))
-        b = store.write(ops.reserve_uniquifiers(10))
+        a = store.write(queues.reserve_uniquifiers(10))
+        b = store.write(queues.reserve_uniquifiers(10))
         assert b == a + 10
         store.write(lambda ctx: ctx.conn.execute("UPDATE qm_state SET message_id_ordinal = ?", (0xFFFFFFFA,)))
-        assert store.write(ops.reserve_uniquifiers(10)) == 1  # wraps, skipping 0
+        assert store.write(queues.reserve_uniquifiers(10)) == 1  # wraps, skipping 0
 
 
 def test_closed_store_refuses_writes(tmp_path: Path) -> None:
@@ -347,9 +347,12 @@ def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Pat
             over.result()
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         assert store.stats.batches - batches <= 2
-        assert [m.body for m in store.read(lambda c: ops.fetch_range(c, big.queue_id, 0, 10))] == [b"1", b"2"]
+        assert [m.body for m in store.read(lambda c: reads.fetch_range(c, big.queue_id, 0, 10))] == [
+            b"1",
+            b"2",
+        ]
         assert _count(store, small.queue_id) == 0
-        assert store.read(lambda c: ops.get_queue(c, small.queue_id)).total_bytes == 0
+        assert store.read(lambda c: reads.get_queue(c, small.queue_id)).total_bytes == 0
 
 
 def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
@@ -396,7 +399,7 @@ def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         q = _queue(store, transactional=True)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, full)], []))
-        (got,) = store.read(lambda c: ops.fetch_range(c, q.queue_id, 0, 10))
+        (got,) = store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))
         assert got == replace(full, lookup_id=got.lookup_id)
     with pytest.raises(MQError) as info:
         message_to_row(Message(correlation_id=b"short"))
@@ -410,19 +413,19 @@ def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(tmp_p
     issued: list[int] = []
     tx_msg = Message(transactional=True)
     with _open(path, threaded=False) as store:
-        q1 = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\a", 0x1234))
-        q2 = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.2\\private$\\b", 0x1234))
+        q1 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\a", 0x1234))
+        q2 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.2\\private$\\b", 0x1234))
         for q in (q1, q2):
-            issued.append(store.read(lambda c, q=q: ops.outgoing_sequence(c, q.queue_id)).tx_sequence_id)
+            issued.append(store.read(lambda c, q=q: reads.outgoing_sequence(c, q.queue_id)).tx_sequence_id)
         for _ in range(3):  # finish a sequence on each queue: each starts a new one
             for q in (q1, q2):
                 store.write(ops.commit_work([ops.Send.of(q.queue_id, tx_msg)], []))
                 _, state = store.write(ops.release_outgoing(q.queue_id, 1))
                 issued.append(state.tx_sequence_id)
-        store.write(ops.delete_queue(q2.queue_id, 0xC000))  # NackQueueDeleted
+        store.write(queues.delete_queue(q2.queue_id, 0xC000))  # NackQueueDeleted
     with _open(path, threaded=False) as store:
-        q3 = store.write(ops.ensure_outgoing_queue("DIRECT=TCP:192.0.2.3\\private$\\c", 0x1234))
-        issued.append(store.read(lambda c: ops.outgoing_sequence(c, q3.queue_id)).tx_sequence_id)
+        q3 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.3\\private$\\c", 0x1234))
+        issued.append(store.read(lambda c: reads.outgoing_sequence(c, q3.queue_id)).tx_sequence_id)
     assert len(set(issued)) == len(issued), [hex(i) for i in issued]
     assert issued == sorted(issued)
 
@@ -441,5 +444,5 @@ def test_last_access_time_reads_wall_clock_and_old_monotonic_rows_as_unknown(tmp
                 ]
             )
         )
-        by_dest = {s.destination: s.last_access_time for s in store.read(ops.incoming_sequences)}
+        by_dest = {s.destination: s.last_access_time for s in store.read(reads.incoming_sequences)}
     assert by_dest == {"wall": 1_790_000_000.25, "monotonic": 0.0, "never": 0.0}

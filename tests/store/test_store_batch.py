@@ -6,14 +6,14 @@ import random
 import uuid
 from pathlib import Path
 
-from openmsmq.store import INFINITE, Message, QueueType, Store, ops
+from openmsmq.store import INFINITE, Message, QueueType, Store, ops, queues
 
 
 def _setup(tmp_path: Path) -> tuple[Store, int]:
     store = Store(tmp_path / "s.db", threaded=False)
-    store.write(ops.init_qm_state(uuid.uuid4(), 1000))
+    store.write(queues.init_qm_state(uuid.uuid4(), 1000))
     q = store.write(
-        ops.create_queue(
+        queues.create_queue(
             name="private$\\q",
             display_name="private$\\q",
             queue_type=QueueType.PRIVATE,

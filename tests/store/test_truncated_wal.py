@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.store import INFINITE, Message, QueueType, Store, ops
+from openmsmq.store import INFINITE, Message, QueueType, Store, ops, queues, reads
 
 COMMITS = 120
 PER_COMMIT = 3
@@ -37,12 +37,18 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     live = tmp_path_factory.mktemp("live")
     store = Store(live / "s.db")
     try:
-        store.write(ops.init_qm_state(uuid.uuid4(), 1000))
+        store.write(queues.init_qm_state(uuid.uuid4(), 1000))
         q = store.write(
-            ops.create_queue(
-                name="private$\\q", display_name="private$\\q", queue_type=QueueType.PRIVATE,
-                transactional=True, label="", quota_kb=INFINITE, journal_quota_kb=INFINITE,
-                journal=False, now=1000,
+            queues.create_queue(
+                name="private$\\q",
+                display_name="private$\\q",
+                queue_type=QueueType.PRIVATE,
+                transactional=True,
+                label="",
+                quota_kb=INFINITE,
+                journal_quota_kb=INFINITE,
+                journal=False,
+                now=1000,
             )
         )
         for c in range(COMMITS):
@@ -69,11 +75,11 @@ def _restart(snapshot: tuple[Path, int], tmp: Path, wal: bytes) -> list[tuple[in
     shutil.copyfile(src / "s.db", tmp / "s.db")
     (tmp / "s.db-wal").write_bytes(wal)
     with Store(tmp / "s.db") as store:
-        messages = store.read(lambda c: ops.fetch_range(c, queue_id, 0, 1 << 62))
+        messages = store.read(lambda c: reads.fetch_range(c, queue_id, 0, 1 << 62))
         lookup_ids = [m.lookup_id for m in messages]
         assert lookup_ids == sorted(set(lookup_ids)), "LookupIdentifiers repeat or are out of order"
         try:
-            stats = store.read(lambda c: ops.get_queue(c, queue_id))
+            stats = store.read(lambda c: reads.get_queue(c, queue_id))
         except MQError as exc:
             # The cut fell before the queue's own creation was committed.
             assert exc.hresult == HResult.MQ_ERROR_QUEUE_DELETED

@@ -33,7 +33,7 @@ from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHa
 from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
-from openmsmq.store import ops
+from openmsmq.store import ops, queues, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import (
@@ -117,8 +117,8 @@ class QueueManager(ReadsMixin, RangesMixin):
             Callable[[list[RemovedMessage]], None], Callable[[list[RemovedMessage]], list[Send]]
         ] = {}
         try:
-            self.guid: uuid.UUID = self.store.write(ops.init_qm_state(uuid.uuid4(), self._now()))
-            for rec in self.store.read(ops.list_queues):
+            self.guid: uuid.UUID = self.store.write(queues.init_qm_state(uuid.uuid4(), self._now()))
+            for rec in self.store.read(reads.list_queues):
                 self._add_state(rec)
             self._create_system_queues()
         except BaseException:
@@ -210,7 +210,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         for key, transactional, number in wanted:
             if key not in self._queues:
                 rec = self.store.write(
-                    ops.create_queue(
+                    queues.create_queue(
                         name=key,
                         display_name=key,
                         queue_type=QueueType.SYSTEM,
@@ -287,7 +287,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         first use, MS-MQDMPR 3.1.7.1.5 step 4). Unknown local queue: MQ_ERROR_QUEUE_NOT_FOUND."""
         self._check_open()
         if self._is_remote(queue):
-            rec = self.store.write(ops.ensure_outgoing_queue(queue.strip(), self._now()))
+            rec = self.store.write(queues.ensure_outgoing_queue(queue.strip(), self._now()))
             with self._lock:
                 qs = self._by_id.get(rec.queue_id) or self._add_state(rec)
             return QueueHandle(qs, queue)
@@ -329,7 +329,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         senders = canonical_senders(allowed_senders)
         with self._lock:
             rec = self.store.write(
-                ops.create_queue(
+                queues.create_queue(
                     name=parsed.key,
                     display_name=parsed.display,
                     queue_type=QueueType.PRIVATE,
@@ -344,7 +344,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             )
             self._add_state(rec)
             if rec.journal_queue_id is not None:
-                self._add_state(self.store.read(lambda c: ops.get_queue(c, rec.journal_queue_id or 0)))
+                self._add_state(self.store.read(lambda c: reads.get_queue(c, rec.journal_queue_id or 0)))
         return rec
 
     def delete_queue(self, queue: QueueRef) -> None:
@@ -354,7 +354,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         if qs.record.queue_type not in (QueueType.PRIVATE, QueueType.OUTGOING):
             raise MQError(HResult.MQ_ERROR_ACCESS_DENIED, f"cannot delete system queue {qs.record.name}")
         with self._lock:
-            events = self.store.write(ops.delete_queue(qs.record.queue_id, NACK_Q_DELETED))
+            events = self.store.write(queues.delete_queue(qs.record.queue_id, NACK_Q_DELETED))
             doomed = [qs]
             if qs.record.journal_queue_id in self._by_id:
                 doomed.append(self._by_id[qs.record.journal_queue_id or 0])
@@ -370,7 +370,7 @@ class QueueManager(ReadsMixin, RangesMixin):
     def list_queues(self, *, include_system: bool = False) -> list[QueueRecord]:
         """Private queues (and, if asked, system, journal and outgoing queues) with counts."""
         self._check_open()
-        recs = self.store.read(ops.list_queues)
+        recs = self.store.read(reads.list_queues)
         if include_system:
             return recs
         return [r for r in recs if r.queue_type == QueueType.PRIVATE]
@@ -378,7 +378,7 @@ class QueueManager(ReadsMixin, RangesMixin):
     def get_queue(self, queue: QueueRef) -> QueueRecord:
         """Current properties of a queue, with its message count and TotalBytes."""
         qs = self._resolve(queue)
-        return self.store.read(lambda c: ops.get_queue(c, qs.record.queue_id))
+        return self.store.read(lambda c: reads.get_queue(c, qs.record.queue_id))
 
     def set_queue_properties(self, queue: QueueRef, **changes: Any) -> QueueRecord:
         """Set label, quota_kb, journal_quota_kb, journal, base_priority, authenticate,
@@ -389,7 +389,7 @@ class QueueManager(ReadsMixin, RangesMixin):
             raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "queue label has at most 124 characters")
         if "allowed_senders" in changes:
             changes["allowed_senders"] = canonical_senders(changes["allowed_senders"])
-        rec = self.store.write(ops.update_queue(qs.record.queue_id, changes, self._now()))
+        rec = self.store.write(queues.update_queue(qs.record.queue_id, changes, self._now()))
         qs.record = rec
         return rec
 
@@ -399,7 +399,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         qs = self._resolve(queue)
         with qs.cond:
             exclude = set(qs.locked)
-            count, events = self.store.write(ops.purge_queue(qs.record.queue_id, exclude, NACK_Q_PURGED))
+            count, events = self.store.write(queues.purge_queue(qs.record.queue_id, exclude, NACK_Q_PURGED))
             qs.purge_pending |= exclude
         self._emit(events)
         return count
@@ -410,7 +410,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         with self._lock:
             if self._uniq_next + count > self._uniq_end:
                 block = max(_UNIQUIFIER_BLOCK, count)
-                self._uniq_next = self.store.write(ops.reserve_uniquifiers(block))
+                self._uniq_next = self.store.write(queues.reserve_uniquifiers(block))
                 self._uniq_end = self._uniq_next + block
             first = self._uniq_next
             self._uniq_next += count
@@ -617,7 +617,7 @@ class QueueManager(ReadsMixin, RangesMixin):
         NackReceiveTimeout / NackReachQueueTimeout recorded. Locked messages wait for their
         lock to end. Returns how many moved."""
         self._check_open()
-        rows = self.store.read(lambda c: ops.fetch_expired(c, int(now), limit))
+        rows = self.store.read(lambda c: reads.fetch_expired(c, int(now), limit))
         dead = self._queues[names.DEADLETTER].record.queue_id
         dead_x = self._queues[names.DEADXACT].record.queue_id
         removes: list[Remove] = []
@@ -650,7 +650,7 @@ class QueueManager(ReadsMixin, RangesMixin):
     def outgoing_sequence(self, queue: QueueRef) -> OutgoingSequenceState:
         """Persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
         qs = self._resolve(queue)
-        return self.store.read(lambda c: ops.outgoing_sequence(c, qs.record.queue_id))
+        return self.store.read(lambda c: reads.outgoing_sequence(c, qs.record.queue_id))
 
     def release_outgoing(self, queue: QueueRef, up_to_number: int) -> tuple[list[int], OutgoingSequenceState]:
         """OrderAck for ``up_to_number``: drop the acknowledged messages of the current
@@ -734,7 +734,7 @@ class QueueManager(ReadsMixin, RangesMixin):
     def incoming_sequences(self) -> list[IncomingSequenceState]:
         """Every persisted incoming sequence (restore the receiver state at start)."""
         self._check_open()
-        return self.store.read(ops.incoming_sequences)
+        return self.store.read(reads.incoming_sequences)
 
 
 def _acks(m: Message) -> bool:

@@ -27,7 +27,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm.handles import QueueHandle, _QueueState
 from openmsmq.qm.transaction import ACK_RECEIVE, _Receive
-from openmsmq.store import ops, ranges
+from openmsmq.store import ops, ranges, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
@@ -120,7 +120,7 @@ class RangesMixin:
         qs = self._resolve(queue)
         qid = qs.record.queue_id
         if through is None:
-            return self.store.read(lambda c: ops.fetch_range(c, qid, after_lookup_id, limit))
+            return self.store.read(lambda c: reads.fetch_range(c, qid, after_lookup_id, limit))
         return self.store.read(
             lambda c: ranges.fetch_range_through(c, qid, _one_band(qs), after_lookup_id, through, limit)
         )
@@ -195,7 +195,7 @@ class RangesMixin:
         out = []
         for qs, lookup_id in acks:
             qid = qs.record.queue_id
-            ref = self.store.read(partial(ops.fetch_by_lookup, queue_id=qid, lookup_id=lookup_id))
+            ref = self.store.read(partial(reads.fetch_by_lookup, queue_id=qid, lookup_id=lookup_id))
             if ref is not None:
                 out.append(RemovedMessage(qs.record.queue_id, ref[1], ACK_RECEIVE))
         return out

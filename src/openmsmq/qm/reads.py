@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
 from openmsmq.qm.transaction import PendingReceive, Transaction, _Receive
-from openmsmq.store import ops
+from openmsmq.store import reads
 from openmsmq.store.db import Store
 from openmsmq.store.records import Message
 
@@ -132,7 +132,7 @@ class ReadsMixin:
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
             hint = hints.get(qs)
             found = self.store.read(
-                lambda c: ops.fetch_available(c, qid, now=now, limit=limit, exclude=locked, head_key=hint)
+                lambda c: reads.fetch_available(c, qid, now=now, limit=limit, exclude=locked, head_key=hint)
             )
             if advance and found:
                 hints[qs] = found[-1][0] + 1
@@ -255,7 +255,7 @@ class ReadsMixin:
             after = key if (key is not None and action == CursorAction.NEXT) else None
             start = key if (key is not None and action == CursorAction.CURRENT) else None
             return self.store.read(
-                lambda c: ops.fetch_available(
+                lambda c: reads.fetch_available(
                     c, qid, now=now, limit=limit, exclude=locked, after_key=after, from_key=start
                 )
             )
@@ -291,10 +291,10 @@ class ReadsMixin:
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
             def q(c: Any) -> list[tuple[int, Message]]:
                 if action == LookupAction.FIRST:
-                    return ops.fetch_available(c, qid, now=now, exclude=locked)
+                    return reads.fetch_available(c, qid, now=now, exclude=locked)
                 if action == LookupAction.LAST:
-                    return ops.fetch_available(c, qid, now=now, exclude=locked, descending=True)
-                ref = ops.fetch_by_lookup(c, qid, lookup_id)
+                    return reads.fetch_available(c, qid, now=now, exclude=locked, descending=True)
+                ref = reads.fetch_by_lookup(c, qid, lookup_id)
                 if ref is None:
                     raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no message {lookup_id}")
                 key, _msg = ref
@@ -302,10 +302,10 @@ class ReadsMixin:
                     if lookup_id in locked:
                         # MS-MQDMPR 3.1.7.3.3: Locked position ⇒ MQ_ERROR_TRANSACTION_USAGE.
                         raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, f"message {lookup_id} is locked")
-                    return ops.fetch_available(c, qid, now=now, from_key=key, before_key=key + 1)
+                    return reads.fetch_available(c, qid, now=now, from_key=key, before_key=key + 1)
                 if action == LookupAction.NEXT:
-                    return ops.fetch_available(c, qid, now=now, exclude=locked, after_key=key)
-                return ops.fetch_available(c, qid, now=now, exclude=locked, before_key=key, descending=True)
+                    return reads.fetch_available(c, qid, now=now, exclude=locked, after_key=key)
+                return reads.fetch_available(c, qid, now=now, exclude=locked, before_key=key, descending=True)
 
             found = self.store.read(q)
             if not found:

@@ -1,8 +1,9 @@
 """Durable SQLite store of openmsmq: schema, group commit, recovery.
 
 The only package that runs SQL. :class:`Store` owns the file (writer thread with
-group commit, WAL readers); :mod:`openmsmq.store.ops` builds the write operations and
-holds the read queries; :mod:`openmsmq.store.records` holds the values.
+group commit, WAL readers); :mod:`openmsmq.store.ops` builds the message write
+operations, :mod:`openmsmq.store.queues` the QM-state and queue ones;
+:mod:`openmsmq.store.reads` holds the read queries; :mod:`openmsmq.store.records` the values.
 """
 
 from openmsmq.store.db import Store, StoreStats, WriteContext, storage_error

@@ -1,4 +1,4 @@
-"""Every SQL statement of openmsmq: write operations (run by the writer) and reads.
+"""The store's write operations (run by the writer); the reads live in :mod:`openmsmq.store.reads`.
 
 Write operations are built by the functions here and handed to
 :meth:`openmsmq.store.db.Store.submit`; each returns a callable ``op(ctx)``. Rows go
@@ -8,34 +8,33 @@ per message.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.db import WriteContext
+from openmsmq.store.reads import (
+    MSG_SELECT,
+    ack_wanted,
+    outgoing_sequence,
+)
 from openmsmq.store.records import (
     COL,
     INFINITE,
     MESSAGE_COLUMNS,
-    QUEUE_COLUMNS,
     IncomingSequenceState,
     Message,
     OutgoingSequenceState,
-    QueueRecord,
     QueueType,
     from_i64,
     message_from_row,
     message_to_row,
-    queue_from_row,
     to_i64,
 )
 
 __all__ = [
-    "FIRST_PRIVATE_NUMBER",
     "CommitWork",
     "FinalAckOutcome",
     "Remove",
@@ -43,41 +42,19 @@ __all__ = [
     "Send",
     "accept_incoming",
     "commit_work",
-    "create_queue",
-    "delete_queue",
-    "ensure_outgoing_queue",
     "expire_messages",
-    "fetch_available",
-    "fetch_by_lookup",
-    "fetch_expired",
-    "fetch_range",
-    "get_queue",
-    "incoming_sequences",
-    "init_qm_state",
-    "list_queues",
-    "load_qm_state",
+    "new_tx_sequence_id",
     "order_key",
-    "outgoing_sequence",
-    "purge_queue",
     "record_incoming",
     "release_outgoing",
-    "reserve_uniquifiers",
     "settle_final_ack",
-    "update_queue",
 ]
 
-#: First PrivateQueueNumber given to application queues; lower numbers are reserved for
-#: system private queues (order_queue$ = 4, MS-MQQB 3.1.7.17).
-FIRST_PRIVATE_NUMBER = 0x10
-
 _MSG_COLS = ", ".join(MESSAGE_COLUMNS)
-_MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 _INSERT_MSG = (
     f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key, expire_at, expire_class) "
     f"VALUES ({', '.join('?' * (len(MESSAGE_COLUMNS) + 4))})"
 )
-_QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
-_ACK_WANTED = "m.ack_wanted != 0"
 _LOOKUP = COL["lookup_id"]
 _TRANSACTIONAL = COL["transactional"]
 _TX_SEQ_ID = COL["tx_sequence_id"]
@@ -85,7 +62,6 @@ _TX_SEQ_NO = COL["tx_sequence_number"]
 _TX_PREV_NO = COL["tx_previous_sequence_number"]
 _ARRIVED = COL["arrived_time"]
 _PRIORITY = COL["priority"]
-_SIZE = "m.size"
 
 
 def order_key(priority: int, lookup_id: int) -> int:
@@ -142,316 +118,6 @@ class RemovedMessage:
     queue_id: int
     message: Message
     reason: int
-
-
-# ---- QM state and queues -------------------------------------------------------------
-
-
-def init_qm_state(guid: uuid.UUID, now: int) -> Callable[[WriteContext], uuid.UUID]:
-    """Create the QM state row if missing; return the persisted QM GUID."""
-
-    def op(ctx: WriteContext) -> uuid.UUID:
-        row = ctx.conn.execute("SELECT qm_guid FROM qm_state WHERE id = 1").fetchone()
-        if row:
-            return uuid.UUID(bytes=row[0])
-        ctx.conn.execute(
-            "INSERT INTO qm_state (id, qm_guid, sequential_id, message_id_ordinal, next_private_number,"
-            " created_time) VALUES (1, ?, 0, 1, ?, ?)",
-            (guid.bytes, FIRST_PRIVATE_NUMBER, now),
-        )
-        return guid
-
-    return op
-
-
-def load_qm_state(conn: sqlite3.Connection) -> tuple[uuid.UUID, int] | None:
-    """(QM GUID, SequentialID) or None for a fresh store."""
-    row = conn.execute("SELECT qm_guid, sequential_id FROM qm_state WHERE id = 1").fetchone()
-    return (uuid.UUID(bytes=row[0]), int(row[1])) if row else None
-
-
-def reserve_uniquifiers(count: int) -> Callable[[WriteContext], int]:
-    """Reserve ``count`` Identifier uniquifiers (u32, wrapping, never 0); return the first.
-
-    The QM hands them out from memory; a crash skips the rest of the block.
-    """
-
-    def op(ctx: WriteContext) -> int:
-        first = int(ctx.conn.execute("SELECT message_id_ordinal FROM qm_state WHERE id = 1").fetchone()[0])
-        nxt = first + count
-        if nxt > 0xFFFFFFFF:  # MessageIdOrdinal may wrap (MS-MQQB 3.1.1.3); skip 0
-            first, nxt = 1, 1 + count
-        ctx.conn.execute("UPDATE qm_state SET message_id_ordinal = ? WHERE id = 1", (nxt,))
-        return first
-
-    return op
-
-
-def list_queues(conn: sqlite3.Connection) -> list[QueueRecord]:
-    """Every queue, system, journal and outgoing queues included."""
-    return [queue_from_row(r) for r in conn.execute(_QUEUE_SELECT + " ORDER BY queue_id")]
-
-
-def _queue(conn: sqlite3.Connection, queue_id: int) -> QueueRecord:
-    row = conn.execute(_QUEUE_SELECT + " WHERE queue_id = ?", (queue_id,)).fetchone()
-    if row is None:
-        raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{queue_id} was deleted")
-    return queue_from_row(row)
-
-
-def get_queue(conn: sqlite3.Connection, queue_id: int) -> QueueRecord:
-    """The queue row (raises MQ_ERROR_QUEUE_DELETED if it is gone)."""
-    return _queue(conn, queue_id)
-
-
-def _insert_queue(
-    conn: sqlite3.Connection,
-    *,
-    name: str,
-    display_name: str,
-    queue_type: QueueType,
-    private_number: int,
-    transactional: bool,
-    label: str,
-    quota_kb: int,
-    journal_quota_kb: int,
-    journal: bool,
-    parent_queue_id: int | None,
-    now: int,
-    destination_format_name: str | None = None,
-    allowed_senders: str = "",
-) -> int:
-    if conn.execute("SELECT 1 FROM queues WHERE name = ?", (name,)).fetchone():
-        raise MQError(HResult.MQ_ERROR_QUEUE_EXISTS, f"queue {display_name} already exists")
-    cur = conn.execute(
-        "INSERT INTO queues (name, display_name, queue_type, private_number, transactional, label, quota_kb,"
-        " journal_quota_kb, journal, parent_queue_id, base_priority, authenticate, privacy_level,"
-        " created_time, modify_time, destination_format_name, allowed_senders)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,0,0,1,?,?,?,?)",
-        (
-            name,
-            display_name,
-            int(queue_type),
-            private_number,
-            transactional,
-            label,
-            quota_kb,
-            journal_quota_kb,
-            journal,
-            parent_queue_id,
-            now,
-            now,
-            destination_format_name,
-            allowed_senders,
-        ),
-    )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
-
-
-def create_queue(
-    *,
-    name: str,
-    display_name: str,
-    queue_type: QueueType,
-    transactional: bool,
-    label: str,
-    quota_kb: int,
-    journal_quota_kb: int,
-    journal: bool,
-    now: int,
-    private_number: int | None = None,
-    with_journal: bool = True,
-    allowed_senders: str = "",
-) -> Callable[[WriteContext], QueueRecord]:
-    """Create a queue (and its journal queue ``<name>;journal``); MQ_ERROR_QUEUE_EXISTS if taken.
-
-    ``private_number`` None allocates the next PrivateQueueNumber for a private queue;
-    ``allowed_senders`` is the canonical sender allowlist (see ``QueueRecord``).
-    """
-
-    def op(ctx: WriteContext) -> QueueRecord:
-        conn = ctx.conn
-        number = private_number or 0
-        if queue_type == QueueType.PRIVATE and private_number is None:
-            number = int(conn.execute("SELECT next_private_number FROM qm_state").fetchone()[0])
-            conn.execute("UPDATE qm_state SET next_private_number = ?", (number + 1,))
-        qid = _insert_queue(
-            conn,
-            name=name,
-            display_name=display_name,
-            queue_type=queue_type,
-            private_number=number,
-            transactional=transactional,
-            label=label,
-            quota_kb=quota_kb,
-            journal_quota_kb=journal_quota_kb,
-            journal=journal,
-            parent_queue_id=None,
-            now=now,
-            allowed_senders=allowed_senders,
-        )
-        if with_journal:
-            jid = _insert_queue(
-                conn,
-                name=name + ";journal",
-                display_name=display_name + ";journal",
-                queue_type=QueueType.JOURNAL,
-                private_number=number,
-                transactional=False,
-                label="",
-                quota_kb=journal_quota_kb,
-                journal_quota_kb=journal_quota_kb,
-                journal=False,
-                parent_queue_id=qid,
-                now=now,
-            )
-            conn.execute("UPDATE queues SET journal_queue_id = ? WHERE queue_id = ?", (jid, qid))
-        return _queue(conn, qid)
-
-    return op
-
-
-def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext], QueueRecord]:
-    """The OutgoingQueue for a destination format name, created on first use
-    (MS-MQDMPR 3.1.7.1.5 step 4) with OutgoingTxSequenceID = {Ordinal 1, TimeStamp now}
-    and OutgoingTxSequenceNumber = 1 (MS-MQQB 3.1.3.2)."""
-    key = format_name.casefold()  # names compare case-insensitively (casefold, as wire.format_name)
-
-    def op(ctx: WriteContext) -> QueueRecord:
-        conn = ctx.conn
-        row = conn.execute(_QUEUE_SELECT + " WHERE destination_format_name = ?", (key,)).fetchone()
-        if row:
-            return queue_from_row(row)
-        qid = _insert_queue(
-            conn,
-            name="outgoing:" + key,
-            display_name=format_name,
-            queue_type=QueueType.OUTGOING,
-            private_number=0,
-            transactional=False,
-            label=format_name,
-            quota_kb=INFINITE,
-            journal_quota_kb=INFINITE,
-            journal=False,
-            parent_queue_id=None,
-            now=now,
-            destination_format_name=key,
-        )
-        first_id = _new_tx_sequence_id(conn, ((now & 0xFFFFFFFF) << 32) | 1)
-        conn.execute(
-            "INSERT INTO outgoing_sequences (queue_id, tx_sequence_id, next_tx_sequence_number)"
-            " VALUES (?, ?, 1)",
-            (qid, to_i64(first_id)),
-        )
-        return _queue(conn, qid)
-
-    return op
-
-
-_MUTABLE_QUEUE_PROPS = frozenset(
-    {
-        "label",
-        "quota_kb",
-        "journal_quota_kb",
-        "journal",
-        "base_priority",
-        "authenticate",
-        "privacy_level",
-        "allowed_senders",
-    }
-)
-
-
-def update_queue(queue_id: int, changes: dict[str, Any], now: int) -> Callable[[WriteContext], QueueRecord]:
-    """Set queue properties (Label, Quota, JournalQuota, Journaling, …); ModifyTime = now."""
-    bad = set(changes) - _MUTABLE_QUEUE_PROPS
-    if bad:
-        raise MQError(HResult.MQ_ERROR_PROPERTY_NOTALLOWED, f"cannot set queue properties {sorted(bad)}")
-
-    def op(ctx: WriteContext) -> QueueRecord:
-        _queue(ctx.conn, queue_id)
-        names = sorted(changes)
-        sets = ", ".join(f"{n} = ?" for n in names)
-        ctx.conn.execute(
-            f"UPDATE queues SET {sets}, modify_time = ? WHERE queue_id = ?",
-            [changes[n] for n in names] + [now, queue_id],
-        )
-        if "journal_quota_kb" in changes:
-            ctx.conn.execute(
-                "UPDATE queues SET quota_kb = ? WHERE parent_queue_id = ?",
-                (changes["journal_quota_kb"], queue_id),
-            )
-        return _queue(ctx.conn, queue_id)
-
-    return op
-
-
-def _ack_wanted(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[int, Message]]:
-    rows = conn.execute(
-        f"SELECT m.queue_id, {_MSG_SELECT} FROM messages m WHERE {where} AND {_ACK_WANTED}", params
-    )
-    return [(r[0], message_from_row(r[1:])) for r in rows]
-
-
-def delete_queue(queue_id: int, reason: int) -> Callable[[WriteContext], list[RemovedMessage]]:
-    """Delete a queue, its journal queue and their messages (NackQueueDeleted events)."""
-
-    def op(ctx: WriteContext) -> list[RemovedMessage]:
-        conn = ctx.conn
-        q = _queue(conn, queue_id)
-        events = [
-            RemovedMessage(qid, m, reason) for qid, m in _ack_wanted(conn, "m.queue_id = ?", (queue_id,))
-        ]
-        ids = [queue_id] + ([q.journal_queue_id] if q.journal_queue_id is not None else [])
-        conn.executemany("DELETE FROM messages WHERE queue_id = ?", [(i,) for i in ids])
-        conn.execute("DELETE FROM send_identities WHERE queue_id = ?", (queue_id,))
-        conn.executemany("DELETE FROM queues WHERE queue_id = ?", [(i,) for i in ids])
-        conn.execute("DELETE FROM outgoing_sequences WHERE queue_id = ?", (queue_id,))
-        return events
-
-    return op
-
-
-#: Up to this many locked messages are skipped in Python rather than in SQL.
-_EXCLUDE_IN_PYTHON = 512
-
-
-def _exclude_clause(exclude: Collection[int]) -> tuple[str, list[Any]]:
-    if not exclude:
-        return "", []
-    return " AND m.lookup_id NOT IN (SELECT value FROM json_each(?))", [json.dumps(list(exclude))]
-
-
-def _refresh_stats(conn: sqlite3.Connection, queue_id: int) -> None:
-    conn.execute(
-        f"UPDATE queues SET (msg_count, total_bytes) = (SELECT count(*), coalesce(sum({_SIZE}), 0)"
-        " FROM messages m WHERE m.queue_id = ?) WHERE queue_id = ?",
-        (queue_id, queue_id),
-    )
-
-
-def purge_queue(
-    queue_id: int, exclude: Collection[int], reason: int
-) -> Callable[[WriteContext], tuple[int, list[RemovedMessage]]]:
-    """Delete every message of the queue except ``exclude`` (locked: PurgePending).
-
-    MS-MQDMPR 3.1.7.1.7; returns (count, NackQueuePurged events).
-    """
-
-    def op(ctx: WriteContext) -> tuple[int, list[RemovedMessage]]:
-        conn = ctx.conn
-        _queue(conn, queue_id)
-        clause, extra = _exclude_clause(exclude)
-        events = [
-            RemovedMessage(qid, m, reason)
-            for qid, m in _ack_wanted(conn, "m.queue_id = ?" + clause, [queue_id, *extra])
-        ]
-        cur = conn.execute(f"DELETE FROM messages AS m WHERE m.queue_id = ?{clause}", [queue_id, *extra])
-        _refresh_stats(conn, queue_id)
-        return cur.rowcount, events
-
-    return op
 
 
 # ---- messages ------------------------------------------------------------------------
@@ -712,52 +378,12 @@ def record_incoming(states: Sequence[IncomingSequenceState]) -> Callable[[WriteC
     return op
 
 
-def incoming_sequences(conn: sqlite3.Connection) -> list[IncomingSequenceState]:
-    """Every persisted incoming sequence (to restore the protocol state at start)."""
-    rows = conn.execute(
-        "SELECT sender_qm, destination, queue_id, tx_sequence_id, tx_sequence_number, reject_count,"
-        " last_access_time, sender_address, direct_format_session FROM incoming_sequences"
-        " ORDER BY sender_qm, destination"
-    )
-    return [
-        IncomingSequenceState(
-            uuid.UUID(bytes=r[0]),
-            r[1],
-            r[2],
-            from_i64(r[3]),
-            r[4],
-            r[5],
-            r[6] if r[6] >= WALL_CLOCK_FLOOR else 0.0,
-            r[7],
-            bool(r[8]),
-        )
-        for r in rows
-    ]
-
-
-#: LastAccessTime values below this (2001-09-09) are not wall-clock times: rows written
-#: before LastAccessTime was persisted as wall-clock seconds held the transfer driver's
-#: monotonic clock. They read as 0.0 (unknown) and are overwritten on the next access.
-WALL_CLOCK_FLOOR = 1_000_000_000.0
-
-
-def outgoing_sequence(conn: sqlite3.Connection, queue_id: int) -> OutgoingSequenceState:
-    """The persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
-    row = conn.execute(
-        "SELECT tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences WHERE queue_id = ?",
-        (queue_id,),
-    ).fetchone()
-    if row is None:
-        raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"queue #{queue_id} is not an outgoing queue")
-    return OutgoingSequenceState(queue_id, from_i64(row[0]), int(row[1]))
-
-
 #: ``outgoing_sequences.queue_id`` of the row that remembers the highest TxSequenceID this QM
 #: ever issued (queue ids start at 1, so no queue has it; it outlives deleted queues).
 _TX_SEQUENCE_HIGH_WATER = 0
 
 
-def _new_tx_sequence_id(conn: sqlite3.Connection, floor: int) -> int:
+def new_tx_sequence_id(conn: sqlite3.Connection, floor: int) -> int:
     """A TxSequenceID this QM never issued before: above every ID any outgoing queue has had,
     and at least ``floor`` (the ID MS-MQQB 3.1.5.6 would pick: TimeStamp | 1 for a new queue,
     Ordinal + 1 for a new sequence).
@@ -804,7 +430,7 @@ def release_outgoing(
             for lid, size in conn.execute(
                 f"SELECT lookup_id, size FROM messages WHERE {where} AND ack_wanted", args
             ).fetchall():
-                got = _ack_wanted(conn, "m.lookup_id = ?", (lid,))
+                got = ack_wanted(conn, "m.lookup_id = ?", (lid,))
                 m = got[0][1] if got else None
                 if m is not None and (m.final_ack_required or m.positive_journaling or m.negative_journaling):
                     keep.append(Remove(queue_id, lid, size, awaiting_queue_id))
@@ -826,7 +452,7 @@ def release_outgoing(
             seq = state.tx_sequence_id
             ordinal = (seq & 0xFFFFFFFF) + 1
             next_id = (seq & ~0xFFFFFFFF) + ordinal if ordinal <= 0xFFFFFFFF else ((seq >> 32) + 1) << 32 | 1
-            new_id = _new_tx_sequence_id(conn, next_id)
+            new_id = new_tx_sequence_id(conn, next_id)
             conn.execute(
                 "UPDATE outgoing_sequences SET tx_sequence_id = ?, next_tx_sequence_number = 1"
                 " WHERE queue_id = ?",
@@ -865,7 +491,7 @@ def settle_final_ack(
 
     def op(ctx: WriteContext) -> FinalAckOutcome:
         rows = ctx.conn.execute(
-            f"SELECT {_MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
+            f"SELECT {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
             " AND m.tx_sequence_number = ?",
             (awaiting_queue_id, to_i64(tx_sequence_id), tx_sequence_number),
         ).fetchall()
@@ -893,139 +519,9 @@ def expire_messages(removes: Sequence[Remove]) -> Callable[[WriteContext], list[
         conn = ctx.conn
         events = []
         for r in removes:
-            got = _ack_wanted(conn, "m.lookup_id = ? AND m.queue_id = ?", (r.lookup_id, r.queue_id))
+            got = ack_wanted(conn, "m.lookup_id = ? AND m.queue_id = ?", (r.lookup_id, r.queue_id))
             events += [RemovedMessage(qid, m, r.new_class or 0) for qid, m in got]
         _apply_removes(ctx, removes)
         return events
 
     return op
-
-
-# ---- reads ---------------------------------------------------------------------------
-
-
-def fetch_available(
-    conn: sqlite3.Connection,
-    queue_id: int,
-    *,
-    now: int,
-    limit: int = 1,
-    exclude: Collection[int] = (),
-    after_key: int | None = None,
-    before_key: int | None = None,
-    from_key: int | None = None,
-    descending: bool = False,
-    head_key: int | None = None,
-) -> list[tuple[int, Message]]:
-    """Unexpired messages of a queue in queue order, as (order_key, message).
-
-    ``exclude`` holds the LookupIdentifiers locked in memory (never returned);
-    ``after_key`` / ``from_key`` / ``before_key`` bound the position; ``descending``
-    walks from the tail (SeekLast / SeekPrevious).
-
-    ``head_key`` (a head read: no other bound) says that every message of its priority
-    band (``head_key >> 56``) with an order_key below it is locked or expired: the read
-    then skips that prefix with one index seek instead of stepping over the locked rows.
-    Messages of higher priority bands (smaller keys) are still read from the start, so
-    a message sent later with a higher priority is found.
-    """
-    if head_key is not None:
-        return _fetch_head(conn, queue_id, now, limit, exclude, head_key)
-    sql = f"SELECT m.order_key, {_MSG_SELECT} FROM messages m WHERE m.queue_id = ?"
-    params: list[Any] = [queue_id]
-    if after_key is not None:
-        sql += " AND m.order_key > ?"
-        params.append(after_key)
-    if from_key is not None:
-        sql += " AND m.order_key >= ?"
-        params.append(from_key)
-    if before_key is not None:
-        sql += " AND m.order_key < ?"
-        params.append(before_key)
-    sql += " AND (m.expire_at IS NULL OR m.expire_at > ?)"
-    params.append(now)
-    order = f" ORDER BY m.order_key {'DESC' if descending else 'ASC'} LIMIT ?"
-    if len(exclude) > _EXCLUDE_IN_PYTHON:
-        clause, extra = _exclude_clause(exclude)
-        params += [*extra, limit]
-        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + clause + order, params)]
-    if not exclude:
-        params.append(limit)
-        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + order, params)]
-    # Few locked messages: at least ``limit`` unlocked rows are among the first
-    # ``limit + len(exclude)``; step through them lazily, skipping the locked ones here
-    # before decoding, and stop at ``limit``. Cheaper than a per-query NOT IN
-    # (json_each(...)) temporary index.
-    params.append(limit + len(exclude))
-    out = []
-    for r in conn.execute(sql + order, params):
-        if r[1] not in exclude:
-            out.append((r[0], message_from_row(r[1:])))
-            if len(out) == limit:
-                break
-    return out
-
-
-_HEAD_SQL = (
-    f"SELECT m.order_key, {_MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key >= ?"
-    " AND m.order_key < ? AND (m.expire_at IS NULL OR m.expire_at > ?) ORDER BY m.order_key LIMIT ?"
-)
-
-
-def _fetch_head(
-    conn: sqlite3.Connection, queue_id: int, now: int, limit: int, exclude: Collection[int], head_key: int
-) -> list[tuple[int, Message]]:
-    """:func:`fetch_available` from the head, skipping the locked prefix below ``head_key``.
-
-    Two index ranges: the higher-priority bands ``[0, band start)`` (empty in a
-    transactional queue, whose messages all have priority 0), then ``[head_key, end)``.
-    Locked rows met are stepped over here, before decoding. In the last band (priority 0)
-    only locked LookupIdentifiers >= the hint's can lie at or after it, so the others do
-    not count toward the over-read.
-    """
-    band_start = head_key >> 56 << 56
-    out: list[tuple[int, Message]] = []
-    tail_exclude: Collection[int] = exclude
-    if band_start == 7 << 56:
-        floor = head_key - band_start
-        tail_exclude = [lid for lid in exclude if lid >= floor] if exclude else ()
-    for lo, hi, skip in ((0, band_start, exclude), (head_key, 1 << 62, tail_exclude)):
-        if hi <= lo:
-            continue
-        want = limit - len(out)
-        rows = conn.execute(_HEAD_SQL, (queue_id, lo, hi, now, want + len(skip)))
-        for r in rows:
-            if r[1] not in exclude:
-                out.append((r[0], message_from_row(r[1:])))
-                if len(out) == limit:
-                    return out
-    return out
-
-
-def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:
-    """The message with this LookupIdentifier in this queue (expired or not), or None."""
-    row = conn.execute(
-        f"SELECT m.order_key, {_MSG_SELECT} FROM messages m WHERE m.lookup_id = ? AND m.queue_id = ?",
-        (lookup_id, queue_id),
-    ).fetchone()
-    return (row[0], message_from_row(row[1:])) if row else None
-
-
-def fetch_range(conn: sqlite3.Connection, queue_id: int, after_lookup_id: int, limit: int) -> list[Message]:
-    """Messages with LookupIdentifier > ``after_lookup_id`` in LookupIdentifier order."""
-    rows = conn.execute(
-        f"SELECT {_MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.lookup_id > ?"
-        " ORDER BY m.lookup_id LIMIT ?",
-        (queue_id, after_lookup_id, limit),
-    )
-    return [message_from_row(r) for r in rows]
-
-
-def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[int, int, int, bool, int]]:
-    """Expired messages: (queue_id, lookup_id, size, transactional, expire_class)."""
-    rows = conn.execute(
-        f"SELECT m.queue_id, m.lookup_id, {_SIZE}, m.transactional, m.expire_class FROM messages m"
-        " WHERE m.expire_at IS NOT NULL AND m.expire_at <= ? ORDER BY m.expire_at LIMIT ?",
-        (now, limit),
-    )
-    return [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows]

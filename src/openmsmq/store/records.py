@@ -547,7 +547,7 @@ class IncomingSequenceState:
     tx_sequence_number: int
     reject_count: int
     #: IncomingTransactionalTransferInfo.LastAccessTime: wall-clock UTC seconds (0.0 =
-    #: unknown; rows from before it was wall-clock read as 0.0, see ops.WALL_CLOCK_FLOOR).
+    #: unknown; rows from before it was wall-clock read as 0.0, see reads.WALL_CLOCK_FLOOR).
     last_access_time: float
     #: RemoteQMAddress of the session the sequence arrived on (the previous hop's address),
     #: kept so that a FinalAck raised later (a receive days after arrival) finds the

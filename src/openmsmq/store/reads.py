@@ -1,0 +1,261 @@
+"""Read queries of the store: queue rows, sequence state and messages in queue or
+LookupIdentifier order.
+
+Each function takes a connection (a reader's from :meth:`openmsmq.store.db.Store.read`,
+or the writer's inside an operation) and runs parameterised ``SELECT`` statements only;
+the write operations live in :mod:`openmsmq.store.ops`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.store.records import (
+    MESSAGE_COLUMNS,
+    QUEUE_COLUMNS,
+    IncomingSequenceState,
+    Message,
+    OutgoingSequenceState,
+    QueueRecord,
+    from_i64,
+    message_from_row,
+    queue_from_row,
+)
+
+__all__ = [
+    "MSG_SELECT",
+    "QUEUE_SELECT",
+    "WALL_CLOCK_FLOOR",
+    "ack_wanted",
+    "exclude_clause",
+    "fetch_available",
+    "fetch_by_lookup",
+    "fetch_expired",
+    "fetch_range",
+    "get_queue",
+    "incoming_sequences",
+    "list_queues",
+    "load_qm_state",
+    "outgoing_sequence",
+]
+
+#: The message columns of a ``SELECT ... FROM messages m`` (:data:`MESSAGE_COLUMNS` order).
+MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+#: ``SELECT`` of every :data:`QUEUE_COLUMNS` column of ``queues``.
+QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
+_ACK_WANTED = "m.ack_wanted != 0"
+_SIZE = "m.size"
+
+
+# ---- QM state, queues, sequences ---------------------------------------------------
+
+
+def load_qm_state(conn: sqlite3.Connection) -> tuple[uuid.UUID, int] | None:
+    """(QM GUID, SequentialID) or None for a fresh store."""
+    row = conn.execute("SELECT qm_guid, sequential_id FROM qm_state WHERE id = 1").fetchone()
+    return (uuid.UUID(bytes=row[0]), int(row[1])) if row else None
+
+
+def list_queues(conn: sqlite3.Connection) -> list[QueueRecord]:
+    """Every queue, system, journal and outgoing queues included."""
+    return [queue_from_row(r) for r in conn.execute(QUEUE_SELECT + " ORDER BY queue_id")]
+
+
+def get_queue(conn: sqlite3.Connection, queue_id: int) -> QueueRecord:
+    """The queue row (raises MQ_ERROR_QUEUE_DELETED if it is gone)."""
+    row = conn.execute(QUEUE_SELECT + " WHERE queue_id = ?", (queue_id,)).fetchone()
+    if row is None:
+        raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{queue_id} was deleted")
+    return queue_from_row(row)
+
+
+def outgoing_sequence(conn: sqlite3.Connection, queue_id: int) -> OutgoingSequenceState:
+    """The persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
+    row = conn.execute(
+        "SELECT tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences WHERE queue_id = ?",
+        (queue_id,),
+    ).fetchone()
+    if row is None:
+        raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"queue #{queue_id} is not an outgoing queue")
+    return OutgoingSequenceState(queue_id, from_i64(row[0]), int(row[1]))
+
+
+#: LastAccessTime values below this (2001-09-09) are not wall-clock times: rows written
+#: before LastAccessTime was persisted as wall-clock seconds held the transfer driver's
+#: monotonic clock. They read as 0.0 (unknown) and are overwritten on the next access.
+WALL_CLOCK_FLOOR = 1_000_000_000.0
+
+
+def incoming_sequences(conn: sqlite3.Connection) -> list[IncomingSequenceState]:
+    """Every persisted incoming sequence (to restore the protocol state at start)."""
+    rows = conn.execute(
+        "SELECT sender_qm, destination, queue_id, tx_sequence_id, tx_sequence_number, reject_count,"
+        " last_access_time, sender_address, direct_format_session FROM incoming_sequences"
+        " ORDER BY sender_qm, destination"
+    )
+    return [
+        IncomingSequenceState(
+            uuid.UUID(bytes=r[0]),
+            r[1],
+            r[2],
+            from_i64(r[3]),
+            r[4],
+            r[5],
+            r[6] if r[6] >= WALL_CLOCK_FLOOR else 0.0,
+            r[7],
+            bool(r[8]),
+        )
+        for r in rows
+    ]
+
+
+# ---- messages ------------------------------------------------------------------------
+
+
+def ack_wanted(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[int, Message]]:
+    rows = conn.execute(
+        f"SELECT m.queue_id, {MSG_SELECT} FROM messages m WHERE {where} AND {_ACK_WANTED}", params
+    )
+    return [(r[0], message_from_row(r[1:])) for r in rows]
+
+
+#: Up to this many locked messages are skipped in Python rather than in SQL.
+_EXCLUDE_IN_PYTHON = 512
+
+
+def exclude_clause(exclude: Collection[int]) -> tuple[str, list[Any]]:
+    if not exclude:
+        return "", []
+    return " AND m.lookup_id NOT IN (SELECT value FROM json_each(?))", [json.dumps(list(exclude))]
+
+
+def fetch_available(
+    conn: sqlite3.Connection,
+    queue_id: int,
+    *,
+    now: int,
+    limit: int = 1,
+    exclude: Collection[int] = (),
+    after_key: int | None = None,
+    before_key: int | None = None,
+    from_key: int | None = None,
+    descending: bool = False,
+    head_key: int | None = None,
+) -> list[tuple[int, Message]]:
+    """Unexpired messages of a queue in queue order, as (order_key, message).
+
+    ``exclude`` holds the LookupIdentifiers locked in memory (never returned);
+    ``after_key`` / ``from_key`` / ``before_key`` bound the position; ``descending``
+    walks from the tail (SeekLast / SeekPrevious).
+
+    ``head_key`` (a head read: no other bound) says that every message of its priority
+    band (``head_key >> 56``) with an order_key below it is locked or expired: the read
+    then skips that prefix with one index seek instead of stepping over the locked rows.
+    Messages of higher priority bands (smaller keys) are still read from the start, so
+    a message sent later with a higher priority is found.
+    """
+    if head_key is not None:
+        return _fetch_head(conn, queue_id, now, limit, exclude, head_key)
+    sql = f"SELECT m.order_key, {MSG_SELECT} FROM messages m WHERE m.queue_id = ?"
+    params: list[Any] = [queue_id]
+    if after_key is not None:
+        sql += " AND m.order_key > ?"
+        params.append(after_key)
+    if from_key is not None:
+        sql += " AND m.order_key >= ?"
+        params.append(from_key)
+    if before_key is not None:
+        sql += " AND m.order_key < ?"
+        params.append(before_key)
+    sql += " AND (m.expire_at IS NULL OR m.expire_at > ?)"
+    params.append(now)
+    order = f" ORDER BY m.order_key {'DESC' if descending else 'ASC'} LIMIT ?"
+    if len(exclude) > _EXCLUDE_IN_PYTHON:
+        clause, extra = exclude_clause(exclude)
+        params += [*extra, limit]
+        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + clause + order, params)]
+    if not exclude:
+        params.append(limit)
+        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + order, params)]
+    # Few locked messages: at least ``limit`` unlocked rows are among the first
+    # ``limit + len(exclude)``; step through them lazily, skipping the locked ones here
+    # before decoding, and stop at ``limit``. Cheaper than a per-query NOT IN
+    # (json_each(...)) temporary index.
+    params.append(limit + len(exclude))
+    out = []
+    for r in conn.execute(sql + order, params):
+        if r[1] not in exclude:
+            out.append((r[0], message_from_row(r[1:])))
+            if len(out) == limit:
+                break
+    return out
+
+
+_HEAD_SQL = (
+    f"SELECT m.order_key, {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key >= ?"
+    " AND m.order_key < ? AND (m.expire_at IS NULL OR m.expire_at > ?) ORDER BY m.order_key LIMIT ?"
+)
+
+
+def _fetch_head(
+    conn: sqlite3.Connection, queue_id: int, now: int, limit: int, exclude: Collection[int], head_key: int
+) -> list[tuple[int, Message]]:
+    """:func:`fetch_available` from the head, skipping the locked prefix below ``head_key``.
+
+    Two index ranges: the higher-priority bands ``[0, band start)`` (empty in a
+    transactional queue, whose messages all have priority 0), then ``[head_key, end)``.
+    Locked rows met are stepped over here, before decoding. In the last band (priority 0)
+    only locked LookupIdentifiers >= the hint's can lie at or after it, so the others do
+    not count toward the over-read.
+    """
+    band_start = head_key >> 56 << 56
+    out: list[tuple[int, Message]] = []
+    tail_exclude: Collection[int] = exclude
+    if band_start == 7 << 56:
+        floor = head_key - band_start
+        tail_exclude = [lid for lid in exclude if lid >= floor] if exclude else ()
+    for lo, hi, skip in ((0, band_start, exclude), (head_key, 1 << 62, tail_exclude)):
+        if hi <= lo:
+            continue
+        want = limit - len(out)
+        rows = conn.execute(_HEAD_SQL, (queue_id, lo, hi, now, want + len(skip)))
+        for r in rows:
+            if r[1] not in exclude:
+                out.append((r[0], message_from_row(r[1:])))
+                if len(out) == limit:
+                    return out
+    return out
+
+
+def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:
+    """The message with this LookupIdentifier in this queue (expired or not), or None."""
+    row = conn.execute(
+        f"SELECT m.order_key, {MSG_SELECT} FROM messages m WHERE m.lookup_id = ? AND m.queue_id = ?",
+        (lookup_id, queue_id),
+    ).fetchone()
+    return (row[0], message_from_row(row[1:])) if row else None
+
+
+def fetch_range(conn: sqlite3.Connection, queue_id: int, after_lookup_id: int, limit: int) -> list[Message]:
+    """Messages with LookupIdentifier > ``after_lookup_id`` in LookupIdentifier order."""
+    rows = conn.execute(
+        f"SELECT {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.lookup_id > ?"
+        " ORDER BY m.lookup_id LIMIT ?",
+        (queue_id, after_lookup_id, limit),
+    )
+    return [message_from_row(r) for r in rows]
+
+
+def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[int, int, int, bool, int]]:
+    """Expired messages: (queue_id, lookup_id, size, transactional, expire_class)."""
+    rows = conn.execute(
+        f"SELECT m.queue_id, m.lookup_id, {_SIZE}, m.transactional, m.expire_class FROM messages m"
+        " WHERE m.expire_at IS NOT NULL AND m.expire_at <= ? ORDER BY m.expire_at LIMIT ?",
+        (now, limit),
+    )
+    return [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows]
