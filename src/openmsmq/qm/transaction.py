@@ -10,13 +10,14 @@ message it had locked is simply back and none of its sends exist (recovery).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.ops import Send
 from openmsmq.store.records import COL, Message
+from openmsmq.wire._fast import fast_constructor
 
 if TYPE_CHECKING:
     from openmsmq.qm.handles import _QueueState
@@ -25,13 +26,14 @@ if TYPE_CHECKING:
 __all__ = ["PendingReceive", "Transaction", "TransactionState"]
 
 _TX_FLAGS = COL["tx_flags"]
+_make_send = fast_constructor(Send)
 
 
-def _with_flag(row: list[Any], bit: int) -> list[Any]:
-    """Copy of a message row with a tx_flags bit set (1 First-, 2 LastInTransaction)."""
-    out = list(row)
-    out[_TX_FLAGS] |= bit
-    return out
+def _with_flag(send: Send, bit: int) -> Send:
+    """Copy of a Send whose row has a tx_flags bit set (1 First-, 2 LastInTransaction)."""
+    row = list(send.row)
+    row[_TX_FLAGS] |= bit
+    return _make_send(send.queue_id, row, send.size, send.expire_at, send.expire_class)
 
 
 #: Message.Class AckReceive: the default DequeueReason (MS-MQDMPR 3.1.1.14).
@@ -155,10 +157,12 @@ class Transaction:
             sends = list(self._sends)
             receives = list(self._receives.values())
         if sends:
-            first_q, first = sends[0]
-            sends[0] = (first_q, replace(first, row=_with_flag(first.row, 1)))
-            last_q, last = sends[-1]
-            sends[-1] = (last_q, replace(last, row=_with_flag(last.row, 2)))
+            # Copies, not in-place: the caller's Send rows stay as sent.
+            if len(sends) == 1:
+                sends[0] = (sends[0][0], _with_flag(sends[0][1], 3))
+            else:
+                sends[0] = (sends[0][0], _with_flag(sends[0][1], 1))
+                sends[-1] = (sends[-1][0], _with_flag(sends[-1][1], 2))
         try:
             stored = self._qm._commit(sends, receives)
         except BaseException:
