@@ -6,7 +6,7 @@ import random
 import uuid
 from pathlib import Path
 
-from openmsmq.store import INFINITE, Message, QueueType, Store, ops, queues
+from openmsmq.store import INFINITE, Message, QueueType, Store, ops, queues, reads
 
 
 def _setup(tmp_path: Path) -> tuple[Store, int]:
@@ -67,3 +67,58 @@ def test_one_long_run_and_scattered_singles_beyond_one_in_chunk(tmp_path: Path) 
         left, count, _ = _left(store, qid)
         assert left == sorted(set(ids) - set(run) - set(singles))
         assert count == len(left)
+
+
+def test_lone_committer_runs_its_batch_in_its_own_thread_durably(tmp_path: Path) -> None:
+    """After a few batches of one operation, an idle store lets the caller of write() run
+    the batch itself; results and durability are those of the writer's batches."""
+    import threading
+
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.write(queues.init_qm_state(uuid.uuid4(), 1))
+        q = store.write(
+            queues.create_queue(
+                name="private$\\q",
+                display_name="private$\\q",
+                queue_type=QueueType.PRIVATE,
+                transactional=True,
+                label="",
+                quota_kb=INFINITE,
+                journal_quota_kb=INFINITE,
+                journal=False,
+                now=1,
+            )
+        )
+        ran_in: list[int] = []
+        ids = []
+        for i in range(12):
+            work = ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))], [])
+
+            def op(ctx: object, work: ops.CommitWork = work) -> list[int]:
+                ran_in.append(threading.get_ident())
+                return work(ctx)  # type: ignore[arg-type]
+
+            ids += store.write(op)
+        me = threading.get_ident()
+        assert ran_in[0] != me  # the first ones go through the writer thread
+        assert ran_in[-1] == me  # a lone committer then commits in its own thread
+        assert ids == sorted(ids) and len(set(ids)) == 12
+        assert store.stats.batches >= 12
+        # Order: an operation submitted (not awaited) before write() completes first.
+        order: list[str] = []
+        fut = store.submit(lambda ctx: order.append("submitted"))
+        store.write(lambda ctx: order.append("written"))
+        fut.result()
+        assert order == ["submitted", "written"]
+    with Store(path) as store:
+        bodies = [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 100))]
+        assert bodies == [b"%d" % i for i in range(12)]
+
+
+def test_inline_commit_off_keeps_every_batch_on_the_writer(tmp_path: Path) -> None:
+    import threading
+
+    with Store(tmp_path / "s.db", inline_commit=False) as store:
+        ran_in = [store.write(lambda ctx: threading.get_ident()) for _ in range(10)]
+        assert threading.get_ident() not in ran_in
