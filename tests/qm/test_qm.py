@@ -447,3 +447,31 @@ def test_send_to_remote_goes_to_outgoing_queue_with_sequence(qm: QueueManager) -
     assert state.next_tx_sequence_number == 3
     removed, state = qm.release_outgoing(out, 2)
     assert len(removed) == 2 and state.next_tx_sequence_number == 1
+
+
+def test_first_and_last_in_transaction_across_send_calls_and_queues(qm: QueueManager) -> None:
+    qm.create_queue("private$\\fa", transactional=True)
+    qm.create_queue("private$\\fb", transactional=True)
+    with qm.begin() as tx:
+        qm.send_many("private$\\fa", [Message(body=b"a1")], tx)
+        qm.send_many("private$\\fb", [], tx)
+        qm.send_many("private$\\fb", [Message(body=b"b1"), Message(body=b"b2")], tx)
+        qm.send_many("private$\\fa", [Message(body=b"a2"), Message(body=b"a3")], tx)
+        assert tx.send_count == 5
+    flags = {
+        m.body: (m.first_in_transaction, m.last_in_transaction)
+        for q in ("private$\\fa", "private$\\fb")
+        for m in qm.peek_range(q)
+    }
+    assert flags == {
+        b"a1": (True, False),
+        b"b1": (False, False),
+        b"b2": (False, False),
+        b"a2": (False, False),
+        b"a3": (False, True),
+    }
+    with qm.begin() as tx:
+        sent = qm.send("private$\\fa", Message(body=b"lone"), tx)
+    assert not sent.first_in_transaction and not sent.last_in_transaction  # as sent, not as committed
+    lone = qm.peek_range("private$\\fa")[-1]
+    assert lone.body == b"lone" and lone.first_in_transaction and lone.last_in_transaction

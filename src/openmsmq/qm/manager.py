@@ -549,14 +549,15 @@ class QueueManager(ReadsMixin, RangesMixin):
             out.append(make(qid, m.lookup_id, size, target, None))
         return out
 
-    def _commit(self, sends: list[tuple[_QueueState, Send]], receives: list[_Receive]) -> list[int]:
-        """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation."""
+    def _commit(self, sends: list[tuple[_QueueState, list[Send]]], receives: list[_Receive]) -> list[int]:
+        """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation; ``sends`` holds
+        (queue, Sends) per send call, in order."""
         self._check_open()
         live = [r for r in receives if not r.queue.deleted]
         events = [
             RemovedMessage(r.queue.record.queue_id, r.message, r.reason) for r in live if _acks(r.message)
         ]
-        rows = [s for _, s in sends]
+        rows = [s for _, chunk in sends for s in chunk]
         count = len(rows)
         if events:
             for hook in list(self._commit_hooks.values()):

@@ -88,7 +88,8 @@ class Transaction:
         self._qm = qm
         self._lock = threading.Lock()
         self.state = TransactionState.ACTIVE
-        self._sends: list[tuple[_QueueState, Send]] = []
+        #: One entry per send call: its queue and its Sends (no tuple per message).
+        self._sends: list[tuple[_QueueState, list[Send]]] = []
         self._receives: dict[int, _Receive] = {}
 
     # ---- called by the QueueManager ----------------------------------------------------
@@ -100,7 +101,7 @@ class Transaction:
     def _add_sends(self, queue: _QueueState, sends: list[Send]) -> None:
         with self._lock:
             self._check_active()
-            self._sends.extend((queue, s) for s in sends)
+            self._sends.append((queue, sends))
 
     def _add_receives(self, queue: _QueueState, messages: list[Message]) -> bool:
         """Record locked messages; False if the transaction ended meanwhile (caller unlocks)."""
@@ -120,7 +121,7 @@ class Transaction:
     @property
     def send_count(self) -> int:
         """Messages sent so far in this transaction."""
-        return len(self._sends)
+        return sum(len(chunk) for _, chunk in self._sends)
 
     @property
     def receive_count(self) -> int:
@@ -156,13 +157,16 @@ class Transaction:
             self.state = TransactionState.COMMITTING
             sends = list(self._sends)
             receives = list(self._receives.values())
+        sends = [(q, chunk) for q, chunk in sends if chunk]
         if sends:
-            # Copies, not in-place: the caller's Send rows stay as sent.
-            if len(sends) == 1:
-                sends[0] = (sends[0][0], _with_flag(sends[0][1], 3))
+            # Copies, not in-place: the caller's Send rows and lists stay as sent.
+            q, chunk = sends[0]
+            if len(sends) == 1 and len(chunk) == 1:  # a lone message is first and last
+                sends[0] = (q, [_with_flag(chunk[0], 3)])
             else:
-                sends[0] = (sends[0][0], _with_flag(sends[0][1], 1))
-                sends[-1] = (sends[-1][0], _with_flag(sends[-1][1], 2))
+                sends[0] = (q, [_with_flag(chunk[0], 1), *chunk[1:]])
+                q, chunk = sends[-1]
+                sends[-1] = (q, [*chunk[:-1], _with_flag(chunk[-1], 2)])
         try:
             stored = self._qm._commit(sends, receives)
         except BaseException:
