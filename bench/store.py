@@ -68,7 +68,12 @@ def batched(qm: QueueManager, n: int, per_tx: int) -> tuple[float, float, float,
     return send_rate, recv_rate, send_cpu, recv_cpu
 
 
-def concurrent_single(qm: QueueManager, n: int, workers: int) -> tuple[float, float, float, float]:
+def concurrent_single(
+    qm: QueueManager, n: int, workers: int
+) -> tuple[float, float, float, float, float, float]:
+    """(send msgs/s, receive msgs/s, send commits per fsync, receive commits per fsync,
+    send CPU µs per commit, receive CPU µs per commit): 1 message per transaction from
+    ``workers`` threads. CPU is the whole process's (all threads)."""
     q = "private$\\single"
     qm.create_queue(q, transactional=True)
     msg = Message(body=BODY)
@@ -86,17 +91,19 @@ def concurrent_single(qm: QueueManager, n: int, workers: int) -> tuple[float, fl
 
     rates = []
     per_batch = []
+    cpus = []
     for fn in (sender, receiver):
         b0, o0 = qm.store.stats.batches, qm.store.stats.ops
         threads = [threading.Thread(target=fn) for _ in range(workers)]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         rates.append(per_worker * workers / (time.perf_counter() - start))
+        cpus.append((time.process_time() - cpu) / (per_worker * workers) * 1e6)
         per_batch.append((qm.store.stats.ops - o0) / max(1, qm.store.stats.batches - b0))
-    return rates[0], rates[1], per_batch[0], per_batch[1]
+    return rates[0], rates[1], per_batch[0], per_batch[1], cpus[0], cpus[1]
 
 
 def _median(xs: list[float]) -> float:
@@ -132,7 +139,9 @@ def main() -> None:
             raw1 = raw_sqlite(base / f"raw1-{i}.db", args.raw_single_rows, 1)
             with QueueManager(base / f"qm-{i}") as qm:
                 send100, recv100, send_cpu, recv_cpu = batched(qm, args.messages, 100)
-                send1, recv1, fs_send, fs_recv = concurrent_single(qm, args.single, args.senders)
+                send1, recv1, fs_send, fs_recv, cpu1_send, cpu1_recv = concurrent_single(
+                    qm, args.single, args.senders
+                )
             for key, value in [
                 ("raw100", raw100),
                 ("raw1", raw1),
@@ -144,6 +153,8 @@ def main() -> None:
                 ("send_cpu", send_cpu),
                 ("recv_cpu", recv_cpu),
                 ("fs_recv", fs_recv),
+                ("cpu1_send", cpu1_send),
+                ("cpu1_recv", cpu1_recv),
                 ("r_send100", raw100 / send100),
                 ("r_recv100", raw100 / recv100),
                 ("r_send1", send1 / raw1),
@@ -172,6 +183,10 @@ def main() -> None:
     print(
         f"QM receive, 1 msg/tx, {args.senders} receivers:{_fmt(res['recv1'], 'msgs/s')}"
         f"   {_median(res['r_recv1']):5.1f}x raw 1-row/tx; {_median(res['fs_recv']):.1f} commits per fsync"
+    )
+    print(
+        f"CPU per commit, 1 msg/tx:           send {_median(res['cpu1_send']):.1f} us, "
+        f"receive {_median(res['cpu1_recv']):.1f} us (process CPU time, median)"
     )
 
 
