@@ -122,3 +122,31 @@ def test_inline_commit_off_keeps_every_batch_on_the_writer(tmp_path: Path) -> No
     with Store(tmp_path / "s.db", inline_commit=False) as store:
         ran_in = [store.write(lambda ctx: threading.get_ident()) for _ in range(10)]
         assert threading.get_ident() not in ran_in
+
+
+def test_close_waits_for_an_inline_batch_in_progress(tmp_path: Path) -> None:
+    import threading
+
+    store = Store(tmp_path / "s.db")
+    for _ in range(6):  # lone batches: the next write runs inline
+        store.write(lambda ctx: None)
+    inside, release = threading.Event(), threading.Event()
+    results: list[object] = []
+
+    def slow(ctx: object) -> int:
+        results.append(threading.get_ident())
+        inside.set()
+        release.wait(5)
+        return 7
+
+    t = threading.Thread(target=lambda: results.append(store.write(slow)))
+    t.start()
+    assert inside.wait(5)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # waits for the inline batch
+    release.set()
+    t.join(5)
+    closer.join(5)
+    assert results == [t.ident, 7] and not closer.is_alive()  # ran inline, in t

@@ -536,7 +536,9 @@ class Store:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-        self._conn.close()
+        # A caller's inline batch (Store.write) that started before close finishes first.
+        with self._sync_lock:
+            self._conn.close()
 
     def __enter__(self) -> Store:
         return self
