@@ -150,3 +150,44 @@ def test_close_waits_for_an_inline_batch_in_progress(tmp_path: Path) -> None:
     t.join(5)
     closer.join(5)
     assert results == [t.ident, 7] and not closer.is_alive()  # ran inline, in t
+
+
+def test_interrupt_escaping_an_inline_batch_never_reuses_lookup_ids(tmp_path: Path) -> None:
+    """KeyboardInterrupt can reach the main thread between COMMIT and the counter update;
+    numbering then continues above the persisted reservation."""
+    import pytest
+
+    with Store(tmp_path / "s.db") as store:
+        store.write(queues.init_qm_state(uuid.uuid4(), 1))
+        q = store.write(
+            queues.create_queue(
+                name="private$\\q",
+                display_name="private$\\q",
+                queue_type=QueueType.PRIVATE,
+                transactional=True,
+                label="",
+                quota_kb=INFINITE,
+                journal_quota_kb=INFINITE,
+                journal=False,
+                now=1,
+            )
+        )
+        ids = []
+        for i in range(6):
+            ids += store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))], []))
+        real_run = store._run_batch
+
+        def run_then_interrupt(batch: list) -> None:  # type: ignore[type-arg]
+            counters = store._sequential_id, store._reserved
+            real_run(batch)  # committed (durable) ...
+            store._sequential_id, store._reserved = counters  # ... interrupted before the counters moved
+            raise KeyboardInterrupt
+
+        store._run_batch = run_then_interrupt  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], []))
+        store._run_batch = real_run  # type: ignore[method-assign]
+        assert not store._conn.in_transaction
+        stored = [m.lookup_id for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 100))]
+        more = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"y"))], []))
+        assert more[0] > max(stored) and len(set(stored + more)) == len(stored) + 1

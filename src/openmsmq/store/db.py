@@ -272,7 +272,11 @@ class Store:
                     idle = self._inflight == 0
                 if idle:
                     op = _Op(fn)
-                    self._run_and_observe([op])
+                    try:
+                        self._run_and_observe([op])
+                    except BaseException:
+                        self._after_interrupted_batch()
+                        raise
                     result: T = op.future.result()
                     return result
             finally:
@@ -334,6 +338,18 @@ class Store:
             with self._inflight_lock:
                 self._inflight -= len(batch)
             last_threads = threads
+
+    def _after_interrupted_batch(self) -> None:
+        """An exception escaped a batch run in a caller's thread (KeyboardInterrupt reaches
+        the main thread, maybe just after COMMIT returned and before the LookupIdentifier
+        counter moved): roll back what is still open and continue numbering above the
+        persisted reservation, which bounds every identifier a COMMIT could have made
+        durable (gaps are allowed, reuse never: invariant 5)."""
+        self._rollback()
+        with contextlib.suppress(sqlite3.Error):
+            row = self._conn.execute("SELECT sequential_id FROM qm_state").fetchone()
+            if row is not None:
+                self._sequential_id = self._reserved = max(self._sequential_id, int(row[0]))
 
     def _run_and_observe(self, batch: list[_Op]) -> None:
         """:meth:`_run_batch` timed: the duration feeds the writer's wait bound and metrics."""
