@@ -1,12 +1,14 @@
 """The SQLite store: one writer with group commit, WAL readers, error mapping.
 
 Writes are *operations*: short functions ``op(ctx) -> result`` over a
-:class:`WriteContext`. In threaded mode one writer thread owns the write connection;
+:class:`WriteContext`. In threaded mode a writer thread runs the batches;
 it drains every queued operation, runs them all inside ONE ``BEGIN IMMEDIATE …
 COMMIT`` (each inside its own SAVEPOINT, so one failing operation does not abort the
 others) and completes each caller's future only after the COMMIT — with
 ``synchronous=FULL`` in WAL mode, that is after the fsync. Concurrent commits thus
-share one fsync (group commit, DESIGN invariant 2).
+share one fsync (group commit, DESIGN invariant 2). A lone committer calling
+:meth:`Store.write` on an idle store runs its batch of one in its own thread instead,
+under the same lock, with the same durability (see :meth:`Store.write`).
 
 In synchronous mode (``threaded=False``) there is no thread: :meth:`Store.submit`
 runs the operation as a batch of one in the caller's thread, so a deterministic
