@@ -1,0 +1,343 @@
+"""Sender side of :class:`~openmsmq.qm.transfer.Transfer`: outgoing queues loaded from the
+store into their :class:`~openmsmq.protocol.outgoing.OutgoingSequence`, transmitted on the
+next hop's session, released on OrderAcks (DESIGN invariant 3) and settled on FinalAcks.
+
+A mixin: the attributes it reads are set by ``Transfer.__init__``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from openmsmq.errors import LocalProtocolError, MQError
+from openmsmq.observability.sink import MetricsSink
+from openmsmq.protocol.events import FinalAckReceived, OrderAckReceived, SessionAckReceived, UserMessagePacket
+from openmsmq.protocol.outgoing import (
+    AwaitingFinalAck,
+    FinalAckIgnored,
+    IgnoreReason,
+    OrderAckIgnored,
+    OutgoingEvent,
+    OutgoingMessage,
+    Released,
+    Transmit,
+)
+from openmsmq.qm.manager import QueueHandle, QueueManager
+from openmsmq.qm.transfer_codec import _sequence_id, direct_name, split_direct
+from openmsmq.qm.transfer_session import Conn
+from openmsmq.qm.transfer_state import OutgoingTransfer, TransferConfig
+from openmsmq.store.records import Message, QueueType
+from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.ids import TxSequenceId
+
+__all__ = ["OutgoingSide"]
+
+log = logging.getLogger("openmsmq.transfer")
+
+#: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
+_new_outgoing_message = fast_constructor(OutgoingMessage)
+#: Highest LookupIdentifier the store hands out (order keys keep the priority above bit 56).
+#: Reading an outgoing queue "through" it makes the store walk its (queue, order key)
+#: index one priority band at a time: without a bound, its query scans and sorts the
+#: whole queue on every read (quadratic in the backlog).
+_LAST_LOOKUP_ID = (1 << 56) - 1
+_BEYOND = IgnoreReason.BEYOND_SENT
+
+
+class OutgoingSide:
+    """The sender half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
+
+    qm: QueueManager
+    config: TransferConfig
+    metrics: MetricsSink
+    outgoing: dict[int, OutgoingTransfer]
+    stats: dict[str, int]
+    _wall_offset: float
+    _next_refresh: float
+    _releases: dict[int, int]
+    _settles: list[tuple[int, int, int, int]]
+    _deletes: list[tuple[int, int]]
+    _seq_owner: dict[int, tuple[int, float]]
+    _forward: dict[str, deque[UserMessagePacket]]
+
+    if TYPE_CHECKING:
+
+        def _open_conn(self, peer: str) -> Conn | None: ...
+
+        def _peer_open(self, peer: str) -> bool: ...
+
+    # ------------------------------------------------------------------ outgoing queues
+
+    # ------------------------------------------------------------------ outgoing queues
+
+    def poll(self, now: float) -> bool:
+        """Pick up outgoing queues and newly committed messages (cheap: one indexed SELECT
+        per outgoing queue; the queue list is re-read every ``queue_refresh`` seconds).
+
+        Loads at most ``load_per_poll`` messages per outgoing queue, so that one call
+        never holds the driver for long; returns True when a queue may have more
+        committed messages ready (the driver then polls again soon)."""
+        self._wall_offset = self.qm.clock() - now
+        if now >= self._next_refresh:
+            self._next_refresh = now + self.config.queue_refresh
+            self._refresh_queues()
+        more = False
+        for t in self.outgoing.values():
+            more = self._load(t, now) or more
+        return more
+
+    def _refresh_queues(self) -> None:
+        for rec in self.qm.list_queues(include_system=True):
+            if rec.queue_type != QueueType.OUTGOING:
+                continue
+            t = self.outgoing.get(rec.queue_id)
+            if t is not None:
+                t.waiting = rec.msg_count
+                continue
+            wire = direct_name(rec.display_name)
+            parts = split_direct(wire) if wire else None
+            if wire is None or parts is None:
+                log.warning("outgoing queue %s: only DIRECT=TCP: is transferred", rec.display_name)
+                continue
+            host = parts[0]
+            handle: QueueHandle = self.qm.open_queue(rec.display_name)
+            hop = self.config.next_hop(host)
+            t = OutgoingTransfer(rec.queue_id, rec.display_name, wire, host, hop, handle, self.config.resend)
+            t.waiting = rec.msg_count
+            self.outgoing[rec.queue_id] = t
+            if self._peer_open(t.next_hop):
+                t.connected = True
+                t.seq.connection_made(0.0)
+
+    def _load(self, t: OutgoingTransfer, now: float) -> bool:
+        loaded = 0
+        cap = max(1, self.config.load_per_poll)
+        while loaded < cap:
+            room = self.config.max_in_flight - len(t.messages)
+            if room <= 0:
+                return False
+            limit = min(room, self.config.batch_size, cap - loaded)
+            try:
+                batch = self.qm.peek_range(t.handle, t.loaded_through, limit, through=_LAST_LOOKUP_ID)
+            except MQError as exc:
+                log.warning("outgoing queue %s: %s", t.format_name, exc)
+                return False
+            if not batch:
+                return False
+            first = next((m for m in batch if m.transactional and m.tx_sequence_number), None)
+            if first is not None and self._sequence_blocked(t, first.tx_sequence_id, now):
+                return False
+            t.loaded_through = batch[-1].lookup_id
+            loaded += len(batch)
+            tx: list[OutgoingMessage] = []
+            plain: list[Message] = []
+            retained = t.messages
+            for m in batch:
+                lookup_id = m.lookup_id
+                retained[lookup_id] = m
+                if m.transactional and m.tx_sequence_number:
+                    # One shared TxSequenceId object per sequence (the protocol compares
+                    # consecutive messages' sequence IDs by identity first).
+                    sid = _sequence_id(m.tx_sequence_id)
+                    tx.append(
+                        _new_outgoing_message(
+                            sid,
+                            m.tx_sequence_number,
+                            m.tx_previous_sequence_number,
+                            m.id_uniquifier,
+                            m.final_ack_required or m.positive_journaling or m.negative_journaling,
+                            lookup_id,
+                        )
+                    )
+                else:
+                    plain.append(m)
+            if tx:
+                try:
+                    events = t.seq.add_many(tx, now)
+                except LocalProtocolError as exc:
+                    # Should not happen: numbering comes from the store (a QM bug).
+                    log.error("outgoing queue %s: %s", t.format_name, exc)
+                    for om in tx:
+                        t.messages.pop(om.handle, None)
+                    return False
+                self._outgoing_events(t, events, now)
+            for m in plain:
+                t.plain.append(m.lookup_id)
+                if t.connected:
+                    self._transmit(t, [m], now, resend=False)
+            if len(batch) < limit:
+                return False
+        return True
+
+    def _sequence_blocked(self, t: OutgoingTransfer, sequence_id: int, now: float) -> bool:
+        """An OrderAck names only the TxSequenceID, so two outgoing queues must never have
+        the same TxSequenceID in flight at once (MS-MQQB 3.1.1.5 wants it unique per QM;
+        the store can repeat one for queues created in the same second). The second waits
+        until the first has no message of that sequence unacknowledged and its last
+        OrderAck is ``sequence_quarantine`` seconds old (so a late repeated OrderAck
+        cannot release the wrong queue's messages)."""
+        owner = self._seq_owner.get(sequence_id)
+        if owner is not None and owner[0] != t.queue_id:
+            other = self.outgoing.get(owner[0])
+            busy = other is not None and any(m.tx_sequence_id.value == sequence_id for m in other.seq.unacked)
+            if busy or now - owner[1] < self.config.sequence_quarantine:
+                if not t.blocked_logged:
+                    t.blocked_logged = True
+                    log.warning(
+                        "outgoing queue %s waits: TxSequenceID %s is in use by %s",
+                        t.format_name, TxSequenceId.from_int(sequence_id), owner[0],
+                    )  # fmt: skip
+                return True
+        self._seq_owner[sequence_id] = (t.queue_id, now)
+        t.blocked_logged = False
+        return False
+
+    def _outgoing_events(self, t: OutgoingTransfer, events: Iterable[OutgoingEvent], now: float) -> None:
+        for ev in events:
+            if isinstance(ev, Transmit):
+                conn = self._open_conn(t.next_hop)
+                if conn is None:
+                    continue
+                retained = t.messages
+                # A transactional message's content is dropped once sent (the store keeps
+                # it until the OrderAck): a resend reads it back.
+                dropped = [
+                    om.handle for om in ev.messages if om.handle in retained and retained[om.handle] is None
+                ]
+                reloaded = self._reload(t, dropped) if dropped else {}
+                session = conn.session
+                guid = self.qm.guid
+                for om in ev.messages:
+                    handle = om.handle
+                    m = retained.get(handle) or reloaded.get(handle)
+                    if m is not None:
+                        packet = t.packet(m, guid, om.previous_tx_sequence_number)
+                        session.send_user_message(packet, now, handle=handle)
+                        retained[handle] = None
+                self.metrics.count_transmitted(t.queue_id, [om.handle for om in ev.messages], now, ev.resend)
+            elif isinstance(ev, Released | AwaitingFinalAck):
+                released = ev.messages
+                if isinstance(ev, Released) and ev.final_ack_class is not None:
+                    # The FinalAck came (MS-MQQB 3.1.5.7): journal / dead-letter it after
+                    # any release that moves it aside. Only a message still loaded (its
+                    # FinalAck overtook the OrderAck) is released here; one already
+                    # OrderAck'ed waits in the store (its sequence may have moved on).
+                    cls = ev.final_ack_class
+                    self._settles += [
+                        (om.tx_sequence_id.value, om.tx_sequence_number, om.message_id, cls)
+                        for om in released
+                    ]
+                    released = tuple(om for om in released if om.handle in t.messages)
+                    if not released:
+                        continue
+                top = max(om.tx_sequence_number for om in released)
+                for om in released:
+                    t.messages.pop(om.handle, None)
+                t.last_acked = (released[-1].tx_sequence_id, top)
+                self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
+                self._releases[t.queue_id] = max(self._releases.get(t.queue_id, 0), top)
+                self.stats["released"] += len(released)
+                self.metrics.count_released(t.queue_id, len(released), released[-1].handle, now)
+            else:
+                log.debug("outgoing queue %s: %s", t.format_name, ev)
+
+    def _order_ack_beyond_sent(
+        self, t: OutgoingTransfer, sequence_id: TxSequenceId, number: int, now: float
+    ) -> list[OutgoingEvent]:
+        """An OrderAck beyond anything this process sent on the sequence: legitimate when
+        the store assigned that number in it (after a restart only ``max_in_flight``
+        messages are reloaded, while the receiver acknowledges its durable position, which
+        may be further: deletions that were not yet durable at the crash). Tell the
+        sequence what the store assigned and apply the OrderAck again; it releases what is
+        loaded and, as it is loaded, the rest it covers (docs/simulation.md, finding 2).
+        Never beyond what the store assigned: that OrderAck stays ignored."""
+        try:
+            state = self.qm.outgoing_sequence(t.handle)
+        except MQError as exc:
+            log.warning("outgoing queue %s: %s", t.format_name, exc)
+            return [OrderAckIgnored(sequence_id, number, IgnoreReason.BEYOND_SENT)]
+        if state.tx_sequence_id == sequence_id.value and state.next_tx_sequence_number > 1:
+            t.seq.note_assigned(sequence_id, state.next_tx_sequence_number - 1)
+        return t.seq.order_ack_received(sequence_id, number, now)
+
+    def _reload(self, t: OutgoingTransfer, handles: list[int]) -> dict[int, Message]:
+        """Read back retained messages (by LookupIdentifier) for a resend: range reads from
+        the lowest, in LookupIdentifier order, up to the highest."""
+        want = set(handles)
+        found: dict[int, Message] = {}
+        after, top = min(want) - 1, max(want)
+        while want and after < top:
+            try:
+                batch = self.qm.peek_range(t.handle, after, self.config.batch_size, through=top)
+            except MQError as exc:
+                log.warning("outgoing queue %s: reading back for a resend: %s", t.format_name, exc)
+                break
+            if not batch:
+                break
+            for m in batch:
+                if m.lookup_id in want:
+                    want.discard(m.lookup_id)
+                    found[m.lookup_id] = m
+            after = batch[-1].lookup_id
+        if want:
+            log.warning("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
+        return found
+
+    def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float, *, resend: bool) -> None:
+        conn = self._open_conn(t.next_hop)
+        if conn is None:
+            return
+        for m in msgs:
+            conn.session.send_user_message(t.packet(m, self.qm.guid, None), now, handle=m.lookup_id)
+        self.metrics.count_transmitted(t.queue_id, [m.lookup_id for m in msgs], now, resend)
+
+    # ------------------------------------------------------------------ acknowledgments
+
+    def _on_order_ack(self, ev: OrderAckReceived, now: float) -> None:
+        # Only the transfer that has this sequence in flight (see _sequence_blocked).
+        for t in self.outgoing.values():
+            unacked = t.seq.unacked
+            if unacked and unacked[0].tx_sequence_id == ev.tx_sequence_id:
+                acked = t.seq.order_ack_received(ev.tx_sequence_id, ev.tx_sequence_number, now)
+                if any(isinstance(e, OrderAckIgnored) and e.reason is _BEYOND for e in acked):
+                    acked = self._order_ack_beyond_sent(t, ev.tx_sequence_id, ev.tx_sequence_number, now)
+                self._outgoing_events(t, acked, now)
+
+    def _on_final_ack(self, ev: FinalAckReceived, now: float) -> None:
+        """A FinalAck for this QM (MS-MQQB 3.1.5.7). The outgoing sequence holding the
+        message settles it (journal / dead-letter after its OrderAck); when none knows it
+        (e.g. it was OrderAck'ed before a restart, so it waits in the store only) the store
+        is asked; a FinalAck matching nothing there is logged and dropped."""
+        known = False
+        for t in self.outgoing.values():
+            events = t.seq.final_ack_received(
+                ev.tx_sequence_id, ev.tx_sequence_number, ev.message_id, ev.message_class, now
+            )
+            if not all(isinstance(e, FinalAckIgnored) for e in events) or not events:
+                known = True
+            self._outgoing_events(t, [e for e in events if not isinstance(e, FinalAckIgnored)], now)
+        if not known:
+            self._settles.append(
+                (ev.tx_sequence_id.value, ev.tx_sequence_number, ev.message_id, ev.message_class)
+            )
+
+    def _on_session_ack(self, conn: Conn, ev: SessionAckReceived) -> None:
+        if not ev.acked_handles:
+            return
+        acked = set(ev.acked_handles)
+        for t in self.outgoing.values():
+            if t.next_hop != conn.peer:
+                continue
+            for lid in [x for x in t.plain if x in acked]:
+                t.plain.remove(lid)
+                t.messages.pop(lid, None)
+                self._deletes.append((t.queue_id, lid))
+
+    def _peer_down(self, peer: str) -> None:
+        for t in self.outgoing.values():
+            if t.next_hop == peer and t.connected:
+                t.connected = False
+                t.seq.connection_lost()

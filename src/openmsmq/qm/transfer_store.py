@@ -1,0 +1,236 @@
+"""Store work of :class:`~openmsmq.qm.transfer.Transfer`: accepted messages stored in
+batches with their incoming sequence state (reported durable to the protocol only after
+the commit, seed 003), releases of OrderAck'ed messages, local (non-transactional)
+arrivals. At most one work item of each kind is in flight.
+
+A mixin: the attributes it reads are set by ``Transfer.__init__``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from openmsmq.errors import LocalProtocolError, MQError
+from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
+from openmsmq.qm.acknowledgment import AckSession
+from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals
+from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.transfer_codec import message_from_packet
+from openmsmq.qm.transfer_session import Conn, Pending
+from openmsmq.qm.transfer_state import (
+    AcceptBatch,
+    AcceptGroup,
+    OutgoingTransfer,
+    ReleaseBatch,
+    StoreLocal,
+    StoreWork,
+    TransferConfig,
+)
+from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.wire.ids import TxSequenceId
+
+__all__ = ["StoreWorkSide"]
+
+log = logging.getLogger("openmsmq.transfer")
+
+
+class StoreWorkSide:
+    """The store-work half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
+
+    qm: QueueManager
+    config: TransferConfig
+    incoming: IncomingSequences
+    outgoing: dict[int, OutgoingTransfer]
+    stats: dict[str, int]
+    _wall_offset: float
+    _conns: dict[int, Conn]
+    _ack_sessions: dict[tuple[object, str], AckSession]
+    _accepted: deque[Pending]
+    _accept_in_flight: AcceptBatch | None
+    _nontx_in: list[tuple[str, Message, int, int]]
+    _local_in_flight: StoreLocal | None
+    _releases: dict[int, int]
+    _settles: list[tuple[int, int, int, int]]
+    _hop_nacks: list[tuple[Message, AckSession | None]]
+    _deletes: list[tuple[int, int]]
+    _release_in_flight: ReleaseBatch | None
+
+    if TYPE_CHECKING:
+
+        def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
+
+    def next_store_work(self) -> StoreWork | None:
+        """The next batch of store work to run, or None (at most one per kind in flight)."""
+        if self._accept_in_flight is None and self._accepted:
+            # Consecutive messages of one sequence for one queue form one group.
+            runs: list[list[Pending]] = []
+            for p in self._accepted:
+                head = runs[-1][0] if runs else None
+                if head is not None and head.queue == p.queue and (head.key is p.key or head.key == p.key):
+                    runs[-1].append(p)
+                else:
+                    runs.append([p])
+            self._accepted.clear()
+            groups = tuple(
+                AcceptGroup(
+                    run[0].queue,
+                    run[0].key,
+                    _messages_of(run),
+                    tuple(p.position for p in run),
+                    _state_record(run[-1].state, run[-1].peer, run[-1].direct, self._wall_offset),
+                )
+                for run in runs
+            )
+            self._accept_in_flight = AcceptBatch(groups)
+            return self._accept_in_flight
+        if self._release_in_flight is None and (self._releases or self._deletes or self._settles):
+            names = {t.queue_id: t.format_name for t in self.outgoing.values()}
+            work = ReleaseBatch(
+                tuple((names[q], n) for q, n in self._releases.items() if q in names),
+                tuple((names[q], lid) for q, lid in self._deletes if q in names),
+                tuple(self._settles),
+            )
+            self._releases.clear()
+            self._deletes.clear()
+            self._settles.clear()
+            self._release_in_flight = work
+            return work
+        if self._local_in_flight is None and (self._nontx_in or self._hop_nacks):
+            work_l = StoreLocal(tuple(self._nontx_in), tuple(self._hop_nacks))
+            self._nontx_in.clear()
+            self._hop_nacks.clear()
+            self._local_in_flight = work_l
+            return work_l
+        return None
+
+    def run_store_work(self, work: StoreWork) -> list[BaseException | None]:
+        """Run ``work`` through the queue manager (blocking until durable; thread-safe).
+        Returns one outcome per item (None = durable)."""
+        qm = self.qm
+        insecure = self.config.send_insecure_nacks
+        out: list[BaseException | None] = []
+        if isinstance(work, AcceptBatch):
+            failed: set[SequenceKey] = set()
+            for g in work.groups:
+                if g.key in failed:
+                    out.append(LocalProtocolError("an earlier batch of this sequence failed"))
+                    continue
+                try:
+                    # Arrival rules (MS-MQQB 3.1.5.8): rejected messages are consumed in
+                    # order (state advanced, not inserted) and their NACKs enqueued in
+                    # the same transaction (openmsmq.qm.arrival).
+                    store_arrivals(qm, g.queue, g.messages, g.state, send_insecure_nacks=insecure)
+                    out.append(None)
+                except MQError as exc:
+                    failed.add(g.key)
+                    out.append(exc)
+        elif isinstance(work, ReleaseBatch):
+            for name, up_to in work.releases:
+                try:
+                    qm.release_outgoing(name, up_to)
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+            for name, lid in work.deletes:
+                try:
+                    qm.receive_by_lookup_id(name, lid)
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+            for seq_id, number, message_id, cls in work.settles:
+                try:
+                    outcome = qm.settle_final_ack(seq_id, number, message_id, cls)
+                    if outcome.message is None:
+                        log.warning(
+                            "FinalAck %#06x for unknown message %s/%d (MessageID %d) dropped",
+                            cls, TxSequenceId.from_int(seq_id), number, message_id,
+                        )  # fmt: skip
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+        else:
+            for queue, message, _cid, _n in work.items:
+                try:
+                    store_arrivals(
+                        qm, queue, [replace(message, transactional=False)], None, send_insecure_nacks=insecure
+                    )
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
+            for dropped, session in work.hop_nacks:
+                with contextlib.suppress(MQError):
+                    sess = session if isinstance(session, AckSession) else None
+                    hop_count_exceeded(qm, dropped, sess, send_insecure_nacks=insecure)
+        return out
+
+    def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
+        """``work`` finished (``outcome`` from :meth:`run_store_work`, or one exception for
+        all of it when the call itself failed)."""
+        if isinstance(work, AcceptBatch):
+            self._accept_in_flight = None
+            self.stats["batches"] += 1
+            for g, res in zip(work.groups, _pad(outcome, len(work.groups)), strict=True):
+                seq = self.incoming.get(g.key, now)
+                if res is None:
+                    st = g.state
+                    self._ack_sessions[(st.sender_qm, st.destination.lower())] = session_of_state(st)
+                    for ack in seq.messages_stored(g.positions, now):
+                        self._send_order_ack(ack, now)
+                    continue
+                log.warning("storing %d messages for %s failed: %s", len(g.messages), g.queue, res)
+                # (already rolled back when an earlier group of the same sequence failed)
+                with contextlib.suppress(LocalProtocolError):
+                    seq.store_failed(*g.positions[0])
+                # Later acceptances of this sequence were rolled back too: drop them.
+                self._accepted = deque(p for p in self._accepted if p.key != g.key)
+        elif isinstance(work, ReleaseBatch):
+            self._release_in_flight = None
+            items = (*work.releases, *work.deletes, *work.settles)
+            for item, res in zip(items, _pad(outcome, len(items)), strict=True):
+                if res is not None:
+                    log.warning("releasing %s from the outgoing queue failed: %s", item, res)
+        else:
+            self._local_in_flight = None
+            for (queue, _m, cid, number), res in zip(work.items, _pad(outcome, len(work.items)), strict=True):
+                conn = self._conns.get(cid)
+                if res is None and conn is not None and number:
+                    conn.session.recoverable_message_stored(number)
+                elif res is not None:
+                    log.warning("storing a message for %s failed: %s", queue, res)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits for the store (used by tests and graceful stop)."""
+        return not (
+            self._accepted or self._accept_in_flight or self._releases or self._deletes
+            or self._release_in_flight or self._nontx_in or self._local_in_flight
+            or self._settles or self._hop_nacks
+        )  # fmt: skip
+
+
+def _messages_of(run: list[Pending]) -> tuple[Message, ...]:
+    """The stored form of a run of accepted packets (one sequence, one queue)."""
+    dest = run[0].key.destination
+    return tuple(message_from_packet(p.packet, dest) for p in run)
+
+
+def _state_record(
+    s: IncomingSequenceSnapshot, peer: str = "", direct: bool = False, wall_offset: float = 0.0
+) -> IncomingSequenceState:
+    """The store record of the incoming sequence state to commit with a group (with the
+    session facts a later FinalAck needs: RemoteQMAddress, DirectFormatSession).
+    LastAccessTime goes to the store as wall-clock seconds (``now`` + ``wall_offset``)."""
+    return IncomingSequenceState(
+        s.key.source_qm, s.key.destination, None, s.tx_sequence_id.value, s.tx_sequence_number,
+        s.reject_count, s.last_access_time + wall_offset, peer, direct,
+    )  # fmt: skip
+
+
+def _pad(outcome: list[BaseException | None] | BaseException, n: int) -> list[BaseException | None]:
+    if isinstance(outcome, BaseException):
+        return [outcome] * n
+    return list(outcome) + [None] * (n - len(outcome))
