@@ -296,7 +296,8 @@ class IncomingSequence:
         incoming_no = self._incoming.tx_sequence_number
         reason: RejectReason | None = None
         # The two acceptance conditions, in the order the spec gives them.
-        if tx_sequence_id == incoming_id:
+        # Identity first: the decoder shares one TxSequenceId object per stream (its __eq__ is Python).
+        if tx_sequence_id is incoming_id or tx_sequence_id == incoming_id:
             if tx_sequence_number <= incoming_no:
                 reason = RejectReason.DUPLICATE
                 if _PLANTED_BUG == "accept-duplicate" and tx_sequence_number == incoming_no:
@@ -345,27 +346,48 @@ class IncomingSequence:
         """The QM made one accepted message durable. See :meth:`messages_stored`."""
         return self.messages_stored([(tx_sequence_id, tx_sequence_number)], now)
 
-    def messages_stored(
-        self, stored: Iterable[tuple[TxSequenceId, int]], now: float
-    ) -> list[SendOrderAck]:
+    def messages_stored(self, stored: Iterable[tuple[TxSequenceId, int]], now: float) -> list[SendOrderAck]:
         """The QM made these accepted messages durable (any order, e.g. one group commit).
 
         Returns an OrderAck to send immediately when the Order Ack Send Timer already
         expired while waiting for this durability (at most one element).
         Unknown positions raise :class:`LocalProtocolError` (a QM bug).
         """
-        index = {(p.tx_sequence_id, p.tx_sequence_number): p for p in self._pending}
-        for position in stored:
-            entry = index.get(position)
-            if entry is None:
-                raise LocalProtocolError(f"message_stored for {position!r}, which is not awaiting storage")
-            entry.stored = True
-        advanced = False
+        pending = self._pending
+        stored = stored if isinstance(stored, list | tuple) else list(stored)
+        # The QM reports one sequence's batches in acceptance order, so ``stored`` is
+        # normally the oldest pending entries, in order (the durable prefix below pops
+        # every stored head): match them pairwise, identity first (the positions share
+        # the TxSequenceId objects of acceptance), without hashing TxSequenceIds.
+        in_order = len(stored) <= len(pending)
+        if in_order:
+            for entry, (sid, number) in zip(pending, stored, strict=False):
+                if (
+                    entry.stored
+                    or entry.tx_sequence_number != number
+                    or not (entry.tx_sequence_id is sid or entry.tx_sequence_id == sid)
+                ):
+                    in_order = False
+                    break
+        if in_order:
+            for entry, _ in zip(pending, stored, strict=False):
+                entry.stored = True
+        else:
+            index = {(p.tx_sequence_id, p.tx_sequence_number): p for p in pending}
+            for position in stored:
+                found = index.get(position)
+                if found is None:
+                    raise LocalProtocolError(
+                        f"message_stored for {position!r}, which is not awaiting storage"
+                    )
+                found.stored = True
         # The durable point only moves over a contiguous prefix (seed 003).
-        while self._pending and self._pending[0].stored:
-            head = self._pending.popleft()
+        head = None
+        while pending and pending[0].stored:
+            head = pending.popleft()
+        advanced = head is not None
+        if head is not None:
             self._durable = _Position(head.tx_sequence_id, head.tx_sequence_number)
-            advanced = True
         if advanced and self._ack_due:
             self._ack_due = bool(self._pending)
             return [self._emit_order_ack(now)]
@@ -516,4 +538,3 @@ class IncomingSequences:
     def snapshots(self) -> list[IncomingSequenceSnapshot]:
         """Durable snapshots of every sequence."""
         return [s.snapshot() for s in self._sequences.values()]
-

@@ -51,7 +51,13 @@ from openmsmq.protocol.events import (
     UserMessageReceived,
     destination_key,
 )
-from openmsmq.protocol.incoming import Accepted, IncomingSequences, SendOrderAck, SequenceKey
+from openmsmq.protocol.incoming import (
+    Accepted,
+    IncomingSequence,
+    IncomingSequences,
+    SendOrderAck,
+    SequenceKey,
+)
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import DeliveryMode, OperatingSystemFlag
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
@@ -163,7 +169,7 @@ class Session:
         # (SourceQueueManager, DestinationQueue, QueueManagerAddress) -> SequenceKey.
         self._keys: dict[tuple[uuid.UUID, object, uuid.UUID], SequenceKey] = {}
         self._known_local: uuid.UUID = NULL_GUID
-        self._last_key: tuple[uuid.UUID, object, uuid.UUID, SequenceKey] | None = None
+        self._last_key: tuple[uuid.UUID, object, uuid.UUID, SequenceKey, IncomingSequence] | None = None
         self._session_active = False
         self._received_ack = False
         self._ec_timestamp = 0
@@ -616,9 +622,11 @@ class Session:
         source, queue, qm = user.source_queue_manager, user.destination_queue, user.queue_manager_address
         last = self._last_key
         # The decoder shares GUID and direct-name objects, so consecutive messages of one
-        # stream hit this identity check and skip hashing the (GUID, queue, GUID) tuple.
+        # stream hit this identity check and skip hashing the (GUID, queue, GUID) tuple
+        # and the registry lookup (a registry never drops a sequence: the object stays
+        # the one IncomingSequences.get returns for the key).
         if last is not None and last[0] is source and last[1] is queue and last[2] is qm:
-            key = last[3]
+            seq = last[4]
         else:
             cache_key = (source, queue, qm)
             found = self._keys.get(cache_key)
@@ -628,10 +636,9 @@ class Session:
                     self._keys[cache_key] = key
             else:
                 key = found
-            self._last_key = (source, queue, qm, key)
-        result = self.incoming.receive(
-            key, tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now
-        )
+            seq = self.incoming.get(key, now)
+            self._last_key = (source, queue, qm, key, seq)
+        result = seq.receive(tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now)
         if isinstance(result, Accepted):
             self._events.append(_new_accepted_event(message, result))
         else:

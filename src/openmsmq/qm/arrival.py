@@ -170,7 +170,24 @@ def store_arrivals(
     accepted: list[Message] = []
     rejected: list[tuple[Message, int]] = []
     acks: list[tuple[Message, str]] = []
+    # The common case, checked once per run: a private queue with no sender allowlist and
+    # no quota. A message of the queue's kind (transactional or not), within its
+    # TimeToReachQueue and asking for no acknowledgment is then inserted and raises
+    # nothing (arrival_class None, arrival_acknowledgments empty) without those calls;
+    # every other message takes the full rules below.
+    plain = (
+        rec is not None
+        and rec.queue_type == QueueType.PRIVATE
+        and not rec.allowed_senders
+        and rec.quota_kb == INFINITE
+    )
+    tx_queue = rec.transactional if rec is not None else False
     for m in messages:
+        if plain and not m.ack_flags and m.transactional == tx_queue:
+            ttrq = m.time_to_reach_queue
+            if ttrq == INFINITE or now <= m.sent_time + ttrq:
+                accepted.append(m)
+                continue
         cls = arrival_class(rec, m, now, used)
         if cls is None:
             accepted.append(m)

@@ -149,6 +149,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: (key, connection, sender is the session's peer) of the last accepted message.
         self._accept_memo: tuple[SequenceKey, int, bool] | None = None
         self._paths: dict[str, str] = {}
+        self._last_dest: object = None
+        self._last_path = ""
         self._nontx_in: list[tuple[str, Message, int, int]] = []
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
@@ -260,8 +262,14 @@ class Transfer(OutgoingSide, StoreWorkSide):
     # ------------------------------------------------------------------ session events
 
     def _drain_session(self, conn: Conn, now: float) -> None:
+        on_accepted = self._on_accepted
+        on_event = self._on_event
         for ev in conn.session.events():
-            self._on_event(conn, ev, now)
+            # The accepted message is the event of nearly every packet: dispatch it first.
+            if type(ev) is TransactionalMessageAccepted:
+                on_accepted(conn, ev, now)
+            else:
+                on_event(conn, ev, now)
 
     def _on_event(self, conn: Conn, ev: SessionEvent, now: float) -> None:
         if isinstance(ev, TransactionalMessageAccepted):
@@ -313,13 +321,16 @@ class Transfer(OutgoingSide, StoreWorkSide):
         direct = memo[2]
         dest = ev.packet.user.destination_queue
         path = ""
-        if isinstance(dest, DirectQueueFormatName):
+        if dest is self._last_dest:  # the decoder shares direct-name objects
+            path = self._last_path
+        elif isinstance(dest, DirectQueueFormatName):
             path = self._paths.get(dest.name, "")
             if not path:
                 parts = split_direct(dest.name)
                 path = parts[1] if parts else ""
                 if len(self._paths) < 4096:
                     self._paths[dest.name] = path
+            self._last_dest, self._last_path = dest, path
         position = (r.tx_sequence_id, r.tx_sequence_number)
         self._accepted.append(Pending(path, key, position, ev.packet, r.state, conn.peer, direct))
         self.stats["accepted"] += 1
