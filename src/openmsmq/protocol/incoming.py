@@ -290,7 +290,16 @@ class IncomingSequence:
         """
         if not (0 <= tx_sequence_number <= _U32_MAX and 0 <= previous_tx_sequence_number <= _U32_MAX):
             raise LocalProtocolError("TxSequenceNumber and PreviousTxSequenceNumber are 32-bit unsigned")
-        self._schedule_order_ack(now)
+        # Order Ack Send Timer, seeds 002/003: "If the timer is active and the time elapsed
+        # from the LastOrderAckSendTime ADM element is less than the MaximumOrderAckDelay
+        # ADM element, the timer MUST be restarted with the duration set to the
+        # OrderAckTimeout ADM element. If the timer is inactive, it MUST be started with
+        # the duration set to the OrderAckTimeout ADM element." When active and
+        # MaximumOrderAckDelay has elapsed, it is left running, so a steady stream cannot
+        # postpone the OrderAck forever.
+        deadline = self._order_ack_deadline
+        if deadline is None or now - self._last_order_ack_send_time < self._config.maximum_order_ack_delay:
+            self._order_ack_deadline = now + self._config.order_ack_timeout
 
         incoming_id = self._incoming.tx_sequence_id
         incoming_no = self._incoming.tx_sequence_number
@@ -447,23 +456,6 @@ class IncomingSequence:
         return self._emit_order_ack(now)
 
     # ------------------------------------------------------------------ internals
-
-    def _schedule_order_ack(self, now: float) -> None:
-        """Seeds 002/003: "If the timer is active and the time elapsed from the
-        LastOrderAckSendTime ADM element is less than the MaximumOrderAckDelay ADM
-        element, the timer MUST be restarted with the duration set to the
-        OrderAckTimeout ADM element. If the timer is inactive, it MUST be started with
-        the duration set to the OrderAckTimeout ADM element."
-
-        When active and MaximumOrderAckDelay has elapsed, the timer is left running, so
-        a steady stream cannot postpone the OrderAck forever.
-        """
-        timeout = self._config.order_ack_timeout
-        if self._order_ack_deadline is not None:
-            if now - self._last_order_ack_send_time < self._config.maximum_order_ack_delay:
-                self._order_ack_deadline = now + timeout
-        else:
-            self._order_ack_deadline = now + timeout
 
     def _emit_order_ack(self, now: float) -> SendOrderAck:
         self._last_order_ack_send_time = now

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from openmsmq.errors import LocalProtocolError, RemoteProtocolError, WireError
@@ -261,6 +261,14 @@ class Session:
         if self.state is not SessionState.OPEN:
             raise LocalProtocolError(f"send_user_message in state {self.state.name}")
         self._backlog.append((packet, handle))
+        self._drain_backlog(now)
+
+    def send_user_messages(self, items: Iterable[tuple[UserMessagePacket, int]], now: float) -> None:
+        """:meth:`send_user_message` for each (packet, handle) of ``items``, in order: the
+        same packets on the wire, the window drained once for all of them."""
+        if self.state is not SessionState.OPEN:
+            raise LocalProtocolError(f"send_user_message in state {self.state.name}")
+        self._backlog.extend(items)
         self._drain_backlog(now)
 
     def send_order_ack(
@@ -559,7 +567,15 @@ class Session:
         self._session_active = True
         recoverable = 0
         if (user.flags >> 5) & 0x3 == DeliveryMode.RECOVERABLE:  # UserHeader.Flags.DM
-            recoverable = self._on_recoverable(now)
+            # MS-MQQB 3.1.5.8.7 (_on_recoverable, inlined: once per message).
+            received = self.recoverable_message_received_count
+            if (received - self.last_acked_recoverable_msg_seq_number) % _U16 >= _RECOVERABLE_ACK_BURST:
+                self._send_packet(SessionAck(self._make_session_header()))
+            recoverable = self.recoverable_message_received_count = (
+                self.recoverable_message_received_count + 1
+            ) % _U16
+            if not self._persisted_unacked:
+                self._ack_send_deadline = now + self.recoverable_ack_send_timeout
             if message.transaction is not None or not isinstance(packet, UserMessage):
                 # Transactional messages are retained by the sender until their OrderAck
                 # whatever the SessionAck says, and acks are idempotent: acknowledge at once.
@@ -568,17 +584,6 @@ class Session:
         if message.session is not None:
             self._on_session_header(message.session, now)
         self._route(packet, message, recoverable, now)
-
-    def _on_recoverable(self, now: float) -> int:
-        # MS-MQQB 3.1.5.8.7.
-        received = self.recoverable_message_received_count
-        outstanding = (received - self.last_acked_recoverable_msg_seq_number) % _U16
-        if outstanding >= _RECOVERABLE_ACK_BURST:
-            self._send_packet(SessionAck(self._make_session_header()))
-        self.recoverable_message_received_count = (self.recoverable_message_received_count + 1) % _U16
-        if not self._persisted_unacked:
-            self._ack_send_deadline = now + self.recoverable_ack_send_timeout
-        return self.recoverable_message_received_count
 
     def _is_local(self, destination_qm: uuid.UUID) -> bool:
         # Final destination: QueueManagerAddress is this QM, or NULL for a direct format
@@ -592,7 +597,8 @@ class Session:
 
     def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
         user = message.user
-        if not self._is_local(user.queue_manager_address):
+        qm_address = user.queue_manager_address
+        if qm_address is not self._known_local and not self._is_local(qm_address):
             # Intermediate QM (seed 003): pass on untouched, no sequence processing.
             self._events.append(ForwardMessage(packet))
             return

@@ -26,7 +26,7 @@ from openmsmq.protocol.outgoing import (
     Transmit,
 )
 from openmsmq.qm.manager import QueueHandle, QueueManager
-from openmsmq.qm.transfer_codec import _sequence_id, direct_name, split_direct
+from openmsmq.qm.transfer_codec import _sequence_id, direct_name, packet_from_message, split_direct
 from openmsmq.qm.transfer_session import Conn
 from openmsmq.qm.transfer_state import OutgoingTransfer, TransferConfig
 from openmsmq.store.records import Message, QueueType
@@ -208,15 +208,21 @@ class OutgoingSide:
                     om.handle for om in ev.messages if om.handle in retained and retained[om.handle] is None
                 ]
                 reloaded = self._reload(t, dropped) if dropped else {}
-                session = conn.session
                 guid = self.qm.guid
-                for om in ev.messages:
-                    handle = om.handle
-                    m = retained.get(handle) or reloaded.get(handle)
-                    if m is not None:
-                        packet = t.packet(m, guid, om.previous_tx_sequence_number)
-                        session.send_user_message(packet, now, handle=handle)
-                        retained[handle] = None
+                wire = t.wire_destination
+                out: list[tuple[UserMessagePacket, int]] = []
+                try:
+                    for om in ev.messages:
+                        handle = om.handle
+                        m = retained.get(handle) or reloaded.get(handle)
+                        if m is not None:
+                            prev = om.previous_tx_sequence_number
+                            out.append((packet_from_message(m, wire, guid, prev), handle))
+                            retained[handle] = None
+                finally:
+                    # One window drain for the whole Transmit (same packets, same order);
+                    # what was built goes out even if a later message fails to convert.
+                    conn.session.send_user_messages(out, now)
                 self.metrics.count_transmitted(t.queue_id, [om.handle for om in ev.messages], now, ev.resend)
             elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
@@ -233,7 +239,7 @@ class OutgoingSide:
                     released = tuple(om for om in released if om.handle in t.messages)
                     if not released:
                         continue
-                top = max(om.tx_sequence_number for om in released)
+                top = max([om.tx_sequence_number for om in released])
                 for om in released:
                     t.messages.pop(om.handle, None)
                 t.last_acked = (released[-1].tx_sequence_id, top)

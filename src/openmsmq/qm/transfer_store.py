@@ -80,7 +80,7 @@ class StoreWorkSide:
                     run[0].queue,
                     run[0].key,
                     _messages_of(run),
-                    tuple(p.position for p in run),
+                    tuple([p.position for p in run]),
                     _state_record(run[-1].state, run[-1].peer, run[-1].direct, self._wall_offset),
                 )
                 for run in runs
@@ -215,7 +215,7 @@ class StoreWorkSide:
 def _messages_of(run: list[Pending]) -> tuple[Message, ...]:
     """The stored form of a run of accepted packets (one sequence, one queue)."""
     dest = run[0].key.destination
-    return tuple(message_from_packet(p.packet, dest) for p in run)
+    return tuple([message_from_packet(p.packet, dest) for p in run])
 
 
 def _state_record(
