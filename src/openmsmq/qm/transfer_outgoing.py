@@ -75,22 +75,29 @@ class OutgoingSide:
 
     def poll(self, now: float) -> bool:
         """Pick up outgoing queues and newly committed messages (cheap: one indexed SELECT
-        per outgoing queue; the queue list is re-read every ``queue_refresh`` seconds).
+        per outgoing queue; the queue list is re-read every ``queue_refresh`` seconds, or
+        ``queue_refresh_per_queue`` per queue listed when that is longer).
 
         Loads at most ``load_per_poll`` messages per outgoing queue, so that one call
         never holds the driver for long; returns True when a queue may have more
         committed messages ready (the driver then polls again soon)."""
         self._wall_offset = self.qm.clock() - now
         if now >= self._next_refresh:
-            self._next_refresh = now + self.config.queue_refresh
-            self._refresh_queues()
+            # An outgoing queue created by another process (an application writing into
+            # this data directory) is found only here: a short interval lets the transfer
+            # start soon after the first commit; the per-queue term bounds the cost.
+            listed = self._refresh_queues()
+            cfg = self.config
+            self._next_refresh = now + max(cfg.queue_refresh, listed * cfg.queue_refresh_per_queue)
         more = False
         for t in self.outgoing.values():
             more = self._load(t, now) or more
         return more
 
-    def _refresh_queues(self) -> None:
-        for rec in self.qm.list_queues(include_system=True):
+    def _refresh_queues(self) -> int:
+        """Take up new outgoing queues; returns how many queues were listed."""
+        records = self.qm.list_queues(include_system=True)
+        for rec in records:
             if rec.queue_type != QueueType.OUTGOING:
                 continue
             t = self.outgoing.get(rec.queue_id)
@@ -111,6 +118,7 @@ class OutgoingSide:
             if self._peer_open(t.next_hop):
                 t.connected = True
                 t.seq.connection_made(0.0)
+        return len(records)
 
     def _load(self, t: OutgoingTransfer, now: float) -> bool:
         loaded = 0
