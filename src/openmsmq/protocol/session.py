@@ -707,22 +707,20 @@ class Session:
                         f"{self.peer}: SessionHeader.AckSequenceNumber {h.ack_sequence_number} "
                         f"beyond MessageSentCount {self.message_sent_count}"
                     )
+        # The covered entries are the oldest ones: taken off the front; the rest stay.
+        awaiting = self._awaiting_ack
+        covered_entries = [awaiting.popleft() for _ in range(covered)]
+        # Only non-transactional entries are released by a SessionAck (3.1.5.5.2/3;
+        # transactional never, seed 003): a transactional stream skips the bit set below.
+        plain = [e for e in covered_entries if not e.transactional]
         rec_acked: set[int] = set()
-        if h.recoverable_msg_ack_seq_number:
+        if h.recoverable_msg_ack_seq_number and (plain or self._pending_recoverable):
             for bit in range(32):
                 if h.recoverable_msg_ack_flags >> bit & 1:
                     rec_acked.add((h.recoverable_msg_ack_seq_number + bit) % _U16)
         handles: list[int] = []
-        remaining: deque[_Sent] = deque()
-        for i, entry in enumerate(self._awaiting_ack):
-            session_acked = i < covered
-            if not session_acked:
-                remaining.append(entry)
-                continue
-            # 3.1.5.5.2/3: express released by AckSequenceNumber, recoverable by the
-            # recoverable fields; transactional never (seed 003).
-            if entry.transactional:
-                continue
+        for entry in plain:
+            # Express released by AckSequenceNumber, recoverable by the recoverable fields.
             if entry.recoverable_number == 0 or entry.recoverable_number in rec_acked:
                 handles.append(entry.handle)
             else:
@@ -732,7 +730,6 @@ class Session:
             handle = self._pending_recoverable.pop(n, None)
             if handle is not None:
                 handles.append(handle)
-        self._awaiting_ack = remaining
         self.received_window_size = h.window_size
         self._events.append(SessionAckReceived(h.ack_sequence_number, tuple(handles), h.window_size))
         # Restart the Session Ack Wait Timer if entries still await an ack, else stop it.
