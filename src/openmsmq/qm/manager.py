@@ -653,12 +653,18 @@ class QueueManager(ReadsMixin, RangesMixin):
         qs = self._resolve(queue)
         return self.store.read(lambda c: reads.outgoing_sequence(c, qs.record.queue_id))
 
-    def release_outgoing(self, queue: QueueRef, up_to_number: int) -> tuple[list[int], OutgoingSequenceState]:
+    def release_outgoing(
+        self, queue: QueueRef, up_to_number: int, *, return_ids: bool = True
+    ) -> tuple[list[int], OutgoingSequenceState]:
         """OrderAck for ``up_to_number``: drop the acknowledged messages of the current
-        sequence durably; start a new sequence when none is left (MS-MQQB 3.1.5.6)."""
+        sequence durably; start a new sequence when none is left (MS-MQQB 3.1.5.6).
+        Returns their LookupIdentifiers (with ``return_ids=False`` only those moved to the
+        awaiting-FinalAck queue: cheaper for a large release) and the sequence state."""
         qs = self._resolve(queue)
         awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
-        return self.store.write(ops.release_outgoing(qs.record.queue_id, up_to_number, awaiting))
+        return self.store.write(
+            ops.release_outgoing(qs.record.queue_id, up_to_number, awaiting, return_ids=return_ids)
+        )
 
     def settle_final_ack(
         self, tx_sequence_id: int, tx_sequence_number: int, message_id: int, message_class: int

@@ -131,7 +131,7 @@ class StoreWorkSide:
         elif isinstance(work, ReleaseBatch):
             for name, up_to in work.releases:
                 try:
-                    qm.release_outgoing(name, up_to)
+                    qm.release_outgoing(name, up_to, return_ids=False)  # the ids are not used here
                     out.append(None)
                 except MQError as exc:
                     out.append(exc)

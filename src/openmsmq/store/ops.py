@@ -405,7 +405,7 @@ def new_tx_sequence_id(conn: sqlite3.Connection, floor: int) -> int:
 
 
 def release_outgoing(
-    queue_id: int, up_to_number: int, awaiting_queue_id: int | None = None
+    queue_id: int, up_to_number: int, awaiting_queue_id: int | None = None, *, return_ids: bool = True
 ) -> Callable[[WriteContext], tuple[list[int], OutgoingSequenceState]]:
     """An OrderAck covered ``up_to_number``: delete the current sequence's messages numbered
     1..up_to_number; when none of the sequence is left, start a new one (Ordinal + 1,
@@ -414,7 +414,9 @@ def release_outgoing(
     With ``awaiting_queue_id``, a released message that asked for a FinalAck (JP, JN or
     TransactionHeader.Flags.FA) is moved there instead of deleted: the durable
     AwaitingFinalACKTable (MS-MQQB 3.1.5.6 step 6, 3.1.1.6.2), settled by
-    :func:`settle_final_ack`."""
+    :func:`settle_final_ack`. With ``return_ids=False`` only the moved ones are listed:
+    the deleted rows are counted with one aggregate read and deleted without RETURNING
+    (which made SQLite collect every deleted row: ~30 % of the statement's CPU)."""
 
     def op(ctx: WriteContext) -> tuple[list[int], OutgoingSequenceState]:
         conn = ctx.conn
@@ -438,12 +440,21 @@ def release_outgoing(
             moved = [r.lookup_id for r in keep]
         # The rest goes with one range DELETE (an OrderAck releases many messages at
         # once): no per-row statement, no Remove record per message.
-        rows = conn.execute(f"DELETE FROM messages WHERE {where} RETURNING lookup_id, size", args).fetchall()
-        if rows:
+        if return_ids:
+            returning = f"DELETE FROM messages WHERE {where} RETURNING lookup_id, size"
+            rows = conn.execute(returning, args).fetchall()
+            count, size = len(rows), sum(r[1] for r in rows)
+        else:
+            rows = []
+            aggregate = f"SELECT count(*), total(size) FROM messages WHERE {where}"
+            count, size = conn.execute(aggregate, args).fetchone()
+            if count:
+                conn.execute(f"DELETE FROM messages WHERE {where}", args)
+        if count:
             conn.execute(
                 "UPDATE queues SET msg_count = msg_count - ?, total_bytes = total_bytes - ?"
                 " WHERE queue_id = ?",
-                (len(rows), sum(r[1] for r in rows), queue_id),
+                (count, int(size), queue_id),
             )
         left = conn.execute(
             "SELECT 1 FROM messages WHERE queue_id = ? AND tx_sequence_number != 0 LIMIT 1", (queue_id,)
