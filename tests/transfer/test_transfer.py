@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from openmsmq.qm.transfer import AcceptBatch
 from openmsmq.store.records import Message
 from openmsmq.wire.ids import TxSequenceId
 
@@ -200,4 +201,26 @@ def test_two_outgoing_queues_created_in_one_second_never_mix_order_acks(net: Net
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(1, 30)
     assert bodies_in(b.qm, "private$\\other") == [f"o{i}".encode() for i in range(30)]
+    assert outgoing_count(a.qm) == 0
+
+
+def test_accepted_messages_wait_for_accept_min(net: Net) -> None:
+    """next_store_work(accept_min=N) forms no accept batch below N (the asyncio driver
+    passes its accept_batch_min, then 1 after accept_batch_wait); accepts_waiting says
+    that messages wait; nothing is acknowledged before the batch is durable."""
+    a, b = _pair(net)
+    b.run_store = lambda now: 0  # type: ignore[method-assign]  # the test hands out the work
+    _send_all(a, 1, 30)
+    net.settle()
+    assert b.transfer.accepts_waiting
+    assert b.transfer.next_store_work(accept_min=31) is None
+    work = b.transfer.next_store_work(accept_min=30)
+    assert isinstance(work, AcceptBatch) and sum(len(g.messages) for g in work.groups) == 30
+    assert not b.transfer.accepts_waiting and b.transfer.next_store_work() is None
+    net.advance(1.0)  # the Order Ack Send Timer fires: nothing durable, no OrderAck
+    assert outgoing_count(a.qm) == 30
+    b.transfer.store_work_done(work, b.transfer.run_store_work(work), net.clock.now)
+    del b.run_store
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(1, 30)
     assert outgoing_count(a.qm) == 0

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openmsmq.protocol.events import Role
-from openmsmq.qm.transfer import StoreWork, Transfer
+from openmsmq.qm.transfer import AcceptBatch, StoreWork, Transfer
 
 __all__ = ["MQQB_PORT", "MQQBNode", "NetConfig", "allow_networks"]
 
@@ -54,6 +54,10 @@ class NetConfig:
     address to ``host`` so that the peer sees this QM's address. ``backoff_min`` /
     ``backoff_max``: Session Retry Connect wait, doubling (MS-MQQB 3.1.2.3).
     ``poll_interval``: how often outgoing queues are checked for new commits.
+    ``accept_batch_min`` / ``accept_batch_wait``: accepted messages are stored once that
+    many wait, or that many seconds after fewer started waiting (a transaction of 64
+    messages cost ~10.5 µs of CPU per message, one of 256 ~7.5 µs; the OrderAck waits
+    OrderAckTimeout, 500 ms, after the last message anyway).
     """
 
     host: str = "127.0.0.1"
@@ -64,6 +68,8 @@ class NetConfig:
     backoff_max: float = 30.0
     poll_interval: float = 0.05
     store_threads: int = 2
+    accept_batch_min: int = 256
+    accept_batch_wait: float = 0.005
 
 
 class _MQQBProtocol(asyncio.Protocol):
@@ -135,6 +141,9 @@ class MQQBNode:
         self._next_try: dict[str, float] = {}
         self._store_in_flight: set[asyncio.Future[Any]] = set()
         self._stopping = False
+        #: Held accepted messages are handed out at once (the accept_batch_wait passed).
+        self._flush_accepts = False
+        self._hold_handle: asyncio.TimerHandle | None = None
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
@@ -208,6 +217,8 @@ class MQQBNode:
                 proto.transport.abort()
         if self._timer is not None:
             self._timer.cancel()
+        if self._hold_handle is not None:
+            self._hold_handle.cancel()
         await asyncio.sleep(0)
         self._executor.shutdown(wait=True)
 
@@ -232,11 +243,27 @@ class MQQBNode:
                 proto.transport.close()
             elif proto is None:
                 t.connection_lost(cid, self.now())
-        while (work := t.next_store_work()) is not None:
+        # Accepted messages wait for a larger batch (accept_batch_min), at most
+        # accept_batch_wait; never while stopping.
+        hold = not (self._flush_accepts or self._stopping)
+        accept_min = self.config.accept_batch_min if hold else 1
+        while (work := t.next_store_work(accept_min=accept_min)) is not None:
+            if isinstance(work, AcceptBatch):
+                self._flush_accepts = False
+                if self._hold_handle is not None:
+                    self._hold_handle.cancel()
+                    self._hold_handle = None
             self._run_store(work)
+        if t.accepts_waiting and self._hold_handle is None:
+            self._hold_handle = self.loop.call_later(self.config.accept_batch_wait, self._release_accepts)
         if not self._stopping:
             self._connect_wanted()
         self._arm_timer()
+
+    def _release_accepts(self) -> None:
+        self._hold_handle = None
+        self._flush_accepts = True
+        self._pump()
 
     def _run_store(self, work: StoreWork) -> None:
         fut = self.loop.run_in_executor(self._executor, self.transfer.run_store_work, work)

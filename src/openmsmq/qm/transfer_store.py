@@ -63,9 +63,13 @@ class StoreWorkSide:
 
         def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
 
-    def next_store_work(self) -> StoreWork | None:
-        """The next batch of store work to run, or None (at most one per kind in flight)."""
-        if self._accept_in_flight is None and self._accepted:
+    def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
+        """The next batch of store work to run, or None (at most one per kind in flight).
+
+        Accepted messages form a batch once at least ``accept_min`` wait (a driver that
+        passes more than 1 also passes 1 after a short wait, see :attr:`accepts_waiting`):
+        storing them in fewer, larger transactions costs less per message."""
+        if self._accept_in_flight is None and len(self._accepted) >= max(1, accept_min):
             # Consecutive messages of one sequence for one queue form one group.
             runs: list[list[Pending]] = []
             for p in self._accepted:
@@ -201,6 +205,12 @@ class StoreWorkSide:
                     conn.session.recoverable_message_stored(number)
                 elif res is not None:
                     log.warning("storing a message for %s failed: %s", queue, res)
+
+    @property
+    def accepts_waiting(self) -> bool:
+        """Accepted messages wait for a batch and none is in flight: a driver holding them
+        for a larger batch (``accept_min``) must hand them out soon."""
+        return bool(self._accepted) and self._accept_in_flight is None
 
     @property
     def idle(self) -> bool:
