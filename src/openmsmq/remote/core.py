@@ -11,7 +11,8 @@ Every method is thread-safe and may block (waiting receives, commits): the gRPC
 service calls them from worker threads. Waits are cut into short slices so that
 R_CancelReceive, a closed handle or an ended session stop them promptly. Timers run
 when the owner calls :meth:`RemoteReadCore.run_timers` (with ``now`` from the core's
-clock, so tests can drive them).
+clock, so tests can drive them). The read primitives that need none of this state
+(parameter checks, the sliced wait, cursor batches) are in :mod:`openmsmq.remote.reads`.
 """
 
 from __future__ import annotations
@@ -26,11 +27,8 @@ from typing import Any, TypeVar
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import (
-    CursorAction,
-    LookupAction,
     Message,
     PendingReceive,
-    QueueHandle,
     QueueManager,
     QueueRecord,
     QueueType,
@@ -46,6 +44,7 @@ from openmsmq.remote.codes import (
     ShareMode,
 )
 from openmsmq.remote.pending import PendingRequestEntry, PendingRequestTable
+from openmsmq.remote.reads import SEEK, begin_one, check_read, cursor_batch, wait_sliced
 from openmsmq.remote.session import (
     OpenQueueDescriptor,
     RemoteTransaction,
@@ -59,23 +58,8 @@ __all__ = ["OpenQueueDescriptor", "RemoteReadCore", "Session"]
 
 T = TypeVar("T")
 
-#: Longest single wait inside the queue manager; cancellation is noticed within it.
-WAIT_SLICE = 0.2
 #: Ended transaction ids a session remembers (so a stale id is not re-created).
 _ENDED_MEMORY = 4096
-
-_SEEK: dict[Action, LookupAction] = {
-    Action.LOOKUP_PEEK_CURRENT: LookupAction.CURRENT,
-    Action.LOOKUP_PEEK_NEXT: LookupAction.NEXT,
-    Action.LOOKUP_PEEK_PREV: LookupAction.PREVIOUS,
-    Action.LOOKUP_PEEK_FIRST: LookupAction.FIRST,
-    Action.LOOKUP_PEEK_LAST: LookupAction.LAST,
-    Action.LOOKUP_RECEIVE_CURRENT: LookupAction.CURRENT,
-    Action.LOOKUP_RECEIVE_NEXT: LookupAction.NEXT,
-    Action.LOOKUP_RECEIVE_PREV: LookupAction.PREVIOUS,
-    Action.LOOKUP_RECEIVE_FIRST: LookupAction.FIRST,
-    Action.LOOKUP_RECEIVE_LAST: LookupAction.LAST,
-}
 
 
 def _err(code: HResult, message: str) -> MQError:
@@ -408,50 +392,6 @@ class RemoteReadCore:
 
     # ---- reading -------------------------------------------------------------------------
 
-    def _check_read(
-        self,
-        d: OpenQueueDescriptor,
-        action: int,
-        lookup_id: int,
-        cursor: int,
-        timeout_ms: int,
-        uow: bytes,
-        n: int,
-    ) -> Action:
-        """Parameter validity of MS-MQRR 3.1.4.7 / 3.1.4.13 (remote-read.md §3), in the order
-        of 3.1.4.13: parameters, cursor, transaction usage."""
-        try:
-            act = Action(action)
-        except ValueError:
-            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"ulAction {action:#x}") from None
-        if n < 1:
-            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
-        if act.is_lookup:
-            if cursor or timeout_ms or n != 1:
-                raise _err(
-                    HResult.MQ_ERROR_INVALID_PARAMETER, "lookup actions take no cursor, timeout or batch"
-                )
-            if act.needs_lookup_id and not lookup_id:
-                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"{act.name} needs a LookupId")
-        else:
-            if lookup_id:
-                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "LookupId is only for MQ_LOOKUP_* actions")
-            if act == Action.PEEK_NEXT and not cursor:
-                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "MQ_ACTION_PEEK_NEXT needs a cursor")
-        if act.is_peek:
-            if not d.access.can_peek:
-                raise _err(HResult.MQ_ERROR_ACCESS_DENIED, "handle was not opened for peek")
-        elif not d.access.can_receive:
-            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, "handle was not opened for receive")
-        if cursor and cursor not in d.cursors:
-            raise _err(HResult.STATUS_INVALID_HANDLE, f"no cursor {cursor} on handle {d.handle}")
-        if uow:
-            if not d.qm_handle.record.transactional:
-                raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, "the queue is not transactional")
-            if act.is_peek:
-                raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, "a peek cannot be part of a transaction")
-        return act
-
     @contextlib.contextmanager
     def _waiting(
         self, s: Session, handle: int, request_id: int, cancel: threading.Event | None
@@ -473,40 +413,6 @@ class RemoteReadCore:
                 if request_id and self._waiters.get(key) is w:
                     del self._waiters[key]
 
-    @staticmethod
-    def _wait(
-        w: Waiter,
-        timeout: float | None,
-        fn: Callable[[float], T],
-        probe: Callable[[float], object] | None = None,
-    ) -> T:
-        """Call ``fn(slice)`` until it returns, ``timeout`` passes, or ``w`` is cancelled.
-
-        With ``probe`` (destructive reads) ``fn`` runs only with timeout 0, right after a
-        cancellation check, and the waiting is done by the non-destructive
-        ``probe(slice)``: a read whose session ended while it waited never takes a
-        message for nobody.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if w.event.is_set():
-                raise _err(HResult.MQ_ERROR_OPERATION_CANCELLED, "the receive was cancelled")
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            step = WAIT_SLICE if remaining is None else min(remaining, WAIT_SLICE)
-            try:
-                return fn(0.0 if probe is not None else step)
-            except MQError as exc:
-                if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT or (
-                    remaining is not None and remaining <= (0.0 if probe is not None else step)
-                ):
-                    raise
-            if probe is not None:
-                try:
-                    probe(step)
-                except MQError as exc:
-                    if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
-                        raise
-
     def read(
         self,
         s: Session,
@@ -525,24 +431,24 @@ class RemoteReadCore:
         only the first message is waited for). Inside a transaction the messages are
         removed at commit. A non-zero ``request_id`` lets R_CancelReceive stop the wait."""
         d = self._desc(s, handle)
-        act = self._check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
+        act = check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
         qm, qh = self.qm, d.qm_handle
         timeout = timeout_seconds(timeout_ms)
         with self._waiting(s, handle, request_id, cancel) as w:
             if act.is_lookup:
-                seek = _SEEK[act]
+                seek = SEEK[act]
                 if act.is_peek:
                     return [qm.peek_by_lookup_id(qh, lookup_id, seek)]
                 return self._in_tx(s, uow, lambda t: [qm.receive_by_lookup_id(qh, lookup_id, seek, tx=t)])
             if cursor:
                 return self._in_tx(
-                    s, uow, lambda t: self._cursor_batch(w, qh, act, cursor, timeout, t, max_count)
+                    s, uow, lambda t: cursor_batch(self.qm, w, qh, act, cursor, timeout, t, max_count)
                 )
             if act == Action.RECEIVE:
                 return self._in_tx(
                     s,
                     uow,
-                    lambda t: self._wait(
+                    lambda t: wait_sliced(
                         w,
                         timeout,
                         lambda x: qm.receive_many(qh, max_count, tx=t, timeout=x),
@@ -550,50 +456,12 @@ class RemoteReadCore:
                     ),
                 )
             if max_count == 1:
-                return [self._wait(w, timeout, lambda x: qm.peek(qh, timeout=x))]
+                return [wait_sliced(w, timeout, lambda x: qm.peek(qh, timeout=x))]
             c = qm.create_cursor(qh)  # PEEK_CURRENT of several head messages: a cursor of our own
             try:
-                return self._cursor_batch(w, qh, Action.PEEK_CURRENT, c, timeout, None, max_count)
+                return cursor_batch(self.qm, w, qh, Action.PEEK_CURRENT, c, timeout, None, max_count)
             finally:
                 qm.close_cursor(c)
-
-    def _cursor_batch(
-        self,
-        w: Waiter,
-        qh: QueueHandle,
-        act: Action,
-        cursor: int,
-        timeout: float | None,
-        t: Transaction | None,
-        n: int,
-    ) -> list[Message]:
-        """Up to ``n`` reads through a cursor; only the first waits."""
-        out: list[Message] = []
-        qm = self.qm
-
-        def probe(x: float) -> Message:
-            return qm.peek(qh, timeout=x, cursor=cursor, action=CursorAction.CURRENT)
-
-        for i in range(n):
-            move = CursorAction.NEXT if (act == Action.PEEK_NEXT or i > 0) else CursorAction.CURRENT
-
-            def one(x: float, move: CursorAction = move) -> Message:
-                if act == Action.RECEIVE:
-                    return qm.receive(qh, tx=t, timeout=x, cursor=cursor)
-                return qm.peek(qh, timeout=x, cursor=cursor, action=move)
-
-            try:
-                first = i == 0
-                out.append(
-                    self._wait(w, timeout, one, probe if act == Action.RECEIVE else None)
-                    if first
-                    else one(0.0)
-                )
-            except MQError as exc:
-                if i == 0 or exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
-                    raise
-                break
-        return out
 
     # ---- two-phase receive (R_StartReceive / R_StartTransactionalReceive) ----------------
 
@@ -618,7 +486,7 @@ class RemoteReadCore:
         (request id, message) pairs. Peek actions behave as :meth:`read` (request id 0).
         """
         d = self._desc(s, handle)
-        act = self._check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
+        act = check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
         if act.is_peek:
             msgs = self.read(
                 s, handle, act, lookup_id=lookup_id, cursor=cursor, timeout_ms=timeout_ms,
@@ -653,9 +521,11 @@ class RemoteReadCore:
                     break
                 try:
                     if i == 0:
-                        p = self._wait(w, timeout, lambda x: self._begin_one(d, act, lookup_id, cursor, t, x))
+                        p = wait_sliced(
+                            w, timeout, lambda x: begin_one(self.qm, d, act, lookup_id, cursor, t, x)
+                        )
                     else:
-                        p = self._begin_one(d, act, lookup_id, cursor, t, 0.0)
+                        p = begin_one(self.qm, d, act, lookup_id, cursor, t, 0.0)
                 except MQError:
                     with self._lock:
                         if self._table.get(handle, rid) is entry:
@@ -682,35 +552,6 @@ class RemoteReadCore:
                     break
                 out.append((rid, p.message))
         return out
-
-    def _begin_one(
-        self,
-        d: OpenQueueDescriptor,
-        act: Action,
-        lookup_id: int,
-        cursor: int,
-        t: Transaction | None,
-        x: float,
-    ) -> PendingReceive:
-        """Dequeue Message Begin (MS-MQDMPR 3.1.7.1.11) for one message."""
-        qm, qh = self.qm, d.qm_handle
-        if act.is_lookup:
-            return qm.dequeue_begin(qh, tx=t, lookup_id=lookup_id, action=_SEEK[act])
-        if not cursor:
-            return qm.dequeue_begin(qh, tx=t, timeout=x)
-        # At a cursor: the QM locks by LookupIdentifier, so take the message at the
-        # cursor and lock exactly that one; retry if another reader took it first.
-        for _ in range(64):
-            m = qm.peek(qh, timeout=x, cursor=cursor, action=CursorAction.CURRENT)
-            try:
-                return qm.dequeue_begin(qh, tx=t, lookup_id=m.lookup_id, action=LookupAction.CURRENT)
-            except MQError as exc:
-                if exc.hresult not in (
-                    HResult.MQ_ERROR_MESSAGE_NOT_FOUND,
-                    HResult.MQ_ERROR_TRANSACTION_USAGE,
-                ):
-                    raise
-        raise _err(HResult.MQ_ERROR_IO_TIMEOUT, "the message at the cursor kept being taken")
 
     def _begin_rest(
         self,
