@@ -566,6 +566,23 @@ class GrpcTransport(Transport):
         )
         return _messages(self._call(self._stub.PeekRange, req))
 
+    def peek_range_packed(
+        self, queue: str, after: int = 0, through: int | None = None, max_count: int = 1000
+    ) -> bytes | None:
+        """:meth:`peek_range` as the packed blob of the reply (:mod:`openmsmq.remote.packed`),
+        for callers that decode it into columns themselves (the Spark source); None if
+        the server answered in the ``repeated Message`` form instead."""
+        if max_count < 1:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        req = pb.PeekRangeRequest(
+            queue=queue, after=after, through=through, max_count=max_count, reply_format=PACKED_V1
+        )
+        reply = self._call(self._stub.PeekRange, req)
+        if reply.messages:
+            return None
+        packed: bytes = reply.packed
+        return packed
+
     def remove_through(self, positions: Mapping[str, int]) -> int:
         req = pb.RemoveThroughRequest(positions=dict(positions))
         count: int = self._call(self._stub.RemoveThrough, req).count

@@ -48,7 +48,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 from urllib.parse import unquote, urlsplit
 
 from openmsmq.client.message import Message
@@ -57,6 +57,9 @@ from openmsmq.client.types import LookupRange, RangeQuery
 from openmsmq.client.types import OutgoingMessage as ClientOutgoing
 from openmsmq.errors import ConfigError, HResult, MQError, QueueNotFoundError
 from openmsmq.runtime import live_runtime
+
+if TYPE_CHECKING:  # pyarrow is imported by the executor's read path only
+    from openmsmq.spark.packed_arrow import ArrowPage
 
 __all__ = [
     "Backend",
@@ -407,6 +410,23 @@ class TransportBackend:
     def peek_page(self, queue: str, after: int, through: int, limit: int) -> PeekedPage:
         """Up to ``limit`` messages in ``(after, through]`` as columns, without removing them."""
         return _page(self._call(lambda t: t.peek_range(queue, after, through, limit)))
+
+    def peek_arrow(self, queue: str, after: int, through: int, limit: int) -> ArrowPage:
+        """:meth:`peek_page` as an Arrow record batch decoded straight from the packed
+        reply (:mod:`openmsmq.spark.packed_arrow`): the same rows, no ``Message`` per row."""
+        from openmsmq.spark.packed_arrow import ArrowPage, packed_to_page
+
+        def call(t: Transport) -> bytes | None:
+            peek_packed = getattr(t, "peek_range_packed", None)
+            return None if peek_packed is None else peek_packed(queue, after, through, limit)
+
+        blob = self._call(call)
+        if blob is None:  # a transport or server without the packed form
+            from openmsmq.spark.arrow import page_to_batch
+
+            page = self.peek_page(queue, after, through, limit)
+            return ArrowPage(page_to_batch(queue, page), list(page.lookup_id), page.body_bytes)
+        return packed_to_page(queue, blob)
 
     def remove_through(self, positions: Mapping[str, int]) -> int:
         """Remove ranges of several queues in one QM transaction (contract 3)."""

@@ -46,10 +46,10 @@ from openmsmq.spark.backend import (
     Backend,
     LookupRange,
     OutgoingMessage,
-    PeekedPage,
     RangeQuery,
     open_backend,
 )
+from openmsmq.spark.packed_arrow import ArrowPage
 from openmsmq.spark.planning import (
     PartitionPlan,
     ReaderOptions,
@@ -105,17 +105,28 @@ def _read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: Parti
     The next page is requested as soon as the current one has arrived, on a helper
     thread, so that the QM reads it while this page is converted and handed to Spark
     (at most two pages in memory). Pages only decide round trips: rows and their order
-    are the same whatever the page sizes.
+    are the same whatever the page sizes. A backend with ``peek_arrow`` (the gRPC one)
+    returns each page already as a record batch decoded from the packed reply
+    (:mod:`openmsmq.spark.packed_arrow`); others return columns (``peek_page``).
     """
     backend = open_backend(opts.endpoint, options)
+    peek_arrow = getattr(backend, "peek_arrow", None)
+
+    def peek(after: int, limit: int) -> ArrowPage:
+        if peek_arrow is not None:
+            got: ArrowPage = peek_arrow(plan.queue, after, plan.through, limit)
+            return got
+        page = backend.peek_page(plan.queue, after, plan.through, limit)
+        return ArrowPage(page_to_batch(plan.queue, page), list(page.lookup_id), page.body_bytes)
+
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmsmq-peek")
     try:
         after = plan.after
         seen = seen_bytes = 0
         limit = page_limit(opts.fetch_size, seen, seen_bytes)
-        pending: Future[PeekedPage] | None = None
+        pending: Future[ArrowPage] | None = None
         if after < plan.through:
-            pending = pool.submit(backend.peek_page, plan.queue, after, plan.through, limit)
+            pending = pool.submit(peek, after, limit)
         # Each page advances ``after`` strictly (check_page), so at most (through - after) pages.
         while pending is not None:
             page = pending.result()
@@ -128,8 +139,8 @@ def _read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: Parti
             seen_bytes += page.body_bytes
             if len(page) >= limit and after < plan.through:
                 limit = page_limit(opts.fetch_size, seen, seen_bytes)
-                pending = pool.submit(backend.peek_page, plan.queue, after, plan.through, limit)
-            yield page_to_batch(plan.queue, page)
+                pending = pool.submit(peek, after, limit)
+            yield page.batch
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         backend.close()

@@ -1,0 +1,155 @@
+"""A packed PeekRange reply straight into an Arrow record batch (numpy + pyarrow, no pyspark).
+
+The remote-read service returns a page of peeked messages in the packed form of
+:mod:`openmsmq.remote.packed`: per message a fixed 128-byte little-endian header, then
+its variable-length fields. Turning that into client ``Message`` objects and then into
+columns cost about 5 µs of Python per message on the executor (most of the client's
+time in ``bench/spark.py``). Here the only per-message Python is the walk that finds
+where each record starts (the records have variable lengths) and one slice per
+variable-length column; the fixed fields are read for all records at once through a
+numpy structured dtype, and the text columns (``message_id``, ``source_qm``) are
+built by Arrow kernels from the few distinct GUIDs of a page.
+
+The batch equals :func:`openmsmq.spark.arrow.page_to_batch` of the same messages
+(``tests/spark/test_packed_arrow.py``).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.remote.packed import HEADER
+from openmsmq.spark.arrow import ARROW_SCHEMA
+
+__all__ = ["ArrowPage", "packed_to_page"]
+
+#: :data:`openmsmq.remote.packed.HEADER` as a numpy record (no padding: 128 bytes).
+_HEADER_DTYPE = np.dtype(
+    [
+        ("lookup_id", "<u8"), ("uniq", "<u4"), ("message_class", "<u4"), ("priority", "u1"),
+        ("app_specific", "<u4"), ("body_type", "<u4"), ("delivery", "u1"), ("sent_time", "<u8"),
+        ("arrived_time", "<u8"), ("ttrq", "<u4"), ("ttbr", "<u4"), ("ack_flags", "u1"),
+        ("flags", "u1"), ("request_id", "<u4"), ("tx_seq_id", "<u8"), ("tx_seq_num", "<u4"),
+        ("lineage", "V16"), ("source", "V16"), ("lens", "<u4", (7,)),
+    ]
+)  # fmt: skip
+assert _HEADER_DTYPE.itemsize == HEADER.size
+#: The seven u32 lengths that end a header.
+_LENGTHS = struct.Struct("<7I")
+_LENGTHS_AT = HEADER.size - _LENGTHS.size
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class ArrowPage:
+    """One peeked page as an Arrow record batch in :data:`~openmsmq.spark.arrow.ARROW_SCHEMA`,
+    with what the partition reader needs to page on (LookupIdentifiers, body bytes)."""
+
+    batch: pa.RecordBatch
+    lookup_id: list[int]
+    """LookupIdentifiers in page order (the reader checks they rise within its range)."""
+    body_bytes: int
+    """Total size of the bodies (to size the next peek)."""
+
+    def __len__(self) -> int:
+        return len(self.lookup_id)
+
+
+def _record_starts(blob: bytes) -> list[int]:
+    """Offsets of the records of ``blob`` (MQ_ERROR if it does not split into whole records)."""
+    lengths = _LENGTHS.unpack_from
+    size, end, off = HEADER.size, len(blob), 0
+    starts: list[int] = []
+    append = starts.append
+    try:
+        while off < end:
+            append(off)
+            a, b, c, d, e, f, g = lengths(blob, off + _LENGTHS_AT)
+            off += size + a + b + c + d + e + f + g
+    except struct.error as exc:  # a header cut short
+        raise MQError(HResult.MQ_ERROR, f"malformed packed messages at byte {off}: {exc}") from None
+    if off != end:
+        raise MQError(HResult.MQ_ERROR, f"malformed packed messages: last record runs past byte {end}")
+    return starts
+
+
+def _guid_texts(raw: np.ndarray, braces: bool) -> tuple[pa.Array, np.ndarray]:
+    """Distinct 16-byte GUIDs (RFC 4122 order) of a column as text (``{...}`` or bare)
+    and the index of each row's."""
+    distinct, inverse = np.unique(np.ascontiguousarray(raw), return_inverse=True)
+    texts = [str(uuid.UUID(bytes=g.tobytes())) for g in distinct]
+    if braces:
+        texts = [f"{{{t}}}" for t in texts]
+    return pa.array(texts, type=pa.string()), inverse.astype(np.int32).ravel()
+
+
+def packed_to_page(queue: str, blob: bytes) -> ArrowPage:
+    """The record batch of the packed reply ``blob`` peeked from ``queue``.
+
+    Columns as :func:`openmsmq.spark.arrow.page_to_batch`: ``message_id`` is the
+    OBJECTID text ``{GUID}\\uniquifier`` (MS-MQMQ 2.2.8) of IdLineage and the
+    uniquifier, ``source_qm`` the bare GUID of SourceMachineIdentifier, and
+    ``tx_sequence_id`` / ``tx_sequence_number`` are null where TxSequenceID is 0.
+    """
+    starts = _record_starts(blob)
+    n = len(starts)
+    if n == 0:
+        return ArrowPage(_empty(), [], 0)
+    buf = np.frombuffer(blob, dtype=np.uint8)
+    at = np.asarray(starts, dtype=np.int64)
+    h = buf[at[:, None] + np.arange(HEADER.size)].view(_HEADER_DTYPE).ravel()
+    lens = h["lens"].astype(np.int64)
+    body_at = at + HEADER.size
+    label_at = body_at + lens[:, 0]
+    corr_at = label_at + lens[:, 1]
+    bodies = [blob[s:e] for s, e in zip(body_at.tolist(), label_at.tolist(), strict=True)]
+    corr_end = (corr_at + lens[:, 2]).tolist()
+    correlations = [blob[s:e] for s, e in zip(corr_at.tolist(), corr_end, strict=True)]
+    if lens[:, 1].any():
+        labels: pa.Array = pa.array(
+            [blob[s:e] for s, e in zip(label_at.tolist(), corr_at.tolist(), strict=True)], type=pa.binary()
+        )
+        try:
+            labels = labels.cast(pa.string())  # validates the UTF-8
+        except pa.ArrowInvalid as exc:
+            raise MQError(
+                HResult.MQ_ERROR, f"malformed packed messages: a label is not UTF-8: {exc}"
+            ) from None
+    else:
+        labels = pa.repeat(pa.scalar("", type=pa.string()), n)
+    lineages, lineage_of = _guid_texts(h["lineage"], braces=True)
+    sources, source_of = _guid_texts(h["source"], braces=False)
+    message_id = pc.binary_join_element_wise(
+        lineages.take(pa.array(lineage_of)), pc.cast(pa.array(h["uniq"]), pa.string()), "\\"
+    )
+    seq = np.ascontiguousarray(h["tx_seq_id"])
+    no_seq = seq == 0
+    columns = [
+        pa.array(h["lookup_id"].astype(np.int64), type=pa.int64()),
+        message_id,
+        pa.repeat(pa.scalar(queue, type=pa.string()), n),
+        labels,
+        pa.array(bodies, type=pa.binary()),
+        pa.array(h["message_class"].astype(np.int32), type=pa.int32()),
+        pa.array(h["priority"].astype(np.int32), type=pa.int32()),
+        pa.array(correlations, type=pa.binary()),
+        pa.array(h["app_specific"].astype(np.int64), type=pa.int64()),
+        pa.array(h["sent_time"].astype(np.int64) * 1_000_000, type=_TIMESTAMP),
+        pa.array(h["arrived_time"].astype(np.int64) * 1_000_000, type=_TIMESTAMP),
+        sources.take(pa.array(source_of)),
+        pa.array(seq.view(np.int64), mask=no_seq, type=pa.int64()),
+        pa.array(h["tx_seq_num"].astype(np.int64), mask=no_seq, type=pa.int64()),
+    ]
+    batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    return ArrowPage(batch, h["lookup_id"].tolist(), int(lens[:, 0].sum()))
+
+
+def _empty() -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
