@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
@@ -49,7 +49,6 @@ from openmsmq.spark.backend import (
     RangeQuery,
     open_backend,
 )
-from openmsmq.spark.packed_arrow import ArrowPage
 from openmsmq.spark.planning import (
     PartitionPlan,
     ReaderOptions,
@@ -70,6 +69,9 @@ from openmsmq.spark.planning import (
     split_range,
 )
 from openmsmq.spark.schema import READ_SCHEMA_DDL, check_write_schema, row_to_message
+
+if TYPE_CHECKING:  # pyarrow.compute is loaded by executors only (see _read_partition)
+    from openmsmq.spark.packed_arrow import ArrowPage
 
 __all__ = ["SHORT_NAME", "OpenMSMQDataSource", "SendReport", "register"]
 
@@ -109,6 +111,8 @@ def _read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: Parti
     returns each page already as a record batch decoded from the packed reply
     (:mod:`openmsmq.spark.packed_arrow`); others return columns (``peek_page``).
     """
+    from openmsmq.spark.packed_arrow import ArrowPage
+
     backend = open_backend(opts.endpoint, options)
     peek_arrow = getattr(backend, "peek_arrow", None)
 
