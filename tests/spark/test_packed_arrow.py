@@ -74,3 +74,36 @@ def test_a_label_that_is_not_utf8_fails() -> None:
     blob[at] = 0xFF
     with pytest.raises(MQError, match="not UTF-8"):
         packed_to_page(QUEUE, bytes(blob))
+
+
+def same_size(i: int, *, shift: bool) -> Message:
+    """Records all of one size; with ``shift`` the body and label sizes trade bytes."""
+    k = i % 2 if shift else 0
+    return Message(
+        body=b"b%d" % (i % 10) + b"x" * (8 - 3 * k), label="abc" * k, lookup_id=10 + i,
+        id_lineage=LINEAGES[0], id_uniquifier=i + 1, sent_time=1_700_000_000, arrived_time=1_700_000_000,
+        source_machine=SOURCES[0], correlation_id=bytes([i % 256]) * 20, transactional=True,
+        tx_sequence_id=5, tx_sequence_number=i,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("shift", [False, True])
+@pytest.mark.parametrize("n", [1, 3, 40])
+def test_pages_of_equal_sized_records_take_the_strided_path(n: int, shift: bool) -> None:
+    from openmsmq.spark.packed_arrow import _uniform_stride
+
+    msgs = [same_size(i, shift=shift) for i in range(n)]
+    blob = encode_messages(msgs)
+    assert _uniform_stride(blob) == len(blob) // n
+    want_batch, want_ids, want_bytes = old_path(msgs)
+    page = packed_to_page(QUEUE, blob)
+    assert page.batch.equals(want_batch)
+    assert page.lookup_id == want_ids and page.body_bytes == want_bytes
+
+
+def test_a_blob_of_unequal_records_is_walked() -> None:
+    from openmsmq.spark.packed_arrow import _uniform_stride
+
+    msgs = [same_size(0, shift=False), message(3), same_size(2, shift=False)]
+    assert _uniform_stride(encode_messages(msgs)) == 0
+    assert packed_to_page(QUEUE, encode_messages(msgs)).batch.equals(old_path(msgs)[0])

@@ -4,11 +4,12 @@ The remote-read service returns a page of peeked messages in the packed form of
 :mod:`openmsmq.remote.packed`: per message a fixed 128-byte little-endian header, then
 its variable-length fields. Turning that into client ``Message`` objects and then into
 columns cost about 5 µs of Python per message on the executor (most of the client's
-time in ``bench/spark.py``). Here the only per-message Python is the walk that finds
-where each record starts (the records have variable lengths) and one slice per
-variable-length column; the fixed fields are read for all records at once through a
-numpy structured dtype, and the text columns (``message_id``, ``source_qm``) are
-built by Arrow kernels from the few distinct GUIDs of a page.
+time in ``bench/spark.py``). Here the fixed fields are read for all records at once
+through a numpy structured dtype, and the text columns (``message_id``, ``source_qm``)
+are built by Arrow kernels from the few distinct GUIDs of a page. When all records of
+a page have the same size (checked, see :func:`_uniform_stride`) nothing is done per
+record in Python; otherwise a walk finds where each record starts and each
+variable-length column takes one slice per record.
 
 The batch equals :func:`openmsmq.spark.arrow.page_to_batch` of the same messages
 (``tests/spark/test_packed_arrow.py``).
@@ -80,14 +81,63 @@ def _record_starts(blob: bytes) -> list[int]:
     return starts
 
 
-def _guid_texts(raw: np.ndarray, braces: bool) -> tuple[pa.Array, np.ndarray]:
-    """Distinct 16-byte GUIDs (RFC 4122 order) of a column as text (``{...}`` or bare)
-    and the index of each row's."""
-    distinct, inverse = np.unique(np.ascontiguousarray(raw), return_inverse=True)
-    texts = [str(uuid.UUID(bytes=g.tobytes())) for g in distinct]
-    if braces:
-        texts = [f"{{{t}}}" for t in texts]
-    return pa.array(texts, type=pa.string()), inverse.astype(np.int32).ravel()
+def _guid_texts(raw: np.ndarray, braces: bool) -> pa.Array:
+    """A column of 16-byte GUIDs (RFC 4122 order) as text (``{...}`` or bare), formatted
+    once per distinct GUID (a page comes from few QMs, usually one)."""
+    n = len(raw)
+    raw = np.ascontiguousarray(raw).view(np.uint8).reshape(n, 16)
+    if bool((raw == raw[0]).all()):
+        return pa.repeat(pa.scalar(_guid_text(raw[0].tobytes(), braces), type=pa.string()), n)
+    distinct, inverse = np.unique(raw, axis=0, return_inverse=True)
+    texts = pa.array([_guid_text(g.tobytes(), braces) for g in distinct], type=pa.string())
+    return texts.take(pa.array(inverse.astype(np.int32).ravel()))
+
+
+def _guid_text(raw: bytes, braces: bool) -> str:
+    text = str(uuid.UUID(bytes=raw))
+    return f"{{{text}}}" if braces else text
+
+
+def _uniform_stride(blob: bytes) -> int:
+    """The record size if every record of ``blob`` has the size of the first, else 0.
+
+    Checked for all records at once: if the lengths in the header found at every
+    multiple of the first record's size add up to that size, the record-by-record walk
+    of :func:`_record_starts` would find exactly those starts (by induction), so the
+    two are interchangeable. Pages of equal-sized messages are common (fixed-layout
+    bodies, no labels) and then need no per-record Python at all.
+    """
+    end = len(blob)
+    if end < HEADER.size:
+        return 0
+    stride = HEADER.size + sum(_LENGTHS.unpack_from(blob, _LENGTHS_AT))
+    if end % stride:
+        return 0
+    n = end // stride
+    rows = np.frombuffer(blob, dtype=np.uint8).reshape(n, stride)
+    lens = np.ascontiguousarray(rows[:, _LENGTHS_AT : HEADER.size]).view("<u4").astype(np.int64)
+    return stride if bool((lens.sum(axis=1) == stride - HEADER.size).all()) else 0
+
+
+def _binary(blob: bytes, at: np.ndarray, length: np.ndarray, stride: int) -> pa.Array:
+    """The BINARY column of the fields at offsets ``at`` with sizes ``length``.
+
+    When every record has the same size (``stride``) and this field the same size and
+    place in each, the values are one strided copy of the blob; otherwise one slice per
+    record.
+    """
+    n = len(at)
+    size = int(length[0])
+    if stride and bool((length == size).all()):
+        place = at - np.arange(n, dtype=np.int64) * stride
+        first = int(place[0])
+        if bool((place == first).all()) and n * size < 2**31:
+            rows = np.frombuffer(blob, dtype=np.uint8).reshape(n, stride)
+            data = np.ascontiguousarray(rows[:, first : first + size])
+            offsets = np.arange(n + 1, dtype=np.int32) * size
+            return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    ends = (at + length).tolist()
+    return pa.array([blob[s:e] for s, e in zip(at.tolist(), ends, strict=True)], type=pa.binary())
 
 
 def packed_to_page(queue: str, blob: bytes) -> ArrowPage:
@@ -98,24 +148,28 @@ def packed_to_page(queue: str, blob: bytes) -> ArrowPage:
     uniquifier, ``source_qm`` the bare GUID of SourceMachineIdentifier, and
     ``tx_sequence_id`` / ``tx_sequence_number`` are null where TxSequenceID is 0.
     """
-    starts = _record_starts(blob)
-    n = len(starts)
-    if n == 0:
-        return ArrowPage(_empty(), [], 0)
-    buf = np.frombuffer(blob, dtype=np.uint8)
-    at = np.asarray(starts, dtype=np.int64)
-    h = buf[at[:, None] + np.arange(HEADER.size)].view(_HEADER_DTYPE).ravel()
+    stride = _uniform_stride(blob)
+    if stride:
+        n = len(blob) // stride
+        at = np.arange(n, dtype=np.int64) * stride
+        rows = np.frombuffer(blob, dtype=np.uint8).reshape(n, stride)
+        h = np.ascontiguousarray(rows[:, : HEADER.size]).view(_HEADER_DTYPE).ravel()
+    else:
+        starts = _record_starts(blob)
+        n = len(starts)
+        if n == 0:
+            return ArrowPage(_empty(), [], 0)
+        at = np.asarray(starts, dtype=np.int64)
+        size = HEADER.size
+        h = np.frombuffer(b"".join([blob[s : s + size] for s in starts]), dtype=_HEADER_DTYPE)
     lens = h["lens"].astype(np.int64)
     body_at = at + HEADER.size
     label_at = body_at + lens[:, 0]
     corr_at = label_at + lens[:, 1]
-    bodies = [blob[s:e] for s, e in zip(body_at.tolist(), label_at.tolist(), strict=True)]
-    corr_end = (corr_at + lens[:, 2]).tolist()
-    correlations = [blob[s:e] for s, e in zip(corr_at.tolist(), corr_end, strict=True)]
+    bodies = _binary(blob, body_at, lens[:, 0], stride)
+    correlations = _binary(blob, corr_at, lens[:, 2], stride)
     if lens[:, 1].any():
-        labels: pa.Array = pa.array(
-            [blob[s:e] for s, e in zip(label_at.tolist(), corr_at.tolist(), strict=True)], type=pa.binary()
-        )
+        labels: pa.Array = _binary(blob, label_at, lens[:, 1], stride)
         try:
             labels = labels.cast(pa.string())  # validates the UTF-8
         except pa.ArrowInvalid as exc:
@@ -124,10 +178,8 @@ def packed_to_page(queue: str, blob: bytes) -> ArrowPage:
             ) from None
     else:
         labels = pa.repeat(pa.scalar("", type=pa.string()), n)
-    lineages, lineage_of = _guid_texts(h["lineage"], braces=True)
-    sources, source_of = _guid_texts(h["source"], braces=False)
     message_id = pc.binary_join_element_wise(
-        lineages.take(pa.array(lineage_of)), pc.cast(pa.array(h["uniq"]), pa.string()), "\\"
+        _guid_texts(h["lineage"], braces=True), pc.cast(pa.array(h["uniq"]), pa.string()), "\\"
     )
     seq = np.ascontiguousarray(h["tx_seq_id"])
     no_seq = seq == 0
@@ -136,14 +188,14 @@ def packed_to_page(queue: str, blob: bytes) -> ArrowPage:
         message_id,
         pa.repeat(pa.scalar(queue, type=pa.string()), n),
         labels,
-        pa.array(bodies, type=pa.binary()),
+        bodies,
         pa.array(h["message_class"].astype(np.int32), type=pa.int32()),
         pa.array(h["priority"].astype(np.int32), type=pa.int32()),
-        pa.array(correlations, type=pa.binary()),
+        correlations,
         pa.array(h["app_specific"].astype(np.int64), type=pa.int64()),
         pa.array(h["sent_time"].astype(np.int64) * 1_000_000, type=_TIMESTAMP),
         pa.array(h["arrived_time"].astype(np.int64) * 1_000_000, type=_TIMESTAMP),
-        sources.take(pa.array(source_of)),
+        _guid_texts(h["source"], braces=False),
         pa.array(seq.view(np.int64), mask=no_seq, type=pa.int64()),
         pa.array(h["tx_seq_num"].astype(np.int64), mask=no_seq, type=pa.int64()),
     ]
