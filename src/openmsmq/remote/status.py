@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import MQError
-from openmsmq.qm import QueueManager, QueueType
-from openmsmq.qm.names import DEADLETTER, DEADXACT
-from openmsmq.qm.transfer_state import IncomingStatus, OutgoingStatus
 from openmsmq.remote import openmsmq_remote_pb2 as pb
+from openmsmq.store.records import QueueType
+
+if TYPE_CHECKING:  # the client decodes a status without loading the queue manager
+    from openmsmq.qm import QueueManager
+    from openmsmq.qm.transfer_state import IncomingStatus, OutgoingStatus
 
 __all__ = [
     "IncomingSequenceStatus",
@@ -139,6 +141,8 @@ class QMStatus:
     def dead_letter(self) -> dict[str, int]:
         """Messages in the transactional (``xact``) and the other (``non_xact``)
         dead-letter queues (MS-MQDMPR 3.1.1.1)."""
+        from openmsmq.qm.names import DEADLETTER, DEADXACT
+
         by_name = {q.name.lower(): q.message_count for q in self.queues}
         return {"xact": by_name.get(DEADXACT, 0), "non_xact": by_name.get(DEADLETTER, 0)}
 
