@@ -181,7 +181,13 @@ class OutgoingMessage:
 
 @runtime_checkable
 class Backend(Protocol):
-    """Operations the Spark data source performs on a queue manager (see the module contract)."""
+    """Operations the Spark data source performs on a queue manager (see the module contract).
+
+    A backend may also offer ``peek_arrow(queue, after, through, limit)`` returning an
+    :class:`~openmsmq.spark.packed_arrow.ArrowPage` (the gRPC :class:`TransportBackend`
+    does): the same rows as :meth:`peek_page`, already as an Arrow record batch. The
+    partition reader uses it when present.
+    """
 
     def queue_exists(self, queue: str) -> bool:
         """True if ``queue`` (a path name such as ``private$\\orders``) exists on the QM."""
