@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from openmsmq.observability.metrics import Metrics
 from openmsmq.qm import names
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.acknowledgment import AckSession, send_transactional_acknowledgment
@@ -142,6 +143,20 @@ def test_nack_bad_destination_queue(net: Net) -> None:
     assert ack.body == b"order-1"
     _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_BAD_DST_Q)
     assert b.transfer.incoming_status()[0].tx_sequence_number == 1  # the sequence advanced
+
+
+def test_arrival_rejections_are_counted_by_class_once_durable(net: Net) -> None:
+    a, b = _pair(net, orders_tx=False)
+    b.qm.metrics = b.qm.store.metrics = metrics = Metrics()
+    _send(a.qm, f"DIRECT=TCP:{B}\\private$\\nosuch")
+    _send(a.qm, ORDERS)  # a transactional message for a non-transactional queue
+    _send(a.qm, ORDERS)
+    net.run_until_quiet()
+    value = metrics.registry.get_sample_value
+    name = "openmsmq_messages_rejected_on_arrival_total"
+    assert value(name, {"class": "NACK_BAD_DST_Q"}) == 1
+    assert value(name, {"class": "NACK_NOT_TRANSACTIONAL_Q"}) == 2
+    assert value("openmsmq_messages_accepted_total", {}) == 0
 
 
 def test_nack_bad_destination_queue_admin_needs_send_insecure_nacks(net: Net) -> None:

@@ -158,6 +158,13 @@ class Metrics:
             ["class"],
             registry=r,
         )
+        self._arrival_rejected = Counter(
+            "openmsmq_messages_rejected_on_arrival",
+            "Incoming messages received in order but refused by the arrival rules (MS-MQQB 3.1.5.8), "
+            "by NACK Message.Class name.",
+            ["class"],
+            registry=r,
+        )
         self._sessions = Gauge("openmsmq_sessions", "Open MS-MQQB sessions, by role.", ["role"], registry=r)
         self._sessions_opened = Counter(
             "openmsmq_sessions_opened", "MS-MQQB sessions established, by role.", ["role"], registry=r
@@ -218,6 +225,11 @@ class Metrics:
         child: Counter = self._child(self._dead_lettered, "dead", _class_label(message_class))
         return child
 
+    def rejected_on_arrival(self, message_class: int | str) -> Counter:
+        """The counter of messages rejected on arrival with NACK ``message_class``."""
+        child: Counter = self._child(self._arrival_rejected, "arrival", _class_label(message_class))
+        return child
+
     def sessions(self, role: object) -> Gauge:
         """The gauge of open sessions of ``role`` (``Role.INITIATOR`` / ``Role.ACCEPTOR``)."""
         child: Gauge = self._child(self._sessions, "sessions", label_value(role))
@@ -272,6 +284,11 @@ class Metrics:
     def count_forwarded(self, n: int) -> None:
         """``n`` messages relayed as an intermediate hop."""
         self.messages_forwarded.inc(n)
+
+    def count_arrival_rejected(self, classes: Iterable[int]) -> None:
+        """Messages refused by the arrival rules of one store transaction, by NACK class."""
+        for cls, n in _Tally(classes).items():
+            self.rejected_on_arrival(cls).inc(n)
 
     def count_transmitted(self, queue: int, handles: Sequence[int], now: float, resend: bool) -> None:
         """One Transmit of outgoing queue ``queue``: the LookupIdentifiers ``handles`` (in

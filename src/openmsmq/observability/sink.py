@@ -54,6 +54,11 @@ class MetricsSink(Protocol):
         """``n`` messages passed on to another QM (this QM is an intermediate hop)."""
         ...
 
+    def count_arrival_rejected(self, classes: Iterable[int]) -> None:
+        """Messages that arrived in order but were rejected by the arrival rules of one
+        durable store transaction (MS-MQQB 3.1.5.8), one NACK Message.Class each."""
+        ...
+
     def count_transmitted(self, queue: int, handles: Sequence[int], now: float, resend: bool) -> None:
         """Messages of outgoing queue ``queue`` went out in one Transmit: their
         LookupIdentifiers ``handles``, ascending (``resend``: the protocol sends them
@@ -93,6 +98,9 @@ class NullMetrics:
         """Nothing."""
 
     def count_forwarded(self, n: int) -> None:
+        """Nothing."""
+
+    def count_arrival_rejected(self, classes: Iterable[int]) -> None:
         """Nothing."""
 
     def count_transmitted(self, queue: int, handles: Sequence[int], now: float, resend: bool) -> None:

@@ -201,6 +201,8 @@ def store_arrivals(
         acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)
     ack_sends, discarded = acknowledgment_sends(qm, acks)
     stored = qm.accept_arrivals(queue if accepted else None, accepted, state, ack_sends)
+    if rejected:  # counted once the rejection (the sequence state, the NACKs) is durable
+        qm.metrics.count_arrival_rejected(cls for _, cls in rejected)
     return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
 
 
