@@ -11,30 +11,15 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError, StorageError
-from openmsmq.store import INFINITE, IncomingSequenceState, Message, QueueType, Store, ops, queues, reads
+from openmsmq.store import IncomingSequenceState, Message, Store, ops, queues, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from tests.store.support import private_queue
 
 
 def _open(path: Path, threaded: bool = True) -> Store:
     store = Store(path, threaded=threaded)
     store.write(queues.init_qm_state(uuid.uuid4(), 1000))
     return store
-
-
-def _queue(store: Store, name: str = "private$\\q", *, transactional: bool = False, quota_kb: int = INFINITE):
-    return store.write(
-        queues.create_queue(
-            name=name,
-            display_name=name,
-            queue_type=QueueType.PRIVATE,
-            transactional=transactional,
-            label="",
-            quota_kb=quota_kb,
-            journal_quota_kb=INFINITE,
-            journal=False,
-            now=1000,
-        )
-    )
 
 
 def _count(store: Store, queue_id: int) -> int:
@@ -49,7 +34,7 @@ def test_open_sets_wal_schema_and_application_id(tmp_path: Path, threaded: bool)
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         conn.close()
-        q = _queue(store)
+        q = private_queue(store)
         stored = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"a"))], []))
         assert stored == [1]
     # reopening keeps data and does not migrate again
@@ -62,7 +47,7 @@ def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
     messages and gets the column with its default (every sender)."""
     path = tmp_path / "s.db"
     with _open(path) as store:
-        q = _queue(store)
+        q = private_queue(store)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"old"))], []))
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE queues DROP COLUMN allowed_senders")
@@ -78,7 +63,7 @@ def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
 def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:
-        q = _queue(store)
+        q = private_queue(store)
         got = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())] * 3, []))
         store.write(ops.commit_work([], [ops.Remove(q.queue_id, lid, 0) for lid in got]))
     with Store(path) as store:
@@ -88,7 +73,7 @@ def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
 
 def test_group_commit_shares_commits(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
-        q = _queue(store)
+        q = private_queue(store)
         before = store.stats.batches
         barrier = threading.Barrier(8)
         done = []
@@ -115,7 +100,7 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
     that hops threads) is never held back for long: every wait is bounded."""
     with Store(tmp_path / "w.db", max_commit_wait=wait) as store:
         store.write(queues.init_qm_state(uuid.uuid4(), 1000))
-        q = _queue(store)
+        q = private_queue(store)
         for _ in range(20):  # lone committer: its own thread is in every batch
             store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"a"))], []))
         for i in range(20):  # one client hopping threads: waits find nobody, then back off
@@ -142,7 +127,7 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
 
 def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
-        q = _queue(store)
+        q = private_queue(store)
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # holds the writer so the rest batch up
         good1 = store.submit(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"1"))], []))
@@ -164,7 +149,7 @@ def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
 
 def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
-        q = _queue(store)
+        q = private_queue(store)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"keep" * 10))], []))
         size = (tmp_path / "s.db").stat().st_size + (tmp_path / "s.db-wal").stat().st_size
         store.set_size_limit(size + 64 * 1024)
@@ -205,7 +190,7 @@ def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
 def test_corrupted_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:
-        q = _queue(store)
+        q = private_queue(store)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(5000)))] * 50, []))
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -224,7 +209,7 @@ def test_corrupted_store_is_refused(tmp_path: Path) -> None:
 
 def test_quota_is_checked_in_the_commit(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db", threaded=False) as store:
-        q = _queue(store, quota_kb=1)
+        q = private_queue(store, quota_kb=1)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(600)))], []))
         with pytest.raises(MQError) as info:
             store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(600)))], []))
@@ -281,7 +266,7 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
     path = tmp_path / "s.db"
     sender = uuid.uuid4()
     with _open(path) as store:
-        q = _queue(store, transactional=True)
+        q = private_queue(store, transactional=True)
         state = IncomingSequenceState(
             sender, "DIRECT=TCP:10.0.0.1\\private$\\q", q.queue_id, 7 << 32 | 1, 2, 0, 5.5
         )
@@ -332,8 +317,8 @@ def test_closed_store_refuses_writes(tmp_path: Path) -> None:
 
 def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
-        small = _queue(store, "private$\\small", quota_kb=1)
-        big = _queue(store, "private$\\big")
+        small = private_queue(store, "private$\\small", quota_kb=1)
+        big = private_queue(store, "private$\\big")
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # queue the rest behind it: one batch
         ok1 = store.submit(ops.commit_work([ops.Send.of(big.queue_id, Message(body=b"1"))], []))
@@ -397,7 +382,7 @@ def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
     assert message_from_row(message_to_row(full)) == full
     assert message_from_row(message_to_row(Message())) == Message()
     with _open(tmp_path / "s.db") as store:
-        q = _queue(store, transactional=True)
+        q = private_queue(store, transactional=True)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, full)], []))
         (got,) = store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))
         assert got == replace(full, lookup_id=got.lookup_id)

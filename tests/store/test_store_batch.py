@@ -6,25 +6,14 @@ import random
 import uuid
 from pathlib import Path
 
-from openmsmq.store import INFINITE, Message, QueueType, Store, ops, queues, reads
+from openmsmq.store import Message, Store, ops, queues, reads
+from tests.store.support import private_queue
 
 
 def _setup(tmp_path: Path) -> tuple[Store, int]:
     store = Store(tmp_path / "s.db", threaded=False)
     store.write(queues.init_qm_state(uuid.uuid4(), 1000))
-    q = store.write(
-        queues.create_queue(
-            name="private$\\q",
-            display_name="private$\\q",
-            queue_type=QueueType.PRIVATE,
-            transactional=False,
-            label="",
-            quota_kb=INFINITE,
-            journal_quota_kb=INFINITE,
-            journal=False,
-            now=1000,
-        )
-    )
+    q = private_queue(store, transactional=False, now=1000)
     return store, q.queue_id
 
 
@@ -77,19 +66,7 @@ def test_lone_committer_runs_its_batch_in_its_own_thread_durably(tmp_path: Path)
     path = tmp_path / "s.db"
     with Store(path) as store:
         store.write(queues.init_qm_state(uuid.uuid4(), 1))
-        q = store.write(
-            queues.create_queue(
-                name="private$\\q",
-                display_name="private$\\q",
-                queue_type=QueueType.PRIVATE,
-                transactional=True,
-                label="",
-                quota_kb=INFINITE,
-                journal_quota_kb=INFINITE,
-                journal=False,
-                now=1,
-            )
-        )
+        q = private_queue(store, transactional=True, now=1)
         ran_in: list[int] = []
         ids = []
         for i in range(12):
@@ -159,19 +136,7 @@ def test_interrupt_escaping_an_inline_batch_never_reuses_lookup_ids(tmp_path: Pa
 
     with Store(tmp_path / "s.db") as store:
         store.write(queues.init_qm_state(uuid.uuid4(), 1))
-        q = store.write(
-            queues.create_queue(
-                name="private$\\q",
-                display_name="private$\\q",
-                queue_type=QueueType.PRIVATE,
-                transactional=True,
-                label="",
-                quota_kb=INFINITE,
-                journal_quota_kb=INFINITE,
-                journal=False,
-                now=1,
-            )
-        )
+        q = private_queue(store, transactional=True, now=1)
         ids = []
         for i in range(6):
             ids += store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))], []))

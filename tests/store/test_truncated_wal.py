@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.store import INFINITE, Message, QueueType, Store, ops, queues, reads
+from openmsmq.store import Message, Store, ops, queues, reads
+from tests.store.support import private_queue
 
 COMMITS = 120
 PER_COMMIT = 3
@@ -38,19 +39,7 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     store = Store(live / "s.db")
     try:
         store.write(queues.init_qm_state(uuid.uuid4(), 1000))
-        q = store.write(
-            queues.create_queue(
-                name="private$\\q",
-                display_name="private$\\q",
-                queue_type=QueueType.PRIVATE,
-                transactional=True,
-                label="",
-                quota_kb=INFINITE,
-                journal_quota_kb=INFINITE,
-                journal=False,
-                now=1000,
-            )
-        )
+        q = private_queue(store, transactional=True, now=1000)
         for c in range(COMMITS):
             sends = [ops.Send.of(q.queue_id, Message(body=_body(c, i))) for i in range(PER_COMMIT)]
             store.write(ops.commit_work(sends, []))

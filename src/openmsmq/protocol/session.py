@@ -258,10 +258,7 @@ class Session:
         and sent as SessionAcks free the window. ``handle`` comes back in
         :class:`SessionAckReceived` for non-transactional messages.
         """
-        if self.state is not SessionState.OPEN:
-            raise LocalProtocolError(f"send_user_message in state {self.state.name}")
-        self._backlog.append((packet, handle))
-        self._drain_backlog(now)
+        self.send_user_messages(((packet, handle),), now)
 
     def send_user_messages(self, items: Iterable[tuple[UserMessagePacket, int]], now: float) -> None:
         """:meth:`send_user_message` for each (packet, handle) of ``items``, in order: the

@@ -25,10 +25,10 @@ from openmsmq.protocol.outgoing import (
     Released,
     Transmit,
 )
-from openmsmq.qm.manager import QueueHandle, QueueManager
+from openmsmq.qm.manager import QueueHandle
 from openmsmq.qm.transfer_codec import _sequence_id, direct_name, packet_from_message, split_direct
 from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import OutgoingTransfer, TransferConfig
+from openmsmq.qm.transfer_state import OutgoingTransfer, TransferParts
 from openmsmq.store.records import Message, QueueType
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
@@ -47,19 +47,11 @@ _LAST_LOOKUP_ID = (1 << 56) - 1
 _BEYOND = IgnoreReason.BEYOND_SENT
 
 
-class OutgoingSide:
+class OutgoingSide(TransferParts):
     """The sender half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
 
-    qm: QueueManager
-    config: TransferConfig
     metrics: MetricsSink
-    outgoing: dict[int, OutgoingTransfer]
-    stats: dict[str, int]
-    _wall_offset: float
     _next_refresh: float
-    _releases: dict[int, int]
-    _settles: list[tuple[int, int, int, int]]
-    _deletes: list[tuple[int, int]]
     _seq_owner: dict[int, tuple[int, float]]
     _forward: dict[str, deque[UserMessagePacket]]
 

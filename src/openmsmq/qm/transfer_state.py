@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig
-from openmsmq.qm.manager import QueueHandle
+from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.qm.transfer_codec import packet_from_message
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
@@ -26,6 +26,7 @@ __all__ = [
     "StoreLocal",
     "StoreWork",
     "TransferConfig",
+    "TransferParts",
 ]
 
 
@@ -190,3 +191,20 @@ class IncomingStatus:
     tx_sequence_id: TxSequenceId
     tx_sequence_number: int
     reject_count: int
+
+
+class TransferParts:
+    """The state both halves of :class:`~openmsmq.qm.transfer.Transfer` use
+    (:class:`~openmsmq.qm.transfer_outgoing.OutgoingSide`,
+    :class:`~openmsmq.qm.transfer_store.StoreWorkSide`), declared once; ``Transfer.__init__``
+    sets it."""
+
+    qm: QueueManager
+    config: TransferConfig
+    outgoing: dict[int, OutgoingTransfer]
+    stats: dict[str, int]
+    _wall_offset: float
+    #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
+    _releases: dict[int, int]
+    _settles: list[tuple[int, int, int, int]]
+    _deletes: list[tuple[int, int]]

@@ -18,17 +18,15 @@ from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals
-from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer_codec import message_from_packet
 from openmsmq.qm.transfer_session import Conn, Pending
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
     AcceptGroup,
-    OutgoingTransfer,
     ReleaseBatch,
     StoreLocal,
     StoreWork,
-    TransferConfig,
+    TransferParts,
 )
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
@@ -38,25 +36,17 @@ __all__ = ["StoreWorkSide"]
 log = logging.getLogger("openmsmq.transfer")
 
 
-class StoreWorkSide:
+class StoreWorkSide(TransferParts):
     """The store-work half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
 
-    qm: QueueManager
-    config: TransferConfig
     incoming: IncomingSequences
-    outgoing: dict[int, OutgoingTransfer]
-    stats: dict[str, int]
-    _wall_offset: float
     _conns: dict[int, Conn]
     _ack_sessions: dict[tuple[object, str], AckSession]
     _accepted: deque[Pending]
     _accept_in_flight: AcceptBatch | None
     _nontx_in: list[tuple[str, Message, int, int]]
     _local_in_flight: StoreLocal | None
-    _releases: dict[int, int]
-    _settles: list[tuple[int, int, int, int]]
     _hop_nacks: list[tuple[Message, AckSession | None]]
-    _deletes: list[tuple[int, int]]
     _release_in_flight: ReleaseBatch | None
 
     if TYPE_CHECKING:
