@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
+from openmsmq.remote.codes import Action
 from openmsmq.store.records import INFINITE
 
 __all__ = [
@@ -72,61 +73,9 @@ class ShareMode(IntEnum):
     DENY_RECEIVE = 0x00000001
 
 
-class ReadAction(IntEnum):
-    """ulAction of R_StartReceive / R_StartTransactionalReceive (MS-MQRR 2.2.1, 3.1.4.7).
-
-    FIRST/LAST lookups are the MSMQ 3.0 seek actions (MS-MQDMPR 3.1.7.3.3 SeekFirst /
-    SeekLast); MS-MQRR does not carry them on the wire, so a remote transport maps them.
-    """
-
-    #: MQ_ACTION_RECEIVE: receive the first message, or the one at the cursor.
-    RECEIVE = 0x00000000
-    #: MQ_ACTION_PEEK_CURRENT: peek the first message, or the one at the cursor.
-    PEEK_CURRENT = 0x80000000
-    #: MQ_ACTION_PEEK_NEXT: advance the cursor, then peek (cursor required).
-    PEEK_NEXT = 0x80000001
-    #: MQ_LOOKUP_PEEK_CURRENT: peek the message with this LookupIdentifier.
-    LOOKUP_PEEK_CURRENT = 0x40000010
-    #: MQ_LOOKUP_PEEK_NEXT: peek the first message after it.
-    LOOKUP_PEEK_NEXT = 0x40000011
-    #: MQ_LOOKUP_PEEK_PREV: peek the last message before it.
-    LOOKUP_PEEK_PREV = 0x40000012
-    #: MQ_LOOKUP_PEEK_FIRST: peek the first message (LookupIdentifier ignored).
-    LOOKUP_PEEK_FIRST = 0x40000014
-    #: MQ_LOOKUP_PEEK_LAST: peek the last message (LookupIdentifier ignored).
-    LOOKUP_PEEK_LAST = 0x40000018
-    #: MQ_LOOKUP_RECEIVE_CURRENT: receive the message with this LookupIdentifier.
-    LOOKUP_RECEIVE_CURRENT = 0x40000020
-    #: MQ_LOOKUP_RECEIVE_NEXT: receive the first message after it.
-    LOOKUP_RECEIVE_NEXT = 0x40000021
-    #: MQ_LOOKUP_RECEIVE_PREV: receive the last message before it.
-    LOOKUP_RECEIVE_PREV = 0x40000022
-    #: MQ_LOOKUP_RECEIVE_FIRST: receive the first message.
-    LOOKUP_RECEIVE_FIRST = 0x40000024
-    #: MQ_LOOKUP_RECEIVE_LAST: receive the last message.
-    LOOKUP_RECEIVE_LAST = 0x40000028
-
-    @property
-    def is_peek(self) -> bool:
-        """True for the non-destructive actions (MS-MQRR 3.1.4.7: every non-receive action)."""
-        return self not in _RECEIVE_ACTIONS
-
-    @property
-    def is_lookup(self) -> bool:
-        """True for the MQ_LOOKUP_* actions (selected by LookupIdentifier, timeout 0)."""
-        return bool(self & 0x40000000)
-
-
-_RECEIVE_ACTIONS = frozenset(
-    {
-        ReadAction.RECEIVE,
-        ReadAction.LOOKUP_RECEIVE_CURRENT,
-        ReadAction.LOOKUP_RECEIVE_NEXT,
-        ReadAction.LOOKUP_RECEIVE_PREV,
-        ReadAction.LOOKUP_RECEIVE_FIRST,
-        ReadAction.LOOKUP_RECEIVE_LAST,
-    }
-)
+#: ulAction of R_StartReceive / R_StartTransactionalReceive (MS-MQRR 2.2.1, 3.1.4.7): the
+#: remote-read service's own enum, so a client and the server cannot disagree on a value.
+ReadAction = Action
 
 
 class Ack(IntEnum):
