@@ -19,7 +19,7 @@ from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHa
 from openmsmq.qm.transaction import PendingReceive, Transaction, _Receive
 from openmsmq.store import reads
 from openmsmq.store.db import Store
-from openmsmq.store.records import Message
+from openmsmq.store.records import Message, QueueType
 
 __all__ = ["ReadsMixin"]
 
@@ -126,13 +126,19 @@ class ReadsMixin:
         received again; the expiry moves it). See :meth:`QueueManager._unlock` for when
         the hint is dropped.
         """
-        qid = qs.record.queue_id
+        rec = qs.record
+        qid = rec.queue_id
         hints = self._head_keys
+        # A transactional private queue holds priority 0 only (MS-MQDMPR forces PR to 0
+        # with a TransactionHeader): no higher-priority band to read before the hint.
+        one_band = rec.transactional and rec.queue_type == QueueType.PRIVATE
 
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
             hint = hints.get(qs)
             found = self.store.read(
-                lambda c: reads.fetch_available(c, qid, now=now, limit=limit, exclude=locked, head_key=hint)
+                lambda c: reads.fetch_available(
+                    c, qid, now=now, limit=limit, exclude=locked, head_key=hint, one_band=one_band
+                )
             )
             if advance and found:
                 hints[qs] = found[-1][0] + 1

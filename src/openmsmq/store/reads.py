@@ -146,6 +146,7 @@ def fetch_available(
     from_key: int | None = None,
     descending: bool = False,
     head_key: int | None = None,
+    one_band: bool = False,
 ) -> list[tuple[int, Message]]:
     """Unexpired messages of a queue in queue order, as (order_key, message).
 
@@ -157,10 +158,11 @@ def fetch_available(
     band (``head_key >> 56``) with an order_key below it is locked or expired: the read
     then skips that prefix with one index seek instead of stepping over the locked rows.
     Messages of higher priority bands (smaller keys) are still read from the start, so
-    a message sent later with a higher priority is found.
+    a message sent later with a higher priority is found — unless ``one_band`` says the
+    queue holds priority 0 only (a transactional private queue), which saves a statement.
     """
     if head_key is not None:
-        return _fetch_head(conn, queue_id, now, limit, exclude, head_key)
+        return _fetch_head(conn, queue_id, now, limit, exclude, head_key, one_band)
     sql = f"SELECT m.order_key, {MSG_SELECT} FROM messages m WHERE m.queue_id = ?"
     params: list[Any] = [queue_id]
     if after_key is not None:
@@ -203,7 +205,13 @@ _HEAD_SQL = (
 
 
 def _fetch_head(
-    conn: sqlite3.Connection, queue_id: int, now: int, limit: int, exclude: Collection[int], head_key: int
+    conn: sqlite3.Connection,
+    queue_id: int,
+    now: int,
+    limit: int,
+    exclude: Collection[int],
+    head_key: int,
+    one_band: bool = False,
 ) -> list[tuple[int, Message]]:
     """:func:`fetch_available` from the head, skipping the locked prefix below ``head_key``.
 
@@ -219,7 +227,8 @@ def _fetch_head(
     if band_start == 7 << 56:
         floor = head_key - band_start
         tail_exclude = [lid for lid in exclude if lid >= floor] if exclude else ()
-    for lo, hi, skip in ((0, band_start, exclude), (head_key, 1 << 62, tail_exclude)):
+    higher = 0 if one_band else band_start  # one band: no higher-priority range to read
+    for lo, hi, skip in ((0, higher, exclude), (head_key, 1 << 62, tail_exclude)):
         if hi <= lo:
             continue
         want = limit - len(out)
