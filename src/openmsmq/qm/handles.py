@@ -41,7 +41,7 @@ class CursorAction(IntEnum):
 class _QueueState:
     """In-memory state of one queue: its record, lock set, waiters. Never per message on disk."""
 
-    __slots__ = ("cond", "deleted", "locked", "purge_pending", "record")
+    __slots__ = ("cond", "deleted", "locked", "purge_pending", "readers", "record")
 
     def __init__(self, record: QueueRecord) -> None:
         self.record = record
@@ -51,6 +51,9 @@ class _QueueState:
         #: Locked messages whose queue was purged: deleted when their lock ends (PurgePending).
         self.purge_pending: set[int] = set()
         self.deleted = False
+        #: Reads between their first select and their return (``ReadsMixin._take``,
+        #: changed under ``cond``): a commit notifies ``cond`` only when one is there.
+        self.readers = 0
 
 
 @dataclass(frozen=True, eq=False)

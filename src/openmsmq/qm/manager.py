@@ -524,9 +524,12 @@ class QueueManager(ReadsMixin, RangesMixin):
         return sends, lookup_ids
 
     def _notify(self, states: Iterable[_QueueState]) -> None:
+        """Wake the reads waiting on these queues (after messages became available)."""
         for qs in set(states):
-            with qs.cond:
-                qs.cond.notify_all()
+            # No read in progress: nobody to wake, skip the condition (qs.readers).
+            if qs.readers:
+                with qs.cond:
+                    qs.cond.notify_all()
 
     # ---- transactions --------------------------------------------------------------------
 
@@ -553,19 +556,27 @@ class QueueManager(ReadsMixin, RangesMixin):
         """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation; ``sends`` holds
         (queue, Sends) per send call, in order."""
         self._check_open()
+        rows = sends[0][1] if len(sends) == 1 else [s for _, chunk in sends for s in chunk]
+        count = len(rows)
+        if not receives:  # a sending transaction: none of the receive bookkeeping
+            stored = self.store.write(ops.commit_work(rows, ()))
+            self.metrics.count_committed(count, 0)
+            if sends:
+                self._notify(qs for qs, _ in sends)
+            return stored
         live = [r for r in receives if not r.queue.deleted]
         events = [
             RemovedMessage(r.queue.record.queue_id, r.message, r.reason) for r in live if _acks(r.message)
         ]
-        rows = [s for _, chunk in sends for s in chunk]
-        count = len(rows)
         if events:
+            rows = list(rows)
             for hook in list(self._commit_hooks.values()):
                 rows += hook(events)
         stored = self.store.write(ops.commit_work(rows, self._removes_for(live)))
         self.metrics.count_committed(count, sum(r.queue.record.queue_type != _OUTGOING for r in live))
         self._unlock(receives, removed=True)
-        self._notify(qs for qs, _ in sends)
+        if sends:
+            self._notify(qs for qs, _ in sends)
         if len(rows) > count:
             self._notify(self._by_id[s.queue_id] for s in rows[count:] if s.queue_id in self._by_id)
         self._emit(events, hooked=True)

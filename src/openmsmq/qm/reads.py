@@ -69,23 +69,32 @@ class ReadsMixin:
             cancel._enter(cond)
         try:
             with cond:
-                while True:
-                    if qs.deleted:
-                        raise MQError(
-                            HResult.MQ_ERROR_QUEUE_DELETED, f"queue {qs.record.display_name} was deleted"
-                        )
-                    self._check_open()
-                    if cancel is not None and cancel.cancelled:
-                        raise MQError(HResult.MQ_ERROR_OPERATION_CANCELLED, "the read was cancelled")
-                    found = select(qs.locked, self._now())
-                    if found:
-                        if lock:
-                            qs.locked.update(m.lookup_id for _, m in found)
-                        return found
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise MQError(HResult.MQ_ERROR_IO_TIMEOUT, f"no message in {qs.record.display_name}")
-                    cond.wait(_WAKE_SLICE if remaining is None else min(remaining, _WAKE_SLICE))
+                # Counted before the first select: a commit that this select does not see
+                # completes after the count went up, so its notify (QueueManager._notify)
+                # is not skipped while this read goes on to wait.
+                qs.readers += 1
+                try:
+                    while True:
+                        if qs.deleted:
+                            raise MQError(
+                                HResult.MQ_ERROR_QUEUE_DELETED, f"queue {qs.record.display_name} was deleted"
+                            )
+                        self._check_open()
+                        if cancel is not None and cancel.cancelled:
+                            raise MQError(HResult.MQ_ERROR_OPERATION_CANCELLED, "the read was cancelled")
+                        found = select(qs.locked, self._now())
+                        if found:
+                            if lock:
+                                qs.locked.update(m.lookup_id for _, m in found)
+                            return found
+                        remaining = None if deadline is None else deadline - time.monotonic()
+                        if remaining is not None and remaining <= 0:
+                            raise MQError(
+                                HResult.MQ_ERROR_IO_TIMEOUT, f"no message in {qs.record.display_name}"
+                            )
+                        cond.wait(_WAKE_SLICE if remaining is None else min(remaining, _WAKE_SLICE))
+                finally:
+                    qs.readers -= 1
         finally:
             if cancel is not None:
                 cancel._leave(cond)

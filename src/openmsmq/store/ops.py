@@ -163,20 +163,31 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
             seqs[qid] = [from_i64(row[0]), int(row[1])]
     first = ctx.alloc_lookup_ids(len(sends))
     rows = []
-    for i, s in enumerate(sends):
-        lid = first + i
-        r = list(s.row)
-        r[_LOOKUP] = lid
-        seq = seqs.get(s.queue_id)
-        if seq is not None and r[_TRANSACTIONAL]:
-            r[_TX_SEQ_ID] = to_i64(seq[0])
-            r[_TX_SEQ_NO] = seq[1]
-            r[_TX_PREV_NO] = seq[1] - 1
-            seq[1] += 1
-        if arrived_time is not None:
-            r[_ARRIVED] = arrived_time
-        r += (s.queue_id, order_key(r[_PRIORITY], lid), s.expire_at, s.expire_class)
-        rows.append(r)
+    if not seqs and arrived_time is None:
+        # The local send path: only the LookupIdentifier and the order key to fill in
+        # (order_key inlined: one call less per row).
+        lid = first
+        for s in sends:
+            r = s.row.copy()
+            r[_LOOKUP] = lid
+            r += (s.queue_id, ((7 - r[_PRIORITY]) << 56) | lid, s.expire_at, s.expire_class)
+            rows.append(r)
+            lid += 1
+    else:
+        for i, s in enumerate(sends):
+            lid = first + i
+            r = list(s.row)
+            r[_LOOKUP] = lid
+            seq = seqs.get(s.queue_id)
+            if seq is not None and r[_TRANSACTIONAL]:
+                r[_TX_SEQ_ID] = to_i64(seq[0])
+                r[_TX_SEQ_NO] = seq[1]
+                r[_TX_PREV_NO] = seq[1] - 1
+                seq[1] += 1
+            if arrived_time is not None:
+                r[_ARRIVED] = arrived_time
+            r += (s.queue_id, order_key(r[_PRIORITY], lid), s.expire_at, s.expire_class)
+            rows.append(r)
     conn.executemany(_INSERT_MSG, rows)
     if seqs:
         conn.executemany(
