@@ -81,7 +81,10 @@ def worker(qm: QueueManager, log: Log, wid: int, rnd: int, seed: int) -> None:
             except IOTimeoutError:
                 pass
         if rng.random() < 0.7 or not removes:
-            toks = [token() for _ in range(rng.randint(1, 6))]
+            # Mostly small; sometimes 8-40 messages, so rows also go in as the store's
+            # multi-row INSERT chunks (64/32/16/8 rows) when a crash hits.
+            count = rng.randint(1, 6) if rng.random() < 0.8 else rng.randint(8, 40)
+            toks = [token() for _ in range(count)]
             qm.send_many(qname(dst), [Message(body=t.encode()) for t in toks], tx)
             adds[dst] = toks
         log.write(op=n_op, kind="tx", add=adds, remove=removes)
