@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.errors import IOTimeoutError
+from openmsmq.errors import HResult, IOTimeoutError, MQError
 from openmsmq.qm import Message, QueueManager
 
 
@@ -109,3 +109,26 @@ def test_dequeue_begin_many_locks_a_batch_in_one_call(qm: QueueManager) -> None:
     qm.dequeue_end(rest[1], delete=False)
     tx.commit()
     assert [m.body for m in qm.receive_many("private$\\tx", 10)] == [bodies[1], bodies[5]]
+
+
+def test_failed_remove_through_leaves_its_messages_readable(qm: QueueManager) -> None:
+    """A receive that runs while remove_through holds its range moves the hint past it;
+    when the removal's commit then fails, the range must be found again from the head."""
+    bodies = fill(qm, 10)
+    first = qm.peek("private$\\tx").lookup_id
+    real_write = qm.store.write
+    during: list[bytes] = []
+
+    def failing_write(work, *args, **kwargs):  # type: ignore[no-untyped-def]
+        qm.store.write = real_write  # the receive below commits normally
+        with qm.begin() as tx:  # the 6th message: the first not held by remove_through
+            during.append(qm.receive("private$\\tx", tx=tx).body)
+        raise MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "simulated failed commit")
+
+    qm.store.write = failing_write  # type: ignore[method-assign]
+    with pytest.raises(MQError):
+        qm.remove_through({"private$\\tx": first + 4})
+    assert during == [bodies[5]]
+    with qm.begin() as tx:
+        got = [m.body for m in qm.receive_many("private$\\tx", 10, tx=tx)]
+    assert got == bodies[:5] + bodies[6:]

@@ -60,6 +60,7 @@ class RangesMixin:
         store: Store
         identity_retention: int
         metrics: MetricsSink
+        _head_keys: dict[_QueueState, int]
 
         def _resolve(self, queue: QueueRef) -> _QueueState: ...
         def _check_open(self) -> None: ...
@@ -166,9 +167,11 @@ class RangesMixin:
                 held.append((qs, taken))
         if not removes:
             return 0
+        removed = False
         try:
             events = self._ack_events(acks)
             self.store.write(ops.commit_work([], removes))
+            removed = True
             self.metrics.count_committed(0, len(removes))
         except BaseException:
             for qs, lookup_id in marked:
@@ -178,6 +181,11 @@ class RangesMixin:
         finally:
             for qs, taken in held:
                 with qs.cond:
+                    if not removed:
+                        # The messages stay: a receive that ran meanwhile may have moved
+                        # the head hint past them (they were locked), so drop it, as
+                        # QueueManager._unlock does for an abort.
+                        self._head_keys.pop(qs, None)
                     qs.locked.difference_update(taken)
                     if qs.purge_pending:
                         qs.purge_pending.difference_update(taken)
