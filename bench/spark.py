@@ -35,6 +35,7 @@ from typing import Any
 import openmsmq
 from openmsmq.client import Access, OutgoingMessage
 from openmsmq.runtime import live_runtime
+from openmsmq.spark import launcher_path
 
 
 def start_qm(data: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -95,7 +96,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2, help="partitionsPerQueue (default: 2 cores)")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Spark's Python processes import the installed pyspark, not pyspark.zip (docs/spark.md).
+    os.environ.setdefault("PYSPARK_PYTHON", launcher_path())
     work = Path(tempfile.mkdtemp(prefix="openmsmq-bench-spark-"))
     proc = start_qm(work / "qm", work / "serve.log")
     spark: Any = None

@@ -143,11 +143,12 @@ class Sender(threading.Thread):
 
 def spark_session() -> Any:
     """A local SparkSession with the openmsmq source registered."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from openmsmq.spark import launcher_path, register
+
+    # Spark's Python processes import the installed pyspark, not pyspark.zip (docs/spark.md).
+    os.environ.setdefault("PYSPARK_PYTHON", launcher_path())
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-
-    from openmsmq.spark import register
 
     spark = (
         SparkSession.builder.master("local[2]")

@@ -18,10 +18,10 @@ import sys
 
 def main() -> None:
     endpoint, queues, out, checkpoint, mode = sys.argv[1:6]
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from openmsmq.spark import launcher_path, register
 
-    from openmsmq.spark import register
+    os.environ["PYSPARK_PYTHON"] = launcher_path()  # as in conftest.py
+    from pyspark.sql import SparkSession
 
     spark = (
         SparkSession.builder.master("local[2]")
