@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -10,10 +11,15 @@ from openmsmq.client import grpc_transport as gt
 from openmsmq.client.message import Message as ClientMessage
 from openmsmq.client.types import AckRequest, Delivery
 from openmsmq.errors import MQError
-from openmsmq.qm import Message
+from openmsmq.qm import Message, QueueManager
 from openmsmq.remote import openmsmq_remote_pb2 as pb
-from openmsmq.remote.packed import decode_messages, encode_messages
+from openmsmq.remote import ranges
+from openmsmq.remote.auth import ALLOW_ALL
+from openmsmq.remote.packed import decode_messages, encode_messages, encode_rows
 from openmsmq.remote.server import message_to_pb, read_reply
+from openmsmq.store.records import message_from_row, message_to_row
+
+from .conftest import PLAINQ, TXQ, fill
 
 LINEAGE = uuid.UUID("12345678-9abc-def0-1234-56789abcdef0")
 SOURCE = uuid.UUID("0fedcba9-8765-4321-0fed-cba987654321")
@@ -83,3 +89,44 @@ def test_empty_and_malformed_blobs() -> None:
 def test_message_to_pb_is_still_served_for_old_clients() -> None:
     reply = read_reply([rich(0)], 0)
     assert reply.packed == b"" and reply.messages[0] == message_to_pb(rich(0))
+
+
+def _variants() -> list[Message]:
+    """Messages covering every field of a stored row, each variable-length field alone."""
+    base = [rich(i) for i in range(3)]
+    return [
+        *base,
+        Message(body=b""),
+        replace(base[0], label="", admin_queue="", response_queue="", extension=b""),
+        replace(base[0], label="l", admin_queue="", response_queue="", extension=b""),
+        replace(base[0], label="", admin_queue="a", response_queue="", extension=b""),
+        replace(base[0], label="", admin_queue="", response_queue="r", extension=b""),
+        replace(base[0], label="", admin_queue="", response_queue="", extension=b"e"),
+        replace(base[1], sender_id=b"sid", hop_count=3, tracing=True, final_ack_required=True),
+        replace(base[1], destination_qm=SOURCE, positive_journaling=False, transactional=False),
+        replace(base[2], tx_sequence_id=5, ack_flags=0x1FF, first_in_transaction=True),
+    ]
+
+
+def test_encode_rows_equals_encode_messages_of_the_decoded_rows() -> None:
+    """The server's PeekRange encodes stored rows directly; byte for byte what the
+    Message path gives."""
+    rows = [tuple(message_to_row(m)) for m in _variants()]
+    assert encode_rows(rows) == encode_messages([message_from_row(r) for r in rows])
+    assert encode_rows([]) == b""
+
+
+def test_peek_range_packed_equals_the_message_path(qm: QueueManager) -> None:
+    """Through a real store: both queue kinds, bounded and open ranges, a limit that cuts."""
+    fill(qm, TXQ, [bytes([i]) * i for i in range(30)])
+    qm.send_many(PLAINQ, [replace(rich(i), lookup_id=0, priority=i % 8) for i in range(20)])
+    for queue in (TXQ, PLAINQ):
+        ids = [m.lookup_id for m in qm.peek_range(queue, 0, 1000)]
+        for after, through, limit in (
+            (0, None, 1000),
+            (ids[3], ids[-5], 1000),
+            (ids[1], None, 7),
+            (ids[-1], None, 5),
+        ):
+            want = encode_messages(ranges.peek_range(qm, ALLOW_ALL, queue, after, through, limit))
+            assert ranges.peek_range_packed(qm, ALLOW_ALL, queue, after, through, limit) == want

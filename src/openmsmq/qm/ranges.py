@@ -126,6 +126,20 @@ class RangesMixin:
             lambda c: ranges.fetch_range_through(c, qid, _one_band(qs), after_lookup_id, through, limit)
         )
 
+    def peek_range_rows(
+        self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`peek_range` as the stored rows, in the same order
+        (:data:`openmsmq.store.records.ROW_COLUMNS`; ``message_from_row`` gives the
+        :class:`Message`): for the remote-read service's packed reply, which needs no
+        Message per row."""
+        qs = self._resolve(queue)
+        qid = qs.record.queue_id
+        one = _one_band(qs)
+        return self.store.read(
+            lambda c: ranges.fetch_rows_through(c, qid, one, after_lookup_id, through, limit)
+        )
+
     # ---- removal by range ------------------------------------------------------------------
 
     def remove_through(self, positions: Mapping[QueueRef, int]) -> int:

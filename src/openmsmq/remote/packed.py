@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import HResult, MQError
 
@@ -42,6 +42,7 @@ __all__ = [
     "PackedRecord",
     "decode_messages",
     "encode_messages",
+    "encode_rows",
 ]
 
 #: ``reply_format`` value asking for the packed form (0 = ``repeated Message``).
@@ -121,6 +122,62 @@ def encode_messages(messages: Sequence[Message], request_ids: Sequence[int] | No
         append(admin)
         append(resp)
         append(ext)
+    return b"".join(parts)
+
+
+def encode_rows(rows: Sequence[Sequence[Any]]) -> bytes:
+    """The packed form of stored message rows (``openmsmq.store.records.ROW_COLUMNS``
+    order, as :meth:`openmsmq.qm.QueueManager.peek_range_rows` returns them), equal to
+    :func:`encode_messages` of their ``message_from_row`` messages, without building
+    them: the row's ``props`` already holds the strings UTF-8 encoded and the GUIDs as
+    16 bytes, so each record is one unpack, one pack and slices. dwRequestId is 0."""
+    from openmsmq.store.records import PROPS  # server side only: the client never loads the store
+
+    unpack_props = PROPS.unpack_from
+    at = PROPS.size
+    pack = HEADER.pack
+    parts: list[bytes] = []
+    append = parts.append
+    for row in rows:
+        (
+            lookup_id,
+            priority,
+            cls,
+            transactional,
+            seq_id,
+            seq_no,
+            _prev,
+            tx_flags,
+            arrived,
+            _a,
+            _s,
+            props,
+            body,
+        ) = row
+        (
+            body_type, app_specific, delivery, ttrq, ttbr, ack_flags, bits, _hop, uniquifier, sent,
+            lineage, _dest_qm, source, corr, n_label, n_admin, n_resp, n_dest, n_ext, _n_sender,
+        ) = unpack_props(props)  # fmt: skip
+        # bits: 1 positive, 2 negative journaling (= FLAG_JOURNAL, FLAG_DEAD_LETTER);
+        # tx_flags: 1 FirstInTransaction, 2 LastInTransaction (the flags' 0x08, 0x10).
+        flags = (bits & 3) | (FLAG_TRANSACTIONAL if transactional else 0) | (tx_flags & 3) << 3
+        header = pack(
+            lookup_id, uniquifier, cls, priority, app_specific, body_type, delivery, sent, arrived,
+            ttrq, ttbr, ack_flags & 0xFF, flags, 0, seq_id + (1 << 64) if seq_id < 0 else seq_id,
+            seq_no, lineage, source, len(body), n_label, len(corr), n_dest, n_admin, n_resp, n_ext,
+        )  # fmt: skip
+        append(header)
+        append(body)
+        # props after its fixed part: label, admin, response, destination, extension, sender_id;
+        # a record: label, correlation, destination, admin, response, extension.
+        i = at + n_label
+        append(props[at:i])
+        append(corr)
+        j = i + n_admin + n_resp
+        append(props[j : j + n_dest])
+        append(props[i:j])  # admin then response: adjacent in both layouts
+        j += n_dest
+        append(props[j : j + n_ext])
     return b"".join(parts)
 
 

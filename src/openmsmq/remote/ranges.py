@@ -20,8 +20,17 @@ from collections.abc import Mapping, Sequence
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import LookupRange, Message, QueueHandle, QueueManager, QueueRecord, QueueType
 from openmsmq.remote.auth import Permission, Principal
+from openmsmq.remote.packed import encode_rows
 
-__all__ = ["RangeQuery", "lookup_ranges", "nth_lookup_id", "peek_range", "remove_through", "send_idempotent"]
+__all__ = [
+    "RangeQuery",
+    "lookup_ranges",
+    "nth_lookup_id",
+    "peek_range",
+    "peek_range_packed",
+    "remove_through",
+    "send_idempotent",
+]
 
 #: Most messages one PeekRange call returns (the reply stays well under gRPC's limits
 #: for ordinary message sizes; the client pages with ``after``).
@@ -97,6 +106,22 @@ def peek_range(
     if not 1 <= max_count <= MAX_PEEK_COUNT:
         raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"max_count must be 1..{MAX_PEEK_COUNT}")
     return qm.peek_range(queue, _position(after, "after"), max_count, through)
+
+
+def peek_range_packed(
+    qm: QueueManager,
+    principal: Principal,
+    queue: str,
+    after: int,
+    through: int | None,
+    max_count: int,
+) -> bytes:
+    """:func:`peek_range` in the packed form (:func:`openmsmq.remote.packed.encode_rows`),
+    encoded from the stored rows: no :class:`Message` per message."""
+    _checked(qm, principal, queue, Permission.PEEK)
+    if not 1 <= max_count <= MAX_PEEK_COUNT:
+        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"max_count must be 1..{MAX_PEEK_COUNT}")
+    return encode_rows(qm.peek_range_rows(queue, _position(after, "after"), max_count, through))
 
 
 def remove_through(qm: QueueManager, principal: Principal, positions: Mapping[str, int]) -> int:

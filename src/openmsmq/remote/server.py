@@ -419,10 +419,10 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def PeekRange(self, request: pb.PeekRangeRequest, context: Any) -> pb.ReadReply:
         def fn(s: Session, _c: threading.Event) -> pb.ReadReply:
             through = request.through if request.HasField("through") else None
-            msgs = ranges.peek_range(
-                self.core.qm, s.principal, request.queue, request.after, through, request.max_count
-            )
-            return read_reply(msgs, request.reply_format)
+            args = (self.core.qm, s.principal, request.queue, request.after, through, request.max_count)
+            if request.reply_format == PACKED_V1:
+                return pb.ReadReply(packed=ranges.peek_range_packed(*args))
+            return read_reply(ranges.peek_range(*args), request.reply_format)
 
         return await self._run(context, fn)
 

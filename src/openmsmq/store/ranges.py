@@ -25,6 +25,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from openmsmq.store.db import WriteContext
@@ -37,6 +38,7 @@ __all__ = [
     "QueueStats",
     "fetch_ids_through",
     "fetch_range_through",
+    "fetch_rows_through",
     "lookup_range",
     "nth_lookup_id",
     "prune_identities",
@@ -150,16 +152,31 @@ def fetch_range_through(
 ) -> list[Message]:
     """Up to ``limit`` messages with after < LookupIdentifier <= through, in
     LookupIdentifier order, locked and expired ones included (non-destructive)."""
-    out: list[tuple[int, Any]] = []
-    for lo, hi in _bands(after, through, transactional):
-        rows = conn.execute(
-            f"SELECT {_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key BETWEEN ? AND ?"
-            " ORDER BY m.order_key LIMIT ?",
-            (queue_id, lo, hi, limit),
-        ).fetchall()
-        out.extend((r[0], r) for r in rows)
-    out.sort(key=lambda x: x[0])
-    return [message_from_row(r) for _, r in out[:limit]]
+    rows = fetch_rows_through(conn, queue_id, transactional, after, through, limit)
+    return [message_from_row(r) for r in rows]
+
+
+def fetch_rows_through(
+    conn: sqlite3.Connection,
+    queue_id: int,
+    transactional: bool,
+    after: int,
+    through: int | None,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """:func:`fetch_range_through` as the stored rows (:data:`ROW_COLUMNS` order; decode
+    with :func:`~openmsmq.store.records.message_from_row`), for readers that need no
+    :class:`Message` per row."""
+    bands = _bands(after, through, transactional)
+    select = f"SELECT {_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key BETWEEN ? AND ?"
+    if len(bands) == 1:  # one band is already in LookupIdentifier order
+        lo, hi = bands[0]
+        return conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit)).fetchall()
+    out: list[tuple[Any, ...]] = []
+    for lo, hi in bands:
+        out.extend(conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit)))
+    out.sort(key=itemgetter(0))  # lookup_id
+    return out[:limit]
 
 
 def fetch_ids_through(

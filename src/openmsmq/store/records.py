@@ -21,6 +21,7 @@ __all__ = [
     "INFINITE",
     "MAX_MESSAGE_BYTES",
     "MESSAGE_COLUMNS",
+    "PROPS",
     "QUEUE_COLUMNS",
     "ROW_COLUMNS",
     "IncomingSequenceState",
@@ -180,6 +181,9 @@ MESSAGE_COLUMNS = ROW_COLUMNS  # kept for the schema module
 # correlation_id, then the lengths of label, admin, response, destination (UTF-8),
 # extension and sender_id, then those bytes.
 _PROPS = struct.Struct("<IIBIIIBHIq16s16s16s20sHHHHIH")
+#: The fixed part of ``props``, for code that reads rows without building a
+#: :class:`Message` (the remote-read service's packed PeekRange reply).
+PROPS = _PROPS
 _PROPS_COL = COL["props"]
 _uuid_cache: dict[bytes, uuid.UUID] = {}
 
