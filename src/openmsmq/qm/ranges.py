@@ -49,7 +49,7 @@ def _one_band(qs: _QueueState) -> bool:
     return rec.transactional and rec.queue_type == QueueType.PRIVATE
 
 
-def _ids_through(c: Any, *, qid: int, one: bool, through: int) -> list[tuple[int, int, bool]]:
+def _ids_through(c: Any, *, qid: int, one: bool, through: int) -> list[tuple[int, int, int]]:
     return ranges.fetch_ids_through(c, qid, one, through)
 
 

@@ -181,13 +181,14 @@ def fetch_rows_through(
 
 def fetch_ids_through(
     conn: sqlite3.Connection, queue_id: int, transactional: bool, through: int
-) -> list[tuple[int, int, bool]]:
-    """(LookupIdentifier, size, acknowledgment wanted) of every message <= ``through``."""
-    out: list[tuple[int, int, bool]] = []
+) -> list[tuple[int, int, int]]:
+    """(LookupIdentifier, size, acknowledgment wanted: 0 or 1) of every message <= ``through``
+    (the rows as SQLite returns them: no Python per row, this runs for every message a
+    Spark micro-batch commits)."""
+    out: list[tuple[int, int, int]] = []
     for lo, hi in _bands(0, through, transactional):
         out.extend(
-            (r[0], r[1], bool(r[2]))
-            for r in conn.execute(
+            conn.execute(
                 "SELECT lookup_id, size, ack_wanted FROM messages"
                 " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
                 (queue_id, lo, hi),
