@@ -137,7 +137,7 @@ def spark() -> Iterator[Any]:
     from openmsmq.spark import launcher_path, register
 
     # Executors' Python workers must run the interpreter that has openmsmq and pyarrow;
-    # through the launcher, as users are told to (docs/spark.md, "Faster query start").
+    # through the launcher, as users are told to (docs/spark.md, "Query start").
     os.environ["PYSPARK_PYTHON"] = launcher_path()
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession

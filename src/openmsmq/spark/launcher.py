@@ -10,7 +10,7 @@ pyspark from source: 0.6-0.7 s of CPU for the streaming source runner, before th
 can plan its first batch.
 
 Set this launcher as the Python of Spark's processes (``PYSPARK_PYTHON``, see
-``docs/spark.md``, "Faster query start"). It removes those two archives from
+``docs/spark.md``, "Query start"). It removes those two archives from
 ``PYTHONPATH`` when the interpreter it runs has the same version of pyspark (resp. py4j)
 installed, then replaces itself (``exec``) with that interpreter and Spark's arguments
 unchanged. An archive whose version differs from the installed package, or that cannot
