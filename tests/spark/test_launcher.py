@@ -8,6 +8,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,12 @@ def test_the_launcher_runs_the_installed_pyspark_with_sparks_pythonpath() -> Non
 
 def test_launcher_path_is_next_to_the_interpreter() -> None:
     assert Path(launcher_path()).parent == Path(sys.executable).parent
+
+
+def test_the_shared_sessions_workers_import_the_installed_pyspark(spark: Any) -> None:
+    """Spark's Python workers of the tests' session start through the launcher."""
+    import pyspark
+
+    files = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
+    assert files == [pyspark.__file__]
+    assert ".zip" not in files[0]
