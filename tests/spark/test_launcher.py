@@ -100,3 +100,14 @@ def test_the_shared_sessions_workers_import_the_installed_pyspark(spark: Any) ->
     files = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
     assert files == [pyspark.__file__]
     assert ".zip" not in files[0]
+
+
+def test_launcher_path_names_the_fix_when_the_script_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sysconfig
+
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
+    monkeypatch.setattr(sysconfig, "get_path", lambda *_a, **_k: str(tmp_path / "scripts"))
+    with pytest.raises(FileNotFoundError, match="reinstall openmsmq"):
+        launcher_path()

@@ -90,18 +90,27 @@ def strip_spark_archives(pythonpath: str, rest_of_path: list[str]) -> str:
 
 
 def launcher_path() -> str:
-    """Path of the ``openmsmq-spark-python`` script of this interpreter's environment
-    (installed with openmsmq next to ``sys.executable``).
+    """Path of the ``openmsmq-spark-python`` script installed with openmsmq for this
+    interpreter: next to ``sys.executable`` (a virtual environment), else in the scripts
+    directory of the default or the user installation scheme.
 
     Raises FileNotFoundError, naming the fix, when it is not installed (an environment
     installed before the script existed: reinstall openmsmq)."""
-    path = os.path.join(os.path.dirname(sys.executable), SCRIPT_NAME)
-    if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"{path} does not exist: reinstall openmsmq in this environment "
-            "(pip install -e '.[spark]' or make .venv/.installed)"
-        )
-    return path
+    import sysconfig
+
+    dirs = [
+        os.path.dirname(sys.executable),
+        sysconfig.get_path("scripts"),
+        sysconfig.get_path("scripts", sysconfig.get_preferred_scheme("user")),
+    ]
+    for d in dirs:
+        path = os.path.join(d, SCRIPT_NAME)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(
+        f"{SCRIPT_NAME} is not installed in {', '.join(dict.fromkeys(dirs))}: reinstall openmsmq "
+        "in this environment (pip install -e '.[spark]', or make .venv/.installed)"
+    )
 
 
 def main() -> None:
