@@ -259,6 +259,13 @@ class World:
                 moved = True
             if not moved:
                 break
+        if t.refill_due:
+            # As the asyncio driver: after the writes, load what the window sends next.
+            t.refill(now)
+            for cid, data in t.data_to_send():
+                entry = node.conns.get(cid)
+                if entry is not None:
+                    self.net.send(entry[0], entry[1], data)
         while (work := t.next_store_work()) is not None:
             self._store_start(node, work)
         for peer in sorted(t.wanted_peers()):

@@ -96,3 +96,25 @@ def test_max_in_flight_bounds_loading(net: Net) -> None:
     assert len(t.messages) == 120
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(0, 4, 50)
+
+
+def test_packets_are_built_only_a_bounded_backlog_ahead_of_the_window(net: Net) -> None:
+    """With a session open, loading pauses once ``backlog`` packets wait for the window
+    (twice the window at least) and resumes on the SessionAcks that drain it; every
+    message still arrives once and in order."""
+    a = net.add(A, backlog=100)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    _send(net, 0, 1, 10)
+    net.run_until_quiet()  # the session is open
+    _send(net, 1, 20, 100)
+    a.transfer.poll(net.clock.now)  # no bytes move: no SessionAck drains the backlog
+    (t,) = a.transfer.outgoing.values()
+    (conn,) = [c for c in a.transfer._conns.values() if c.open]
+    bound = 2 * a.transfer.config.session.window_size  # 128 > backlog=100
+    assert t.held
+    assert conn.session.backlog <= bound
+    assert len(t.messages) <= bound + a.transfer.config.session.window_size
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(0, 1, 10) + _expected(1, 20, 100)
+    assert outgoing_count(a.qm) == 0

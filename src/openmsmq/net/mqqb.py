@@ -257,6 +257,11 @@ class MQQBNode:
         self._pump_scheduled = False
         t = self.transfer
         self.write_pending()
+        if t.refill_due:
+            # After the write: the packets SessionAcks released are on their way while
+            # the next ones are read from the store and built.
+            t.refill(self.now())
+            self.write_pending()
         for cid in t.connections_to_close():
             proto = self.transports.get(cid)
             if proto is not None and proto.transport is not None:

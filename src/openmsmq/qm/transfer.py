@@ -141,6 +141,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._next_cid = 1
         self._closing: list[int] = []
         self.outgoing: dict[int, OutgoingTransfer] = {}
+        #: Outgoing queues whose loading paused on a full session backlog (see refill).
+        self._held: dict[int, OutgoingTransfer] = {}
         self._next_refresh = now
         # Receive side.
         self._accepted: deque[Pending] = deque()

@@ -54,6 +54,7 @@ class OutgoingSide(TransferParts):
     _next_refresh: float
     _seq_owner: dict[int, tuple[int, float]]
     _forward: dict[str, deque[UserMessagePacket]]
+    _held: dict[int, OutgoingTransfer]
 
     if TYPE_CHECKING:
 
@@ -112,6 +113,42 @@ class OutgoingSide(TransferParts):
                 t.seq.connection_made(0.0)
         return len(records)
 
+    def _backlog_room(self, t: OutgoingTransfer) -> int | None:
+        """How many more of ``t``'s messages may be converted into packets ahead of its
+        session's window now: 0 until a window's worth is free (so that a read is never
+        tiny, nor long enough to hold SessionAcks up while the peer has little left to
+        process); None when no session is open (no bound: a session that opens sends
+        everything loaded at once)."""
+        if not t.connected:
+            return None
+        conn = self._open_conn(t.next_hop)
+        if conn is None:
+            return None
+        window = self.config.session.window_size
+        room = max(self.config.backlog, 2 * window) - conn.session.backlog
+        return room if room >= window else 0
+
+    @property
+    def refill_due(self) -> bool:
+        """An outgoing queue's loading paused on a full session backlog: the driver calls
+        :meth:`refill` after writing what the session has to send."""
+        return bool(self._held)
+
+    def refill(self, now: float) -> None:
+        """Load the next messages of the outgoing queues whose loading paused on a full
+        session backlog, once SessionAcks have sent a window's worth of it (or the session
+        is gone: then the next poll loads as usual). A driver calls this after writing the
+        packets the SessionAcks released, so reading the store overlaps the peer's work on
+        them."""
+        for qid, t in list(self._held.items()):
+            if self._backlog_room(t) != 0:
+                del self._held[qid]
+                t.held = False
+                # Up to the bound (no poll may come soon): it, not load_per_poll, limits
+                # this call, as the window sends at most its size of what is loaded.
+                while self._load(t, now):
+                    pass
+
     def _load(self, t: OutgoingTransfer, now: float) -> bool:
         loaded = 0
         cap = max(1, self.config.load_per_poll)
@@ -120,6 +157,18 @@ class OutgoingSide(TransferParts):
             if room <= 0:
                 return False
             limit = min(room, self.config.batch_size, cap - loaded)
+            # Packets are built for what the window sends soon, not for the whole
+            # committed backlog (memory, and young-generation collections of them).
+            ahead = self._backlog_room(t)
+            if ahead is not None:
+                if ahead <= 0:
+                    t.held = True
+                    self._held[t.queue_id] = t
+                    return False
+                limit = min(limit, ahead)
+            if t.held:
+                t.held = False
+                self._held.pop(t.queue_id, None)
             try:
                 batch = self.qm.peek_range(t.handle, t.loaded_through, limit, through=_LAST_LOOKUP_ID)
             except MQError as exc:

@@ -41,7 +41,11 @@ class TransferConfig:
     cover what is sent while the receiver postpones its OrderAck, up to
     MaximumOrderAckDelay: a sender that reaches it waits for the OrderAck, which comes
     only OrderAckTimeout after the stream paused); ``load_per_poll``: messages loaded
-    per outgoing queue by one :meth:`Transfer.poll` call;
+    per outgoing queue by one :meth:`Transfer.poll` call; ``backlog``: messages of an
+    outgoing queue converted into packets ahead of its open session's window, at most
+    (at least twice the session window is used): loading pauses there and resumes, a
+    window's worth at a time, as SessionAcks send them (``Transfer.refill``), so packets
+    are built shortly before they are sent instead of for the whole committed backlog;
     ``queue_refresh``: seconds between looks for new outgoing queues, at least;
     ``queue_refresh_per_queue``: and at least this many seconds per queue listed at the
     last look (reading the queue list costs about 5 µs per queue, so 0.5 ms per queue
@@ -56,6 +60,7 @@ class TransferConfig:
     batch_size: int = 500
     max_in_flight: int = 200_000
     load_per_poll: int = 2_000
+    backlog: int = 512
     queue_refresh: float = 0.1
     queue_refresh_per_queue: float = 0.0005
     sequence_quarantine: float = 30.0
@@ -108,6 +113,8 @@ class OutgoingTransfer:
         self.waiting = 0
         self.last_acked: tuple[TxSequenceId, int] | None = None
         self.blocked_logged = False
+        #: Loading paused on a full session backlog (resumed by Transfer.refill).
+        self.held = False
 
     @property
     def has_work(self) -> bool:
