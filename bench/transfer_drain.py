@@ -8,7 +8,8 @@ cores, so its figures move with how fast the sender commits. Here the messages
 ``serve`` A starts; then ``serve`` A (127.0.0.1) transfers them to ``serve`` B
 (127.0.0.2), both started as ``bench/transfer.py`` starts them. Printed per run, from the
 start of ``serve`` A (its start-up included): *all stored at B*, *last OrderAck* (A's
-outgoing queue is empty), and the CPU per message of each ``serve`` process.
+outgoing queue is empty), the CPU per message of each ``serve`` process and its peak
+resident memory (VmHWM).
 ``OPENMSMQ_*`` variables reach both processes.
 """
 
@@ -27,8 +28,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import transfer as tb  # bench/transfer.py: the same serve start-up and readers
 
 
-def drain_once(n: int, body_size: int, per_tx: int) -> tuple[float, float, float, float]:
-    """(stored s, acked s, CPU µs/msg of serve-a, of serve-b) of one run."""
+def _peak_mb(p: tb.Proc) -> float:
+    """Peak resident memory (VmHWM) of a running process, MB (0.0 where unknown)."""
+    try:
+        for line in Path(f"/proc/{p.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+Figures = tuple[float, float, dict[str, float], dict[str, float]]
+
+
+def drain_once(n: int, body_size: int, per_tx: int) -> Figures:
+    """(stored s, acked s, CPU µs/msg and peak MB per serve process) of one run."""
     from openmsmq.qm import QueueManager
     from openmsmq.store.records import Message
 
@@ -72,9 +87,10 @@ def drain_once(n: int, body_size: int, per_tx: int) -> tuple[float, float, float
                 p.check()
             time.sleep(0.005)
         cpu = {p.name: (p.cpu_seconds() - cpu0[p.name]) / n * 1e6 for p in procs}
+        peak = {p.name: _peak_mb(p) for p in procs}
         ca.close()
         cb.close()
-        return t_stored - t0, t_acked - t0, cpu["serve-a"], cpu["serve-b"]
+        return t_stored - t0, t_acked - t0, cpu, peak
     finally:
         for p in procs:
             p.stop()
@@ -93,10 +109,11 @@ def main() -> None:
           f" --messages {args.messages} --repeat {args.repeat}")  # fmt: skip
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC  load={os.getloadavg()[0]:.2f}")
     for _ in range(max(1, args.repeat)):
-        stored, acked, cpu_a, cpu_b = drain_once(args.messages, args.body_size, args.per_tx)
+        stored, acked, cpu, peak = drain_once(args.messages, args.body_size, args.per_tx)
         print(f"drained {args.messages:,}: all stored at B {stored:.2f} s, last OrderAck {acked:.2f} s"
-              f" ({args.messages / acked:,.0f} msgs/s); CPU per message serve-a {cpu_a:.1f} us,"
-              f" serve-b {cpu_b:.1f} us; load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+              f" ({args.messages / acked:,.0f} msgs/s); CPU per message serve-a {cpu['serve-a']:.1f} us,"
+              f" serve-b {cpu['serve-b']:.1f} us; peak RSS serve-a {peak['serve-a']:.0f} MB,"
+              f" serve-b {peak['serve-b']:.0f} MB; load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
