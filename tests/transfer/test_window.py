@@ -118,3 +118,28 @@ def test_packets_are_built_only_a_bounded_backlog_ahead_of_the_window(net: Net) 
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(0, 1, 10) + _expected(1, 20, 100)
     assert outgoing_count(a.qm) == 0
+
+
+def test_a_held_queue_whose_session_went_is_loaded_by_the_poll_in_slices(net: Net) -> None:
+    """refill() after the session went only releases the hold: the next polls load in
+    slices of load_per_poll (no unbounded load in the driver's pump), and the messages
+    arrive once the session is back."""
+    a = net.add(A, backlog=100, load_per_poll=200)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    _send(net, 0, 1, 10)
+    net.run_until_quiet()  # the session is open
+    _send(net, 1, 20, 100)
+    a.transfer.poll(net.clock.now)
+    (t,) = a.transfer.outgoing.values()
+    assert t.held and a.transfer.refill_due
+    loaded = len(t.messages)
+    net.cut(A, B)
+    a.transfer.refill(net.clock.now)
+    assert not t.held and not a.transfer.refill_due
+    assert len(t.messages) == loaded  # nothing loaded by refill itself
+    a.transfer.poll(net.clock.now)
+    assert len(t.messages) <= loaded + 200  # one poll: one slice
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(0, 1, 10) + _expected(1, 20, 100)
+    assert outgoing_count(a.qm) == 0

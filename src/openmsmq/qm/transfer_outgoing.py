@@ -141,9 +141,12 @@ class OutgoingSide(TransferParts):
         packets the SessionAcks released, so reading the store overlaps the peer's work on
         them."""
         for qid, t in list(self._held.items()):
-            if self._backlog_room(t) != 0:
-                del self._held[qid]
-                t.held = False
+            room = self._backlog_room(t)
+            if room == 0:
+                continue
+            del self._held[qid]
+            t.held = False
+            if room is not None:
                 # Up to the bound (no poll may come soon): it, not load_per_poll, limits
                 # this call, as the window sends at most its size of what is loaded.
                 while self._load(t, now):
