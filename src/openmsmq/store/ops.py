@@ -488,11 +488,19 @@ def release_outgoing(
             count, size = len(rows), sum(r[1] for r in rows)
         else:
             rows = []
-            aggregate = f"SELECT count(*), total(size) FROM messages WHERE {where}"
-            count, size = conn.execute(aggregate, args).fetchone()
-            if count:
-                conn.execute(f"DELETE FROM messages WHERE {where}", args)
-        if count:
+            count = conn.execute(f"DELETE FROM messages WHERE {where}", args).rowcount
+            size = None
+        if count and size is None:
+            # No per-row sizes: when the range was all the queue held (the last OrderAck
+            # of a drain) its counters drop to zero; otherwise the byte total is summed
+            # over what is left. Either way no second pass over the released rows.
+            conn.execute(
+                "UPDATE queues SET msg_count = msg_count - ?, total_bytes = CASE WHEN msg_count = ?"
+                " THEN 0 ELSE CAST((SELECT total(size) FROM messages WHERE queue_id = ?) AS INTEGER) END"
+                " WHERE queue_id = ?",
+                (count, count, queue_id, queue_id),
+            )
+        elif count:
             conn.execute(
                 "UPDATE queues SET msg_count = msg_count - ?, total_bytes = total_bytes - ?"
                 " WHERE queue_id = ?",
