@@ -19,7 +19,7 @@ Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager` inherits :class:`Ra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -147,25 +147,59 @@ class RangesMixin:
         queue, all queues in ONE durable transaction (a consuming read: AckReceive events,
         journaling as for a receive). Idempotent: removing again removes nothing more.
         Messages locked by another transaction become PurgePending (see the module doc).
-        Returns how many messages this call removed."""
+        Returns how many messages this call removed.
+
+        Fast path (the Spark source's usual case): a queue that does not journal and
+        has no locked message in the range is removed by LookupIdentifier span, set-based
+        (:func:`openmsmq.store.ranges.remove_spans`), without reading the ids. If a
+        message of a span turns out to want acknowledgments, nothing is removed and the
+        call is redone per message (the path every other queue takes)."""
         targets = sorted(
             ((self._resolve(q), int(through)) for q, through in positions.items()),
             key=lambda x: x[0].record.queue_id,
         )
-        # Locked ids per queue: plain ints, no Message per id (this runs for every
-        # message a Spark micro-batch commits).
-        held: list[tuple[_QueueState, list[int]]] = []
+        got = self._remove_through(targets, fast=True)
+        if got is None:
+            got = self._remove_through(targets, fast=False)
+        return got or 0
+
+    def _remove_through(self, targets: list[tuple[_QueueState, int]], *, fast: bool) -> int | None:
+        """One attempt of :meth:`remove_through`; None (nothing changed) when a span of
+        the fast path held a message that wants acknowledgments."""
+        # Locked ids per queue: plain ints (a range for a span), no Message per id (this
+        # runs for every message a Spark micro-batch commits).
+        held: list[tuple[_QueueState, Collection[int]]] = []
+        spans: list[tuple[int, bool, int, int]] = []
         removes: list[Remove] = []
         marked: list[tuple[_QueueState, int]] = []
         acks: list[tuple[_QueueState, int]] = []
         for qs, through in targets:
             qid = qs.record.queue_id
             rec = qs.record
+            one = _one_band(qs)
             target = rec.journal_queue_id if rec.journal else None
             taken: list[int] = []
             with qs.cond:
-                rows = self.store.read(partial(_ids_through, qid=qid, one=_one_band(qs), through=through))
                 locked = qs.locked
+                if fast and target is None:
+                    span = self.store.read(
+                        partial(ranges.id_span, queue_id=qid, transactional=one, through=through)
+                    )
+                    if span is None:
+                        continue
+                    first, last = span
+                    if not any(first <= lid <= last for lid in locked):
+                        # Lock the whole span, as the per-message path locks each id, so
+                        # that no receive, expiry or purge takes one of its messages before
+                        # the DELETE is durable. Ids of the span that are not this queue's
+                        # are locked here harmlessly: a message never enters a queue under
+                        # an id it had before (ops._apply_removes gives moves a new one).
+                        span_ids = range(first, last + 1)
+                        locked.update(span_ids)
+                        held.append((qs, span_ids))
+                        spans.append((qid, one, first, last))
+                        continue
+                rows = self.store.read(partial(_ids_through, qid=qid, one=one, through=through))
                 for lookup_id, size, ack in rows:
                     if lookup_id in locked:
                         if lookup_id not in qs.purge_pending:
@@ -179,33 +213,38 @@ class RangesMixin:
                 locked.update(taken)
             if taken:
                 held.append((qs, taken))
-        if not removes:
+        if not removes and not spans:
             return 0
-        removed = False
+        removed: int | None = None
         try:
             events = self._ack_events(acks)
-            self.store.write(ops.commit_work([], removes))
-            removed = True
-            self.metrics.count_committed(0, len(removes))
-        except BaseException:
-            for qs, lookup_id in marked:
-                with qs.cond:
-                    qs.purge_pending.discard(lookup_id)
-            raise
+            if spans:
+                removed = self.store.write(ranges.remove_spans(spans, removes))
+            else:
+                self.store.write(ops.commit_work([], removes))
+                removed = len(removes)
+            if removed is not None:
+                self.metrics.count_committed(0, removed)
         finally:
-            for qs, taken in held:
+            for qs, ids in held:
                 with qs.cond:
-                    if not removed:
+                    if removed is None:
                         # The messages stay: a receive that ran meanwhile may have moved
                         # the head hint past them (they were locked), so drop it, as
                         # QueueManager._unlock does for an abort.
                         self._head_keys.pop(qs, None)
-                    qs.locked.difference_update(taken)
+                    qs.locked.difference_update(ids)
                     if qs.purge_pending:
-                        qs.purge_pending.difference_update(taken)
+                        qs.purge_pending.difference_update(ids)
+            if removed is None:
+                for qs, lookup_id in marked:
+                    with qs.cond:
+                        qs.purge_pending.discard(lookup_id)
+        if removed is None:
+            return None
         self._notify(self._resolve_id(qs.record.journal_queue_id) for qs, _ in targets if qs.record.journal)
         self._emit(events)
-        return len(removes)
+        return removed
 
     def _resolve_id(self, queue_id: int | None) -> _QueueState:
         by_id: dict[int, _QueueState] = self._by_id  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from openmsmq.store.db import WriteContext
-from openmsmq.store.ops import Send, _insert_messages
+from openmsmq.store.ops import Remove, Send, _apply_removes, _insert_messages
 from openmsmq.store.records import COL, MESSAGE_COLUMNS, Message, message_from_row
 
 __all__ = [
@@ -39,10 +39,12 @@ __all__ = [
     "fetch_ids_through",
     "fetch_range_through",
     "fetch_rows_through",
+    "id_span",
     "lookup_range",
     "nth_lookup_id",
     "prune_identities",
     "queue_stats",
+    "remove_spans",
     "send_idempotent",
 ]
 
@@ -195,6 +197,84 @@ def fetch_ids_through(
             )
         )
     return out
+
+
+def id_span(
+    conn: sqlite3.Connection, queue_id: int, transactional: bool, through: int
+) -> tuple[int, int] | None:
+    """(lowest, highest) LookupIdentifier of the queue's messages <= ``through``, or None
+    when there is none: a min and a max per priority band, two index seeks each, whatever
+    the number of messages (the fast path of ``QueueManager.remove_through``)."""
+    first: int | None = None
+    last = 0
+    for lo, hi in _bands(0, through, transactional):
+        row = conn.execute(
+            "SELECT min(order_key), max(order_key) FROM messages"
+            " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
+            (queue_id, lo, hi),
+        ).fetchone()
+        if row[0] is not None:
+            lo_id, hi_id = row[0] & _MAX_ID, row[1] & _MAX_ID
+            first = lo_id if first is None else min(first, lo_id)
+            last = max(last, hi_id)
+    return None if first is None else (first, last)
+
+
+_SPAN_WHERE = "queue_id = ? AND order_key BETWEEN ? AND ?"
+
+
+def remove_spans(
+    spans: Sequence[tuple[int, bool, int, int]], removes: Sequence[Remove]
+) -> Callable[[WriteContext], int | None]:
+    """Delete every message of queue ``q`` with ``first`` <= LookupIdentifier <= ``last``
+    for each ``(q, transactional, first, last)`` of ``spans`` (``transactional``: the
+    queue holds priority 0 only, one band), and apply ``removes`` (as
+    :func:`openmsmq.store.ops.commit_work` does), in one transaction; returns how many
+    messages were removed.
+
+    Set-based: per span and priority band one aggregate read (byte total, whether any
+    message asked for acknowledgments) and one ``DELETE`` of the order_key range, then
+    the queue's counters from the DELETEs' row counts; no Python object per message.
+    When a message of a span asked for acknowledgments, journaling or a FinalAck
+    (``ack_wanted``: its removal raises an AckReceive event, which needs the message)
+    nothing is changed and None is returned: the caller removes per message.
+
+    Measured (SQLite 3.40, 100,000 messages of 100 bytes in one transactional queue,
+    process CPU): the aggregate 0.17-0.19 us per message, the DELETE by order_key range
+    0.68-0.70 us (by rowid range with ``+queue_id``: 0.77-0.78 us), the COMMIT 26-31 ms.
+    """
+
+    def op(ctx: WriteContext) -> int | None:
+        conn = ctx.conn
+        work: list[tuple[int, list[tuple[int, int]], int]] = []
+        for qid, one, first, last in spans:
+            bands = _bands(first - 1, last, one)
+            nbytes = 0
+            for lo, hi in bands:
+                size, ack = conn.execute(
+                    f"SELECT total(size), max(ack_wanted) FROM messages WHERE {_SPAN_WHERE}", (qid, lo, hi)
+                ).fetchone()
+                if ack:
+                    return None
+                nbytes += int(size)
+            work.append((qid, bands, nbytes))
+        _apply_removes(ctx, removes)
+        removed = len(removes)
+        for qid, bands, nbytes in work:
+            count = sum(
+                conn.execute(f"DELETE FROM messages WHERE {_SPAN_WHERE}", (qid, lo, hi)).rowcount
+                for lo, hi in bands
+            )
+            if count:
+                conn.execute(
+                    "UPDATE queues SET msg_count = msg_count - ?, total_bytes = total_bytes - ?"
+                    " WHERE queue_id = ?",
+                    (count, nbytes, qid),
+                )
+            removed += count
+        return removed
+
+    return op
 
 
 def send_idempotent(
