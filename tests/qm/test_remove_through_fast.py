@@ -283,3 +283,24 @@ def test_receivers_racing_remove_through(tmp_path: Path, seed: int, aborts: bool
         assert qm._by_id[qm.get_queue(TX).queue_id].locked == set()
     finally:
         qm.close()
+
+
+def test_sparse_span_is_removed_per_message(tmp_path: Path, spy: list[int | None]) -> None:
+    """A span far wider than its messages (another queue busy in between) is not locked
+    id by id: it goes per message, with the same result."""
+    qm, counts = make(tmp_path / "qm")
+    try:
+        a = qm.send(PLAIN, Message(body=b"a")).lookup_id
+        with qm.begin() as tx:
+            qm.send_many(OTHER, [Message(body=b"o")] * 5000, tx)
+        b = qm.send(PLAIN, Message(body=b"b")).lookup_id
+        c = qm.send(PLAIN, Message(body=b"c")).lookup_id
+        assert b - a > 5000
+        assert qm.remove_through({PLAIN: b}) == 2
+        assert not spy
+        assert [m.lookup_id for m in qm.peek_range(PLAIN, 0, 10)] == [c]
+        assert qm.get_queue(PLAIN).msg_count == 1 and qm.get_queue(PLAIN).total_bytes == 1
+        assert qm.get_queue(OTHER).msg_count == 5000
+        assert counts.received == 2
+    finally:
+        qm.close()

@@ -38,6 +38,10 @@ __all__ = ["LookupRange", "QueueStats", "RangesMixin"]
 
 QueueRef = str | QueueHandle
 
+#: remove_through's set-based path locks every id of a span; it is taken only while the
+#: span holds fewer than twice its message count plus this many ids.
+_SPAN_SLACK = 4096
+
 #: Default time an idempotent-send identity is remembered (seconds): 7 days.
 DEFAULT_IDENTITY_RETENTION = 7 * 24 * 3600
 
@@ -149,8 +153,9 @@ class RangesMixin:
         Messages locked by another transaction become PurgePending (see the module doc).
         Returns how many messages this call removed.
 
-        Fast path (the Spark source's usual case): a queue that does not journal and
-        has no locked message in the range is removed by LookupIdentifier span, set-based
+        Fast path (the Spark source's usual case): a queue that does not journal, has no
+        locked message in the range and whose span of LookupIdentifiers is not much
+        wider than its messages (``_SPAN_SLACK``) is removed by span, set-based
         (:func:`openmsmq.store.ranges.remove_spans`), without reading the ids. If a
         message of a span turns out to want acknowledgments, nothing is removed and the
         call is redone per message (the path every other queue takes)."""
@@ -187,8 +192,11 @@ class RangesMixin:
                     )
                     if span is None:
                         continue
-                    first, last = span
-                    if not any(first <= lid <= last for lid in locked):
+                    first, last, count = span
+                    # A span much wider than its messages (a queue fed slowly beside
+                    # busy ones) would lock too many ids: per message then.
+                    narrow = last - first < 2 * count + _SPAN_SLACK
+                    if narrow and not any(first <= lid <= last for lid in locked):
                         # Lock the whole span, as the per-message path locks each id, so
                         # that no receive, expiry or purge takes one of its messages before
                         # the DELETE is durable. Ids of the span that are not this queue's

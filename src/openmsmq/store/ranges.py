@@ -201,23 +201,13 @@ def fetch_ids_through(
 
 def id_span(
     conn: sqlite3.Connection, queue_id: int, transactional: bool, through: int
-) -> tuple[int, int] | None:
-    """(lowest, highest) LookupIdentifier of the queue's messages <= ``through``, or None
-    when there is none: a min and a max per priority band, two index seeks each, whatever
-    the number of messages (the fast path of ``QueueManager.remove_through``)."""
-    first: int | None = None
-    last = 0
-    for lo, hi in _bands(0, through, transactional):
-        row = conn.execute(
-            "SELECT min(order_key), max(order_key) FROM messages"
-            " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
-            (queue_id, lo, hi),
-        ).fetchone()
-        if row[0] is not None:
-            lo_id, hi_id = row[0] & _MAX_ID, row[1] & _MAX_ID
-            first = lo_id if first is None else min(first, lo_id)
-            last = max(last, hi_id)
-    return None if first is None else (first, last)
+) -> tuple[int, int, int] | None:
+    """(lowest, highest LookupIdentifier, count) of the queue's messages <= ``through``,
+    or None when there is none: per priority band a min, a max and a count over the
+    queue index alone (no table row read; the fast path of
+    ``QueueManager.remove_through``)."""
+    got = lookup_range(conn, queue_id, transactional, 0, through)
+    return None if got is None else (got.first, got.last, got.count)
 
 
 _SPAN_WHERE = "queue_id = ? AND order_key BETWEEN ? AND ?"
