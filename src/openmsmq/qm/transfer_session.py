@@ -44,7 +44,7 @@ class TransferSession(Session):
             if remote:
                 self._events.append(ForwardMessage(packet))
                 return
-        super()._route(packet, message, recoverable, now)
+        Session._route(self, packet, message, recoverable, now)  # not super(): once per message
 
 
 @dataclass(eq=False)
