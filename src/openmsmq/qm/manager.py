@@ -731,7 +731,14 @@ class QueueManager(ReadsMixin, RangesMixin):
         notify: list[_QueueState] = []
         if queue is not None and messages:
             qs = self._resolve(queue)
-            sends = [self._send_record(qs, message_to_row(m), m, m.sent_time) for m in messages]
+            qid = qs.record.queue_id
+            outgoing = qs.record.queue_type == _OUTGOING
+            for m in messages:
+                row = message_to_row(m)
+                if m.time_to_be_received == INFINITE and (not outgoing or m.time_to_reach_queue == INFINITE):
+                    sends.append(_make_send(qid, row, row[_C_SIZE], None, 0))  # never expires
+                else:
+                    sends.append(self._send_record(qs, row, m, m.sent_time))
             notify.append(qs)
             if state is not None:
                 state = replace(state, queue_id=qs.record.queue_id)

@@ -182,6 +182,16 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
             r += (s.queue_id, ((7 - r[_PRIORITY]) << 56) | lid, s.expire_at, s.expire_class)
             rows.append(r)
             lid += 1
+    elif not seqs:
+        # Arrivals (accept_incoming): the LookupIdentifier, ArrivedTime and order key only.
+        lid = first
+        for s in sends:
+            r = s.row.copy()
+            r[_LOOKUP] = lid
+            r[_ARRIVED] = arrived_time
+            r += (s.queue_id, ((7 - r[_PRIORITY]) << 56) | lid, s.expire_at, s.expire_class)
+            rows.append(r)
+            lid += 1
     else:
         for i, s in enumerate(sends):
             lid = first + i

@@ -298,6 +298,8 @@ def _row(
     extension = m.extension
     sender_id = m.sender_id
     dest_qm = m.destination_qm
+    # The usual message has none of these: its lengths are then 0 without five len() calls.
+    rare = label or admin or response or extension or sender_id
     if len(m.correlation_id) != 20:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "CorrelationId is a 20-byte OBJECTID")
     try:
@@ -316,18 +318,18 @@ def _row(
             _guid_bytes.get(dest_qm.int) or _bytes_of(dest_qm),
             source,
             m.correlation_id,
-            len(label),
-            len(admin),
-            len(response),
+            len(label) if rare else 0,
+            len(admin) if rare else 0,
+            len(response) if rare else 0,
             len(dest),
-            len(extension),
-            len(sender_id),
+            len(extension) if rare else 0,
+            len(sender_id) if rare else 0,
         )
     except struct.error as exc:
         raise MQError(
             HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"message property out of range: {exc}"
         ) from exc
-    if label or admin or response or extension or sender_id:
+    if rare:
         props = b"".join((head, label, admin, response, dest, extension, sender_id))
     else:
         props = head + dest
