@@ -27,6 +27,8 @@ class TransferSession(Session):
         self._null_seen: object = NULL_GUID
         # Direct name -> "another host" (a session carries few destinations; bounded).
         self._remote_names: dict[str, bool] = {}
+        #: The last direct name found to be on this host (identity: no lookup in _route).
+        self._local_seen: object = None
 
     def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
         user = message.user
@@ -34,7 +36,7 @@ class TransferSession(Session):
         qm = user.queue_manager_address
         if qm is not self._null_seen and qm == NULL_GUID:
             self._null_seen = qm  # the decoder's shared NULL GUID object: identity next time
-        if qm is self._null_seen and isinstance(dest, DirectQueueFormatName):
+        if qm is self._null_seen and dest is not self._local_seen and isinstance(dest, DirectQueueFormatName):
             remote = self._remote_names.get(dest.name)
             if remote is None:
                 parts = split_direct(dest.name)
@@ -44,6 +46,7 @@ class TransferSession(Session):
             if remote:
                 self._events.append(ForwardMessage(packet))
                 return
+            self._local_seen = dest  # the decoder shares direct-name objects: identity next time
         Session._route(self, packet, message, recoverable, now)  # not super(): once per message
 
 

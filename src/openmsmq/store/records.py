@@ -216,15 +216,17 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
     gb = _guid_bytes
     if stamp is None:
         lineage, source = m.id_lineage, m.source_machine
+        lineage_bytes = gb.get(lineage.int) or _bytes_of(lineage)
         return _row(
             m,
             m.priority,
             m.transactional,
             m.delivery,
-            gb.get(lineage.int) or _bytes_of(lineage),
+            lineage_bytes,
             m.id_uniquifier,
             m.sent_time,
-            gb.get(source.int) or _bytes_of(source),
+            # Usually the same GUID object (a QM's own messages): one lookup then.
+            lineage_bytes if source is lineage else gb.get(source.int) or _bytes_of(source),
             m.destination_queue.encode(),
             m.arrived_time,
         )
