@@ -660,9 +660,17 @@ class Session:
         # MS-MQQB 3.1.6.4 / 3.1.7.1.3: then reset the receive-side bookkeeping.
         base = 0
         flags = 0
-        if self._persisted_unacked:
-            base = min(self._persisted_unacked)
-            for n in list(self._persisted_unacked):
+        persisted = self._persisted_unacked
+        if persisted:
+            base = min(persisted)
+            count = len(persisted)
+            if count <= 32 and max(persisted) - base == count - 1:
+                # The usual set: one contiguous run from base (the loop below would set
+                # and discard every one of them).
+                flags = (1 << count) - 1
+                persisted.clear()
+        if persisted:
+            for n in list(persisted):
                 offset = (n - base) % _U16
                 if offset < 32:
                     flags |= 1 << offset
