@@ -235,6 +235,12 @@ class Session:
         while self._events:
             yield self._events.popleft()
 
+    @property
+    def pending_events(self) -> deque[SessionEvent]:
+        """The queue of pending events itself (oldest first), for a caller that drains it
+        with ``popleft`` (no generator step per event); events added meanwhile join it."""
+        return self._events
+
     def get_timer(self) -> float | None:
         """The earliest session timer deadline, or None (also None once closed)."""
         if self.closed:

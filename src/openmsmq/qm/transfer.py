@@ -266,7 +266,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def _drain_session(self, conn: Conn, now: float) -> None:
         on_accepted = self._on_accepted
         on_event = self._on_event
-        for ev in conn.session.events():
+        pending = conn.session.pending_events
+        while pending:
+            ev = pending.popleft()
             # The accepted message is the event of nearly every packet: dispatch it first.
             if type(ev) is TransactionalMessageAccepted:
                 on_accepted(conn, ev, now)
