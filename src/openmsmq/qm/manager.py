@@ -603,23 +603,52 @@ class QueueManager(ReadsMixin, RangesMixin):
                     qs.purge_pending.difference_update(ids)
 
     def _release(self, receives: Sequence[_Receive]) -> None:
-        """Put locked messages back (Transaction Abort / NACK); PurgePending ones are deleted."""
-        purged = [r for r in receives if r.message.lookup_id in r.queue.purge_pending and not r.queue.deleted]
-        if purged and not self._closed:
-            # On a store failure the message stays on disk; it is unlocked below.
-            with contextlib.suppress(MQError):
-                self.store.write(
-                    ops.commit_work([], [replace(x, target_queue_id=None) for x in self._removes_for(purged)])
+        """Put locked messages back (Transaction Abort / NACK); PurgePending ones are deleted.
+
+        A purge or ``remove_through`` may mark a message PurgePending while this runs
+        (between the look at the marks and the unlock): such a message stays locked at
+        the unlock and is deleted in a second round, so the mark is never dropped."""
+        handled: set[int] = set()
+        pending: Sequence[_Receive] = receives
+        while pending:
+            purged = [
+                r for r in pending if r.message.lookup_id in r.queue.purge_pending and not r.queue.deleted
+            ]
+            if purged and not self._closed:
+                # On a store failure the message stays on disk; it is unlocked below.
+                removes = [replace(x, target_queue_id=None) for x in self._removes_for(purged)]
+                with contextlib.suppress(MQError):
+                    self.store.write(ops.commit_work([], removes))
+                self._emit(
+                    [
+                        RemovedMessage(r.queue.record.queue_id, r.message, NACK_Q_PURGED)
+                        for r in purged
+                        if _acks(r.message)
+                    ]
                 )
-            self._emit(
-                [
-                    RemovedMessage(r.queue.record.queue_id, r.message, NACK_Q_PURGED)
-                    for r in purged
-                    if _acks(r.message)
-                ]
-            )
-        self._unlock(receives)
+            handled.update(r.message.lookup_id for r in purged)
+            pending = self._unlock_released(pending, handled)
         self._notify(r.queue for r in receives)
+
+    def _unlock_released(self, receives: Sequence[_Receive], handled: set[int]) -> list[_Receive]:
+        """Unlock released messages (available again: the head hint is dropped), except
+        those marked PurgePending after ``handled`` was looked at: they stay locked and
+        are returned, for :meth:`_release` to delete."""
+        late: list[_Receive] = []
+        by_queue: dict[_QueueState, list[_Receive]] = {}
+        for r in receives:
+            by_queue.setdefault(r.queue, []).append(r)
+        for qs, rs in by_queue.items():
+            with qs.cond:
+                self._head_keys.pop(qs, None)
+                for r in rs:
+                    lid = r.message.lookup_id
+                    if lid in qs.purge_pending and lid not in handled and not qs.deleted and not self._closed:
+                        late.append(r)
+                        continue
+                    qs.locked.discard(lid)
+                    qs.purge_pending.discard(lid)
+        return late
 
     # ---- expiry --------------------------------------------------------------------------
 
