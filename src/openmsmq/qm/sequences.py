@@ -1,0 +1,157 @@
+"""The queue manager's side of MS-MQQB transactional sequences (issue 4 seams).
+
+Outgoing numbering and release on OrderAck (MS-MQQB 3.1.5.6), FinalAck settlement
+(3.1.5.7), incoming acceptance stored with the incoming sequence state in one durable
+transaction (seed 002). Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager`
+inherits :class:`SequencesMixin`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from openmsmq.observability.sink import MetricsSink
+from openmsmq.qm import names
+from openmsmq.qm.handles import QueueHandle, _QueueState
+from openmsmq.store import ops, reads
+from openmsmq.store.db import Store
+from openmsmq.store.ops import Send
+from openmsmq.store.records import (
+    COL,
+    INFINITE,
+    IncomingSequenceState,
+    Message,
+    OutgoingSequenceState,
+    QueueType,
+    message_to_row,
+)
+from openmsmq.wire._fast import fast_constructor
+
+__all__ = ["SequencesMixin"]
+
+QueueRef = str | QueueHandle
+
+_C_SIZE = COL["size"]
+_OUTGOING = QueueType.OUTGOING
+# Built once per arriving message: through the wire layer's fast constructor.
+_make_send = fast_constructor(Send)
+
+
+class SequencesMixin:
+    """Outgoing sequences, OrderAck release, FinalAck settlement, incoming acceptance."""
+
+    if TYPE_CHECKING:
+        store: Store
+        metrics: MetricsSink
+        _queues: dict[str, _QueueState]
+        _by_id: dict[int, _QueueState]
+
+        def _resolve(self, queue: QueueRef) -> _QueueState: ...
+        def _check_open(self) -> None: ...
+        def _now(self) -> int: ...
+        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+        def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send: ...
+
+    def outgoing_sequence(self, queue: QueueRef) -> OutgoingSequenceState:
+        """Persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
+        qs = self._resolve(queue)
+        return self.store.read(lambda c: reads.outgoing_sequence(c, qs.record.queue_id))
+
+    def release_outgoing(
+        self, queue: QueueRef, up_to_number: int, *, return_ids: bool = True
+    ) -> tuple[list[int], OutgoingSequenceState]:
+        """OrderAck for ``up_to_number``: drop the acknowledged messages of the current
+        sequence durably; start a new sequence when none is left (MS-MQQB 3.1.5.6).
+        Returns their LookupIdentifiers (with ``return_ids=False`` only those moved to the
+        awaiting-FinalAck queue: cheaper for a large release) and the sequence state."""
+        qs = self._resolve(queue)
+        awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
+        return self.store.write(
+            ops.release_outgoing(qs.record.queue_id, up_to_number, awaiting, return_ids=return_ids)
+        )
+
+    def settle_final_ack(
+        self, tx_sequence_id: int, tx_sequence_number: int, message_id: int, message_class: int
+    ) -> ops.FinalAckOutcome:
+        """A FinalAck for a message of this QM (MS-MQQB 3.1.5.7): the message waiting for it
+        (moved aside by :meth:`release_outgoing`) goes to the system journal (JP, class
+        AckReceive), to the transactional dead-letter queue (JN, any other class) or away."""
+        self._check_open()
+        outcome = self.store.write(
+            ops.settle_final_ack(
+                self._queues[names.AWAITING_FINAL_ACK].record.queue_id,
+                tx_sequence_id,
+                tx_sequence_number,
+                message_id,
+                message_class,
+                self._queues[names.SYSTEM_JOURNAL].record.queue_id,
+                self._queues[names.DEADXACT].record.queue_id,
+            )
+        )
+        if outcome.target_queue_id is not None:
+            self._notify([self._by_id[outcome.target_queue_id]])
+        if outcome.target_queue_id == self._queues[names.DEADXACT].record.queue_id:
+            self.metrics.count_dead_lettered((message_class,))
+        return outcome
+
+    def accept_incoming(
+        self, queue: QueueRef, messages: Sequence[Message], state: IncomingSequenceState
+    ) -> list[int]:
+        """Store accepted incoming transactional messages (as sent: Identifier, sequence
+        fields kept) together with the new incoming sequence state, atomically and durably
+        (invariant 4); ArrivedTime is set now. Returns their local LookupIdentifiers."""
+        qs = self._resolve(queue)
+        sends = [self._send_record(qs, message_to_row(m), m, m.sent_time) for m in messages]
+        stored = self.store.write(
+            ops.accept_incoming(sends, [replace(state, queue_id=qs.record.queue_id)], self._now())
+        )
+        self._notify([qs])
+        return stored
+
+    def accept_arrivals(
+        self,
+        queue: QueueRef | None,
+        messages: Sequence[Message],
+        state: IncomingSequenceState | None,
+        acks: Sequence[Send] = (),
+    ) -> list[int]:
+        """:meth:`accept_incoming` with the acknowledgments the arrival raised
+        (:mod:`openmsmq.qm.arrival`, rows already stamped) in the same durable store
+        transaction; ``queue`` may be None when no message is inserted (all rejected),
+        ``state`` None for non-transactional arrivals. Returns the messages' LookupIdentifiers."""
+        self._check_open()
+        sends: list[Send] = []
+        notify: list[_QueueState] = []
+        if queue is not None and messages:
+            qs = self._resolve(queue)
+            qid = qs.record.queue_id
+            outgoing = qs.record.queue_type == _OUTGOING
+            for m in messages:
+                row = message_to_row(m)
+                if m.time_to_be_received == INFINITE and (not outgoing or m.time_to_reach_queue == INFINITE):
+                    sends.append(_make_send(qid, row, row[_C_SIZE], None, 0))  # never expires
+                else:
+                    sends.append(self._send_record(qs, row, m, m.sent_time))
+            notify.append(qs)
+            if state is not None:
+                state = replace(state, queue_id=qs.record.queue_id)
+        count = len(sends)
+        sends += acks
+        states = [state] if state is not None else []
+        stored = self.store.write(ops.accept_incoming(sends, states, self._now()))
+        self.metrics.count_accepted(count)
+        notify += [self._by_id[s.queue_id] for s in acks if s.queue_id in self._by_id]
+        self._notify(notify)
+        return stored[:count]
+
+    def record_incoming(self, states: Sequence[IncomingSequenceState]) -> None:
+        """Persist incoming sequence state without messages (rejections)."""
+        self._check_open()
+        self.store.write(ops.record_incoming(states))
+
+    def incoming_sequences(self) -> list[IncomingSequenceState]:
+        """Every persisted incoming sequence (restore the receiver state at start)."""
+        self._check_open()
+        return self.store.read(reads.incoming_sequences)
