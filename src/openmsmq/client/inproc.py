@@ -34,9 +34,8 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import HResult, MQError
+from openmsmq.qm import Message as Record
 from openmsmq.qm import (
-    CursorAction,
-    LookupAction,
     PendingReceive,
     QueueHandle,
     QueueManager,
@@ -44,7 +43,7 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
-from openmsmq.qm import Message as Record
+from openmsmq.remote.reads import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.wire.ids import ObjectId
 
@@ -52,18 +51,6 @@ __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record"
 
 T = TypeVar("T")
 
-_LOOKUP: dict[ReadAction, LookupAction] = {
-    ReadAction.LOOKUP_PEEK_CURRENT: LookupAction.CURRENT,
-    ReadAction.LOOKUP_PEEK_NEXT: LookupAction.NEXT,
-    ReadAction.LOOKUP_PEEK_PREV: LookupAction.PREVIOUS,
-    ReadAction.LOOKUP_PEEK_FIRST: LookupAction.FIRST,
-    ReadAction.LOOKUP_PEEK_LAST: LookupAction.LAST,
-    ReadAction.LOOKUP_RECEIVE_CURRENT: LookupAction.CURRENT,
-    ReadAction.LOOKUP_RECEIVE_NEXT: LookupAction.NEXT,
-    ReadAction.LOOKUP_RECEIVE_PREV: LookupAction.PREVIOUS,
-    ReadAction.LOOKUP_RECEIVE_FIRST: LookupAction.FIRST,
-    ReadAction.LOOKUP_RECEIVE_LAST: LookupAction.LAST,
-}
 _KIND = {
     QueueType.PRIVATE: "private",
     QueueType.SYSTEM: "system",
@@ -483,7 +470,7 @@ class InProcessTransport(Transport):
         self._check_read(h, action, lookup_id, cursor, tx, max_count)
         qm, qh = self.qm, h.qm_handle
         if action.is_lookup:
-            seek = _LOOKUP[action]
+            seek = SEEK[action]
             if action.is_peek:
                 return [message_from_record(qm.peek_by_lookup_id(qh, lookup_id, seek))]
             return self._in_tx(
@@ -517,26 +504,16 @@ class InProcessTransport(Transport):
         n: int,
     ) -> list[Message]:
         """Up to ``n`` reads through a cursor; only the first waits."""
-        out: list[Message] = []
-        qm = self.qm
-        for i in range(n):
-            wait = timeout if i == 0 else 0.0
-            try:
-                if action == ReadAction.RECEIVE:
-                    rec = qm.receive(h.qm_handle, tx=t, timeout=wait, cursor=cursor)
-                else:
-                    move = (
-                        CursorAction.NEXT
-                        if (action == ReadAction.PEEK_NEXT or i > 0)
-                        else CursorAction.CURRENT
-                    )
-                    rec = qm.peek(h.qm_handle, timeout=wait, cursor=cursor, action=move)
-            except MQError as exc:
-                if i == 0 or exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
-                    raise
-                break
-            out.append(message_from_record(rec))
-        return out
+        records = self.qm.read_through_cursor(
+            h.qm_handle,
+            cursor,
+            n,
+            receive=action == ReadAction.RECEIVE,
+            advance=action == ReadAction.PEEK_NEXT,
+            tx=t,
+            timeout=timeout,
+        )
+        return [message_from_record(r) for r in records]
 
     def start_receive(
         self,
@@ -556,7 +533,7 @@ class InProcessTransport(Transport):
         self._check_read(h, action, lookup_id, 0, tx, 1)
         t = self._tx(tx) if tx is not None else None
         if action.is_lookup:
-            pending = self.qm.dequeue_begin(h.qm_handle, tx=t, lookup_id=lookup_id, action=_LOOKUP[action])
+            pending = self.qm.dequeue_begin(h.qm_handle, tx=t, lookup_id=lookup_id, action=SEEK[action])
         else:
             pending = self.qm.dequeue_begin(h.qm_handle, tx=t, timeout=timeout)
         with self._lock:

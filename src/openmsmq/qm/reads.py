@@ -207,6 +207,44 @@ class ReadsMixin:
         qs = self._resolve(queue)
         return self._take(qs, self._head_select(qs, 1), timeout=timeout, lock=False, cancel=cancel)[0][1]
 
+    def read_through_cursor(
+        self,
+        queue: QueueRef,
+        cursor: int,
+        n: int,
+        *,
+        receive: bool,
+        advance: bool = False,
+        tx: Transaction | None = None,
+        timeout: float | None = 0.0,
+        first_read: Callable[[Callable[[float | None], Message]], Message] | None = None,
+    ) -> list[Message]:
+        """Up to ``n`` reads through ``cursor`` (a batched R_StartReceive with a cursor,
+        MS-MQRR 3.1.4.7): a receive takes the message at the cursor each time; a peek
+        reads the message at it (after it when ``advance``), then the following ones.
+        Only the first read waits, up to ``timeout``; ``first_read``, given that read as
+        a function of the wait, runs it instead (e.g. a cancellable sliced wait). The
+        batch ends early when no message is left after the first."""
+        out: list[Message] = []
+        for i in range(n):
+            move = CursorAction.NEXT if (advance or i > 0) else CursorAction.CURRENT
+
+            def one(x: float | None, move: CursorAction = move) -> Message:
+                if receive:
+                    return self.receive(queue, tx=tx, timeout=x, cursor=cursor)
+                return self.peek(queue, timeout=x, cursor=cursor, action=move)
+
+            try:
+                if i:
+                    out.append(one(0.0))
+                else:
+                    out.append(first_read(one) if first_read is not None else one(timeout))
+            except MQError as exc:
+                if i == 0 or exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                    raise
+                break
+        return out
+
     def peek_many(
         self,
         queue: QueueRef,

@@ -138,30 +138,22 @@ def cursor_batch(
     t: Transaction | None,
     n: int,
 ) -> list[Message]:
-    """Up to ``n`` reads through a cursor; only the first waits."""
-    out: list[Message] = []
+    """Up to ``n`` reads through a cursor (:meth:`QueueManager.read_through_cursor`); the
+    first waits in slices that R_CancelReceive can stop."""
+    receive = act == Action.RECEIVE
 
     def probe(x: float) -> Message:
         return qm.peek(qh, timeout=x, cursor=cursor, action=CursorAction.CURRENT)
 
-    for i in range(n):
-        move = CursorAction.NEXT if (act == Action.PEEK_NEXT or i > 0) else CursorAction.CURRENT
-
-        def one(x: float, move: CursorAction = move) -> Message:
-            if act == Action.RECEIVE:
-                return qm.receive(qh, tx=t, timeout=x, cursor=cursor)
-            return qm.peek(qh, timeout=x, cursor=cursor, action=move)
-
-        try:
-            first = i == 0
-            out.append(
-                wait_sliced(w, timeout, one, probe if act == Action.RECEIVE else None) if first else one(0.0)
-            )
-        except MQError as exc:
-            if i == 0 or exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
-                raise
-            break
-    return out
+    return qm.read_through_cursor(
+        qh,
+        cursor,
+        n,
+        receive=receive,
+        advance=act == Action.PEEK_NEXT,
+        tx=t,
+        first_read=lambda one: wait_sliced(w, timeout, one, probe if receive else None),
+    )
 
 
 def begin_one(
