@@ -92,15 +92,9 @@ class RangesMixin:
     def lookup_ranges(self, queues: Iterable[QueueRef]) -> dict[QueueRef, LookupRange | None]:
         """:meth:`lookup_range` (whole queue) of several queues from ONE read snapshot."""
         states = [(q, self._resolve(q)) for q in queues]
-
-        def q(c: Any) -> dict[QueueRef, LookupRange | None]:
-            c.execute("BEGIN")
-            try:
-                return {ref: ranges.lookup_range(c, qs.record.queue_id, _one_band(qs)) for ref, qs in states}
-            finally:
-                c.execute("COMMIT")
-
-        return self.store.read(q)
+        specs = [(qs.record.queue_id, _one_band(qs)) for _, qs in states]
+        got = self.store.read(partial(ranges.lookup_ranges, queues=specs))
+        return {ref: r for (ref, _), r in zip(states, got, strict=True)}
 
     def nth_lookup_id(self, queue: QueueRef, after: int, n: int, through: int | None = None) -> int:
         """LookupIdentifier of the ``n``-th message (n >= 1) with LookupIdentifier >

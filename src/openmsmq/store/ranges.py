@@ -41,6 +41,7 @@ __all__ = [
     "fetch_rows_through",
     "id_span",
     "lookup_range",
+    "lookup_ranges",
     "nth_lookup_id",
     "prune_identities",
     "queue_stats",
@@ -104,6 +105,18 @@ def lookup_range(
             last = max(last, hi_id)
             count += row[2]
     return None if first is None else LookupRange(first, last, count)
+
+
+def lookup_ranges(
+    conn: sqlite3.Connection, queues: Sequence[tuple[int, bool]]
+) -> list[LookupRange | None]:
+    """:func:`lookup_range` (whole queue) of each ``(queue_id, transactional)``, all read
+    in ONE snapshot (one read transaction on ``conn``)."""
+    conn.execute("BEGIN")
+    try:
+        return [lookup_range(conn, queue_id, transactional) for queue_id, transactional in queues]
+    finally:
+        conn.execute("COMMIT")
 
 
 def nth_lookup_id(
