@@ -15,7 +15,12 @@ on one local SparkSession (``local[2]``):
 Each is run once small first (warm-up: JVM, Python workers), then ``--repeat`` times;
 the median is printed with every run, and the ratio openmsmq / rate.
 
-    .venv/bin/python bench/spark.py [--messages 200000] [--body-size 100] [--repeat 3]
+``--floor`` adds, in the same rounds, a Python streaming source that reads nothing
+(``bench/_spark_floor.py``: Arrow batches built in memory, no queue manager) with the rate
+source's 2 columns and with the openmsmq source's 14: what Spark's Python data source path
+costs by itself, i.e. the best any Python source could do here.
+
+    .venv/bin/python bench/spark.py [--messages 200000] [--body-size 100] [--repeat 3] [--floor]
 """
 
 from __future__ import annotations
@@ -95,9 +100,15 @@ def main() -> None:
     parser.add_argument("--body-size", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2, help="partitionsPerQueue (default: 2 cores)")
+    parser.add_argument("--floor", action="store_true", help="also run the read-nothing Python source")
     args = parser.parse_args()
     # Spark's Python processes import the installed pyspark, not pyspark.zip (docs/spark.md).
     os.environ.setdefault("PYSPARK_PYTHON", launcher_path())
+    if args.floor:
+        # Spark's Python workers import bench/_spark_floor.py by module name.
+        here = str(Path(__file__).resolve().parent)
+        sys.path.insert(0, here)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     work = Path(tempfile.mkdtemp(prefix="openmsmq-bench-spark-"))
     proc = start_qm(work / "qm", work / "serve.log")
     spark: Any = None
@@ -120,6 +131,10 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
+        if args.floor:
+            from _spark_floor import FloorSource
+
+            spark.dataSource.register(FloorSource)
 
         def openmsmq_run(i: int, n: int) -> float:
             queue = f"private$\\bench{i}"
@@ -155,13 +170,37 @@ def main() -> None:
                 raise RuntimeError(f"rate run {i}: {rows} rows for {n}")
             return t
 
+        def floor_run(columns: str) -> Any:
+            def run(i: int, n: int) -> float:
+                df = (
+                    spark.readStream.format("openmsmq-floor")
+                    .option("rows", n)
+                    .option("partitions", args.partitions)
+                    .option("columns", columns)
+                    .option("bodySize", args.body_size)
+                    .load()
+                )
+                t = run_query(df, work / f"floor-{columns}-out{i}", work / f"floor-{columns}-ck{i}")
+                rows = spark.read.parquet(str(work / f"floor-{columns}-out{i}")).count()
+                if rows != n:
+                    raise RuntimeError(f"floor ({columns}) run {i}: {rows} rows for {n}")
+                return t
+
+            return run
+
+        floors = {"rate": floor_run("rate"), "openmsmq": floor_run("openmsmq")} if args.floor else {}
         openmsmq_run(0, 1000)  # warm-up
         rate_run(0, 1000)
+        for run in floors.values():
+            run(0, 1000)
         om: list[float] = []
         rate: list[float] = []
+        floor_times: dict[str, list[float]] = {k: [] for k in floors}
         for i in range(1, args.repeat + 1):
             om.append(openmsmq_run(i, args.messages))
             rate.append(rate_run(i, args.messages))
+            for columns, run in floors.items():
+                floor_times[columns].append(run(i, args.messages))
         om_rate = args.messages / statistics.median(om)
         rate_rate = args.messages / statistics.median(rate)
         cmd = " ".join([".venv/bin/python", "bench/spark.py", *sys.argv[1:]])
@@ -173,6 +212,13 @@ def main() -> None:
         print(f"rate source     -> Parquet  {rate_rate:>12,.0f} rows/s   runs: "
               + ", ".join(f"{t:.2f} s" for t in rate))
         print(f"ratio openmsmq / rate: {om_rate / rate_rate:.2f}")
+        for columns, times in floor_times.items():
+            floor_rate = args.messages / statistics.median(times)
+            shape = "2 columns, as rate" if columns == "rate" else "14 columns, as openmsmq"
+            runs = ", ".join(f"{t:.2f} s" for t in times)
+            print(f"read-nothing Python source ({shape}) -> Parquet  {floor_rate:>12,.0f} rows/s   "
+                  f"ratio to rate {floor_rate / rate_rate:.2f}   runs: {runs}")
+        print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     finally:
         if spark is not None:
             spark.stop()
