@@ -42,6 +42,13 @@ def test_open_sets_wal_schema_and_application_id(tmp_path: Path, threaded: bool)
         assert _count(store, q.queue_id) == 1
 
 
+def test_deletes_do_not_zero_freed_pages(tmp_path: Path) -> None:
+    """secure_delete=FAST on the writer (2): freed pages are not rewritten with zeros
+    (Debian's SQLite defaults to 1; see Store._connect)."""
+    with _open(tmp_path / "s.db") as store:
+        assert store.write(lambda ctx: ctx.conn.execute("PRAGMA secure_delete").fetchone()[0]) == 2
+
+
 def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
     """A store written before queues had a sender allowlist (schema 3) opens, keeps its
     messages and gets the column with its default (every sender)."""

@@ -249,6 +249,13 @@ class Store:
             raise self._corrupt(f"cannot switch to WAL mode (got {mode!r})")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(f"PRAGMA cache_size=-{int(self._cache_kib)}")
+        # Debian's SQLite is built with SECURE_DELETE (secure_delete=1 by default): every
+        # page a DELETE frees is overwritten with zeros and written to the WAL. FAST
+        # (SQLite's own default build is 0) still zeroes deleted cells on the pages a
+        # DELETE writes anyway, but leaves freed pages as they are until reused: A's
+        # release of 100,000 retained 256-byte messages wrote 55 MB of WAL with 1, 29 MB
+        # with FAST, and its COMMIT took 95 ms of CPU instead of 56 (docs/store.md).
+        conn.execute("PRAGMA secure_delete=FAST")
         return conn
 
     def _open_checks(self, integrity_check: bool) -> None:
