@@ -262,3 +262,45 @@ def test_old_sequences_are_forgotten() -> None:
     # ... older ones are forgotten and reported as unknown
     old = TxSequenceId(500, 1)
     assert o.order_ack_received(old, 1, now=6.0) == [OrderAckIgnored(old, 1, IgnoreReason.UNKNOWN_SEQUENCE)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_release_matches_the_per_message_rule(seed: int) -> None:
+    """OrderAcks over retained messages with gaps (removed numbers), FinalAck requests,
+    early FinalAcks and an equal-but-not-identical TxSequenceID: the events and what is
+    left are those of the per-message rule (every retained message numbered up to the
+    OrderAck's is released, or waits for its FinalAck, in order)."""
+    import random
+
+    rng = random.Random(seed)
+    numbers_ = sorted(rng.sample(range(1, 60), 25))
+    fa = {n for n in numbers_ if rng.random() < (0.0 if seed % 2 else 0.2)}
+    o = connected()
+    o.add_many([msg(n, fa=n in fa) for n in numbers_], now=0.0)
+    early = {n: 0x4000 for n in fa if rng.random() < 0.5}
+    for n, cls in early.items():
+        assert o.final_ack_received(S1, n, 100 + n, cls, now=0.5) == []
+    left = list(numbers_)
+    acked = 0
+    for step in range(4):
+        up_to = min(numbers_[-1], max(1, acked + rng.randint(0, 20)))  # valid, sent
+        seq = TxSequenceId(500, 1) if step % 2 else S1  # equal, not always the same object
+        got = o.order_ack_received(seq, up_to, now=1.0 + step)
+        if up_to <= acked:
+            assert got == []
+            continue
+        acked = up_to
+        covered = [n for n in left if n <= up_to]
+        want: list[object] = []
+        plain = tuple(msg(n) for n in covered if n not in fa)
+        waiting = tuple(msg(n, fa=True) for n in covered if n in fa and n not in early)
+        if plain:
+            want.append(Released(plain))
+        if waiting:
+            want.append(AwaitingFinalAck(waiting))
+        want += [Released((msg(n, fa=True),), final_ack_class=early[n]) for n in covered if n in early]
+        assert got == want
+        left = [n for n in left if n > up_to]
+        assert [m.tx_sequence_number for m in o.unacked] == left
+        assert o.all_order_acked == (not left)
+        assert (o.get_timer() is None) == (not left)

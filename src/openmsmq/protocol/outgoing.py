@@ -28,9 +28,11 @@ OrderAck, which names only the sequence, can be routed back to its outgoing queu
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import IntEnum
+from operator import attrgetter
 
 from openmsmq.errors import LocalProtocolError
 from openmsmq.wire.ids import TxSequenceId
@@ -113,7 +115,8 @@ class Transmit:
 @dataclass(frozen=True, slots=True)
 class Released:
     """The QM may delete these messages: the receiver stored them (and, when one was
-    requested, the FinalAck came back with ``final_ack_class``)."""
+    requested, the FinalAck came back with ``final_ack_class``). They are of one
+    TxSequenceID, in increasing TxSequenceNumber order."""
 
     messages: tuple[OutgoingMessage, ...]
     final_ack_class: int | None = None
@@ -161,6 +164,9 @@ class FinalAckIgnored:
 
 
 OutgoingEvent = Transmit | Released | AwaitingFinalAck | OrderAckIgnored | FinalAckIgnored
+
+_NUMBER = attrgetter("tx_sequence_number")
+_FINAL_ACK_REQUESTED = attrgetter("final_ack_requested")
 
 
 class OutgoingSequence:
@@ -339,6 +345,22 @@ class OutgoingSequence:
     def _release_through(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> list[OutgoingEvent]:
         """Release (or move to the AwaitingFinalACKTable) every retained message of the
         sequence numbered up to ``tx_sequence_number``, which an OrderAck covered."""
+        unacked = self._unacked
+        if unacked and (
+            unacked[0].tx_sequence_id is tx_sequence_id or unacked[0].tx_sequence_id == tx_sequence_id
+        ):
+            # Every retained message is of one sequence, numbers increasing (_append): the
+            # released ones are a prefix, found by bisection and cut off in C when none of
+            # them asked for a FinalAck (the usual case: an OrderAck at the end of a burst
+            # releases up to max_in_flight messages at once).
+            k = bisect_right(unacked, tx_sequence_number, key=_NUMBER)
+            head = unacked[:k]
+            if not any(map(_FINAL_ACK_REQUESTED, head)):
+                del unacked[:k]
+                self._forget_removed(tx_sequence_id, tx_sequence_number)
+                if not unacked:
+                    self._resend_deadline = None
+                return [Released(tuple(head))] if head else []
         released: list[OutgoingMessage] = []
         waiting: list[OutgoingMessage] = []
         early: list[tuple[OutgoingMessage, int]] = []
@@ -358,11 +380,7 @@ class OutgoingSequence:
             else:
                 keep.append(m)
         self._unacked = keep
-        self._removed = {
-            k: v
-            for k, v in self._removed.items()
-            if not (k[0] == tx_sequence_id and k[1] <= tx_sequence_number)
-        }
+        self._forget_removed(tx_sequence_id, tx_sequence_number)
         for m in waiting:
             self._awaiting[m.position] = m
         if not self._unacked:
@@ -375,6 +393,14 @@ class OutgoingSequence:
             out.append(AwaitingFinalAck(tuple(waiting)))
         out.extend(Released((m,), final_ack_class=cls) for m, cls in early)
         return out
+
+    def _forget_removed(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:
+        if self._removed:
+            self._removed = {
+                k: v
+                for k, v in self._removed.items()
+                if not (k[0] == tx_sequence_id and k[1] <= tx_sequence_number)
+            }
 
     def final_ack_received(
         self,

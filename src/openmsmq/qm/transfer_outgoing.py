@@ -291,9 +291,10 @@ class OutgoingSide(TransferParts):
                     released = tuple(om for om in released if om.handle in t.messages)
                     if not released:
                         continue
-                top = max([om.tx_sequence_number for om in released])
+                top = released[-1].tx_sequence_number  # in increasing order (Released)
+                pop = t.messages.pop
                 for om in released:
-                    t.messages.pop(om.handle, None)
+                    pop(om.handle, None)
                 t.last_acked = (released[-1].tx_sequence_id, top)
                 self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
                 self._releases[t.queue_id] = max(self._releases.get(t.queue_id, 0), top)
