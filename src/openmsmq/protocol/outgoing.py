@@ -251,8 +251,12 @@ class OutgoingSequence:
     def add_many(self, messages: Iterable[OutgoingMessage], now: float) -> list[OutgoingEvent]:
         """:meth:`add` for a batch (one :class:`Transmit` for all of them)."""
         batch = list(messages)
+        last_sid: TxSequenceId | None = None
         for m in batch:
-            self._append(m)
+            # A batch's messages share one TxSequenceId object: the previous message of the
+            # same object already ran the sequence check (no hash per message).
+            self._append(m, m.tx_sequence_id is last_sid)
+            last_sid = m.tx_sequence_id
         out: list[OutgoingEvent] = []
         if batch:
             sid = batch[0].tx_sequence_id
@@ -444,7 +448,10 @@ class OutgoingSequence:
 
     # ------------------------------------------------------------------ internals
 
-    def _append(self, m: OutgoingMessage) -> None:
+    def _append(self, m: OutgoingMessage, same_sequence: bool = False) -> None:
+        # same_sequence: the previous call appended a message of this very TxSequenceId
+        # object, so it either found the sequence known or forgot the old ones for it (a
+        # second _forget_old_sequences for it would change nothing).
         numbered = 1 <= m.tx_sequence_number <= _U32_MAX
         if not (numbered and 0 <= m.previous_tx_sequence_number < m.tx_sequence_number):
             raise LocalProtocolError(f"bad transactional numbering {m!r}")
@@ -462,7 +469,7 @@ class OutgoingSequence:
                 raise LocalProtocolError("messages are never sent on an older sequence (MS-MQQB 3.1.1.5)")
             if m.tx_sequence_number <= self._sent_high.get(m.tx_sequence_id, 0):
                 raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
-        if m.tx_sequence_id not in self._sent_high:
+        if not same_sequence and m.tx_sequence_id not in self._sent_high:
             self._forget_old_sequences(m.tx_sequence_id)
         self._unacked.append(m)
 
