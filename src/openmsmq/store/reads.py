@@ -23,6 +23,7 @@ from openmsmq.store.records import (
     OutgoingSequenceState,
     QueueRecord,
     from_i64,
+    keyed_messages,
     message_from_row,
     queue_from_row,
 )
@@ -180,22 +181,22 @@ def fetch_available(
     if len(exclude) > _EXCLUDE_IN_PYTHON:
         clause, extra = exclude_clause(exclude)
         params += [*extra, limit]
-        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + clause + order, params)]
+        return keyed_messages(conn.execute(sql + clause + order, params))
     if not exclude:
         params.append(limit)
-        return [(r[0], message_from_row(r[1:])) for r in conn.execute(sql + order, params)]
+        return keyed_messages(conn.execute(sql + order, params))
     # Few locked messages: at least ``limit`` unlocked rows are among the first
     # ``limit + len(exclude)``; step through them lazily, skipping the locked ones here
     # before decoding, and stop at ``limit``. Cheaper than a per-query NOT IN
     # (json_each(...)) temporary index.
     params.append(limit + len(exclude))
-    out = []
+    kept = []
     for r in conn.execute(sql + order, params):
         if r[1] not in exclude:
-            out.append((r[0], message_from_row(r[1:])))
-            if len(out) == limit:
+            kept.append(r)
+            if len(kept) == limit:
                 break
-    return out
+    return keyed_messages(kept)
 
 
 _HEAD_SQL = (
@@ -222,7 +223,7 @@ def _fetch_head(
     not count toward the over-read.
     """
     band_start = head_key >> 56 << 56
-    out: list[tuple[int, Message]] = []
+    kept: list[Any] = []
     tail_exclude: Collection[int] = exclude
     if band_start == 7 << 56:
         floor = head_key - band_start
@@ -231,14 +232,20 @@ def _fetch_head(
     for lo, hi, skip in ((0, higher, exclude), (head_key, 1 << 62, tail_exclude)):
         if hi <= lo:
             continue
-        want = limit - len(out)
+        want = limit - len(kept)
         rows = conn.execute(_HEAD_SQL, (queue_id, lo, hi, now, want + len(skip)))
+        if not exclude:  # nothing locked: every row of the LIMIT is wanted
+            kept += rows.fetchall()
+            if len(kept) == limit:
+                break
+            continue
         for r in rows:
             if r[1] not in exclude:
-                out.append((r[0], message_from_row(r[1:])))
-                if len(out) == limit:
-                    return out
-    return out
+                kept.append(r)
+                if len(kept) == limit:
+                    return keyed_messages(kept)
+    # Decoded once, after the reads: one call for the batch (records.keyed_messages).
+    return keyed_messages(kept)
 
 
 def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:

@@ -159,3 +159,34 @@ def fast_init(cls: type[Any]) -> Callable[..., None]:
 
 
 __all__ += ["fast_init"]
+
+
+def slot_builder(cls: type[Any]) -> type | None:
+    """The builder class :func:`fast_constructor` fills, for a decoder that builds many
+    instances of the frozen slots dataclass ``cls`` in one loop without a call each:
+    ``obj = object.__new__(builder)``, one plain slot store per field, then
+    ``obj.__class__ = cls``. Every field must be stored (an unset slot raises
+    AttributeError when read). None when this interpreter refuses the ``__class__``
+    assignment; the caller then builds through :func:`fast_constructor`."""
+    if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
+        raise TypeError(f"{cls.__name__} is not a slots dataclass")
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} has a __post_init__ that a builder would skip")
+    names = [f.name for f in dataclasses.fields(cls)]
+    slots = tuple(cls.__dict__["__slots__"])
+    if sorted(names) != sorted(slots):
+        raise TypeError(f"{cls.__name__}: fields {names} do not match slots {slots}")
+    builder = type(f"_{cls.__name__}SlotBuilder", (), {"__slots__": slots, "__module__": cls.__module__})
+    probe: Any = object.__new__(builder)
+    for name in names:
+        setattr(probe, name, name)
+    try:
+        probe.__class__ = cls
+    except TypeError:  # this interpreter refuses the __class__ assignment
+        return None
+    if type(probe) is not cls or [getattr(probe, n) for n in names] != names:
+        return None
+    return builder
+
+
+__all__ += ["slot_builder"]

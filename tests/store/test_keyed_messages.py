@@ -1,0 +1,160 @@
+"""The receive path's batch row decoder (records.keyed_messages) against message_from_row:
+the same Message for every row, through the builder and through its fallback."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+
+import pytest
+
+from openmsmq.qm import Message, QueueManager
+from openmsmq.store import records
+from openmsmq.store.records import keyed_messages, message_from_row, message_to_row
+from openmsmq.wire._fast import slot_builder
+
+_QM = uuid.uuid4()
+
+
+def _full() -> Message:
+    return Message(
+        body=b"\x00body",
+        label="läbel",
+        priority=6,
+        message_class=0xC002,
+        body_type=8,
+        correlation_id=bytes(range(20)),
+        app_specific=0xFFFFFFFF,
+        delivery=1,
+        time_to_reach_queue=7,
+        time_to_be_received=9,
+        ack_flags=0x0F,
+        positive_journaling=True,
+        negative_journaling=True,
+        tracing=True,
+        admin_queue="DIRECT=OS:h\\private$\\admin",
+        response_queue="DIRECT=OS:h\\private$\\resp",
+        extension=b"ext",
+        sender_id=b"sid",
+        hop_count=3,
+        final_ack_required=True,
+        lookup_id=42,
+        id_lineage=uuid.uuid4(),
+        id_uniquifier=0xFFFFFFFF,
+        sent_time=1_700_000_000,
+        arrived_time=1_700_000_001,
+        destination_queue="DIRECT=TCP:10.0.0.1\\private$\\q",
+        destination_qm=uuid.uuid4(),
+        source_machine=uuid.uuid4(),
+        transactional=True,
+        tx_sequence_id=(1 << 63) | 7,
+        tx_sequence_number=5,
+        tx_previous_sequence_number=4,
+        first_in_transaction=True,
+        last_in_transaction=True,
+    )
+
+
+def _variants() -> list[Message]:
+    base = Message(body=bytes(256), id_lineage=_QM, destination_qm=_QM, source_machine=_QM, lookup_id=7)
+    out = [Message(), _full(), base, dataclasses.replace(base, destination_queue="private$\\zürich")]
+    # Each rare variable-length field alone (the decoder's branch on "any rare field").
+    for name, value in [
+        ("label", "l"),
+        ("admin_queue", "a"),
+        ("response_queue", "r"),
+        ("extension", b"e"),
+        ("sender_id", b"s"),
+    ]:
+        out.append(dataclasses.replace(base, **{name: value}))
+    # Each flag bit alone.
+    for name in [
+        "positive_journaling",
+        "negative_journaling",
+        "tracing",
+        "final_ack_required",
+        "transactional",
+        "first_in_transaction",
+        "last_in_transaction",
+    ]:
+        out.append(dataclasses.replace(base, **{name: True}))
+    out.append(dataclasses.replace(base, tx_sequence_id=(1 << 64) - 1, correlation_id=b"\xff" * 20))
+    return out
+
+
+def _keyed_rows(messages: list[Message]) -> list[tuple[object, ...]]:
+    return [(1000 + i, *message_to_row(m)) for i, m in enumerate(messages)]
+
+
+def _check(rows: list[tuple[object, ...]]) -> None:
+    got = keyed_messages(rows)
+    want = [(r[0], message_from_row(r[1:])) for r in rows]
+    assert got == want
+    for (_, m), (_, w) in zip(got, want, strict=True):
+        assert type(m) is Message
+        # Every field was stored (an unset slot would raise here) and has the same type.
+        for f in dataclasses.fields(Message):
+            assert type(getattr(m, f.name)) is type(getattr(w, f.name)), f.name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            m.label = "x"  # type: ignore[misc]
+        assert hash(m) == hash(w)
+
+
+def test_keyed_messages_equal_message_from_row() -> None:
+    _check(_keyed_rows(_variants()))
+    assert keyed_messages([]) == []
+
+
+def test_keyed_messages_fallback_without_builder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(records, "_MessageBuilder", None)
+    _check(_keyed_rows(_variants()))
+
+
+def test_keyed_messages_many_distinct_guids() -> None:
+    # More distinct GUID triples than the memo keeps (it is cleared, never wrong).
+    msgs = [
+        Message(id_lineage=uuid.uuid4(), destination_qm=_QM, source_machine=uuid.uuid4()) for _ in range(5000)
+    ]
+    _check(_keyed_rows(msgs))
+
+
+def test_slot_builder_refuses_what_it_cannot_build() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class PostInit:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError):
+        slot_builder(NoSlots)
+    with pytest.raises(TypeError):
+        slot_builder(PostInit)
+    assert slot_builder(Message) is not None
+
+
+def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
+    """Through the QM: receive_many (head read, keyed_messages) returns what
+    peek_range (message_from_row) shows, with and without locked rows to skip."""
+    with QueueManager(tmp_path / "qm", integrity_check=False) as qm:
+        qm.create_queue("private$\\q", transactional=True)
+        msgs = [dataclasses.replace(m, priority=0) for m in _variants()] * 3
+        with qm.begin() as tx:
+            qm.send_many("private$\\q", msgs, tx)
+        shown = qm.peek_range("private$\\q", 0, 1000)
+        assert len(shown) == len(msgs)
+        got: list[Message] = []
+        with qm.begin() as other:  # a lock past the head, skipped by the read below
+            qm.receive_by_lookup_id("private$\\q", shown[5].lookup_id, tx=other)
+            with qm.begin() as tx:
+                got += qm.receive_many("private$\\q", 10, tx=tx)
+                got += qm.receive_many("private$\\q", 1000, tx=tx)
+            other.abort()
+        with qm.begin() as tx:
+            got += qm.receive_many("private$\\q", 10, tx=tx)
+        assert sorted(got, key=lambda m: m.lookup_id) == shown
