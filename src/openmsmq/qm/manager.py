@@ -551,29 +551,73 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             out.append(make(qid, m.lookup_id, size, target, None))
         return out
 
-    def _commit(self, sends: list[tuple[_QueueState, list[Send]]], receives: list[_Receive]) -> list[int]:
+    def _commit(
+        self,
+        sends: list[tuple[_QueueState, list[Send]]],
+        received: Sequence[tuple[_QueueState, Sequence[Message]]],
+        reasons: dict[int, int] | None = None,
+    ) -> list[int]:
         """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation; ``sends`` holds
-        (queue, Sends) per send call, in order."""
+        (queue, Sends) per send call, in order; ``received`` (queue, locked messages) per
+        receive call, in order; ``reasons`` the DequeueReasons other than AckReceive.
+
+        A batch of received messages costs no object per message unless the queue
+        journals (a :class:`Remove` per move): its LookupIdentifiers and total size go to
+        the store as one :class:`~openmsmq.store.ops.DeleteMany`, its locks are dropped
+        with one ``set.difference_update``.
+        """
         self._check_open()
         rows = sends[0][1] if len(sends) == 1 else [s for _, chunk in sends for s in chunk]
         count = len(rows)
-        if not receives:  # a sending transaction: none of the receive bookkeeping
+        if not received:  # a sending transaction: none of the receive bookkeeping
             stored = self.store.write(ops.commit_work(rows, ()))
             self.metrics.count_committed(count, 0)
             if sends:
                 self._notify(qs for qs, _ in sends)
             return stored
-        live = [r for r in receives if not r.queue.deleted]
-        events = [
-            RemovedMessage(r.queue.record.queue_id, r.message, r.reason) for r in live if _acks(r.message)
-        ]
+        held: dict[_QueueState, list[int]] = {}
+        events: list[RemovedMessage] = []
+        removes: list[Remove] = []
+        deletes: list[ops.DeleteMany] = []
+        consumed = 0
+        for qs, msgs in received:
+            if not msgs:
+                continue
+            ids = [m.lookup_id for m in msgs]
+            unlock = held.get(qs)
+            if unlock is None:
+                unlock = held[qs] = []
+            unlock += ids  # a copy: ids also goes to the store in a DeleteMany
+            if qs.deleted:
+                continue
+            rec = qs.record
+            qid = rec.queue_id
+            if rec.queue_type != _OUTGOING:
+                consumed += len(msgs)
+            # Messages that asked for acknowledgments, journaling or a FinalAck (_acks, inlined).
+            wanting = [
+                m
+                for m in msgs
+                if m.ack_flags or m.positive_journaling or m.negative_journaling or m.final_ack_required
+            ]
+            if wanting:
+                events += [
+                    RemovedMessage(qid, m, reasons.get(m.lookup_id, ACK_RECEIVE) if reasons else ACK_RECEIVE)
+                    for m in wanting
+                ]
+            target = rec.journal_queue_id if rec.journal else None
+            if target is None:
+                size = sum([len(m.body) + 2 * len(m.label) + len(m.extension) for m in msgs])  # Message.size
+                deletes.append(_make_delete_many(qid, ids, size))
+            else:
+                removes += self._removes_for([_Receive(qs, m) for m in msgs])
         if events:
             rows = list(rows)
             for hook in list(self._commit_hooks.values()):
                 rows += hook(events)
-        stored = self.store.write(ops.commit_work(rows, self._removes_for(live)))
-        self.metrics.count_committed(count, sum(r.queue.record.queue_type != _OUTGOING for r in live))
-        self._unlock(receives, removed=True)
+        stored = self.store.write(ops.commit_work(rows, removes, None, deletes))
+        self.metrics.count_committed(count, consumed)
+        self._unlock_ids(held, removed=True)
         if sends:
             self._notify(qs for qs, _ in sends)
         if len(rows) > count:
@@ -593,6 +637,10 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
                 by_queue[r.queue] = [r.message.lookup_id]
             else:
                 ids.append(r.message.lookup_id)
+        self._unlock_ids(by_queue, removed=removed)
+
+    def _unlock_ids(self, by_queue: dict[_QueueState, list[int]], *, removed: bool = False) -> None:
+        """:meth:`_unlock` of LookupIdentifiers grouped by queue."""
         for qs, ids in by_queue.items():  # one acquisition per queue, not per message
             with qs.cond:
                 if not removed:
@@ -694,6 +742,7 @@ def _acks(m: Message) -> bool:
 # through the wire layer's fast constructor (every field, in order).
 _make_send = fast_constructor(Send)
 _make_remove = fast_constructor(Remove)
+_make_delete_many = fast_constructor(ops.DeleteMany)
 _OUTGOING = QueueType.OUTGOING
 
 

@@ -45,8 +45,14 @@ class ReadsMixin:
         def _resolve(self, queue: QueueRef) -> _QueueState: ...
         def _check_open(self) -> None: ...
         def _now(self) -> int: ...
-        def _commit(self, sends: list[Any], receives: list[_Receive]) -> list[int]: ...
+        def _commit(
+            self,
+            sends: list[Any],
+            received: Sequence[tuple[_QueueState, Sequence[Message]]],
+            reasons: dict[int, int] | None = None,
+        ) -> list[int]: ...
         def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None: ...
+        def _unlock_ids(self, by_queue: dict[_QueueState, list[int]], *, removed: bool = False) -> None: ...
         def _release(self, receives: Sequence[_Receive]) -> None: ...
         def _notify(self, states: Iterable[_QueueState]) -> None: ...
 
@@ -85,7 +91,7 @@ class ReadsMixin:
                         found = select(qs.locked, self._now())
                         if found:
                             if lock:
-                                qs.locked.update(m.lookup_id for _, m in found)
+                                qs.locked.update([m.lookup_id for _, m in found])
                             return found
                         remaining = None if deadline is None else deadline - time.monotonic()
                         if remaining is not None and remaining <= 0:
@@ -109,11 +115,10 @@ class ReadsMixin:
                 self._release([_Receive(qs, m) for m in msgs])
                 tx._check_active()
             return msgs
-        receives = [_Receive(qs, m) for m in msgs]
         try:
-            self._commit([], receives)
+            self._commit([], [(qs, msgs)])
         except BaseException:
-            self._unlock(receives)
+            self._unlock_ids({qs: [m.lookup_id for m in msgs]})
             self._notify([qs])
             raise
         return msgs

@@ -90,7 +90,12 @@ class Transaction:
         self.state = TransactionState.ACTIVE
         #: One entry per send call: its queue and its Sends (no tuple per message).
         self._sends: list[tuple[_QueueState, list[Send]]] = []
-        self._receives: dict[int, _Receive] = {}
+        #: One entry per receive call: its queue and the messages it locked (no object
+        #: per message) — until a call needs single receives (:meth:`_indexed`).
+        self._batches: list[tuple[_QueueState, list[Message]]] = []
+        #: The receives by LookupIdentifier once :meth:`_indexed` built it (then used
+        #: instead of ``_batches``), else None.
+        self._receives: dict[int, _Receive] | None = None
 
     # ---- called by the QueueManager ----------------------------------------------------
 
@@ -108,13 +113,45 @@ class Transaction:
         with self._lock:
             if self.state is not TransactionState.ACTIVE:
                 return False
-            for m in messages:
-                self._receives[m.lookup_id] = _Receive(queue, m)
+            index = self._receives
+            if index is None:
+                # A copy: the caller hands the same list to the application.
+                self._batches.append((queue, list(messages)))
+            else:
+                for m in messages:
+                    index[m.lookup_id] = _Receive(queue, m)
             return True
+
+    def _indexed(self) -> dict[int, _Receive]:
+        """The receives by LookupIdentifier (call under ``_lock``). Built from the batches,
+        in receive order, by the first call that needs one receive (a DequeueReason, an
+        RR_NACK); later receives go straight into it."""
+        index = self._receives
+        if index is None:
+            index = self._receives = {m.lookup_id: _Receive(q, m) for q, ms in self._batches for m in ms}
+            self._batches = []
+        return index
 
     def _drop_receive(self, lookup_id: int) -> _Receive | None:
         with self._lock:
-            return self._receives.pop(lookup_id, None)
+            return self._indexed().pop(lookup_id, None)
+
+    def _held(self) -> tuple[list[tuple[_QueueState, list[Message]]], dict[int, int] | None]:
+        """(call under ``_lock``) The receives as (queue, messages) runs in receive order,
+        and the DequeueReasons that are not AckReceive (None when there is none)."""
+        index = self._receives
+        if index is None:
+            return list(self._batches), None
+        runs: list[tuple[_QueueState, list[Message]]] = []
+        reasons: dict[int, int] = {}
+        for r in index.values():
+            if runs and runs[-1][0] is r.queue:
+                runs[-1][1].append(r.message)
+            else:
+                runs.append((r.queue, [r.message]))
+            if r.reason != ACK_RECEIVE:
+                reasons[r.message.lookup_id] = r.reason
+        return runs, reasons or None
 
     # ---- public ------------------------------------------------------------------------
 
@@ -126,7 +163,8 @@ class Transaction:
     @property
     def receive_count(self) -> int:
         """Messages received (locked) so far in this transaction."""
-        return len(self._receives)
+        index = self._receives
+        return len(index) if index is not None else sum(len(ms) for _, ms in self._batches)
 
     def set_dequeue_reason(self, lookup_id: int, message_class: int) -> None:
         """Set the DequeueReason of a received message (R_SetUserAcknowledgementClass,
@@ -136,7 +174,7 @@ class Transaction:
         """
         with self._lock:
             self._check_active()
-            op = self._receives.get(lookup_id)
+            op = self._indexed().get(lookup_id)
             if op is None:
                 raise MQError(
                     HResult.MQ_ERROR_TRANSACTION_USAGE, f"message {lookup_id} is not in this transaction"
@@ -156,7 +194,7 @@ class Transaction:
             self._check_active()
             self.state = TransactionState.COMMITTING
             sends = list(self._sends)
-            receives = list(self._receives.values())
+            received, reasons = self._held()
         sends = [(q, chunk) for q, chunk in sends if chunk]
         if sends:
             # Copies, not in-place: the caller's Send rows and lists stay as sent.
@@ -168,10 +206,10 @@ class Transaction:
                 q, chunk = sends[-1]
                 sends[-1] = (q, [*chunk[:-1], _with_flag(chunk[-1], 2)])
         try:
-            stored = self._qm._commit(sends, receives)
+            stored = self._qm._commit(sends, received, reasons)
         except BaseException:
             self.state = TransactionState.ABORTED
-            self._qm._release(receives)
+            self._qm._release([_Receive(q, m) for q, ms in received for m in ms])
             raise
         self.state = TransactionState.COMMITTED
         return stored
@@ -181,8 +219,8 @@ class Transaction:
         with self._lock:
             self._check_active()
             self.state = TransactionState.ABORTED
-            receives = list(self._receives.values())
-        self._qm._release(receives)
+            received, _ = self._held()
+        self._qm._release([_Receive(q, m) for q, ms in received for m in ms])
 
     def __enter__(self) -> Transaction:
         return self

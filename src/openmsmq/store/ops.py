@@ -37,6 +37,7 @@ from openmsmq.store.records import (
 
 __all__ = [
     "CommitWork",
+    "DeleteMany",
     "FinalAckOutcome",
     "Remove",
     "RemovedMessage",
@@ -114,6 +115,18 @@ class Remove:
     target_queue_id: int | None = None
     #: New Message.Class for a move (e.g. NackReceiveTimeout into a dead-letter queue).
     new_class: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMany:
+    """Delete messages of one queue (a transaction's receives that are not journaled):
+    their LookupIdentifiers and their total size, one record for the batch where
+    :class:`Remove` takes one per message."""
+
+    queue_id: int
+    lookup_ids: list[int]
+    #: Sum of the messages' sizes (Message.size), taken off the queue's TotalBytes.
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +268,12 @@ def _delete_lookup_ids(conn: sqlite3.Connection, lookup_ids: list[int]) -> None:
     ``IN (?, ...)`` 0.55 ms, one ``BETWEEN`` 0.25–0.37 ms.
     """
     ids = sorted(lookup_ids)
+    n = len(ids)
+    if n >= _MIN_RUN and ids[-1] - ids[0] == n - 1 and len(set(ids)) == n:
+        # One run (distinct, sorted, spanning n ids): the usual 100-message receive,
+        # without walking the ids in Python.
+        conn.execute("DELETE FROM messages WHERE lookup_id BETWEEN ? AND ?", (ids[0], ids[-1]))
+        return
     runs: list[tuple[int, int]] = []
     singles: list[int] = []
     start = prev = ids[0]
@@ -274,12 +293,13 @@ def _delete_lookup_ids(conn: sqlite3.Connection, lookup_ids: list[int]) -> None:
         conn.execute(f"DELETE FROM messages WHERE lookup_id IN ({','.join('?' * len(chunk))})", chunk)
 
 
-def _apply_removes(ctx: WriteContext, removes: Sequence[Remove]) -> None:
+def _apply_removes(ctx: WriteContext, removes: Sequence[Remove], many: Sequence[DeleteMany] = ()) -> None:
     """Delete removed messages, or move them (journal, dead-letter) under a NEW
     LookupIdentifier: a message then only ever appears in a queue with an identifier
     above every one that queue showed before, which keeps the per-queue watermark of
-    :func:`openmsmq.store.ranges.lookup_range` stable (nothing appears below it later)."""
-    if not removes:
+    :func:`openmsmq.store.ranges.lookup_range` stable (nothing appears below it later).
+    ``many`` are deleted with them (the same DELETE statements and counter UPDATE)."""
+    if not removes and not many:
         return
     conn = ctx.conn
     deltas: dict[int, list[int]] = {}
@@ -292,23 +312,27 @@ def _apply_removes(ctx: WriteContext, removes: Sequence[Remove]) -> None:
             d[0] += count
             d[1] += nbytes
 
-    deletes = []
+    deletes: list[int] = []
     moves = []
-    # Counters of the source queue, per run of removes from one queue (the usual case is
-    # one run: a transaction received from one queue).
-    run_qid, run_count, run_bytes = removes[0].queue_id, 0, 0
-    for r in removes:
-        if r.queue_id != run_qid:
-            bump(run_qid, -run_count, -run_bytes)
-            run_qid, run_count, run_bytes = r.queue_id, 0, 0
-        run_count += 1
-        run_bytes += r.size
-        if r.target_queue_id is None:
-            deletes.append(r.lookup_id)
-        else:
-            bump(r.target_queue_id, 1, r.size)
-            moves.append((r.target_queue_id, r.new_class, r.lookup_id))
-    bump(run_qid, -run_count, -run_bytes)
+    for d in many:
+        bump(d.queue_id, -len(d.lookup_ids), -d.size)
+        deletes += d.lookup_ids
+    if removes:
+        # Counters of the source queue, per run of removes from one queue (the usual case
+        # is one run: a transaction received from one queue).
+        run_qid, run_count, run_bytes = removes[0].queue_id, 0, 0
+        for r in removes:
+            if r.queue_id != run_qid:
+                bump(run_qid, -run_count, -run_bytes)
+                run_qid, run_count, run_bytes = r.queue_id, 0, 0
+            run_count += 1
+            run_bytes += r.size
+            if r.target_queue_id is None:
+                deletes.append(r.lookup_id)
+            else:
+                bump(r.target_queue_id, 1, r.size)
+                moves.append((r.target_queue_id, r.new_class, r.lookup_id))
+        bump(run_qid, -run_count, -run_bytes)
     if deletes:
         _delete_lookup_ids(conn, deletes)
     if moves:
@@ -326,24 +350,30 @@ def _apply_removes(ctx: WriteContext, removes: Sequence[Remove]) -> None:
 
 
 class CommitWork:
-    """One local transaction's work: insert ``sends``, delete or move ``removes``.
+    """One local transaction's work: insert ``sends``, delete or move ``removes``,
+    delete ``deletes`` (receives as :class:`DeleteMany`, one per queue and batch).
 
     Calling it returns the LookupIdentifiers given to ``sends``, in order. The writer
     merges consecutive CommitWork operations of a batch (:meth:`merge`) so that a group
     commit of N transactions still costs one INSERT, one DELETE and one counter UPDATE.
     """
 
-    __slots__ = ("arrived_time", "removes", "sends")
+    __slots__ = ("arrived_time", "deletes", "removes", "sends")
 
     def __init__(
-        self, sends: Sequence[Send], removes: Sequence[Remove], arrived_time: int | None = None
+        self,
+        sends: Sequence[Send],
+        removes: Sequence[Remove],
+        arrived_time: int | None = None,
+        deletes: Sequence[DeleteMany] = (),
     ) -> None:
         self.sends = sends
         self.removes = removes
         self.arrived_time = arrived_time
+        self.deletes = deletes
 
     def __call__(self, ctx: WriteContext) -> list[int]:
-        _apply_removes(ctx, self.removes)
+        _apply_removes(ctx, self.removes, self.deletes)
         return _insert_messages(ctx, self.sends, self.arrived_time)
 
     @staticmethod
@@ -352,7 +382,7 @@ class CommitWork:
         writer runs them one by one, so a failing transaction fails alone."""
 
         def op(ctx: WriteContext) -> list[list[int]]:
-            _apply_removes(ctx, [r for w in works for r in w.removes])
+            _apply_removes(ctx, [r for w in works for r in w.removes], [d for w in works for d in w.deletes])
             out: list[list[int]] = []
             sends = [s for w in works if w.arrived_time is None for s in w.sends]
             ids = iter(_insert_messages(ctx, sends, None))
@@ -367,10 +397,13 @@ class CommitWork:
 
 
 def commit_work(
-    sends: Sequence[Send], removes: Sequence[Remove], arrived_time: int | None = None
+    sends: Sequence[Send],
+    removes: Sequence[Remove],
+    arrived_time: int | None = None,
+    deletes: Sequence[DeleteMany] = (),
 ) -> CommitWork:
     """The write operation of one local transaction (see :class:`CommitWork`)."""
-    return CommitWork(sends, removes, arrived_time)
+    return CommitWork(sends, removes, arrived_time, deletes)
 
 
 def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequenceState]) -> None:
