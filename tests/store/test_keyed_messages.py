@@ -11,7 +11,7 @@ import pytest
 
 from openmsmq.qm import Message, QueueManager
 from openmsmq.store import records
-from openmsmq.store.records import keyed_messages, message_from_row, message_to_row
+from openmsmq.store.records import COL, KEYED_COLUMNS, keyed_messages, message_from_row, message_to_row
 from openmsmq.wire._fast import slot_builder
 
 _QM = uuid.uuid4()
@@ -80,16 +80,19 @@ def _variants() -> list[Message]:
     ]:
         out.append(dataclasses.replace(base, **{name: True}))
     out.append(dataclasses.replace(base, tx_sequence_id=(1 << 64) - 1, correlation_id=b"\xff" * 20))
+    # Every priority (order_key's top byte) and LookupIdentifiers up to 56 bits.
+    out += [dataclasses.replace(base, priority=p, lookup_id=(1 << (7 * p + 7)) - 1) for p in range(8)]
     return out
 
 
-def _keyed_rows(messages: list[Message]) -> list[tuple[object, ...]]:
-    return [(1000 + i, *message_to_row(m)) for i, m in enumerate(messages)]
-
-
-def _check(rows: list[tuple[object, ...]]) -> None:
-    got = keyed_messages(rows)
-    want = [(r[0], message_from_row(r[1:])) for r in rows]
+def _check(messages: list[Message]) -> None:
+    """keyed_messages over rows of KEYED_COLUMNS (as SQL returns them) equals
+    message_from_row over the same messages' full rows."""
+    full = [message_to_row(m) for m in messages]
+    keys = [((7 - m.priority) << 56) | m.lookup_id for m in messages]
+    keyed = [(k, *(row[COL[c]] for c in KEYED_COLUMNS[1:])) for k, row in zip(keys, full, strict=True)]
+    got = keyed_messages(keyed)
+    want = [(k, message_from_row(row)) for k, row in zip(keys, full, strict=True)]
     assert got == want
     for (_, m), (_, w) in zip(got, want, strict=True):
         assert type(m) is Message
@@ -102,13 +105,13 @@ def _check(rows: list[tuple[object, ...]]) -> None:
 
 
 def test_keyed_messages_equal_message_from_row() -> None:
-    _check(_keyed_rows(_variants()))
+    _check(_variants())
     assert keyed_messages([]) == []
 
 
 def test_keyed_messages_fallback_without_builder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(records, "_MessageBuilder", None)
-    _check(_keyed_rows(_variants()))
+    _check(_variants())
 
 
 def test_keyed_messages_many_distinct_guids() -> None:
@@ -116,7 +119,7 @@ def test_keyed_messages_many_distinct_guids() -> None:
     msgs = [
         Message(id_lineage=uuid.uuid4(), destination_qm=_QM, source_machine=uuid.uuid4()) for _ in range(5000)
     ]
-    _check(_keyed_rows(msgs))
+    _check(msgs)
 
 
 def test_slot_builder_refuses_what_it_cannot_build() -> None:
@@ -158,3 +161,37 @@ def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
         with qm.begin() as tx:
             got += qm.receive_many("private$\\q", 10, tx=tx)
         assert sorted(got, key=lambda m: m.lookup_id) == shown
+
+
+def test_reads_of_every_priority_and_of_moved_messages(tmp_path: Path) -> None:
+    """A non-transactional queue holds all eight priorities (order_key bands); its journal
+    holds moved messages (new LookupIdentifiers, same priority part). Head reads, cursor
+    reads and reads by LookupIdentifier (keyed_messages) return what peek_range
+    (message_from_row) shows."""
+    from openmsmq.qm import CursorAction, LookupAction
+
+    name = "private$\\n"
+    with QueueManager(tmp_path / "qm", integrity_check=False) as qm:
+        qm.create_queue(name, journal=True)
+        variants = _variants()
+        for i, m in enumerate(variants):
+            qm.send(name, dataclasses.replace(m, priority=i % 8, transactional=False))
+        shown = qm.peek_range(name, 0, 1000)
+        in_order = sorted(shown, key=lambda m: (-m.priority, m.lookup_id))
+        assert qm.peek_many(name, 1000) == in_order
+        cursor = qm.create_cursor(name)
+        walked = [qm.peek(name, cursor=cursor)]
+        walked += [qm.peek(name, cursor=cursor, action=CursorAction.NEXT) for _ in in_order[1:]]
+        assert walked == in_order
+        last = qm.peek_by_lookup_id(name, 0, LookupAction.LAST)
+        assert last == in_order[-1]
+        assert qm.peek_by_lookup_id(name, in_order[3].lookup_id) == in_order[3]
+        got = qm.receive_many(name, 5)
+        got += [qm.receive_by_lookup_id(name, in_order[-1].lookup_id)]
+        got += qm.receive_many(name, 1000)
+        assert sorted(got, key=lambda m: m.lookup_id) == shown
+        journal = qm.peek_range(name + ";journal", 0, 1000)
+        assert len(journal) == len(shown)
+        assert qm.peek_many(name + ";journal", 1000) == sorted(
+            journal, key=lambda m: (-m.priority, m.lookup_id)
+        )

@@ -16,6 +16,7 @@ from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.records import (
+    KEYED_COLUMNS,
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     IncomingSequenceState,
@@ -50,6 +51,10 @@ MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 #: ``SELECT`` of every :data:`QUEUE_COLUMNS` column of ``queues``.
 QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
 _ACK_WANTED = "m.ack_wanted != 0"
+#: The columns of a read decoded by :func:`keyed_messages` (order_key first).
+_KEYED_SELECT = ", ".join(f"m.{c}" for c in KEYED_COLUMNS)
+#: order_key -> LookupIdentifier (``order_key = ((7 - priority) << 56) | lookup_id``).
+_LOOKUP_MASK = (1 << 56) - 1
 _SIZE = "m.size"
 
 
@@ -164,7 +169,7 @@ def fetch_available(
     """
     if head_key is not None:
         return _fetch_head(conn, queue_id, now, limit, exclude, head_key, one_band)
-    sql = f"SELECT m.order_key, {MSG_SELECT} FROM messages m WHERE m.queue_id = ?"
+    sql = f"SELECT {_KEYED_SELECT} FROM messages m WHERE m.queue_id = ?"
     params: list[Any] = [queue_id]
     if after_key is not None:
         sql += " AND m.order_key > ?"
@@ -191,8 +196,9 @@ def fetch_available(
     # (json_each(...)) temporary index.
     params.append(limit + len(exclude))
     kept = []
+    mask = _LOOKUP_MASK
     for r in conn.execute(sql + order, params):
-        if r[1] not in exclude:
+        if (r[0] & mask) not in exclude:
             kept.append(r)
             if len(kept) == limit:
                 break
@@ -200,7 +206,7 @@ def fetch_available(
 
 
 _HEAD_SQL = (
-    f"SELECT m.order_key, {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key >= ?"
+    f"SELECT {_KEYED_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key >= ?"
     " AND m.order_key < ? AND (m.expire_at IS NULL OR m.expire_at > ?) ORDER BY m.order_key LIMIT ?"
 )
 
@@ -239,8 +245,9 @@ def _fetch_head(
             if len(kept) == limit:
                 break
             continue
+        mask = _LOOKUP_MASK
         for r in rows:
-            if r[1] not in exclude:
+            if (r[0] & mask) not in exclude:
                 kept.append(r)
                 if len(kept) == limit:
                     return keyed_messages(kept)
