@@ -595,10 +595,10 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
             m.extension = props[i : i + n_ext]
             i += n_ext
             m.sender_id = props[i : i + n_sender]
-        else:  # the usual message: the destination is all that follows the fixed part
+        else:  # the usual message: only the destination follows the fixed part
             m.label = m.admin_queue = m.response_queue = ""
             m.extension = m.sender_id = b""
-            m.destination_queue = props[at:].decode()
+            m.destination_queue = props[at : at + n_dest].decode()
         m.id_lineage, m.destination_qm, m.source_machine = triples.get(guids) or _guid_triple(guids)
         m.body = body
         m.priority = 7 - (order_key >> 56)
