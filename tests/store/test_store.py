@@ -438,3 +438,33 @@ def test_last_access_time_reads_wall_clock_and_old_monotonic_rows_as_unknown(tmp
         )
         by_dest = {s.destination: s.last_access_time for s in store.read(reads.incoming_sequences)}
     assert by_dest == {"wall": 1_790_000_000.25, "monotonic": 0.0, "never": 0.0}
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, 8, 9, 63, 64, 65, 100, 121, 130])
+def test_insert_fills_ids_order_keys_and_tails_in_every_chunk_shape(tmp_path: Path, count: int) -> None:
+    """The multi-row INSERT computes LookupIdentifier and order key in SQL from one bound
+    first identifier: every chunk size and remainder gives each row its own identifier,
+    ``((7 - priority) << 56) | lookup_id``, queue and expiry, in send order."""
+    with _open(tmp_path / "s.db", threaded=False) as store:
+        qa, qb = private_queue(store, "private$\\a"), private_queue(store, "private$\\b")
+        sends = [
+            ops.Send.of(
+                (qa if i % 3 else qb).queue_id,
+                Message(body=bytes([i % 256]), priority=i % 8),
+                expire_at=None if i % 4 else 10_000 + i,
+                expire_class=0 if i % 4 else 0xC002,
+            )
+            for i in range(count)
+        ]
+        ids = store.write(ops.commit_work(sends, []))
+        assert ids == list(range(ids[0], ids[0] + count))
+        got = store.read(
+            lambda c: c.execute(
+                "SELECT lookup_id, queue_id, order_key, priority, expire_at, expire_class, body"
+                " FROM messages ORDER BY lookup_id"
+            ).fetchall()
+        )
+        assert got == [
+            (lid, s.queue_id, ((7 - i % 8) << 56) | lid, i % 8, s.expire_at, s.expire_class, bytes([i % 256]))
+            for i, (lid, s) in enumerate(zip(ids, sends, strict=True))
+        ]

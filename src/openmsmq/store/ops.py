@@ -82,7 +82,12 @@ def _insert_sql(n: int) -> str:
     )
 
 
-_INSERT_MULTI = {n: _insert_sql(n) for n in (*_CHUNKS, 7, 6, 5, 4, 3, 2, 1)}
+_INSERT_MULTI = {n: _insert_sql(n) for n in (*_CHUNKS, 7, 6, 5, 4, 3, 2)}
+#: One row, every value bound as it is (LookupIdentifier and order key from Python).
+_INSERT_ONE = (
+    f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key, expire_at, expire_class)"
+    f" VALUES ({', '.join('?' * (_ROW_WIDTH + 4))})"
+)
 _ROW = attrgetter("row")
 _TAIL = attrgetter("queue_id", "expire_at", "expire_class")
 _QUEUE_ID = attrgetter("queue_id")
@@ -258,7 +263,7 @@ def _insert_rows(conn: sqlite3.Connection, first: int, rows: list[list[Any]], se
     iterators (``chain``, ``attrgetter``): no Python step per row.
     """
     i, n = 0, len(rows)
-    if n <= 7:  # one statement (a 1-message commit: the 8 concurrent senders' case)
+    if 1 < n <= 7:  # one statement (a group commit of 1-message transactions, say)
         tails = chain.from_iterable(map(_TAIL, sends))
         conn.execute(_INSERT_MULTI[n], [first, *chain.from_iterable(rows), *tails])
         return
@@ -270,7 +275,15 @@ def _insert_rows(conn: sqlite3.Connection, first: int, rows: list[list[Any]], se
             params += chain.from_iterable(map(_TAIL, sends[i:j]))
             conn.execute(_INSERT_MULTI[size], params)
             i = j
-    if i < n:
+    if n - i == 1:
+        # One row binds its values directly: in the computed form SQLite took about
+        # 0.5 us more per 1-row INSERT than with plain parameters (while 4, 8 and 64-row
+        # statements took 0.3-0.4 us less per row; SQLite 3.40, sync OFF, prebuilt
+        # parameters).
+        s, row, lid = sends[i], rows[i], first + i
+        key = ((7 - row[_PRIORITY_AT]) << 56) | lid  # order_key
+        conn.execute(_INSERT_ONE, [lid, *row[1:], s.queue_id, key, s.expire_at, s.expire_class])
+    elif i < n:
         params = [first + i]
         params += chain.from_iterable(rows[i:])
         params += chain.from_iterable(map(_TAIL, sends[i:]))
