@@ -216,8 +216,6 @@ class Store:
         self._sequential_id = int(row[0]) if row else 0
         self._reserved = self._sequential_id
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        #: (threads, lock) while the writer waits for committers of its previous batch.
-        self._awaiting: tuple[set[int], Any] | None = None
         self._thread: threading.Thread | None = None
         if threaded:
             self._thread = threading.Thread(
@@ -292,15 +290,6 @@ class Store:
             with self._inflight_lock:
                 self._inflight += 1
             self._queue.put(op)
-            awaiting = self._awaiting
-            if awaiting is not None and op.thread in awaiting[0]:
-                # The writer waits for this thread (a committer of its previous batch):
-                # the last of them to arrive wakes it (see _gather), not every arrival.
-                threads, wake = awaiting
-                threads.discard(op.thread)
-                if not threads:
-                    with contextlib.suppress(RuntimeError):  # another arrival woke it
-                        wake.release()
         else:
             with self._sync_lock:
                 self._run_batch([op])
@@ -369,15 +358,32 @@ class Store:
             batch = [first]
             stop = self._drain(batch)
             threads = {op.thread for op in batch}
-            missing = not last_threads <= threads
+            missing = len(last_threads - threads)
             if backoff:
                 backoff -= 1
             elif missing and not stop and self.max_commit_wait > 0:
                 size = len(batch)
-                stop = self._gather(batch, last_threads - threads)
+                deadline = time.monotonic() + min(self.max_commit_wait, self._last_commit_seconds / 2)
+                while missing > 0:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        item = self._queue.get(timeout=remaining)
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    batch.append(item)
+                    if item.thread in last_threads and item.thread not in threads:
+                        missing -= 1
+                    threads.add(item.thread)
                 if len(batch) == size:  # nothing at all came: waiting does not pay now
                     backoff = _WAIT_BACKOFF
-                threads.update(op.thread for op in batch)
+                if not stop:
+                    stop = self._drain(batch)
+                    threads.update(op.thread for op in batch)
             with self._sync_lock:
                 self._run_and_observe(batch)
             with self._inflight_lock:
@@ -403,26 +409,6 @@ class Store:
         self._last_commit_seconds = time.monotonic() - started
         self._lone_batches = self._lone_batches + 1 if len(batch) == 1 else 0
         self.metrics.observe_commit(len(batch), self._last_commit_seconds)
-
-    def _gather(self, batch: list[Any], awaited: set[int]) -> bool:
-        """Wait until every thread in ``awaited`` (committers of the previous batch missing
-        from this one) has submitted, at most ``max_commit_wait`` and half the last
-        COMMIT, then drain the queue into ``batch``. The writer sleeps on one lock that
-        the last awaited submitter releases (:meth:`_enqueue`), instead of waking on every
-        arrival: each wake-up is a context switch and a GIL hand-off between the writer
-        and the committers. True if the stop marker was met."""
-        wake = _allocate_lock()
-        wake.acquire()
-        self._awaiting = (awaited, wake)
-        try:
-            # Arrivals that came before ``_awaiting`` was set did not look at it.
-            stop = self._drain(batch)
-            awaited.difference_update([op.thread for op in batch])
-            if awaited and not stop:
-                wake.acquire(timeout=min(self.max_commit_wait, self._last_commit_seconds / 2))
-        finally:
-            self._awaiting = None
-        return self._drain(batch) or stop
 
     def _drain(self, batch: list[Any]) -> bool:
         """Move everything queued into ``batch``; True if the stop marker was met."""
