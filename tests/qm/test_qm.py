@@ -137,6 +137,23 @@ def test_send_many_receive_many(qm: QueueManager) -> None:
     assert qm.get_queue("private$\\t").msg_count == 40
 
 
+def test_send_many_returns_each_uniquifier_also_across_the_u32_wrap(qm: QueueManager) -> None:
+    """send_many returns the Identifier uniquifiers of what it stored, in order, also when
+    the run wraps from 0xFFFFFFFF to 1 (never 0), and a batch with an expiring message
+    stores each message's own expiry path."""
+    qm.create_queue("private$\\u")
+    first = qm.send_many("private$\\u", [Message(body=b"a"), Message(body=b"b")])
+    assert first[1] == first[0] + 1
+    # The store never hands out a block across the wrap; force one in memory.
+    qm._uniq_next, qm._uniq_end = 0xFFFFFFFE, 0xFFFFFFFE + 100
+    msgs = [Message(body=bytes([i]), time_to_be_received=5000 * i or 0xFFFFFFFF) for i in range(4)]
+    got = qm.send_many("private$\\u", msgs)
+    assert got == [0xFFFFFFFE, 0xFFFFFFFF, 1, 2]
+    stored = qm.peek_range("private$\\u", 0)
+    assert [m.id_uniquifier for m in stored] == [*first, *got]
+    assert [m.body for m in stored[2:]] == [bytes([i]) for i in range(4)]
+
+
 def test_transaction_usage_errors(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     qm.create_queue("private$\\plain")

@@ -41,7 +41,6 @@ from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import (
     COL,
     INFINITE,
-    MAX_MESSAGE_BYTES,
     Message,
     QueueRecord,
     QueueType,
@@ -433,19 +432,9 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
                 HResult.MQ_ERROR_TRANSACTION_USAGE,
                 f"queue {rec.display_name} is {'' if rec.transactional else 'not '}transactional",
             )
-        for m in messages:
-            size = len(m.body) + 2 * len(m.label) + len(m.extension)  # Message.size
-            if size > MAX_MESSAGE_BYTES:
-                raise MQError(
-                    HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                    f"message of {size} bytes exceeds the 4 MiB limit",
-                )
-            if len(m.label) > 249:
-                raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "message label has at most 249 characters")
-            if not 0 <= m.priority <= 7:
-                raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "priority must be 0..7")
         now = self._now()
         first = self._uniquifiers(len(messages))
+        # Checks each message (size, label, priority) as it builds its row.
         rows = stamped_rows(messages, transactional, self.guid, first, now, name)
         qid = rec.queue_id
         outgoing = rec.queue_type == QueueType.OUTGOING
@@ -490,7 +479,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         (quota or > 4 MiB), MQ_ERROR_TRANSACTION_SEQUENCE (ended transaction).
         """
         sends, _ = self._send(queue, messages, tx)
-        return [message_uniquifier(s.row) for s in sends]
+        return _uniquifiers_of(sends)
 
     def send_many_ids(
         self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None = None
@@ -499,7 +488,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         transaction the LookupIdentifiers are final (the messages are durable); inside
         ``tx`` they are 0 — :meth:`Transaction.commit` returns them."""
         sends, lookup_ids = self._send(queue, messages, tx)
-        uniq = [message_uniquifier(s.row) for s in sends]
+        uniq = _uniquifiers_of(sends)
         return list(zip(uniq, lookup_ids or [0] * len(uniq), strict=True))
 
     def _send(
@@ -741,6 +730,17 @@ def _acks(m: Message) -> bool:
 # Send / Remove are frozen dataclasses; built once per message on the hot paths, so
 # through the wire layer's fast constructor (every field, in order).
 _make_send = fast_constructor(Send)
+
+
+def _uniquifiers_of(sends: Sequence[Send]) -> list[int]:
+    """Identifier uniquifiers of Sends stamped by one :meth:`QueueManager._prepare`: they
+    are consecutive from the first (u32, wrapping to 1), so only the first is read."""
+    if not sends:
+        return []
+    first = message_uniquifier(sends[0].row)
+    if first + len(sends) - 1 <= 0xFFFFFFFF:
+        return list(range(first, first + len(sends)))
+    return [message_uniquifier(s.row) for s in sends]  # the run wraps
 _make_remove = fast_constructor(Remove)
 _make_delete_many = fast_constructor(ops.DeleteMany)
 _OUTGOING = QueueType.OUTGOING

@@ -258,18 +258,29 @@ def stamped_rows(
     uniquifiers from ``first_uniquifier`` (u32, wrapping, never 0), SentTime = ArrivedTime
     = ``now``, source ``qm``, destination ``m.destination_queue or name``; transactional
     messages get priority 0 and Recoverable delivery (MS-MQDMPR 3.1.1.12). The send path's
-    batch form of :func:`message_to_row` (constants computed once per batch)."""
+    batch form of :func:`message_to_row` (constants computed once per batch).
+
+    Each message is checked first (in the same loop): larger than 4 MiB
+    (MQ_ERROR_INSUFFICIENT_RESOURCES), a label over 249 characters
+    (MQ_ERROR_LABEL_TOO_LONG), a priority outside 0..7 (MQ_ERROR_ILLEGAL_PROPERTY_VALUE)."""
     qm_bytes = _guid_bytes.get(qm.int) or _bytes_of(qm)
     name_bytes = name.encode()
-    rows = []
+    rows: list[list[Any]] = []
+    append = rows.append
     uniq = first_uniquifier - 1
     for m in messages:
+        label = m.label
+        if len(m.body) + 2 * len(label) + len(m.extension) > MAX_MESSAGE_BYTES or len(label) > 249:
+            _check_message(m)
+        priority = m.priority
+        if not 0 <= priority <= 7:
+            _check_message(m)
         uniq = uniq % 0xFFFFFFFF + 1  # u32, wraps to 1 (never 0)
         dest = m.destination_queue
-        rows.append(
+        append(
             _row(
                 m,
-                0 if transactional else m.priority,
+                0 if transactional else priority,
                 transactional,
                 1 if transactional else m.delivery,
                 qm_bytes,
@@ -281,6 +292,19 @@ def stamped_rows(
             )
         )
     return rows
+
+
+def _check_message(m: Message) -> None:
+    """Raise the MQError of a message a queue manager must refuse to send."""
+    size = m.size
+    if size > MAX_MESSAGE_BYTES:
+        raise MQError(
+            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, f"message of {size} bytes exceeds the 4 MiB limit"
+        )
+    if len(m.label) > 249:
+        raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "message label has at most 249 characters")
+    if not 0 <= m.priority <= 7:
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "priority must be 0..7")
 
 
 def _row(
