@@ -154,6 +154,18 @@ def test_send_many_returns_each_uniquifier_also_across_the_u32_wrap(qm: QueueMan
     assert [m.body for m in stored[2:]] == [bytes([i]) for i in range(4)]
 
 
+def test_send_returns_the_stored_message_with_bytes_fields(qm: QueueManager) -> None:
+    """The Message send returns (decoded from the row not read back yet, whose props are a
+    bytearray) equals the stored one, with bytes fields, and is hashable."""
+    qm.create_queue("private$\\x")
+    m = Message(body=b"b", label="l", extension=b"ext", sender_id=b"sid", admin_queue="private$\\a")
+    sent = qm.send("private$\\x", m)
+    assert type(sent.extension) is bytes and type(sent.sender_id) is bytes
+    hash(sent)
+    (stored,) = qm.peek_range("private$\\x", 0)
+    assert sent == stored
+
+
 def test_transaction_usage_errors(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     qm.create_queue("private$\\plain")

@@ -357,10 +357,13 @@ def _row(
         raise MQError(
             HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"message property out of range: {exc}"
         ) from exc
+    # props is a bytearray: sqlite3 binds a bytearray directly but sends bytes through its
+    # adapter lookup (about 0.3 us per value; Python 3.11).
     if rare:
-        props = b"".join((head, label, admin, response, dest, extension, sender_id))
+        props = bytearray().join((head, label, admin, response, dest, extension, sender_id))
     else:
-        props = head + dest
+        props = bytearray(head)
+        props += dest
     body = m.body
     seq_id = m.tx_sequence_id
     # Flags are bound as plain ints, never bool: sqlite3 binds only exact ints directly
@@ -462,9 +465,10 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
     dest = props[i : i + n_dest].decode()
     i += n_dest
     if n_ext or n_sender:
-        extension = props[i : i + n_ext]
+        # bytes() as props is a bytearray in a row not read back yet (Send.message).
+        extension = bytes(props[i : i + n_ext])
         i += n_ext
-        sender_id = props[i : i + n_sender]
+        sender_id = bytes(props[i : i + n_sender])
     else:
         extension = sender_id = b""
     uuids = _uuid_cache
