@@ -166,6 +166,20 @@ def test_send_returns_the_stored_message_with_bytes_fields(qm: QueueManager) -> 
     assert sent == stored
 
 
+def test_send_by_name_after_delete_and_recreate_goes_to_the_new_queue(qm: QueueManager) -> None:
+    """A send remembers the local names it resolved; a deleted queue is not sent to under
+    its old state, and one created again under the name gets the next sends."""
+    qm.create_queue("private$\\r")
+    qm.send("private$\\r", Message(body=b"1"))
+    qm.delete_queue("private$\\r")
+    with pytest.raises(QueueNotFoundError):
+        qm.send("private$\\r", Message(body=b"2"))
+    qm.create_queue("private$\\r")
+    qm.send("private$\\r", Message(body=b"3"))
+    assert qm.get_queue("private$\\r").msg_count == 1
+    assert body(qm.peek_range("private$\\r", 0)) == [b"3"]
+
+
 def test_transaction_usage_errors(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     qm.create_queue("private$\\plain")

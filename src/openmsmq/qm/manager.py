@@ -60,6 +60,8 @@ NACK_RECEIVE_TIMEOUT = 0xC002
 _UNIQUIFIER_BLOCK = 4096
 _C_ARRIVED = COL["arrived_time"]
 _C_SIZE = COL["size"]
+#: Most names :meth:`QueueManager._send` remembers (then it starts over).
+_SEND_NAMES = 4096
 
 
 QueueRef = str | QueueHandle
@@ -102,6 +104,8 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         self._lock = threading.RLock()
         self._closed = False
         self._queues: dict[str, _QueueState] = {}
+        #: Local queue names (as the caller wrote them) already resolved by a send.
+        self._send_names: dict[str, _QueueState] = {}
         self._by_id: dict[int, _QueueState] = {}
         self._cursors: dict[int, _Cursor] = {}
         self._head_keys: dict[_QueueState, int] = {}
@@ -242,6 +246,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         base = {self.computer_name, "."} if loopback else set(self._local_hosts)
         with self._lock:
             self._local_hosts = base | given
+            self._send_names.clear()
 
     def _is_local_host(self, host: str | None) -> bool:
         return host is None or host.casefold() in self._local_hosts
@@ -494,12 +499,28 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
     def _send(
         self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None
     ) -> tuple[list[Send], list[int]]:
-        if isinstance(queue, str) and self._is_remote(queue):
-            handle: QueueRef = self.open_queue(queue)
+        known = self._send_names.get(queue) if isinstance(queue, str) else None
+        if known is not None and not known.deleted and isinstance(queue, str):
+            # A local queue name sent to before.
+            self._check_open()
+            qs, name = known, queue
         else:
-            handle = queue
-        qs = self._resolve(handle)
-        name = handle.format_name if isinstance(handle, QueueHandle) else handle
+            hosts = self._local_hosts
+            if isinstance(queue, str) and self._is_remote(queue):
+                handle: QueueRef = self.open_queue(queue)
+            else:
+                handle = queue
+            qs = self._resolve(handle)
+            name = handle.format_name if isinstance(handle, QueueHandle) else handle
+            if handle is queue and isinstance(queue, str):
+                # Remember the local name: the next send skips parsing and resolving it
+                # twice. A deleted queue's state says so (then this path runs again);
+                # set_local_addresses forgets every name (not kept if it ran meanwhile).
+                with self._lock:
+                    if self._local_hosts is hosts:
+                        if len(self._send_names) >= _SEND_NAMES:
+                            self._send_names.clear()
+                        self._send_names[queue] = qs
         if tx is not None:
             tx._check_active()
         sends = self._prepare(qs, messages, tx is not None, name)
