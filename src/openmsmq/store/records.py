@@ -360,10 +360,9 @@ def _row(
     # props is a bytearray: sqlite3 binds a bytearray directly but sends bytes through its
     # adapter lookup (about 0.3 us per value; Python 3.11).
     if rare:
-        props = bytearray().join((head, label, admin, response, dest, extension, sender_id))
+        props = _join_bytearray((head, label, admin, response, dest, extension, sender_id))
     else:
-        props = bytearray(head)
-        props += dest
+        props = _join_bytearray((head, dest))
     body = m.body
     seq_id = m.tx_sequence_id
     # Flags are bound as plain ints, never bool: sqlite3 binds only exact ints directly
@@ -387,6 +386,8 @@ def _row(
 
 
 _pack_props = _PROPS.pack
+#: Joins into a new bytearray (the empty separator is never changed).
+_join_bytearray = bytearray().join
 
 
 #: Offsets in ``props`` of Identifier.Uniquifier (u32) and SentTime (i64): the size of
