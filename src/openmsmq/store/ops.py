@@ -100,8 +100,9 @@ _INSERT_ONE = (
 _INSERT_ONE_PLAIN = (
     f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key) VALUES ({', '.join('?' * (_ROW_WIDTH + 2))})"
 )
-_EXPIRE_AT = attrgetter("expire_at")
-_NO_EXPIRY = {None}
+_EXPIRY = attrgetter("expire_at", "expire_class")
+#: The expiry of every Send of a plain INSERT: the columns' defaults.
+_NO_EXPIRY = {(None, 0)}
 _ROW = attrgetter("row")
 _TAIL = attrgetter("queue_id", "expire_at", "expire_class")
 _QUEUE_ID = attrgetter("queue_id")
@@ -288,12 +289,12 @@ def _insert_rows(
         # parameters).
         s, row = sends[0], rows[0]
         key = ((7 - row[_PRIORITY_AT]) << 56) | first  # order_key
-        if s.expire_at is None:
+        if s.expire_at is None and not s.expire_class:
             conn.execute(_INSERT_ONE_PLAIN, [first, *row[1:], s.queue_id, key])
         else:
             conn.execute(_INSERT_ONE, [first, *row[1:], s.queue_id, key, s.expire_at, s.expire_class])
         return
-    plain = queue_id is not None and set(map(_EXPIRE_AT, sends)) == _NO_EXPIRY
+    plain = queue_id is not None and set(map(_EXPIRY, sends)) == _NO_EXPIRY
     i = 0
     while i < n:
         left = n - i
