@@ -621,9 +621,11 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
             i += n_response
             m.destination_queue = props[i : i + n_dest].decode()
             i += n_dest
-            m.extension = props[i : i + n_ext]
+            # bytes() as in message_from_row: a row built in memory (message_to_row) holds
+            # props as a bytearray; rows read from SQLite hold bytes.
+            m.extension = bytes(props[i : i + n_ext])
             i += n_ext
-            m.sender_id = props[i : i + n_sender]
+            m.sender_id = bytes(props[i : i + n_sender])
         else:  # the usual message: only the destination follows the fixed part
             m.label = m.admin_queue = m.response_queue = ""
             m.extension = m.sender_id = b""
