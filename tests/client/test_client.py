@@ -414,3 +414,19 @@ def test_blocking_receive_wakes_on_send(conn: Connection) -> None:
     conn.open_queue(Q, Access.SEND).send(b"wake")
     t.join(timeout=30)
     assert got == ["wake"]
+
+
+def test_client_package_exports_resolve_lazily() -> None:
+    # openmsmq.client imports its modules on first use (PEP 562): every exported name
+    # resolves, to the object of the module that defines it.
+    import openmsmq.client as client
+    from openmsmq.client import connection, types
+    from openmsmq.store.records import INFINITE as STORE_INFINITE
+
+    assert set(client._WHERE) == set(client.__all__)
+    for name in client.__all__:
+        assert getattr(client, name) is not None, name
+    assert client.connect is connection.connect
+    assert client.INFINITE == types.INFINITE == STORE_INFINITE == 0xFFFFFFFF
+    with pytest.raises(AttributeError):
+        client.no_such_name  # noqa: B018

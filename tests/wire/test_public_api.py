@@ -29,3 +29,10 @@ def test_all_is_importable_and_unique() -> None:
         assert getattr(wire, name) is not None, name
     parsed = wire.parse_format_name("DIRECT=TCP:10.0.0.2\\PRIVATE$\\orders")
     assert isinstance(parsed, wire.DirectFormatName)
+
+
+def test_lazy_table_names_exactly_all() -> None:
+    # openmsmq.wire imports its submodules on first use (PEP 562); its table of where
+    # each name lives must list exactly the exported names.
+    assert set(wire._WHERE) == set(wire.__all__)
+    assert sorted(dir(wire)) == dir(wire) and set(wire.__all__) <= set(dir(wire))

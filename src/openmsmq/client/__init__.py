@@ -12,34 +12,88 @@
 The API runs over a :class:`~openmsmq.client.transport.Transport`: in-process
 (:mod:`openmsmq.client.inproc`) for a data directory, remote read for ``grpc://``.
 See ``docs/client.md``.
+
+Names are imported from their modules on first use (PEP 562): importing one module of
+this package (``openmsmq.client.types`` for the Spark source, say) does not load the
+connection API and everything under it.
 """
 
-from openmsmq.client.connection import (
-    SINGLE_MESSAGE,
-    Connection,
-    Cursor,
-    Queue,
-    Seek,
-    Transaction,
-    connect,
-    open_transport,
-    outgoing,
-)
-from openmsmq.client.message import Message, PendingMessage, class_name
-from openmsmq.client.transport import Transport
-from openmsmq.client.types import (
-    INFINITE,
-    Access,
-    Ack,
-    AckRequest,
-    Delivery,
-    OutgoingMessage,
-    QueueInfo,
-    ReadAction,
-    SendReceipt,
-    ShareMode,
-    TransactionId,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openmsmq.client.connection import (
+        SINGLE_MESSAGE,
+        Connection,
+        Cursor,
+        Queue,
+        Seek,
+        Transaction,
+        connect,
+        open_transport,
+        outgoing,
+    )
+    from openmsmq.client.message import Message, PendingMessage, class_name
+    from openmsmq.client.transport import Transport
+    from openmsmq.client.types import (
+        INFINITE,
+        Access,
+        Ack,
+        AckRequest,
+        Delivery,
+        OutgoingMessage,
+        QueueInfo,
+        ReadAction,
+        SendReceipt,
+        ShareMode,
+        TransactionId,
+    )
+
+_SUBMODULE_NAMES: dict[str, tuple[str, ...]] = {
+    "connection": (
+        "SINGLE_MESSAGE",
+        "Connection",
+        "Cursor",
+        "Queue",
+        "Seek",
+        "Transaction",
+        "connect",
+        "open_transport",
+        "outgoing",
+    ),
+    "message": ("Message", "PendingMessage", "class_name"),
+    "transport": ("Transport",),
+    "types": (
+        "INFINITE",
+        "Access",
+        "Ack",
+        "AckRequest",
+        "Delivery",
+        "OutgoingMessage",
+        "QueueInfo",
+        "ReadAction",
+        "SendReceipt",
+        "ShareMode",
+        "TransactionId",
+    ),
+}
+_WHERE = {name: module for module, names in _SUBMODULE_NAMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "INFINITE",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
 from openmsmq.remote.codes import Action
-from openmsmq.store.records import INFINITE
+from openmsmq.wire.constants import INFINITE
 
 __all__ = [
     "DEFAULT_TIME_TO_REACH_QUEUE",

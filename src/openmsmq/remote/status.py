@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import MQError
 from openmsmq.remote import openmsmq_remote_pb2 as pb
-from openmsmq.store.records import QueueType
 
-if TYPE_CHECKING:  # the client decodes a status without loading the queue manager
+if TYPE_CHECKING:  # the client decodes a status without loading the queue manager or the store
     from openmsmq.qm import QueueManager
     from openmsmq.qm.transfer_state import IncomingStatus, OutgoingStatus
 
@@ -38,9 +37,6 @@ __all__ = [
     "status_from_pb",
     "status_to_pb",
 ]
-
-_KIND = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
-         QueueType.OUTGOING: "outgoing"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +194,12 @@ def collect_status(
     runs, yet has no live transfer state). ``clock_offset`` turns the transfer driver's
     clock (monotonic under asyncio) into wall-clock seconds, for retry times; default: the
     snapshot's, else 0. The stored LastAccessTime is already wall-clock seconds."""
+    # Imported here: the client (and the Spark source runner) import this module for
+    # QMStatus and must not load the store package (sqlite3) to decode a status.
+    from openmsmq.store.records import QueueType
+
+    kinds = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
+             QueueType.OUTGOING: "outgoing"}  # fmt: skip
     records = {r.display_name: r for r in qm.list_queues(include_system=True)}
     queues: list[QueueStatus] = []
     outgoing_records = []
@@ -207,7 +209,7 @@ def collect_status(
             continue
         queues.append(
             QueueStatus(
-                rec.display_name, _KIND.get(rec.queue_type, str(rec.queue_type)), rec.transactional,
+                rec.display_name, kinds.get(rec.queue_type, str(rec.queue_type)), rec.transactional,
                 s.message_count, s.total_bytes, s.oldest_arrived_time,
             )
         )  # fmt: skip
