@@ -297,6 +297,15 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # it now. Spark itself calls commit(end) only when it constructs a batch with data,
         # which would leave the last batch in the queue until more data arrives.
         self._remove_through(begin)
+        if self._target is not None and not isinstance(limit, ReadMaxRows):
+            # Trigger.AvailableNow without an admission limit: the end is the target
+            # itself. Each queue's target is the LookupIdentifier of a message present at
+            # prepareForTriggerAvailableNow, which only this query removes (and only at or
+            # below a committed offset), so the range query below would answer exactly
+            # that; it counts the range on the QM, about 0.1 us a message.
+            target = self._target
+            ends = {q: max(begin.get(q), target.get(q)) for q in self.opts.queues}
+            return SourceOffset(ends).to_json_dict()
         backend = self._driver_backend()
         ranges: dict[str, LookupRange | None] = {q: None for q in self.opts.queues}
         queries = []
