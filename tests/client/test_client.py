@@ -423,7 +423,7 @@ def test_client_package_exports_resolve_lazily() -> None:
     from openmsmq.client import connection, types
     from openmsmq.store.records import INFINITE as STORE_INFINITE
 
-    assert set(client._WHERE) == set(client.__all__)
+    assert {n for names in client._SUBMODULE_NAMES.values() for n in names} == set(client.__all__)
     for name in client.__all__:
         assert getattr(client, name) is not None, name
     assert client.connect is connection.connect

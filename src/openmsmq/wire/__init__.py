@@ -14,8 +14,9 @@ here :class:`QueueFormatType` is the UserHeader DQ/AQ/RQ code) and
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openmsmq._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from openmsmq.wire.constants import (
@@ -280,20 +281,7 @@ _SUBMODULE_NAMES: dict[str, tuple[str, ...]] = {
         "UserHeader",
     ),
 }
-_WHERE = {name: module for module, names in _SUBMODULE_NAMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, _SUBMODULE_NAMES)
 
 
 __all__ = [
