@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
 from openmsmq.store import INFINITE, QueueType, Store, queues
-from openmsmq.store.records import QueueRecord
+from openmsmq.store.records import Message, QueueRecord
 
 
 def private_queue(
@@ -23,4 +25,44 @@ def private_queue(
             journal=False,
             now=now,
         )
+    )
+
+
+def every_attribute_message() -> Message:
+    """A message with every attribute away from its default (row codec tests)."""
+    return Message(
+        body=b"\x00body",
+        label="läbel",
+        priority=6,
+        message_class=0xC002,
+        body_type=8,
+        correlation_id=bytes(range(20)),
+        app_specific=0xFFFFFFFF,
+        delivery=1,
+        time_to_reach_queue=7,
+        time_to_be_received=9,
+        ack_flags=0x0F,
+        positive_journaling=True,
+        negative_journaling=True,
+        tracing=True,
+        admin_queue="DIRECT=OS:h\\private$\\admin",
+        response_queue="DIRECT=OS:h\\private$\\resp",
+        extension=b"ext",
+        sender_id=b"sid",
+        hop_count=3,
+        final_ack_required=True,
+        lookup_id=42,
+        id_lineage=uuid.uuid4(),
+        id_uniquifier=0xFFFFFFFF,
+        sent_time=1_700_000_000,
+        arrived_time=1_700_000_001,
+        destination_queue="DIRECT=TCP:10.0.0.1\\private$\\q",
+        destination_qm=uuid.uuid4(),
+        source_machine=uuid.uuid4(),
+        transactional=True,
+        tx_sequence_id=(1 << 63) | 7,
+        tx_sequence_number=5,
+        tx_previous_sequence_number=4,
+        first_in_transaction=True,
+        last_in_transaction=True,
     )

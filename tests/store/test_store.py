@@ -13,7 +13,7 @@ import pytest
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.store import IncomingSequenceState, Message, Store, ops, queues, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
-from tests.store.support import private_queue
+from tests.store.support import every_attribute_message, private_queue
 
 
 def _open(path: Path, threaded: bool = True) -> Store:
@@ -350,42 +350,7 @@ def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Pat
 def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
     from openmsmq.store.records import message_from_row, message_to_row
 
-    full = Message(
-        body=b"\x00body",
-        label="läbel",
-        priority=6,
-        message_class=0xC002,
-        body_type=8,
-        correlation_id=bytes(range(20)),
-        app_specific=0xFFFFFFFF,
-        delivery=1,
-        time_to_reach_queue=7,
-        time_to_be_received=9,
-        ack_flags=0x0F,
-        positive_journaling=True,
-        negative_journaling=True,
-        tracing=True,
-        admin_queue="DIRECT=OS:h\\private$\\admin",
-        response_queue="DIRECT=OS:h\\private$\\resp",
-        extension=b"ext",
-        sender_id=b"sid",
-        hop_count=3,
-        final_ack_required=True,
-        lookup_id=42,
-        id_lineage=uuid.uuid4(),
-        id_uniquifier=0xFFFFFFFF,
-        sent_time=1_700_000_000,
-        arrived_time=1_700_000_001,
-        destination_queue="DIRECT=TCP:10.0.0.1\\private$\\q",
-        destination_qm=uuid.uuid4(),
-        source_machine=uuid.uuid4(),
-        transactional=True,
-        tx_sequence_id=(1 << 63) | 7,
-        tx_sequence_number=5,
-        tx_previous_sequence_number=4,
-        first_in_transaction=True,
-        last_in_transaction=True,
-    )
+    full = every_attribute_message()
     assert message_from_row(message_to_row(full)) == full
     assert message_from_row(message_to_row(Message())) == Message()
     with _open(tmp_path / "s.db") as store:
