@@ -409,6 +409,33 @@ def message_uniquifier(row: list[Any]) -> int:
     return int(unpack(row[_PROPS_COL], at)[0])
 
 
+def _variable_fields(
+    props: bytes | bytearray,
+    n_label: int,
+    n_admin: int,
+    n_response: int,
+    n_dest: int,
+    n_ext: int,
+    n_sender: int,
+) -> tuple[str, str, str, str, bytes, bytes]:
+    """(label, admin queue, response queue, destination queue, extension, sender id):
+    the variable-length fields that follow the fixed part of ``props``, given their
+    lengths. extension and sender id are returned as bytes also when ``props`` is a
+    bytearray (a row built by :func:`message_to_row`, not read back from SQLite)."""
+    i = _PROPS_SIZE
+    label = props[i : i + n_label].decode()
+    i += n_label
+    admin = props[i : i + n_admin].decode()
+    i += n_admin
+    response = props[i : i + n_response].decode()
+    i += n_response
+    dest = props[i : i + n_dest].decode()
+    i += n_dest
+    extension = bytes(props[i : i + n_ext])
+    i += n_ext
+    return label, admin, response, dest, extension, bytes(props[i : i + n_sender])
+
+
 def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
     """Inverse of :func:`message_to_row` (a ``SELECT`` of :data:`ROW_COLUMNS`).
 
@@ -453,25 +480,14 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
         n_ext,
         n_sender,
     ) = _unpack_props(props)
-    i = _PROPS_SIZE
-    if n_label or n_admin or n_response:
-        label = props[i : i + n_label].decode()
-        i += n_label
-        admin = props[i : i + n_admin].decode()
-        i += n_admin
-        response = props[i : i + n_response].decode()
-        i += n_response
-    else:
+    if n_label or n_admin or n_response or n_ext or n_sender:
+        label, admin, response, dest, extension, sender_id = _variable_fields(
+            props, n_label, n_admin, n_response, n_dest, n_ext, n_sender
+        )
+    else:  # the usual message: only the destination follows the fixed part
         label = admin = response = ""
-    dest = props[i : i + n_dest].decode()
-    i += n_dest
-    if n_ext or n_sender:
-        # bytes() as props is a bytearray in a row not read back yet (Send.message).
-        extension = bytes(props[i : i + n_ext])
-        i += n_ext
-        sender_id = bytes(props[i : i + n_sender])
-    else:
         extension = sender_id = b""
+        dest = props[_PROPS_SIZE : _PROPS_SIZE + n_dest].decode()
     uuids = _uuid_cache
     return _make_message(
         body,
@@ -612,20 +628,14 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
         ) = unpack(props)
         m: Any = new(builder)
         if n_label or n_admin or n_response or n_ext or n_sender:
-            i = at
-            m.label = props[i : i + n_label].decode()
-            i += n_label
-            m.admin_queue = props[i : i + n_admin].decode()
-            i += n_admin
-            m.response_queue = props[i : i + n_response].decode()
-            i += n_response
-            m.destination_queue = props[i : i + n_dest].decode()
-            i += n_dest
-            # bytes() as in message_from_row: a row built in memory (message_to_row) holds
-            # props as a bytearray; rows read from SQLite hold bytes.
-            m.extension = bytes(props[i : i + n_ext])
-            i += n_ext
-            m.sender_id = bytes(props[i : i + n_sender])
+            (
+                m.label,
+                m.admin_queue,
+                m.response_queue,
+                m.destination_queue,
+                m.extension,
+                m.sender_id,
+            ) = _variable_fields(props, n_label, n_admin, n_response, n_dest, n_ext, n_sender)
         else:  # the usual message: only the destination follows the fixed part
             m.label = m.admin_queue = m.response_queue = ""
             m.extension = m.sender_id = b""
