@@ -12,22 +12,21 @@ load average. Checks after each round that the queue is empty and its counters a
 
 from __future__ import annotations
 
-import argparse
-import cProfile
-import os
-import pstats
-import shlex
 import sys
-import tempfile
-import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _removal import arguments, run_rounds  # bench/_removal.py: the shared timing loop
 
 from openmsmq.qm import Message, QueueManager
 
 QUEUE = "private$\\spark"
 
 
-def fill(qm: QueueManager, count: int, body: bytes) -> int:
-    """Send ``count`` messages in transactions of up to 10,000; the queue's last id."""
+def fill(qm: QueueManager, count: int, body: bytes) -> tuple[int, int]:
+    """Send ``count`` messages in transactions of up to 10,000; (count, the queue's last id)."""
     left = count
     while left:
         n = min(left, 10_000)
@@ -36,38 +35,24 @@ def fill(qm: QueueManager, count: int, body: bytes) -> int:
         left -= n
     r = qm.lookup_range(QUEUE)
     assert r is not None and r.count == count
-    return r.last
+    return count, r.last
+
+
+def remove(qm: QueueManager, backlog: tuple[int, int]) -> int:
+    return qm.remove_through({QUEUE: backlog[1]})
+
+
+def check(qm: QueueManager, backlog: tuple[int, int], got: Any) -> int:
+    rec = qm.get_queue(QUEUE)
+    assert got == backlog[0] and rec.msg_count == 0 and rec.total_bytes == 0
+    return int(got)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--messages", type=int, default=100_000)
-    ap.add_argument("--body-size", type=int, default=100)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
-    body = b"x" * args.body_size
-    print("$ .venv/bin/python " + shlex.join(sys.argv))
-    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    with tempfile.TemporaryDirectory() as d, QueueManager(d + "/qm") as qm:
-        qm.create_queue(QUEUE, transactional=True)
-        for i in range(args.repeat):
-            last = fill(qm, args.messages, body)
-            c0, w0 = time.process_time(), time.perf_counter()
-            got = qm.remove_through({QUEUE: last})
-            c1, w1 = time.process_time(), time.perf_counter()
-            rec = qm.get_queue(QUEUE)
-            assert got == args.messages and rec.msg_count == 0 and rec.total_bytes == 0
-            print(
-                f"round {i + 1}: removed {got:,}: {(c1 - c0) * 1e6 / got:.2f} us CPU/msg,"
-                f" {(w1 - w0) * 1e3:.0f} ms wall"
-            )
-        last = fill(qm, args.messages, body)
-        prof = cProfile.Profile()
-        prof.enable()
-        qm.remove_through({QUEUE: last})
-        prof.disable()
-        print(f"Python calls of one removal (cProfile, calling thread): {pstats.Stats(prof).total_calls:,}")
-    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    args = arguments(__doc__ or "", body_size=100)
+    run_rounds(
+        args, lambda qm: qm.create_queue(QUEUE, transactional=True), fill, remove, check, "removed", "removal"
+    )
 
 
 if __name__ == "__main__":
