@@ -136,6 +136,14 @@ def main() -> None:
 
             spark.dataSource.register(FloorSource)
 
+        def timed(df: Any, name: str, n: int) -> float:
+            """run_query into ``work/<name>-out``; checks the Parquet table holds ``n`` rows."""
+            t = run_query(df, work / f"{name}-out", work / f"{name}-ck")
+            rows = spark.read.parquet(str(work / f"{name}-out")).count()
+            if rows != n:
+                raise RuntimeError(f"{name}: {rows} rows for {n}")
+            return t
+
         def openmsmq_run(i: int, n: int) -> float:
             queue = f"private$\\bench{i}"
             with openmsmq.connect(endpoint) as conn:
@@ -149,12 +157,11 @@ def main() -> None:
                 .option("fetchSize", 10_000)
                 .load()
             )
-            t = run_query(df, work / f"om-out{i}", work / f"om-ck{i}")
-            rows = spark.read.parquet(str(work / f"om-out{i}")).count()
+            t = timed(df, f"om{i}", n)
             with openmsmq.connect(endpoint) as conn:
                 left = conn.queue_info(queue).message_count
-            if rows != n or left != 0:
-                raise RuntimeError(f"openmsmq run {i}: {rows} rows for {n} messages, {left} left in queue")
+            if left != 0:
+                raise RuntimeError(f"openmsmq run {i}: {left} messages left in the queue")
             return t
 
         def rate_run(i: int, n: int) -> float:
@@ -164,11 +171,7 @@ def main() -> None:
                 .option("numPartitions", args.partitions)
                 .load()
             )
-            t = run_query(df, work / f"rate-out{i}", work / f"rate-ck{i}")
-            rows = spark.read.parquet(str(work / f"rate-out{i}")).count()
-            if rows != n:
-                raise RuntimeError(f"rate run {i}: {rows} rows for {n}")
-            return t
+            return timed(df, f"rate{i}", n)
 
         def floor_run(columns: str) -> Any:
             def run(i: int, n: int) -> float:
@@ -180,11 +183,7 @@ def main() -> None:
                     .option("bodySize", args.body_size)
                     .load()
                 )
-                t = run_query(df, work / f"floor-{columns}-out{i}", work / f"floor-{columns}-ck{i}")
-                rows = spark.read.parquet(str(work / f"floor-{columns}-out{i}")).count()
-                if rows != n:
-                    raise RuntimeError(f"floor ({columns}) run {i}: {rows} rows for {n}")
-                return t
+                return timed(df, f"floor-{columns}{i}", n)
 
             return run
 
