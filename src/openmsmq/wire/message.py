@@ -62,7 +62,7 @@ from openmsmq.wire.userheader import (
     direct_queue_wire,
 )
 
-__all__ = ["UserMessage", "decode_user_message"]
+__all__ = ["UserMessage", "decode_user_message", "encode_direct_transactional"]
 
 _BASE = struct.Struct("<BBHIII")
 # BaseHeader.Flags bits (MS-MQMQ 2.2.19.1)
@@ -403,6 +403,70 @@ def _encode_common(
     if session is not None:
         parts.append(session.encode())
     return b"".join(parts)
+
+
+def encode_direct_transactional(
+    time_to_reach_queue: int,
+    source_qm_le: bytes,
+    destination_qm_le: bytes,
+    time_to_be_received: int,
+    sent_time: int,
+    message_id: int,
+    user_flags: int,
+    direct_wire: bytes,
+    tx_flags: int,
+    tx_sequence_id: int,
+    tx_sequence_number: int,
+    previous_tx_sequence_number: int,
+    ack_flags: int,
+    raw_label: bytes,
+    message_class: int,
+    correlation_id: bytes,
+    body_type: int,
+    application_tag: int,
+    body: bytes,
+) -> bytes:
+    """The bytes :meth:`UserMessage.encode` gives for the common transactional shape (see
+    :func:`_encode_common`) built from plain values, for an encoder that has them without
+    a :class:`UserMessage` (the transfer's sender reads them from a stored row).
+
+    The message has BaseHeader.Flags 0 (priority 0, no tracing) and reserved 0, no
+    SessionHeader, admin / response queue, extension or uninterpreted bytes; its
+    properties have the default privacy, hash and encryption algorithms and an
+    AllocationBodySize equal to the body's size. ``source_qm_le`` / ``destination_qm_le``
+    are the GUIDs' little-endian bytes, ``direct_wire`` the DestinationQueue field
+    (:func:`~openmsmq.wire.userheader.direct_queue_wire`), ``raw_label`` the Label field
+    with its null (:func:`~openmsmq.wire.properties.label_wire`; ``b""`` for none),
+    ``tx_sequence_id`` the TxSequenceID as its u64 value, ``user_flags`` the UserHeader
+    flags without structural bits (DM must be set: a transactional message is never
+    express). Out-of-range values raise :class:`struct.error`; a packet over the 4 MiB
+    PacketSize limit raises :class:`LocalProtocolError`. Bytes equal to ``encode``'s
+    (tests/transfer/test_codec.py, through the row encoder)."""
+    n = len(raw_label) + len(body)
+    pad_len = -n & 3
+    size = 140 + len(direct_wire) + n + pad_len  # as _encode_common (no extension)
+    if size > MAX_PACKET_SIZE:
+        raise LocalProtocolError(f"UserMessage of {size} bytes exceeds the 4 MiB PacketSize limit")
+    if not user_flags & 0x60:
+        raise LocalProtocolError("a transactional UserMessage must not be express (UserHeader.DM)")
+    return b"".join(
+        (
+            _BASE_USER_FIXED.pack(
+                PACKET_VERSION, 0, 0, PACKET_SIGNATURE, size, time_to_reach_queue, source_qm_le,
+                destination_qm_le, time_to_be_received, sent_time, message_id,
+                (user_flags & ~STRUCTURAL) | _COMMON_UFLAGS,
+            ),
+            direct_wire,
+            _TX_PROPS_FIXED.pack(
+                tx_flags & ~1, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number,
+                ack_flags, len(raw_label) >> 1, message_class, correlation_id, body_type,
+                application_tag, len(body), len(body), 0, 0, 0, 0,
+            ),
+            raw_label,
+            body,
+            _PADS[pad_len],
+        )
+    )  # fmt: skip
 
 
 _new_user_message = fast_constructor(UserMessage)
