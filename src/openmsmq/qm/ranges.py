@@ -138,6 +138,19 @@ class RangesMixin:
             lambda c: ranges.fetch_rows_through(c, qid, one, after_lookup_id, through, limit)
         )
 
+    def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:
+        """:meth:`peek_range_rows` (no upper bound) for a queue whose messages usually all
+        have priority 0, an outgoing queue's case (the transfer's reads): two statements per
+        read while no message of another priority is in the queue, instead of one per
+        priority band (:func:`openmsmq.store.ranges.fetch_outgoing_rows`)."""
+        qs = self._resolve(queue)
+        qid = qs.record.queue_id
+        if _one_band(qs):
+            return self.store.read(
+                lambda c: ranges.fetch_rows_through(c, qid, True, after_lookup_id, None, limit)
+            )
+        return self.store.read(lambda c: ranges.fetch_outgoing_rows(c, qid, after_lookup_id, limit))
+
     # ---- removal by range ------------------------------------------------------------------
 
     def remove_through(self, positions: Mapping[QueueRef, int]) -> int:
