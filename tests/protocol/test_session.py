@@ -385,3 +385,33 @@ def test_recoverable_message_acked_only_after_receiver_persists_it() -> None:
     pump(a, b, deadline)
     (ack2,) = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
     assert ack2.acked_handles == (42,)
+
+
+def test_encoded_transactional_packets_count_as_their_values() -> None:
+    """A transactional UserMessage given as its bytes (the sender's row encoder) goes out
+    as the same bytes, counted, windowed and acknowledged as the value would be; a
+    SessionAck releases none of them (transactional)."""
+    cfg = SessionConfig(window_size=4)
+    runs = []
+    for encoded in (False, True):
+        a, b = pair(config=cfg)
+        drain(a), drain(b)
+        items = [(tx_packet(msg(n)), n) for n in range(1, 11)]
+        mixed = [(p.encode() if encoded and n % 3 else p, h) for n, (p, h) in enumerate(items)]
+        a.send_user_messages(mixed, 0.0)
+        sent = a.data_to_send()
+        assert a.unacked_message_count == 4 and a.backlog == 6
+        b.receive_data(sent, 0.0)
+        accepted = [e for e in drain(b) if isinstance(e, TransactionalMessageAccepted)]
+        for _ in range(10):  # bounded: each SessionAck frees the window for more
+            deadline = b.get_timer()
+            if deadline is None:
+                break
+            b.handle_timer(deadline)
+            pump(a, b, deadline)
+            accepted += [e for e in drain(b) if isinstance(e, TransactionalMessageAccepted)]
+        acks = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
+        assert acks and all(not e.acked_handles for e in acks)
+        runs.append((sent, len(accepted), a.message_sent_count, a.recoverable_message_sent_count))
+    assert runs[0] == runs[1]
+    assert runs[0][1] == 10 and runs[0][2] == 10 and runs[0][3] == 10

@@ -162,7 +162,7 @@ class Session:
         self.direct_format_session = False
         # Awaiting session acknowledgment, in send order; held back by the window.
         self._awaiting_ack: deque[_Sent] = deque()
-        self._backlog: deque[tuple[UserMessagePacket, int]] = deque()
+        self._backlog: deque[tuple[UserMessagePacket | bytes, int]] = deque()
         # Recoverable numbers received and persisted, not yet reported in a SessionHeader.
         self._persisted_unacked: set[int] = set()
         # Session-acknowledged recoverable (non-transactional) messages whose persistence
@@ -268,9 +268,15 @@ class Session:
         """
         self.send_user_messages(((packet, handle),), now)
 
-    def send_user_messages(self, items: Iterable[tuple[UserMessagePacket, int]], now: float) -> None:
+    def send_user_messages(self, items: Iterable[tuple[UserMessagePacket | bytes, int]], now: float) -> None:
         """:meth:`send_user_message` for each (packet, handle) of ``items``, in order: the
-        same packets on the wire, the window drained once for all of them."""
+        same packets on the wire, the window drained once for all of them.
+
+        A packet may be given as its encoded bytes when it is a *transactional*
+        UserMessage (so recoverable: a transactional message is never express) without a
+        SessionHeader: the sender's outgoing queues encode their messages straight from
+        the stored rows (``qm.transfer_codec.row_encoder``). It is counted and
+        acknowledged exactly as the same packet given as a value."""
         if self.state is not SessionState.OPEN:
             raise LocalProtocolError(f"send_user_message in state {self.state.name}")
         self._backlog.extend(items)
@@ -548,6 +554,14 @@ class Session:
         try:
             while backlog and len(awaiting) < window:
                 packet, handle = backlog.popleft()
+                if isinstance(packet, bytes):
+                    # An encoded transactional UserMessage (see send_user_messages): DM is
+                    # recoverable.
+                    sent = (sent + 1) % _U16
+                    recoverable_sent = (recoverable_sent + 1) % _U16
+                    awaiting.append(_Sent(sent, recoverable_sent, True, handle))
+                    out.append(packet)
+                    continue
                 message = packet if isinstance(packet, UserMessage) else packet.message
                 data = packet.encode()  # may raise LocalProtocolError: nothing counted then
                 sent = (sent + 1) % _U16
