@@ -7,6 +7,7 @@ decoded packet; both also round-trip through the wire bytes.
 
 from __future__ import annotations
 
+import struct
 import uuid
 
 import pytest
@@ -14,8 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.qm.transfer_codec import message_from_packet, packet_from_message
-from openmsmq.store.records import Message
+from openmsmq.qm.transfer_codec import (
+    message_from_packet,
+    outgoing_fields,
+    packet_from_message,
+    row_encoder,
+)
+from openmsmq.store.records import Message, message_from_row, message_to_row
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import UserMessage, decode_packet
@@ -159,3 +165,72 @@ def test_out_of_range_fields_raise_local_protocol_error() -> None:
     for bad in (Message(priority=8), Message(hop_count=0x20), Message(delivery=4)):
         with pytest.raises(LocalProtocolError):
             packet_from_message(bad, WIRE_DEST, SOURCE)
+
+
+@st.composite
+def stored_rows(draw: st.DrawFn) -> Message:
+    """A stored message as the transfer reads it back, including rare shapes: admin and
+    response queues (direct or not), extension, sender id, hop counts beyond the wire's
+    five bits, u32 limits, non-ASCII labels."""
+    m = draw(stored_messages())
+    return Message(
+        **{
+            **{f: getattr(m, f) for f in Message.__dataclass_fields__},
+            "admin_queue": draw(
+                st.sampled_from(["", "DIRECT=TCP:10.0.0.1\\PRIVATE$\\admin", "PRIVATE=x\\1"])
+            ),
+            "response_queue": draw(st.sampled_from(["", "", "DIRECT=OS:h\\PRIVATE$\\r"])),
+            "extension": draw(st.sampled_from([b"", b"ext"])),
+            "sender_id": draw(st.sampled_from([b"", b"sid"])),
+            "hop_count": draw(st.sampled_from([m.hop_count, 0x1F, 0x20, 0xFFFF])),
+            "label": draw(st.sampled_from([m.label, "", "\u00e9t\u00e9 \U0001f600", "x" * 249])),
+            "destination_queue": "DIRECT=" + WIRE_DEST,
+            # What a store row can hold: a 20-byte CorrelationId, a u32 uniquifier.
+            "correlation_id": m.correlation_id if len(m.correlation_id) == 20 else bytes(20),
+            "id_uniquifier": m.id_uniquifier & 0xFFFFFFFF,
+        }
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(stored_rows(), st.one_of(st.none(), u32), st.booleans())
+def test_row_encoder_equals_packet_from_message(m: Message, previous: int | None, as_bytes: bool) -> None:
+    """The bytes straight from a row are the reference conversion's bytes; a row the
+    encoder declines (None) is one the reference path must convert or refuse itself."""
+    row = message_to_row(m)
+    if as_bytes:  # as read back from SQLite (message_to_row gives a bytearray)
+        row[11] = bytes(row[11])
+    stored = message_from_row(row)
+    dest = DirectQueueFormatName(WIRE_DEST)
+    prev = stored.tx_previous_sequence_number if previous is None else previous
+    got = row_encoder(dest, SOURCE)(tuple(row), prev)
+    try:
+        want: bytes | None = packet_from_message(stored, dest, SOURCE, prev).encode()
+    except (LocalProtocolError, struct.error):
+        want = None
+    if got is None:
+        usual = m.transactional and m.tx_sequence_number and not (m.admin_queue or m.response_queue)
+        assert not usual or m.hop_count > 0x1F or want is None
+    else:
+        assert got == want
+        assert stored.transactional and stored.tx_sequence_number
+    if stored.transactional and stored.tx_sequence_number:
+        lid, sid, number, previous_number, uniquifier, final = outgoing_fields(tuple(row))
+        assert (lid, sid, number, previous_number) == (
+            stored.lookup_id, stored.tx_sequence_id, stored.tx_sequence_number,
+            stored.tx_previous_sequence_number,
+        )  # fmt: skip
+        assert uniquifier == stored.id_uniquifier & 0xFFFFFFFF
+        wants = stored.final_ack_required or stored.positive_journaling or stored.negative_journaling
+        assert final == wants
+
+
+def test_row_encoder_usual_row_is_encoded() -> None:
+    """The transfer's usual row (no admin / response queue) never takes the general path."""
+    m = Message(body=b"x" * 256, label="l", transactional=True, tx_sequence_id=5 << 32 | 1,
+                tx_sequence_number=9, tx_previous_sequence_number=8, id_uniquifier=77,
+                destination_queue="DIRECT=" + WIRE_DEST)  # fmt: skip
+    dest = DirectQueueFormatName(WIRE_DEST)
+    got = row_encoder(dest, SOURCE)(tuple(message_to_row(m)), 8)
+    assert got is not None
+    assert got == packet_from_message(m, dest, SOURCE, 8).encode()

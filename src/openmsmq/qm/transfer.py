@@ -352,7 +352,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if t.next_hop == peer and not t.connected:
                 t.connected = True
                 self._outgoing_events(t, t.seq.connection_made(now), now)
-                plain = [m for lid in t.plain if (m := t.messages.get(lid)) is not None]
+                plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), Message)]
                 self._transmit(t, plain, now, resend=True)
         buf = self._forward.get(peer)
         conn = self._open_conn(peer)

@@ -9,18 +9,31 @@ forms are not carried (see docs/transfer.md, "Limits").
 
 from __future__ import annotations
 
+import struct
 import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.store.records import Message
+from openmsmq.store.records import PROPS, Message
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
+from openmsmq.wire.message import encode_direct_transactional
 from openmsmq.wire.packets import UserMessage
-from openmsmq.wire.properties import MessagePropertiesHeader
-from openmsmq.wire.userheader import DirectQueueFormatName, UserHeader
+from openmsmq.wire.properties import MessagePropertiesHeader, cached_label_wire, label_wire
+from openmsmq.wire.userheader import DirectQueueFormatName, UserHeader, direct_queue_wire
 
-__all__ = ["direct_host", "direct_name", "message_from_packet", "packet_from_message", "split_direct"]
+__all__ = [
+    "RowEncoder",
+    "direct_host",
+    "direct_name",
+    "message_from_packet",
+    "outgoing_fields",
+    "packet_from_message",
+    "row_encoder",
+    "split_direct",
+]
 
 
 def direct_name(format_name: str) -> str | None:
@@ -141,6 +154,99 @@ def packet_from_message(
         m.body_type, m.app_specific,
     )  # fmt: skip
     return _new_user_message(user, props, transaction, priority, m.time_to_reach_queue)
+
+
+# -- straight from the stored row ---------------------------------------------------------
+#
+# A transactional message of an outgoing queue goes out as the UserMessage that
+# packet_from_message(message_from_row(row), ...).encode() gives; for the usual row (no
+# admin / response queue, hop count in range) its fields map 1:1 onto the packet's, so the
+# sender encodes the row's values directly, without the Message and the five packet values
+# per message (tests/transfer/test_codec.py checks the bytes against that reference).
+
+#: The row's ``props`` fixed part (store.records.PROPS) with the Identifier lineage and the
+#: destination QM GUID read as one 32-byte field (one memo look-up for both).
+_ROW_PROPS = struct.Struct("<IIBIIIBHIq32s16s20sHHHHIH")
+assert PROPS.format == "<IIBIIIBHIq16s16s16s20sHHHHIH" and _ROW_PROPS.size == PROPS.size
+_unpack_row_props = _ROW_PROPS.unpack_from
+_PROPS_FIXED = PROPS.size
+#: (bits: JP 1, JN 2, tracing 4, FA 8; Identifier uniquifier) at their offsets in props.
+_unpack_bits_uniquifier = struct.Struct("<21xBxxI").unpack_from
+_ZERO_GUID = bytes(16)
+_U64 = 1 << 64
+
+#: ``encode(row, previous_tx_sequence_number)`` -> the packet's bytes, or None when the
+#: row needs the general path (:func:`packet_from_message`).
+RowEncoder = Callable[[Sequence[Any], int], "bytes | None"]
+
+
+def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool]:
+    """(LookupIdentifier, TxSequenceID value, TxSequenceNumber, PreviousTxSequenceNumber,
+    Identifier uniquifier, FinalAck wanted: FA, JP or JN) of a stored transactional row,
+    without building its :class:`Message`."""
+    bits, uniquifier = _unpack_bits_uniquifier(row[11])
+    sequence_id = row[4]
+    return (
+        row[0],
+        sequence_id + _U64 if sequence_id < 0 else sequence_id,  # records.from_i64
+        row[5],
+        row[6],
+        uniquifier,
+        bits & 0xB != 0,  # FA (8), JN (2), JP (1)
+    )
+
+
+def row_encoder(destination: DirectQueueFormatName, source_qm: uuid.UUID) -> RowEncoder:
+    """An encoder of the stored rows of one outgoing queue (``destination``, its wire
+    direct name) sent by the QM ``source_qm``: ``encode(row, previous)`` returns the bytes
+    of ``packet_from_message(message_from_row(row), destination, source_qm,
+    previous).encode()`` for a transactional row of the usual shape, None for any other
+    row (not transactional, an admin or response queue, a hop count or value out of its
+    wire range, a packet too large): the caller then takes the general path, which
+    converts it or raises its usual error."""
+    direct_wire = direct_queue_wire(destination)
+    source_le = source_qm.bytes_le
+    guids: dict[bytes, tuple[bytes, bytes]] = {}  # lineage + destination QM -> their wire bytes
+
+    def encode(row: Sequence[Any], previous: int) -> bytes | None:
+        (_lid, _pri, message_class, transactional, sequence_id, number, _prev, tx_flags, _arr, _ack, _size,
+         props, body) = row  # fmt: skip
+        if not (transactional and number):
+            return None
+        (body_type, app_specific, _delivery, ttrq, ttbr, ack_flags, bits, hops, uniquifier, sent_time, pair,
+         _source, correlation, n_label, n_admin, n_response, _n_dest, _n_ext, _n_sender,
+         ) = _unpack_row_props(props)  # fmt: skip
+        if n_admin or n_response or hops > 0x1F:
+            return None
+        wire = guids.get(pair)
+        if wire is None:
+            lineage = pair[:16]
+            # Identifier lineage, or this QM when none (packet_from_message: lineage.int).
+            src = source_le if lineage == _ZERO_GUID else uuid.UUID(bytes=lineage).bytes_le
+            wire = (src, uuid.UUID(bytes=pair[16:]).bytes_le)
+            if len(guids) >= 64:
+                guids.clear()
+            guids[pair] = wire
+        raw_label = b""
+        if n_label:
+            label = props[_PROPS_FIXED : _PROPS_FIXED + n_label].decode()
+            raw_label = cached_label_wire(label) or label_wire(label)
+        try:
+            return encode_direct_transactional(
+                ttrq, wire[0], wire[1], ttbr, sent_time & 0xFFFFFFFF, uniquifier,
+                # Flags: hop count, DM = recoverable (1: every transactional message), JN, JP.
+                hops | 0x20 | (bits & 2) << 7 | (bits & 1) << 9,
+                direct_wire,
+                # TransactionHeader.Flags: FA (bits 8), FirstInTransaction, LastInTransaction.
+                (bits & 8) >> 2 | (tx_flags & 1) << 2 | (tx_flags & 2) << 2,
+                sequence_id + _U64 if sequence_id < 0 else sequence_id,
+                number, previous, ack_flags, raw_label, message_class, correlation, body_type,
+                app_specific, body,
+            )  # fmt: skip
+        except (struct.error, LocalProtocolError):
+            return None
+
+    return encode
 
 
 def _direct_queue(format_name: str) -> DirectQueueFormatName | None:

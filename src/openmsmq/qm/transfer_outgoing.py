@@ -26,10 +26,10 @@ from openmsmq.protocol.outgoing import (
     Transmit,
 )
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.qm.transfer_codec import _sequence_id, direct_name, packet_from_message, split_direct
+from openmsmq.qm.transfer_codec import _sequence_id, direct_name, outgoing_fields, row_encoder, split_direct
 from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import OutgoingTransfer, TransferParts
-from openmsmq.store.records import Message, QueueType
+from openmsmq.qm.transfer_state import OutgoingTransfer, Row, TransferParts
+from openmsmq.store.records import COL, Message, QueueType, message_from_row
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
 
@@ -39,11 +39,9 @@ log = logging.getLogger("openmsmq.transfer")
 
 #: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
 _new_outgoing_message = fast_constructor(OutgoingMessage)
-#: Highest LookupIdentifier the store hands out (order keys keep the priority above bit 56).
-#: Reading an outgoing queue "through" it makes the store walk its (queue, order key)
-#: index one priority band at a time: without a bound, its query scans and sorts the
-#: whole queue on every read (quadratic in the backlog).
-_LAST_LOOKUP_ID = (1 << 56) - 1
+#: Columns of a stored row (store.records.ROW_COLUMNS) the loader tests.
+_TX = COL["transactional"]
+_NUMBER = COL["tx_sequence_number"]
 _BEYOND = IgnoreReason.BEYOND_SENT
 
 
@@ -173,38 +171,36 @@ class OutgoingSide(TransferParts):
                 t.held = False
                 self._held.pop(t.queue_id, None)
             try:
-                batch = self.qm.peek_range(t.handle, t.loaded_through, limit, through=_LAST_LOOKUP_ID)
+                rows = self.qm.peek_outgoing_rows(t.handle, t.loaded_through, limit)
             except MQError as exc:
                 log.warning("outgoing queue %s: %s", t.format_name, exc)
                 return False
-            if not batch:
+            if not rows:
                 return False
-            first = next((m for m in batch if m.transactional and m.tx_sequence_number), None)
-            if first is not None and self._sequence_blocked(t, first.tx_sequence_id, now):
+            first = next((r for r in rows if r[_TX] and r[_NUMBER]), None)
+            if first is not None and self._sequence_blocked(t, outgoing_fields(first)[1], now):
                 return False
-            t.loaded_through = batch[-1].lookup_id
-            loaded += len(batch)
+            t.loaded_through = rows[-1][0]
+            loaded += len(rows)
             tx: list[OutgoingMessage] = []
             plain: list[Message] = []
             retained = t.messages
-            for m in batch:
-                lookup_id = m.lookup_id
-                retained[lookup_id] = m
-                if m.transactional and m.tx_sequence_number:
+            for row in rows:
+                if row[_TX] and row[_NUMBER]:
+                    # The row itself is retained until sent: its packet is encoded from it
+                    # (transfer_codec.row_encoder), no Message is built.
+                    lookup_id, sequence, number, previous, uniquifier, final = outgoing_fields(row)
+                    retained[lookup_id] = row
                     # One shared TxSequenceId object per sequence (the protocol compares
                     # consecutive messages' sequence IDs by identity first).
-                    sid = _sequence_id(m.tx_sequence_id)
                     tx.append(
                         _new_outgoing_message(
-                            sid,
-                            m.tx_sequence_number,
-                            m.tx_previous_sequence_number,
-                            m.id_uniquifier,
-                            m.final_ack_required or m.positive_journaling or m.negative_journaling,
-                            lookup_id,
+                            _sequence_id(sequence), number, previous, uniquifier, final, lookup_id
                         )
                     )
                 else:
+                    m = message_from_row(row)
+                    retained[m.lookup_id] = m
                     plain.append(m)
             if tx:
                 try:
@@ -220,7 +216,7 @@ class OutgoingSide(TransferParts):
                 t.plain.append(m.lookup_id)
                 if t.connected:
                     self._transmit(t, [m], now, resend=False)
-            if len(batch) < limit:
+            if len(rows) < limit:
                 return False
         return True
 
@@ -260,16 +256,24 @@ class OutgoingSide(TransferParts):
                     om.handle for om in ev.messages if om.handle in retained and retained[om.handle] is None
                 ]
                 reloaded = self._reload(t, dropped) if dropped else {}
-                guid = self.qm.guid
-                wire = t.wire_destination
-                out: list[tuple[UserMessagePacket, int]] = []
+                encode = t.encode_row
+                if encode is None:
+                    encode = t.encode_row = row_encoder(t.wire_destination, self.qm.guid)
+                out: list[tuple[UserMessagePacket | bytes, int]] = []
                 try:
                     for om in ev.messages:
                         handle = om.handle
                         m = retained.get(handle) or reloaded.get(handle)
                         if m is not None:
                             prev = om.previous_tx_sequence_number
-                            out.append((packet_from_message(m, wire, guid, prev), handle))
+                            if isinstance(m, tuple):
+                                data = encode(m, prev)
+                                if data is not None:
+                                    out.append((data, handle))
+                                else:  # a rare shape: the general conversion
+                                    out.append((t.packet(message_from_row(m), self.qm.guid, prev), handle))
+                            else:
+                                out.append((t.packet(m, self.qm.guid, prev), handle))
                             retained[handle] = None
                 finally:
                     # One window drain for the whole Transmit (same packets, same order);
@@ -322,25 +326,26 @@ class OutgoingSide(TransferParts):
             t.seq.note_assigned(sequence_id, state.next_tx_sequence_number - 1)
         return t.seq.order_ack_received(sequence_id, number, now)
 
-    def _reload(self, t: OutgoingTransfer, handles: list[int]) -> dict[int, Message]:
-        """Read back retained messages (by LookupIdentifier) for a resend: range reads from
-        the lowest, in LookupIdentifier order, up to the highest."""
+    def _reload(self, t: OutgoingTransfer, handles: list[int]) -> dict[int, Row]:
+        """Read back retained messages (by LookupIdentifier) for a resend, as stored rows:
+        range reads from the lowest, in LookupIdentifier order, up to the highest."""
         want = set(handles)
-        found: dict[int, Message] = {}
+        found: dict[int, Row] = {}
         after, top = min(want) - 1, max(want)
         while want and after < top:
             try:
-                batch = self.qm.peek_range(t.handle, after, self.config.batch_size, through=top)
+                batch = self.qm.peek_range_rows(t.handle, after, self.config.batch_size, through=top)
             except MQError as exc:
                 log.warning("outgoing queue %s: reading back for a resend: %s", t.format_name, exc)
                 break
             if not batch:
                 break
-            for m in batch:
-                if m.lookup_id in want:
-                    want.discard(m.lookup_id)
-                    found[m.lookup_id] = m
-            after = batch[-1].lookup_id
+            for row in batch:
+                lookup_id = row[0]
+                if lookup_id in want:
+                    want.discard(lookup_id)
+                    found[lookup_id] = tuple(row)
+            after = batch[-1][0]
         if want:
             log.warning("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
         return found

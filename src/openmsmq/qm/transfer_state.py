@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig
 from openmsmq.qm.manager import QueueHandle, QueueManager
-from openmsmq.qm.transfer_codec import packet_from_message
+from openmsmq.qm.transfer_codec import RowEncoder, packet_from_message
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
@@ -23,11 +24,16 @@ __all__ = [
     "OutgoingStatus",
     "OutgoingTransfer",
     "ReleaseBatch",
+    "Row",
     "StoreLocal",
     "StoreWork",
     "TransferConfig",
     "TransferParts",
 ]
+
+
+#: A message row as the store reads it (store.records.ROW_COLUMNS order).
+Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +108,15 @@ class OutgoingTransfer:
         self.next_hop = next_hop
         self.handle = handle
         self.seq = OutgoingSequence(0.0, config=resend)
-        #: Loaded and not yet released, by LookupIdentifier; the value is None once a
-        #: transactional message was sent (its content is read back for a resend), so a
-        #: large window of retained messages costs little memory.
-        self.messages: dict[int, Message | None] = {}
+        #: Loaded and not yet released, by LookupIdentifier: the stored row of a
+        #: transactional message (its packet is encoded from it), the Message of a
+        #: non-transactional one; None once a transactional message was sent (its content
+        #: is read back for a resend), so a large window of retained messages costs little
+        #: memory.
+        self.messages: dict[int, Row | Message | None] = {}
+        #: Encodes this queue's stored rows into packets (transfer_codec.row_encoder), made
+        #: at the first send (it needs the QM's GUID).
+        self.encode_row: RowEncoder | None = None
         #: Non-transactional messages loaded, in order (released by SessionAck).
         self.plain: list[int] = []
         self.loaded_through = 0
