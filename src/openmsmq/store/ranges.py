@@ -23,7 +23,8 @@ from __future__ import annotations
 import heapq
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -86,6 +87,25 @@ def _bands(after: int, through: int | None, transactional: bool) -> list[tuple[i
     return [(b << 56 | lo_id, b << 56 | hi_id) for b in bands]
 
 
+@contextmanager
+def _snapshot(conn: sqlite3.Connection, bands: int) -> Iterator[None]:
+    """Run the reads of ``bands`` priority bands in ONE snapshot: a read transaction when
+    there are several and ``conn`` is not already in one.
+
+    Bands read in separate snapshots could disagree: a batch committed between two of
+    them may add a message to a band already read (missed) and a higher LookupIdentifier
+    to a band read later (seen), so a reader that moves past the highest identifier it
+    saw would skip the first one for good."""
+    if bands < 2 or conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
 def lookup_range(
     conn: sqlite3.Connection, queue_id: int, transactional: bool, after: int = 0, through: int | None = None
 ) -> LookupRange | None:
@@ -94,17 +114,19 @@ def lookup_range(
     first: int | None = None
     last = 0
     count = 0
-    for lo, hi in _bands(after, through, transactional):
-        row = conn.execute(
-            "SELECT min(order_key), max(order_key), count(*) FROM messages"
-            " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
-            (queue_id, lo, hi),
-        ).fetchone()
-        if row[2]:
-            lo_id, hi_id = row[0] & _MAX_ID, row[1] & _MAX_ID
-            first = lo_id if first is None else min(first, lo_id)
-            last = max(last, hi_id)
-            count += row[2]
+    bands = _bands(after, through, transactional)
+    with _snapshot(conn, len(bands)):
+        for lo, hi in bands:
+            row = conn.execute(
+                "SELECT min(order_key), max(order_key), count(*) FROM messages"
+                " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
+                (queue_id, lo, hi),
+            ).fetchone()
+            if row[2]:
+                lo_id, hi_id = row[0] & _MAX_ID, row[1] & _MAX_ID
+                first = lo_id if first is None else min(first, lo_id)
+                last = max(last, hi_id)
+                count += row[2]
     return None if first is None else LookupRange(first, last, count)
 
 
@@ -141,17 +163,18 @@ def nth_lookup_id(
             (queue_id, lo, hi, n - 1),
         ).fetchone()
         return None if row is None else int(row[0]) & _MAX_ID
-    runs = [
-        [
-            r[0] & _MAX_ID
-            for r in conn.execute(
-                "SELECT order_key FROM messages WHERE queue_id = ? AND order_key BETWEEN ? AND ?"
-                " ORDER BY order_key LIMIT ?",
-                (queue_id, lo, hi, n),
-            )
+    with _snapshot(conn, len(bands)):
+        runs = [
+            [
+                r[0] & _MAX_ID
+                for r in conn.execute(
+                    "SELECT order_key FROM messages WHERE queue_id = ? AND order_key BETWEEN ? AND ?"
+                    " ORDER BY order_key LIMIT ?",
+                    (queue_id, lo, hi, n),
+                )
+            ]
+            for lo, hi in bands
         ]
-        for lo, hi in bands
-    ]
     for i, lid in enumerate(heapq.merge(*runs), 1):
         if i == n:
             return int(lid)
@@ -189,8 +212,9 @@ def fetch_rows_through(
         lo, hi = bands[0]
         return conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit)).fetchall()
     out: list[tuple[Any, ...]] = []
-    for lo, hi in bands:
-        out.extend(conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit)))
+    with _snapshot(conn, len(bands)):
+        for lo, hi in bands:
+            out.extend(conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit)))
     out.sort(key=itemgetter(0))  # lookup_id
     return out[:limit]
 
@@ -227,14 +251,9 @@ def fetch_outgoing_rows(
     ).fetchone()
     if other is None:
         return rows
-    # Some message has a priority above 0: merge every band, from one snapshot (bands
-    # read in separate snapshots could miss a row committed between two of them while a
-    # later band shows a higher identifier, which moves the reader past it).
-    conn.execute("BEGIN")
-    try:
-        return fetch_rows_through(conn, queue_id, False, after, None, limit)
-    finally:
-        conn.execute("COMMIT")
+    # Some message has a priority above 0: merge every band, from one snapshot
+    # (fetch_rows_through reads them in one read transaction, see _snapshot).
+    return fetch_rows_through(conn, queue_id, False, after, None, limit)
 
 
 def fetch_ids_through(
