@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from openmsmq.errors import MQError
 from openmsmq.qm.ack_admin import build_administration_acknowledgment
 from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
+from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet
 from openmsmq.store.records import (
     INFINITE,
     IncomingSequenceState,
@@ -49,6 +50,7 @@ from openmsmq.store.records import (
     sender_allowed,
 )
 from openmsmq.wire.constants import AckRequest, MessageClass
+from openmsmq.wire.packets import UserMessage
 
 if TYPE_CHECKING:
     from openmsmq.qm.manager import QueueManager
@@ -206,6 +208,55 @@ def store_arrivals(
     return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
 
 
+def store_packet_arrivals(
+    qm: QueueManager,
+    queue: str,
+    packets: Sequence[UserMessage],
+    destination: str,
+    state: IncomingSequenceState,
+    *,
+    send_insecure_nacks: bool = False,
+) -> ArrivalResult:
+    """:func:`store_arrivals` for the accepted transactional packets of one run (their
+    DestinationQueue format name ``destination``), with the same outcome.
+
+    When the queue is the common case of :func:`store_arrivals` (a private transactional
+    queue with no sender allowlist and no quota) and every packet is a message that then
+    raises nothing (no acknowledgment asked, within its TimeToReachQueue, no
+    TimeToBeReceived, so its row never expires here), the rows are built straight from
+    the packets (:func:`~openmsmq.qm.transfer_codec.arrival_rows`) and stored with
+    ``state``; otherwise the packets become messages and take :func:`store_arrivals`."""
+    try:
+        rec: QueueRecord | None = qm.get_queue(queue)
+    except MQError:
+        rec = None
+    if (
+        rec is not None
+        and rec.queue_type == QueueType.PRIVATE
+        and rec.transactional
+        and not rec.allowed_senders
+        and rec.quota_kb == INFINITE
+    ):
+        now = qm._now()
+        for p in packets:
+            # The conditions of store_arrivals' plain branch on the packet's fields
+            # (message_from_packet maps them 1:1), and accept_arrivals' "never expires".
+            user = p.user
+            ttrq = p.time_to_reach_queue
+            if (
+                p.transaction is None
+                or p.properties.ack_flags
+                or user.time_to_be_received != INFINITE
+                or (ttrq != INFINITE and now > user.sent_time + ttrq)
+            ):
+                break
+        else:
+            stored = qm.accept_arrival_rows(queue, arrival_rows(packets, destination), state)
+            return ArrivalResult(tuple(stored), (), 0, 0)
+    messages = [message_from_packet(p, destination) for p in packets]
+    return store_arrivals(qm, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
+
+
 def hop_count_exceeded(
     qm: QueueManager, m: Message, session: AckSession | None, *, send_insecure_nacks: bool = False
 ) -> int:
@@ -224,4 +275,4 @@ def hop_count_exceeded(
     return len(sends)
 
 
-__all__ += ["hop_count_exceeded"]
+__all__ += ["hop_count_exceeded", "store_packet_arrivals"]

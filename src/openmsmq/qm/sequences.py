@@ -146,6 +146,22 @@ class SequencesMixin:
         self._notify(notify)
         return stored[:count]
 
+    def accept_arrival_rows(
+        self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState
+    ) -> list[int]:
+        """:meth:`accept_arrivals` of messages already as store rows that never expire here
+        and raise no acknowledgment (:func:`openmsmq.qm.arrival.store_packet_arrivals`):
+        inserted with ``state`` in one durable store transaction, ArrivedTime now.
+        Returns their LookupIdentifiers."""
+        self._check_open()
+        qs = self._resolve(queue)
+        qid = qs.record.queue_id
+        sends = [_make_send(qid, row, row[_C_SIZE], None, 0) for row in rows]
+        stored = self.store.write(ops.accept_incoming(sends, [replace(state, queue_id=qid)], self._now()))
+        self.metrics.count_accepted(len(sends))
+        self._notify([qs])
+        return stored
+
     def record_incoming(self, states: Sequence[IncomingSequenceState]) -> None:
         """Persist incoming sequence state without messages (rejections)."""
         self._check_open()

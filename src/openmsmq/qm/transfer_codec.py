@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from openmsmq.errors import LocalProtocolError
-from openmsmq.store.records import PROPS, Message
+from openmsmq.errors import HResult, LocalProtocolError, MQError
+from openmsmq.store.records import PROPS, Message, _bytes_of, _guid_bytes, message_to_row
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
@@ -26,6 +26,7 @@ from openmsmq.wire.userheader import DirectQueueFormatName, UserHeader, direct_q
 
 __all__ = [
     "RowEncoder",
+    "arrival_rows",
     "direct_host",
     "direct_name",
     "message_from_packet",
@@ -310,3 +311,76 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
         final_ack, transactional, sequence_id, number, previous, first, last,
     )  # fmt: skip
     return message
+
+
+_D_LOOKUP_ID = Message.__dataclass_fields__["lookup_id"].default
+_D_ARRIVED_TIME = Message.__dataclass_fields__["arrived_time"].default
+_pack_props = PROPS.pack
+_join_bytearray = bytearray().join
+
+
+def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -> list[list[Any]]:
+    """The store rows of received UserMessages, exactly
+    ``message_to_row(message_from_packet(p, destination_format_name))`` for each packet,
+    without the intermediate :class:`Message` (45 fields) for the shape every transfer
+    message has: transactional, no Label, no admin or response queue, a 20-byte
+    CorrelationId. Any other packet takes that reference path. Raises :class:`MQError`
+    as :func:`~openmsmq.store.records.message_to_row` does (a property out of range).
+
+    The row layout is :data:`openmsmq.store.records.ROW_COLUMNS` (``props`` packed with
+    :data:`~openmsmq.store.records.PROPS`); ``tests/transfer/test_codec.py`` checks the two
+    paths give equal rows on generated packets."""
+    dest = destination_format_name.encode()
+    dest_len = len(dest)
+    gb = _guid_bytes
+    rows: list[list[Any]] = []
+    append = rows.append
+    for p in packets:
+        user = p.user
+        props = p.properties
+        tx = p.transaction
+        corr = props.correlation_id
+        if (
+            tx is None
+            or props.label
+            or user.admin_queue is not None
+            or user.response_queue is not None
+            or len(corr) != 20
+        ):
+            append(message_to_row(message_from_packet(p, destination_format_name)))
+            continue
+        uflags = user.flags
+        bflags = p.base_flags
+        tflags = tx.flags
+        lineage = user.source_queue_manager
+        lineage_bytes = gb.get(lineage.int) or _bytes_of(lineage)
+        qm = user.queue_manager_address
+        # Message bits as message_to_row packs them: PositiveJournaling (UserHeader.Flags
+        # JP, 0x200), NegativeJournaling (JN, 0x100), Trace (BaseHeader.Flags TR, 0x100),
+        # FinalAck required (TransactionHeader.Flags FA, 0x2).
+        bits = (uflags >> 9 & 1) | (uflags >> 7 & 2) | (bflags >> 6 & 4) | (tflags << 2 & 8)
+        ack_flags = props.ack_flags
+        try:
+            head = _pack_props(
+                props.body_type, props.application_tag, (uflags >> 5) & 0x3, p.time_to_reach_queue,
+                user.time_to_be_received, ack_flags, bits, uflags & 0x1F, user.message_id,
+                user.sent_time, lineage_bytes, gb.get(qm.int) or _bytes_of(qm), lineage_bytes, corr,
+                0, 0, 0, dest_len, 0, 0,
+            )  # fmt: skip
+        except struct.error as exc:
+            raise MQError(
+                HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"message property out of range: {exc}"
+            ) from exc
+        seq = tx.tx_sequence_id
+        seq_id = (seq.timestamp << 32) | seq.ordinal  # TxSequenceId.value, inlined
+        body = props.body
+        append([
+            _D_LOOKUP_ID, bflags & 0x7, props.message_class, 1,
+            seq_id - (1 << 64) if seq_id >= (1 << 63) else seq_id,  # to_i64
+            tx.tx_sequence_number, tx.previous_tx_sequence_number,
+            (tflags >> 2) & 0x3,  # first (TransactionHeader.Flags 0x4) | last (0x8) << 1
+            _D_ARRIVED_TIME, 1 if bits or ack_flags else 0,
+            len(body),  # Message.size: no Label, no extension
+            _join_bytearray((head, dest)), body,
+        ])  # fmt: skip
+    return rows

@@ -11,7 +11,7 @@ from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig
 from openmsmq.qm.manager import QueueHandle, QueueManager
-from openmsmq.qm.transfer_codec import RowEncoder, packet_from_message
+from openmsmq.qm.transfer_codec import RowEncoder, message_from_packet, packet_from_message
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
@@ -139,13 +139,22 @@ class OutgoingTransfer:
 
 @dataclass(frozen=True, slots=True)
 class AcceptGroup:
-    """Accepted messages of one sequence for one queue, stored with ``state`` in one op."""
+    """Accepted messages of one sequence for one queue, stored with ``state`` in one op.
+
+    They travel as the received packets: the store work builds their rows straight from
+    them (:func:`openmsmq.qm.arrival.store_packet_arrivals`)."""
 
     queue: str
     key: SequenceKey
-    messages: tuple[Message, ...]
+    packets: tuple[UserMessage, ...]
     positions: tuple[tuple[TxSequenceId, int], ...]
     state: IncomingSequenceState
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The messages as they are stored (built on each access: for tests and the simulator)."""
+        dest = self.key.destination
+        return tuple([message_from_packet(p, dest) for p in self.packets])
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.acknowledgment import AckSession
-from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals
-from openmsmq.qm.transfer_codec import message_from_packet
+from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals, store_packet_arrivals
 from openmsmq.qm.transfer_session import Conn, Pending
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
@@ -73,7 +72,7 @@ class StoreWorkSide(TransferParts):
                 AcceptGroup(
                     run[0].queue,
                     run[0].key,
-                    _messages_of(run),
+                    tuple([p.packet for p in run]),
                     tuple([p.position for p in run]),
                     _state_record(run[-1].state, run[-1].peer, run[-1].direct, self._wall_offset),
                 )
@@ -117,7 +116,9 @@ class StoreWorkSide(TransferParts):
                     # Arrival rules (MS-MQQB 3.1.5.8): rejected messages are consumed in
                     # order (state advanced, not inserted) and their NACKs enqueued in
                     # the same transaction (openmsmq.qm.arrival).
-                    store_arrivals(qm, g.queue, g.messages, g.state, send_insecure_nacks=insecure)
+                    store_packet_arrivals(
+                        qm, g.queue, g.packets, g.key.destination, g.state, send_insecure_nacks=insecure
+                    )
                     out.append(None)
                 except MQError as exc:
                     failed.add(g.key)
@@ -175,7 +176,7 @@ class StoreWorkSide(TransferParts):
                     for ack in seq.messages_stored(g.positions, now):
                         self._send_order_ack(ack, now)
                     continue
-                log.warning("storing %d messages for %s failed: %s", len(g.messages), g.queue, res)
+                log.warning("storing %d messages for %s failed: %s", len(g.packets), g.queue, res)
                 # (already rolled back when an earlier group of the same sequence failed)
                 with contextlib.suppress(LocalProtocolError):
                     seq.store_failed(*g.positions[0])
@@ -210,12 +211,6 @@ class StoreWorkSide(TransferParts):
             or self._release_in_flight or self._nontx_in or self._local_in_flight
             or self._settles or self._hop_nacks
         )  # fmt: skip
-
-
-def _messages_of(run: list[Pending]) -> tuple[Message, ...]:
-    """The stored form of a run of accepted packets (one sequence, one queue)."""
-    dest = run[0].key.destination
-    return tuple([message_from_packet(p.packet, dest) for p in run])
 
 
 def _state_record(
