@@ -151,14 +151,16 @@ class SequencesMixin:
     ) -> list[int]:
         """:meth:`accept_arrivals` of messages already as store rows that never expire here
         and raise no acknowledgment (:func:`openmsmq.qm.arrival.store_packet_arrivals`):
-        inserted with ``state`` in one durable store transaction, ArrivedTime now.
-        Returns their LookupIdentifiers."""
+        inserted with ``state`` in one durable store transaction, ArrivedTime now (written
+        into the rows, which the call takes over). Returns their LookupIdentifiers."""
         self._check_open()
         qs = self._resolve(queue)
         qid = qs.record.queue_id
-        sends = [_make_send(qid, row, row[_C_SIZE], None, 0) for row in rows]
-        stored = self.store.write(ops.accept_incoming(sends, [replace(state, queue_id=qid)], self._now()))
-        self.metrics.count_accepted(len(sends))
+        rows = rows if isinstance(rows, list) else list(rows)
+        stored = self.store.write(
+            ops.accept_incoming_rows(qid, rows, [replace(state, queue_id=qid)], self._now())
+        )
+        self.metrics.count_accepted(len(rows))
         self._notify([qs])
         return stored
 

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
@@ -107,6 +107,7 @@ _ROW = attrgetter("row")
 _TAIL = attrgetter("queue_id", "expire_at", "expire_class")
 _QUEUE_ID = attrgetter("queue_id")
 _SIZE = attrgetter("size")
+_ROW_SIZE = itemgetter(COL["size"])
 _TRANSACTIONAL = COL["transactional"]
 _TX_SEQ_ID = COL["tx_sequence_id"]
 _TX_SEQ_NO = COL["tx_sequence_number"]
@@ -511,6 +512,46 @@ def accept_incoming(
         stored = _insert_messages(ctx, sends, arrived_time)
         _upsert_incoming(ctx.conn, states)
         return stored
+
+    return op
+
+
+def accept_incoming_rows(
+    queue_id: int, rows: list[list[Any]], states: Sequence[IncomingSequenceState], arrived_time: int
+) -> Callable[[WriteContext], list[int]]:
+    """:func:`accept_incoming` of rows for one queue that never expire (no ``expire_at``),
+    without a :class:`Send` per row: the rows (fresh, owned by the op) get their
+    ArrivedTime in place. Same statements, same checks (deleted queue, quota) and the same
+    atomicity (DESIGN invariant 4). Returns the local LookupIdentifiers."""
+
+    def op(ctx: WriteContext) -> list[int]:
+        if not rows:
+            _upsert_incoming(ctx.conn, states)
+            return []
+        conn = ctx.conn
+        got = conn.execute(
+            "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?"
+            " RETURNING total_bytes, quota_kb, queue_type, display_name",
+            (len(rows), sum(map(_ROW_SIZE, rows)), queue_id),
+        ).fetchone()
+        if got is None:
+            raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{queue_id} was deleted")
+        total, quota_kb, queue_type, display = got
+        if quota_kb != INFINITE and total > quota_kb * 1024:
+            raise MQError(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"queue {display}: quota of {quota_kb} KB exceeded (MS-MQDMPR 3.1.7.1.9 status 1)",
+            )
+        if queue_type == QueueType.OUTGOING:  # outgoing queues number their rows: the general path
+            raise MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"queue {display} is an outgoing queue")
+        first = ctx.alloc_lookup_ids(len(rows))
+        for r in rows:
+            r[_ARRIVED] = arrived_time
+        # One shared no-expiry Send stands for every row: _insert_rows reads only the
+        # queue and expiry of each (all equal here), never its row.
+        _insert_rows(conn, first, rows, [Send(queue_id, [], 0)] * len(rows), queue_id)
+        _upsert_incoming(conn, states)
+        return list(range(first, first + len(rows)))
 
     return op
 
