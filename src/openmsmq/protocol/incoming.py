@@ -135,8 +135,16 @@ class Accepted:
     tx_sequence_id: TxSequenceId
     tx_sequence_number: int
     previous_tx_sequence_number: int
-    #: The sequence state to persist in the same store transaction as the message.
-    state: IncomingSequenceSnapshot
+    #: IncomingTransactionalTransferInfo.LastAccessTime set by this acceptance.
+    last_access_time: float
+
+    @property
+    def state(self) -> IncomingSequenceSnapshot:
+        """The sequence state to persist in the same store transaction as the message:
+        IncomingTxSequenceID / Number at this message, TxMessageRejectCount 0 (an accepted
+        message resets it), LastAccessTime of the acceptance. Built on access: a run of
+        accepted messages is stored with the state of its last one only."""
+        return _new_snapshot(self.key, self.tx_sequence_id, self.tx_sequence_number, 0, self.last_access_time)
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,11 +351,9 @@ class IncomingSequence:
         incoming.tx_sequence_id = tx_sequence_id
         incoming.tx_sequence_number = tx_sequence_number
         self._pending.append(_Pending(tx_sequence_id, tx_sequence_number, False))
-        # One message at a time on the receive path: the values are built with the fast
-        # constructor (every field, in order; they were validated above).
-        state = _new_snapshot(self._key, tx_sequence_id, tx_sequence_number, 0, now)
-        key = self._key
-        return _new_accepted(key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, state)
+        # One message at a time on the receive path: built with the fast constructor (every
+        # field, in order; they were validated above). Its ``state`` is built on access.
+        return _new_accepted(self._key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, now)
 
     def message_stored(
         self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float

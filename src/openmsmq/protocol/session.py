@@ -171,6 +171,9 @@ class Session:
         # (SourceQueueManager, DestinationQueue, QueueManagerAddress) -> SequenceKey.
         self._keys: dict[tuple[uuid.UUID, object, uuid.UUID], SequenceKey] = {}
         self._known_local: uuid.UUID = NULL_GUID
+        #: The last DestinationQueue object :meth:`_forwards` kept here (identity: the
+        #: decoder shares direct-name objects, so the hook runs once per name).
+        self._local_destination: object = None
         self._last_key: tuple[uuid.UUID, object, uuid.UUID, SequenceKey, IncomingSequence] | None = None
         self._session_active = False
         self._received_ack = False
@@ -621,11 +624,23 @@ class Session:
             return True
         return False
 
+    def _forwards(self, destination: object, qm_address: uuid.UUID) -> bool:
+        """Whether a packet whose QueueManagerAddress names this QM (or is NULL) still goes
+        on to another QM because of its DestinationQueue (a subclass hook; the base session
+        never forwards on that ground). A subclass that answers False because of the
+        destination alone sets ``_local_destination`` to it (see TransferSession)."""
+        self._local_destination = destination
+        return False
+
     def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
         user = message.user
         qm_address = user.queue_manager_address
         if qm_address is not self._known_local and not self._is_local(qm_address):
             # Intermediate QM (seed 003): pass on untouched, no sequence processing.
+            self._events.append(ForwardMessage(packet))
+            return
+        destination = user.destination_queue
+        if destination is not self._local_destination and self._forwards(destination, qm_address):
             self._events.append(ForwardMessage(packet))
             return
         if isinstance(packet, OrderAck):

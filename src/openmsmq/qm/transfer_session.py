@@ -3,10 +3,11 @@ per-accepted-message records (see :mod:`openmsmq.qm.transfer`)."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
-from openmsmq.protocol.events import ForwardMessage, Role, UserMessagePacket
-from openmsmq.protocol.incoming import IncomingSequenceSnapshot, SequenceKey
+from openmsmq.protocol.events import Role
+from openmsmq.protocol.incoming import Accepted, SequenceKey
 from openmsmq.protocol.session import Session
 from openmsmq.qm.transfer_codec import split_direct
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
@@ -27,27 +28,28 @@ class TransferSession(Session):
         self._null_seen: object = NULL_GUID
         # Direct name -> "another host" (a session carries few destinations; bounded).
         self._remote_names: dict[str, bool] = {}
-        #: The last direct name found to be on this host (identity: no lookup in _route).
-        self._local_seen: object = None
 
-    def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
-        user = message.user
-        dest = user.destination_queue
-        qm = user.queue_manager_address
-        if qm is not self._null_seen and qm == NULL_GUID:
-            self._null_seen = qm  # the decoder's shared NULL GUID object: identity next time
-        if qm is self._null_seen and dest is not self._local_seen and isinstance(dest, DirectQueueFormatName):
-            remote = self._remote_names.get(dest.name)
-            if remote is None:
-                parts = split_direct(dest.name)
-                remote = parts is not None and parts[0] not in self._local_hosts
-                if len(self._remote_names) < 1024:
-                    self._remote_names[dest.name] = remote
-            if remote:
-                self._events.append(ForwardMessage(packet))
-                return
-            self._local_seen = dest  # the decoder shares direct-name objects: identity next time
-        Session._route(self, packet, message, recoverable, now)  # not super(): once per message
+    def _forwards(self, destination: object, qm_address: uuid.UUID) -> bool:
+        """A DIRECT=TCP: name of another host with a NULL QueueManagerAddress goes on
+        (intermediate hop). Called by ``Session._route`` only for a destination object it
+        has not kept as local: a direct name found on this host is kept (the decoder
+        shares direct-name objects), so this runs once per name, not per message."""
+        if qm_address is not self._null_seen:
+            if qm_address != NULL_GUID:
+                return False  # a GUID of this QM: the final destination whatever the name
+            self._null_seen = qm_address  # the decoder's shared NULL GUID: identity next time
+        if not isinstance(destination, DirectQueueFormatName):
+            return False
+        remote = self._remote_names.get(destination.name)
+        if remote is None:
+            parts = split_direct(destination.name)
+            remote = parts is not None and parts[0] not in self._local_hosts
+            if len(self._remote_names) < 1024:
+                self._remote_names[destination.name] = remote
+        if remote:
+            return True
+        self._local_destination = destination
+        return False
 
 
 @dataclass(eq=False)
@@ -70,7 +72,8 @@ class Pending:
     key: SequenceKey
     position: tuple[TxSequenceId, int]
     packet: UserMessage
-    state: IncomingSequenceSnapshot
+    #: The acceptance (its ``state`` is built only for the last message of a run).
+    result: Accepted
     #: RemoteQMAddress of the session it came on, and whether that peer is the sender QM
     #: (DirectFormatSession): where its FinalAcks go (MS-MQQB 3.1.7.17).
     peer: str = ""

@@ -74,7 +74,7 @@ class StoreWorkSide(TransferParts):
                     run[0].key,
                     tuple([p.packet for p in run]),
                     tuple([p.position for p in run]),
-                    _state_record(run[-1].state, run[-1].peer, run[-1].direct, self._wall_offset),
+                    _state_record(run[-1].result.state, run[-1].peer, run[-1].direct, self._wall_offset),
                 )
                 for run in runs
             )
