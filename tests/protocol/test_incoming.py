@@ -309,3 +309,64 @@ def test_registry_restore_and_timers() -> None:
     assert reg.handle_timer(1.7) == [SendOrderAck(k2, S2, 1)]
     assert reg.get_timer() is None
     assert {s.key for s in reg.snapshots()} == {KEY, k2}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_stored_reports_by_value_or_position_give_the_same_durable_prefix(seed: int) -> None:
+    """``messages_stored`` with the Accepted values (the transfer's in-order identity path)
+    and with (TxSequenceID, TxSequenceNumber) positions, in random batches and orders,
+    duplicates and store failures included, keeps the durable point at the longest
+    reported prefix in acceptance order (seed 003), as a plain model computes it."""
+    import random
+
+    rng = random.Random(seed)
+    seq = seq_at(ZERO_SEQUENCE_ID, 0)
+    accepted: list[Accepted] = []  # pending, in acceptance order (the model)
+    reported: set[int] = set()  # indexes into ``accepted`` reported durable
+    durable = (ZERO_SEQUENCE_ID, 0)
+    number = 0
+    now = 0.0
+    for _ in range(60):
+        now += 0.01
+        step = rng.random()
+        if step < 0.5:  # accept a few
+            for _ in range(rng.randint(1, 5)):
+                number += 1
+                r = seq.receive(S1, number, number - 1, now)
+                assert isinstance(r, Accepted)
+                accepted.append(r)
+        elif step < 0.9 and accepted:  # report some stored
+            if rng.random() < 0.6:
+                k = rng.randint(1, len(accepted))
+                batch = list(range(k))
+            else:
+                batch = rng.sample(range(len(accepted)), rng.randint(1, len(accepted)))
+                if rng.random() < 0.3:
+                    batch.append(batch[0])  # reported twice
+            values: list[Accepted | tuple[TxSequenceId, int]] = [
+                accepted[i]
+                if rng.random() < 0.5
+                else (accepted[i].tx_sequence_id, accepted[i].tx_sequence_number)
+                for i in batch
+            ]
+            seq.messages_stored(values, now)
+            reported.update(batch)
+            k = 0
+            while k < len(accepted) and k in reported:
+                k += 1
+            if k:
+                durable = (accepted[k - 1].tx_sequence_id, accepted[k - 1].tx_sequence_number)
+                accepted = accepted[k:]
+                reported = {i - k for i in reported if i >= k}
+        elif accepted:  # a store failure rolls back from an unreported message on
+            candidates = [i for i in range(len(accepted)) if i not in reported]
+            if candidates:
+                i = rng.choice(candidates)
+                seq.store_failed(accepted[i].tx_sequence_id, accepted[i].tx_sequence_number)
+                number = accepted[i].tx_sequence_number - 1
+                accepted = accepted[:i]
+                reported = {j for j in reported if j < i}
+        assert seq.durable_position == durable
+        assert seq.incoming_tx_sequence_number == (
+            accepted[-1].tx_sequence_number if accepted else durable[1]
+        )

@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
+from operator import is_ as _is
 
 from openmsmq.errors import LocalProtocolError
 from openmsmq.wire._fast import fast_constructor
@@ -176,13 +177,6 @@ class SendOrderAck:
 
 
 @dataclass(slots=True)
-class _Pending:
-    tx_sequence_id: TxSequenceId
-    tx_sequence_number: int
-    stored: bool = False
-
-
-@dataclass(slots=True)
 class _Position:
     """A (TxSequenceID, TxSequenceNumber) pair; the zero pair means 'nothing'."""
 
@@ -216,7 +210,9 @@ class IncomingSequence:
         self._reject_count = snapshot.reject_count
         self._last_access_time = snapshot.last_access_time
         # Accepted, not yet (all) durable, in acceptance order.
-        self._pending: deque[_Pending] = deque()
+        self._pending: deque[Accepted] = deque()
+        # ids of pending entries reported durable while an older one is not (yet).
+        self._stored_early: set[int] = set()
         # Order Ack Send Timer (MS-MQQB 3.1.2.7): None = inactive.
         self._order_ack_deadline: float | None = None
         # LastOrderAckSendTime: initialised to "now" (MS-MQQB 3.1.3.2).
@@ -350,10 +346,13 @@ class IncomingSequence:
         incoming = self._incoming
         incoming.tx_sequence_id = tx_sequence_id
         incoming.tx_sequence_number = tx_sequence_number
-        self._pending.append(_Pending(tx_sequence_id, tx_sequence_number, False))
         # One message at a time on the receive path: built with the fast constructor (every
         # field, in order; they were validated above). Its ``state`` is built on access.
-        return _new_accepted(self._key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, now)
+        accepted = _new_accepted(
+            self._key, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, now
+        )
+        self._pending.append(accepted)
+        return accepted
 
     def message_stored(
         self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float
@@ -361,8 +360,11 @@ class IncomingSequence:
         """The QM made one accepted message durable. See :meth:`messages_stored`."""
         return self.messages_stored([(tx_sequence_id, tx_sequence_number)], now)
 
-    def messages_stored(self, stored: Iterable[tuple[TxSequenceId, int]], now: float) -> list[SendOrderAck]:
-        """The QM made these accepted messages durable (any order, e.g. one group commit).
+    def messages_stored(
+        self, stored: Iterable[Accepted | tuple[TxSequenceId, int]], now: float
+    ) -> list[SendOrderAck]:
+        """The QM made these accepted messages durable (any order, e.g. one group commit):
+        their :class:`Accepted` values, or (TxSequenceID, TxSequenceNumber) positions.
 
         Returns an OrderAck to send immediately when the Order Ack Send Timer already
         expired while waiting for this durability (at most one element).
@@ -370,36 +372,31 @@ class IncomingSequence:
         """
         pending = self._pending
         stored = stored if isinstance(stored, list | tuple) else list(stored)
-        # The QM reports one sequence's batches in acceptance order, so ``stored`` is
-        # normally the oldest pending entries, in order (the durable prefix below pops
-        # every stored head): match them pairwise, identity first (the positions share
-        # the TxSequenceId objects of acceptance), without hashing TxSequenceIds.
-        in_order = len(stored) <= len(pending)
-        if in_order:
-            for entry, (sid, number) in zip(pending, stored, strict=False):
-                if (
-                    entry.stored
-                    or entry.tx_sequence_number != number
-                    or not (entry.tx_sequence_id is sid or entry.tx_sequence_id == sid)
-                ):
-                    in_order = False
-                    break
-        if in_order:
-            for entry, _ in zip(pending, stored, strict=False):
-                entry.stored = True
+        early = self._stored_early
+        n = len(stored)
+        head: Accepted | None = None
+        # The QM reports one sequence's batches in acceptance order with the Accepted
+        # values it was given, so ``stored`` is normally the oldest pending entries
+        # themselves, in order: compared by identity (no hashing), then popped, as the
+        # durable prefix below would pop them.
+        if n and not early and n <= len(pending) and all(map(_is, stored, pending)):
+            popleft = pending.popleft
+            for _ in range(n):
+                head = popleft()
         else:
             index = {(p.tx_sequence_id, p.tx_sequence_number): p for p in pending}
-            for position in stored:
+            for s in stored:
+                position = s if isinstance(s, tuple) else (s.tx_sequence_id, s.tx_sequence_number)
                 found = index.get(position)
                 if found is None:
                     raise LocalProtocolError(
                         f"message_stored for {position!r}, which is not awaiting storage"
                     )
-                found.stored = True
-        # The durable point only moves over a contiguous prefix (seed 003).
-        head = None
-        while pending and pending[0].stored:
-            head = pending.popleft()
+                early.add(id(found))  # pending entries are alive: their ids are unique
+            # The durable point only moves over a contiguous prefix (seed 003).
+            while pending and id(pending[0]) in early:
+                head = pending.popleft()
+                early.discard(id(head))
         advanced = head is not None
         if head is not None:
             self._durable = _Position(head.tx_sequence_id, head.tx_sequence_number)
@@ -417,7 +414,7 @@ class IncomingSequence:
         for i, entry in enumerate(self._pending):
             if (entry.tx_sequence_id, entry.tx_sequence_number) == (tx_sequence_id, tx_sequence_number):
                 while len(self._pending) > i:
-                    self._pending.pop()
+                    self._stored_early.discard(id(self._pending.pop()))
                 if self._pending:
                     last = self._pending[-1]
                     self._incoming = _Position(last.tx_sequence_id, last.tx_sequence_number)

@@ -335,8 +335,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 if len(self._paths) < 4096:
                     self._paths[dest.name] = path
             self._last_dest, self._last_path = dest, path
-        position = (r.tx_sequence_id, r.tx_sequence_number)
-        self._accepted.append(Pending(path, key, position, ev.packet, r, conn.peer, direct))
+        self._accepted.append(Pending(path, key, ev.packet, r, conn.peer, direct))
         self.stats["accepted"] += 1
 
     def _on_plain(self, conn: Conn, ev: UserMessageReceived) -> None:

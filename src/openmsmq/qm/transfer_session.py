@@ -10,7 +10,7 @@ from openmsmq.protocol.events import Role
 from openmsmq.protocol.incoming import Accepted, SequenceKey
 from openmsmq.protocol.session import Session
 from openmsmq.qm.transfer_codec import split_direct
-from openmsmq.wire.ids import NULL_GUID, TxSequenceId
+from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName
 
@@ -70,7 +70,6 @@ class Pending:
 
     queue: str
     key: SequenceKey
-    position: tuple[TxSequenceId, int]
     packet: UserMessage
     #: The acceptance (its ``state`` is built only for the last message of a run).
     result: Accepted

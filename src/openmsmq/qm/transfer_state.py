@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openmsmq.protocol.events import SessionConfig
-from openmsmq.protocol.incoming import OrderAckConfig, SequenceKey
+from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig
 from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.qm.transfer_codec import RowEncoder, message_from_packet, packet_from_message
@@ -147,7 +147,8 @@ class AcceptGroup:
     queue: str
     key: SequenceKey
     packets: tuple[UserMessage, ...]
-    positions: tuple[tuple[TxSequenceId, int], ...]
+    #: The acceptances, in order: reported back to the protocol when durable.
+    accepted: tuple[Accepted, ...]
     state: IncomingSequenceState
 
     @property

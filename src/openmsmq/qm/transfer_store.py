@@ -73,7 +73,7 @@ class StoreWorkSide(TransferParts):
                     run[0].queue,
                     run[0].key,
                     tuple([p.packet for p in run]),
-                    tuple([p.position for p in run]),
+                    tuple([p.result for p in run]),
                     _state_record(run[-1].result.state, run[-1].peer, run[-1].direct, self._wall_offset),
                 )
                 for run in runs
@@ -173,13 +173,13 @@ class StoreWorkSide(TransferParts):
                 if res is None:
                     st = g.state
                     self._ack_sessions[(st.sender_qm, st.destination.lower())] = session_of_state(st)
-                    for ack in seq.messages_stored(g.positions, now):
+                    for ack in seq.messages_stored(g.accepted, now):
                         self._send_order_ack(ack, now)
                     continue
                 log.warning("storing %d messages for %s failed: %s", len(g.packets), g.queue, res)
                 # (already rolled back when an earlier group of the same sequence failed)
                 with contextlib.suppress(LocalProtocolError):
-                    seq.store_failed(*g.positions[0])
+                    seq.store_failed(g.accepted[0].tx_sequence_id, g.accepted[0].tx_sequence_number)
                 # Later acceptances of this sequence were rolled back too: drop them.
                 self._accepted = deque(p for p in self._accepted if p.key != g.key)
         elif isinstance(work, ReleaseBatch):
