@@ -35,6 +35,7 @@ import logging
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import cast
 
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import (
@@ -264,16 +265,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
     # ------------------------------------------------------------------ session events
 
     def _drain_session(self, conn: Conn, now: float) -> None:
-        on_accepted = self._on_accepted
         on_event = self._on_event
         pending = conn.session.pending_events
         while pending:
-            ev = pending.popleft()
-            # The accepted message is the event of nearly every packet: dispatch it first.
-            if type(ev) is TransactionalMessageAccepted:
-                on_accepted(conn, ev, now)
+            # The accepted message is the event of nearly every packet: a run of them is
+            # taken in one call (see _accept_run).
+            if type(pending[0]) is TransactionalMessageAccepted:
+                self._accept_run(conn, pending)
             else:
-                on_event(conn, ev, now)
+                on_event(conn, pending.popleft(), now)
 
     def _on_event(self, conn: Conn, ev: SessionEvent, now: float) -> None:
         if isinstance(ev, TransactionalMessageAccepted):
@@ -314,29 +314,45 @@ class Transfer(OutgoingSide, StoreWorkSide):
         return self._ack_sessions.get((m.source_machine, m.destination_queue.lower()))
 
     def _on_accepted(self, conn: Conn, ev: TransactionalMessageAccepted, now: float) -> None:
-        r = ev.result
-        key = r.key
+        self._accept_run(conn, deque((ev,)))
+
+    def _accept_run(self, conn: Conn, events: deque[SessionEvent]) -> None:
+        """Queue the accepted messages at the head of ``events`` for the next accept batch
+        (taking them off ``events``): the per-message work of :meth:`_drain_session`, with
+        the transfer's memos held in locals for the run."""
         memo = self._accept_memo
-        if memo is None or memo[0] is not key or memo[1] != conn.cid:
-            # Once per stream and connection, not per message (SequenceKey and GUID
-            # hashing / comparison are Python-level).
-            self._ack_route[key] = conn.cid
-            memo = self._accept_memo = (key, conn.cid, conn.session.remote_qm == key.source_qm)
-        direct = memo[2]
-        dest = ev.packet.user.destination_queue
-        path = ""
-        if dest is self._last_dest:  # the decoder shares direct-name objects
-            path = self._last_path
-        elif isinstance(dest, DirectQueueFormatName):
-            path = self._paths.get(dest.name, "")
-            if not path:
-                parts = split_direct(dest.name)
-                path = parts[1] if parts else ""
-                if len(self._paths) < 4096:
-                    self._paths[dest.name] = path
-            self._last_dest, self._last_path = dest, path
-        self._accepted.append(Pending(path, key, ev.packet, r, conn.peer, direct))
-        self.stats["accepted"] += 1
+        last_dest, last_path = self._last_dest, self._last_path
+        append = self._accepted.append
+        peer = conn.peer
+        cid = conn.cid
+        count = 0
+        while events and type(events[0]) is TransactionalMessageAccepted:
+            ev = cast(TransactionalMessageAccepted, events.popleft())
+            r = ev.result
+            key = r.key
+            if memo is None or memo[0] is not key or memo[1] != cid:
+                # Once per stream and connection, not per message (SequenceKey and GUID
+                # hashing / comparison are Python-level).
+                self._ack_route[key] = cid
+                memo = self._accept_memo = (key, cid, conn.session.remote_qm == key.source_qm)
+            packet = ev.packet
+            dest = packet.user.destination_queue
+            if dest is not last_dest:  # the decoder shares direct-name objects
+                path = ""
+                if isinstance(dest, DirectQueueFormatName):
+                    path = self._paths.get(dest.name, "")
+                    if not path:
+                        parts = split_direct(dest.name)
+                        path = parts[1] if parts else ""
+                        if len(self._paths) < 4096:
+                            self._paths[dest.name] = path
+                    last_dest, last_path = dest, path
+            else:
+                path = last_path
+            append(Pending(path, key, packet, r, peer, memo[2]))
+            count += 1
+        self._last_dest, self._last_path = last_dest, last_path
+        self.stats["accepted"] += count
 
     def _on_plain(self, conn: Conn, ev: UserMessageReceived) -> None:
         dest = ev.packet.destination_queue
