@@ -35,7 +35,6 @@ import logging
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import cast
 
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import (
@@ -66,7 +65,7 @@ from openmsmq.qm.arrival import session_of_state
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer_codec import message_from_packet, split_direct
 from openmsmq.qm.transfer_outgoing import OutgoingSide
-from openmsmq.qm.transfer_session import Conn, Pending, TransferSession, session_key_form
+from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, TransferSession, session_key_form
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
     IncomingStatus,
@@ -154,6 +153,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._paths: dict[str, str] = {}
         self._last_dest: object = None
         self._last_path = ""
+        #: (memo, path, route) of the last accepted message: its route is shared while
+        #: the memo object and the path are the same.
+        self._last_route: tuple[object, str, AcceptRoute] | None = None
         self._nontx_in: list[tuple[str, Message, int, int]] = []
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
@@ -322,22 +324,22 @@ class Transfer(OutgoingSide, StoreWorkSide):
         the transfer's memos held in locals for the run."""
         memo = self._accept_memo
         last_dest, last_path = self._last_dest, self._last_path
+        last_route = self._last_route
         append = self._accepted.append
-        peer = conn.peer
         cid = conn.cid
         count = 0
         while events and type(events[0]) is TransactionalMessageAccepted:
-            ev = cast(TransactionalMessageAccepted, events.popleft())
-            r = ev.result
-            key = r.key
+            ev: TransactionalMessageAccepted = events.popleft()  # type: ignore[assignment]  # checked above
+            key = ev.result.key
             if memo is None or memo[0] is not key or memo[1] != cid:
                 # Once per stream and connection, not per message (SequenceKey and GUID
                 # hashing / comparison are Python-level).
                 self._ack_route[key] = cid
                 memo = self._accept_memo = (key, cid, conn.session.remote_qm == key.source_qm)
-            packet = ev.packet
-            dest = packet.user.destination_queue
-            if dest is not last_dest:  # the decoder shares direct-name objects
+            dest = ev.packet.user.destination_queue
+            if dest is last_dest:  # the decoder shares direct-name objects
+                path = last_path
+            else:
                 path = ""
                 if isinstance(dest, DirectQueueFormatName):
                     path = self._paths.get(dest.name, "")
@@ -347,11 +349,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
                         if len(self._paths) < 4096:
                             self._paths[dest.name] = path
                     last_dest, last_path = dest, path
-            else:
-                path = last_path
-            append(Pending(path, key, packet, r, peer, memo[2]))
+            if last_route is None or last_route[0] is not memo or last_route[1] is not path:
+                last_route = (memo, path, AcceptRoute(path, key, conn.peer, memo[2]))
+            append((last_route[2], ev))
             count += 1
-        self._last_dest, self._last_path = last_dest, last_path
+        self._last_dest, self._last_path, self._last_route = last_dest, last_path, last_route
         self.stats["accepted"] += count
 
     def _on_plain(self, conn: Conn, ev: UserMessageReceived) -> None:

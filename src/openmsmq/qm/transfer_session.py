@@ -6,15 +6,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from openmsmq.protocol.events import Role
-from openmsmq.protocol.incoming import Accepted, SequenceKey
+from openmsmq.protocol.events import Role, TransactionalMessageAccepted
+from openmsmq.protocol.incoming import SequenceKey
 from openmsmq.protocol.session import Session
 from openmsmq.qm.transfer_codec import split_direct
 from openmsmq.wire.ids import NULL_GUID
-from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName
 
-__all__ = ["Conn", "Pending", "TransferSession", "session_key_form"]
+__all__ = ["AcceptRoute", "Conn", "Pending", "TransferSession", "session_key_form"]
 
 
 class TransferSession(Session):
@@ -63,20 +62,23 @@ class Conn:
     open: bool = False
 
 
-@dataclass(slots=True)
-class Pending:
-    """An accepted message waiting for its batch: its packet is converted to a stored
-    message (and the sequence state to a store record) only when the batch is formed."""
+@dataclass(frozen=True, slots=True)
+class AcceptRoute:
+    """Where accepted messages go: their queue (a local path), their sequence and the
+    session they came on. One value is shared by consecutive accepted messages of one
+    stream, destination and connection; a message waits for its batch as ``(route,
+    event)`` and its packet becomes a stored row only when the batch is stored."""
 
     queue: str
     key: SequenceKey
-    packet: UserMessage
-    #: The acceptance (its ``state`` is built only for the last message of a run).
-    result: Accepted
     #: RemoteQMAddress of the session it came on, and whether that peer is the sender QM
     #: (DirectFormatSession): where its FinalAcks go (MS-MQQB 3.1.7.17).
     peer: str = ""
     direct: bool = False
+
+
+#: An accepted message waiting for its accept batch.
+Pending = tuple[AcceptRoute, TransactionalMessageAccepted]
 
 
 def session_key_form(destination: str) -> str:

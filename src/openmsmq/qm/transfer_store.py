@@ -18,7 +18,7 @@ from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals, store_packet_arrivals
-from openmsmq.qm.transfer_session import Conn, Pending
+from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
     AcceptGroup,
@@ -61,20 +61,27 @@ class StoreWorkSide(TransferParts):
         if self._accept_in_flight is None and len(self._accepted) >= max(1, accept_min):
             # Consecutive messages of one sequence for one queue form one group.
             runs: list[list[Pending]] = []
+            head: AcceptRoute | None = None
             for p in self._accepted:
-                head = runs[-1][0] if runs else None
-                if head is not None and head.queue == p.queue and (head.key is p.key or head.key == p.key):
+                route = p[0]
+                if head is not None and (
+                    route is head
+                    or (head.queue == route.queue and (head.key is route.key or head.key == route.key))
+                ):
                     runs[-1].append(p)
                 else:
                     runs.append([p])
+                    head = route
             self._accepted.clear()
             groups = tuple(
                 AcceptGroup(
-                    run[0].queue,
-                    run[0].key,
-                    tuple([p.packet for p in run]),
-                    tuple([p.result for p in run]),
-                    _state_record(run[-1].result.state, run[-1].peer, run[-1].direct, self._wall_offset),
+                    run[0][0].queue,
+                    run[0][0].key,
+                    tuple([ev.packet for _, ev in run]),
+                    tuple([ev.result for _, ev in run]),
+                    _state_record(
+                        run[-1][1].result.state, run[-1][0].peer, run[-1][0].direct, self._wall_offset
+                    ),
                 )
                 for run in runs
             )
@@ -181,7 +188,7 @@ class StoreWorkSide(TransferParts):
                 with contextlib.suppress(LocalProtocolError):
                     seq.store_failed(g.accepted[0].tx_sequence_id, g.accepted[0].tx_sequence_number)
                 # Later acceptances of this sequence were rolled back too: drop them.
-                self._accepted = deque(p for p in self._accepted if p.key != g.key)
+                self._accepted = deque(p for p in self._accepted if p[0].key != g.key)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
             items = (*work.releases, *work.deletes, *work.settles)
