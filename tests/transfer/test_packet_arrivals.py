@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,20 +51,33 @@ def _state(number: int) -> IncomingSequenceState:
 def _stored(qm: QueueManager, queue: str) -> tuple[object, ...]:
     """Counters and every stored message with its QM-assigned attributes cleared."""
     rec = qm.get_queue(queue)
-    ms = [dataclasses.replace(m, lookup_id=0, destination_queue="") for m in qm.peek_range(queue, 0, 1000)]
+    ms = [dataclasses.replace(m, lookup_id=0) for m in qm.peek_range(queue, 0, 1000)]
     return rec.msg_count, rec.total_bytes, ms
 
 
 @pytest.mark.parametrize(
     "fields", [{}, {"ack_flags": 0x4}, {"label": "hello"}, {"time_to_be_received": 3600}, {"priority": 3}]
 )
-def test_packet_arrivals_store_what_store_arrivals_stores(tmp_path: Path, fields: dict[str, object]) -> None:
+def test_packet_arrivals_store_what_store_arrivals_stores(
+    tmp_path: Path, fields: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
     dest = "DIRECT=" + WIRE
     with QueueManager(tmp_path / "qm", clock=lambda: 1_700_000_100.0) as qm:
         qm.create_queue("private$\\a", transactional=True)
         qm.create_queue("private$\\b", transactional=True)
         packets = _packets(20, **fields)
+        rows_path: list[int] = []
+        real = qm.accept_arrival_rows
+
+        def spy(*args: Any) -> list[int]:
+            rows_path.append(1)
+            return real(*args)
+
+        monkeypatch.setattr(qm, "accept_arrival_rows", spy)
         fast = store_packet_arrivals(qm, "private$\\a", packets, dest, _state(20))
+        # Only the plain messages take the rows path (a Label still does: arrival_rows
+        # converts that row through the reference path).
+        assert bool(rows_path) == (fields in ({}, {"label": "hello"}, {"priority": 3}))
         state_fast = qm.incoming_sequences()
         ref = store_arrivals(qm, "private$\\b", [message_from_packet(p, dest) for p in packets], _state(20))
         assert len(fast.stored) == len(ref.stored) == 20
