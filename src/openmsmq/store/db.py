@@ -30,6 +30,7 @@ from _thread import get_ident as _get_ident
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -359,7 +360,11 @@ class Store:
         with self._lf_lock:
             if self._closed:
                 raise self._closed_error()
-            if self._leading or not self.inline_commit:
+            if self._leading and self._awaited is None:  # _queue_op's usual case, inline
+                self._pending.append(op)
+                wake = None
+                lead = False
+            elif self._leading or not self.inline_commit:
                 wake = self._queue_op(op)
                 lead = False
             else:
@@ -569,13 +574,20 @@ class Store:
             self._sequential_id = ctx.sequential_id
             self._reserved = reserved
             self.stats.batches += 1
+            done = 0
             for op, ok, value in results:
-                if ok:
-                    self.stats.ops += 1
-                    op.finish(True, value)
-                else:
+                if not ok:
                     self.stats.failed_ops += 1
                     op.finish(False, storage_error(value, self.path))
+                elif op.future is None:  # _Op.finish for a caller of write(), inline
+                    op.ok = True
+                    op.value = value
+                    op.done.release()
+                    done += 1
+                else:
+                    op.finish(True, value)
+                    done += 1
+            self.stats.ops += done
             return
 
     def _merge_runs(
@@ -620,7 +632,9 @@ class Store:
                 conn.execute("RELEASE merged")
                 rest.extend(run)
                 continue
-            results.extend((o, True, v) for o, v in zip(run, values, strict=True))
+            if len(values) != len(run):
+                raise ValueError(f"{kind.__name__}.merge returned {len(values)} results for {len(run)}")
+            results.extend(zip(run, repeat(True), values))  # no Python step per operation
         return rest
 
     def _rollback(self) -> None:
