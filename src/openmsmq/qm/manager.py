@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -583,7 +584,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             stored = self.store.write(ops.commit_work(rows, ()))
             self.metrics.count_committed(count, 0)
             if sends:
-                self._notify(qs for qs, _ in sends)
+                self._notify(map(_first, sends))  # C iteration: no generator frame
             return stored
         held: dict[_QueueState, list[int]] = {}
         events: list[RemovedMessage] = []
@@ -629,7 +630,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         self.metrics.count_committed(count, consumed)
         self._unlock_ids(held, removed=True)
         if sends:
-            self._notify(qs for qs, _ in sends)
+            self._notify(map(_first, sends))  # C iteration: no generator frame
         if len(rows) > count:
             self._notify(self._by_id[s.queue_id] for s in rows[count:] if s.queue_id in self._by_id)
         self._emit(events, hooked=True)
@@ -765,6 +766,8 @@ def _uniquifiers_of(sends: Sequence[Send]) -> list[int]:
 _make_remove = fast_constructor(Remove)
 _make_delete_many = fast_constructor(ops.DeleteMany)
 _OUTGOING = QueueType.OUTGOING
+#: The queue of a (queue, Sends) pair of a transaction.
+_first = itemgetter(0)
 
 
 __all__ += ["ACK_RECEIVE"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from openmsmq.errors import HResult, MQError
@@ -27,6 +28,8 @@ __all__ = ["PendingReceive", "Transaction", "TransactionState"]
 
 _TX_FLAGS = COL["tx_flags"]
 _make_send = fast_constructor(Send)
+#: The Sends of a (queue, Sends) pair.
+_chunk = itemgetter(1)
 
 
 def _with_flag(send: Send, bit: int) -> Send:
@@ -194,8 +197,13 @@ class Transaction:
             self._check_active()
             self.state = TransactionState.COMMITTING
             sends = list(self._sends)
-            received, reasons = self._held()
-        sends = [(q, chunk) for q, chunk in sends if chunk]
+            if self._receives is None:  # _held(), inline: receives kept as batches
+                received: list[tuple[_QueueState, list[Message]]] = list(self._batches)
+                reasons = None
+            else:
+                received, reasons = self._held()
+        if not all(map(_chunk, sends)):  # C iteration; rebuilt only if a send call was empty
+            sends = [(q, chunk) for q, chunk in sends if chunk]
         if sends:
             # Copies, not in-place: the caller's Send rows and lists stay as sent.
             q, chunk = sends[0]

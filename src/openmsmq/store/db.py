@@ -1,14 +1,15 @@
-"""The SQLite store: one writer with group commit, WAL readers, error mapping.
+"""The SQLite store: one writer at a time with group commit, WAL readers, error mapping.
 
 Writes are *operations*: short functions ``op(ctx) -> result`` over a
-:class:`WriteContext`. In threaded mode a writer thread runs the batches;
-it drains every queued operation, runs them all inside ONE ``BEGIN IMMEDIATE …
-COMMIT`` (each inside its own SAVEPOINT, so one failing operation does not abort the
-others) and completes each caller's future only after the COMMIT — with
-``synchronous=FULL`` in WAL mode, that is after the fsync. Concurrent commits thus
-share one fsync (group commit, DESIGN invariant 2). A lone committer calling
-:meth:`Store.write` on an idle store runs its batch of one in its own thread instead,
-under the same lock, with the same durability (see :meth:`Store.write`).
+:class:`WriteContext`. In threaded mode one *batch leader* at a time takes every
+queued operation, runs them all inside ONE ``BEGIN IMMEDIATE … COMMIT`` (each inside
+its own SAVEPOINT, so one failing operation does not abort the others) and completes
+each caller's operation only after the COMMIT — with ``synchronous=FULL`` in WAL mode,
+that is after the fsync. Concurrent commits thus share one fsync (group commit, DESIGN
+invariant 2). The leader is a caller of :meth:`Store.write` (leader/follower: the
+caller that finds no batch running leads, callers arriving meanwhile wait and the
+first of them leads the next batch), or the writer thread when only :meth:`Store.submit`
+callers wait.
 
 In synchronous mode (``threaded=False``) there is no thread: :meth:`Store.submit`
 runs the operation as a batch of one in the caller's thread, so a deterministic
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import sqlite3
 import threading
 import time
@@ -30,6 +30,7 @@ from _thread import get_ident as _get_ident
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -110,19 +111,22 @@ class _Op:
     Python calls per commit). :meth:`Store.submit` callers get a ``future`` instead.
     """
 
-    __slots__ = ("done", "fn", "future", "ok", "thread", "value")
+    __slots__ = ("done", "fn", "future", "lead", "ok", "thread", "value")
 
     def __init__(self, fn: Callable[[WriteContext], Any], future: Future[Any] | None = None) -> None:
         self.fn = fn
         self.future = future
         self.ok = False
         self.value: Any = None
+        #: Set (before ``done`` is released) when the waiting caller is to run the next
+        #: batch itself: it was promoted to batch leader (see :meth:`Store.write`).
+        self.lead = False
         self.done: Any = None
         if future is None:
             self.done = _allocate_lock()
             self.done.acquire()
-        #: Submitting thread: the writer waits briefly for the threads of the previous
-        #: batch (see Store._writer_loop).
+        #: Submitting thread: a batch leader waits briefly for the threads of the
+        #: previous batch (see Store._lead).
         self.thread = _get_ident()
 
     def finish(self, ok: bool, value: Any) -> None:
@@ -145,12 +149,8 @@ class _Op:
         raise self.value
 
 
-_STOP = object()
-#: Batches the writer commits without waiting after a wait that brought nobody.
+#: Batches run without waiting after a wait that brought nobody.
 _WAIT_BACKOFF = 16
-#: Batches of one operation in a row after which an idle store lets the caller of
-#: :meth:`Store.write` run its operation itself (a lone committer).
-_LONE_BATCHES = 4
 
 
 class Store:
@@ -176,10 +176,10 @@ class Store:
         self.stats = StoreStats()
         #: Where the writer reports each group commit (``observe_commit``); no-op by default.
         self.metrics: MetricsSink = NULL_METRICS
-        #: Longest time (s) the writer waits for committers of the previous batch.
+        #: Longest time (s) a batch leader waits for committers of the previous batch.
         self.max_commit_wait = max_commit_wait
-        #: A lone committer runs its batch in its own thread when the store is idle
-        #: (:meth:`write`); False always hands operations to the writer thread.
+        #: Callers of :meth:`write` lead batches in their own threads (leader/follower);
+        #: False hands every batch to the writer thread.
         self.inline_commit = inline_commit
         self._last_commit_seconds = 0.0
         self._cache_kib = cache_kib
@@ -187,14 +187,31 @@ class Store:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        #: Held by whoever runs a batch: the writer thread, a caller of :meth:`write` that
-        #: found the store idle, or (``threaded=False``) the submitting caller.
+        #: Held by whoever runs a batch: the batch leader (a caller of :meth:`write` or
+        #: the writer thread) or (``threaded=False``) the submitting caller.
         self._sync_lock = threading.Lock()
-        #: Operations handed to the writer thread and not completed yet (``_inflight_lock``).
-        self._inflight = 0
-        #: Batches of one operation in a row (writer or caller); see :meth:`write`.
-        self._lone_batches = 0
-        self._inflight_lock = threading.Lock()
+        #: Guards the group-commit state below (held for a few lines, never across SQL).
+        self._lf_lock = threading.Lock()
+        #: Operations submitted and not taken into a batch yet, in submission order.
+        self._pending: list[_Op] = []
+        #: True while some thread holds the batch leader's role (running batches, or
+        #: handed the role and not started yet); False only when ``_pending`` is empty.
+        self._leading = False
+        #: Threads the leader waits for (those of the previous batch not arrived yet) and
+        #: the lock the last of them releases; None when no leader waits.
+        self._awaited: set[int] | None = None
+        self._arrived: Any = None
+        #: Threads whose operations were in the last batch.
+        self._last_threads: set[int] = set()
+        #: Batches still to run without waiting (after a wait that brought nobody).
+        self._backoff = 0
+        #: The main thread (KeyboardInterrupt lands there): it leads only a batch of its
+        #: own operation and is never handed the role (see :meth:`write`).
+        self._main_ident = threading.main_thread().ident
+        #: Released to hand the leader's role to the writer thread.
+        self._wake = _allocate_lock()
+        self._wake.acquire()
+        self._stopping = False
         self._check_header()
         try:
             self._conn = self._connect()
@@ -215,7 +232,6 @@ class Store:
         # strictly increasing and are never reused, and most commits skip the UPDATE.
         self._sequential_id = int(row[0]) if row else 0
         self._reserved = self._sequential_id
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         if threaded:
             self._thread = threading.Thread(
@@ -277,118 +293,201 @@ class Store:
     def submit(self, fn: Callable[[WriteContext], T]) -> Future[T]:
         """Queue a write operation; the future completes once it is durable (or failed).
 
-        In synchronous mode the operation runs now, in the caller's thread.
+        In threaded mode the operation joins the next batch (the writer thread runs it
+        when no caller of :meth:`write` is leading); in synchronous mode it runs now, in
+        the caller's thread.
         """
-        if self._closed:
-            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"store {self.path} is closed")
         future: Future[T] = Future()
-        self._enqueue(_Op(fn, future))
-        return future
-
-    def _enqueue(self, op: _Op) -> None:
-        if self.threaded:
-            with self._inflight_lock:
-                self._inflight += 1
-            self._queue.put(op)
-        else:
+        op = _Op(fn, future)
+        if not self.threaded:
+            if self._closed:
+                raise self._closed_error()
             with self._sync_lock:
                 self._run_batch([op])
+            return future
+        with self._lf_lock:
+            if self._closed:
+                raise self._closed_error()
+            wake = self._queue_op(op)
+        if wake is not None:
+            wake.release()
+        return future
+
+    def _closed_error(self) -> MQError:
+        return MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"store {self.path} is closed")
+
+    def _queue_op(self, op: _Op) -> Any:
+        """(under ``_lf_lock``) Append ``op`` to the pending operations; return the lock to
+        release afterwards: the leader's if ``op`` was the last thread it waited for, the
+        writer's if no one leads (it becomes the leader), else None."""
+        self._pending.append(op)
+        awaited = self._awaited
+        if awaited is not None and op.thread in awaited:
+            awaited.discard(op.thread)
+            if not awaited:
+                self._awaited = None
+                return self._arrived
+            return None
+        if self._leading:
+            return None
+        self._leading = True
+        return self._wake
 
     def write(self, fn: Callable[[WriteContext], T]) -> T:
         """Run a write operation and wait until it is durable; return its result.
 
-        When the store is idle (no batch running, nothing handed to the writer thread and
-        not completed) and the last ``_LONE_BATCHES`` batches held one operation each (no
-        concurrent committers: those are left to the writer's group commit, which a
-        batch of one run here would split), the caller runs the operation as a batch of
-        one itself instead of handing it to the writer thread and sleeping until
-        it is woken: the same ``BEGIN IMMEDIATE ... COMMIT`` under the same lock the
-        writer takes, returning after the COMMIT (durable), without the two thread
-        switches. Order is kept: an operation runs here only when every earlier
-        submitted one has completed.
+        Leader/follower group commit: a caller that finds no batch running becomes the
+        batch leader and runs the batch in its own thread (the same ``BEGIN IMMEDIATE
+        ... COMMIT`` under the same lock for every leader); callers arriving meanwhile
+        queue their operations and sleep on a bare lock. After its COMMIT (durable) the
+        leader completes the batch's operations, hands the role to the first queued
+        caller (which wakes and runs everything queued by then as the next batch, its
+        own operation included) and returns. So no operation goes through a separate
+        writer thread unless only :meth:`submit` callers are queued (or
+        ``inline_commit=False``), and a lone committer never waits for a wake-up.
+        Order is kept: batches run one at a time, in submission order. The main thread
+        leads only a batch of its own operation and is never handed the role, so a
+        KeyboardInterrupt cannot strand other callers' operations.
         """
-        if (
-            self.inline_commit
-            and self.threaded
-            and self._lone_batches >= _LONE_BATCHES
-            and not self._closed
-            and self._sync_lock.acquire(blocking=False)
-        ):
-            try:
-                with self._inflight_lock:
-                    idle = self._inflight == 0
-                if idle:
-                    op = _Op(fn)
-                    try:
-                        self._run_and_observe([op])
-                    except BaseException:
-                        self._after_interrupted_batch()
-                        raise
-                    result: T = op.wait()
-                    return result
-            finally:
-                self._sync_lock.release()
-        if self._closed:
-            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"store {self.path} is closed")
+        if not self.threaded:
+            op = _Op(fn)
+            if self._closed:
+                raise self._closed_error()
+            with self._sync_lock:
+                self._run_batch([op])
+            return op.wait()  # type: ignore[no-any-return]
         op = _Op(fn)
-        self._enqueue(op)
-        return op.wait()  # type: ignore[no-any-return]
+        with self._lf_lock:
+            if self._closed:
+                raise self._closed_error()
+            if self._leading and self._awaited is None:  # _queue_op's usual case, inline
+                self._pending.append(op)
+                wake = None
+                lead = False
+            elif self._leading or not self.inline_commit:
+                wake = self._queue_op(op)
+                lead = False
+            else:
+                self._leading = True
+                lead = True
+        if not lead:
+            if wake is not None:
+                wake.release()
+            op.done.acquire()
+            if not op.lead:
+                if op.ok:
+                    return op.value  # type: ignore[no-any-return]
+                raise op.value
+            batch: list[_Op] = []  # promoted: op is pending and joins this batch
+        else:
+            batch = [op]
+        self._lead(batch, writer=False)
+        # op completed in this thread's batch (finish released its lock).
+        if op.ok:
+            return op.value  # type: ignore[no-any-return]
+        raise op.value
 
     def write_many(self, fns: Sequence[Callable[[WriteContext], Any]]) -> list[Future[Any]]:
         """Submit several operations at once (they usually share one COMMIT)."""
         return [self.submit(fn) for fn in fns]
 
     def _writer_loop(self) -> None:
-        """Group commit. Drain everything queued into one batch; then, if threads that
-        were in the previous batch (and were just released by its COMMIT) have not
-        submitted again yet, wait for them a short bounded time — at most
-        ``max_commit_wait`` and at most the duration of the last COMMIT — so steady
+        """The writer thread: leads when handed the role (only :meth:`submit` callers
+        queued, or ``inline_commit=False``), running batches until none is pending."""
+        while True:
+            self._wake.acquire()
+            if self._stopping:
+                return
+            self._lead([], writer=True)
+
+    def _lead(self, batch: list[_Op], *, writer: bool) -> None:
+        """Run batches as the leader; ``batch`` holds what the role was taken with.
+
+        Takes every pending operation into the batch; then, if threads that were in the
+        previous batch (released by its COMMIT) have not submitted again yet, waits for
+        them a short bounded time — at most ``max_commit_wait`` and at most half the
+        last COMMIT's duration — on a lock the last of them releases, so steady
         concurrent committers share one fsync instead of alternating between two
-        half-full ones. A lone committer never waits (its thread is in the batch). When a
-        wait brings no operation at all (say one client hopping between pool threads),
-        the writer does not wait again for the next ``_WAIT_BACKOFF`` batches,
-        so such a client pays at most one short wait in that many commits."""
-        stop = False
-        last_threads: set[int] = set()
-        backoff = 0
-        while not stop:
-            first = self._queue.get()
-            if first is _STOP:
-                break
-            batch = [first]
-            stop = self._drain(batch)
-            threads = {op.thread for op in batch}
-            missing = len(last_threads - threads)
-            if backoff:
-                backoff -= 1
-            elif missing and not stop and self.max_commit_wait > 0:
-                size = len(batch)
-                deadline = time.monotonic() + min(self.max_commit_wait, self._last_commit_seconds / 2)
-                while missing > 0:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
+        half-full ones. A wait that brings nobody (say one client hopping between pool
+        threads) turns waiting off for the next ``_WAIT_BACKOFF`` batches. After the
+        batch a caller hands the role on (:meth:`_hand_off`) and returns; the writer
+        thread keeps leading until nothing is pending.
+        """
+        main = not writer and _get_ident() == self._main_ident
+        while True:
+            try:
+                threads = {batch[0].thread} if main else self._gather(batch)
+                with self._sync_lock:
                     try:
-                        item = self._queue.get(timeout=remaining)
-                    except queue.Empty:
+                        self._run_and_observe(batch)
+                    except BaseException:
+                        self._after_interrupted_batch()
+                        raise
+            except BaseException:
+                self._hand_off()
+                raise
+            self._last_threads = threads
+            if writer:
+                with self._lf_lock:
+                    if self._pending:
+                        batch = []
+                        continue
+                    self._leading = False
+                return
+            self._hand_off()
+            return
+
+    def _gather(self, batch: list[_Op]) -> set[int]:
+        """Move every pending operation into ``batch``, waiting (bounded) for the threads
+        of the previous batch (see :meth:`_lead`); return the threads in the batch."""
+        with self._lf_lock:
+            if self._pending:
+                batch += self._pending
+                self._pending = []
+            threads = {o.thread for o in batch}
+            missing = self._last_threads - threads
+            arrived = None
+            if self._backoff:
+                self._backoff -= 1
+            elif missing and self.max_commit_wait > 0 and not self._closed:
+                arrived = self._arrived = _allocate_lock()
+                arrived.acquire()
+                self._awaited = missing
+        if arrived is not None:
+            timeout = min(self.max_commit_wait, self._last_commit_seconds / 2)
+            if timeout > 0:
+                arrived.acquire(timeout=timeout)
+            with self._lf_lock:
+                self._awaited = None
+                came = self._pending
+                self._pending = []
+            if came:
+                batch += came
+                threads.update(o.thread for o in came)
+            else:  # nobody came: waiting does not pay now
+                self._backoff = _WAIT_BACKOFF
+        return threads
+
+    def _hand_off(self) -> None:
+        """Give up the leader's role: to the first queued caller of :meth:`write` (not the
+        main thread), else to the writer thread; or drop it when nothing is pending."""
+        with self._lf_lock:
+            if not self._pending:
+                self._leading = False
+                return
+            nxt = None
+            if self.inline_commit:
+                main = self._main_ident
+                for o in self._pending:
+                    if o.future is None and o.thread != main:
+                        nxt = o
                         break
-                    if item is _STOP:
-                        stop = True
-                        break
-                    batch.append(item)
-                    if item.thread in last_threads and item.thread not in threads:
-                        missing -= 1
-                    threads.add(item.thread)
-                if len(batch) == size:  # nothing at all came: waiting does not pay now
-                    backoff = _WAIT_BACKOFF
-                if not stop:
-                    stop = self._drain(batch)
-                    threads.update(op.thread for op in batch)
-            with self._sync_lock:
-                self._run_and_observe(batch)
-            with self._inflight_lock:
-                self._inflight -= len(batch)
-            last_threads = threads
+            if nxt is not None:
+                nxt.lead = True
+                wake = nxt.done
+            else:
+                wake = self._wake
+        wake.release()
 
     def _after_interrupted_batch(self) -> None:
         """An exception escaped a batch run in a caller's thread (KeyboardInterrupt reaches
@@ -403,23 +502,11 @@ class Store:
                 self._sequential_id = self._reserved = max(self._sequential_id, int(row[0]))
 
     def _run_and_observe(self, batch: list[_Op]) -> None:
-        """:meth:`_run_batch` timed: the duration feeds the writer's wait bound and metrics."""
+        """:meth:`_run_batch` timed: the duration feeds the leader's wait bound and metrics."""
         started = time.monotonic()
         self._run_batch(batch)
         self._last_commit_seconds = time.monotonic() - started
-        self._lone_batches = self._lone_batches + 1 if len(batch) == 1 else 0
         self.metrics.observe_commit(len(batch), self._last_commit_seconds)
-
-    def _drain(self, batch: list[Any]) -> bool:
-        """Move everything queued into ``batch``; True if the stop marker was met."""
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return False
-            if item is _STOP:
-                return True
-            batch.append(item)
 
     def _run_batch(self, batch: list[_Op]) -> None:
         """Run ``batch`` in one transaction; complete every future after COMMIT.
@@ -487,13 +574,20 @@ class Store:
             self._sequential_id = ctx.sequential_id
             self._reserved = reserved
             self.stats.batches += 1
+            done = 0
             for op, ok, value in results:
-                if ok:
-                    self.stats.ops += 1
-                    op.finish(True, value)
-                else:
+                if not ok:
                     self.stats.failed_ops += 1
                     op.finish(False, storage_error(value, self.path))
+                elif op.future is None:  # _Op.finish for a caller of write(), inline
+                    op.ok = True
+                    op.value = value
+                    op.done.release()
+                    done += 1
+                else:
+                    op.finish(True, value)
+                    done += 1
+            self.stats.ops += done
             return
 
     def _merge_runs(
@@ -538,7 +632,9 @@ class Store:
                 conn.execute("RELEASE merged")
                 rest.extend(run)
                 continue
-            results.extend((o, True, v) for o, v in zip(run, values, strict=True))
+            if len(values) != len(run):
+                raise ValueError(f"{kind.__name__}.merge returned {len(values)} results for {len(run)}")
+            results.extend(zip(run, repeat(True), values))  # no Python step per operation
         return rest
 
     def _rollback(self) -> None:
@@ -592,18 +688,28 @@ class Store:
     # ---- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the writer (after it finished every queued operation) and close files."""
-        if self._closed:
-            return
-        self._closed = True
+        """Close the store after every accepted operation completed; refuse new ones."""
+        with self._lf_lock:
+            if self._closed:
+                return
+            self._closed = True
         if self._thread is not None:
-            self._queue.put(_STOP)
+            # Every operation accepted before _closed was set completes first: wait until
+            # no leader is left (then nothing is pending), and keep the role.
+            while True:
+                with self._lf_lock:
+                    if not self._leading:
+                        self._leading = True
+                        break
+                time.sleep(0.001)
+            self._stopping = True
+            self._wake.release()
             self._thread.join()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-        # A caller's inline batch (Store.write) that started before close finishes first.
+        # (No batch can run now: close holds the leader's role.)
         with self._sync_lock:
             self._conn.close()
 
