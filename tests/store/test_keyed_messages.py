@@ -4,14 +4,22 @@ the same Message for every row, through the builder and through its fallback."""
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from openmsmq.qm import Message, QueueManager
 from openmsmq.store import records
-from openmsmq.store.records import COL, KEYED_COLUMNS, keyed_messages, message_from_row, message_to_row
+from openmsmq.store.records import (
+    KEYED_COLUMNS,
+    ROW_COLUMNS,
+    keyed_messages,
+    message_from_row,
+    message_to_row,
+)
 from openmsmq.wire._fast import slot_builder
 from tests.store.support import every_attribute_message
 
@@ -48,13 +56,29 @@ def _variants() -> list[Message]:
     return out
 
 
+def _keyed_rows(full: list[list[Any]], keys: list[int]) -> list[tuple[Any, ...]]:
+    """The rows a SELECT of KEYED_COLUMNS returns for these message rows: through SQLite
+    (a row built by message_to_row holds a bytearray body and props; SQLite returns bytes)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"CREATE TABLE messages ({', '.join(ROW_COLUMNS)}, order_key)")
+        marks = ", ".join("?" * (len(ROW_COLUMNS) + 1))
+        conn.executemany(
+            f"INSERT INTO messages VALUES ({marks})", [(*row, k) for row, k in zip(full, keys, strict=True)]
+        )
+        select = ", ".join(f"m.{c}" for c in KEYED_COLUMNS)
+        rows = conn.execute(f"SELECT {select} FROM messages m ORDER BY m.rowid").fetchall()
+    finally:
+        conn.close()
+    return rows
+
+
 def _check(messages: list[Message]) -> None:
     """keyed_messages over rows of KEYED_COLUMNS (as SQL returns them) equals
     message_from_row over the same messages' full rows."""
     full = [message_to_row(m) for m in messages]
     keys = [((7 - m.priority) << 56) | m.lookup_id for m in messages]
-    keyed = [(k, *(row[COL[c]] for c in KEYED_COLUMNS[1:])) for k, row in zip(keys, full, strict=True)]
-    got = keyed_messages(keyed)
+    got = keyed_messages(_keyed_rows(full, keys))
     want = [(k, message_from_row(row)) for k, row in zip(keys, full, strict=True)]
     assert got == want
     for (_, m), (_, w) in zip(got, want, strict=True):
