@@ -15,6 +15,7 @@ from openmsmq.qm import Message, QueueManager
 from openmsmq.store import records
 from openmsmq.store.records import (
     KEYED_COLUMNS,
+    KEYED_SELECT,
     ROW_COLUMNS,
     keyed_messages,
     message_from_row,
@@ -51,13 +52,17 @@ def _variants() -> list[Message]:
     ]:
         out.append(dataclasses.replace(base, **{name: True}))
     out.append(dataclasses.replace(base, tx_sequence_id=(1 << 64) - 1, correlation_id=b"\xff" * 20))
+    # Message.Class shares one selected value with the transactional and tx_flags bits.
+    both = dict(transactional=True, first_in_transaction=True, last_in_transaction=True)
+    out += [dataclasses.replace(base, message_class=c, **both) for c in (0xFFFF, 0x8000, 1, (1 << 59) - 1)]
+    out.append(dataclasses.replace(base, message_class=0xFFFF, last_in_transaction=True))
     # Every priority (order_key's top byte) and LookupIdentifiers up to 56 bits.
     out += [dataclasses.replace(base, priority=p, lookup_id=(1 << (7 * p + 7)) - 1) for p in range(8)]
     return out
 
 
 def _keyed_rows(full: list[list[Any]], keys: list[int]) -> list[tuple[Any, ...]]:
-    """The rows a SELECT of KEYED_COLUMNS returns for these message rows: through SQLite
+    """The rows a SELECT of KEYED_SELECT returns for these message rows: through SQLite
     (a row built by message_to_row holds a bytearray body and props; SQLite returns bytes)."""
     conn = sqlite3.connect(":memory:")
     try:
@@ -66,10 +71,10 @@ def _keyed_rows(full: list[list[Any]], keys: list[int]) -> list[tuple[Any, ...]]
         conn.executemany(
             f"INSERT INTO messages VALUES ({marks})", [(*row, k) for row, k in zip(full, keys, strict=True)]
         )
-        select = ", ".join(f"m.{c}" for c in KEYED_COLUMNS)
-        rows = conn.execute(f"SELECT {select} FROM messages m ORDER BY m.rowid").fetchall()
+        rows = conn.execute(f"SELECT {KEYED_SELECT} FROM messages m ORDER BY m.rowid").fetchall()
     finally:
         conn.close()
+    assert len(rows[0]) == len(KEYED_COLUMNS)
     return rows
 
 
