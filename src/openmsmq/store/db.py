@@ -589,6 +589,41 @@ class Store:
         except sqlite3.Error as exc:
             raise storage_error(exc, self.path) from exc
 
+    def read_idle(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`read`, run on the write connection instead when the store is idle under
+        the conditions of :meth:`write`'s commit in the caller's thread (a lone committer,
+        no batch running, nothing handed to the writer thread and not completed): under
+        the lock a batch takes, so no transaction is open on it and it sees what is
+        committed, as a new read connection's snapshot would. ``fn`` must return only
+        values, never a live cursor.
+
+        In WAL mode a connection discards its whole page cache at the start of a read
+        when another connection has committed since its last one; the writer's cache
+        holds the pages its own commits wrote. A head read after each commit otherwise
+        re-reads every page it touches: receiving 30,000 messages 100 per transaction
+        (strace, 2026-11-25) made 29 ``pread64`` per commit with the read connection, 12
+        with this (docs/store.md "Round 5"). Anything else (concurrent committers, a
+        running batch) reads on this thread's read connection, as :meth:`read`.
+        """
+        if (
+            self.inline_commit
+            and self.threaded
+            and self._lone_batches >= _LONE_BATCHES
+            and not self._closed
+            and self._sync_lock.acquire(blocking=False)
+        ):
+            try:
+                with self._inflight_lock:
+                    idle = self._inflight == 0
+                if idle and not self._closed and not self._conn.in_transaction:
+                    try:
+                        return fn(self._conn)
+                    except sqlite3.Error as exc:
+                        raise storage_error(exc, self.path) from exc
+            finally:
+                self._sync_lock.release()
+        return self.read(fn)
+
     # ---- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
