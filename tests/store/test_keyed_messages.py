@@ -4,14 +4,23 @@ the same Message for every row, through the builder and through its fallback."""
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from openmsmq.qm import Message, QueueManager
 from openmsmq.store import records
-from openmsmq.store.records import COL, KEYED_COLUMNS, keyed_messages, message_from_row, message_to_row
+from openmsmq.store.records import (
+    KEYED_COLUMNS,
+    KEYED_SELECT,
+    ROW_COLUMNS,
+    keyed_messages,
+    message_from_row,
+    message_to_row,
+)
 from openmsmq.wire._fast import slot_builder
 from tests.store.support import every_attribute_message
 
@@ -43,9 +52,30 @@ def _variants() -> list[Message]:
     ]:
         out.append(dataclasses.replace(base, **{name: True}))
     out.append(dataclasses.replace(base, tx_sequence_id=(1 << 64) - 1, correlation_id=b"\xff" * 20))
+    # Message.Class shares one selected value with the transactional and tx_flags bits.
+    both = dict(transactional=True, first_in_transaction=True, last_in_transaction=True)
+    out += [dataclasses.replace(base, message_class=c, **both) for c in (0xFFFF, 0x8000, 1, (1 << 59) - 1)]
+    out.append(dataclasses.replace(base, message_class=0xFFFF, last_in_transaction=True))
     # Every priority (order_key's top byte) and LookupIdentifiers up to 56 bits.
     out += [dataclasses.replace(base, priority=p, lookup_id=(1 << (7 * p + 7)) - 1) for p in range(8)]
     return out
+
+
+def _keyed_rows(full: list[list[Any]], keys: list[int]) -> list[tuple[Any, ...]]:
+    """The rows a SELECT of KEYED_SELECT returns for these message rows: through SQLite
+    (a row built by message_to_row holds a bytearray body and props; SQLite returns bytes)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"CREATE TABLE messages ({', '.join(ROW_COLUMNS)}, order_key)")
+        marks = ", ".join("?" * (len(ROW_COLUMNS) + 1))
+        conn.executemany(
+            f"INSERT INTO messages VALUES ({marks})", [(*row, k) for row, k in zip(full, keys, strict=True)]
+        )
+        rows = conn.execute(f"SELECT {KEYED_SELECT} FROM messages m ORDER BY m.rowid").fetchall()
+    finally:
+        conn.close()
+    assert len(rows[0]) == len(KEYED_COLUMNS)
+    return rows
 
 
 def _check(messages: list[Message]) -> None:
@@ -53,8 +83,7 @@ def _check(messages: list[Message]) -> None:
     message_from_row over the same messages' full rows."""
     full = [message_to_row(m) for m in messages]
     keys = [((7 - m.priority) << 56) | m.lookup_id for m in messages]
-    keyed = [(k, *(row[COL[c]] for c in KEYED_COLUMNS[1:])) for k, row in zip(keys, full, strict=True)]
-    got = keyed_messages(keyed)
+    got = keyed_messages(_keyed_rows(full, keys))
     want = [(k, message_from_row(row)) for k, row in zip(keys, full, strict=True)]
     assert got == want
     for (_, m), (_, w) in zip(got, want, strict=True):

@@ -155,3 +155,38 @@ def test_interrupt_escaping_an_inline_batch_never_reuses_lookup_ids(tmp_path: Pa
         stored = [m.lookup_id for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 100))]
         more = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"y"))], []))
         assert more[0] > max(stored) and len(set(stored + more)) == len(stored) + 1
+
+
+def test_idle_read_runs_on_the_write_connection_only_when_idle(tmp_path: Path) -> None:
+    """Store.read_idle reads on the write connection (whose page cache holds what its
+    commits wrote) only when write() would commit in the caller's thread; it sees every
+    commit; otherwise, and with inline_commit off, it reads as read() does."""
+    import pytest
+
+    from openmsmq.errors import MQError
+
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.write(queues.init_qm_state(uuid.uuid4(), 1))
+        q = private_queue(store, transactional=True, now=1)
+
+        def count(c: object) -> int:
+            return int(c.execute("SELECT count(*) FROM messages").fetchone()[0])  # type: ignore[attr-defined]
+
+        for i in range(6):  # lone batches
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))], []))
+            assert store.read_idle(count) == i + 1
+        assert store.read_idle(lambda c: c is store._conn)
+        with store._sync_lock:  # as while a batch runs: this thread's read connection
+            assert store.read_idle(lambda c: c is store.reader())
+            assert store.read_idle(count) == 6
+        with pytest.raises(MQError):
+            store.read_idle(lambda c: c.execute("SELECT no_such_column FROM messages"))
+        assert store.read_idle(lambda c: c is store._conn)  # nothing left open on it
+        assert not store._conn.in_transaction
+    with pytest.raises(MQError):
+        store.read_idle(count)
+    with Store(path, inline_commit=False) as store:
+        for _ in range(6):
+            store.write(lambda ctx: None)
+        assert store.read_idle(lambda c: c is store.reader())

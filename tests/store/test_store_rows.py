@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+from openmsmq.store import records
 from openmsmq.store.records import (
+    COL,
     Message,
     message_from_row,
     message_sent_time,
@@ -44,3 +46,19 @@ def test_uniquifier_and_sent_time_read_at_their_offsets() -> None:
     assert message_uniquifier(row) == 0x89ABCDEF
     assert message_sent_time(row) == 1_712_345_678
     assert message_from_row(row) == m
+
+
+def test_small_bodies_bind_as_bytearray_and_read_back_as_bytes() -> None:
+    """sqlite3 binds a bytearray without its adapter lookup: a body up to _BODY_COPY_MAX
+    goes into the row as one; the Message read from any row has a bytes body."""
+    limit = records._BODY_COPY_MAX
+    bodies = [b"", b"x" * 10, bytes(limit), bytes(limit + 1)]
+    msgs = [Message(body=b) for b in bodies]
+    rows = stamped_rows(msgs, True, uuid.uuid4(), 1, 1_700_000_000, "private$\\q")
+    rows.append(message_to_row(Message(body=b"y")))
+    kinds = [type(r[COL["body"]]) for r in rows]
+    assert kinds == [bytearray, bytearray, bytearray, bytes, bytearray]
+    for row, body in zip(rows, [*bodies, b"y"], strict=True):
+        m = message_from_row(row)
+        assert type(m.body) is bytes and m.body == body
+        hash(m)

@@ -149,7 +149,9 @@ class ReadsMixin:
 
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
             hint = hints.get(qs)
-            found = self.store.read(
+            # On the write connection when the store is idle (Store.read_idle): its page
+            # cache holds what the last commits wrote.
+            found = self.store.read_idle(
                 lambda c: reads.fetch_available(
                     c, qid, now=now, limit=limit, exclude=locked, head_key=hint, one_band=one_band
                 )

@@ -16,7 +16,7 @@ from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.records import (
-    KEYED_COLUMNS,
+    KEYED_SELECT,
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     IncomingSequenceState,
@@ -51,8 +51,8 @@ MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 #: ``SELECT`` of every :data:`QUEUE_COLUMNS` column of ``queues``.
 QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
 _ACK_WANTED = "m.ack_wanted != 0"
-#: The columns of a read decoded by :func:`keyed_messages` (order_key first).
-_KEYED_SELECT = ", ".join(f"m.{c}" for c in KEYED_COLUMNS)
+#: The values of a read decoded by :func:`keyed_messages` (order_key first).
+_KEYED_SELECT = KEYED_SELECT
 #: order_key -> LookupIdentifier (``order_key = ((7 - priority) << 56) | lookup_id``).
 _LOOKUP_MASK = (1 << 56) - 1
 _SIZE = "m.size"

@@ -20,6 +20,7 @@ __all__ = [
     "COL",
     "INFINITE",
     "KEYED_COLUMNS",
+    "KEYED_SELECT",
     "MAX_MESSAGE_BYTES",
     "MESSAGE_COLUMNS",
     "PROPS",
@@ -363,7 +364,11 @@ def _row(
         props = _join_bytearray((head, label, admin, response, dest, extension, sender_id))
     else:
         props = _join_bytearray((head, dest))
-    body = m.body
+    body: bytes | bytearray = m.body
+    if len(body) <= _BODY_COPY_MAX:
+        # Bound as a bytearray too (the bytes would take sqlite3's adapter lookup): the
+        # copy costs less than the lookup up to this size (message_from_row gives bytes).
+        body = bytearray(body)
     seq_id = m.tx_sequence_id
     # Flags are bound as plain ints, never bool: sqlite3 binds only exact ints directly
     # and sends a bool through its adapter lookup, measured at ~0.25 us per bool per row
@@ -386,6 +391,12 @@ def _row(
 
 
 _pack_props = _PROPS.pack
+#: A body up to this size goes into its row as a ``bytearray``: sqlite3 binds a
+#: ``bytearray`` directly but sends ``bytes`` through its adapter lookup (``SELECT ?``
+#: x100: 406-412 ns per 256-byte ``bytes`` value, 138-152 per ``bytearray``), while
+#: ``bytearray(body)`` took 81 ns at 256 bytes and 136 at 8 KiB (Python 3.11, SQLite
+#: 3.40, 2026-11-25). Larger bodies stay ``bytes``: the copy would cost more.
+_BODY_COPY_MAX = 8192
 #: Joins into a new bytearray (the empty separator is never changed).
 _join_bytearray = bytearray().join
 
@@ -488,6 +499,8 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
         label = admin = response = ""
         extension = sender_id = b""
         dest = props[_PROPS_SIZE : _PROPS_SIZE + n_dest].decode()
+    if body.__class__ is not bytes:  # a row built by message_to_row (a bytearray body)
+        body = bytes(body)
     uuids = _uuid_cache
     return _make_message(
         body,
@@ -554,18 +567,52 @@ def _guid_triple(raw: bytes) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
 #: interpreter cannot; keyed_messages then goes through message_from_row).
 _MessageBuilder = slot_builder(Message)
 
-#: The columns of a read that :func:`keyed_messages` decodes: ``order_key`` first, then
+#: The values of a read that :func:`keyed_messages` decodes: ``order_key`` first, then
 #: :data:`ROW_COLUMNS` without ``lookup_id`` and ``priority`` (``order_key`` holds both:
-#: ``((7 - priority) << 56) | lookup_id``, set at insert and kept by every move) and
-#: without ``ack_wanted`` and ``size`` (the decoder does not use them). Every column a
-#: row carries costs sqlite3 a value object: measured on 100-row head reads (warm cache,
-#: 2026-11-25) 1.99-2.05 us per row with the 14 columns, 1.54-1.59 with these 10.
+#: ``((7 - priority) << 56) | lookup_id``, set at insert and kept by every move), without
+#: ``ack_wanted`` and ``size`` (the decoder does not use them), and with
+#: ``message_class``, ``transactional`` and ``tx_flags`` as one value, ``class_flags``
+#: (:data:`KEYED_SELECT`). Every value a row carries costs sqlite3 a value object:
+#: measured on 100-row head reads (warm cache, 2026-11-25) 1.99-2.05 us per row with the
+#: 14 columns, 1.54-1.59 with 10; 1.15-1.19 -> 1.03-1.06 with these 8.
+_NOT_KEYED = ("lookup_id", "priority", "ack_wanted", "size", "message_class", "transactional", "tx_flags")
 KEYED_COLUMNS: tuple[str, ...] = (
     "order_key",
-    *(c for c in ROW_COLUMNS if c not in ("lookup_id", "priority", "ack_wanted", "size")),
+    "class_flags",
+    *(c for c in ROW_COLUMNS if c not in _NOT_KEYED),
 )
+#: SQL of ``class_flags``: ``message_class << 3 | transactional << 2 | tx_flags``.
+#: ``transactional`` is stored as 0 or 1 and ``tx_flags`` as 0-3 (bit 0 First-, bit 1
+#: LastInTransaction: :func:`message_to_row`), so the three come back exactly for any
+#: Message.Class of |class| < 2**60 (the 16-bit MQMSG_CLASS values of MS-MQDMPR
+#: 3.1.1.12; SQLite shifts a 64-bit integer). ``<<`` and ``|`` bind equally tightly in
+#: SQLite (left to right), hence the parentheses.
+_CLASS_FLAGS_SQL = "(m.message_class << 3) | (m.transactional << 2) | m.tx_flags"
+#: The ``SELECT`` list of :data:`KEYED_COLUMNS` over ``messages m``.
+KEYED_SELECT = ", ".join(_CLASS_FLAGS_SQL if c == "class_flags" else f"m.{c}" for c in KEYED_COLUMNS)
 #: order_key -> LookupIdentifier (the low 56 bits; priority is the top byte).
 _LOOKUP_MASK = (1 << 56) - 1
+
+
+def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row of :data:`ROW_COLUMNS` from one of :data:`KEYED_COLUMNS` (``ack_wanted`` and
+    ``size``, which :func:`message_from_row` does not use, as 0)."""
+    order_key, class_flags = r[0], r[1]
+    return (
+        order_key & _LOOKUP_MASK,
+        7 - (order_key >> 56),
+        class_flags >> 3,
+        class_flags >> 2 & 1,
+        r[2],
+        r[3],
+        r[4],
+        class_flags & 3,
+        r[5],
+        0,
+        0,
+        r[6],
+        r[7],
+    )
 
 
 def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]:
@@ -582,10 +629,7 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
     """
     builder = _MessageBuilder
     if builder is None:
-        return [
-            (r[0], message_from_row((r[0] & _LOOKUP_MASK, 7 - (r[0] >> 56), *r[1:8], 0, 0, r[8], r[9])))
-            for r in rows
-        ]
+        return [(r[0], message_from_row(_full_row(r))) for r in rows]
     out: list[tuple[int, Message]] = []
     append = out.append
     new = object.__new__
@@ -596,12 +640,10 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
     mask = _LOOKUP_MASK
     for (
         order_key,
-        cls,
-        transactional,
+        class_flags,
         seq_id,
         seq_no,
         prev_no,
-        tx_flags,
         arrived,
         props,
         body,
@@ -643,7 +685,7 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
         m.id_lineage, m.destination_qm, m.source_machine = triples.get(guids) or _guid_triple(guids)
         m.body = body
         m.priority = 7 - (order_key >> 56)
-        m.message_class = cls
+        m.message_class = class_flags >> 3
         m.body_type = body_type
         m.correlation_id = correlation
         m.app_specific = app_specific
@@ -660,12 +702,12 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
         m.id_uniquifier = uniquifier
         m.sent_time = sent_time
         m.arrived_time = arrived
-        m.transactional = transactional != 0
+        m.transactional = class_flags & 4 != 0
         m.tx_sequence_id = seq_id + (1 << 64) if seq_id < 0 else seq_id
         m.tx_sequence_number = seq_no
         m.tx_previous_sequence_number = prev_no
-        m.first_in_transaction = tx_flags & 1 != 0
-        m.last_in_transaction = tx_flags & 2 != 0
+        m.first_in_transaction = class_flags & 1 != 0
+        m.last_in_transaction = class_flags & 2 != 0
         m.__class__ = message
         append((order_key, m))
     return out
