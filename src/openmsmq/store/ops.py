@@ -212,19 +212,7 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
     for qid, (count, nbytes) in added.items():
         # One statement per queue: bump the counters, learn quota and type; a deleted
         # queue has no row (MQ_ERROR_QUEUE_DELETED). Over quota: the savepoint undoes it.
-        got = conn.execute(
-            "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?"
-            " RETURNING total_bytes, quota_kb, queue_type, display_name",
-            (count, nbytes, qid),
-        ).fetchone()
-        if got is None:
-            raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{qid} was deleted")
-        total, quota_kb, queue_type, display = got
-        if quota_kb != INFINITE and total > quota_kb * 1024:
-            raise MQError(
-                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                f"queue {display}: quota of {quota_kb} KB exceeded (MS-MQDMPR 3.1.7.1.9 status 1)",
-            )
+        queue_type, _display = _add_to_queue(conn, qid, count, nbytes)
         if queue_type == QueueType.OUTGOING:
             row = conn.execute(
                 "SELECT tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences WHERE queue_id = ?",
@@ -498,6 +486,27 @@ def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequence
     )
 
 
+def _add_to_queue(conn: sqlite3.Connection, qid: int, count: int, nbytes: int) -> tuple[int, str]:
+    """Add ``count`` messages of ``nbytes`` to queue ``qid``'s counters in one statement
+    and return its (queue_type, display name): MQ_ERROR_QUEUE_DELETED when the queue has
+    no row, MQ_ERROR_INSUFFICIENT_RESOURCES over its quota (the caller's savepoint undoes
+    the UPDATE)."""
+    got = conn.execute(
+        "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?"
+        " RETURNING total_bytes, quota_kb, queue_type, display_name",
+        (count, nbytes, qid),
+    ).fetchone()
+    if got is None:
+        raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{qid} was deleted")
+    total, quota_kb, queue_type, display = got
+    if quota_kb != INFINITE and total > quota_kb * 1024:
+        raise MQError(
+            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+            f"queue {display}: quota of {quota_kb} KB exceeded (MS-MQDMPR 3.1.7.1.9 status 1)",
+        )
+    return queue_type, display
+
+
 def accept_incoming(
     sends: Sequence[Send], states: Sequence[IncomingSequenceState], arrived_time: int
 ) -> Callable[[WriteContext], list[int]]:
@@ -529,19 +538,7 @@ def accept_incoming_rows(
             _upsert_incoming(ctx.conn, states)
             return []
         conn = ctx.conn
-        got = conn.execute(
-            "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?"
-            " RETURNING total_bytes, quota_kb, queue_type, display_name",
-            (len(rows), sum(map(_ROW_SIZE, rows)), queue_id),
-        ).fetchone()
-        if got is None:
-            raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{queue_id} was deleted")
-        total, quota_kb, queue_type, display = got
-        if quota_kb != INFINITE and total > quota_kb * 1024:
-            raise MQError(
-                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                f"queue {display}: quota of {quota_kb} KB exceeded (MS-MQDMPR 3.1.7.1.9 status 1)",
-            )
+        queue_type, display = _add_to_queue(conn, queue_id, len(rows), sum(map(_ROW_SIZE, rows)))
         if queue_type == QueueType.OUTGOING:  # outgoing queues number their rows: the general path
             raise MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"queue {display} is an outgoing queue")
         first = ctx.alloc_lookup_ids(len(rows))
