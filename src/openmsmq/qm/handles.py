@@ -5,7 +5,9 @@ Split from :mod:`openmsmq.qm.manager`, which re-exports them.
 
 from __future__ import annotations
 
+import collections
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -41,7 +43,7 @@ class CursorAction(IntEnum):
 class _QueueState:
     """In-memory state of one queue: its record, lock set, waiters. Never per message on disk."""
 
-    __slots__ = ("cond", "deleted", "locked", "purge_pending", "readers", "record")
+    __slots__ = ("cond", "deleted", "locked", "purge_pending", "readers", "record", "removed")
 
     def __init__(self, record: QueueRecord) -> None:
         self.record = record
@@ -54,6 +56,20 @@ class _QueueState:
         #: Reads between their first select and their return (``ReadsMixin._take``,
         #: changed under ``cond``): a commit notifies ``cond`` only when one is there.
         self.readers = 0
+        #: LookupIdentifiers of locked messages that were durably removed (a committed
+        #: receive or expiry), whose locks :meth:`settle` has not dropped yet. Appended
+        #: without ``cond``; see :meth:`QueueManager._unlock_ids`.
+        self.removed: collections.deque[Collection[int]] = collections.deque()
+
+    def settle(self) -> None:
+        """Drop the locks (and PurgePending marks) of :attr:`removed` messages. Called with
+        ``cond`` held, before ``locked`` or ``purge_pending`` is read."""
+        removed = self.removed
+        while removed:
+            ids = removed.popleft()
+            self.locked.difference_update(ids)
+            if self.purge_pending:
+                self.purge_pending.difference_update(ids)
 
 
 @dataclass(frozen=True, eq=False)

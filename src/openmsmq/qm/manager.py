@@ -402,6 +402,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         PurgePending and are deleted when their lock ends. Returns the count deleted now."""
         qs = self._resolve(queue)
         with qs.cond:
+            qs.settle()
             exclude = set(qs.locked)
             count, events = self.store.write(queues.purge_queue(qs.record.queue_id, exclude, NACK_Q_PURGED))
             qs.purge_pending |= exclude
@@ -651,11 +652,28 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         self._unlock_ids(by_queue, removed=removed)
 
     def _unlock_ids(self, by_queue: dict[_QueueState, list[int]], *, removed: bool = False) -> None:
-        """:meth:`_unlock` of LookupIdentifiers grouped by queue."""
+        """:meth:`_unlock` of LookupIdentifiers grouped by queue.
+
+        The locks of ``removed`` messages are dropped without waiting for the queue's
+        condition: the ids go to ``qs.removed`` and whoever holds the condition next
+        drops them (:meth:`_QueueState.settle`, called before ``locked`` is read), this
+        thread at once if the condition is free. Their rows are gone and LookupIdentifiers
+        are never reused, so until then a stale lock hides nothing. With 8 threads
+        receiving 1 message per transaction, the second wait for the condition per
+        receive (behind the others' head reads) cost about 8% of the CPU per commit.
+        """
         for qs, ids in by_queue.items():  # one acquisition per queue, not per message
+            if removed:
+                qs.removed.append(ids)
+                if qs.cond.acquire(blocking=False):
+                    try:
+                        qs.settle()
+                    finally:
+                        qs.cond.release()
+                continue
             with qs.cond:
-                if not removed:
-                    self._head_keys.pop(qs, None)
+                qs.settle()
+                self._head_keys.pop(qs, None)
                 qs.locked.difference_update(ids)
                 if qs.purge_pending:
                     qs.purge_pending.difference_update(ids)
@@ -698,6 +716,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             by_queue.setdefault(r.queue, []).append(r)
         for qs, rs in by_queue.items():
             with qs.cond:
+                qs.settle()
                 self._head_keys.pop(qs, None)
                 for r in rs:
                     lid = r.message.lookup_id
@@ -726,6 +745,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             if qs is None:
                 continue
             with qs.cond:
+                qs.settle()
                 if lookup_id in qs.locked:
                     continue
                 qs.locked.add(lookup_id)

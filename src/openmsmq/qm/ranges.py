@@ -192,6 +192,7 @@ class RangesMixin:
             target = rec.journal_queue_id if rec.journal else None
             taken: list[int] = []
             with qs.cond:
+                qs.settle()
                 locked = qs.locked
                 if fast and target is None:
                     span = self.store.read(

@@ -88,6 +88,7 @@ class ReadsMixin:
                         self._check_open()
                         if cancel is not None and cancel.cancelled:
                             raise MQError(HResult.MQ_ERROR_OPERATION_CANCELLED, "the read was cancelled")
+                        qs.settle()
                         found = select(qs.locked, self._now())
                         if found:
                             if lock:
