@@ -368,6 +368,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
                 with s.cond:
                     s.deleted = True
                     self._head_keys.pop(s, None)
+                    s.drop_prefetch()
                     s.cond.notify_all()
         self._emit(events)
 
@@ -403,6 +404,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         qs = self._resolve(queue)
         with qs.cond:
             qs.settle()
+            qs.drop_prefetch()
             exclude = set(qs.locked)
             count, events = self.store.write(queues.purge_queue(qs.record.queue_id, exclude, NACK_Q_PURGED))
             qs.purge_pending |= exclude
@@ -674,6 +676,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             with qs.cond:
                 qs.settle()
                 self._head_keys.pop(qs, None)
+                qs.drop_prefetch()
                 qs.locked.difference_update(ids)
                 if qs.purge_pending:
                     qs.purge_pending.difference_update(ids)
@@ -718,6 +721,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             with qs.cond:
                 qs.settle()
                 self._head_keys.pop(qs, None)
+                qs.drop_prefetch()
                 for r in rs:
                     lid = r.message.lookup_id
                     if lid in qs.purge_pending and lid not in handled and not qs.deleted and not self._closed:
@@ -748,6 +752,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
                 qs.settle()
                 if lookup_id in qs.locked:
                     continue
+                qs.drop_prefetch()
                 qs.locked.add(lookup_id)
             held.append(_Receive(qs, Message(lookup_id=lookup_id)))
             removes.append(Remove(qid, lookup_id, size, dead_x if transactional else dead, cls))

@@ -193,6 +193,7 @@ class RangesMixin:
             taken: list[int] = []
             with qs.cond:
                 qs.settle()
+                qs.drop_prefetch()
                 locked = qs.locked
                 if fast and target is None:
                     span = self.store.read(
@@ -249,6 +250,7 @@ class RangesMixin:
                         # the head hint past them (they were locked), so drop it, as
                         # QueueManager._unlock does for an abort.
                         self._head_keys.pop(qs, None)
+                        qs.drop_prefetch()
                     qs.locked.difference_update(ids)
                     if qs.purge_pending:
                         qs.purge_pending.difference_update(ids)

@@ -15,15 +15,41 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
+from openmsmq.qm.handles import (
+    _PREFETCH,
+    _PREFETCH_BYTES,
+    CancelToken,
+    CursorAction,
+    LookupAction,
+    QueueHandle,
+    _Cursor,
+    _QueueState,
+)
 from openmsmq.qm.transaction import PendingReceive, Transaction, _Receive
 from openmsmq.store import reads
 from openmsmq.store.db import Store
-from openmsmq.store.records import Message, QueueType
+from openmsmq.store.records import INFINITE, Message, QueueType
 
 __all__ = ["ReadsMixin"]
 
 _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
+
+
+def _read_ahead(found: list[tuple[int, Message]]) -> list[tuple[int, Message]] | None:
+    """What a head receive keeps of the messages it read beyond the first: those up to
+    the first that can expire (the read-ahead is handed out without looking at the
+    clock) and within :data:`_PREFETCH_BYTES`, last first (``list.pop`` order)."""
+    kept: list[tuple[int, Message]] = []
+    size = 0
+    for entry in found[1:]:
+        m = entry[1]
+        size += len(m.body)
+        if m.time_to_be_received != INFINITE or size > _PREFETCH_BYTES:
+            break
+        kept.append(entry)
+    kept.reverse()
+    return kept or None
+
 
 QueueRef = str | QueueHandle
 #: A candidate query: (locked LookupIdentifiers, now) -> [(order_key, message)].
@@ -66,9 +92,12 @@ class ReadsMixin:
         timeout: float | None,
         lock: bool,
         cancel: CancelToken | None = None,
+        head: bool = False,
     ) -> list[tuple[int, Message]]:
         """Select under the queue's condition, lock if asked, wait for an enqueue up to
-        ``timeout``; a cancelled ``cancel`` token fails it with MQ_ERROR_OPERATION_CANCELLED."""
+        ``timeout``; a cancelled ``cancel`` token fails it with MQ_ERROR_OPERATION_CANCELLED.
+        ``head``: ``select`` is an advancing head select, which keeps the queue's
+        read-ahead itself; a lock taken by any other select drops it."""
         deadline = None if timeout is None else time.monotonic() + timeout
         cond = qs.cond
         if cancel is not None:
@@ -93,6 +122,8 @@ class ReadsMixin:
                         if found:
                             if lock:
                                 qs.locked.update([m.lookup_id for _, m in found])
+                                if not head and qs.prefetch is not None:
+                                    qs.drop_prefetch()
                             return found
                         remaining = None if deadline is None else deadline - time.monotonic()
                         if remaining is not None and remaining <= 0:
@@ -147,16 +178,45 @@ class ReadsMixin:
         # A transactional private queue holds priority 0 only (MS-MQDMPR forces PR to 0
         # with a TransactionHeader): no higher-priority band to read before the hint.
         one_band = rec.transactional and rec.queue_type == QueueType.PRIVATE
+        # A receive of one message from such a queue reads ahead (see _PREFETCH).
+        single = advance and one_band and limit == 1
 
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+            pre = qs.prefetch
+            if pre is not None and advance:
+                if single:
+                    entry = pre.pop()
+                    if not pre:
+                        qs.prefetch = None
+                    # Never locked (any other lock drops the read-ahead) and never
+                    # expiring; checked all the same: otherwise read the head again.
+                    if entry[1].lookup_id not in locked and entry[1].time_to_be_received == INFINITE:
+                        hints[qs] = entry[0] + 1
+                        return [entry]
+                # A batch read (or a read-ahead found stale) reads the rows again: they
+                # are neither locked nor removed, so the head read finds them.
+                qs.prefetch = None
             hint = hints.get(qs)
+            ahead = qs.ahead if single else 0
             # On the write connection when the store is idle (Store.read_idle): its page
             # cache holds what the last commits wrote.
             found = self.store.read_idle(
                 lambda c: reads.fetch_available(
-                    c, qid, now=now, limit=limit, exclude=locked, head_key=hint, one_band=one_band
+                    c, qid, now=now, limit=limit + ahead, exclude=locked, head_key=hint, one_band=one_band
                 )
             )
+            if single and found:
+                # The next read's read-ahead, judged by this message: none after one that
+                # can expire (nothing of it would be kept), fewer for large ones.
+                m = found[0][1]
+                qs.ahead = (
+                    min(_PREFETCH, _PREFETCH_BYTES // max(1, len(m.body)))
+                    if m.time_to_be_received == INFINITE
+                    else 0
+                )
+                if len(found) > 1:
+                    qs.prefetch = _read_ahead(found)
+                    found = found[:1]
             if advance and found:
                 hints[qs] = found[-1][0] + 1
             return found
@@ -197,7 +257,7 @@ class ReadsMixin:
         qs = self._resolve(queue)
         self._check_receive(qs, tx)
         select = self._head_select(qs, max_count, advance=True)
-        found = self._take(qs, select, timeout=timeout, lock=True, cancel=cancel)
+        found = self._take(qs, select, timeout=timeout, lock=True, cancel=cancel, head=True)
         return self._finish(qs, found, tx)
 
     def peek(
@@ -418,7 +478,9 @@ class ReadsMixin:
         else:
             select = self._lookup_select(qs, lookup_id, action, False)
             timeout = 0
-        (_key, msg), *_ = self._take(qs, select, timeout=timeout, lock=True, cancel=cancel)
+        (_key, msg), *_ = self._take(
+            qs, select, timeout=timeout, lock=True, cancel=cancel, head=lookup_id is None
+        )
         if tx is not None and not tx._add_receives(qs, [msg]):
             self._release([_Receive(qs, msg)])
             tx._check_active()
@@ -441,7 +503,7 @@ class ReadsMixin:
         qs = self._resolve(queue)
         self._check_receive(qs, tx)
         select = self._head_select(qs, max_count, advance=True)
-        msgs = [m for _, m in self._take(qs, select, timeout=timeout, lock=True, cancel=cancel)]
+        msgs = [m for _, m in self._take(qs, select, timeout=timeout, lock=True, cancel=cancel, head=True)]
         if tx is not None and not tx._add_receives(qs, msgs):
             self._release([_Receive(qs, m) for m in msgs])
             tx._check_active()
