@@ -11,12 +11,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.db import WriteContext
+from openmsmq.store.inserts import insert_numbered, insert_rows
 from openmsmq.store.reads import (
     MSG_SELECT,
     ack_wanted,
@@ -25,7 +25,6 @@ from openmsmq.store.reads import (
 from openmsmq.store.records import (
     COL,
     INFINITE,
-    MESSAGE_COLUMNS,
     IncomingSequenceState,
     Message,
     OutgoingSequenceState,
@@ -53,62 +52,13 @@ __all__ = [
     "settle_final_ack",
 ]
 
-_MSG_COLS = ", ".join(MESSAGE_COLUMNS)
-_ROW_WIDTH = len(MESSAGE_COLUMNS)
-_PRIORITY_AT = COL["priority"]
-#: Rows per multi-row INSERT statement (then one statement of the 1-7 rows left): few
-#: distinct statements, so each stays in the connection's statement cache.
-_CHUNKS = (64, 32, 16, 8)
-
-
-def _insert_sql(n: int, plain: bool) -> str:
-    """``INSERT`` of ``n`` message rows whose parameters are: ``?1`` the first row's
-    LookupIdentifier, then (``plain``: ``?2`` the queue of every row) the ``n`` rows
-    (:data:`ROW_COLUMNS` each, flattened), then (not ``plain``) ``(queue_id, expire_at,
-    expire_class)`` of each row. Row ``j`` gets LookupIdentifier ``?1 + j`` and its order
-    key ``((7 - priority) << 56) | (?1 + j)`` from SQLite, so Python binds the rows as
-    they are, without a copy or a fill-in per row (each row's own ``lookup_id`` slot is
-    bound but not used). A ``plain`` statement (one queue, nothing expires) leaves
-    ``expire_at`` / ``expire_class`` to their defaults (NULL, 0): binding None costs
-    ``sqlite3`` its adapter lookup, about 0.3 us per value."""
-    values = []
-    head = 3 if plain else 2
-    for j in range(n):
-        at = head + _ROW_WIDTH * j
-        lid = f"(?1 + {j})" if j else "?1"
-        cols = [lid, *(f"?{at + k}" for k in range(1, _ROW_WIDTH))]
-        key = f"((7 - ?{at + _PRIORITY_AT}) << 56) | {lid}"
-        if plain:
-            cols += ["?2", key]
-        else:
-            tail = head + _ROW_WIDTH * n + 3 * j
-            cols += [f"?{tail}", key, f"?{tail + 1}", f"?{tail + 2}"]
-        values.append(f"({', '.join(cols)})")
-    extra = "queue_id, order_key" if plain else "queue_id, order_key, expire_at, expire_class"
-    return f"INSERT INTO messages ({_MSG_COLS}, {extra}) VALUES {', '.join(values)}"
-
-
-_SIZES = (*_CHUNKS, 7, 6, 5, 4, 3, 2, 1)
-_INSERT_MULTI = {n: _insert_sql(n, False) for n in _SIZES}
-_INSERT_PLAIN = {n: _insert_sql(n, True) for n in _SIZES}
-#: One row, every value bound as it is (LookupIdentifier and order key from Python);
-#: the plain form without the expiry columns.
-_INSERT_ONE = (
-    f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key, expire_at, expire_class)"
-    f" VALUES ({', '.join('?' * (_ROW_WIDTH + 4))})"
-)
-_INSERT_ONE_PLAIN = (
-    f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key) VALUES ({', '.join('?' * (_ROW_WIDTH + 2))})"
-)
-_EXPIRY = attrgetter("expire_at", "expire_class")
-#: The expiry of every Send of a plain INSERT: the columns' defaults.
-_NO_EXPIRY = {(None, 0)}
 _ROW = attrgetter("row")
-_TAIL = attrgetter("queue_id", "expire_at", "expire_class")
+_EXPIRY = attrgetter("expire_at", "expire_class")
 _QUEUE_ID = attrgetter("queue_id")
 _SIZE = attrgetter("size")
 _ROW_SIZE = itemgetter(COL["size"])
 _TRANSACTIONAL = COL["transactional"]
+_ROW_TRANSACTIONAL = itemgetter(_TRANSACTIONAL)
 _TX_SEQ_ID = COL["tx_sequence_id"]
 _TX_SEQ_NO = COL["tx_sequence_number"]
 _TX_PREV_NO = COL["tx_previous_sequence_number"]
@@ -232,6 +182,19 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
             r = s.row.copy()
             r[_ARRIVED] = arrived_time
             rows.append(r)
+    elif (
+        arrived_time is None
+        and len(added) == 1
+        and all(map(_ROW_TRANSACTIONAL, rows := list(map(_ROW, sends))))
+        and len(expiry := set(map(_EXPIRY, sends))) == 1
+    ):
+        # The usual commit into an outgoing queue: SQLite numbers the rows as it inserts
+        # them (inserts._insert_sql "numbered"), no copy of each row to number it.
+        qid, numbering = next(iter(seqs.items()))
+        insert_numbered(conn, first, rows, qid, expiry.pop(), to_i64(numbering[0]), numbering[1])
+        numbering[1] += len(sends)
+        _update_sequences(conn, seqs)
+        return list(range(first, first + len(sends)))
     else:
         rows = []
         for s in sends:
@@ -245,60 +208,19 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
             if arrived_time is not None:
                 r[_ARRIVED] = arrived_time
             rows.append(r)
-    _insert_rows(conn, first, rows, sends, next(iter(added)) if len(added) == 1 else None)
+    insert_rows(conn, first, rows, sends, next(iter(added)) if len(added) == 1 else None)
     if seqs:
-        conn.executemany(
-            "UPDATE outgoing_sequences SET next_tx_sequence_number = ? WHERE queue_id = ?",
-            [(nxt, qid) for qid, (_sid, nxt) in seqs.items()],
-        )
+        _update_sequences(conn, seqs)
     return list(range(first, first + len(sends)))
 
 
-def _insert_rows(
-    conn: sqlite3.Connection, first: int, rows: list[list[Any]], sends: Sequence[Send], queue_id: int | None
-) -> None:
-    """INSERT message rows in order, LookupIdentifiers from ``first``, as multi-row
-    ``INSERT … VALUES (…), (…)`` statements (:func:`_insert_sql`): chunks of 64/32/16/8
-    rows, then one statement of the 1-7 rows left. ``rows[j]`` is the row of ``sends[j]``
-    (queue, expiry); ``queue_id`` is the queue of all of them, if they share one.
-
-    ``executemany`` steps its statement once per row (Python's sqlite3 releasing and
-    retaking the GIL around each step); a multi-row statement binds all values and steps
-    once. Measured on SQLite 3.40 here (sync OFF, min of 7x300, load 3.6-5.4): 100 rows
-    235.6-355.4 -> 188.8-273.5 us in pairs; 15 rows 39.4 -> 34.9 us; 1-8 rows equal
-    within 1 us. With 8 concurrent 1-message committers the writer's INSERT was
-    31-35 us either way (batches of about 7.7 rows). The parameters are gathered by C
-    iterators (``chain``, ``attrgetter``): no Python step per row.
-    """
-    n = len(rows)
-    if n == 1:
-        # One row binds its values directly: in the computed form SQLite took about
-        # 0.5 us more per 1-row INSERT than with plain parameters (while 4, 8 and 64-row
-        # statements took 0.3-0.4 us less per row; SQLite 3.40, sync OFF, prebuilt
-        # parameters).
-        s, row = sends[0], rows[0]
-        key = ((7 - row[_PRIORITY_AT]) << 56) | first  # order_key
-        if s.expire_at is None and not s.expire_class:
-            conn.execute(_INSERT_ONE_PLAIN, [first, *row[1:], s.queue_id, key])
-        else:
-            conn.execute(_INSERT_ONE, [first, *row[1:], s.queue_id, key, s.expire_at, s.expire_class])
-        return
-    plain = queue_id is not None and set(map(_EXPIRY, sends)) == _NO_EXPIRY
-    i = 0
-    while i < n:
-        left = n - i
-        size = left if left <= 7 else next(c for c in _CHUNKS if c <= left)
-        j = i + size
-        if plain:
-            params = [first + i, queue_id]
-            params += chain.from_iterable(rows[i:j])
-            conn.execute(_INSERT_PLAIN[size], params)
-        else:
-            params = [first + i]
-            params += chain.from_iterable(rows[i:j])
-            params += chain.from_iterable(map(_TAIL, sends[i:j]))
-            conn.execute(_INSERT_MULTI[size], params)
-        i = j
+def _update_sequences(conn: sqlite3.Connection, seqs: dict[int, list[int]]) -> None:
+    """Store each outgoing queue's next TxSequenceNumber (``seqs``: queue -> [TxSequenceID,
+    next number])."""
+    conn.executemany(
+        "UPDATE outgoing_sequences SET next_tx_sequence_number = ? WHERE queue_id = ?",
+        [(nxt, qid) for qid, (_sid, nxt) in seqs.items()],
+    )
 
 
 #: A run of at least this many consecutive LookupIdentifiers is deleted as one range.
@@ -546,7 +468,7 @@ def accept_incoming_rows(
             r[_ARRIVED] = arrived_time
         # One shared no-expiry Send stands for every row: _insert_rows reads only the
         # queue and expiry of each (all equal here), never its row.
-        _insert_rows(conn, first, rows, [Send(queue_id, [], 0)] * len(rows), queue_id)
+        insert_rows(conn, first, rows, [Send(queue_id, [], 0)] * len(rows), queue_id)
         _upsert_incoming(conn, states)
         return list(range(first, first + len(rows)))
 

@@ -1,0 +1,165 @@
+"""Multi-row INSERT statements of message rows (used by :mod:`openmsmq.store.ops`).
+
+Rows are bound as built (:func:`openmsmq.store.records.message_to_row` order); SQLite
+computes LookupIdentifiers, order keys and, for an outgoing queue, TxSequenceNumbers
+from a few per-statement parameters.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+from openmsmq.store.records import COL, MESSAGE_COLUMNS
+
+if TYPE_CHECKING:
+    from openmsmq.store.ops import Send
+
+__all__ = ["insert_numbered", "insert_rows"]
+
+_TX_SEQ_ID = COL["tx_sequence_id"]
+_TX_SEQ_NO = COL["tx_sequence_number"]
+_TX_PREV_NO = COL["tx_previous_sequence_number"]
+_MSG_COLS = ", ".join(MESSAGE_COLUMNS)
+_ROW_WIDTH = len(MESSAGE_COLUMNS)
+_PRIORITY_AT = COL["priority"]
+#: Rows per multi-row INSERT statement (then one statement of the 1-7 rows left): few
+#: distinct statements, so each stays in the connection's statement cache.
+_CHUNKS = (64, 32, 16, 8)
+
+
+def _insert_sql(n: int, form: str) -> str:
+    """``INSERT`` of ``n`` message rows. Parameters: ``?1`` the first row's
+    LookupIdentifier, then by ``form``:
+
+    * ``"multi"``: the ``n`` rows (:data:`ROW_COLUMNS` each, flattened), then
+      ``(queue_id, expire_at, expire_class)`` of each row;
+    * ``"plain"`` (one queue, nothing expires): ``?2`` the queue, then the rows;
+      ``expire_at`` / ``expire_class`` keep their defaults (NULL, 0): binding None costs
+      ``sqlite3`` its adapter lookup, about 0.3 us per value;
+    * ``"numbered"`` (one outgoing queue, transactional rows sharing one expiry):
+      ``?2`` the queue, ``?3`` / ``?4`` expire_at / expire_class, ``?5`` the
+      TxSequenceID, ``?6`` the first row's TxSequenceNumber, then the rows. Row ``j``
+      gets TxSequenceNumber ``?6 + j`` and PreviousTxSequenceNumber ``?6 + j - 1``
+      (MS-MQQB 3.1.7.1.3, numbered at commit).
+
+    Row ``j`` gets LookupIdentifier ``?1 + j`` and its order key ``((7 - priority) << 56)
+    | (?1 + j)`` from SQLite, so Python binds the rows as they are, without a copy or a
+    fill-in per row (the slots SQLite computes are bound but not used)."""
+    values = []
+    head = {"multi": 2, "plain": 3, "numbered": 7}[form]
+    for j in range(n):
+        at = head + _ROW_WIDTH * j
+        lid = f"(?1 + {j})" if j else "?1"
+        cols = [lid, *(f"?{at + k}" for k in range(1, _ROW_WIDTH))]
+        key = f"((7 - ?{at + _PRIORITY_AT}) << 56) | {lid}"
+        if form == "numbered":
+            cols[_TX_SEQ_ID] = "?5"
+            cols[_TX_SEQ_NO] = f"(?6 + {j})"
+            cols[_TX_PREV_NO] = f"(?6 + {j - 1})"
+            cols += ["?2", key, "?3", "?4"]
+        elif form == "plain":
+            cols += ["?2", key]
+        else:
+            tail = head + _ROW_WIDTH * n + 3 * j
+            cols += [f"?{tail}", key, f"?{tail + 1}", f"?{tail + 2}"]
+        values.append(f"({', '.join(cols)})")
+    extra = "queue_id, order_key" if form == "plain" else "queue_id, order_key, expire_at, expire_class"
+    return f"INSERT INTO messages ({_MSG_COLS}, {extra}) VALUES {', '.join(values)}"
+
+
+_SIZES = (*_CHUNKS, 7, 6, 5, 4, 3, 2, 1)
+_INSERT_MULTI = {n: _insert_sql(n, "multi") for n in _SIZES}
+_INSERT_PLAIN = {n: _insert_sql(n, "plain") for n in _SIZES}
+_INSERT_NUMBERED = {n: _insert_sql(n, "numbered") for n in _SIZES}
+#: One row, every value bound as it is (LookupIdentifier and order key from Python);
+#: the plain form without the expiry columns.
+_INSERT_ONE = (
+    f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key, expire_at, expire_class)"
+    f" VALUES ({', '.join('?' * (_ROW_WIDTH + 4))})"
+)
+_INSERT_ONE_PLAIN = (
+    f"INSERT INTO messages ({_MSG_COLS}, queue_id, order_key) VALUES ({', '.join('?' * (_ROW_WIDTH + 2))})"
+)
+_EXPIRY = attrgetter("expire_at", "expire_class")
+#: The expiry of every Send of a plain INSERT: the columns' defaults.
+_NO_EXPIRY = {(None, 0)}
+_TAIL = attrgetter("queue_id", "expire_at", "expire_class")
+
+
+def insert_rows(
+    conn: sqlite3.Connection, first: int, rows: list[list[Any]], sends: Sequence[Send], queue_id: int | None
+) -> None:
+    """INSERT message rows in order, LookupIdentifiers from ``first``, as multi-row
+    ``INSERT … VALUES (…), (…)`` statements (:func:`_insert_sql`): chunks of 64/32/16/8
+    rows, then one statement of the 1-7 rows left. ``rows[j]`` is the row of ``sends[j]``
+    (queue, expiry); ``queue_id`` is the queue of all of them, if they share one.
+
+    ``executemany`` steps its statement once per row (Python's sqlite3 releasing and
+    retaking the GIL around each step); a multi-row statement binds all values and steps
+    once. Measured on SQLite 3.40 here (sync OFF, min of 7x300, load 3.6-5.4): 100 rows
+    235.6-355.4 -> 188.8-273.5 us in pairs; 15 rows 39.4 -> 34.9 us; 1-8 rows equal
+    within 1 us. With 8 concurrent 1-message committers the writer's INSERT was
+    31-35 us either way (batches of about 7.7 rows). The parameters are gathered by C
+    iterators (``chain``, ``attrgetter``): no Python step per row.
+    """
+    n = len(rows)
+    if n == 1:
+        # One row binds its values directly: in the computed form SQLite took about
+        # 0.5 us more per 1-row INSERT than with plain parameters (while 4, 8 and 64-row
+        # statements took 0.3-0.4 us less per row; SQLite 3.40, sync OFF, prebuilt
+        # parameters).
+        s, row = sends[0], rows[0]
+        key = ((7 - row[_PRIORITY_AT]) << 56) | first  # order_key
+        if s.expire_at is None and not s.expire_class:
+            conn.execute(_INSERT_ONE_PLAIN, [first, *row[1:], s.queue_id, key])
+        else:
+            conn.execute(_INSERT_ONE, [first, *row[1:], s.queue_id, key, s.expire_at, s.expire_class])
+        return
+    plain = queue_id is not None and set(map(_EXPIRY, sends)) == _NO_EXPIRY
+    i = 0
+    while i < n:
+        left = n - i
+        size = left if left <= 7 else next(c for c in _CHUNKS if c <= left)
+        j = i + size
+        if plain:
+            params = [first + i, queue_id]
+            params += chain.from_iterable(rows[i:j])
+            conn.execute(_INSERT_PLAIN[size], params)
+        else:
+            params = [first + i]
+            params += chain.from_iterable(rows[i:j])
+            params += chain.from_iterable(map(_TAIL, sends[i:j]))
+            conn.execute(_INSERT_MULTI[size], params)
+        i = j
+
+
+def insert_numbered(
+    conn: sqlite3.Connection,
+    first: int,
+    rows: Sequence[list[Any]],
+    queue_id: int,
+    expiry: tuple[int | None, int],
+    tx_sequence_id: int,
+    first_number: int,
+) -> None:
+    """INSERT transactional rows of one outgoing queue that share an expiry, in order:
+    LookupIdentifiers from ``first``, TxSequenceNumbers from ``first_number`` in
+    ``tx_sequence_id`` (signed 64-bit as stored), numbered by SQLite (:func:`_insert_sql`
+    ``"numbered"``): the rows are bound as they are, not copied to be numbered, and the
+    queue and expiry once per statement instead of once per row. Chunks as
+    :func:`insert_rows`."""
+    n = len(rows)
+    expire_at, expire_class = expiry
+    i = 0
+    while i < n:
+        left = n - i
+        size = left if left <= 7 else next(c for c in _CHUNKS if c <= left)
+        j = i + size
+        params = [first + i, queue_id, expire_at, expire_class, tx_sequence_id, first_number + i]
+        params += chain.from_iterable(rows[i:j])
+        conn.execute(_INSERT_NUMBERED[size], params)
+        i = j

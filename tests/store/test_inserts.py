@@ -1,0 +1,72 @@
+"""The "numbered" INSERT of an outgoing queue's rows stores exactly what numbering each
+row in Python and inserting it with the general statement stores."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openmsmq.store import inserts, schema
+from openmsmq.store.ops import Send
+from openmsmq.store.records import COL, Message, stamped_rows, to_i64
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=OFF")
+    schema.migrate(conn)
+    return conn
+
+
+def _table(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+    return conn.execute("SELECT * FROM messages ORDER BY lookup_id").fetchall()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 150),
+    first=st.integers(1, 2**40),
+    number=st.integers(1, 2**31),
+    sequence_id=st.integers(1, 2**64 - 1),
+    expiry=st.sampled_from([(None, 0), (1_700_345_600, 0xC001), (5, 0xC002)]),
+    labels=st.booleans(),
+)
+def test_numbered_insert_equals_rows_numbered_in_python(
+    tmp_path_factory: pytest.TempPathFactory,
+    n: int,
+    first: int,
+    number: int,
+    sequence_id: int,
+    expiry: tuple[int | None, int],
+    labels: bool,
+) -> None:
+    d = tmp_path_factory.mktemp("ins")
+    msgs = [Message(body=b"%d" % i, label=f"L{i}" if labels else "") for i in range(n)]
+    rows = stamped_rows(msgs, True, uuid.uuid4(), 7, 1_700_000_000, "private$\\q")
+    queue_id = 3
+    numbered, general = _connect(d / "a.db"), _connect(d / "b.db")
+    numbered.execute("BEGIN")
+    inserts.insert_numbered(numbered, first, rows, queue_id, expiry, to_i64(sequence_id), number)
+    numbered.execute("COMMIT")
+    copies = []
+    for j, row in enumerate(rows):
+        r = list(row)
+        r[COL["tx_sequence_id"]] = to_i64(sequence_id)
+        r[COL["tx_sequence_number"]] = number + j
+        r[COL["tx_previous_sequence_number"]] = number + j - 1
+        copies.append(r)
+    sends = [Send(queue_id, r, 0, expiry[0], expiry[1]) for r in copies]
+    general.execute("BEGIN")
+    inserts.insert_rows(general, first, copies, sends, None)
+    general.execute("COMMIT")
+    got = _table(numbered)
+    assert got == _table(general)
+    assert [r[0] for r in got] == list(range(first, first + n))
+    numbered.close()
+    general.close()
