@@ -32,6 +32,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
+from openmsmq.qm.locks import NACK_Q_PURGED, LocksMixin
 from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
@@ -55,7 +56,6 @@ __all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueM
 #: Message.Class values used here (MS-MQDMPR 3.1.1.12, MS-MQMQ 2.2.18.1.6).
 NACK_REACH_QUEUE_TIMEOUT = 0x8002
 NACK_Q_DELETED = 0xC000
-NACK_Q_PURGED = 0xC001
 NACK_RECEIVE_TIMEOUT = 0xC002
 
 _UNIQUIFIER_BLOCK = 4096
@@ -68,7 +68,7 @@ _SEND_NAMES = 4096
 QueueRef = str | QueueHandle
 
 
-class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
+class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
     """A queue manager over a data directory (``openmsmq.db`` inside it).
 
     ``threaded=False`` runs the store without its writer thread (deterministic
@@ -608,7 +608,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             qid = rec.queue_id
             if rec.queue_type != _OUTGOING:
                 consumed += len(msgs)
-            # Messages that asked for acknowledgments, journaling or a FinalAck (_acks, inlined).
+            # Messages that asked for acknowledgments, journaling or a FinalAck (locks._acks, inlined).
             wanting = [
                 m
                 for m in msgs
@@ -638,98 +638,6 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
             self._notify(self._by_id[s.queue_id] for s in rows[count:] if s.queue_id in self._by_id)
         self._emit(events, hooked=True)
         return stored[:count]
-
-    def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None:
-        """Drop the locks of ``receives``. Unless their messages were ``removed`` from the
-        queue (durably deleted or moved), they are available again: the queue's head hint
-        (:meth:`ReadsMixin._head_select`) is dropped so the next head read starts at
-        the head."""
-        by_queue: dict[_QueueState, list[int]] = {}
-        for r in receives:
-            ids = by_queue.get(r.queue)
-            if ids is None:
-                by_queue[r.queue] = [r.message.lookup_id]
-            else:
-                ids.append(r.message.lookup_id)
-        self._unlock_ids(by_queue, removed=removed)
-
-    def _unlock_ids(self, by_queue: dict[_QueueState, list[int]], *, removed: bool = False) -> None:
-        """:meth:`_unlock` of LookupIdentifiers grouped by queue.
-
-        The locks of ``removed`` messages are dropped without waiting for the queue's
-        condition: the ids go to ``qs.removed`` and whoever holds the condition next
-        drops them (:meth:`_QueueState.settle`, called before ``locked`` is read), this
-        thread at once if the condition is free. Their rows are gone and LookupIdentifiers
-        are never reused, so until then a stale lock hides nothing. With 8 threads
-        receiving 1 message per transaction, the second wait for the condition per
-        receive (behind the others' head reads) cost about 8% of the CPU per commit.
-        """
-        for qs, ids in by_queue.items():  # one acquisition per queue, not per message
-            if removed:
-                qs.removed.append(ids)
-                if qs.cond.acquire(blocking=False):
-                    try:
-                        qs.settle()
-                    finally:
-                        qs.cond.release()
-                continue
-            with qs.cond:
-                qs.settle()
-                self._head_keys.pop(qs, None)
-                qs.drop_prefetch()
-                qs.locked.difference_update(ids)
-                if qs.purge_pending:
-                    qs.purge_pending.difference_update(ids)
-
-    def _release(self, receives: Sequence[_Receive]) -> None:
-        """Put locked messages back (Transaction Abort / NACK); PurgePending ones are deleted.
-
-        A purge or ``remove_through`` may mark a message PurgePending while this runs
-        (between the look at the marks and the unlock): such a message stays locked at
-        the unlock and is deleted in a second round, so the mark is never dropped."""
-        handled: set[int] = set()
-        pending: Sequence[_Receive] = receives
-        while pending:
-            purged = [
-                r for r in pending if r.message.lookup_id in r.queue.purge_pending and not r.queue.deleted
-            ]
-            if purged and not self._closed:
-                # On a store failure the message stays on disk; it is unlocked below.
-                removes = [replace(x, target_queue_id=None) for x in self._removes_for(purged)]
-                with contextlib.suppress(MQError):
-                    self.store.write(ops.commit_work([], removes))
-                self._emit(
-                    [
-                        RemovedMessage(r.queue.record.queue_id, r.message, NACK_Q_PURGED)
-                        for r in purged
-                        if _acks(r.message)
-                    ]
-                )
-            handled.update(r.message.lookup_id for r in purged)
-            pending = self._unlock_released(pending, handled)
-        self._notify(r.queue for r in receives)
-
-    def _unlock_released(self, receives: Sequence[_Receive], handled: set[int]) -> list[_Receive]:
-        """Unlock released messages (available again: the head hint is dropped), except
-        those marked PurgePending after ``handled`` was looked at: they stay locked and
-        are returned, for :meth:`_release` to delete."""
-        late: list[_Receive] = []
-        by_queue: dict[_QueueState, list[_Receive]] = {}
-        for r in receives:
-            by_queue.setdefault(r.queue, []).append(r)
-        for qs, rs in by_queue.items():
-            with qs.cond:
-                qs.settle()
-                self._head_keys.pop(qs, None)
-                qs.drop_prefetch()
-                for r in rs:
-                    lid = r.message.lookup_id
-                    if lid in qs.purge_pending and lid not in handled and not qs.deleted and not self._closed:
-                        late.append(r)
-                        continue
-                    qs.locked.discard(lid)
-                    qs.purge_pending.discard(lid)
-        return late
 
     # ---- expiry --------------------------------------------------------------------------
 
@@ -770,10 +678,6 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin):
         return len(removes)
 
 
-def _acks(m: Message) -> bool:
-    return bool(m.ack_flags or m.positive_journaling or m.negative_journaling or m.final_ack_required)
-
-
 # Send / Remove are frozen dataclasses; built once per message on the hot paths, so
 # through the wire layer's fast constructor (every field, in order).
 _make_send = fast_constructor(Send)
@@ -788,6 +692,8 @@ def _uniquifiers_of(sends: Sequence[Send]) -> list[int]:
     if first + len(sends) - 1 <= 0xFFFFFFFF:
         return list(range(first, first + len(sends)))
     return [message_uniquifier(s.row) for s in sends]  # the run wraps
+
+
 _make_remove = fast_constructor(Remove)
 _make_delete_many = fast_constructor(ops.DeleteMany)
 _OUTGOING = QueueType.OUTGOING
