@@ -24,20 +24,13 @@ from openmsmq.qm.ack_admin import AcknowledgmentListener, attach_acknowledgments
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.wire.constants import AckRequest
 from openmsmq.wire.ids import ObjectId
+from tests.clock import Clock
 
 ADMIN = "DIRECT=OS:host1\\private$\\admin"
 PR = AckRequest.POS_RECEIVE
 NR = AckRequest.NEG_RECEIVE
 FULL = PR | NR
 REMOTE_QM = uuid.UUID("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 Env = tuple[QueueManager, Clock, AcknowledgmentListener]

@@ -8,14 +8,7 @@ import pytest
 
 from openmsmq.errors import HResult, IOTimeoutError, MQError
 from openmsmq.qm import Message, QueueManager
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 @pytest.fixture(params=[True, False], ids=["threaded", "sync"])

@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from openmsmq.errors import HResult, IOTimeoutError, MQError
-from openmsmq.qm import LookupAction, Message, QueueManager
+from openmsmq.qm import LookupAction, Message, QueueManager, Transaction
 from openmsmq.qm import reads as qm_reads
 from openmsmq.store import reads as store_reads
+from tests.clock import Clock
 
 TX = "private$\\tx"
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(params=[True, False], ids=["threaded", "sync"])
@@ -65,18 +59,24 @@ def state(qm: QueueManager) -> Any:
     return qm._resolve(TX)
 
 
-def test_one_head_read_serves_several_receives(qm: QueueManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    bodies = fill(qm, 2 * (qm_reads._PREFETCH + 1))
-    heads = []
+@pytest.fixture
+def head_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The LIMIT of every head read the store runs from now on."""
+    limits: list[int] = []
     real = store_reads.fetch_available
 
     def counting(*a: Any, **k: Any) -> Any:
-        heads.append(k.get("limit"))
+        limits.append(k["limit"])
         return real(*a, **k)
 
     monkeypatch.setattr(store_reads, "fetch_available", counting)
+    return limits
+
+
+def test_one_head_read_serves_several_receives(qm: QueueManager, head_reads: list[int]) -> None:
+    bodies = fill(qm, 2 * (qm_reads._PREFETCH + 1))
     assert [receive_one(qm) for _ in bodies] == bodies
-    assert heads == [1 + qm_reads._PREFETCH] * 2
+    assert head_reads == [1 + qm_reads._PREFETCH] * 2
     assert state(qm).prefetch is None
     assert qm.get_queue(TX).msg_count == 0
 
@@ -196,30 +196,21 @@ def test_large_bodies_are_not_kept_beyond_the_budget(qm: QueueManager) -> None:
     assert len(drain(qm)) == 3
 
 
-def test_no_read_ahead_after_large_or_expiring_messages(
-    qm: QueueManager, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_read_ahead_after_large_or_expiring_messages(qm: QueueManager, head_reads: list[int]) -> None:
     """The read-ahead is sized by the message found: a large body or one that can expire
     makes the next head read fetch one row only, not rows it could not keep."""
     with qm.begin() as tx:
         qm.send_many(TX, [Message(body=bytes(qm_reads._PREFETCH_BYTES + 1)) for _ in range(3)], tx)
     fill(qm, 3, time_to_be_received=3600)
     small = fill(qm, 9, start=10)
-    limits = []
-    real = store_reads.fetch_available
-
-    def counting(*a: Any, **k: Any) -> Any:
-        limits.append(k.get("limit"))
-        return real(*a, **k)
-
-    monkeypatch.setattr(store_reads, "fetch_available", counting)
+    head_reads.clear()
     got = drain(qm)
     assert len(got) == 3 + 3 + 9 and got[6:] == small
     # The 1st read (a large message) reads ahead, as a queue's first read does, but keeps
     # nothing; the next two large ones, the three expiring ones and the first small one
     # after them read one row each; that small message turns the read-ahead on again.
     ahead = 1 + qm_reads._PREFETCH
-    assert limits[:8] == [ahead, 1, 1, 1, 1, 1, 1, ahead]
+    assert head_reads[:8] == [ahead, 1, 1, 1, 1, 1, 1, ahead]
 
 
 def test_concurrent_receivers_with_aborts_and_lookup_receives(tmp_path: Path) -> None:
@@ -235,33 +226,18 @@ def test_concurrent_receivers_with_aborts_and_lookup_receives(tmp_path: Path) ->
         errors: list[BaseException] = []
         stop = threading.Event()
 
-        def head_receiver(seed: int) -> None:
+        def receiver(take: Callable[[Transaction, random.Random], Message], aborts: float, seed: int) -> None:
+            """Take messages in transactions until stopped, aborting a share of them."""
             rnd = random.Random(seed)
             try:
                 while not stop.is_set():
                     tx = qm.begin()
                     try:
-                        m = qm.receive(TX, tx=tx, timeout=0.05)
-                    except IOTimeoutError:
+                        m = take(tx, rnd)
+                    except MQError:  # none there (a timeout) or not that one
                         tx.abort()
                         continue
-                    if rnd.random() < 0.2:
-                        tx.abort()
-                        continue
-                    tx.commit()
-                    with lock:
-                        got.append(m.body)
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-
-        def lookup_receiver() -> None:
-            rnd = random.Random(99)
-            try:
-                while not stop.is_set():
-                    tx = qm.begin()
-                    try:
-                        m = qm.receive_by_lookup_id(TX, rnd.choice(ids), tx=tx)
-                    except MQError:
+                    if rnd.random() < aborts:
                         tx.abort()
                         continue
                     tx.commit()
@@ -270,8 +246,14 @@ def test_concurrent_receivers_with_aborts_and_lookup_receives(tmp_path: Path) ->
             except BaseException as exc:  # reported below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=head_receiver, args=(i,)) for i in range(6)]
-        threads.append(threading.Thread(target=lookup_receiver))
+        def head(tx: Transaction, _rnd: random.Random) -> Message:
+            return qm.receive(TX, tx=tx, timeout=0.05)
+
+        def by_lookup_id(tx: Transaction, rnd: random.Random) -> Message:
+            return qm.receive_by_lookup_id(TX, rnd.choice(ids), tx=tx)
+
+        threads = [threading.Thread(target=receiver, args=(head, 0.2, i)) for i in range(6)]
+        threads.append(threading.Thread(target=receiver, args=(by_lookup_id, 0.0, 99)))
         for t in threads:
             t.start()
         for _ in range(2000):

@@ -16,19 +16,12 @@ from openmsmq.errors import IOTimeoutError
 from openmsmq.qm import Message, QueueManager
 from openmsmq.qm import ranges as qm_ranges
 from openmsmq.store.ops import RemovedMessage
+from tests.clock import Clock
 
 TX = "private$\\tx"
 PLAIN = "private$\\plain"
 OTHER = "private$\\other"
 JOURNAL = "private$\\jr"
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Counts:

@@ -13,6 +13,7 @@ from openmsmq.qm import Message, QueueManager
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.codes import NACK_RECEIVE_REJECTED, SINGLE_MESSAGE_UOW, AccessMode, Action, RemoteAck
 from openmsmq.remote.core import RemoteReadCore, Session
+from tests.clock import Clock
 
 from .conftest import PLAINQ, TXQ, bodies, fill
 
@@ -20,17 +21,9 @@ ACK, NACK = RemoteAck.RR_ACK, RemoteAck.RR_NACK
 UOW = bytes(range(16))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 @pytest.fixture

@@ -9,16 +9,7 @@ from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
-
-
-class Clock:
-    """A settable clock for the QM's SentTime/ArrivedTime."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 @dataclass
