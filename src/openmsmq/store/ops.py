@@ -170,7 +170,7 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
             ).fetchone()
             seqs[qid] = [from_i64(row[0]), int(row[1])]
     first = ctx.alloc_lookup_ids(len(sends))
-    # LookupIdentifiers and order keys are filled in by the INSERT itself (_insert_sql):
+    # LookupIdentifiers and order keys are filled in by the INSERT itself (inserts._insert_sql):
     # the local send path binds the Send rows as they are.
     rows: list[list[Any]]
     if not seqs and arrived_time is None:
@@ -466,7 +466,7 @@ def accept_incoming_rows(
         first = ctx.alloc_lookup_ids(len(rows))
         for r in rows:
             r[_ARRIVED] = arrived_time
-        # One shared no-expiry Send stands for every row: _insert_rows reads only the
+        # One shared no-expiry Send stands for every row: insert_rows reads only the
         # queue and expiry of each (all equal here), never its row.
         insert_rows(conn, first, rows, [Send(queue_id, [], 0)] * len(rows), queue_id)
         _upsert_incoming(conn, states)
