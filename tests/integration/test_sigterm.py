@@ -91,3 +91,43 @@ def test_sigterm_during_a_transfer_then_restart_loses_nothing(tmp_path: Path, vi
     assert bodies == [f"{t}-{i}" for t in range(TXS) for i in range(PER_TX)]  # exactly once, in order
     log = (tmp_path / ("a.log" if victim == "sender" else "b.log")).read_text()
     assert "SIGTERM: stopping" in log and "stopped the services" in log
+
+
+def test_a_stopping_receiver_sends_the_order_ack_of_what_it_stored(tmp_path: Path) -> None:
+    """The receiver's Order Ack Send Timer runs (here for 30 s) when it gets SIGTERM: it
+    sends the OrderAck of what it stored before it closes the session, so the sender
+    releases those messages while the receiver is down, instead of keeping them and
+    sending them again after the restart (where they would be rejected as duplicates)."""
+    total = 300
+    port = free_port()
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    with QueueManager(b_dir) as qb:
+        qb.create_queue(Q, transactional=True)
+    slow_acks = {
+        "OPENMSMQ_PROTOCOL_ORDER_ACK_TIMEOUT": "30",
+        "OPENMSMQ_PROTOCOL_MAXIMUM_ORDER_ACK_DELAY": "60",
+    }
+    a = ServeProcess(a_dir, A, port, tmp_path / "a.log")
+    b = ServeProcess(b_dir, B, port, tmp_path / "b.log", env=slow_acks)
+    try:
+        b.start(ready="runtime")
+        a.start(ready="runtime")
+        with QueueManager(a_dir) as app, app.begin() as tx:
+            app.send_many(DEST, [Message(body=b"%d" % i) for i in range(total)], tx)
+        deadline = time.monotonic() + 60
+        while queue_count(b_dir, Q) < total and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert queue_count(b_dir, Q) == total
+        time.sleep(0.3)
+        assert outgoing_count(a_dir) == total  # no OrderAck yet: its timer runs for 30 s
+        assert b.stop() == 0, b.log.read_text()[-3000:]
+        deadline = time.monotonic() + 20
+        while outgoing_count(a_dir) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert outgoing_count(a_dir) == 0, (tmp_path / "a.log").read_text()[-3000:]
+        assert a.stop() == 0
+    finally:
+        for s in (a, b):
+            s.close()
+    with QueueManager(b_dir) as qb:
+        assert [m.body for m in qb.peek_range(Q, 0, 2 * total)] == [b"%d" % i for i in range(total)]

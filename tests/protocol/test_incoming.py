@@ -370,3 +370,36 @@ def test_stored_reports_by_value_or_position_give_the_same_durable_prefix(seed: 
         assert seq.incoming_tx_sequence_number == (
             accepted[-1].tx_sequence_number if accepted else durable[1]
         )
+
+
+def test_flush_sends_the_order_ack_of_the_durable_prefix_before_the_deadline() -> None:
+    """Graceful stop: a running Order Ack Send Timer fires at once, with what is durable."""
+    seq = seq_at(S1, 5, now=0.0)
+    for n in (6, 7, 8):
+        seq.receive(S1, n, n - 1, now=0.01 * n)
+    assert seq.messages_stored([(S1, 6), (S1, 7)], now=0.1) == []
+    assert seq.get_timer() == pytest.approx(0.58)
+    assert seq.flush_order_ack(0.2) == SendOrderAck(KEY, S1, 7)  # 8 is not durable
+    assert seq.last_order_ack_send_time == 0.2
+    assert seq.get_timer() is None
+    # Nothing scheduled: a flush sends nothing (no OrderAck twice for the same prefix).
+    assert seq.flush_order_ack(0.3) is None
+
+
+def test_flush_never_acknowledges_what_is_not_durable() -> None:
+    seq = seq_at(S1, 0, now=0.0)
+    seq.receive(S1, 1, 0, now=0.0)
+    assert seq.flush_order_ack(0.1) is None  # not stored: nothing to acknowledge yet
+    assert seq.message_stored(S1, 1, now=0.2) == [SendOrderAck(KEY, S1, 1)]  # as deferred
+
+
+def test_registry_flush_fires_every_running_timer() -> None:
+    k2 = SequenceKey(uuid.UUID(int=0xC), "q2")
+    reg = IncomingSequences.restore([IncomingSequenceSnapshot(KEY, S1, 4)], now=0.0)
+    reg.receive(KEY, S1, 5, 4, now=1.0)
+    reg.receive(k2, S2, 1, 0, now=1.2)
+    reg.get(KEY, 0.0).message_stored(S1, 5, now=1.3)
+    reg.get(k2, 0.0).message_stored(S2, 1, now=1.3)
+    assert reg.flush_order_acks(1.31) == [SendOrderAck(KEY, S1, 5), SendOrderAck(k2, S2, 1)]
+    assert reg.get_timer() is None
+    assert reg.flush_order_acks(1.32) == []

@@ -190,8 +190,8 @@ class MQQBNode:
         2. stop reading from every connection (no new input while flushing);
         3. flush: run the store work the transfer has — accepted messages with their
            sequence state, OrderAck releases — until it is done (at most
-           ``flush_timeout`` s), writing what it produces (OrderAcks of what became
-           durable, when their timer is due);
+           ``flush_timeout`` s), writing what it produces; then send the OrderAcks of
+           every running Order Ack Send Timer (what is durable) at once;
         4. close every session (MS-MQQB 3.1.5.9) and its TCP connection, waiting up to
            ``close_timeout`` s for the connections to go.
 
@@ -220,6 +220,11 @@ class MQQBNode:
             await asyncio.wait(set(self._store_in_flight), timeout=max(0.01, deadline - self.now()))
         if not self.transfer.idle:
             log.warning("stopping with store work unfinished after %.1f s", flush_timeout)
+        # The OrderAcks of what is now durable leave before the sessions close, rather
+        # than 500 ms after the last message (a stop would cancel that timer): their
+        # senders release the messages instead of resending them after the restart.
+        self.transfer.flush_order_acks(self.now())
+        self.write_pending()
         self.transfer.close_all(self.now())
         self._pump()
         closing = []

@@ -458,6 +458,17 @@ class IncomingSequence:
         self._ack_due = bool(self._pending)
         return self._emit_order_ack(now)
 
+    def flush_order_ack(self, now: float) -> SendOrderAck | None:
+        """Fire a running Order Ack Send Timer now: the OrderAck of the durable prefix,
+        as :meth:`handle_timer` would send it at the deadline. For a graceful stop, after
+        the QM stored what it accepted and before the session closes: the sender then
+        releases those messages instead of resending them after the restart. The spec
+        says nothing of a running timer at session close (docs/conformance.md)."""
+        if self._order_ack_deadline is None:
+            return None
+        self._order_ack_deadline = now
+        return self.handle_timer(now)
+
     # ------------------------------------------------------------------ internals
 
     def _emit_order_ack(self, now: float) -> SendOrderAck:
@@ -523,12 +534,11 @@ class IncomingSequences:
 
     def handle_timer(self, now: float) -> list[SendOrderAck]:
         """Fire every due Order Ack Send Timer."""
-        out: list[SendOrderAck] = []
-        for seq in self._sequences.values():
-            ack = seq.handle_timer(now)
-            if ack is not None:
-                out.append(ack)
-        return out
+        return [ack for seq in self._sequences.values() if (ack := seq.handle_timer(now)) is not None]
+
+    def flush_order_acks(self, now: float) -> list[SendOrderAck]:
+        """:meth:`IncomingSequence.flush_order_ack` of every sequence (graceful stop)."""
+        return [ack for seq in self._sequences.values() if (ack := seq.flush_order_ack(now)) is not None]
 
     def snapshots(self) -> list[IncomingSequenceSnapshot]:
         """Durable snapshots of every sequence."""

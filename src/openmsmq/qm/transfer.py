@@ -237,6 +237,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
         else:
             self._retry_at[peer.lower()] = at
 
+    def flush_order_acks(self, now: float) -> None:
+        """Graceful stop, before :meth:`close_all` and once the store work is done: send
+        now the OrderAcks whose Order Ack Send Timer is running (what is durable)."""
+        for ack in self.incoming.flush_order_acks(now):
+            self._send_order_ack(ack, now)
+
     def close_all(self, now: float) -> None:
         """Graceful stop: close every session."""
         for conn in list(self._conns.values()):
