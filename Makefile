@@ -27,6 +27,7 @@ test: lint typecheck unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -381,6 +381,7 @@ def run_rabbitmq(
     # Imported only once ensure_python_clients has installed it where it was missing.
     setup.ensure_python_clients(log)
     import pika
+
     server = setup.RabbitMQServer(None, fsyncs, log)
     try:
         log(f"# starting RabbitMQ {setup.debian_version('rabbitmq-server')} on 127.0.0.1:{server.port}")
@@ -519,6 +520,7 @@ def run_redis(
     # Imported only once ensure_python_clients has installed it where it was missing.
     setup.ensure_python_clients(log)
     import redis
+
     server = setup.RedisServer(None, fsyncs, log)
     try:
         log(f"# starting redis-server {setup.debian_version('redis-server')} on 127.0.0.1:{server.port}")

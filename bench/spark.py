@@ -206,17 +206,23 @@ def main() -> None:
         print(f"$ {cmd}")
         print(f"{args.messages:,} messages of {args.body_size} bytes, local[2], partitionsPerQueue "
               f"{args.partitions}, {os.cpu_count()} CPUs, median of {args.repeat}")  # fmt: skip
-        print(f"openmsmq source -> Parquet  {om_rate:>12,.0f} msgs/s   runs: "
-              + ", ".join(f"{t:.2f} s" for t in om))
-        print(f"rate source     -> Parquet  {rate_rate:>12,.0f} rows/s   runs: "
-              + ", ".join(f"{t:.2f} s" for t in rate))
+        print(
+            f"openmsmq source -> Parquet  {om_rate:>12,.0f} msgs/s   runs: "
+            + ", ".join(f"{t:.2f} s" for t in om)
+        )
+        print(
+            f"rate source     -> Parquet  {rate_rate:>12,.0f} rows/s   runs: "
+            + ", ".join(f"{t:.2f} s" for t in rate)
+        )
         print(f"ratio openmsmq / rate: {om_rate / rate_rate:.2f}")
         for columns, times in floor_times.items():
             floor_rate = args.messages / statistics.median(times)
             shape = "2 columns, as rate" if columns == "rate" else "14 columns, as openmsmq"
             runs = ", ".join(f"{t:.2f} s" for t in times)
-            print(f"read-nothing Python source ({shape}) -> Parquet  {floor_rate:>12,.0f} rows/s   "
-                  f"ratio to rate {floor_rate / rate_rate:.2f}   runs: {runs}")
+            print(
+                f"read-nothing Python source ({shape}) -> Parquet  {floor_rate:>12,.0f} rows/s   "
+                f"ratio to rate {floor_rate / rate_rate:.2f}   runs: {runs}"
+            )
         print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     finally:
         if spark is not None:

@@ -193,7 +193,6 @@ class HResult(IntEnum):
     MQ_ERROR_UNSUPPORTED_CLASS = 0xC00E0093
     MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION = 0xC00E009C
 
-
     @property
     def is_error(self) -> bool:
         """True for failure codes (severity bit set), as MS-MQMQ 2.4 defines them."""

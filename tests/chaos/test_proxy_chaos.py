@@ -37,7 +37,6 @@ DRAIN_SECONDS = 120.0
 pytestmark = pytest.mark.slow
 
 
-
 def test_transfer_through_fault_proxy_with_sigkills(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     print(f"proxy chaos seed {SEED}, {SECONDS:g} s of faults")

@@ -16,10 +16,21 @@ from openmsmq.cli.main import cli
 
 
 def _serve(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "openmsmq", *args, "--listen", "127.0.0.1", "--port", "0",
-           "--no-remote", "--no-metrics"]
-    return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "openmsmq",
+        *args,
+        "--listen",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--no-remote",
+        "--no-metrics",
+    ]
+    return subprocess.Popen(
+        cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:

@@ -28,7 +28,6 @@ TXS, PER_TX = 40, 100  # 4,000 messages
 pytestmark = pytest.mark.slow
 
 
-
 @pytest.mark.parametrize("victim", ["sender", "receiver"])
 def test_sigterm_during_a_transfer_then_restart_loses_nothing(tmp_path: Path, victim: str) -> None:
     total = TXS * PER_TX

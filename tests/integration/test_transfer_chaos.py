@@ -31,7 +31,6 @@ SEED = int(os.environ.get("OPENMSMQ_CHAOS_SEED", str(random.SystemRandom().randr
 pytestmark = pytest.mark.slow
 
 
-
 def test_transfer_survives_sigkill_of_either_qm(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     print(f"chaos seed {SEED}, rounds {ROUNDS}")

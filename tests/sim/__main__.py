@@ -36,10 +36,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start", type=int, default=0, help="first seed (default 0)")
     p.add_argument("--seed", type=int, help="run only this seed")
     p.add_argument("--bug", choices=["ack-before-durable", "accept-duplicate"], help="plant a bug")
-    p.add_argument("--no-release-check", action="store_true",
-                   help="judge by end-to-end outcomes only (no release-after-durable oracle)")
-    p.add_argument("--window", type=int, metavar="N",
-                   help="max_in_flight N and batch_size N//3+1 per outgoing queue (default: production)")
+    p.add_argument(
+        "--no-release-check",
+        action="store_true",
+        help="judge by end-to-end outcomes only (no release-after-durable oracle)",
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        metavar="N",
+        help="max_in_flight N and batch_size N//3+1 per outgoing queue (default: production)",
+    )
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     p.add_argument("--trace", action="store_true", help="print the trace of every run, not only failures")
     a = p.parse_args(argv)
@@ -74,11 +81,15 @@ def main(argv: list[str] | None = None) -> int:
             shown = " ".join(map(str, ss[:20])) + (" ..." if len(ss) > 20 else "")
             print(f"  failed {check}: {len(ss)} seeds: {shown}")
     print("faults injected: " + ", ".join(f"{k} {v}" for k, v in sorted(total.faults.items())))
-    print(f"messages checked: {total.messages_checked}   committed sender transactions: {total.committed_tx}"
-          f"   aborted or lost: {total.aborted_tx}")
+    print(
+        f"messages checked: {total.messages_checked}   committed sender transactions: {total.committed_tx}"
+        f"   aborted or lost: {total.aborted_tx}"
+    )
     print("receive outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(total.receives.items())))
-    print(f"longest run: seed {longest[1]}: {longest[0]:.1f} simulated s, {longest[3]} events, "
-          f"{longest[2]:.2f} s wall; longest drain after the faults: {total.drain_time:.1f} simulated s")
+    print(
+        f"longest run: seed {longest[1]}: {longest[0]:.1f} simulated s, {longest[3]} events, "
+        f"{longest[2]:.2f} s wall; longest drain after the faults: {total.drain_time:.1f} simulated s"
+    )
     if a.bug:
         return 0 if failed else 1
     return 1 if failed else 0

@@ -109,9 +109,7 @@ class Oracle:
         """Committed work at the destination took these messages."""
         for m in messages:
             if m.body in flow.consumed:
-                raise SimFailure(
-                    "committed-receive", f"{m.body!r} delivered twice to committed work ({how})"
-                )
+                raise SimFailure("committed-receive", f"{m.body!r} delivered twice to committed work ({how})")
             if m.body not in flow.present:
                 raise SimFailure(
                     "committed-receive", f"{m.body!r} delivered to committed work but not durable ({how})"

@@ -657,8 +657,7 @@ class World:
             raise SimFailure(
                 "liveness",
                 f"not drained {self.cfg.drain_limit:.0f}s after the faults stopped: "
-                f"{self.oracle.summary()} | "
-                + "; ".join(status),
+                f"{self.oracle.summary()} | " + "; ".join(status),
             )
         self.loop.after(0.5, self._check_drained)
 

@@ -130,9 +130,7 @@ def lookup_range(
     return None if first is None else LookupRange(first, last, count)
 
 
-def lookup_ranges(
-    conn: sqlite3.Connection, queues: Sequence[tuple[int, bool]]
-) -> list[LookupRange | None]:
+def lookup_ranges(conn: sqlite3.Connection, queues: Sequence[tuple[int, bool]]) -> list[LookupRange | None]:
     """:func:`lookup_range` (whole queue) of each ``(queue_id, transactional)``, all read
     in ONE snapshot (one read transaction on ``conn``)."""
     conn.execute("BEGIN")

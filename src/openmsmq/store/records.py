@@ -144,6 +144,7 @@ class Message:
 #: generated frozen __init__ (one object.__setattr__ per field) cost ~3 µs per message sent.
 Message.__init__ = fast_init(Message)  # type: ignore[method-assign]
 
+
 class Stamp(NamedTuple):
     """Attributes the queue manager assigns at send time, overriding the sender's values."""
 

@@ -277,13 +277,13 @@ class DirectFormatName(FormatNameBase):
         """The queue's path on its host, without computer and suffix: ``private$\\orders``,
         ``orders``; machine queues give ``system$;DEADXACT`` etc. (MS-MQMQ 2.1.1)."""
         return _queue_path_text(self.queue_name, self.private, QueueSuffixType.NONE if self.queue_name else
-                                self.suffix, "", upper=False)
+                                self.suffix, "", upper=False)  # fmt: skip
 
     @property
     def path_name(self) -> QueuePathName:
         """The path name (MS-MQMQ 2.1.1) with the host as computer name."""
         return _build(QueuePathName, computer=self.host, queue_name=self.queue_name, private=self.private,
-                      suffix=self.suffix, subqueue=self.subqueue)
+                      suffix=self.suffix, subqueue=self.subqueue)  # fmt: skip
 
     def base(self) -> DirectFormatName:
         """The queue itself, without ``;JOURNAL`` or subqueue (machine queues: unchanged)."""
@@ -291,13 +291,13 @@ class DirectFormatName(FormatNameBase):
             return self
         return _build(DirectFormatName, protocol=self.protocol, address=self.address,
                       queue_name=self.queue_name, private=self.private, suffix=QueueSuffixType.NONE,
-                      subqueue="")
+                      subqueue="")  # fmt: skip
 
     def journal(self) -> DirectFormatName:
         """The queue journal of this queue (``;JOURNAL``); machine queues: the computer journal."""
         return _build(DirectFormatName, protocol=self.protocol, address=self.address,
                       queue_name=self.queue_name, private=self.private, suffix=QueueSuffixType.JOURNAL,
-                      subqueue="")
+                      subqueue="")  # fmt: skip
 
     def is_local_to(self, local: LocalIdentity) -> bool:
         if self.protocol is DirectProtocol.TCP:
@@ -509,10 +509,10 @@ class QueuePathName:
 
     def to_direct(self, protocol: DirectProtocol = DirectProtocol.OS, address: str | None = None) -> (
         DirectFormatName
-    ):
+    ):  # fmt: skip
         """The direct format name of this queue, by default ``DIRECT=OS:<computer>\\...``."""
         return DirectFormatName(protocol, self.computer if address is None else address, self.queue_name,
-                                self.private, self.suffix, self.subqueue)
+                                self.private, self.suffix, self.subqueue)  # fmt: skip
 
 
 def _queue_path_text(name: str, private: bool, suffix: QueueSuffixType, subqueue: str, *, upper: bool) -> str:
@@ -574,7 +574,7 @@ def parse_path_name(text: str) -> QueuePathName:
     _check_computer(text, 0, computer)
     name, private, suffix, sub = _parse_queue_tail(text, len(computer) + 1, tail)
     return _build(QueuePathName, computer=computer, queue_name=name, private=private, suffix=suffix,
-                  subqueue=sub)
+                  subqueue=sub)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------
@@ -660,7 +660,7 @@ def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
             _check_computer(text, addr_pos, address)
     name, private, suffix, sub = _parse_queue_tail(text, tail_pos, tail, http=http)
     return _build(DirectFormatName, protocol=protocol, address=address, queue_name=name, private=private,
-                  suffix=suffix, subqueue=sub)
+                  suffix=suffix, subqueue=sub)  # fmt: skip
 
 
 def _parse_multicast(body: str, pos: int, text: str) -> MulticastFormatName:
@@ -706,7 +706,7 @@ def _parse_single(element: str, pos: int, text: str) -> SingleFormatName:
     if kind == "public":
         guid_text, suffix = _split_suffix(body, body_pos, text, _JOURNAL_ONLY)
         return _build(PublicFormatName, queue_guid=_parse_guid(text, body_pos, guid_text, "queue GUID"),
-                      journal_suffix=suffix is QueueSuffixType.JOURNAL)
+                      journal_suffix=suffix is QueueSuffixType.JOURNAL)  # fmt: skip
     if kind == "private":
         guid_text, sep, number = body.partition("\\")
         if not sep:
@@ -717,11 +717,11 @@ def _parse_single(element: str, pos: int, text: str) -> SingleFormatName:
         if not _HEX8_RE.fullmatch(number):
             _fail(text, num_pos, f"private queue number {number[:20]!r} is not 1 to 8 hex digits")
         return _build(PrivateFormatName, machine_guid=guid, queue_number=int(number, 16),
-                      journal_suffix=suffix is QueueSuffixType.JOURNAL)
+                      journal_suffix=suffix is QueueSuffixType.JOURNAL)  # fmt: skip
     if kind == "machine":
         guid_text, suffix = _split_suffix(body, body_pos, text, _MACHINE_SUFFIXES)
         return _build(MachineFormatName, machine_guid=_parse_guid(text, body_pos, guid_text, "computer GUID"),
-                      suffix=suffix)
+                      suffix=suffix)  # fmt: skip
     if kind == "connector":
         guid_text, suffix = _split_suffix(body, body_pos, text, (QueueSuffixType.XACTONLY,))
         guid = _parse_guid(text, body_pos, guid_text, "connector GUID")
@@ -735,7 +735,7 @@ def _parse_single(element: str, pos: int, text: str) -> SingleFormatName:
     if kind == "multicast":
         return _parse_multicast(body, body_pos, text)
     _fail(text, pos, f"unknown format name type {element[:eq][:40]!r} "
-          "(expected DIRECT=, PUBLIC=, PRIVATE=, MACHINE=, CONNECTOR=, DL=, MULTICAST=)")
+          "(expected DIRECT=, PUBLIC=, PRIVATE=, MACHINE=, CONNECTOR=, DL=, MULTICAST=)")  # fmt: skip
 
 
 def parse_format_name(text: str) -> FormatName:
