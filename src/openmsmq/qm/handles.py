@@ -55,6 +55,7 @@ class _QueueState:
         "ahead",
         "cond",
         "deleted",
+        "head_key",
         "locked",
         "prefetch",
         "purge_pending",
@@ -78,6 +79,10 @@ class _QueueState:
         #: receive or expiry), whose locks :meth:`settle` has not dropped yet. Appended
         #: without ``cond``; see :meth:`QueueManager._unlock_ids`.
         self.removed: collections.deque[Collection[int]] = collections.deque()
+        #: The head hint: an order_key before which every message of its priority band
+        #: is locked or expired (``ReadsMixin._head_select``); None: read from the head.
+        #: Under ``cond``.
+        self.head_key: int | None = None
         #: The next available messages after the head hint, read ahead by a head receive
         #: of one message (``ReadsMixin._head_select``), last first; None when there are
         #: none. Neither locked nor removed: any other lock, release, purge or delete on
@@ -90,6 +95,12 @@ class _QueueState:
     def drop_prefetch(self) -> None:
         """Forget the messages read ahead (with ``cond`` held): a lock taken by another
         read, a release or a removal may have changed what lies after the head hint."""
+        self.prefetch = None
+
+    def reset_head(self) -> None:
+        """Forget the head hint and the read-ahead (with ``cond`` held): messages became
+        available again, so the next head read starts at the head."""
+        self.head_key = None
         self.prefetch = None
 
     def settle(self) -> None:

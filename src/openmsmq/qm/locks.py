@@ -34,9 +34,6 @@ class LocksMixin:
     if TYPE_CHECKING:
         store: Store
         _closed: bool
-        #: Per queue: an order_key before which every message of its priority band is
-        #: locked or expired (read and written under the queue's condition).
-        _head_keys: dict[_QueueState, int]
 
         def _removes_for(self, receives: Sequence[_Receive]) -> list[Remove]: ...
         def _emit(self, events: list[RemovedMessage], *, hooked: bool = False) -> None: ...
@@ -78,8 +75,7 @@ class LocksMixin:
                 continue
             with qs.cond:
                 qs.settle()
-                self._head_keys.pop(qs, None)
-                qs.drop_prefetch()
+                qs.reset_head()
                 qs.locked.difference_update(ids)
                 if qs.purge_pending:
                     qs.purge_pending.difference_update(ids)
@@ -123,8 +119,7 @@ class LocksMixin:
         for qs, rs in by_queue.items():
             with qs.cond:
                 qs.settle()
-                self._head_keys.pop(qs, None)
-                qs.drop_prefetch()
+                qs.reset_head()
                 for r in rs:
                     lid = r.message.lookup_id
                     if lid in qs.purge_pending and lid not in handled and not qs.deleted and not self._closed:

@@ -109,7 +109,6 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         self._send_names: dict[str, _QueueState] = {}
         self._by_id: dict[int, _QueueState] = {}
         self._cursors: dict[int, _Cursor] = {}
-        self._head_keys: dict[_QueueState, int] = {}
         self._next_handle = 1
         self._uniq_next = 0
         self._uniq_end = 0
@@ -367,8 +366,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
                 self._by_id.pop(s.record.queue_id, None)
                 with s.cond:
                     s.deleted = True
-                    self._head_keys.pop(s, None)
-                    s.drop_prefetch()
+                    s.reset_head()
                     s.cond.notify_all()
         self._emit(events)
 

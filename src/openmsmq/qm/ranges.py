@@ -64,7 +64,6 @@ class RangesMixin:
         store: Store
         identity_retention: int
         metrics: MetricsSink
-        _head_keys: dict[_QueueState, int]
 
         def _resolve(self, queue: QueueRef) -> _QueueState: ...
         def _check_open(self) -> None: ...
@@ -249,8 +248,7 @@ class RangesMixin:
                         # The messages stay: a receive that ran meanwhile may have moved
                         # the head hint past them (they were locked), so drop it, as
                         # QueueManager._unlock does for an abort.
-                        self._head_keys.pop(qs, None)
-                        qs.drop_prefetch()
+                        qs.reset_head()
                     qs.locked.difference_update(ids)
                     if qs.purge_pending:
                         qs.purge_pending.difference_update(ids)

@@ -64,9 +64,6 @@ class ReadsMixin:
         _lock: threading.RLock
         _cursors: dict[int, _Cursor]
         _next_handle: int
-        #: Per queue: an order_key before which every message of its priority band is
-        #: locked or expired (read and written under the queue's condition).
-        _head_keys: dict[_QueueState, int]
 
         def _resolve(self, queue: QueueRef) -> _QueueState: ...
         def _check_open(self) -> None: ...
@@ -174,7 +171,6 @@ class ReadsMixin:
         """
         rec = qs.record
         qid = rec.queue_id
-        hints = self._head_keys
         # A transactional private queue holds priority 0 only (MS-MQDMPR forces PR to 0
         # with a TransactionHeader): no higher-priority band to read before the hint.
         one_band = rec.transactional and rec.queue_type == QueueType.PRIVATE
@@ -191,12 +187,12 @@ class ReadsMixin:
                     # Never locked (any other lock drops the read-ahead) and never
                     # expiring; checked all the same: otherwise read the head again.
                     if entry[1].lookup_id not in locked and entry[1].time_to_be_received == INFINITE:
-                        hints[qs] = entry[0] + 1
+                        qs.head_key = entry[0] + 1
                         return [entry]
                 # A batch read (or a read-ahead found stale) reads the rows again: they
                 # are neither locked nor removed, so the head read finds them.
                 qs.prefetch = None
-            hint = hints.get(qs)
+            hint = qs.head_key
             ahead = qs.ahead if single else 0
             # On the write connection when the store is idle (Store.read_idle): its page
             # cache holds what the last commits wrote.
@@ -218,7 +214,7 @@ class ReadsMixin:
                     qs.prefetch = _read_ahead(found)
                     found = found[:1]
             if advance and found:
-                hints[qs] = found[-1][0] + 1
+                qs.head_key = found[-1][0] + 1
             return found
 
         return select

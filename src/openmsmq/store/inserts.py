@@ -8,7 +8,7 @@ from a few per-statement parameters.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from openmsmq.store.records import COL, MESSAGE_COLUMNS
 if TYPE_CHECKING:
     from openmsmq.store.ops import Send
 
-__all__ = ["insert_numbered", "insert_rows"]
+__all__ = ["insert_numbered", "insert_plain", "insert_rows"]
 
 _TX_SEQ_ID = COL["tx_sequence_id"]
 _TX_SEQ_NO = COL["tx_sequence_number"]
@@ -90,13 +90,24 @@ _NO_EXPIRY = {(None, 0)}
 _TAIL = attrgetter("queue_id", "expire_at", "expire_class")
 
 
+def _chunks(n: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of the rows of each statement inserting ``n`` rows: chunks of
+    64/32/16/8 rows, then one statement of the 1-7 rows left."""
+    i = 0
+    while i < n:
+        left = n - i
+        j = i + (left if left <= 7 else next(c for c in _CHUNKS if c <= left))
+        yield i, j
+        i = j
+
+
 def insert_rows(
     conn: sqlite3.Connection, first: int, rows: list[list[Any]], sends: Sequence[Send], queue_id: int | None
 ) -> None:
     """INSERT message rows in order, LookupIdentifiers from ``first``, as multi-row
-    ``INSERT … VALUES (…), (…)`` statements (:func:`_insert_sql`): chunks of 64/32/16/8
-    rows, then one statement of the 1-7 rows left. ``rows[j]`` is the row of ``sends[j]``
-    (queue, expiry); ``queue_id`` is the queue of all of them, if they share one.
+    ``INSERT … VALUES (…), (…)`` statements (:func:`_insert_sql`, :func:`_chunks`).
+    ``rows[j]`` is the row of ``sends[j]`` (queue, expiry); ``queue_id`` is the queue of
+    all of them, if they share one.
 
     ``executemany`` steps its statement once per row (Python's sqlite3 releasing and
     retaking the GIL around each step); a multi-row statement binds all values and steps
@@ -106,35 +117,41 @@ def insert_rows(
     31-35 us either way (batches of about 7.7 rows). The parameters are gathered by C
     iterators (``chain``, ``attrgetter``): no Python step per row.
     """
-    n = len(rows)
-    if n == 1:
+    if len(rows) == 1:
+        s = sends[0]
+        if s.expire_at is None and not s.expire_class:
+            insert_plain(conn, first, rows, s.queue_id)
+        else:
+            row = rows[0]
+            key = ((7 - row[_PRIORITY_AT]) << 56) | first  # order_key
+            conn.execute(_INSERT_ONE, [first, *row[1:], s.queue_id, key, s.expire_at, s.expire_class])
+        return
+    if queue_id is not None and set(map(_EXPIRY, sends)) == _NO_EXPIRY:
+        insert_plain(conn, first, rows, queue_id)
+        return
+    for i, j in _chunks(len(rows)):
+        params = [first + i]
+        params += chain.from_iterable(rows[i:j])
+        params += chain.from_iterable(map(_TAIL, sends[i:j]))
+        conn.execute(_INSERT_MULTI[j - i], params)
+
+
+def insert_plain(conn: sqlite3.Connection, first: int, rows: Sequence[list[Any]], queue_id: int) -> None:
+    """:func:`insert_rows` of rows of one queue that never expire (``expire_at`` /
+    ``expire_class`` keep their defaults): the queue is bound once per statement."""
+    if len(rows) == 1:
         # One row binds its values directly: in the computed form SQLite took about
         # 0.5 us more per 1-row INSERT than with plain parameters (while 4, 8 and 64-row
         # statements took 0.3-0.4 us less per row; SQLite 3.40, sync OFF, prebuilt
         # parameters).
-        s, row = sends[0], rows[0]
+        row = rows[0]
         key = ((7 - row[_PRIORITY_AT]) << 56) | first  # order_key
-        if s.expire_at is None and not s.expire_class:
-            conn.execute(_INSERT_ONE_PLAIN, [first, *row[1:], s.queue_id, key])
-        else:
-            conn.execute(_INSERT_ONE, [first, *row[1:], s.queue_id, key, s.expire_at, s.expire_class])
+        conn.execute(_INSERT_ONE_PLAIN, [first, *row[1:], queue_id, key])
         return
-    plain = queue_id is not None and set(map(_EXPIRY, sends)) == _NO_EXPIRY
-    i = 0
-    while i < n:
-        left = n - i
-        size = left if left <= 7 else next(c for c in _CHUNKS if c <= left)
-        j = i + size
-        if plain:
-            params = [first + i, queue_id]
-            params += chain.from_iterable(rows[i:j])
-            conn.execute(_INSERT_PLAIN[size], params)
-        else:
-            params = [first + i]
-            params += chain.from_iterable(rows[i:j])
-            params += chain.from_iterable(map(_TAIL, sends[i:j]))
-            conn.execute(_INSERT_MULTI[size], params)
-        i = j
+    for i, j in _chunks(len(rows)):
+        params = [first + i, queue_id]
+        params += chain.from_iterable(rows[i:j])
+        conn.execute(_INSERT_PLAIN[j - i], params)
 
 
 def insert_numbered(
@@ -150,16 +167,9 @@ def insert_numbered(
     LookupIdentifiers from ``first``, TxSequenceNumbers from ``first_number`` in
     ``tx_sequence_id`` (signed 64-bit as stored), numbered by SQLite (:func:`_insert_sql`
     ``"numbered"``): the rows are bound as they are, not copied to be numbered, and the
-    queue and expiry once per statement instead of once per row. Chunks as
-    :func:`insert_rows`."""
-    n = len(rows)
+    queue and expiry once per statement instead of once per row (:func:`_chunks`)."""
     expire_at, expire_class = expiry
-    i = 0
-    while i < n:
-        left = n - i
-        size = left if left <= 7 else next(c for c in _CHUNKS if c <= left)
-        j = i + size
+    for i, j in _chunks(len(rows)):
         params = [first + i, queue_id, expire_at, expire_class, tx_sequence_id, first_number + i]
         params += chain.from_iterable(rows[i:j])
-        conn.execute(_INSERT_NUMBERED[size], params)
-        i = j
+        conn.execute(_INSERT_NUMBERED[j - i], params)

@@ -16,7 +16,7 @@ from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.db import WriteContext
-from openmsmq.store.inserts import insert_numbered, insert_rows
+from openmsmq.store.inserts import insert_numbered, insert_plain, insert_rows
 from openmsmq.store.reads import (
     MSG_SELECT,
     ack_wanted,
@@ -466,9 +466,7 @@ def accept_incoming_rows(
         first = ctx.alloc_lookup_ids(len(rows))
         for r in rows:
             r[_ARRIVED] = arrived_time
-        # One shared no-expiry Send stands for every row: insert_rows reads only the
-        # queue and expiry of each (all equal here), never its row.
-        insert_rows(conn, first, rows, [Send(queue_id, [], 0)] * len(rows), queue_id)
+        insert_plain(conn, first, rows, queue_id)
         _upsert_incoming(conn, states)
         return list(range(first, first + len(rows)))
 

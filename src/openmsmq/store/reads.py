@@ -51,8 +51,6 @@ MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 #: ``SELECT`` of every :data:`QUEUE_COLUMNS` column of ``queues``.
 QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
 _ACK_WANTED = "m.ack_wanted != 0"
-#: The values of a read decoded by :func:`keyed_messages` (order_key first).
-_KEYED_SELECT = KEYED_SELECT
 #: order_key -> LookupIdentifier (``order_key = ((7 - priority) << 56) | lookup_id``).
 _LOOKUP_MASK = (1 << 56) - 1
 _SIZE = "m.size"
@@ -169,7 +167,7 @@ def fetch_available(
     """
     if head_key is not None:
         return _fetch_head(conn, queue_id, now, limit, exclude, head_key, one_band)
-    sql = f"SELECT {_KEYED_SELECT} FROM messages m WHERE m.queue_id = ?"
+    sql = f"SELECT {KEYED_SELECT} FROM messages m WHERE m.queue_id = ?"
     params: list[Any] = [queue_id]
     if after_key is not None:
         sql += " AND m.order_key > ?"
@@ -206,7 +204,7 @@ def fetch_available(
 
 
 _HEAD_SQL = (
-    f"SELECT {_KEYED_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key >= ?"
+    f"SELECT {KEYED_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key >= ?"
     " AND m.order_key < ? AND (m.expire_at IS NULL OR m.expire_at > ?) ORDER BY m.order_key LIMIT ?"
 )
 
