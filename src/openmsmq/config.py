@@ -20,21 +20,21 @@ follow that table. A bad value, an unknown key or an unknown section raises
   Sizes: bytes as an integer, or ``"512KiB"``, ``"4MiB"``, ``"1GiB"``.
 * Relative paths are relative to the working directory of the process.
 
-Only the standard library and :mod:`openmsmq.errors` are imported here.
+Values are checked and converted by :mod:`openmsmq.config_values`. Only the standard
+library, that module and :mod:`openmsmq.errors` are imported here.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import math
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from openmsmq.config_values import Route, convert, fmt_number, norm_host, parse_duration, parse_size
 from openmsmq.errors import ConfigError
 
 __all__ = [
@@ -59,25 +59,6 @@ __all__ = [
 ]
 
 ENV_PREFIX = "OPENMSMQ_"
-
-_DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(ms|s|m|h)?\s*", re.ASCII)
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-_SIZE_RE = re.compile(r"\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*", re.ASCII)
-_SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, None: 1}
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-@dataclass(frozen=True)
-class Route:
-    """A static route (``[mqqb.routes]``): messages for ``destination`` go to ``next_hop``.
-
-    ``destination`` is a QM address (IP or host name) as it appears in format names;
-    ``next_hop`` is ``host[:port]`` of the QM that relays them (port default 1801).
-    """
-
-    destination: str
-    next_hop: str
 
 
 def _key(
@@ -153,9 +134,9 @@ class MqqbConfig:
 
     def next_hop(self, destination: str) -> str | None:
         """The static next hop for a destination address (case-insensitive, IPs normalized)."""
-        wanted = _norm_host(destination)
+        wanted = norm_host(destination)
         for route in self.routes:
-            if _norm_host(route.destination) == wanted:
+            if norm_host(route.destination) == wanted:
                 return route.next_hop
         return None
 
@@ -456,188 +437,6 @@ class LoadedConfig:
 
 
 # --------------------------------------------------------------------------------------------------
-# Value parsing
-# --------------------------------------------------------------------------------------------------
-
-
-def parse_duration(value: object, key: str = "duration") -> float:
-    """Seconds from a number or a string like ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"``, ``"1.5"``."""
-    if isinstance(value, bool):
-        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"), got {value!r}')
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and (m := _DURATION_RE.fullmatch(value)):
-        seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    else:
-        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"), got {value!r}')
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(key, f"expected a finite, non-negative duration, got {value!r}")
-    return seconds
-
-
-def parse_size(value: object, key: str = "size") -> int:
-    """Bytes from an integer or a string like ``"4MiB"``, ``"512KiB"``, ``"1GiB"``, ``"100B"``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (m := _SIZE_RE.fullmatch(value)):
-        size = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
-    else:
-        raise ConfigError(key, f'expected a size in bytes or "512KiB"/"4MiB"/"1GiB", got {value!r}')
-    if size < 0:
-        raise ConfigError(key, f"expected a non-negative size, got {value!r}")
-    return size
-
-
-def _norm_host(host: str) -> str:
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        return host.lower()
-
-
-def _check_host(key: str, host: str, what: str) -> None:
-    if not host or len(host) > 256 or any(not 0x21 <= ord(c) <= 0x7E or c in "\\,=" for c in host):
-        raise ConfigError(key, f"{what} {host!r} is not an IP address or host name")
-
-
-def _check_hop(key: str, hop: str) -> str:
-    """``host[:port]`` / ``[v6]:port`` / bare IPv6; returns the hop as written."""
-    host, port = hop, ""
-    if hop.startswith("["):
-        end = hop.find("]")
-        rest = hop[end + 1 :]
-        if end < 0 or (rest and not rest.startswith(":")):
-            raise ConfigError(key, f"next hop {hop!r}: expected [ipv6]:port")
-        host, port = hop[1:end], rest[1:]
-    elif hop.count(":") == 1:
-        host, port = hop.split(":")
-    _check_host(key, host, "next hop")
-    if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-        raise ConfigError(key, f"next hop {hop!r}: port must be 1..65535")
-    return hop
-
-
-def _convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_text: bool) -> Any:
-    """Check and convert one raw value (TOML value, flag value, or env string when ``from_text``)."""
-
-    def want(what: str) -> ConfigError:
-        return ConfigError(key, f"expected {what}, got {value!r}")
-
-    if kind == "int":
-        if from_text and isinstance(value, str):
-            if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
-                raise want("an integer")
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise want("an integer")
-        result: Any = value
-    elif kind == "bool":
-        if isinstance(value, str) and from_text:
-            if value.strip().lower() not in _TRUE | _FALSE:
-                raise want("a boolean (true/false, 1/0, yes/no, on/off)")
-            value = value.strip().lower() in _TRUE
-        if not isinstance(value, bool):
-            raise want("a boolean (true or false)")
-        result = value
-    elif kind == "duration":
-        result = parse_duration(value, key)
-    elif kind == "size":
-        result = parse_size(value, key)
-    elif kind == "quota":
-        if isinstance(value, str) and value.strip().lower() == "unlimited":
-            return None
-        result = parse_size(value, key)
-    elif kind in ("str", "name", "choice", "ip", "ip_or_empty", "path", "path_or_empty"):
-        if isinstance(value, Path) and kind.startswith("path"):
-            value = str(value)
-        if not isinstance(value, str):
-            raise want("a string")
-        result = _convert_text(key, kind, meta, value)
-    elif kind == "networks":
-        items: object = value
-        if isinstance(value, str) and from_text:
-            items = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
-            raise want('a list of networks like ["127.0.0.0/8", "::1/128"]')
-        nets = []
-        for item in items:
-            try:
-                nets.append(str(ipaddress.ip_network(item, strict=True)))
-            except ValueError as exc:
-                raise ConfigError(key, f"bad network {item!r}: {exc}") from None
-        result = tuple(nets)
-    elif kind == "routes":
-        result = _convert_routes(key, value, from_text)
-    else:  # pragma: no cover - declaration error
-        raise AssertionError(kind)
-    lo, hi = meta.get("lo"), meta.get("hi")
-    if isinstance(result, (int, float)) and not isinstance(result, bool):
-        if lo is not None and result < lo:
-            raise ConfigError(key, f"must be >= {_fmt_number(lo)}, got {value!r}")
-        if hi is not None and result > hi:
-            raise ConfigError(key, f"must be <= {_fmt_number(hi)}, got {value!r}")
-    return result
-
-
-def _convert_text(key: str, kind: str, meta: Mapping[str, Any], value: str) -> Any:
-    if kind == "choice":
-        choices: tuple[str, ...] = meta["choices"]
-        for choice in choices:
-            if value.strip().lower() == choice.lower():
-                return choice
-        raise ConfigError(key, f"expected one of {', '.join(choices)}, got {value!r}")
-    if kind in ("ip", "ip_or_empty"):
-        if kind == "ip_or_empty" and not value:
-            return ""
-        try:
-            return str(ipaddress.ip_address(value.strip()))
-        except ValueError:
-            raise ConfigError(key, f"expected an IP address like 127.0.0.1 or ::1, got {value!r}") from None
-    if kind == "name":
-        if value:
-            _check_host(key, value, "computer name")
-        return value
-    if kind == "path_or_empty":
-        return Path(value) if value else None
-    if kind == "path":
-        if not value:
-            raise ConfigError(key, "expected a path, got an empty string")
-        return Path(value)
-    return value
-
-
-def _convert_routes(key: str, value: object, from_text: bool) -> tuple[Route, ...]:
-    if isinstance(value, str) and from_text:
-        pairs: list[tuple[object, object]] = []
-        for item in filter(None, (v.strip() for v in value.split(","))):
-            left, eq, right = item.partition("=")
-            if not eq:
-                raise ConfigError(key, f"expected destination=next_hop, got {item!r}")
-            pairs.append((left.strip(), right.strip()))
-    elif isinstance(value, Mapping):
-        pairs = list(value.items())
-    elif isinstance(value, (tuple, list)) and all(isinstance(r, Route) for r in value):
-        pairs = [(r.destination, r.next_hop) for r in value]
-    else:
-        raise ConfigError(key, f'expected a table of destination = "next_hop", got {value!r}')
-    routes: list[Route] = []
-    seen: set[str] = set()
-    for dest, hop in pairs:
-        if not isinstance(dest, str) or not isinstance(hop, str):
-            raise ConfigError(key, f"route {dest!r} = {hop!r}: both must be strings")
-        _check_host(key, dest, "destination")
-        if _norm_host(dest) in seen:
-            raise ConfigError(key, f"duplicate route for {dest!r}")
-        seen.add(_norm_host(dest))
-        routes.append(Route(dest, _check_hop(key, hop)))
-    return tuple(routes)
-
-
-def _fmt_number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-# --------------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------------
 
@@ -679,7 +478,7 @@ def load_config(
         if meta is None:
             known = ", ".join(f.name for f in fields(_SECTIONS[section]))
             raise ConfigError(dotted, f"unknown key (from {source}); [{section}] has: {known}")
-        values[section][name] = _convert(dotted, meta["kind"], meta, raw, from_text)
+        values[section][name] = convert(dotted, meta["kind"], meta, raw, from_text)
         sources[dotted] = source
 
     file_path = Path(path) if path is not None else None
@@ -769,7 +568,7 @@ def _toml_value(kind: str, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if kind == "duration":
-        return _fmt_number(value) if float(value).is_integer() else repr(float(value))
+        return fmt_number(value) if float(value).is_integer() else repr(float(value))
     if isinstance(value, int):
         return str(value)
     if kind == "networks":
@@ -813,7 +612,7 @@ def with_overrides(config: Config, **sections: Mapping[str, Any]) -> Config:
             meta = _field_meta(section, name)
             if meta is None:
                 raise ConfigError(f"{section}.{name}", "unknown key")
-            converted[name] = _convert(f"{section}.{name}", meta["kind"], meta, raw, True)
+            converted[name] = convert(f"{section}.{name}", meta["kind"], meta, raw, True)
         new = replace(new, **{section: replace(getattr(new, section), **converted)})
     _check_consistency(new)
     return new

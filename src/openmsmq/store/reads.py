@@ -17,6 +17,7 @@ from typing import Any
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.records import (
     KEYED_SELECT,
+    LOOKUP_MASK,
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     IncomingSequenceState,
@@ -51,8 +52,6 @@ MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 #: ``SELECT`` of every :data:`QUEUE_COLUMNS` column of ``queues``.
 QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
 _ACK_WANTED = "m.ack_wanted != 0"
-#: order_key -> LookupIdentifier (``order_key = ((7 - priority) << 56) | lookup_id``).
-_LOOKUP_MASK = (1 << 56) - 1
 _SIZE = "m.size"
 
 
@@ -194,7 +193,7 @@ def fetch_available(
     # (json_each(...)) temporary index.
     params.append(limit + len(exclude))
     kept = []
-    mask = _LOOKUP_MASK
+    mask = LOOKUP_MASK
     for r in conn.execute(sql + order, params):
         if (r[0] & mask) not in exclude:
             kept.append(r)
@@ -243,7 +242,7 @@ def _fetch_head(
             if len(kept) == limit:
                 break
             continue
-        mask = _LOOKUP_MASK
+        mask = LOOKUP_MASK
         for r in rows:
             if (r[0] & mask) not in exclude:
                 kept.append(r)

@@ -30,6 +30,7 @@ __all__ = [
     "INFINITE",
     "KEYED_COLUMNS",
     "KEYED_SELECT",
+    "LOOKUP_MASK",
     "MAX_MESSAGE_BYTES",
     "MESSAGE_COLUMNS",
     "PROPS",
@@ -588,7 +589,7 @@ _CLASS_FLAGS_SQL = "(m.message_class << 3) | (m.transactional << 2) | m.tx_flags
 #: The ``SELECT`` list of :data:`KEYED_COLUMNS` over ``messages m``.
 KEYED_SELECT = ", ".join(_CLASS_FLAGS_SQL if c == "class_flags" else f"m.{c}" for c in KEYED_COLUMNS)
 #: order_key -> LookupIdentifier (the low 56 bits; priority is the top byte).
-_LOOKUP_MASK = (1 << 56) - 1
+LOOKUP_MASK = (1 << 56) - 1
 
 
 def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -596,7 +597,7 @@ def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
     ``size``, which :func:`message_from_row` does not use, as 0)."""
     order_key, class_flags = r[0], r[1]
     return (
-        order_key & _LOOKUP_MASK,
+        order_key & LOOKUP_MASK,
         7 - (order_key >> 56),
         class_flags >> 3,
         class_flags >> 2 & 1,
@@ -634,7 +635,7 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
     unpack = _unpack_props_guids
     triples = _guid_triples
     at = _PROPS_SIZE
-    mask = _LOOKUP_MASK
+    mask = LOOKUP_MASK
     for (
         order_key,
         class_flags,
