@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from openmsmq.config import (
     with_overrides,
 )
 from openmsmq.errors import ConfigError
+from openmsmq.qm.transfer import TransferConfig, routes_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,6 +112,16 @@ def test_env_types_and_non_config_variables() -> None:
     assert c.remote.tokens_file == Path("/etc/openmsmq/tokens")
 
 
+def test_a_route_may_name_a_qm_guid_for_private_format_names() -> None:
+    guid = "5B1F7A52-1111-4C1E-9A6B-3D2F00000001"
+    env = {"OPENMSMQ_MQQB_ROUTES": f"{{{guid}}}=10.0.0.1:1801"}
+    c = load_config(None, env, {}).config
+    assert c.mqqb.routes == (Route(f"{{{guid}}}", "10.0.0.1:1801"),)
+    transfer = TransferConfig(routes=routes_from((r.destination, r.next_hop) for r in c.mqqb.routes))
+    assert transfer.next_hop_for_qm(uuid.UUID(guid)) == "10.0.0.1:1801"
+    assert transfer.next_hop_for_qm(uuid.UUID(int=1)) is None
+
+
 def test_file_tables_and_types(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -186,6 +198,7 @@ BAD_VALUES: list[tuple[str, object, str, str]] = [
     ("mqqb.routes", "10.0.0.5", "mqqb.routes", "destination=next_hop"),
     ("mqqb.routes", "10.0.0.5=a:99999", "mqqb.routes", "port must be 1..65535"),
     ("mqqb.routes", "a=b,A=c", "mqqb.routes", "duplicate route"),
+    ("mqqb.routes", "{5b1f7a52}=10.0.0.1", "mqqb.routes", "expected a QM GUID"),
     ("mqqb.connect_backoff_min", "0s", "mqqb.connect_backoff_min", ">= 0.001"),
     ("protocol.ack_wait_timeout", "5s", "protocol.ack_wait_timeout", ">= 20"),
     ("protocol.ack_wait_timeout", "3m", "protocol.ack_wait_timeout", "<= 120"),

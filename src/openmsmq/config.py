@@ -116,7 +116,9 @@ class MqqbConfig:
         hi=86400,
     )
     routes: tuple[Route, ...] = _key(
-        (), "routes", "Static routes: destination QM address = next hop host[:port]."
+        (),
+        "routes",
+        "Static routes: destination QM address (or {QM GUID}, for PRIVATE= names) = next hop host[:port].",
     )
 
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,11 +209,24 @@ def _convert_routes(key: str, value: object, from_text: bool) -> tuple[Route, ..
         if not isinstance(dest, str) or not isinstance(hop, str):
             raise ConfigError(key, f"route {dest!r} = {hop!r}: both must be strings")
         _check_host(key, dest, "destination")
+        if dest.startswith("{") and not _is_guid(dest):
+            raise ConfigError(key, f"destination {dest!r}: expected a QM GUID like {{5b1f7a52-…}}")
         if norm_host(dest) in seen:
             raise ConfigError(key, f"duplicate route for {dest!r}")
         seen.add(norm_host(dest))
         routes.append(Route(dest, _check_hop(key, hop)))
     return tuple(routes)
+
+
+def _is_guid(text: str) -> bool:
+    """``{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}`` (a QM GUID destination of a route)."""
+    if not (text.startswith("{") and text.endswith("}")):
+        return False
+    try:
+        uuid.UUID(text[1:-1])
+    except ValueError:
+        return False
+    return len(text) == 38
 
 
 def fmt_number(x: float) -> str:

@@ -32,6 +32,7 @@ connections, timers, the receive side and forwarding.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -100,6 +101,8 @@ log = logging.getLogger("openmsmq.transfer")
 _MAX_HOPS = 0x1D
 #: Forwarded packets kept per next hop while no session to it is open.
 _FORWARD_BUFFER = 100_000
+#: Remote QMs whose last peer address is remembered (new ones beyond are not).
+_QM_PEERS_MAX = 4096
 
 
 class Transfer(OutgoingSide, StoreWorkSide):
@@ -143,6 +146,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self.outgoing: dict[int, OutgoingTransfer] = {}
         #: Outgoing queues whose loading paused on a full session backlog (see refill).
         self._held: dict[int, OutgoingTransfer] = {}
+        #: Outgoing queues not taken up for want of a route (warned about once).
+        self._unrouted: set[int] = set()
+        #: Remote QM GUID -> the peer address of its last session (in memory): where
+        #: PRIVATE=<guid> names go once that session is closed.
+        self._qm_peers: dict[uuid.UUID, str] = {}
         self._next_refresh = now
         # Receive side.
         self._accepted: deque[Pending] = deque()
@@ -304,6 +312,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         elif isinstance(ev, EstablishmentComplete):
             conn.open = True
             log.info("session %s %s open (remote QM %s)", conn.peer, conn.role.name.lower(), ev.remote_qm)
+            if ev.remote_qm in self._qm_peers or len(self._qm_peers) < _QM_PEERS_MAX:
+                self._qm_peers[ev.remote_qm] = conn.peer
             self.metrics.session_opened(conn.role)
             self._peer_up(conn.peer, now)
         elif isinstance(ev, ConnectionClosed):
@@ -429,9 +439,13 @@ class Transfer(OutgoingSide, StoreWorkSide):
             out = message
         peer = None
         if message.destination_qm != NULL_GUID:
+            # PRIVATE= names (OrderAcks and FinalAcks going back to a sender behind this
+            # QM): the QM's open session, else a static route for its GUID.
             qm_id = message.destination_qm
             conns = self._conns.values()
             peer = next((c.peer for c in conns if c.open and c.session.remote_qm == qm_id), None)
+            if peer is None:
+                peer = self.config.next_hop_for_qm(qm_id) or self._qm_peers.get(qm_id)
         else:
             dest = message.destination_queue
             parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None

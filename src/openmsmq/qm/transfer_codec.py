@@ -1,7 +1,9 @@
 """Conversions between stored :class:`~openmsmq.store.records.Message` values and MS-MQQB
 UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.qm.transfer`).
 
-Only DIRECT=TCP: destinations travel (``DirectQueueFormatName``, MS-MQMQ 2.2.18.1.5.2).
+DIRECT=TCP: destinations travel (``DirectQueueFormatName``, MS-MQMQ 2.2.18.1.5.2), and
+``PRIVATE=<guid>\\n`` ones (``PrivateQueueFormatNameId`` with the GUID as QueueManagerAddress,
+MS-MQMQ 2.2.18.1.5.1): the routed FinalAcks of MS-MQQB 3.1.7.17.
 Admin and response queues travel when they are direct format names (UserHeader AQ / RQ
 0x7), so that acknowledgments (MS-MQQB 3.1.7.15) find the sender's admin queue; other
 forms are not carried (see docs/transfer.md, "Limits").
@@ -17,12 +19,18 @@ from typing import Any
 from openmsmq.errors import HResult, LocalProtocolError, MQError
 from openmsmq.store.records import PROPS, Message, _bytes_of, _guid_bytes, message_to_row
 from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.format_name import PrivateFormatName, parse_format_name
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.message import encode_direct_transactional
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.properties import MessagePropertiesHeader, cached_label_wire, label_wire
-from openmsmq.wire.userheader import DirectQueueFormatName, UserHeader, direct_queue_wire
+from openmsmq.wire.userheader import (
+    DirectQueueFormatName,
+    PrivateQueueFormatNameId,
+    UserHeader,
+    direct_queue_wire,
+)
 
 __all__ = [
     "RowEncoder",
@@ -46,6 +54,20 @@ def direct_name(format_name: str) -> str | None:
     if not rest.upper().startswith("TCP:"):
         return None
     return rest
+
+
+def private_name(format_name: str) -> tuple[uuid.UUID, int] | None:
+    """``PRIVATE=<guid>\\<hex number>`` → (QM GUID, PrivateQueueIdentifier); None for any
+    other name (a journal suffix included: journals do not travel)."""
+    if format_name[:8].upper() != "PRIVATE=":
+        return None
+    try:
+        parsed = parse_format_name(format_name)
+    except MQError:
+        return None
+    if not isinstance(parsed, PrivateFormatName) or parsed.journal_suffix:
+        return None
+    return parsed.machine_guid, parsed.queue_number
 
 
 def split_direct(wire_name: str) -> tuple[str, str] | None:
@@ -101,19 +123,22 @@ def _sequence_id(value: int) -> TxSequenceId:
 
 def packet_from_message(
     m: Message,
-    destination: str | DirectQueueFormatName,
+    destination: str | DirectQueueFormatName | PrivateQueueFormatNameId,
     source_qm: uuid.UUID,
     previous_tx_sequence_number: int | None = None,
+    destination_qm: uuid.UUID | None = None,
 ) -> UserMessage:
     """The UserMessage for a message of an outgoing queue (``destination`` is the wire
-    direct name, or its :class:`DirectQueueFormatName` to share one per queue).
+    direct name, or its :class:`DirectQueueFormatName` to share one per queue, or the
+    PrivateQueueFormatNameId of a ``PRIVATE=<guid>\\n`` name, whose GUID is then
+    ``destination_qm``: the UserHeader's QueueManagerAddress).
     ``previous_tx_sequence_number`` overrides the stored value on a resend that bridges
     removed messages (MS-MQQB 3.1.7.1.3).
 
     Equal to ``UserMessage.build(...)`` with the fields below; values outside their wire
     ranges raise :class:`LocalProtocolError` as ``build`` does."""
     dest = destination
-    if not isinstance(dest, DirectQueueFormatName):
+    if isinstance(dest, str):
         dest = DirectQueueFormatName(dest)
     transaction = None
     if m.transactional and m.tx_sequence_number:
@@ -136,7 +161,7 @@ def packet_from_message(
     lineage = m.id_lineage
     user = _new_user_header(
         lineage if lineage.int else source_qm,  # UUID.int: no Python-level UUID.__eq__ call
-        m.destination_qm,
+        m.destination_qm if destination_qm is None else destination_qm,
         m.sent_time & 0xFFFFFFFF,
         m.id_uniquifier & 0xFFFFFFFF,
         dest,
@@ -197,14 +222,19 @@ def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool]:
     )
 
 
-def row_encoder(destination: DirectQueueFormatName, source_qm: uuid.UUID) -> RowEncoder:
+def row_encoder(
+    destination: DirectQueueFormatName | PrivateQueueFormatNameId, source_qm: uuid.UUID
+) -> RowEncoder:
     """An encoder of the stored rows of one outgoing queue (``destination``, its wire
     direct name) sent by the QM ``source_qm``: ``encode(row, previous)`` returns the bytes
     of ``packet_from_message(message_from_row(row), destination, source_qm,
     previous).encode()`` for a transactional row of the usual shape, None for any other
     row (not transactional, an admin or response queue, a hop count or value out of its
     wire range, a packet too large): the caller then takes the general path, which
-    converts it or raises its usual error."""
+    converts it or raises its usual error. A private destination takes the general path
+    for every row."""
+    if not isinstance(destination, DirectQueueFormatName):
+        return _general_path
     direct_wire = direct_queue_wire(destination)
     source_le = source_qm.bytes_le
     guids: dict[bytes, tuple[bytes, bytes]] = {}  # lineage + destination QM -> their wire bytes
@@ -248,6 +278,11 @@ def row_encoder(destination: DirectQueueFormatName, source_qm: uuid.UUID) -> Row
             return None
 
     return encode
+
+
+def _general_path(row: Sequence[Any], previous: int) -> None:
+    """The :data:`RowEncoder` that sends every row through :func:`packet_from_message`."""
+    return None
 
 
 def _direct_queue(format_name: str) -> DirectQueueFormatName | None:

@@ -8,6 +8,7 @@ A mixin: the attributes it reads are set by ``Transfer.__init__``.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -25,8 +26,16 @@ from openmsmq.protocol.outgoing import (
     Released,
     Transmit,
 )
+from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.qm.transfer_codec import _sequence_id, direct_name, outgoing_fields, row_encoder, split_direct
+from openmsmq.qm.transfer_codec import (
+    _sequence_id,
+    direct_name,
+    outgoing_fields,
+    private_name,
+    row_encoder,
+    split_direct,
+)
 from openmsmq.qm.transfer_session import Conn
 from openmsmq.qm.transfer_state import OutgoingTransfer, Row, TransferParts
 from openmsmq.store.records import COL, Message, QueueType, message_from_row
@@ -53,14 +62,16 @@ class OutgoingSide(TransferParts):
     _seq_owner: dict[int, tuple[int, float]]
     _forward: dict[str, deque[UserMessagePacket]]
     _held: dict[int, OutgoingTransfer]
+    _unrouted: set[int]
+    _qm_peers: dict[uuid.UUID, str]
+    _conns: dict[int, Conn]
+    _ack_sessions: dict[tuple[object, str], AckSession]
 
     if TYPE_CHECKING:
 
         def _open_conn(self, peer: str) -> Conn | None: ...
 
         def _peer_open(self, peer: str) -> bool: ...
-
-    # ------------------------------------------------------------------ outgoing queues
 
     # ------------------------------------------------------------------ outgoing queues
 
@@ -97,19 +108,54 @@ class OutgoingSide(TransferParts):
                 continue
             wire = direct_name(rec.display_name)
             parts = split_direct(wire) if wire else None
-            if wire is None or parts is None:
-                log.warning("outgoing queue %s: only DIRECT=TCP: is transferred", rec.display_name)
-                continue
-            host = parts[0]
+            private = None
+            if wire is not None and parts is not None:
+                host = parts[0]
+                hop = self.config.next_hop(host)
+            else:
+                private = private_name(rec.display_name)
+                found = self._private_route(private[0]) if private is not None else None
+                if found is None:
+                    # Looked up again at every refresh; said once per queue.
+                    if rec.queue_id not in self._unrouted:
+                        self._unrouted.add(rec.queue_id)
+                        why = "no route to its QM yet" if private else "only DIRECT=TCP: and PRIVATE= travel"
+                        log.warning("outgoing queue %s waits: %s", rec.display_name, why)
+                    continue
+                wire = rec.display_name
+                host, hop = found
+            self._unrouted.discard(rec.queue_id)
             handle: QueueHandle = self.qm.open_queue(rec.display_name)
-            hop = self.config.next_hop(host)
-            t = OutgoingTransfer(rec.queue_id, rec.display_name, wire, host, hop, handle, self.config.resend)
+            t = OutgoingTransfer(
+                rec.queue_id, rec.display_name, wire, host, hop, handle, self.config.resend, private
+            )
             t.waiting = rec.msg_count
             self.outgoing[rec.queue_id] = t
             if self._peer_open(t.next_hop):
                 t.connected = True
                 t.seq.connection_made(0.0)
         return len(records)
+
+    def _private_route(self, qm: uuid.UUID) -> tuple[str, str] | None:
+        """(host, next hop) for ``PRIVATE=<qm>\\n`` names (FinalAcks to a sender behind an
+        intermediate QM, MS-MQQB 3.1.7.17), or None when not known yet: a static route for
+        the QM GUID; else the QM's own session (open, or the last one this process saw);
+        else the previous hop its messages last arrived from (RemoteQMAddress of their
+        incoming sequence, durable in the store), which sends the FinalAck back the way
+        the message came."""
+        hop = self.config.next_hop_for_qm(qm)
+        if hop is not None:
+            return hop, hop
+        for conn in self._conns.values():
+            if conn.open and conn.session.remote_qm == qm:
+                return conn.peer, conn.peer
+        peer = self._qm_peers.get(qm)
+        if peer is not None:
+            return peer, peer
+        for s in self._ack_sessions.values():
+            if s.remote_qm_guid == qm and s.remote_qm_address:
+                return s.remote_qm_address, self.config.next_hop(s.remote_qm_address)
+        return None
 
     def _backlog_room(self, t: OutgoingTransfer) -> int | None:
         """How many more of ``t``'s messages may be converted into packets ahead of its

@@ -15,7 +15,7 @@ from openmsmq.qm.transfer_codec import RowEncoder, message_from_packet, packet_f
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
-from openmsmq.wire.userheader import DirectQueueFormatName
+from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
 
 __all__ = [
     "AcceptBatch",
@@ -41,8 +41,9 @@ class TransferConfig:
     """How a QM transfers messages.
 
     ``local_addresses``: the hosts that name this QM in DIRECT=TCP: format names (its
-    listen / advertised addresses); ``routes``: static routes (destination host →
-    next-hop host); ``batch_size``: messages loaded from an outgoing queue per read;
+    listen / advertised addresses); ``routes``: static routes (destination host, or the
+    GUID of a destination QM for ``PRIVATE=<guid>\\n`` names, → next-hop host);
+    ``batch_size``: messages loaded from an outgoing queue per read;
     ``max_in_flight``: loaded, unacknowledged messages per outgoing queue (it must
     cover what is sent while the receiver postpones its OrderAck, up to
     MaximumOrderAckDelay: a sender that reaches it waits for the OrderAck, which comes
@@ -85,6 +86,14 @@ class TransferConfig:
                 return hop
         return low
 
+    def next_hop_for_qm(self, qm: uuid.UUID) -> str | None:
+        """The static route whose destination is the QM GUID ``qm`` (written with or
+        without braces), for ``PRIVATE=<guid>\\n`` format names; None when there is none."""
+        for dest, hop in self.routes:
+            if dest.strip("{}") == str(qm):
+                return hop
+        return None
+
 
 class OutgoingTransfer:
     """One outgoing queue: what is loaded from the store and its OutgoingSequence."""
@@ -98,12 +107,21 @@ class OutgoingTransfer:
         next_hop: str,
         handle: QueueHandle,
         resend: ResendConfig,
+        private: tuple[uuid.UUID, int] | None = None,
     ) -> None:
         self.queue_id = queue_id
         self.format_name = format_name
         self.wire_name = wire_name
-        #: One destination value shared by every packet of this queue.
-        self.wire_destination = DirectQueueFormatName(wire_name)
+        #: One destination value shared by every packet of this queue: the direct name,
+        #: or for ``PRIVATE=<guid>\\n`` (``private`` = (guid, n)) the PrivateQueueFormatNameId
+        #: n, with the GUID as the packets' QueueManagerAddress (MS-MQMQ 2.2.18.1.5.1).
+        self.wire_destination: DirectQueueFormatName | PrivateQueueFormatNameId
+        self.destination_qm: uuid.UUID | None = None
+        if private is None:
+            self.wire_destination = DirectQueueFormatName(wire_name)
+        else:
+            self.destination_qm, number = private
+            self.wire_destination = PrivateQueueFormatNameId(number)
         self.host = host
         self.next_hop = next_hop
         self.handle = handle
@@ -134,7 +152,7 @@ class OutgoingTransfer:
 
     def packet(self, m: Message, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
         """The UserMessage for ``m``."""
-        return packet_from_message(m, self.wire_destination, source_qm, previous)
+        return packet_from_message(m, self.wire_destination, source_qm, previous, self.destination_qm)
 
 
 @dataclass(frozen=True, slots=True)

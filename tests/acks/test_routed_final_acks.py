@@ -1,0 +1,152 @@
+"""FinalAcks to a sender behind an intermediate QM (MS-MQQB 3.1.7.17).
+
+A (127.0.0.1) reaches B (127.0.0.2) through C (127.0.0.3). The message arrives at B on
+C's session, so B's FinalAck goes to ``PRIVATE=<A's GUID>\\00000004`` (not a direct
+name): B sends it back to the previous hop recorded with the incoming sequence, and C
+passes it on to A by A's GUID (A's session, the address of A's last session, or a
+static route for A's GUID). A then settles its copy (MS-MQQB 3.1.5.7).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openmsmq.qm import names
+from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.store.records import Message
+from openmsmq.wire.constants import AckRequest, MessageClass
+from tests.transfer.harness import Clock, Net, Node, outgoing_count
+
+A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"
+ORDERS = f"DIRECT=TCP:{B}\\private$\\orders"
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Iterator[Net]:
+    n = Net(tmp_path, Clock())
+    yield n
+    for node in n.nodes.values():
+        node.qm.close()
+
+
+def _node(net: Net, address: str, **cfg: object) -> Node:
+    node = net.add(address, **cfg)  # type: ignore[arg-type]
+    attach_acknowledgments(node.qm, session_of=node.transfer.ack_session_for)
+    return node
+
+
+def _routed(net: Net, *, c_routes: tuple[tuple[str, str], ...] = ()) -> tuple[Node, Node, Node]:
+    a = _node(net, A, routes=((B, C),))
+    c = _node(net, C, routes=c_routes)
+    b = _node(net, B)
+    a.qm.create_queue("private$\\admin")
+    b.qm.create_queue("private$\\orders", transactional=True)
+    return a, b, c
+
+
+def _send(a: Node, **attrs: object) -> Message:
+    m = Message(body=b"order-1", admin_queue=ADMIN, **attrs)  # type: ignore[arg-type]
+    with a.qm.begin() as tx:
+        return a.qm.send(ORDERS, m, tx)
+
+
+def _receive_at_b(b: Node) -> None:
+    with b.qm.begin() as tx:
+        assert b.qm.receive("private$\\orders", tx=tx).body == b"order-1"
+
+
+def _peek(node: Node, queue: str) -> list[Message]:
+    return node.qm.peek_range(queue, 0, 1000)
+
+
+def _final_ack_queues(node: Node) -> list[str]:
+    """Outgoing queues of ``node`` named PRIVATE=<guid>\\n that still hold messages."""
+    return [
+        q.display_name
+        for q in node.qm.list_queues(include_system=True)
+        if q.display_name.upper().startswith("PRIVATE=") and q.msg_count
+    ]
+
+
+def _landed(a: Node, sent: Message, queue: str) -> None:
+    [m] = _peek(a, queue)
+    assert (m.id_lineage, m.id_uniquifier) == (a.qm.guid, sent.id_uniquifier)
+    assert _peek(a, names.AWAITING_FINAL_ACK) == []
+
+
+def test_positive_final_ack_comes_back_through_the_intermediate(net: Net) -> None:
+    a, b, c = _routed(net)
+    sent = _send(a, ack_flags=AckRequest.POS_RECEIVE, positive_journaling=True)
+    net.run_until_quiet()
+    [waiting] = _peek(a, names.AWAITING_FINAL_ACK)  # OrderAck'ed end to end, through C
+    assert waiting.id_uniquifier == sent.id_uniquifier
+    assert outgoing_count(a.qm) == 0
+    _receive_at_b(b)
+    net.run_until_quiet()
+    # AckReceive + JP: journaled at A (3.1.5.7); the admin queue has the AckReceive.
+    _landed(a, sent, names.SYSTEM_JOURNAL)
+    assert [m.message_class for m in _peek(a, "private$\\admin")] == [MessageClass.ACK_RECEIVE]
+    assert _final_ack_queues(b) == []
+    assert c.transfer.stats["forwarded"] >= 2  # the message one way, the FinalAck back
+
+
+def test_negative_final_ack_dead_letters_after_the_senders_session_closed(net: Net) -> None:
+    a, b, _ = _routed(net)
+    sent = _send(a, ack_flags=AckRequest.NEG_RECEIVE, negative_journaling=True)
+    net.run_until_quiet()
+    net.cut(A, C)  # A has nothing more to send: C reaches A at its last session's address
+    with b.qm.begin() as tx:
+        b.qm.receive("private$\\orders", tx=tx)
+        tx.abort()
+    assert b.qm.purge_queue("private$\\orders") == 1  # NACK_Q_PURGED
+    net.run_until_quiet()
+    [dead] = _peek(a, names.DEADXACT)
+    assert (dead.id_uniquifier, dead.message_class) == (sent.id_uniquifier, MessageClass.NACK_Q_PURGED)
+    assert _peek(a, names.AWAITING_FINAL_ACK) == []
+    assert _final_ack_queues(b) == []
+
+
+def test_restarted_receiver_routes_by_the_stored_incoming_sequence(net: Net) -> None:
+    a, b, _ = _routed(net)
+    sent = _send(a, ack_flags=AckRequest.POS_RECEIVE, positive_journaling=True)
+    net.run_until_quiet()
+    b = net.restart(B)  # nothing in memory: the previous hop comes from the store
+    attach_acknowledgments(b.qm, session_of=b.transfer.ack_session_for)
+    _receive_at_b(b)
+    net.run_until_quiet()
+    _landed(a, sent, names.SYSTEM_JOURNAL)
+
+
+def test_restarted_intermediate_uses_a_static_route_for_the_senders_guid(net: Net) -> None:
+    a = _node(net, A, routes=((B, C),))
+    _node(net, C, routes=((f"{{{a.qm.guid}}}", A),))  # as [mqqb.routes] writes it
+    b = _node(net, B)
+    b.qm.create_queue("private$\\orders", transactional=True)
+    a.qm.create_queue("private$\\admin")
+    sent = _send(a, ack_flags=AckRequest.POS_RECEIVE, positive_journaling=True)
+    net.run_until_quiet()
+    net.cut(A, C)
+    c = net.restart(C)  # C forgets A's session; the route remains
+    assert c.transfer.config.next_hop_for_qm(a.qm.guid) == A
+    _receive_at_b(b)
+    net.run_until_quiet()
+    _landed(a, sent, names.SYSTEM_JOURNAL)
+
+
+def test_a_final_ack_without_a_route_waits_and_is_reported_once(
+    net: Net, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, b, _ = _routed(net)
+    unknown = "PRIVATE=5b1f7a52-1111-4c1e-9a6b-3d2f00000001\\00000004"
+    b.qm.send(unknown, Message(body=b"x"))
+    with caplog.at_level(logging.WARNING, logger="openmsmq.transfer"):
+        for _ in range(20):  # 20 looks at the queue list (queue_refresh 0.1 s)
+            net.advance(0.6)
+    assert _final_ack_queues(b) == [unknown]  # kept, not dropped
+    said = [r for r in caplog.records if "no route to its QM" in r.getMessage()]
+    assert len(said) == 1
