@@ -5,6 +5,9 @@ C's session, so B's FinalAck goes to ``PRIVATE=<A's GUID>\\00000004`` (not a dir
 name): B sends it back to the previous hop recorded with the incoming sequence, and C
 passes it on to A by A's GUID (A's session, the address of A's last session, or a
 static route for A's GUID). A then settles its copy (MS-MQQB 3.1.5.7).
+
+The same GUID routes carry an application's ``PRIVATE=<guid>\\n`` names, which the
+destination QM serves by queue number.
 """
 
 from __future__ import annotations
@@ -150,3 +153,45 @@ def test_a_final_ack_without_a_route_waits_and_is_reported_once(
     assert _final_ack_queues(b) == [unknown]  # kept, not dropped
     said = [r for r in caplog.records if "no route to its QM" in r.getMessage()]
     assert len(said) == 1
+
+
+# ------------------------------------------------- PRIVATE=<guid>\n names by a GUID route
+
+
+def _private_name(node: Node, queue: str) -> str:
+    """``PRIVATE=<node's GUID>\\<queue's PrivateQueueNumber>``."""
+    [rec] = [q for q in node.qm.list_queues() if q.display_name.lower() == queue]
+    return f"PRIVATE={node.qm.guid}\\{rec.private_number:08x}"
+
+
+def test_private_format_names_reach_their_queues_by_a_guid_route(net: Net) -> None:
+    b = _node(net, B)
+    b.qm.create_queue("private$\\orders", transactional=True)
+    b.qm.create_queue("private$\\events")
+    a = _node(net, A, routes=((f"{{{b.qm.guid}}}", C),))  # through C, by B's GUID
+    _node(net, C, routes=((f"{{{b.qm.guid}}}", B),))
+    orders = _private_name(b, "private$\\orders")
+    events = _private_name(b, "private$\\events")
+    with a.qm.begin() as tx:
+        a.qm.send_many(orders, [Message(body=b"o1"), Message(body=b"o2")], tx)
+    a.qm.send(events, Message(body=b"e1"))
+    net.run_until_quiet()
+    assert [m.body for m in _peek(b, "private$\\orders")] == [b"o1", b"o2"]
+    assert [m.body for m in _peek(b, "private$\\events")] == [b"e1"]
+    [state] = b.transfer.incoming_status()
+    assert state.tx_sequence_number == 2  # one transactional sequence, in order
+    assert outgoing_count(a.qm) == 0  # OrderAck'ed end to end, through C
+
+
+def test_a_private_name_of_no_queue_is_rejected_with_nack_bad_dst_q(net: Net) -> None:
+    b = _node(net, B)
+    a = _node(net, A, routes=((f"{{{b.qm.guid}}}", B),))
+    a.qm.create_queue("private$\\admin")
+    nosuch = f"PRIVATE={b.qm.guid}\\{0x777:08x}"
+    with a.qm.begin() as tx:
+        a.qm.send(nosuch, Message(body=b"x", admin_queue=ADMIN, ack_flags=AckRequest.NEG_ARRIVAL), tx)
+    net.run_until_quiet()
+    # Transferred and refused by B (NACK_BAD_DST_Q FinalAck, MS-MQQB 3.1.5.8.3), not lost
+    # in the outgoing queue; the sequence still advanced.
+    assert outgoing_count(a.qm) == 0
+    assert b.transfer.incoming_status()[0].tx_sequence_number == 1

@@ -52,6 +52,7 @@ from openmsmq.protocol.events import (
     TransactionalMessageRejected,
     UserMessagePacket,
     UserMessageReceived,
+    destination_key,
 )
 from openmsmq.protocol.incoming import (
     IncomingSequences,
@@ -79,9 +80,10 @@ from openmsmq.qm.transfer_state import (
 )
 from openmsmq.qm.transfer_store import StoreWorkSide
 from openmsmq.store.records import Message
+from openmsmq.wire.constants import QueueFormatType
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
-from openmsmq.wire.userheader import DirectQueueFormatName
+from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
 
 __all__ = [
     "AcceptBatch",
@@ -365,6 +367,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
                         if len(self._paths) < 4096:
                             self._paths[dest.name] = path
                     last_dest, last_path = dest, path
+                elif _is_private_here(dest):
+                    # PRIVATE=<this QM>\n (the key's text): the queue by its number.
+                    path = key.destination
+                    last_dest, last_path = dest, path
             if last_route is None or last_route[0] is not memo or last_route[1] is not path:
                 last_route = (memo, path, AcceptRoute(path, key, conn.peer, memo[2]))
             append((last_route[2], ev))
@@ -374,8 +380,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def _on_plain(self, conn: Conn, ev: UserMessageReceived) -> None:
         dest = ev.packet.destination_queue
+        if _is_private_here(dest):
+            name = destination_key(dest, self.qm.guid)  # PRIVATE=<this QM>\n
+            message = message_from_packet(ev.packet, name)
+            self._nontx_in.append((name, message, conn.cid, ev.recoverable_number))
+            return
         if not isinstance(dest, DirectQueueFormatName) or (parts := split_direct(dest.name)) is None:
-            log.warning("dropping a message for %r: only DIRECT=TCP: destinations are served", dest)
+            log.warning(
+                "dropping a message for %r: only DIRECT=TCP: and PRIVATE= destinations are served", dest
+            )
             return
         message = message_from_packet(ev.packet, "DIRECT=" + dest.name)
         self._nontx_in.append((parts[1], message, conn.cid, ev.recoverable_number))
@@ -498,6 +511,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
             IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count)
             for s in self.incoming
         ]
+
+
+def _is_private_here(dest: object) -> bool:
+    """A PrivateQueueFormatNameId of a queue on the destination QM (kind 0x3, MS-MQMQ
+    2.2.18.1.5.1); the session routed the packet here, so that QM is this one."""
+    return isinstance(dest, PrivateQueueFormatNameId) and dest.kind == QueueFormatType.PRIVATE_ON_DESTINATION
 
 
 def routes_from(pairs: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
