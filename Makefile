@@ -35,9 +35,9 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-## make crash ROUNDS=N: the SIGKILL crash test of the store with N rounds
+## make crash ROUNDS=N: the SIGKILL crash tests (store; removals and their acknowledgments) with N rounds
 crash: $(STAMP)
-	OPENMSMQ_CRASH_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/store/test_crash.py
+	OPENMSMQ_CRASH_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/store/test_crash.py tests/acks/test_removal_crash.py
 
 ## make fuzz: coverage-guided fuzzing of the wire decoder with atheris (runs until stopped)
 fuzz: $(STAMP)

@@ -12,8 +12,10 @@
   only when a ``session_of`` resolver tells which session the message came in on (the
   stored message does not record it; see docs/conformance.md, "Seed 000").
 
-Acknowledgments raised by one batch of removal events are enqueued with one commit per
-destination queue.
+The acknowledgments of a receive, a purge, a queue deletion or an expiry are written in
+that operation's own transaction through the commit hook (:meth:`AcknowledgmentListener.sends_for`);
+events that reach the listener itself (no hook ran, or the removal removed other messages
+than the hook's rows were built for) are enqueued with one commit per destination queue.
 """
 
 from __future__ import annotations

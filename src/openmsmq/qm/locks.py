@@ -4,8 +4,7 @@ ends (MS-MQDMPR 3.1.7.1.7). Split from :mod:`openmsmq.qm.manager`."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,7 @@ from openmsmq.qm.handles import _QueueState
 from openmsmq.qm.transaction import _Receive
 from openmsmq.store import ops
 from openmsmq.store.db import Store
-from openmsmq.store.ops import Remove, RemovedMessage
+from openmsmq.store.ops import AckRows, Remove, RemovedMessage, Send
 from openmsmq.store.records import Message
 
 __all__ = ["NACK_Q_PURGED", "LocksMixin"]
@@ -29,15 +28,47 @@ def _acks(m: Message) -> bool:
 
 
 class LocksMixin:
-    """Unlock and release methods of the QueueManager."""
+    """Unlock and release methods of the QueueManager, and the acknowledgments of
+    removals other than receives, written in the removal's own transaction."""
 
     if TYPE_CHECKING:
         store: Store
         _closed: bool
+        _commit_hooks: dict[
+            Callable[[list[RemovedMessage]], None], Callable[[list[RemovedMessage]], list[Send]]
+        ]
+        _by_id: dict[int, _QueueState]
 
         def _removes_for(self, receives: Sequence[_Receive]) -> list[Remove]: ...
         def _emit(self, events: list[RemovedMessage], *, hooked: bool = False) -> None: ...
         def _notify(self, states: Iterable[_QueueState]) -> None: ...
+
+    def _ack_rows(self, events: list[RemovedMessage]) -> AckRows | None:
+        """The commit hooks' acknowledgment rows for ``events`` (removals about to be
+        written), for the removal's own transaction; None when no hook is registered.
+
+        Built before the removal's store operation: building them may open (create) an
+        outgoing queue or reserve Identifier uniquifiers, which are store writes of their
+        own. A removal that turns out to remove other messages leaves them unwritten
+        (:class:`~openmsmq.store.ops.AckRows`); :meth:`_removal_done` then sends them
+        as before, in a second commit."""
+        if not self._commit_hooks:
+            return None
+        rows: list[Send] = []
+        for hook in list(self._commit_hooks.values()):
+            rows += hook(events)
+        return AckRows((ev.message.lookup_id for ev in events), rows)
+
+    def _removal_done(self, events: list[RemovedMessage], acks: AckRows | None) -> None:
+        """After a removal committed: wake receivers of the queues its acknowledgments went
+        to, and report ``events`` to the listeners (hooks only if their rows were not
+        written with it)."""
+        if acks is not None and acks.written:
+            if acks.sends:
+                self._notify(self._by_id[s.queue_id] for s in acks.sends if s.queue_id in self._by_id)
+            self._emit(events, hooked=True)
+        else:
+            self._emit(events)
 
     def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None:
         """Drop the locks of ``receives``. Unless their messages were ``removed`` from the
@@ -93,17 +124,23 @@ class LocksMixin:
                 r for r in pending if r.message.lookup_id in r.queue.purge_pending and not r.queue.deleted
             ]
             if purged and not self._closed:
-                # On a store failure the message stays on disk; it is unlocked below.
+                # On a store failure the message stays on disk (no acknowledgment); it
+                # is unlocked below. The acknowledgments are written with the removal.
                 removes = [replace(x, target_queue_id=None) for x in self._removes_for(purged)]
-                with contextlib.suppress(MQError):
-                    self.store.write(ops.commit_work([], removes))
-                self._emit(
-                    [
-                        RemovedMessage(r.queue.record.queue_id, r.message, NACK_Q_PURGED)
-                        for r in purged
-                        if _acks(r.message)
-                    ]
-                )
+                events = [
+                    RemovedMessage(r.queue.record.queue_id, r.message, NACK_Q_PURGED)
+                    for r in purged
+                    if _acks(r.message)
+                ]
+                acks = self._ack_rows(events) if events else None
+                try:
+                    self.store.write(ops.commit_work(acks.sends if acks else [], removes))
+                except MQError:
+                    pass
+                else:
+                    if acks is not None:
+                        acks.written = True
+                    self._removal_done(events, acks)
             handled.update(r.message.lookup_id for r in purged)
             pending = self._unlock_released(pending, handled)
         self._notify(r.queue for r in receives)

@@ -356,8 +356,12 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         qs = self._resolve(queue)
         if qs.record.queue_type not in (QueueType.PRIVATE, QueueType.OUTGOING):
             raise MQError(HResult.MQ_ERROR_ACCESS_DENIED, f"cannot delete system queue {qs.record.name}")
+        acks = None
+        if self._commit_hooks:  # acknowledgments written with the deletion
+            pre = self.store.read(queues.queue_events(qs.record.queue_id, NACK_Q_DELETED))
+            acks = self._ack_rows(pre) if pre else None
         with self._lock:
-            events = self.store.write(queues.delete_queue(qs.record.queue_id, NACK_Q_DELETED))
+            events = self.store.write(queues.delete_queue(qs.record.queue_id, NACK_Q_DELETED, acks))
             doomed = [qs]
             if qs.record.journal_queue_id in self._by_id:
                 doomed.append(self._by_id[qs.record.journal_queue_id or 0])
@@ -368,7 +372,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
                     s.deleted = True
                     s.reset_head()
                     s.cond.notify_all()
-        self._emit(events)
+        self._removal_done(events, acks)
 
     def list_queues(self, *, include_system: bool = False) -> list[QueueRecord]:
         """Private queues (and, if asked, system, journal and outgoing queues) with counts."""
@@ -400,13 +404,23 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         """Delete every available message (MS-MQDMPR 3.1.7.1.7); locked ones become
         PurgePending and are deleted when their lock ends. Returns the count deleted now."""
         qs = self._resolve(queue)
+        qid = qs.record.queue_id
+        bound = acks = None
+        if self._commit_hooks:
+            # Acknowledgments written with the purge: built first for the messages up to
+            # the queue's highest LookupIdentifier now (the purge removes no later one).
+            with qs.cond:
+                qs.settle()
+                exclude = set(qs.locked)
+            bound, pre = self.store.read(queues.purge_candidates(qid, exclude, NACK_Q_PURGED))
+            acks = self._ack_rows(pre)
         with qs.cond:
             qs.settle()
             qs.drop_prefetch()
             exclude = set(qs.locked)
-            count, events = self.store.write(queues.purge_queue(qs.record.queue_id, exclude, NACK_Q_PURGED))
+            count, events = self.store.write(queues.purge_queue(qid, exclude, NACK_Q_PURGED, bound, acks))
             qs.purge_pending |= exclude
-        self._emit(events)
+        self._removal_done(events, acks)
         return count
 
     # ---- sending -------------------------------------------------------------------------
@@ -665,14 +679,18 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         if not removes:
             return 0
         try:
-            events = self.store.write(ops.expire_messages(removes))
+            acks = None
+            if self._commit_hooks:  # acknowledgments written with the move (held: stable)
+                pre = self.store.read(ops.expiry_events(removes))
+                acks = self._ack_rows(pre) if pre else None
+            events = self.store.write(ops.expire_messages(removes, acks))
         except BaseException:
             self._unlock(held)
             raise
         self._unlock(held, removed=True)
         self.metrics.count_dead_lettered(r.new_class for r in removes if r.new_class is not None)
         self._notify([self._by_id[dead], self._by_id[dead_x]])
-        self._emit(events)
+        self._removal_done(events, acks)
         return len(removes)
 
 

@@ -36,6 +36,7 @@ from openmsmq.store.records import (
 )
 
 __all__ = [
+    "AckRows",
     "CommitWork",
     "DeleteMany",
     "FinalAckOutcome",
@@ -45,11 +46,13 @@ __all__ = [
     "accept_incoming",
     "commit_work",
     "expire_messages",
+    "expiry_events",
     "new_tx_sequence_id",
     "order_key",
     "record_incoming",
     "release_outgoing",
     "settle_final_ack",
+    "write_ack_rows",
 ]
 
 _ROW = attrgetter("row")
@@ -131,6 +134,33 @@ class RemovedMessage:
     queue_id: int
     message: Message
     reason: int
+
+
+class AckRows:
+    """Acknowledgment rows built for a removal before it runs (MS-MQQB 3.1.7.2), to be
+    inserted in the removal's own transaction.
+
+    ``expected`` holds the LookupIdentifiers of the messages they acknowledge. The removal
+    inserts ``sends`` only if the messages it removes that asked for acknowledgments are
+    exactly those (:func:`write_ack_rows`) and sets ``written``; otherwise (something
+    changed in between) it inserts nothing and the caller sends them the two-commit way.
+    """
+
+    __slots__ = ("expected", "sends", "written")
+
+    def __init__(self, expected: Iterable[int], sends: Sequence[Send]) -> None:
+        self.expected = frozenset(expected)
+        self.sends = sends
+        self.written = False
+
+
+def write_ack_rows(ctx: WriteContext, events: Sequence[RemovedMessage], acks: AckRows | None) -> None:
+    """Insert ``acks.sends`` in the current transaction when ``events`` are the removals
+    they were built for (see :class:`AckRows`)."""
+    if acks is None or {ev.message.lookup_id for ev in events} != acks.expected:
+        return
+    _insert_messages(ctx, acks.sends, None)
+    acks.written = True
 
 
 # ---- messages ------------------------------------------------------------------------
@@ -671,16 +701,30 @@ def settle_final_ack(
     return op
 
 
-def expire_messages(removes: Sequence[Remove]) -> Callable[[WriteContext], list[RemovedMessage]]:
-    """Move expired messages to the dead-letter queues with their Nack class recorded."""
+def expire_messages(
+    removes: Sequence[Remove], acks: AckRows | None = None
+) -> Callable[[WriteContext], list[RemovedMessage]]:
+    """Move expired messages to the dead-letter queues with their Nack class recorded;
+    ``acks``: their acknowledgments, in the same transaction (:class:`AckRows`)."""
 
     def op(ctx: WriteContext) -> list[RemovedMessage]:
-        conn = ctx.conn
-        events = []
-        for r in removes:
-            got = ack_wanted(conn, "m.lookup_id = ? AND m.queue_id = ?", (r.lookup_id, r.queue_id))
-            events += [RemovedMessage(qid, m, r.new_class or 0) for qid, m in got]
+        events = _expiry_events(ctx.conn, removes)
         _apply_removes(ctx, removes)
+        write_ack_rows(ctx, events, acks)
         return events
 
     return op
+
+
+def expiry_events(removes: Sequence[Remove]) -> Callable[[sqlite3.Connection], list[RemovedMessage]]:
+    """A read: the events :func:`expire_messages` of ``removes`` reports (to build their
+    acknowledgments before it runs)."""
+    return lambda conn: _expiry_events(conn, removes)
+
+
+def _expiry_events(conn: sqlite3.Connection, removes: Sequence[Remove]) -> list[RemovedMessage]:
+    events = []
+    for r in removes:
+        got = ack_wanted(conn, "m.lookup_id = ? AND m.queue_id = ?", (r.lookup_id, r.queue_id))
+        events += [RemovedMessage(qid, m, r.new_class or 0) for qid, m in got]
+    return events

@@ -13,7 +13,7 @@ from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.db import WriteContext
-from openmsmq.store.ops import RemovedMessage, new_tx_sequence_id
+from openmsmq.store.ops import AckRows, RemovedMessage, new_tx_sequence_id, write_ack_rows
 from openmsmq.store.reads import QUEUE_SELECT, ack_wanted, exclude_clause, get_queue
 from openmsmq.store.records import INFINITE, QueueRecord, QueueType, queue_from_row, to_i64
 
@@ -23,7 +23,9 @@ __all__ = [
     "delete_queue",
     "ensure_outgoing_queue",
     "init_qm_state",
+    "purge_candidates",
     "purge_queue",
+    "queue_events",
     "reserve_uniquifiers",
     "update_queue",
 ]
@@ -250,8 +252,11 @@ def update_queue(queue_id: int, changes: dict[str, Any], now: int) -> Callable[[
     return op
 
 
-def delete_queue(queue_id: int, reason: int) -> Callable[[WriteContext], list[RemovedMessage]]:
-    """Delete a queue, its journal queue and their messages (NackQueueDeleted events)."""
+def delete_queue(
+    queue_id: int, reason: int, acks: AckRows | None = None
+) -> Callable[[WriteContext], list[RemovedMessage]]:
+    """Delete a queue, its journal queue and their messages (NackQueueDeleted events);
+    ``acks``: their acknowledgments, in the same transaction (:class:`~openmsmq.store.ops.AckRows`)."""
 
     def op(ctx: WriteContext) -> list[RemovedMessage]:
         conn = ctx.conn
@@ -259,6 +264,7 @@ def delete_queue(queue_id: int, reason: int) -> Callable[[WriteContext], list[Re
         events = [
             RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, "m.queue_id = ?", (queue_id,))
         ]
+        write_ack_rows(ctx, events, acks)  # before the queue row goes (it may be a destination)
         ids = [queue_id] + ([q.journal_queue_id] if q.journal_queue_id is not None else [])
         conn.executemany("DELETE FROM messages WHERE queue_id = ?", [(i,) for i in ids])
         conn.execute("DELETE FROM send_identities WHERE queue_id = ?", (queue_id,))
@@ -277,10 +283,44 @@ def _refresh_stats(conn: sqlite3.Connection, queue_id: int) -> None:
     )
 
 
-def purge_queue(
+def queue_events(queue_id: int, reason: int) -> Callable[[sqlite3.Connection], list[RemovedMessage]]:
+    """A read: the events of every message of the queue that asked for acknowledgments
+    (what :func:`delete_queue` reports), to build them before it runs."""
+    return lambda conn: [
+        RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, "m.queue_id = ?", (queue_id,))
+    ]
+
+
+def purge_candidates(
     queue_id: int, exclude: Collection[int], reason: int
+) -> Callable[[sqlite3.Connection], tuple[int, list[RemovedMessage]]]:
+    """A read: (the queue's highest LookupIdentifier, the NackQueuePurged events of its
+    messages outside ``exclude``) — what :func:`purge_queue` with that bound removes, so
+    that the acknowledgments can be built before it runs."""
+
+    def read(conn: sqlite3.Connection) -> tuple[int, list[RemovedMessage]]:
+        row = conn.execute("SELECT max(lookup_id) FROM messages WHERE queue_id = ?", (queue_id,)).fetchone()
+        bound = int(row[0] or 0)
+        clause, extra = exclude_clause(exclude)
+        where = "m.queue_id = ? AND m.lookup_id <= ?" + clause
+        events = [
+            RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, where, [queue_id, bound, *extra])
+        ]
+        return bound, events
+
+    return read
+
+
+def purge_queue(
+    queue_id: int,
+    exclude: Collection[int],
+    reason: int,
+    bound: int | None = None,
+    acks: AckRows | None = None,
 ) -> Callable[[WriteContext], tuple[int, list[RemovedMessage]]]:
-    """Delete every message of the queue except ``exclude`` (locked: PurgePending).
+    """Delete every message of the queue except ``exclude`` (locked: PurgePending), up to
+    LookupIdentifier ``bound`` when given; ``acks``: their acknowledgments, in the same
+    transaction (:class:`~openmsmq.store.ops.AckRows`).
 
     MS-MQDMPR 3.1.7.1.7; returns (count, NackQueuePurged events).
     """
@@ -289,12 +329,16 @@ def purge_queue(
         conn = ctx.conn
         get_queue(conn, queue_id)
         clause, extra = exclude_clause(exclude)
+        if bound is not None:
+            clause = " AND m.lookup_id <= ?" + clause
+            extra = [bound, *extra]
         events = [
             RemovedMessage(qid, m, reason)
             for qid, m in ack_wanted(conn, "m.queue_id = ?" + clause, [queue_id, *extra])
         ]
         cur = conn.execute(f"DELETE FROM messages AS m WHERE m.queue_id = ?{clause}", [queue_id, *extra])
         _refresh_stats(conn, queue_id)
+        write_ack_rows(ctx, events, acks)
         return cur.rowcount, events
 
     return op
