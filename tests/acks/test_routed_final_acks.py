@@ -195,3 +195,25 @@ def test_a_private_name_of_no_queue_is_rejected_with_nack_bad_dst_q(net: Net) ->
     # in the outgoing queue; the sequence still advanced.
     assert outgoing_count(a.qm) == 0
     assert b.transfer.incoming_status()[0].tx_sequence_number == 1
+
+
+# ------------------------------------------------------------- two intermediate QMs
+
+
+def test_two_intermediates_carry_the_order_ack_and_the_final_ack_back(net: Net) -> None:
+    d = "127.0.0.4"  # A -> D -> C -> B
+    a = _node(net, A, routes=((B, d),))
+    _node(net, d, routes=((B, C),))
+    c = _node(net, C)
+    b = _node(net, B)
+    a.qm.create_queue("private$\\admin")
+    b.qm.create_queue("private$\\orders", transactional=True)
+    sent = _send(a, ack_flags=AckRequest.POS_RECEIVE, positive_journaling=True)
+    net.run_until_quiet()  # fails unless the OrderAck finds its way back through C and D
+    assert [m.body for m in _peek(b, "private$\\orders")] == [b"order-1"]
+    assert outgoing_count(a.qm) == 0
+    # C never had a session with A: the way back is the hop A's messages came from.
+    assert c.transfer.config.next_hop_for_qm(a.qm.guid) is None
+    _receive_at_b(b)
+    net.run_until_quiet()
+    _landed(a, sent, names.SYSTEM_JOURNAL)

@@ -159,6 +159,26 @@ def test_intermediate_qm_forwards_transaction_header_untouched(net: Net) -> None
     assert seq.source_qm == a.qm.guid and seq.tx_sequence_id == TxSequenceId.from_int(sent[0].tx_sequence_id)
 
 
+def test_two_intermediates_and_a_restarted_one(net: Net) -> None:
+    # A -> D -> B -> C: the OrderAcks go back C -> B -> D -> A; B and D learn the way
+    # back to A from the packets they forward (neither has a route for A).
+    a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.4"),))
+    d = net.add("127.0.0.4", routes=(("127.0.0.3", "127.0.0.2"),))
+    net.add("127.0.0.2")
+    c = net.add("127.0.0.3")
+    c.qm.create_queue(Q, transactional=True)
+    _send_all(a, 3, 40, DEST_C)
+    net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0  # every OrderAck came back over two hops
+    net.cut("127.0.0.4", "127.0.0.2")
+    net.restart("127.0.0.2")  # B forgets the way back; A's next messages teach it again
+    _send_all(a, 2, 40, DEST_C)
+    net.run_until_quiet()
+    assert [m.body for m in c.qm.peek_range(Q, 0, 1000)] == _expected(3, 40) + _expected(2, 40)
+    assert outgoing_count(a.qm) == 0
+    assert d.transfer.incoming_status() == []
+
+
 def test_receiver_crash_before_order_ack_rejects_resent_duplicates(net: Net) -> None:
     a, b = _pair(net)
     send_tx(a.qm, DEST_B, [b"first"])

@@ -153,6 +153,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: Remote QM GUID -> the peer address of its last session (in memory): where
         #: PRIVATE=<guid> names go once that session is closed.
         self._qm_peers: dict[uuid.UUID, str] = {}
+        #: Source QM GUID -> the previous hop of the last packet from it this QM
+        #: forwarded (in memory): the way back for OrderAcks and FinalAcks to a QM
+        #: several hops away; (GUID, connection) of the last one learned.
+        self._reverse: dict[uuid.UUID, str] = {}
+        self._last_reverse: tuple[object, object] = (None, None)
         self._next_refresh = now
         # Receive side.
         self._accepted: deque[Pending] = deque()
@@ -428,6 +433,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
         """Intermediate hop (seed 003): pass the packet on with its TransactionHeader
         untouched; only the hop count moves and the previous hop's SessionHeader goes."""
         message = packet if isinstance(packet, UserMessage) else packet.message
+        source = message.user.source_queue_manager
+        if conn is not None and (self._last_reverse[0] is not source or self._last_reverse[1] is not conn):
+            # The decoder shares GUID objects: a stream costs one dict write, not one each.
+            if source in self._reverse or len(self._reverse) < _QM_PEERS_MAX:
+                self._reverse[source] = conn.peer
+            self._last_reverse = (source, conn)
         hops = message.hop_count + 1
         if hops > _MAX_HOPS:
             log.warning("dropping message %s: hop count exceeded", message.message_id)
@@ -435,8 +446,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 # NACK_HOP_COUNT_EXCEEDED (MS-MQQB 3.1.5.8.2): the admin NACK, and the
                 # FinalAck when the previous hop is the sender itself (direct session).
                 session = None
-                if conn is not None and conn.session.remote_qm == message.user.source_queue_manager:
-                    session = AckSession(True, conn.peer, message.user.source_queue_manager)
+                if conn is not None and conn.session.remote_qm == source:
+                    session = AckSession(True, conn.peer, source)
                 dest = message.destination_queue
                 name = "DIRECT=" + dest.name if isinstance(dest, DirectQueueFormatName) else ""
                 self._hop_nacks.append((message_from_packet(message, name), session))
@@ -458,7 +469,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             conns = self._conns.values()
             peer = next((c.peer for c in conns if c.open and c.session.remote_qm == qm_id), None)
             if peer is None:
-                peer = self.config.next_hop_for_qm(qm_id) or self._qm_peers.get(qm_id)
+                peer = self.qm_route(qm_id)
         else:
             dest = message.destination_queue
             parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
@@ -476,6 +487,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
         buf = self._forward.setdefault(peer, deque())
         if len(buf) < _FORWARD_BUFFER:
             buf.append(out)  # the original sender resends what is lost (end to end)
+
+    def qm_route(self, qm: uuid.UUID) -> str | None:
+        """Where a PRIVATE=<qm> name goes when ``qm`` has no open session here: a static
+        route for its GUID, else the address of its last session, else the previous hop
+        of the last packet from it this QM forwarded (the way back); None if unknown."""
+        return self.config.next_hop_for_qm(qm) or self._qm_peers.get(qm) or self._reverse.get(qm)
 
     def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
         conn = self._conns.get(self._ack_route.get(ack.key, 0))

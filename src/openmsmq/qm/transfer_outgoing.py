@@ -63,7 +63,6 @@ class OutgoingSide(TransferParts):
     _forward: dict[str, deque[UserMessagePacket]]
     _held: dict[int, OutgoingTransfer]
     _unrouted: set[int]
-    _qm_peers: dict[uuid.UUID, str]
     _conns: dict[int, Conn]
     _ack_sessions: dict[tuple[object, str], AckSession]
 
@@ -72,6 +71,8 @@ class OutgoingSide(TransferParts):
         def _open_conn(self, peer: str) -> Conn | None: ...
 
         def _peer_open(self, peer: str) -> bool: ...
+
+        def qm_route(self, qm: uuid.UUID) -> str | None: ...
 
     # ------------------------------------------------------------------ outgoing queues
 
@@ -140,7 +141,8 @@ class OutgoingSide(TransferParts):
         """(host, next hop) for ``PRIVATE=<qm>\\n`` names (FinalAcks to a sender behind an
         intermediate QM, MS-MQQB 3.1.7.17), or None when not known yet: a static route for
         the QM GUID; else the QM's own session (open, or the last one this process saw);
-        else the previous hop its messages last arrived from (RemoteQMAddress of their
+        else the hop the last packet from it that this QM forwarded came from; else the
+        previous hop its messages last arrived from (RemoteQMAddress of their
         incoming sequence, durable in the store), which sends the FinalAck back the way
         the message came."""
         hop = self.config.next_hop_for_qm(qm)
@@ -149,7 +151,7 @@ class OutgoingSide(TransferParts):
         for conn in self._conns.values():
             if conn.open and conn.session.remote_qm == qm:
                 return conn.peer, conn.peer
-        peer = self._qm_peers.get(qm)
+        peer = self.qm_route(qm)
         if peer is not None:
             return peer, peer
         for s in self._ack_sessions.values():
