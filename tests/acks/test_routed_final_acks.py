@@ -13,6 +13,7 @@ destination QM serves by queue number.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -217,3 +218,14 @@ def test_two_intermediates_carry_the_order_ack_and_the_final_ack_back(net: Net) 
     _receive_at_b(b)
     net.run_until_quiet()
     _landed(a, sent, names.SYSTEM_JOURNAL)
+
+
+def test_a_learned_address_of_this_qm_is_no_route(net: Net) -> None:
+    # QMs told apart by port on one address: the address learned for the other QM is
+    # this QM's own, and sending there would only loop back.
+    b = _node(net, B)
+    other = uuid.uuid4()
+    b.transfer._qm_peers[other] = B
+    assert b.transfer.qm_route(other) is None
+    b.transfer._reverse[other] = C
+    assert b.transfer.qm_route(other) == C

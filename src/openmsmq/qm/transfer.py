@@ -491,8 +491,16 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def qm_route(self, qm: uuid.UUID) -> str | None:
         """Where a PRIVATE=<qm> name goes when ``qm`` has no open session here: a static
         route for its GUID, else the address of its last session, else the previous hop
-        of the last packet from it this QM forwarded (the way back); None if unknown."""
-        return self.config.next_hop_for_qm(qm) or self._qm_peers.get(qm) or self._reverse.get(qm)
+        of the last packet from it this QM forwarded (the way back); None if unknown.
+        A learned address of this QM itself (QMs on one address, apart by port) is no
+        route: it would only loop back here."""
+        hop = self.config.next_hop_for_qm(qm)
+        if hop is not None:
+            return hop
+        for learned in (self._qm_peers.get(qm), self._reverse.get(qm)):
+            if learned is not None and learned not in self.local_hosts:
+                return learned
+        return None
 
     def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
         conn = self._conns.get(self._ack_route.get(ack.key, 0))
