@@ -238,6 +238,7 @@ def test_intermediate_qm_forwards_without_sequence_processing() -> None:
     (ev,) = drain(b)
     assert isinstance(ev, ForwardMessage)
     assert ev.packet == packet  # TransactionHeader passed through untouched
+    assert ev.recoverable == 0  # acknowledged on receipt: the sender keeps it until its OrderAck
     assert len(b.incoming) == 0  # no sequence state touched
     assert b.incoming.get_timer() is None  # no OrderAck scheduled
 
@@ -385,6 +386,35 @@ def test_recoverable_message_acked_only_after_receiver_persists_it() -> None:
     pump(a, b, deadline)
     (ack2,) = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
     assert ack2.acked_handles == (42,)
+
+
+def test_a_recoverable_message_for_another_qm_is_acked_once_stored_for_forwarding() -> None:
+    a, b = pair()
+    drain(a), drain(b)
+    rec = UserMessage.build(
+        source_qm=QM_A,
+        message_id=1,
+        destination_queue=QUEUE,
+        body=b"r",
+        sent_time=0,
+        destination_qm=QM_C,  # not B: B is an intermediate hop
+        delivery_mode=1,
+    )
+    a.send_user_message(rec, 1.0, handle=7)
+    pump(a, b, 1.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, ForwardMessage) and ev.recoverable == 1
+    b.handle_timer(1.5)
+    pump(a, b, 1.5)
+    (ack1,) = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
+    assert ack1.acked_handles == ()  # not stored yet: the sender keeps it
+    b.recoverable_message_stored(ev.recoverable)
+    deadline = b.get_timer()
+    assert deadline is not None
+    b.handle_timer(deadline)
+    pump(a, b, deadline)
+    (ack2,) = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
+    assert ack2.acked_handles == (7,)
 
 
 def test_encoded_transactional_packets_count_as_their_values() -> None:

@@ -179,6 +179,35 @@ def test_two_intermediates_and_a_restarted_one(net: Net) -> None:
     assert d.transfer.incoming_status() == []
 
 
+def test_intermediate_stores_recoverable_messages_before_acknowledging_them(net: Net) -> None:
+    # A -> B -> C, recoverable non-transactional messages: B keeps them in its outgoing
+    # queue to C and acknowledges them, so A releases them; a reconnect resends nothing.
+    a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),))
+    b = net.add("127.0.0.2")
+    c = net.add("127.0.0.3")
+    c.qm.create_queue("private$\\plain")
+    dest = "DIRECT=TCP:127.0.0.3\\private$\\plain"
+    c_is_down = ("127.0.0.2", "127.0.0.3")
+    net.blackhole.add(c_is_down)  # B cannot reach C yet: the messages wait at B
+    sent = [a.qm.send(dest, Message(body=b"p%d" % i, delivery=1)) for i in range(5)]
+    net.settle()
+    for _ in range(5):
+        net.advance(0.6)
+    assert outgoing_count(a.qm) == 0  # released by B's SessionAck: B stored them
+    net.blackhole.discard(c_is_down)
+    b = net.restart("127.0.0.2")  # and B keeps them across a crash
+    net.cut("127.0.0.1", "127.0.0.2")
+    net.run_until_quiet()
+    got = c.qm.peek_range("private$\\plain", 0, 100)
+    assert [m.body for m in got] == [b"p%d" % i for i in range(5)]  # once each, in order
+    # As sent by A: Identifier and SentTime kept, one hop more.
+    assert [(m.id_lineage, m.id_uniquifier, m.sent_time) for m in got] == [
+        (a.qm.guid, m.id_uniquifier, m.sent_time) for m in sent
+    ]
+    assert {m.hop_count for m in got} == {1}
+    assert outgoing_count(b.qm) == 0
+
+
 def test_receiver_crash_before_order_ack_rejects_resent_duplicates(net: Net) -> None:
     a, b = _pair(net)
     send_tx(a.qm, DEST_B, [b"first"])

@@ -160,6 +160,10 @@ class ForwardMessage:
     """
 
     packet: UserMessagePacket
+    #: RecoverableMessage number of a recoverable non-transactional UserMessage, which the
+    #: session acknowledges only once the QM stored it (:meth:`Session.recoverable_message_stored`,
+    #: MS-MQQB 3.1.5.8.7); 0 for anything else (express, transactional, acknowledgments).
+    recoverable: int = 0
 
 
 @dataclass(frozen=True, slots=True)

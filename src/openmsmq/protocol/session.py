@@ -639,11 +639,11 @@ class Session:
         qm_address = user.queue_manager_address
         if qm_address is not self._known_local and not self._is_local(qm_address):
             # Intermediate QM (seed 003): pass on untouched, no sequence processing.
-            self._events.append(ForwardMessage(packet))
+            self._events.append(ForwardMessage(packet, _stored_first(packet, message, recoverable)))
             return
         destination = user.destination_queue
         if destination is not self._local_destination and self._forwards(destination, qm_address):
-            self._events.append(ForwardMessage(packet))
+            self._events.append(ForwardMessage(packet, _stored_first(packet, message, recoverable)))
             return
         # An OrderAck or FinalAck wraps its UserMessage; a plain UserMessage is its own message.
         if packet is not message and isinstance(packet, OrderAck):
@@ -787,3 +787,10 @@ class Session:
         # Restart the Session Ack Wait Timer if entries still await an ack, else stop it.
         self._ack_wait_deadline = (now + self._ack_wait_duration) if self._awaiting_ack else None
         self._drain_backlog(now)
+
+
+def _stored_first(packet: UserMessagePacket, message: UserMessage, recoverable: int) -> int:
+    """The RecoverableMessage number of a forwarded packet that waits for the QM to store
+    it before it is acknowledged: a recoverable, non-transactional UserMessage (the others
+    were acknowledged on receipt, see ``_on_user_message``); else 0."""
+    return recoverable if packet is message and message.transaction is None else 0

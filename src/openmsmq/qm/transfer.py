@@ -177,6 +177,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._releases: dict[int, int] = {}
         self._settles: list[tuple[int, int, int, int]] = []
         self._hop_nacks: list[tuple[Message, AckSession | None]] = []
+        #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
+        #: queue of their destination before they are acknowledged (format name, message,
+        #: connection, RecoverableMessage number).
+        self._forward_in: list[tuple[str, Message, int, int]] = []
         self._deletes: list[tuple[int, int]] = []
         self._release_in_flight: ReleaseBatch | None = None
         # Forwarding (intermediate hop).
@@ -311,7 +315,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         elif isinstance(ev, FinalAckReceived):
             self._on_final_ack(ev, now)
         elif isinstance(ev, ForwardMessage):
-            self._forward_packet(ev.packet, now, conn)
+            self._forward_packet(ev.packet, now, conn, ev.recoverable)
         elif isinstance(ev, UserMessageReceived):
             self._on_plain(conn, ev)
         elif isinstance(ev, SessionAckReceived):
@@ -429,9 +433,17 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     # ------------------------------------------------------------------ forwarding
 
-    def _forward_packet(self, packet: UserMessagePacket, now: float, conn: Conn | None = None) -> None:
+    def _forward_packet(
+        self, packet: UserMessagePacket, now: float, conn: Conn | None = None, recoverable: int = 0
+    ) -> None:
         """Intermediate hop (seed 003): pass the packet on with its TransactionHeader
-        untouched; only the hop count moves and the previous hop's SessionHeader goes."""
+        untouched; only the hop count moves and the previous hop's SessionHeader goes.
+
+        A recoverable non-transactional message (``recoverable``: its number on ``conn``)
+        is stored and forwarded: it goes into the outgoing queue of its destination and is
+        acknowledged once stored, so the previous hop releases it and a crash here keeps
+        it. Other packets are forwarded in memory: transactional ones are resent by their
+        sender until the end-to-end OrderAck, express ones carry no promise."""
         message = packet if isinstance(packet, UserMessage) else packet.message
         source = message.user.source_queue_manager
         if conn is not None and (self._last_reverse[0] is not source or self._last_reverse[1] is not conn):
@@ -454,6 +466,16 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return
         user = replace(message.user, flags=(message.user.flags & ~0x1F) | hops)
         message = replace(message, user=user, session=None)
+        if recoverable and conn is not None:
+            dest = message.destination_queue
+            if isinstance(dest, DirectQueueFormatName):
+                name = "DIRECT=" + dest.name
+            else:
+                name = destination_key(dest, message.destination_qm)  # PRIVATE=<guid>\n
+            self._forward_in.append((name, message_from_packet(message, name), conn.cid, recoverable))
+            self.stats["forwarded"] += 1
+            self.metrics.count_forwarded(1)
+            return
         out: UserMessagePacket
         if isinstance(packet, OrderAck):
             out = OrderAck(message)

@@ -44,6 +44,7 @@ class StoreWorkSide(TransferParts):
     _accepted: deque[Pending]
     _accept_in_flight: AcceptBatch | None
     _nontx_in: list[tuple[str, Message, int, int]]
+    _forward_in: list[tuple[str, Message, int, int]]
     _local_in_flight: StoreLocal | None
     _hop_nacks: list[tuple[Message, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
@@ -99,10 +100,11 @@ class StoreWorkSide(TransferParts):
             self._settles.clear()
             self._release_in_flight = work
             return work
-        if self._local_in_flight is None and (self._nontx_in or self._hop_nacks):
-            work_l = StoreLocal(tuple(self._nontx_in), tuple(self._hop_nacks))
+        if self._local_in_flight is None and (self._nontx_in or self._hop_nacks or self._forward_in):
+            work_l = StoreLocal(tuple(self._nontx_in), tuple(self._hop_nacks), tuple(self._forward_in))
             self._nontx_in.clear()
             self._hop_nacks.clear()
+            self._forward_in.clear()
             self._local_in_flight = work_l
             return work_l
         return None
@@ -163,6 +165,14 @@ class StoreWorkSide(TransferParts):
                     out.append(None)
                 except MQError as exc:
                     out.append(exc)
+            for name, message, _cid, _n in work.forwards:
+                try:
+                    # Into the destination's outgoing queue as received (Identifier, SentTime,
+                    # properties kept; TimeToReachQueue counts from SentTime).
+                    qm.accept_arrivals(qm.open_queue(name), [message], None)
+                    out.append(None)
+                except MQError as exc:
+                    out.append(exc)
             for dropped, session in work.hop_nacks:
                 with contextlib.suppress(MQError):
                     sess = session if isinstance(session, AckSession) else None
@@ -197,7 +207,8 @@ class StoreWorkSide(TransferParts):
                     log.warning("releasing %s from the outgoing queue failed: %s", item, res)
         else:
             self._local_in_flight = None
-            for (queue, _m, cid, number), res in zip(work.items, _pad(outcome, len(work.items)), strict=True):
+            stored = work.items + work.forwards
+            for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
                 conn = self._conns.get(cid)
                 if res is None and conn is not None and number:
                     conn.session.recoverable_message_stored(number)
@@ -215,7 +226,7 @@ class StoreWorkSide(TransferParts):
         """Nothing waits for the store (used by tests and graceful stop)."""
         return not (
             self._accepted or self._accept_in_flight or self._releases or self._deletes
-            or self._release_in_flight or self._nontx_in or self._local_in_flight
+            or self._release_in_flight or self._nontx_in or self._forward_in or self._local_in_flight
             or self._settles or self._hop_nacks
         )  # fmt: skip
 
