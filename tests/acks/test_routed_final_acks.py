@@ -142,6 +142,26 @@ def test_restarted_intermediate_uses_a_static_route_for_the_senders_guid(net: Ne
     _landed(a, sent, names.SYSTEM_JOURNAL)
 
 
+def test_an_intermediate_keeps_a_final_ack_it_cannot_place_until_it_learns_the_way(net: Net) -> None:
+    a, b, c = _routed(net)
+    sent = _send(a, ack_flags=AckRequest.POS_RECEIVE, positive_journaling=True)
+    net.run_until_quiet()
+    net.cut(A, C)
+    c = net.restart(C)  # C no longer knows where A is
+    _receive_at_b(b)
+    for _ in range(10):
+        net.advance(0.6)
+    # B handed the FinalAck to C, which stored it (B's outgoing queue is empty) and waits.
+    assert _final_ack_queues(b) == []
+    assert _final_ack_queues(c) == [f"PRIVATE={a.qm.guid}\\00000004"]
+    assert len(_peek(a, names.AWAITING_FINAL_ACK)) == 1
+    with a.qm.begin() as tx:  # A's next message through C shows C the way back
+        a.qm.send(ORDERS, Message(body=b"order-2"), tx)
+    net.run_until_quiet()
+    _landed(a, sent, names.SYSTEM_JOURNAL)
+    assert _final_ack_queues(c) == []
+
+
 def test_a_final_ack_without_a_route_waits_and_is_reported_once(
     net: Net, caplog: pytest.LogCaptureFixture
 ) -> None:

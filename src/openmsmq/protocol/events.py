@@ -160,9 +160,10 @@ class ForwardMessage:
     """
 
     packet: UserMessagePacket
-    #: RecoverableMessage number of a recoverable non-transactional UserMessage, which the
-    #: session acknowledges only once the QM stored it (:meth:`Session.recoverable_message_stored`,
-    #: MS-MQQB 3.1.5.8.7); 0 for anything else (express, transactional, acknowledgments).
+    #: RecoverableMessage number of a recoverable non-transactional UserMessage or FinalAck,
+    #: which the session acknowledges only once the QM stored it
+    #: (:meth:`Session.recoverable_message_stored`, MS-MQQB 3.1.5.8.7); 0 for anything else
+    #: (express, transactional, OrderAcks).
     recoverable: int = 0
 
 

@@ -607,9 +607,11 @@ class Session:
             ) % _U16
             if not self._persisted_unacked:
                 self._ack_send_deadline = now + self.recoverable_ack_send_timeout
-            if message.transaction is not None or not isinstance(packet, UserMessage):
+            if message.transaction is not None or isinstance(packet, OrderAck):
                 # Transactional messages are retained by the sender until their OrderAck
-                # whatever the SessionAck says, and acks are idempotent: acknowledge at once.
+                # whatever the SessionAck says, and OrderAcks are idempotent: acknowledge at
+                # once. A FinalAck is acknowledged at once when it is for this QM
+                # (``_route``), once stored when this QM passes it on.
                 self._persisted_unacked.add(recoverable)
         # SessionHeader processing (MS-MQQB 3.1.5.8.4) after the counters moved.
         if message.session is not None:
@@ -653,6 +655,8 @@ class Session:
             )
             return
         if packet is not message and isinstance(packet, FinalAck):
+            if recoverable:
+                self._persisted_unacked.add(recoverable)
             fbody = packet.body
             self._events.append(
                 FinalAckReceived(
@@ -791,6 +795,9 @@ class Session:
 
 def _stored_first(packet: UserMessagePacket, message: UserMessage, recoverable: int) -> int:
     """The RecoverableMessage number of a forwarded packet that waits for the QM to store
-    it before it is acknowledged: a recoverable, non-transactional UserMessage (the others
-    were acknowledged on receipt, see ``_on_user_message``); else 0."""
-    return recoverable if packet is message and message.transaction is None else 0
+    it before it is acknowledged: a recoverable non-transactional UserMessage or FinalAck
+    (transactional messages and OrderAcks were acknowledged on receipt, see
+    ``_on_user_message``); else 0."""
+    if packet is message:
+        return recoverable if message.transaction is None else 0
+    return recoverable if isinstance(packet, FinalAck) else 0
