@@ -417,6 +417,31 @@ def test_a_recoverable_message_for_another_qm_is_acked_once_stored_for_forwardin
     assert ack2.acked_handles == (7,)
 
 
+def test_persisted_recoverable_messages_beyond_32_are_all_acked_at_the_deadline() -> None:
+    a, b = pair()
+    drain(a), drain(b)
+    for i in range(100):
+        rec = UserMessage.build(
+            source_qm=QM_A, message_id=i + 1, destination_queue=QUEUE, body=b"r",
+            sent_time=0, destination_qm=QM_B, delivery_mode=1,
+        )  # fmt: skip
+        a.send_user_message(rec, 1.0, handle=1000 + i)
+    pump(a, b, 1.0)
+    evs = drain(b)
+    assert len(evs) == 100
+    drain(a)
+    for ev in evs:
+        assert isinstance(ev, UserMessageReceived)
+        b.recoverable_message_stored(ev.recoverable_number)
+    deadline = b.get_timer()
+    assert deadline is not None
+    b.handle_timer(deadline)
+    pump(a, b, deadline)
+    acked = [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
+    # One header covers 32 numbers: all 100 are acknowledged at this deadline anyway.
+    assert sorted(acked) == list(range(1000, 1100))
+
+
 def test_encoded_transactional_packets_count_as_their_values() -> None:
     """A transactional UserMessage given as its bytes (the sender's row encoder) goes out
     as the same bytes, counted, windowed and acknowledged as the value would be; a

@@ -397,6 +397,12 @@ class Session:
             # went out, or its bit would wait for the next message (docs/conformance.md).
             if self.unacked_received_msg_count or self._persisted_unacked:
                 self._send_packet(SessionAck(self._make_session_header()))
+                # One SessionHeader acknowledges the recoverable messages of 32 numbers
+                # from its base (RecoverableMsgAckFlags, MS-MQQB 2.2.1): as many more as
+                # the persisted ones need, or the rest would wait for the next deadline
+                # (AckTimeout / 2) and their sender would keep them that long.
+                while self._persisted_unacked:  # each removes its base at least
+                    self._send_packet(SessionAck(self._make_session_header()))
             self._ack_send_deadline = now + self.ack_wait_timeout / 2
 
     # ------------------------------------------------------------------ internals
