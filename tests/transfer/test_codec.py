@@ -64,7 +64,8 @@ def stored_messages(draw: st.DrawFn) -> Message:
         transactional=transactional,
         tx_sequence_id=draw(st.integers(0, (1 << 64) - 1)) if transactional else 0,
         tx_sequence_number=number,
-        tx_previous_sequence_number=draw(st.integers(0, number)) if transactional else 0,
+        # PreviousTxSequenceNumber is at most 0xFFFFFFFE on the wire (MS-MQMQ 2.2.20.5).
+        tx_previous_sequence_number=draw(st.integers(0, min(number, 0xFFFFFFFE))) if transactional else 0,
         first_in_transaction=draw(st.booleans()),
         last_in_transaction=draw(st.booleans()),
     )
