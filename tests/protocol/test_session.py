@@ -442,6 +442,28 @@ def test_persisted_recoverable_messages_beyond_32_are_all_acked_at_the_deadline(
     assert sorted(acked) == list(range(1000, 1100))
 
 
+def test_a_recoverable_message_stored_after_the_ack_deadline_is_acked_soon() -> None:
+    a, b = pair()
+    drain(a), drain(b)
+    rec = UserMessage.build(
+        source_qm=QM_A, message_id=1, destination_queue=QUEUE, body=b"r",
+        sent_time=0, destination_qm=QM_B, delivery_mode=1,
+    )  # fmt: skip
+    a.send_user_message(rec, 1.0, handle=5)
+    pump(a, b, 1.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, UserMessageReceived)
+    b.handle_timer(1.5)  # RecoverableAckSendTimeout passed before the store finished
+    later = b.get_timer()
+    assert later is not None and later >= 10.0  # AckTimeout / 2 from now on
+    b.recoverable_message_stored(ev.recoverable_number, 2.0)
+    assert b.get_timer() == pytest.approx(2.5)
+    b.handle_timer(2.5)
+    pump(a, b, 2.5)
+    acked = [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
+    assert acked == [5]
+
+
 def test_encoded_transactional_packets_count_as_their_values() -> None:
     """A transactional UserMessage given as its bytes (the sender's row encoder) goes out
     as the same bytes, counted, windowed and acknowledged as the value would be; a

@@ -319,10 +319,17 @@ class Session:
         )
         self.send_user_message(packet, now)
 
-    def recoverable_message_stored(self, recoverable_number: int) -> None:
+    def recoverable_message_stored(self, recoverable_number: int, now: float | None = None) -> None:
         """The QM persisted the recoverable message of :class:`UserMessageReceived`:
-        the next SessionHeader may acknowledge it (MS-MQQB 3.1.5.8.7)."""
+        the next SessionHeader may acknowledge it (MS-MQQB 3.1.5.8.7). With ``now``, that
+        SessionAck goes out within RecoverableAckTimeout of it even when the Session Ack
+        Send Timer already fired for this message (storing took longer) and was set to
+        the later AckTimeout / 2."""
         self._persisted_unacked.add(recoverable_number)
+        if now is not None and not self.closed:
+            soon = now + self.recoverable_ack_send_timeout
+            if self._ack_send_deadline is None or self._ack_send_deadline > soon:
+                self._ack_send_deadline = soon
 
     def close(self, now: float) -> None:
         """Close the session locally (MS-MQQB 3.1.5.9): there is no close packet."""

@@ -211,7 +211,7 @@ class StoreWorkSide(TransferParts):
             for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
                 conn = self._conns.get(cid)
                 if res is None and conn is not None and number:
-                    conn.session.recoverable_message_stored(number)
+                    conn.session.recoverable_message_stored(number, now)
                 elif res is not None:
                     log.warning("storing a message for %s failed: %s", queue, res)
 
