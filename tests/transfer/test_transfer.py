@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from openmsmq.errors import HResult, MQError
 from openmsmq.qm.transfer import AcceptBatch
 from openmsmq.store.records import Message
 from openmsmq.wire.ids import TxSequenceId
@@ -206,6 +207,25 @@ def test_intermediate_stores_recoverable_messages_before_acknowledging_them(net:
     ]
     assert {m.hop_count for m in got} == {1}
     assert outgoing_count(b.qm) == 0
+
+
+def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_queue(net: Net) -> None:
+    a, b = _pair(net)
+    a.qm.create_queue("private$\\local", transactional=True)
+    four_mib = bytes(4 * 1024 * 1024)
+    with a.qm.begin() as tx:  # a local queue takes a 4 MiB body
+        a.qm.send("private$\\local", Message(body=four_mib), tx)
+    with pytest.raises(MQError) as err, a.qm.begin() as tx:
+        a.qm.send(DEST_B, Message(body=four_mib), tx)
+    assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+    assert "remote queue" in str(err.value)
+    # A body within the headroom kept for the headers is transferred, and what follows too.
+    fits = bytes(4 * 1024 * 1024 - 8192)
+    send_tx(a.qm, DEST_B, [fits])
+    send_tx(a.qm, DEST_B, [b"after"])
+    net.run_until_quiet()
+    assert [len(m.body) for m in b.qm.peek_range(Q, 0, 10)] == [len(fits), 5]
+    assert outgoing_count(a.qm) == 0
 
 
 def test_receiver_crash_before_order_ack_rejects_resent_duplicates(net: Net) -> None:

@@ -43,6 +43,7 @@ from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import (
     COL,
     INFINITE,
+    MAX_MESSAGE_BYTES,
     Message,
     QueueRecord,
     QueueType,
@@ -59,6 +60,11 @@ NACK_Q_DELETED = 0xC000
 NACK_RECEIVE_TIMEOUT = 0xC002
 
 _UNIQUIFIER_BLOCK = 4096
+#: Room kept in a 4 MiB MS-MQQB packet (MAX_PACKET_SIZE, MS-MQMQ 2.2.19.1) for the headers
+#: of a message sent to a remote queue: 140 fixed bytes (BaseHeader, UserHeader,
+#: TransactionHeader, MessagePropertiesHeader), a piggy-backed SessionHeader and the
+#: UTF-16 admin and response queue names; the destination name is counted on its own.
+_REMOTE_HEADROOM = 4096
 _C_ARRIVED = COL["arrived_time"]
 _C_SIZE = COL["size"]
 #: Most names :meth:`QueueManager._send` remembers (then it starts over).
@@ -456,9 +462,12 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         now = self._now()
         first = self._uniquifiers(len(messages))
         # Checks each message (size, label, priority) as it builds its row.
-        rows = stamped_rows(messages, transactional, self.guid, first, now, name)
         qid = rec.queue_id
         outgoing = rec.queue_type == QueueType.OUTGOING
+        # A message to a remote queue must fit one packet with its headers, or it could
+        # never be transferred (and would hold up its sequence): refused here instead.
+        limit = MAX_MESSAGE_BYTES - _REMOTE_HEADROOM - 2 * len(name) if outgoing else MAX_MESSAGE_BYTES
+        rows = stamped_rows(messages, transactional, self.guid, first, now, name, limit)
         out = []
         for m, row in zip(messages, rows, strict=True):
             if m.time_to_be_received == INFINITE and (not outgoing or m.time_to_reach_queue == INFINITE):

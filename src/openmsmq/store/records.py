@@ -252,6 +252,7 @@ def stamped_rows(
     first_uniquifier: int,
     now: int,
     name: str,
+    max_bytes: int = MAX_MESSAGE_BYTES,
 ) -> list[list[Any]]:
     """Rows of messages a queue manager sends now: Identifier ``(qm, uniquifier)`` with
     uniquifiers from ``first_uniquifier`` (u32, wrapping, never 0), SentTime = ArrivedTime
@@ -259,7 +260,8 @@ def stamped_rows(
     messages get priority 0 and Recoverable delivery (MS-MQDMPR 3.1.1.12). The send path's
     batch form of :func:`message_to_row` (constants computed once per batch).
 
-    Each message is checked first (in the same loop): larger than 4 MiB
+    Each message is checked first (in the same loop): larger than ``max_bytes`` (4 MiB;
+    less for a remote queue, whose packet must hold the headers too)
     (MQ_ERROR_INSUFFICIENT_RESOURCES), a label over 249 characters
     (MQ_ERROR_LABEL_TOO_LONG), a priority outside 0..7 (MQ_ERROR_ILLEGAL_PROPERTY_VALUE)."""
     qm_bytes = _guid_bytes.get(qm.int) or _bytes_of(qm)
@@ -269,8 +271,8 @@ def stamped_rows(
     uniq = first_uniquifier - 1
     for m in messages:
         label = m.label
-        if len(m.body) + 2 * len(label) + len(m.extension) > MAX_MESSAGE_BYTES or len(label) > 249:
-            _check_message(m)
+        if len(m.body) + 2 * len(label) + len(m.extension) > max_bytes or len(label) > 249:
+            _check_message(m, max_bytes)
         priority = m.priority
         if not 0 <= priority <= 7:
             _check_message(m)
@@ -293,12 +295,18 @@ def stamped_rows(
     return rows
 
 
-def _check_message(m: Message) -> None:
+def _check_message(m: Message, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Raise the MQError of a message a queue manager must refuse to send."""
     size = m.size
     if size > MAX_MESSAGE_BYTES:
         raise MQError(
             HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, f"message of {size} bytes exceeds the 4 MiB limit"
+        )
+    if size > max_bytes:
+        raise MQError(
+            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+            f"message of {size} bytes exceeds the {max_bytes:,} bytes a message to a remote queue may"
+            " have (its MS-MQQB packet, headers included, is at most 4 MiB)",
         )
     if len(m.label) > 249:
         raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "message label has at most 249 characters")
