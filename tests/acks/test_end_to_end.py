@@ -20,10 +20,10 @@ from openmsmq.qm import names
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.acknowledgment import AckSession, send_transactional_acknowledgment
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import INFINITE, Message
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId, TxSequenceId
-from tests.transfer.harness import Clock, Net, Node
+from tests.transfer.harness import Clock, Net, Node, outgoing_count
 
 A, B = "127.0.0.1", "127.0.0.2"
 ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"
@@ -439,3 +439,54 @@ def test_receive_acknowledgment_is_written_in_the_receive_commit(net: Net) -> No
     assert sorted(r.display_name.lower() for r in out) == sorted(
         [ADMIN.lower(), f"direct=tcp:{A}\\private$\\order_queue$"]
     )
+
+
+@pytest.mark.parametrize("expiry_pass_first", [False, True], ids=["at-send", "pass-first"])
+def test_a_message_expired_before_it_was_sent_is_not_sent(net: Net, expiry_pass_first: bool) -> None:
+    # MS-MQQB 3.1.7.1.2. B is not there yet: A loads m1..m3 and waits; m2's
+    # TimeToReachQueue passes meanwhile. Whether A's expiry pass or its transfer notices
+    # first, m2 is NACKed and dead-lettered once, by A, and never sent; m3 follows m1.
+    a = _node(net, A)
+    a.qm.create_queue("private$\\admin")
+    _send(a.qm, ORDERS)
+    expiring = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True, time_to_reach_queue=2)
+    _send(a.qm, ORDERS)
+    net.settle()  # loaded, no session to B
+    net.clock.now += 5
+    if expiry_pass_first:
+        assert a.qm.expire(net.clock.now) == 1
+    b = _node(net, B)
+    b.qm.create_queue("private$\\orders", transactional=True)
+    net.run_until_quiet()
+    got = _peek(b.qm, "private$\\orders")
+    assert [m.id_uniquifier for m in got] == [expiring.id_uniquifier - 1, expiring.id_uniquifier + 1]
+    [dead] = _peek(a.qm, names.DEADXACT)
+    assert dead.id_uniquifier == expiring.id_uniquifier
+    assert dead.message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    [ack] = _admin(a)  # one NACK: A's, none from B (it never saw m2)
+    assert ack.message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    assert ack.id_lineage == a.qm.guid
+    assert ack.correlation_id == ObjectId(a.qm.guid, expiring.id_uniquifier).encode()
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["loaded-after", "after-a-restart"])
+@pytest.mark.parametrize("expired", [(1,), (0,), (0, 1)], ids=["middle", "first", "first-two"])
+def test_messages_expired_before_they_were_loaded_leave_no_gap(
+    net: Net, restart: bool, expired: tuple[int, ...]
+) -> None:
+    # MS-MQQB 3.1.7.1.3: the committed PreviousTxSequenceNumber of the message after an
+    # expired one names a message B never gets; sent as committed, B would refuse it (and
+    # all after it) for good. A's transfer bridges over what is no longer in the queue.
+    a = _node(net, A)
+    a.qm.create_queue("private$\\admin")
+    sent = [_send(a.qm, ORDERS, time_to_reach_queue=2 if i in expired else INFINITE) for i in range(3)]
+    net.clock.now += 5
+    assert a.qm.expire(net.clock.now) == len(expired)  # before the transfer loaded them
+    if restart:
+        a = net.restart(A)
+    b = _node(net, B)
+    b.qm.create_queue("private$\\orders", transactional=True)
+    net.run_until_quiet()
+    want = [m.id_uniquifier for i, m in enumerate(sent) if i not in expired]
+    assert [m.id_uniquifier for m in _peek(b.qm, "private$\\orders")] == want
+    assert outgoing_count(a.qm) == 0

@@ -234,6 +234,30 @@ def test_removed_message_gap_is_bridged_on_resend() -> None:
         o2.remove(S1, 9)
 
 
+def test_a_message_whose_committed_predecessor_is_gone_is_bridged() -> None:
+    # The predecessor left the outgoing queue unsent before it was loaded (expired):
+    # PreviousTxSequenceNumber names the message before it still in the table (3.1.7.1.3).
+    o = connected()
+    (ev,) = o.add_many([msg(1), msg(3), msg(4)], now=0.0)  # 2 is gone
+    assert isinstance(ev, Transmit)
+    assert [(m.tx_sequence_number, m.previous_tx_sequence_number) for m in ev.messages] == [
+        (1, 0),
+        (3, 1),
+        (4, 3),
+    ]
+    # Nothing of the sequence before it waits, none known acknowledged (a restart): 0,
+    # at most what the receiver has, so it is accepted (seed 002, first condition).
+    o2 = connected()
+    (ev2,) = o2.add(msg(6), now=0.0)
+    assert isinstance(ev2, Transmit) and ev2.messages[0].previous_tx_sequence_number == 0
+    # A predecessor acknowledged here is not bridged over.
+    o3 = connected()
+    o3.add(msg(1), now=0.0)
+    o3.order_ack_received(S1, 1, now=1.0)
+    (ev3,) = o3.add(msg(2), now=2.0)
+    assert isinstance(ev3, Transmit) and ev3.messages[0].previous_tx_sequence_number == 1
+
+
 def test_numbering_misuse_is_local_error() -> None:
     o = connected()
     o.add(msg(1), now=0.0)

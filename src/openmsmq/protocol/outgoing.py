@@ -471,6 +471,22 @@ class OutgoingSequence:
                 raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
         if not same_sequence and m.tx_sequence_id not in self._sent_high:
             self._forget_old_sequences(m.tx_sequence_id)
+        prev = m.previous_tx_sequence_number
+        if prev:
+            # MS-MQQB 3.1.7.1.3: PreviousTxSequenceNumber names the previous message still
+            # in the table. The committed value names the message committed before; when
+            # that one is neither waiting here nor known acknowledged, it left the outgoing
+            # queue unsent (expired before it was loaded, maybe before a restart): bridge
+            # to the message before m that is still here, else to the last acknowledged
+            # number (0 when unknown, e.g. after a restart: then nothing of this sequence
+            # before m is waiting, and 0 is at most what the receiver has).
+            floor = (
+                self._unacked[-1].tx_sequence_number
+                if self._unacked
+                else self._last_ack.get(m.tx_sequence_id, 0)
+            )
+            if prev > floor and (m.tx_sequence_id, prev) not in self._removed:
+                self._removed[(m.tx_sequence_id, prev)] = floor
         self._unacked.append(m)
 
     def _forget_old_sequences(self, new: TxSequenceId) -> None:
@@ -491,6 +507,12 @@ class OutgoingSequence:
     def _note_sent(self, m: OutgoingMessage) -> None:
         if m.tx_sequence_number > self._sent_high.get(m.tx_sequence_id, 0):
             self._sent_high[m.tx_sequence_id] = m.tx_sequence_number
+
+    def effective(self, m: OutgoingMessage) -> OutgoingMessage:
+        """``m`` with its PreviousTxSequenceNumber bridged over the messages removed
+        unacknowledged before it (MS-MQQB 3.1.7.1.3), for a message of a :class:`Transmit`
+        sent after one of its predecessors in the same batch was removed."""
+        return self._effective(m) if self._removed else m
 
     def _effective(self, m: OutgoingMessage) -> OutgoingMessage:
         # MS-MQQB 3.1.7.1.3: PreviousTxSequenceNumber names the previous transactional

@@ -148,6 +148,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self.outgoing: dict[int, OutgoingTransfer] = {}
         #: Outgoing queues whose loading paused on a full session backlog (see refill).
         self._held: dict[int, OutgoingTransfer] = {}
+        #: A message was found expired before it was sent: run the expiry pass with the
+        #: next release (transfer_outgoing._expired_unsent).
+        self._expire_due = False
         #: Outgoing queues not taken up for want of a route (warned about once).
         self._unrouted: set[int] = set()
         #: Remote QM GUID -> the peer address of its last session (in memory): where

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openmsmq.errors import HResult, LocalProtocolError, MQError
-from openmsmq.store.records import PROPS, Message, _bytes_of, _guid_bytes, message_to_row
+from openmsmq.store.records import INFINITE, PROPS, Message, _bytes_of, _guid_bytes, message_to_row
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.format_name import PrivateFormatName, parse_format_name
 from openmsmq.wire.headers import TransactionHeader
@@ -200,6 +200,34 @@ _PROPS_FIXED = PROPS.size
 _unpack_bits_uniquifier = struct.Struct("<21xBxxI").unpack_from
 _ZERO_GUID = bytes(16)
 _U64 = 1 << 64
+
+#: props bytes 9..16: TimeToReachQueue and TimeToBeReceived, both INFINITE for a message
+#: that never expires (the usual one: one slice comparison then).
+_NEVER_EXPIRES = b"\xff" * 8
+#: (TimeToReachQueue, TimeToBeReceived, SentTime) at their offsets in props.
+_unpack_times = struct.Struct("<9xII11xq").unpack_from
+assert PROPS.format[:11] == "<IIBIIIBHIq"
+
+
+def row_expire_at(row: Sequence[Any]) -> int | None:
+    """When a stored message of an outgoing queue expires (s since 1970): SentTime plus
+    the shorter of TimeToReachQueue and TimeToBeReceived, as the QM's expiry pass counts
+    it (``QueueManager._send_record``); None when it never does."""
+    props = row[11]
+    if props[9:17] == _NEVER_EXPIRES:
+        return None
+    ttrq: int
+    ttbr: int
+    sent: int
+    ttrq, ttbr, sent = _unpack_times(props)
+    return sent + min(ttrq, ttbr)  # INFINITE is the largest value: the other one wins
+
+
+def message_expire_at(m: Message) -> int | None:
+    """:func:`row_expire_at` of a :class:`Message`."""
+    ttl = min(m.time_to_reach_queue, m.time_to_be_received)
+    return None if ttl == INFINITE else m.sent_time + ttl
+
 
 #: ``encode(row, previous_tx_sequence_number)`` -> the packet's bytes, or None when the
 #: row needs the general path (:func:`packet_from_message`).

@@ -31,9 +31,11 @@ from openmsmq.qm.manager import QueueHandle
 from openmsmq.qm.transfer_codec import (
     _sequence_id,
     direct_name,
+    message_expire_at,
     outgoing_fields,
     private_name,
     row_encoder,
+    row_expire_at,
     split_direct,
 )
 from openmsmq.qm.transfer_session import Conn
@@ -63,6 +65,8 @@ class OutgoingSide(TransferParts):
     _forward: dict[str, deque[UserMessagePacket]]
     _held: dict[int, OutgoingTransfer]
     _unrouted: set[int]
+    _wall_offset: float
+    _expire_due: bool
     _conns: dict[int, Conn]
     _ack_sessions: dict[tuple[object, str], AckSession]
 
@@ -308,11 +312,20 @@ class OutgoingSide(TransferParts):
                 if encode is None:
                     encode = t.encode_row = row_encoder(t.wire_destination, self.qm.guid)
                 out: list[tuple[UserMessagePacket | bytes, int]] = []
+                wall = now + self._wall_offset
+                bridged = False
                 try:
                     for om in ev.messages:
                         handle = om.handle
                         m = retained.get(handle) or reloaded.get(handle)
                         if m is not None:
+                            expire_at = row_expire_at(m) if isinstance(m, tuple) else message_expire_at(m)
+                            if expire_at is not None and wall >= expire_at:
+                                self._expired_unsent(t, om)
+                                bridged = True
+                                continue
+                            if bridged:  # PreviousTxSequenceNumber over the removed ones
+                                om = t.seq.effective(om)
                             prev = om.previous_tx_sequence_number
                             if isinstance(m, tuple):
                                 data = encode(m, prev)
@@ -398,10 +411,30 @@ class OutgoingSide(TransferParts):
             log.warning("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
         return found
 
+    def _expired_unsent(self, t: OutgoingTransfer, om: OutgoingMessage) -> None:
+        """MS-MQQB 3.1.7.1.2: a message whose TimeToReachQueue (or TimeToBeReceived) passed
+        before it was sent is not sent. It leaves the sequence (later messages bridge it,
+        3.1.7.1.3) and the QM's expiry pass, run before the next release of this queue
+        (``ReleaseBatch.expire_now``), NACKs and dead-letters it, so an OrderAck for a
+        later message cannot delete it unreported."""
+        t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
+        t.messages.pop(om.handle, None)
+        self._expire_due = True
+        log.info("outgoing queue %s: message %d expired before it was sent", t.format_name, om.handle)
+
     def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float, *, resend: bool) -> None:
         conn = self._open_conn(t.next_hop)
         if conn is None:
             return
+        wall = now + self._wall_offset
+        expired = [m for m in msgs if (at := message_expire_at(m)) is not None and wall >= at]
+        if expired:  # MS-MQQB 3.1.7.1.2, as _expired_unsent for non-transactional messages
+            for m in expired:
+                t.messages.pop(m.lookup_id, None)
+                if m.lookup_id in t.plain:
+                    t.plain.remove(m.lookup_id)
+            self._expire_due = True
+            msgs = [m for m in msgs if m not in expired]
         for m in msgs:
             conn.session.send_user_message(t.packet(m, self.qm.guid, None), now, handle=m.lookup_id)
         self.metrics.count_transmitted(t.queue_id, [m.lookup_id for m in msgs], now, resend)

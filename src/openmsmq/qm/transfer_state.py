@@ -193,6 +193,10 @@ class ReleaseBatch:
     #: FinalAcks to apply after the releases (MS-MQQB 3.1.5.7): (TxSequenceID value,
     #: TxSequenceNumber, MessageID, class), see QueueManager.settle_final_ack.
     settles: tuple[tuple[int, int, int, int], ...] = ()
+    #: Run the QM's expiry pass at this wall-clock time before the releases: a message
+    #: found expired before it was sent (MS-MQQB 3.1.7.1.2) is NACKed / dead-lettered
+    #: before an OrderAck for a later one of its sequence could delete it.
+    expire_now: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

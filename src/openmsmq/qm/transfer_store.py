@@ -44,6 +44,7 @@ class StoreWorkSide(TransferParts):
     _accepted: deque[Pending]
     _accept_in_flight: AcceptBatch | None
     _nontx_in: list[tuple[str, Message, int, int]]
+    _expire_due: bool
     _forward_in: list[tuple[str, Message, int, int]]
     _local_in_flight: StoreLocal | None
     _hop_nacks: list[tuple[Message, AckSession | None]]
@@ -88,13 +89,17 @@ class StoreWorkSide(TransferParts):
             )
             self._accept_in_flight = AcceptBatch(groups)
             return self._accept_in_flight
-        if self._release_in_flight is None and (self._releases or self._deletes or self._settles):
+        if self._release_in_flight is None and (
+            self._releases or self._deletes or self._settles or self._expire_due
+        ):
             names = {t.queue_id: t.format_name for t in self.outgoing.values()}
             work = ReleaseBatch(
                 tuple((names[q], n) for q, n in self._releases.items() if q in names),
                 tuple((names[q], lid) for q, lid in self._deletes if q in names),
                 tuple(self._settles),
+                self.qm.clock() if self._expire_due else None,
             )
+            self._expire_due = False
             self._releases.clear()
             self._deletes.clear()
             self._settles.clear()
@@ -133,6 +138,12 @@ class StoreWorkSide(TransferParts):
                     failed.add(g.key)
                     out.append(exc)
         elif isinstance(work, ReleaseBatch):
+            if work.expire_now is not None:
+                try:
+                    while qm.expire(work.expire_now) > 0:  # bounded per pass: until none is due
+                        pass
+                except MQError as exc:
+                    log.warning("expiry of outgoing messages failed: %s", exc)
             for name, up_to in work.releases:
                 try:
                     qm.release_outgoing(name, up_to, return_ids=False)  # the ids are not used here
