@@ -22,8 +22,9 @@ from openmsmq.qm.transfer_codec import (
     outgoing_fields,
     packet_from_message,
     row_encoder,
+    row_expire_at,
 )
-from openmsmq.store.records import Message, message_from_row, message_to_row
+from openmsmq.store.records import INFINITE, Message, message_from_row, message_to_row
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import UserMessage, decode_packet
@@ -232,7 +233,9 @@ def test_row_encoder_equals_packet_from_message(m: Message, previous: int | None
         assert got == want
         assert stored.transactional and stored.tx_sequence_number
     if stored.transactional and stored.tx_sequence_number:
-        lid, sid, number, previous_number, uniquifier, final = outgoing_fields(tuple(row))
+        lid, sid, number, previous_number, uniquifier, final, expiry = outgoing_fields(tuple(row))
+        at = row_expire_at(row)
+        assert expiry == (stored.sent_time + INFINITE if at is None else at)
         assert (lid, sid, number, previous_number) == (
             stored.lookup_id, stored.tx_sequence_id, stored.tx_sequence_number,
             stored.tx_previous_sequence_number,

@@ -196,14 +196,15 @@ _ROW_PROPS = struct.Struct("<IIBIIIBHIq32s16s20sHHHHIH")
 assert PROPS.format == "<IIBIIIBHIq16s16s16s20sHHHHIH" and _ROW_PROPS.size == PROPS.size
 _unpack_row_props = _ROW_PROPS.unpack_from
 _PROPS_FIXED = PROPS.size
-#: (bits: JP 1, JN 2, tracing 4, FA 8; Identifier uniquifier) at their offsets in props.
-_unpack_bits_uniquifier = struct.Struct("<21xBxxI").unpack_from
+#: (TimeToReachQueue, TimeToBeReceived, bits: JP 1, JN 2, tracing 4, FA 8; Identifier
+#: uniquifier, SentTime) at their offsets in props.
+_unpack_outgoing = struct.Struct("<9xII4xBxxIq").unpack_from
 _ZERO_GUID = bytes(16)
 _U64 = 1 << 64
 
 #: props bytes 9..16: TimeToReachQueue and TimeToBeReceived, both INFINITE for a message
 #: that never expires (the usual one: one slice comparison then).
-_NEVER_EXPIRES = b"\xff" * 8
+NEVER_EXPIRES = b"\xff" * 8
 #: (TimeToReachQueue, TimeToBeReceived, SentTime) at their offsets in props.
 _unpack_times = struct.Struct("<9xII11xq").unpack_from
 assert PROPS.format[:11] == "<IIBIIIBHIq"
@@ -214,7 +215,7 @@ def row_expire_at(row: Sequence[Any]) -> int | None:
     the shorter of TimeToReachQueue and TimeToBeReceived, as the QM's expiry pass counts
     it (``QueueManager._send_record``); None when it never does."""
     props = row[11]
-    if props[9:17] == _NEVER_EXPIRES:
+    if props[9:17] == NEVER_EXPIRES:
         return None
     ttrq: int
     ttbr: int
@@ -234,11 +235,12 @@ def message_expire_at(m: Message) -> int | None:
 RowEncoder = Callable[[Sequence[Any], int], "bytes | None"]
 
 
-def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool]:
+def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool, int]:
     """(LookupIdentifier, TxSequenceID value, TxSequenceNumber, PreviousTxSequenceNumber,
-    Identifier uniquifier, FinalAck wanted: FA, JP or JN) of a stored transactional row,
-    without building its :class:`Message`."""
-    bits, uniquifier = _unpack_bits_uniquifier(row[11])
+    Identifier uniquifier, FinalAck wanted: FA, JP or JN, expiry: :func:`row_expire_at`
+    or a time beyond any clock when it never expires) of a stored transactional row,
+    without building its :class:`Message` (one unpack of its props)."""
+    ttrq, ttbr, bits, uniquifier, sent = _unpack_outgoing(row[11])
     sequence_id = row[4]
     return (
         row[0],
@@ -247,6 +249,8 @@ def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool]:
         row[6],
         uniquifier,
         bits & 0xB != 0,  # FA (8), JN (2), JP (1)
+        # INFINITE is the largest u32: the other one wins; both INFINITE: ~136 years on.
+        sent + (ttrq if ttrq < ttbr else ttbr),
     )
 
 

@@ -8,6 +8,7 @@ A mixin: the attributes it reads are set by ``Transfer.__init__``.
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections import deque
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from openmsmq.protocol.outgoing import (
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.manager import QueueHandle
 from openmsmq.qm.transfer_codec import (
+    NEVER_EXPIRES,
     _sequence_id,
     direct_name,
     message_expire_at,
@@ -237,11 +239,14 @@ class OutgoingSide(TransferParts):
             tx: list[OutgoingMessage] = []
             plain: list[Message] = []
             retained = t.messages
+            earliest = t.earliest_expiry
             for row in rows:
                 if row[_TX] and row[_NUMBER]:
                     # The row itself is retained until sent: its packet is encoded from it
                     # (transfer_codec.row_encoder), no Message is built.
-                    lookup_id, sequence, number, previous, uniquifier, final = outgoing_fields(row)
+                    lookup_id, sequence, number, previous, uniquifier, final, expiry = outgoing_fields(row)
+                    if expiry < earliest:
+                        earliest = expiry
                     retained[lookup_id] = row
                     # One shared TxSequenceId object per sequence (the protocol compares
                     # consecutive messages' sequence IDs by identity first).
@@ -254,6 +259,7 @@ class OutgoingSide(TransferParts):
                     m = message_from_row(row)
                     retained[m.lookup_id] = m
                     plain.append(m)
+            t.earliest_expiry = earliest
             if tx:
                 try:
                     events = t.seq.add_many(tx, now)
@@ -313,29 +319,42 @@ class OutgoingSide(TransferParts):
                     encode = t.encode_row = row_encoder(t.wire_destination, self.qm.guid)
                 out: list[tuple[UserMessagePacket | bytes, int]] = []
                 wall = now + self._wall_offset
+                # No retained row expires before t.earliest_expiry: the usual Transmit
+                # skips the per-row expiry check (MS-MQQB 3.1.7.1.2) altogether.
+                check = wall >= t.earliest_expiry
                 bridged = False
                 try:
                     for om in ev.messages:
                         handle = om.handle
                         m = retained.get(handle) or reloaded.get(handle)
-                        if m is not None:
-                            expire_at = row_expire_at(m) if isinstance(m, tuple) else message_expire_at(m)
-                            if expire_at is not None and wall >= expire_at:
+                        if m is None:
+                            continue
+                        if type(m) is tuple:
+                            # MS-MQQB 3.1.7.1.2 (the usual row never expires: one slice
+                            # comparison of its TimeToReachQueue / TimeToBeReceived bytes).
+                            if check and m[11][9:17] != NEVER_EXPIRES and wall >= (row_expire_at(m) or 0):
                                 self._expired_unsent(t, om)
                                 bridged = True
                                 continue
                             if bridged:  # PreviousTxSequenceNumber over the removed ones
                                 om = t.seq.effective(om)
                             prev = om.previous_tx_sequence_number
-                            if isinstance(m, tuple):
-                                data = encode(m, prev)
-                                if data is not None:
-                                    out.append((data, handle))
-                                else:  # a rare shape: the general conversion
-                                    out.append((t.packet(message_from_row(m), self.qm.guid, prev), handle))
-                            else:
-                                out.append((t.packet(m, self.qm.guid, prev), handle))
-                            retained[handle] = None
+                            data = encode(m, prev)
+                            if data is not None:
+                                out.append((data, handle))
+                            else:  # a rare shape: the general conversion
+                                out.append((t.packet(message_from_row(m), self.qm.guid, prev), handle))
+                        else:
+                            assert isinstance(m, Message)
+                            expire_at = message_expire_at(m)
+                            if expire_at is not None and wall >= expire_at:
+                                self._expired_unsent(t, om)
+                                bridged = True
+                                continue
+                            if bridged:
+                                om = t.seq.effective(om)
+                            out.append((t.packet(m, self.qm.guid, om.previous_tx_sequence_number), handle))
+                        retained[handle] = None
                 finally:
                     # One window drain for the whole Transmit (same packets, same order);
                     # what was built goes out even if a later message fails to convert.
@@ -360,6 +379,8 @@ class OutgoingSide(TransferParts):
                 pop = t.messages.pop
                 for om in released:
                     pop(om.handle, None)
+                if not t.messages:
+                    t.earliest_expiry = math.inf
                 t.last_acked = (released[-1].tx_sequence_id, top)
                 self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
                 self._releases[t.queue_id] = max(self._releases.get(t.queue_id, 0), top)

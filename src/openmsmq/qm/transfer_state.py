@@ -3,6 +3,7 @@ store work items and status records (see :mod:`openmsmq.qm.transfer`)."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,6 +145,10 @@ class OutgoingTransfer:
         self.blocked_logged = False
         #: Loading paused on a full session backlog (resumed by Transfer.refill).
         self.held = False
+        #: No retained transactional row expires before this (s since 1970): a lower
+        #: bound kept at load, reset when nothing is retained, so that the send path
+        #: checks expiry per row only when one may be due (MS-MQQB 3.1.7.1.2).
+        self.earliest_expiry = math.inf
 
     @property
     def has_work(self) -> bool:
