@@ -490,3 +490,45 @@ def test_messages_expired_before_they_were_loaded_leave_no_gap(
     want = [m.id_uniquifier for i, m in enumerate(sent) if i not in expired]
     assert [m.id_uniquifier for m in _peek(b.qm, "private$\\orders")] == want
     assert outgoing_count(a.qm) == 0
+
+
+@pytest.mark.parametrize("resend", ["reconnect", "timer"])
+def test_a_sent_message_that_expires_before_its_order_ack_is_bridged_on_resend(net: Net, resend: str) -> None:
+    # m1..m3 went out but never arrived (the link dropped them); m2 expires and A's expiry
+    # pass dead-letters it; the resend (after a reconnect, which reloads the queue, or by
+    # the Transactional Ack Wait Timer on the open session, which reads the retained
+    # messages back) bridges over it (3.1.7.1.3).
+    a = _node(net, A)
+    a.qm.create_queue("private$\\admin")
+    b = _node(net, B)
+    b.qm.create_queue("private$\\orders", transactional=True)
+    first = _send(a.qm, ORDERS)
+    net.run_until_quiet()  # the session is open
+    net.blackhole.add((A, B))
+    sent = [
+        _send(
+            a.qm,
+            ORDERS,
+            ack_flags=NA,
+            negative_journaling=True,
+            time_to_reach_queue=2 if i == 1 else INFINITE,
+        )
+        for i in range(3)
+    ]
+    net.advance(0.2)  # A finds its outgoing queue and sends them, into the void
+    [t] = a.transfer.outgoing.values()
+    assert len(t.seq.unacked) == 3 and all(v is None for v in t.messages.values())  # sent
+    net.clock.now += 5
+    assert a.qm.expire(net.clock.now) == 1  # A's expiry pass, between two sends
+    net.blackhole.discard((A, B))
+    if resend == "reconnect":
+        net.cut(A, B)
+    else:  # the timer's resend alone, before the session's own timers close it
+        a.transfer._outgoing_events(t, t.seq.handle_timer(net.clock.now + 31), net.clock.now)
+        net.settle()
+        assert len(_peek(b.qm, "private$\\orders")) == 3  # m3 accepted: bridged to m1
+    net.run_until_quiet()
+    got = [m.id_uniquifier for m in _peek(b.qm, "private$\\orders")]
+    assert got == [first.id_uniquifier, sent[0].id_uniquifier, sent[2].id_uniquifier]
+    assert outgoing_count(a.qm) == 0
+    assert [m.message_class for m in _admin(a)] == [MessageClass.NACK_REACH_QUEUE_TIMEOUT]

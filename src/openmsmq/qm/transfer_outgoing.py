@@ -313,7 +313,7 @@ class OutgoingSide(TransferParts):
                 dropped = [
                     om.handle for om in ev.messages if om.handle in retained and retained[om.handle] is None
                 ]
-                reloaded = self._reload(t, dropped) if dropped else {}
+                reloaded, complete = self._reload(t, dropped) if dropped else ({}, True)
                 encode = t.encode_row
                 if encode is None:
                     encode = t.encode_row = row_encoder(t.wire_destination, self.qm.guid)
@@ -328,6 +328,12 @@ class OutgoingSide(TransferParts):
                         handle = om.handle
                         m = retained.get(handle) or reloaded.get(handle)
                         if m is None:
+                            if complete and handle in retained:
+                                # It left the store unacknowledged (the QM's expiry pass, a
+                                # purge): later messages bridge it (MS-MQQB 3.1.7.1.3).
+                                t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
+                                del retained[handle]
+                                bridged = True
                             continue
                         if type(m) is tuple:
                             # MS-MQQB 3.1.7.1.2 (the usual row never expires: one slice
@@ -408,17 +414,20 @@ class OutgoingSide(TransferParts):
             t.seq.note_assigned(sequence_id, state.next_tx_sequence_number - 1)
         return t.seq.order_ack_received(sequence_id, number, now)
 
-    def _reload(self, t: OutgoingTransfer, handles: list[int]) -> dict[int, Row]:
+    def _reload(self, t: OutgoingTransfer, handles: list[int]) -> tuple[dict[int, Row], bool]:
         """Read back retained messages (by LookupIdentifier) for a resend, as stored rows:
-        range reads from the lowest, in LookupIdentifier order, up to the highest."""
+        range reads from the lowest, in LookupIdentifier order, up to the highest. Also
+        whether the reads completed (a handle then missing left the store)."""
         want = set(handles)
         found: dict[int, Row] = {}
         after, top = min(want) - 1, max(want)
+        complete = True
         while want and after < top:
             try:
                 batch = self.qm.peek_range_rows(t.handle, after, self.config.batch_size, through=top)
             except MQError as exc:
                 log.warning("outgoing queue %s: reading back for a resend: %s", t.format_name, exc)
+                complete = False
                 break
             if not batch:
                 break
@@ -428,9 +437,9 @@ class OutgoingSide(TransferParts):
                     want.discard(lookup_id)
                     found[lookup_id] = tuple(row)
             after = batch[-1][0]
-        if want:
-            log.warning("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
-        return found
+        if want and complete:
+            log.info("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
+        return found, complete
 
     def _expired_unsent(self, t: OutgoingTransfer, om: OutgoingMessage) -> None:
         """MS-MQQB 3.1.7.1.2: a message whose TimeToReachQueue (or TimeToBeReceived) passed
