@@ -21,6 +21,7 @@ import pytest
 
 from openmsmq.qm import names
 from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.remote.status import outgoing_state
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import AckRequest, MessageClass
 from tests.transfer.harness import Clock, Net, Node, outgoing_count
@@ -174,6 +175,8 @@ def test_a_final_ack_without_a_route_waits_and_is_reported_once(
     assert _final_ack_queues(b) == [unknown]  # kept, not dropped
     said = [r for r in caplog.records if "no route to its QM" in r.getMessage()]
     assert len(said) == 1
+    [st] = [o for o in b.transfer.outgoing_status() if o.format_name == unknown]
+    assert outgoing_state(st) == "no route"  # what openmsmq status shows
 
 
 # ------------------------------------------------- PRIVATE=<guid>\n names by a GUID route

@@ -152,7 +152,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: next release (transfer_outgoing._expired_unsent).
         self._expire_due = False
         #: Outgoing queues not taken up for want of a route (warned about once).
-        self._unrouted: set[int] = set()
+        self._unrouted: dict[int, str] = {}
         #: Remote QM GUID -> the peer address of its last session (in memory): where
         #: PRIVATE=<guid> names go once that session is closed.
         self._qm_peers: dict[uuid.UUID, str] = {}
@@ -553,6 +553,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     self._retry_at.get(t.next_hop),
                 )
             )
+        # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).
+        out += [
+            OutgoingStatus(name, "", 0, 0, None, None, False, None, routed=False)
+            for name in self._unrouted.values()
+        ]
         return out
 
     def incoming_status(self) -> list[IncomingStatus]:

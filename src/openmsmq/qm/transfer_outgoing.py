@@ -66,7 +66,7 @@ class OutgoingSide(TransferParts):
     _seq_owner: dict[int, tuple[int, float]]
     _forward: dict[str, deque[UserMessagePacket]]
     _held: dict[int, OutgoingTransfer]
-    _unrouted: set[int]
+    _unrouted: dict[int, str]
     _wall_offset: float
     _expire_due: bool
     _conns: dict[int, Conn]
@@ -125,13 +125,13 @@ class OutgoingSide(TransferParts):
                 if found is None:
                     # Looked up again at every refresh; said once per queue.
                     if rec.queue_id not in self._unrouted:
-                        self._unrouted.add(rec.queue_id)
+                        self._unrouted[rec.queue_id] = rec.display_name
                         why = "no route to its QM yet" if private else "only DIRECT=TCP: and PRIVATE= travel"
                         log.warning("outgoing queue %s waits: %s", rec.display_name, why)
                     continue
                 wire = rec.display_name
                 host, hop = found
-            self._unrouted.discard(rec.queue_id)
+            self._unrouted.pop(rec.queue_id, None)
             handle: QueueHandle = self.qm.open_queue(rec.display_name)
             t = OutgoingTransfer(
                 rec.queue_id, rec.display_name, wire, host, hop, handle, self.config.resend, private

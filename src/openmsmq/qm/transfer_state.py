@@ -238,6 +238,8 @@ class OutgoingStatus:
     connected: bool
     #: When the connector retries (driver clock), if it is waiting.
     retry_at: float | None
+    #: False when no route to its QM is known yet (a PRIVATE=<guid> name): not transferred.
+    routed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

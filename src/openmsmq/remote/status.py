@@ -78,7 +78,8 @@ class OutgoingQueueStatus:
     #: The queue manager the session goes to (empty when the QM is not running).
     next_hop: str
     #: ``connected``, ``retrying``, ``waiting`` (messages, no session yet), ``idle``,
-    #: or ``stopped`` (the QM is not running: stored state only).
+    #: ``no route`` (a PRIVATE=<guid> name whose QM cannot be reached yet), or
+    #: ``stopped`` (the QM is not running: stored state only).
     state: str
     #: Messages in the outgoing queue (committed, not yet released by an OrderAck).
     waiting: int
@@ -168,7 +169,10 @@ def _age(now: float, arrived: int | None) -> float | None:
 
 
 def outgoing_state(o: OutgoingStatus) -> str:
-    """``connected`` / ``retrying`` / ``waiting`` / ``idle`` of a live outgoing queue."""
+    """``connected`` / ``retrying`` / ``waiting`` / ``idle`` / ``no route`` of a live
+    outgoing queue."""
+    if not o.routed:
+        return "no route"
     if o.connected:
         return "connected"
     if o.retry_at is not None:
