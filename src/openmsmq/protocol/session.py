@@ -626,6 +626,13 @@ class Session:
                 # once. A FinalAck is acknowledged at once when it is for this QM
                 # (``_route``), once stored when this QM passes it on.
                 self._persisted_unacked.add(recoverable)
+        elif self.unacked_received_msg_count >= max(1, self._window() // 2):
+            # Express: MS-MQQB 3.1.1.6.1 has the receiver acknowledge "at intervals defined
+            # by an acknowledgment timer or based on message count and session window
+            # size". By the timer alone (AckWaitTimeout / 2) an express stream would stop
+            # for seconds each time the sender's window filled; a SessionAck at half the
+            # window keeps it open (recoverable messages have their own burst of 32).
+            self._send_packet(SessionAck(self._make_session_header()))
         # SessionHeader processing (MS-MQQB 3.1.5.8.4) after the counters moved.
         if message.session is not None:
             self._on_session_header(message.session, now)
