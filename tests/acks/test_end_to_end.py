@@ -10,9 +10,6 @@ transactional dead-letter queue at A where the sent message ends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from openmsmq.observability.metrics import Metrics
@@ -23,7 +20,8 @@ from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import INFINITE, Message
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId, TxSequenceId
-from tests.transfer.harness import Clock, Net, Node, outgoing_count
+from tests.acks.nodes import acked_node as _node
+from tests.transfer.harness import Net, Node, outgoing_count
 
 A, B = "127.0.0.1", "127.0.0.2"
 ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"
@@ -34,20 +32,6 @@ PA, PR, NA, NR = (
     AckRequest.NEG_ARRIVAL,
     AckRequest.NEG_RECEIVE,
 )
-
-
-@pytest.fixture
-def net(tmp_path: Path) -> Iterator[Net]:
-    n = Net(tmp_path, Clock())
-    yield n
-    for node in n.nodes.values():
-        node.qm.close()
-
-
-def _node(net: Net, address: str, **cfg: object) -> Node:
-    node = net.add(address, **cfg)  # type: ignore[arg-type]
-    attach_acknowledgments(node.qm, session_of=node.transfer.ack_session_for)
-    return node
 
 
 def _pair(

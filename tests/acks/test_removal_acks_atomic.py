@@ -10,18 +10,17 @@ acknowledgments are one COMMIT. A failing acknowledgment insert undoes the remov
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from openmsmq.errors import MQError
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store import ops, queues
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import AckRequest, MessageClass
-from tests.transfer.harness import Clock, Net, Node
+from tests.acks.nodes import acked_node
+from tests.transfer.harness import Net, Node
 
 A, B = "127.0.0.1", "127.0.0.2"
 ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"
@@ -29,19 +28,9 @@ ORDERS = f"DIRECT=TCP:{B}\\private$\\orders"
 NR = AckRequest.NEG_RECEIVE
 
 
-@pytest.fixture
-def net(tmp_path: Path) -> Iterator[Net]:
-    n = Net(tmp_path, Clock())
-    yield n
-    for node in n.nodes.values():
-        node.qm.close()
-
-
 def _pair(net: Net) -> tuple[Node, Node]:
-    a = net.add(A)
-    b = net.add(B)
-    for node in (a, b):
-        attach_acknowledgments(node.qm, session_of=node.transfer.ack_session_for)
+    a = acked_node(net, A)
+    b = acked_node(net, B)
     a.qm.create_queue("private$\\admin")
     b.qm.create_queue("private$\\orders", transactional=True, journal=False)
     return a, b

@@ -15,14 +15,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 from openmsmq.qm import QueueManager
 from openmsmq.wire.constants import MessageClass
+from tests.sigkill import run_and_kill
 
 DRIVER = Path(__file__).with_name("removal_crash_driver.py")
 ROUNDS = int(os.environ.get("OPENMSMQ_CRASH_ROUNDS", "20"))
@@ -59,21 +57,11 @@ def test_sigkill_during_purges_and_expiry(tmp_path: Path) -> None:
     removed_total = 0
     for rnd in range(ROUNDS):
         log = tmp_path / f"log{rnd}"
-        proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), str(data_dir), str(log), str(rnd), str(rng.randrange(1 << 30))],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+        args = [str(data_dir), str(log), str(rnd), str(rng.randrange(1 << 30))]
+        # The pause lands the kill anywhere in the step after the last log line.
+        run_and_kill(
+            DRIVER, args, lambda log=log: len(_sent(log)), rng.randint(2, 40), pause=rng.random() * 0.01
         )
-        want = rng.randint(2, 40)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(_sent(log)) >= want:
-                break
-            time.sleep(0.002)
-        time.sleep(rng.random() * 0.01)  # land anywhere in the step after the last log line
-        proc.kill()
-        _, err = proc.communicate()
-        assert proc.returncode == -9, f"driver exited by itself: {err.decode()[-2000:]}"
         round_sent = _sent(log)
         assert round_sent, "driver made no progress"
         sent += round_sent

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,25 +22,12 @@ from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.remote.status import outgoing_state
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import AckRequest, MessageClass
-from tests.transfer.harness import Clock, Net, Node, outgoing_count
+from tests.acks.nodes import acked_node as _node
+from tests.transfer.harness import Net, Node, outgoing_count
 
 A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"
 ORDERS = f"DIRECT=TCP:{B}\\private$\\orders"
-
-
-@pytest.fixture
-def net(tmp_path: Path) -> Iterator[Net]:
-    n = Net(tmp_path, Clock())
-    yield n
-    for node in n.nodes.values():
-        node.qm.close()
-
-
-def _node(net: Net, address: str, **cfg: object) -> Node:
-    node = net.add(address, **cfg)  # type: ignore[arg-type]
-    attach_acknowledgments(node.qm, session_of=node.transfer.ack_session_for)
-    return node
 
 
 def _routed(net: Net, *, c_routes: tuple[tuple[str, str], ...] = ()) -> tuple[Node, Node, Node]:

@@ -82,6 +82,14 @@ def express_packet(n: int) -> UserMessage:
     )
 
 
+def recoverable_packet(n: int, destination_qm: uuid.UUID = QM_B) -> UserMessage:
+    """A non-transactional recoverable UserMessage (DM = 1)."""
+    return UserMessage.build(
+        source_qm=QM_A, message_id=n, destination_queue=QUEUE, body=b"r", sent_time=0,
+        destination_qm=destination_qm, delivery_mode=1,
+    )  # fmt: skip
+
+
 def send_transmits(s: Session, events: Sequence[object], now: float) -> None:
     for ev in events:
         assert isinstance(ev, Transmit)
@@ -367,16 +375,7 @@ def test_session_ack_with_wrong_counts_is_protocol_error() -> None:
 def test_recoverable_message_acked_only_after_receiver_persists_it() -> None:
     a, b = pair()
     drain(a), drain(b)
-    rec = UserMessage.build(
-        source_qm=QM_A,
-        message_id=1,
-        destination_queue=QUEUE,
-        body=b"r",
-        sent_time=0,
-        destination_qm=QM_B,
-        delivery_mode=1,
-    )
-    a.send_user_message(rec, 1.0, handle=42)
+    a.send_user_message(recoverable_packet(1), 1.0, handle=42)
     pump(a, b, 1.0)
     (ev,) = drain(b)
     assert isinstance(ev, UserMessageReceived) and ev.recoverable_number == 1
@@ -398,16 +397,7 @@ def test_recoverable_message_acked_only_after_receiver_persists_it() -> None:
 def test_a_recoverable_message_for_another_qm_is_acked_once_stored_for_forwarding() -> None:
     a, b = pair()
     drain(a), drain(b)
-    rec = UserMessage.build(
-        source_qm=QM_A,
-        message_id=1,
-        destination_queue=QUEUE,
-        body=b"r",
-        sent_time=0,
-        destination_qm=QM_C,  # not B: B is an intermediate hop
-        delivery_mode=1,
-    )
-    a.send_user_message(rec, 1.0, handle=7)
+    a.send_user_message(recoverable_packet(1, QM_C), 1.0, handle=7)  # not for B: B is a hop
     pump(a, b, 1.0)
     (ev,) = drain(b)
     assert isinstance(ev, ForwardMessage) and ev.recoverable == 1
@@ -428,11 +418,7 @@ def test_persisted_recoverable_messages_beyond_32_are_all_acked_at_the_deadline(
     a, b = pair()
     drain(a), drain(b)
     for i in range(100):
-        rec = UserMessage.build(
-            source_qm=QM_A, message_id=i + 1, destination_queue=QUEUE, body=b"r",
-            sent_time=0, destination_qm=QM_B, delivery_mode=1,
-        )  # fmt: skip
-        a.send_user_message(rec, 1.0, handle=1000 + i)
+        a.send_user_message(recoverable_packet(i + 1), 1.0, handle=1000 + i)
     pump(a, b, 1.0)
     evs = drain(b)
     assert len(evs) == 100
@@ -452,11 +438,7 @@ def test_persisted_recoverable_messages_beyond_32_are_all_acked_at_the_deadline(
 def test_a_recoverable_message_stored_after_the_ack_deadline_is_acked_soon() -> None:
     a, b = pair()
     drain(a), drain(b)
-    rec = UserMessage.build(
-        source_qm=QM_A, message_id=1, destination_queue=QUEUE, body=b"r",
-        sent_time=0, destination_qm=QM_B, delivery_mode=1,
-    )  # fmt: skip
-    a.send_user_message(rec, 1.0, handle=5)
+    a.send_user_message(recoverable_packet(1), 1.0, handle=5)
     pump(a, b, 1.0)
     (ev,) = drain(b)
     assert isinstance(ev, UserMessageReceived)

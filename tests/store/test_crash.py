@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from openmsmq.qm import QueueManager
+from tests.sigkill import run_and_kill
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 ROUNDS = int(os.environ.get("OPENMSMQ_CRASH_ROUNDS", "30"))
@@ -108,20 +106,8 @@ def test_sigkill_rounds(tmp_path: Path) -> None:
     commits = 0
     for rnd in range(ROUNDS):
         log = tmp_path / f"log{rnd}"
-        proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), str(data_dir), str(log), str(rnd), str(rng.randrange(1 << 30))],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        want = rng.randint(3, 80)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(_records(log)) >= want:
-                break
-            time.sleep(0.005)
-        proc.kill()
-        _, err = proc.communicate()
-        assert proc.returncode == -9, f"driver exited by itself: {err.decode()[-2000:]}"
+        args = [str(data_dir), str(log), str(rnd), str(rng.randrange(1 << 30))]
+        run_and_kill(DRIVER, args, lambda log=log: len(_records(log)), rng.randint(3, 80))
         records = _records(log)
         assert records, "driver made no progress"
         actual = _snapshot(data_dir)
