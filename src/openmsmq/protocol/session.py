@@ -58,6 +58,7 @@ from openmsmq.protocol.incoming import (
     SendOrderAck,
     SequenceKey,
 )
+from openmsmq.protocol.session_acks import recoverable_ack_fields, stored_before_ack
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import DeliveryMode, OperatingSystemFlag
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
@@ -661,11 +662,11 @@ class Session:
         qm_address = user.queue_manager_address
         if qm_address is not self._known_local and not self._is_local(qm_address):
             # Intermediate QM (seed 003): pass on untouched, no sequence processing.
-            self._events.append(ForwardMessage(packet, _stored_first(packet, message, recoverable)))
+            self._events.append(ForwardMessage(packet, stored_before_ack(packet, message, recoverable)))
             return
         destination = user.destination_queue
         if destination is not self._local_destination and self._forwards(destination, qm_address):
-            self._events.append(ForwardMessage(packet, _stored_first(packet, message, recoverable)))
+            self._events.append(ForwardMessage(packet, stored_before_ack(packet, message, recoverable)))
             return
         # An OrderAck or FinalAck wraps its UserMessage; a plain UserMessage is its own message.
         if packet is not message and isinstance(packet, OrderAck):
@@ -720,23 +721,7 @@ class Session:
 
     def _make_session_header(self) -> SessionHeader:
         # MS-MQQB 3.1.6.4 / 3.1.7.1.3: then reset the receive-side bookkeeping.
-        base = 0
-        flags = 0
-        persisted = self._persisted_unacked
-        if persisted:
-            base = min(persisted)
-            count = len(persisted)
-            if count <= 32 and max(persisted) - base == count - 1:
-                # The usual set: one contiguous run from base (the loop below would set
-                # and discard every one of them).
-                flags = (1 << count) - 1
-                persisted.clear()
-        if persisted:
-            for n in list(persisted):
-                offset = (n - base) % _U16
-                if offset < 32:
-                    flags |= 1 << offset
-                    self._persisted_unacked.discard(n)
+        base, flags = recoverable_ack_fields(self._persisted_unacked)
         header = SessionHeader(
             ack_sequence_number=self.message_received_count,
             recoverable_msg_ack_seq_number=base,
@@ -811,13 +796,3 @@ class Session:
         # Restart the Session Ack Wait Timer if entries still await an ack, else stop it.
         self._ack_wait_deadline = (now + self._ack_wait_duration) if self._awaiting_ack else None
         self._drain_backlog(now)
-
-
-def _stored_first(packet: UserMessagePacket, message: UserMessage, recoverable: int) -> int:
-    """The RecoverableMessage number of a forwarded packet that waits for the QM to store
-    it before it is acknowledged: a recoverable non-transactional UserMessage or FinalAck
-    (transactional messages and OrderAcks were acknowledged on receipt, see
-    ``_on_user_message``); else 0."""
-    if packet is message:
-        return recoverable if message.transaction is None else 0
-    return recoverable if isinstance(packet, FinalAck) else 0
