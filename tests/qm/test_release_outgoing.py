@@ -170,3 +170,18 @@ def test_release_everything_starts_a_new_sequence_and_zeroes_bytes(tmp_path: Pat
         assert len(qm.peek_range(qm.open_queue(names.AWAITING_FINAL_ACK))) == 4
     finally:
         qm.close()
+
+
+def test_delete_sent_deletes_in_one_transaction_and_skips_what_is_gone(tmp_path: Path) -> None:
+    qm = QueueManager(tmp_path / "qm")
+    dest = "DIRECT=TCP:127.0.0.9\\PRIVATE$\\plain"
+    ids = [lid for _u, lid in qm.send_many_ids(dest, [Message(body=b"x" * (i + 1)) for i in range(5)])]
+    handle = qm.open_queue(dest)
+    batches = qm.store.stats.batches
+    gone = max(ids) + 1000  # never existed (or expired meanwhile)
+    assert qm.delete_sent(handle, [ids[0], ids[2], ids[4], gone]) == 3
+    assert qm.store.stats.batches == batches + 1
+    rec = qm.get_queue(handle)
+    assert (rec.msg_count, rec.total_bytes) == (2, 2 + 4)  # bodies of 2 and 4 bytes remain
+    assert [m.lookup_id for m in qm.peek_range(handle, 0, 10)] == [ids[1], ids[3]]
+    qm.close()

@@ -228,6 +228,22 @@ def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_
     assert outgoing_count(a.qm) == 0
 
 
+def test_non_transactional_arrivals_and_releases_are_stored_in_runs(net: Net) -> None:
+    # One store transaction per run of messages for one queue, at B for the arrivals and
+    # at A for the session-acknowledged deletions: not one commit (and fsync) each.
+    a = net.add("127.0.0.1")
+    b = net.add("127.0.0.2")
+    b.qm.create_queue("private$\\plain")
+    dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
+    a.qm.send_many(dest, [Message(body=b"p%d" % i, delivery=1) for i in range(200)])
+    a_before, b_before = a.qm.store.stats.batches, b.qm.store.stats.batches
+    net.run_until_quiet()
+    assert [m.body for m in b.qm.peek_range("private$\\plain", 0, 1000)] == [b"p%d" % i for i in range(200)]
+    assert outgoing_count(a.qm) == 0
+    assert b.qm.store.stats.batches - b_before < 20
+    assert a.qm.store.stats.batches - a_before < 20
+
+
 def test_receiver_crash_before_order_ack_rejects_resent_duplicates(net: Net) -> None:
     a, b = _pair(net)
     send_tx(a.qm, DEST_B, [b"first"])

@@ -59,6 +59,13 @@ class SequencesMixin:
         qs = self._resolve(queue)
         return self.store.read(lambda c: reads.outgoing_sequence(c, qs.record.queue_id))
 
+    def delete_sent(self, queue: QueueRef, lookup_ids: Sequence[int]) -> int:
+        """Delete non-transactional messages of an outgoing queue that the next hop's
+        SessionAck acknowledged (MS-MQQB 3.1.5.5.3) in one store transaction; those
+        already gone are skipped. Returns how many were deleted."""
+        qs = self._resolve(queue)
+        return self.store.write(ops.delete_sent(qs.record.queue_id, lookup_ids))
+
     def release_outgoing(
         self, queue: QueueRef, up_to_number: int, *, return_ids: bool = True
     ) -> tuple[list[int], OutgoingSequenceState]:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals, store_packet_arrivals
+from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
@@ -29,6 +31,8 @@ from openmsmq.qm.transfer_state import (
 )
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
+
+T = TypeVar("T")
 
 __all__ = ["StoreWorkSide"]
 
@@ -150,12 +154,8 @@ class StoreWorkSide(TransferParts):
                     out.append(None)
                 except MQError as exc:
                     out.append(exc)
-            for name, lid in work.deletes:
-                try:
-                    qm.receive_by_lookup_id(name, lid)
-                    out.append(None)
-                except MQError as exc:
-                    out.append(exc)
+            for name, lids in _runs(work.deletes):
+                out += _delete_acknowledged(qm, name, lids)
             for seq_id, number, message_id, cls in work.settles:
                 try:
                     outcome = qm.settle_final_ack(seq_id, number, message_id, cls)
@@ -168,22 +168,22 @@ class StoreWorkSide(TransferParts):
                 except MQError as exc:
                     out.append(exc)
         else:
-            for queue, message, _cid, _n in work.items:
+            # One store transaction per run of messages for one queue (not one per message).
+            for queue, msgs in _runs([(q, m) for q, m, _cid, _n in work.items]):
                 try:
-                    store_arrivals(
-                        qm, queue, [replace(message, transactional=False)], None, send_insecure_nacks=insecure
-                    )
-                    out.append(None)
+                    plain = [replace(m, transactional=False) for m in msgs]
+                    store_arrivals(qm, queue, plain, None, send_insecure_nacks=insecure)
+                    out += [None] * len(msgs)
                 except MQError as exc:
-                    out.append(exc)
-            for name, message, _cid, _n in work.forwards:
+                    out += [exc] * len(msgs)
+            for name, msgs in _runs([(q, m) for q, m, _cid, _n in work.forwards]):
                 try:
                     # Into the destination's outgoing queue as received (Identifier, SentTime,
                     # properties kept; TimeToReachQueue counts from SentTime).
-                    qm.accept_arrivals(qm.open_queue(name), [message], None)
-                    out.append(None)
+                    qm.accept_arrivals(qm.open_queue(name), msgs, None)
+                    out += [None] * len(msgs)
                 except MQError as exc:
-                    out.append(exc)
+                    out += [exc] * len(msgs)
             for dropped, session in work.hop_nacks:
                 with contextlib.suppress(MQError):
                     sess = session if isinstance(session, AckSession) else None
@@ -258,3 +258,25 @@ def _pad(outcome: list[BaseException | None] | BaseException, n: int) -> list[Ba
     if isinstance(outcome, BaseException):
         return [outcome] * n
     return list(outcome) + [None] * (n - len(outcome))
+
+
+def _runs(items: Sequence[tuple[str, T]]) -> Iterator[tuple[str, list[T]]]:
+    """Consecutive items of one queue name grouped: (name, their values), in order."""
+    i = 0
+    while i < len(items):
+        name = items[i][0]
+        j = i + 1
+        while j < len(items) and items[j][0] == name:
+            j += 1
+        yield name, [v for _, v in items[i:j]]
+        i = j
+
+
+def _delete_acknowledged(qm: QueueManager, name: str, lookup_ids: list[int]) -> list[BaseException | None]:
+    """Delete session-acknowledged non-transactional messages of an outgoing queue in one
+    store transaction (QueueManager.delete_sent); one outcome per message."""
+    try:
+        qm.delete_sent(name, lookup_ids)
+    except MQError as exc:
+        return [exc] * len(lookup_ids)
+    return [None] * len(lookup_ids)

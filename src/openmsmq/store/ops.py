@@ -45,6 +45,7 @@ __all__ = [
     "Send",
     "accept_incoming",
     "commit_work",
+    "delete_sent",
     "expire_messages",
     "expiry_events",
     "new_tx_sequence_id",
@@ -712,6 +713,30 @@ def expire_messages(
         _apply_removes(ctx, removes)
         write_ack_rows(ctx, events, acks)
         return events
+
+    return op
+
+
+def delete_sent(queue_id: int, lookup_ids: Sequence[int]) -> Callable[[WriteContext], int]:
+    """Delete non-transactional messages of an outgoing queue that the next hop
+    acknowledged (MS-MQQB 3.1.5.5.3), in one transaction; those already gone (expired,
+    purged) are skipped. Returns how many were deleted."""
+
+    def op(ctx: WriteContext) -> int:
+        conn = ctx.conn
+        found: list[int] = []
+        size = 0
+        ids = list(lookup_ids)
+        for i in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[i : i + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT lookup_id, size FROM messages WHERE queue_id = ? AND lookup_id IN ({marks})"
+            for lid, n in conn.execute(sql, [queue_id, *chunk]):
+                found.append(lid)
+                size += n
+        if found:
+            _apply_removes(ctx, (), [DeleteMany(queue_id, found, size)])
+        return len(found)
 
     return op
 
