@@ -326,8 +326,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         elif isinstance(ev, EstablishmentComplete):
             conn.open = True
             log.info("session %s %s open (remote QM %s)", conn.peer, conn.role.name.lower(), ev.remote_qm)
-            if ev.remote_qm in self._qm_peers or len(self._qm_peers) < _QM_PEERS_MAX:
-                self._qm_peers[ev.remote_qm] = conn.peer
+            _remember(self._qm_peers, ev.remote_qm, conn.peer)
             self.metrics.session_opened(conn.role)
             self._peer_up(conn.peer, now)
         elif isinstance(ev, ConnectionClosed):
@@ -451,8 +450,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         source = message.user.source_queue_manager
         if conn is not None and (self._last_reverse[0] is not source or self._last_reverse[1] is not conn):
             # The decoder shares GUID objects: a stream costs one dict write, not one each.
-            if source in self._reverse or len(self._reverse) < _QM_PEERS_MAX:
-                self._reverse[source] = conn.peer
+            _remember(self._reverse, source, conn.peer)
             self._last_reverse = (source, conn)
         hops = message.hop_count + 1
         if hops > _MAX_HOPS:
@@ -489,12 +487,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         peer = None
         if message.destination_qm != NULL_GUID:
             # PRIVATE= names (OrderAcks and FinalAcks going back to a sender behind this
-            # QM): the QM's open session, else a static route for its GUID.
-            qm_id = message.destination_qm
-            conns = self._conns.values()
-            peer = next((c.peer for c in conns if c.open and c.session.remote_qm == qm_id), None)
-            if peer is None:
-                peer = self.qm_route(qm_id)
+            # QM): see qm_route.
+            peer = self.qm_route(message.destination_qm)
         else:
             dest = message.destination_queue
             parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
@@ -514,11 +508,14 @@ class Transfer(OutgoingSide, StoreWorkSide):
             buf.append(out)  # the original sender resends what is lost (end to end)
 
     def qm_route(self, qm: uuid.UUID) -> str | None:
-        """Where a PRIVATE=<qm> name goes when ``qm`` has no open session here: a static
+        """Where a PRIVATE=<qm> name goes: ``qm``'s open session here, else a static
         route for its GUID, else the address of its last session, else the previous hop
         of the last packet from it this QM forwarded (the way back); None if unknown.
         A learned address of this QM itself (QMs on one address, apart by port) is no
         route: it would only loop back here."""
+        for conn in self._conns.values():
+            if conn.open and conn.session.remote_qm == qm:
+                return conn.peer
         hop = self.config.next_hop_for_qm(qm)
         if hop is not None:
             return hop
@@ -566,6 +563,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
             IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count)
             for s in self.incoming
         ]
+
+
+def _remember(ways: dict[uuid.UUID, str], qm: uuid.UUID, peer: str) -> None:
+    """Note ``peer`` as the way to ``qm``; at most _QM_PEERS_MAX QMs are remembered."""
+    if qm in ways or len(ways) < _QM_PEERS_MAX:
+        ways[qm] = peer
 
 
 def _is_private_here(dest: object) -> bool:

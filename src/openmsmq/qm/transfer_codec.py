@@ -204,9 +204,7 @@ _U64 = 1 << 64
 
 #: props bytes 9..16: TimeToReachQueue and TimeToBeReceived, both INFINITE for a message
 #: that never expires (the usual one: one slice comparison then).
-NEVER_EXPIRES = b"\xff" * 8
-#: (TimeToReachQueue, TimeToBeReceived, SentTime) at their offsets in props.
-_unpack_times = struct.Struct("<9xII11xq").unpack_from
+_NEVER_EXPIRES = b"\xff" * 8
 assert PROPS.format[:11] == "<IIBIIIBHIq"
 
 
@@ -215,12 +213,12 @@ def row_expire_at(row: Sequence[Any]) -> int | None:
     the shorter of TimeToReachQueue and TimeToBeReceived, as the QM's expiry pass counts
     it (``QueueManager._send_record``); None when it never does."""
     props = row[11]
-    if props[9:17] == NEVER_EXPIRES:
+    if props[9:17] == _NEVER_EXPIRES:
         return None
     ttrq: int
     ttbr: int
     sent: int
-    ttrq, ttbr, sent = _unpack_times(props)
+    ttrq, ttbr, _bits, _uniquifier, sent = _unpack_outgoing(props)
     return sent + min(ttrq, ttbr)  # INFINITE is the largest value: the other one wins
 
 

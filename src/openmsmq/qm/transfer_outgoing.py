@@ -12,7 +12,7 @@ import math
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.sink import MetricsSink
@@ -30,7 +30,6 @@ from openmsmq.protocol.outgoing import (
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.manager import QueueHandle
 from openmsmq.qm.transfer_codec import (
-    NEVER_EXPIRES,
     _sequence_id,
     direct_name,
     message_expire_at,
@@ -145,18 +144,10 @@ class OutgoingSide(TransferParts):
 
     def _private_route(self, qm: uuid.UUID) -> tuple[str, str] | None:
         """(host, next hop) for ``PRIVATE=<qm>\\n`` names (FinalAcks to a sender behind an
-        intermediate QM, MS-MQQB 3.1.7.17), or None when not known yet: a static route for
-        the QM GUID; else the QM's own session (open, or the last one this process saw);
-        else the hop the last packet from it that this QM forwarded came from; else the
-        previous hop its messages last arrived from (RemoteQMAddress of their
-        incoming sequence, durable in the store), which sends the FinalAck back the way
-        the message came."""
-        hop = self.config.next_hop_for_qm(qm)
-        if hop is not None:
-            return hop, hop
-        for conn in self._conns.values():
-            if conn.open and conn.session.remote_qm == qm:
-                return conn.peer, conn.peer
+        intermediate QM, MS-MQQB 3.1.7.17), or None when not known yet: where
+        :meth:`qm_route` sends such packets; else the previous hop its messages last
+        arrived from (RemoteQMAddress of their incoming sequence, durable in the store),
+        which sends the FinalAck back the way the message came."""
         peer = self.qm_route(qm)
         if peer is not None:
             return peer, peer
@@ -335,31 +326,30 @@ class OutgoingSide(TransferParts):
                                 del retained[handle]
                                 bridged = True
                             continue
+                        # MS-MQQB 3.1.7.1.2: not sent once expired (a row only looked at
+                        # when one retained row may be due, see ``check``).
+                        row: Row | None = None
+                        plain: Message | None = None
                         if type(m) is tuple:
-                            # MS-MQQB 3.1.7.1.2 (the usual row never expires: one slice
-                            # comparison of its TimeToReachQueue / TimeToBeReceived bytes).
-                            if check and m[11][9:17] != NEVER_EXPIRES and wall >= (row_expire_at(m) or 0):
-                                self._expired_unsent(t, om)
-                                bridged = True
-                                continue
-                            if bridged:  # PreviousTxSequenceNumber over the removed ones
-                                om = t.seq.effective(om)
-                            prev = om.previous_tx_sequence_number
-                            data = encode(m, prev)
-                            if data is not None:
-                                out.append((data, handle))
-                            else:  # a rare shape: the general conversion
-                                out.append((t.packet(message_from_row(m), self.qm.guid, prev), handle))
+                            row = m
+                            expire_at = row_expire_at(m) if check else None
                         else:
-                            assert isinstance(m, Message)
-                            expire_at = message_expire_at(m)
-                            if expire_at is not None and wall >= expire_at:
-                                self._expired_unsent(t, om)
-                                bridged = True
-                                continue
-                            if bridged:
-                                om = t.seq.effective(om)
-                            out.append((t.packet(m, self.qm.guid, om.previous_tx_sequence_number), handle))
+                            plain = cast(Message, m)
+                            expire_at = message_expire_at(plain)
+                        if expire_at is not None and wall >= expire_at:
+                            self._expired_unsent(t, om)
+                            bridged = True
+                            continue
+                        if bridged:  # PreviousTxSequenceNumber over the removed ones
+                            om = t.seq.effective(om)
+                        prev = om.previous_tx_sequence_number
+                        data = encode(row, prev) if row is not None else None
+                        if data is not None:
+                            out.append((data, handle))
+                        else:  # a Message, or a rare row shape: the general conversion
+                            msg = message_from_row(row) if row is not None else plain
+                            assert msg is not None
+                            out.append((t.packet(msg, self.qm.guid, prev), handle))
                         retained[handle] = None
                 finally:
                     # One window drain for the whole Transmit (same packets, same order);

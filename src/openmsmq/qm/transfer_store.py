@@ -11,15 +11,15 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from itertools import groupby
+from operator import itemgetter
+from typing import TYPE_CHECKING
 
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals, store_packet_arrivals
-from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
@@ -32,7 +32,8 @@ from openmsmq.qm.transfer_state import (
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
 
-T = TypeVar("T")
+#: The queue name of a (name, ...) store-work item.
+_first = itemgetter(0)
 
 __all__ = ["StoreWorkSide"]
 
@@ -154,8 +155,14 @@ class StoreWorkSide(TransferParts):
                     out.append(None)
                 except MQError as exc:
                     out.append(exc)
-            for name, lids in _runs(work.deletes):
-                out += _delete_acknowledged(qm, name, lids)
+            # One transaction per queue for what SessionAcks acknowledged (not one each).
+            for name, deletes in groupby(work.deletes, key=_first):
+                lids = [lid for _, lid in deletes]
+                try:
+                    qm.delete_sent(name, lids)
+                    out += [None] * len(lids)
+                except MQError as exc:
+                    out += [exc] * len(lids)
             for seq_id, number, message_id, cls in work.settles:
                 try:
                     outcome = qm.settle_final_ack(seq_id, number, message_id, cls)
@@ -169,14 +176,16 @@ class StoreWorkSide(TransferParts):
                     out.append(exc)
         else:
             # One store transaction per run of messages for one queue (not one per message).
-            for queue, msgs in _runs([(q, m) for q, m, _cid, _n in work.items]):
+            for queue, items in groupby(work.items, key=_first):
+                msgs = [m for _, m, _cid, _n in items]
                 try:
                     plain = [replace(m, transactional=False) for m in msgs]
                     store_arrivals(qm, queue, plain, None, send_insecure_nacks=insecure)
                     out += [None] * len(msgs)
                 except MQError as exc:
                     out += [exc] * len(msgs)
-            for name, msgs in _runs([(q, m) for q, m, _cid, _n in work.forwards]):
+            for name, forwards in groupby(work.forwards, key=_first):
+                msgs = [m for _, m, _cid, _n in forwards]
                 try:
                     # Into the destination's outgoing queue as received (Identifier, SentTime,
                     # properties kept; TimeToReachQueue counts from SentTime).
@@ -258,25 +267,3 @@ def _pad(outcome: list[BaseException | None] | BaseException, n: int) -> list[Ba
     if isinstance(outcome, BaseException):
         return [outcome] * n
     return list(outcome) + [None] * (n - len(outcome))
-
-
-def _runs(items: Sequence[tuple[str, T]]) -> Iterator[tuple[str, list[T]]]:
-    """Consecutive items of one queue name grouped: (name, their values), in order."""
-    i = 0
-    while i < len(items):
-        name = items[i][0]
-        j = i + 1
-        while j < len(items) and items[j][0] == name:
-            j += 1
-        yield name, [v for _, v in items[i:j]]
-        i = j
-
-
-def _delete_acknowledged(qm: QueueManager, name: str, lookup_ids: list[int]) -> list[BaseException | None]:
-    """Delete session-acknowledged non-transactional messages of an outgoing queue in one
-    store transaction (QueueManager.delete_sent); one outcome per message."""
-    try:
-        qm.delete_sent(name, lookup_ids)
-    except MQError as exc:
-        return [exc] * len(lookup_ids)
-    return [None] * len(lookup_ids)
