@@ -28,7 +28,7 @@ from openmsmq.store.records import INFINITE, Message, message_from_row, message_
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import UserMessage, decode_packet
-from openmsmq.wire.userheader import DirectQueueFormatName
+from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatName, PrivateQueueFormatNameId
 
 WIRE_DEST = "TCP:127.0.0.2\\PRIVATE$\\orders"
 SOURCE = uuid.UUID("6f1c3b0e-9a52-4c1d-8d0e-1f2a3b4c5d6e")
@@ -254,3 +254,60 @@ def test_row_encoder_usual_row_is_encoded() -> None:
     got = row_encoder(dest, SOURCE)(tuple(message_to_row(m)), 8)
     assert got is not None
     assert got == packet_from_message(m, dest, SOURCE, 8).encode()
+
+
+# ------------------------------------------------- admin and response queues (AQ / RQ)
+
+ADMIN_QM = uuid.UUID("0b7e6f4a-2c1d-4e5f-8a9b-0c1d2e3f4a5b")
+DEST_QM = uuid.UUID("5d4c3b2a-1f0e-4d9c-8b7a-695847362514")
+
+
+@pytest.mark.parametrize(
+    ("admin", "response", "admin_text", "response_text"),
+    [
+        (PrivateQueueFormatNameId(0x12, 0x2), None, f"PRIVATE={SOURCE}\\00000012", ""),
+        (PrivateQueueFormatNameId(0x12, 0x3), None, f"PRIVATE={DEST_QM}\\00000012", ""),
+        (PrivateQueueFormatName(ADMIN_QM, 0x1A), None, f"PRIVATE={ADMIN_QM}\\0000001a", ""),
+        (
+            PrivateQueueFormatName(ADMIN_QM, 0x1A),
+            PrivateQueueFormatNameId(0x7, 0x4),  # RQ 0x4: on the admin queue's QM
+            f"PRIVATE={ADMIN_QM}\\0000001a",
+            f"PRIVATE={ADMIN_QM}\\00000007",
+        ),
+        (
+            DirectQueueFormatName("TCP:10.0.0.1\\private$\\admin"),
+            PrivateQueueFormatNameId(0x7, 0x2),
+            "DIRECT=TCP:10.0.0.1\\private$\\admin",
+            f"PRIVATE={SOURCE}\\00000007",
+        ),
+    ],
+)
+def test_received_admin_and_response_queues_become_format_names(
+    admin: object, response: object, admin_text: str, response_text: str
+) -> None:
+    """Every AQ / RQ form of MS-MQMQ 2.2.19.2 that names a private queue is kept as the
+    ``PRIVATE=<guid>\\<number>`` format name of that queue (before, only direct names
+    were kept and the others dropped: their acknowledgments were lost)."""
+    p = UserMessage.build(
+        source_qm=SOURCE,
+        message_id=1,
+        destination_queue=DirectQueueFormatName(WIRE_DEST),
+        destination_qm=DEST_QM,
+        body=b"x",
+        sent_time=1,
+        admin_queue=admin,  # type: ignore[arg-type]
+        response_queue=response,  # type: ignore[arg-type]
+    )
+    m = message_from_packet(decode_packet(p.encode()), "DIRECT=" + WIRE_DEST)  # type: ignore[arg-type]
+    assert (m.admin_queue, m.response_queue) == (admin_text, response_text)
+
+
+def test_private_admin_and_response_names_are_sent_as_private_queue_format_names() -> None:
+    admin, response = f"PRIVATE={ADMIN_QM}\\0000001a", f"PRIVATE={SOURCE}\\00000007"
+    m = Message(body=b"x", admin_queue=admin, response_queue=response, id_uniquifier=3, lookup_id=1)
+    decoded = decode_packet(packet_from_message(m, WIRE_DEST, SOURCE).encode())
+    assert isinstance(decoded, UserMessage)
+    assert decoded.user.admin_queue == PrivateQueueFormatName(ADMIN_QM, 0x1A)
+    assert decoded.user.response_queue == PrivateQueueFormatName(SOURCE, 0x7)
+    back = message_from_packet(decoded, "DIRECT=" + WIRE_DEST)
+    assert (back.admin_queue, back.response_queue) == (admin, response)

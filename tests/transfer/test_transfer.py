@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.qm import manager as qm_manager
+from openmsmq.qm import names
 from openmsmq.qm.transfer import AcceptBatch
 from openmsmq.store.records import Message
+from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
 from .harness import Clock, Net, bodies_in, outgoing_count, send_tx
@@ -226,6 +229,44 @@ def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_
     net.run_until_quiet()
     assert [len(m.body) for m in b.qm.peek_range(Q, 0, 10)] == [len(fits), 5]
     assert outgoing_count(a.qm) == 0
+
+
+@pytest.mark.parametrize("transactional", [True, False])
+def test_a_stored_message_that_cannot_be_sent_is_dead_lettered_not_left_blocking(
+    net: Net, monkeypatch: pytest.MonkeyPatch, transactional: bool
+) -> None:
+    # A store written before the send path refused messages too large for one packet
+    # may hold one: it is moved to the dead-letter queue with NACK_BAD_DST_Q, and the
+    # messages after it are transferred (the sequence bridges it, MS-MQQB 3.1.7.1.3).
+    a, b = _pair(net)
+    b.qm.create_queue("private$\\plain")
+    plain = ("DIRECT=TCP:127.0.0.2\\private$\\plain", "private$\\plain")
+    dest, queue = (DEST_B, Q) if transactional else plain
+    monkeypatch.setattr(qm_manager, "_REMOTE_HEADROOM", -(1 << 20))  # the old limit: 4 MiB
+    too_large = bytes(4 * 1024 * 1024 - 16)
+
+    def send(bodies: list[bytes]) -> None:
+        msgs = [Message(body=body, delivery=1) for body in bodies]
+        if transactional:
+            with a.qm.begin() as tx:
+                a.qm.send_many(dest, msgs, tx)
+        else:
+            a.qm.send_many(dest, msgs)
+
+    send([b"before"])
+    send([too_large])
+    send([b"after-1", b"after-2"])
+    monkeypatch.undo()
+    net.run_until_quiet()
+    assert [m.body for m in b.qm.peek_range(queue, 0, 10)] == [b"before", b"after-1", b"after-2"]
+    assert outgoing_count(a.qm) == 0
+    dlq = names.DEADXACT if transactional else names.DEADLETTER
+    [dead] = a.qm.peek_range(dlq, 0, 10)
+    assert len(dead.body) == len(too_large) and dead.message_class == MessageClass.NACK_BAD_DST_Q
+    # The sequence goes on: a later message is accepted too.
+    send([b"later"])
+    net.run_until_quiet()
+    assert b.qm.peek_range(queue, 0, 10)[-1].body == b"later"
 
 
 def test_non_transactional_arrivals_and_releases_are_stored_in_runs(net: Net) -> None:

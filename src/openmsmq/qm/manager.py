@@ -37,6 +37,7 @@ from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
 from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
+from openmsmq.qm.transfer_codec import check_remote_names
 from openmsmq.store import ops, queues, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
@@ -442,11 +443,19 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
             return first
 
     def _prepare(
-        self, qs: _QueueState, messages: Sequence[Message], transactional: bool, name: str
+        self,
+        qs: _QueueState,
+        messages: Sequence[Message],
+        transactional: bool,
+        name: str,
+        *,
+        check_names: bool = True,
     ) -> list[Send]:
         """Validate and stamp the QM-assigned attributes (Identifier, SentTime, source,
         destination; priority 0 and Recoverable for transactional messages) straight into
-        the store rows."""
+        the store rows. ``check_names``: refuse a message to a remote queue whose admin or
+        response queue cannot travel with it (the acknowledgments a QM writes itself
+        pass False: a response queue that cannot travel is left out of their packet)."""
         rec = qs.record
         if rec.queue_type in (QueueType.JOURNAL, QueueType.SYSTEM):
             raise MQError(
@@ -468,6 +477,10 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         # never be transferred (and would hold up its sequence): refused here instead.
         limit = MAX_MESSAGE_BYTES - _REMOTE_HEADROOM - 2 * len(name) if outgoing else MAX_MESSAGE_BYTES
         rows = stamped_rows(messages, transactional, self.guid, first, now, name, limit)
+        if outgoing and check_names:
+            for m in messages:
+                if m.admin_queue or m.response_queue:  # they travel in the packet too
+                    check_remote_names(m, limit)
         out = []
         for m, row in zip(messages, rows, strict=True):
             if m.time_to_be_received == INFINITE and (not outgoing or m.time_to_reach_queue == INFINITE):
@@ -669,6 +682,22 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         lock to end. Returns how many moved."""
         self._check_open()
         rows = self.store.read(lambda c: reads.fetch_expired(c, int(now), limit))
+        return self._dead_letter_rows(rows)
+
+    def dead_letter(self, queue: QueueRef, lookup_ids: Sequence[int], message_class: int) -> int:
+        """Move messages of ``queue`` to the dead-letter queues (transactional ones to the
+        transactional dead-letter queue) with ``message_class`` recorded, as :meth:`expire`
+        moves expired ones (acknowledgments in the same transaction); those no longer
+        stored or locked are skipped. Returns how many moved."""
+        self._check_open()
+        qid = self._resolve(queue).record.queue_id
+        ids = list(lookup_ids)
+        rows = self.store.read(lambda c: reads.fetch_for_dead_letter(c, qid, ids, message_class))
+        return self._dead_letter_rows(rows)
+
+    def _dead_letter_rows(self, rows: list[tuple[int, int, int, bool, int]]) -> int:
+        """Move (queue_id, lookup_id, size, transactional, class) messages to the
+        dead-letter queues, skipping locked ones; returns how many moved."""
         dead = self._queues[names.DEADLETTER].record.queue_id
         dead_x = self._queues[names.DEADXACT].record.queue_id
         removes: list[Remove] = []

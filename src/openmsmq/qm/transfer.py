@@ -151,6 +151,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: A message was found expired before it was sent: run the expiry pass with the
         #: next release (transfer_outgoing._expired_unsent).
         self._expire_due = False
+        #: Messages that cannot be put into a packet (queue_id, LookupIdentifier): moved
+        #: to the dead-letter queues with the next release (transfer_outgoing._unsendable).
+        self._dead_letters: list[tuple[int, int]] = []
         #: Outgoing queues not taken up for want of a route (warned about once).
         self._unrouted: dict[int, str] = {}
         #: Remote QM GUID -> the peer address of its last session (in memory): where

@@ -19,6 +19,7 @@ from typing import Any
 from openmsmq.errors import HResult, LocalProtocolError, MQError
 from openmsmq.store.records import INFINITE, PROPS, Message, _bytes_of, _guid_bytes, message_to_row
 from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.constants import MAX_PACKET_SIZE, QueueFormatType
 from openmsmq.wire.format_name import PrivateFormatName, parse_format_name
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
@@ -27,7 +28,9 @@ from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.properties import MessagePropertiesHeader, cached_label_wire, label_wire
 from openmsmq.wire.userheader import (
     DirectQueueFormatName,
+    PrivateQueueFormatName,
     PrivateQueueFormatNameId,
+    PublicQueueFormatName,
     UserHeader,
     direct_queue_wire,
 )
@@ -35,13 +38,16 @@ from openmsmq.wire.userheader import (
 __all__ = [
     "RowEncoder",
     "arrival_rows",
+    "check_remote_names",
     "direct_host",
     "direct_name",
+    "may_exceed_packet",
     "message_from_packet",
     "outgoing_fields",
     "packet_from_message",
     "row_encoder",
     "split_direct",
+    "wire_queue",
 ]
 
 
@@ -165,8 +171,8 @@ def packet_from_message(
         m.sent_time & 0xFFFFFFFF,
         m.id_uniquifier & 0xFFFFFFFF,
         dest,
-        _direct_queue(m.admin_queue) if m.admin_queue else None,
-        _direct_queue(m.response_queue) if m.response_queue else None,
+        wire_queue(m.admin_queue) if m.admin_queue else None,
+        wire_queue(m.response_queue) if m.response_queue else None,
         m.time_to_be_received,
         hops | (delivery << 5) | (m.negative_journaling << 8) | (m.positive_journaling << 9),
         None,
@@ -315,15 +321,91 @@ def _general_path(row: Sequence[Any], previous: int) -> None:
     return None
 
 
-def _direct_queue(format_name: str) -> DirectQueueFormatName | None:
-    """A DIRECT= admin / response queue name as its UserHeader form; None for other forms."""
-    if format_name[:7].upper() != "DIRECT=":
+def wire_queue(format_name: str) -> DirectQueueFormatName | PrivateQueueFormatName | None:
+    """An admin / response queue format name as its UserHeader field (MS-MQMQ 2.2.19.2):
+    ``DIRECT=…`` as a DirectQueueFormatName (type 0x7), ``PRIVATE=<guid>\\<hex>`` as a
+    PrivateQueueFormatName (0x6, which names the hosting QM whoever sends). None for a
+    name that cannot travel (a path name, ``PUBLIC=``, a journal): the send path refuses
+    those for remote queues (:func:`check_remote_names`)."""
+    if format_name[:7].upper() == "DIRECT=":
+        return DirectQueueFormatName(format_name[7:])
+    private = private_name(format_name)
+    if private is None:
         return None
-    return DirectQueueFormatName(format_name[7:])
+    return PrivateQueueFormatName(private[0], private[1])
 
 
-def _direct_text(q: object) -> str:
-    return "DIRECT=" + q.name if isinstance(q, DirectQueueFormatName) else ""
+def check_remote_names(m: Message, max_bytes: int) -> None:
+    """Refuse (MQError) a message to a remote queue whose admin or response queue name
+    cannot travel in its packet (:func:`wire_queue`: MQ_ERROR_ILLEGAL_FORMATNAME), or
+    whose packet would exceed the 4 MiB PacketSize limit once those names, UTF-16 in
+    the UserHeader, are added to what ``max_bytes`` already allows for
+    (MQ_ERROR_INSUFFICIENT_RESOURCES). Called only for messages that have such a name."""
+    names = 0
+    for what, name in (("admin", m.admin_queue), ("response", m.response_queue)):
+        if not name:
+            continue
+        q = wire_queue(name)
+        if q is None:
+            raise MQError(
+                HResult.MQ_ERROR_ILLEGAL_FORMATNAME,
+                f"{what} queue {name!r}: a message to a remote queue carries only a DIRECT= or"
+                " PRIVATE=<QM GUID>\\<number> admin or response queue",
+            )
+        if isinstance(q, DirectQueueFormatName):
+            try:
+                names += len(direct_queue_wire(q))
+            except struct.error:  # over the u16 Count of the field
+                raise MQError(
+                    HResult.MQ_ERROR_ILLEGAL_FORMATNAME,
+                    f"{what} queue name of {len(name)} characters is too long",
+                ) from None
+        else:
+            names += 20
+    size = m.size + names
+    if size > max_bytes:
+        raise MQError(
+            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+            f"message of {m.size} bytes with {names} bytes of admin and response queue names"
+            f" exceeds the {max_bytes:,} bytes a message to a remote queue may have (its"
+            " MS-MQQB packet, headers included, is at most 4 MiB)",
+        )
+
+
+#: More than the fixed headers, SessionHeader and padding of a UserMessage take.
+_HEADERS_BOUND = 4096
+
+
+def may_exceed_packet(m: Message, destination: str) -> bool:
+    """Whether ``m``'s packet to ``destination`` might exceed the 4 MiB PacketSize limit
+    (an upper bound of its size does): only then is encoding it a check worth its cost."""
+    names = len(m.admin_queue) + len(m.response_queue) + len(destination)
+    return m.size + 2 * names + _HEADERS_BOUND > MAX_PACKET_SIZE
+
+
+def _queue_text(q: object, user: UserHeader, admin: object) -> str:
+    """The format name of a received admin / response queue field (its type: MS-MQMQ
+    2.2.19.2 AQ / RQ); "" for SAME_AS_ADMIN (type 0x1) and anything unknown."""
+    if isinstance(q, DirectQueueFormatName):
+        return "DIRECT=" + q.name
+    if isinstance(q, PrivateQueueFormatName):
+        return f"PRIVATE={q.queue_manager_guid}\\{q.identifier:08x}"
+    if isinstance(q, PrivateQueueFormatNameId):
+        if q.kind == QueueFormatType.PRIVATE_ON_SOURCE:
+            qm = user.source_queue_manager
+        elif q.kind == QueueFormatType.PRIVATE_ON_DESTINATION:
+            qm = user.queue_manager_address
+        elif isinstance(admin, PrivateQueueFormatName):  # RQ 0x4: on the admin queue's QM
+            qm = admin.queue_manager_guid
+        elif isinstance(admin, PrivateQueueFormatNameId):
+            on_source = admin.kind == QueueFormatType.PRIVATE_ON_SOURCE
+            qm = user.source_queue_manager if on_source else user.queue_manager_address
+        else:
+            return ""
+        return f"PRIVATE={qm}\\{q.identifier:08x}"
+    if isinstance(q, PublicQueueFormatName):
+        return f"PUBLIC={q.queue_guid}"
+    return ""
 
 
 #: The Message fields a received UserMessage sets, in the argument order of
@@ -371,8 +453,8 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
         user.time_to_be_received, props.ack_flags, uflags & 0x200 != 0, uflags & 0x100 != 0,
         bflags & 0x100 != 0, uflags & 0x1F, user.source_queue_manager, user.message_id, user.sent_time,
         destination_format_name, user.queue_manager_address, user.source_queue_manager,
-        _D_ADMIN_QUEUE if admin is None else _direct_text(admin),
-        _D_RESPONSE_QUEUE if response is None else _direct_text(response),
+        _D_ADMIN_QUEUE if admin is None else _queue_text(admin, user, None),
+        _D_RESPONSE_QUEUE if response is None else _queue_text(response, user, admin),
         final_ack, transactional, sequence_id, number, previous, first, last,
     )  # fmt: skip
     return message

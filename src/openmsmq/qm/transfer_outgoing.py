@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import struct
 import uuid
 from collections import deque
 from collections.abc import Iterable
@@ -32,6 +33,7 @@ from openmsmq.qm.manager import QueueHandle
 from openmsmq.qm.transfer_codec import (
     _sequence_id,
     direct_name,
+    may_exceed_packet,
     message_expire_at,
     outgoing_fields,
     private_name,
@@ -343,13 +345,20 @@ class OutgoingSide(TransferParts):
                         if bridged:  # PreviousTxSequenceNumber over the removed ones
                             om = t.seq.effective(om)
                         prev = om.previous_tx_sequence_number
-                        data = encode(row, prev) if row is not None else None
-                        if data is not None:
-                            out.append((data, handle))
-                        else:  # a Message, or a rare row shape: the general conversion
-                            msg = message_from_row(row) if row is not None else plain
-                            assert msg is not None
-                            out.append((t.packet(msg, self.qm.guid, prev), handle))
+                        try:
+                            data = encode(row, prev) if row is not None else None
+                            if data is not None:
+                                out.append((data, handle))
+                            else:  # a Message, or a rare row shape: the general conversion
+                                msg = message_from_row(row) if row is not None else plain
+                                assert msg is not None
+                                # Encoded here (a transactional packet may be given as bytes),
+                                # so one that cannot be is caught now, not in the session.
+                                out.append((t.packet(msg, self.qm.guid, prev).encode(), handle))
+                        except (LocalProtocolError, struct.error) as exc:
+                            self._unsendable(t, handle, exc, om)
+                            bridged = True
+                            continue
                         retained[handle] = None
                 finally:
                     # One window drain for the whole Transmit (same packets, same order);
@@ -442,6 +451,25 @@ class OutgoingSide(TransferParts):
         self._expire_due = True
         log.info("outgoing queue %s: message %d expired before it was sent", t.format_name, om.handle)
 
+    def _unsendable(
+        self, t: OutgoingTransfer, handle: int, exc: BaseException, om: OutgoingMessage | None = None
+    ) -> None:
+        """A message that cannot be put into a packet (say one over the 4 MiB PacketSize
+        limit, stored before the send path refused such messages) would hold up its
+        sequence for ever: it leaves the sequence (later messages bridge it, MS-MQQB
+        3.1.7.1.3) and is moved to the dead-letter queues with class NACK_BAD_DST_Q by
+        the next release, before an OrderAck for a later message could delete it."""
+        if om is not None:
+            t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
+        t.messages.pop(handle, None)
+        if handle in t.plain:
+            t.plain.remove(handle)
+        self._dead_letters.append((t.queue_id, handle))
+        log.error(
+            "outgoing queue %s: message %d cannot be sent (%s); it goes to the dead-letter queue",
+            t.format_name, handle, exc,
+        )  # fmt: skip
+
     def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float, *, resend: bool) -> None:
         conn = self._open_conn(t.next_hop)
         if conn is None:
@@ -455,9 +483,18 @@ class OutgoingSide(TransferParts):
                     t.plain.remove(m.lookup_id)
             self._expire_due = True
             msgs = [m for m in msgs if m not in expired]
+        sent = []
         for m in msgs:
-            conn.session.send_user_message(t.packet(m, self.qm.guid, None), now, handle=m.lookup_id)
-        self.metrics.count_transmitted(t.queue_id, [m.lookup_id for m in msgs], now, resend)
+            try:
+                packet = t.packet(m, self.qm.guid, None)
+                if may_exceed_packet(m, t.format_name):
+                    packet.encode()  # raises if it really does not fit one packet
+            except (LocalProtocolError, struct.error) as exc:
+                self._unsendable(t, m.lookup_id, exc)
+                continue
+            conn.session.send_user_message(packet, now, handle=m.lookup_id)
+            sent.append(m.lookup_id)
+        self.metrics.count_transmitted(t.queue_id, sent, now, resend)
 
     # ------------------------------------------------------------------ acknowledgments
 

@@ -202,6 +202,10 @@ class ReleaseBatch:
     #: found expired before it was sent (MS-MQQB 3.1.7.1.2) is NACKed / dead-lettered
     #: before an OrderAck for a later one of its sequence could delete it.
     expire_now: float | None = None
+    #: Messages that cannot be put into a packet: (format name, LookupIdentifier), moved
+    #: to the dead-letter queues (class NACK_BAD_DST_Q) before the releases, for the
+    #: same reason as ``expire_now``.
+    dead_letters: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,4 +272,5 @@ class TransferParts:
     #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
     _releases: dict[int, int]
     _settles: list[tuple[int, int, int, int]]
+    _dead_letters: list[tuple[int, int]]
     _deletes: list[tuple[int, int]]

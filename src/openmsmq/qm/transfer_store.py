@@ -30,6 +30,7 @@ from openmsmq.qm.transfer_state import (
     TransferParts,
 )
 from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
 #: The queue name of a (name, ...) store-work item.
@@ -95,7 +96,7 @@ class StoreWorkSide(TransferParts):
             self._accept_in_flight = AcceptBatch(groups)
             return self._accept_in_flight
         if self._release_in_flight is None and (
-            self._releases or self._deletes or self._settles or self._expire_due
+            self._releases or self._deletes or self._settles or self._expire_due or self._dead_letters
         ):
             names = {t.queue_id: t.format_name for t in self.outgoing.values()}
             work = ReleaseBatch(
@@ -103,8 +104,10 @@ class StoreWorkSide(TransferParts):
                 tuple((names[q], lid) for q, lid in self._deletes if q in names),
                 tuple(self._settles),
                 self.qm.clock() if self._expire_due else None,
+                tuple((names[q], lid) for q, lid in self._dead_letters if q in names),
             )
             self._expire_due = False
+            self._dead_letters.clear()
             self._releases.clear()
             self._deletes.clear()
             self._settles.clear()
@@ -149,6 +152,11 @@ class StoreWorkSide(TransferParts):
                         pass
                 except MQError as exc:
                     log.warning("expiry of outgoing messages failed: %s", exc)
+            for name, unsendable in groupby(work.dead_letters, key=_first):
+                try:
+                    qm.dead_letter(name, [lid for _, lid in unsendable], MessageClass.NACK_BAD_DST_Q)
+                except MQError as exc:
+                    log.warning("outgoing queue %s: dead-lettering unsendable messages failed: %s", name, exc)
             for name, up_to in work.releases:
                 try:
                     qm.release_outgoing(name, up_to, return_ids=False)  # the ids are not used here

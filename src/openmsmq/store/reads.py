@@ -279,3 +279,21 @@ def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[
         (now, limit),
     )
     return [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows]
+
+
+def fetch_for_dead_letter(
+    conn: sqlite3.Connection, queue_id: int, lookup_ids: list[int], message_class: int
+) -> list[tuple[int, int, int, bool, int]]:
+    """The messages ``lookup_ids`` of ``queue_id`` still stored, in the shape of
+    :func:`fetch_expired` with ``message_class`` as the class to record."""
+    out: list[tuple[int, int, int, bool, int]] = []
+    for i in range(0, len(lookup_ids), 500):
+        chunk = lookup_ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT m.queue_id, m.lookup_id, {_SIZE}, m.transactional FROM messages m"
+            f" WHERE m.queue_id = ? AND m.lookup_id IN ({marks})",
+            [queue_id, *chunk],
+        )
+        out += [(r[0], r[1], r[2], bool(r[3]), message_class) for r in rows]
+    return out
