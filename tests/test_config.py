@@ -374,3 +374,13 @@ def test_openmsmq_qm_is_the_command_lines_variable_not_a_key() -> None:
     # OPENMSMQ_QM is --qm of the command line; "qm" is also a section name.
     loaded = load_config(None, {"OPENMSMQ_QM": "/srv/qm"}, {})
     assert loaded.sources["qm.data_dir"] == "default"
+
+
+def test_buffer_keys_reach_the_transfer() -> None:
+    from openmsmq.net.server import transfer_config
+
+    default = transfer_config(load_config(None, {}, {}).config)
+    assert (default.queued_bytes, default.unstored_bytes) == (32 << 20, 64 << 20)
+    env = {"OPENMSMQ_MQQB_SEND_BUFFER": "4MiB", "OPENMSMQ_MQQB_RECEIVE_BUFFER": "512KiB"}
+    tc = transfer_config(load_config(None, env, {}).config)
+    assert (tc.queued_bytes, tc.unstored_bytes) == (4 << 20, 512 << 10)

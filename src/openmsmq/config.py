@@ -120,6 +120,22 @@ class MqqbConfig:
         "routes",
         "Static routes: destination QM address (or {QM GUID}, for PRIVATE= names) = next hop host[:port].",
     )
+    send_buffer: int = _key(
+        32 << 20,
+        "size",
+        "Message bytes an outgoing queue holds in memory: loaded, or sent and not yet session-acknowledged"
+        " (one message always goes).",
+        lo=64 << 10,
+        hi=1 << 34,
+    )
+    receive_buffer: int = _key(
+        64 << 20,
+        "size",
+        "Received message bytes waiting for the store; above it the QM stops reading from its peers until"
+        " half is stored.",
+        lo=64 << 10,
+        hi=1 << 34,
+    )
 
     @property
     def allowed_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:

@@ -13,6 +13,7 @@ from openmsmq.protocol.events import Role
 @dataclass
 class _Transfer:
     log: list[Any]
+    reading_wanted: bool = True
 
     def data_received(self, cid: int, data: bytes, now: float) -> None:
         self.log.append(("feed", len(data)))
@@ -22,6 +23,7 @@ class _Transfer:
 class _Node:
     config: NetConfig
     log: list[Any] = field(default_factory=list)
+    _reading_paused: bool = False
 
     def __post_init__(self) -> None:
         self.transfer = _Transfer(self.log)

@@ -101,6 +101,8 @@ class _MQQBProtocol(asyncio.Protocol):
             self.peer = address
         self.cid = self.node.transfer.connection_made(self.peer, self.role, self.node.now())
         self.node.transports[self.cid] = self
+        if self.node._reading_paused:
+            transport.pause_reading()
         log.info("connection %s %s", "to" if self.role is Role.INITIATOR else "from", self.peer)
         self.node.kick()
 
@@ -125,6 +127,8 @@ class _MQQBProtocol(asyncio.Protocol):
             log.exception("session %s: internal error; closing it", self.peer)
             if self.transport is not None:
                 self.transport.abort()
+        if not node.transfer.reading_wanted and not node._reading_paused:
+            node.pause_reading()
         self.node.connected_ok(self.peer)
         self.node.kick()
 
@@ -161,6 +165,9 @@ class MQQBNode:
         #: Held accepted messages are handed out at once (the accept_batch_wait passed).
         self._flush_accepts = False
         self._hold_handle: asyncio.TimerHandle | None = None
+        #: Reading from every connection paused: received messages wait for the store
+        #: beyond TransferConfig.unstored_bytes (Transfer.reading_wanted).
+        self._reading_paused = False
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
@@ -246,6 +253,24 @@ class MQQBNode:
 
     # ------------------------------------------------------------------ pump
 
+    def pause_reading(self) -> None:
+        """Stop reading from every connection until the store has caught up (the
+        received messages waiting for it are over TransferConfig.unstored_bytes)."""
+        self._reading_paused = True
+        for proto in self.transports.values():
+            if proto.transport is not None and not proto.transport.is_closing():
+                proto.transport.pause_reading()
+        log.debug("reading paused: %d received bytes wait for the store", self.transfer.unstored_bytes)
+
+    def _resume_reading(self) -> None:
+        """Read again once half of TransferConfig.unstored_bytes or less waits."""
+        if self._stopping or self.transfer.unstored_bytes > self.transfer.config.unstored_bytes // 2:
+            return
+        self._reading_paused = False
+        for proto in self.transports.values():
+            if proto.transport is not None and not proto.transport.is_closing():
+                proto.transport.resume_reading()
+
     def kick(self) -> None:
         """Schedule one pump for this loop iteration (coalesces many inputs)."""
         if not self._pump_scheduled:
@@ -304,6 +329,8 @@ class MQQBNode:
             self._store_in_flight.discard(f)
             exc = f.exception()
             self.transfer.store_work_done(work, exc if exc is not None else f.result(), self.now())  # type: ignore[arg-type]
+            if self._reading_paused:
+                self._resume_reading()
             self.kick()
 
         fut.add_done_callback(done)

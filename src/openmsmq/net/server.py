@@ -69,6 +69,8 @@ def transfer_config(config: Config) -> TransferConfig:
             p.resend_timeouts_short, p.resend_timeouts_medium, p.resend_timeouts_long, p.resend_timeouts_final
         ),
         send_insecure_nacks=p.send_insecure_nacks,
+        queued_bytes=m.send_buffer,
+        unstored_bytes=m.receive_buffer,
     )
 
 

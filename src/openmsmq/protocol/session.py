@@ -30,7 +30,6 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from openmsmq.errors import LocalProtocolError, RemoteProtocolError, WireError
 from openmsmq.protocol.events import (
@@ -58,7 +57,12 @@ from openmsmq.protocol.incoming import (
     SendOrderAck,
     SequenceKey,
 )
-from openmsmq.protocol.session_acks import recoverable_ack_fields, stored_before_ack
+from openmsmq.protocol.session_acks import (
+    AwaitingAck,
+    covered_by_ack,
+    recoverable_ack_fields,
+    stored_before_ack,
+)
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import DeliveryMode, OperatingSystemFlag
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
@@ -103,21 +107,14 @@ _RECOVERABLE_ACK_MIN_MS = 0x1F4
 _RECOVERABLE_ACK_MAX_MS = 0x1D4C0
 #: "send a SessionAck immediately" threshold of MS-MQQB 3.1.5.8.7.
 _RECOVERABLE_ACK_BURST = 32
+#: Bytes received that also make the next SessionAck immediate: a sender that bounds what
+#: it holds in bytes (large messages) would otherwise wait for a timer.
+_ACK_BYTES = 1024 * 1024
 _OPEN = SessionState.OPEN
 _CLOSED = SessionState.CLOSED
 
 #: TransactionalMessageAccepted(...) without the frozen-dataclass __init__ (one per message).
 _new_accepted_event = fast_constructor(TransactionalMessageAccepted)
-
-
-@dataclass(slots=True)
-class _Sent:
-    """An entry awaiting a session acknowledgment (part of OutgoingMessagePosition)."""
-
-    sequence_number: int  # session number, mod 2**16
-    recoverable_number: int  # 0 = express
-    transactional: bool
-    handle: int
 
 
 def _packet_name(packet: Packet) -> str:
@@ -158,14 +155,17 @@ class Session:
         self.recoverable_message_received_count = 0
         self.last_acked_recoverable_msg_seq_number = 0
         self.unacked_received_msg_count = 0
+        self._received_bytes = 0  # bytes received since the last SessionHeader sent
         self.received_window_size = self.config.window_size
         self.ack_wait_timeout = self.config.ack_wait_timeout
         #: RecoverableAckSendTimeout, seconds (computed during the handshake).
         self.recoverable_ack_send_timeout = _RECOVERABLE_ACK_MAX_MS / 1000.0
         self.direct_format_session = False
         # Awaiting session acknowledgment, in send order; held back by the window.
-        self._awaiting_ack: deque[_Sent] = deque()
+        self._awaiting_ack: deque[AwaitingAck] = deque()
         self._backlog: deque[tuple[UserMessagePacket | bytes, int]] = deque()
+        # Encoded bytes of the messages awaiting a session acknowledgment.
+        self._window_bytes = 0
         # Recoverable numbers received and persisted, not yet reported in a SessionHeader.
         self._persisted_unacked: set[int] = set()
         # Session-acknowledged recoverable (non-transactional) messages whose persistence
@@ -221,6 +221,13 @@ class Session:
     def backlog(self) -> int:
         """Messages held back by the window."""
         return len(self._backlog)
+
+    @property
+    def unacked_bytes(self) -> int:
+        """Encoded bytes of the UserMessages sent and not yet session-acknowledged (with
+        :attr:`backlog`, what a sender holds for this session: a bound on them keeps large
+        messages from filling its memory)."""
+        return self._window_bytes
 
     # ------------------------------------------------------------------ output
 
@@ -348,6 +355,7 @@ class Session:
         """Bytes from the TCP connection. Never raises for what the peer sent."""
         if self.closed:
             return
+        self._received_bytes += len(data)
         try:
             packets = self._decoder.feed(data)
         except WireError as exc:
@@ -570,6 +578,7 @@ class Session:
         out = self._out
         sent = self.message_sent_count
         recoverable_sent = self.recoverable_message_sent_count
+        moved = 0  # bytes of encoded packets taken from the backlog
         try:
             while backlog and len(awaiting) < window:
                 packet, handle = backlog.popleft()
@@ -578,7 +587,9 @@ class Session:
                     # recoverable.
                     sent = (sent + 1) % _U16
                     recoverable_sent = (recoverable_sent + 1) % _U16
-                    awaiting.append(_Sent(sent, recoverable_sent, True, handle))
+                    size = len(packet)
+                    moved += size
+                    awaiting.append(AwaitingAck(sent, recoverable_sent, True, handle, size))
                     out.append(packet)
                     continue
                 message = packet if isinstance(packet, UserMessage) else packet.message
@@ -588,11 +599,14 @@ class Session:
                 if (message.user.flags >> 5) & 0x3 == DeliveryMode.RECOVERABLE:  # UserHeader.Flags.DM
                     recoverable_sent = (recoverable_sent + 1) % _U16
                     recoverable = recoverable_sent
-                awaiting.append(_Sent(sent, recoverable, message.transaction is not None, handle))
+                size = len(data)
+                awaiting.append(AwaitingAck(sent, recoverable, message.transaction is not None, handle, size))
+                self._window_bytes += size
                 out.append(data)
         finally:
             self.message_sent_count = sent
             self.recoverable_message_sent_count = recoverable_sent
+            self._window_bytes += moved
         if self._ack_wait_deadline is None:
             self._ack_wait_deadline = now + self._ack_wait_duration
         self._session_active = True
@@ -611,10 +625,12 @@ class Session:
             self._ack_send_deadline = now + self.ack_wait_timeout / 2
         self._session_active = True
         recoverable = 0
+        big = self._received_bytes >= _ACK_BYTES
         if (user.flags >> 5) & 0x3 == _DM_RECOVERABLE:  # UserHeader.Flags.DM
             # MS-MQQB 3.1.5.8.7 (_on_recoverable, inlined: once per message).
             received = self.recoverable_message_received_count
-            if (received - self.last_acked_recoverable_msg_seq_number) % _U16 >= _RECOVERABLE_ACK_BURST:
+            unacked = (received - self.last_acked_recoverable_msg_seq_number) % _U16
+            if big or unacked >= _RECOVERABLE_ACK_BURST:
                 self._send_packet(SessionAck(self._make_session_header()))
             recoverable = self.recoverable_message_received_count = (
                 self.recoverable_message_received_count + 1
@@ -627,7 +643,7 @@ class Session:
                 # once. A FinalAck is acknowledged at once when it is for this QM
                 # (``_route``), once stored when this QM passes it on.
                 self._persisted_unacked.add(recoverable)
-        elif self.unacked_received_msg_count >= max(1, self._window() // 2):
+        elif big or self.unacked_received_msg_count >= max(1, self._window() // 2):
             # Express: MS-MQQB 3.1.1.6.1 has the receiver acknowledge "at intervals defined
             # by an acknowledgment timer or based on message count and session window
             # size". By the timer alone (AckWaitTimeout / 2) an express stream would stop
@@ -730,7 +746,7 @@ class Session:
             recoverable_msg_seq_number=self.recoverable_message_sent_count,
             window_size=self.config.window_size,
         )
-        self.unacked_received_msg_count = 0
+        self.unacked_received_msg_count = self._received_bytes = 0
         self.last_acked_recoverable_msg_seq_number = self.recoverable_message_received_count
         return header
 
@@ -746,31 +762,17 @@ class Session:
                 f"{self.peer}: SessionHeader.RecoverableMsgSeqNumber {h.recoverable_msg_seq_number} "
                 f"!= RecoverableMessageReceivedCount {self.recoverable_message_received_count}"
             )
-        # 3.1.5.5.1: how many of our oldest entries AckSequenceNumber covers.
-        if self._awaiting_ack:
-            first = self._awaiting_ack[0].sequence_number
-            covered = (h.ack_sequence_number - first + 1) % _U16
-            if covered > len(self._awaiting_ack):
-                # Either a stale ack (covers nothing new) or one beyond what was sent.
-                behind = (first - 1 - h.ack_sequence_number) % _U16
-                if behind >= _U16 // 2:
-                    raise RemoteProtocolError(
-                        f"{self.peer}: SessionHeader.AckSequenceNumber {h.ack_sequence_number} "
-                        f"beyond MessageSentCount {self.message_sent_count}"
-                    )
-                covered = 0
-        else:
-            covered = 0
-            if h.ack_sequence_number != self.message_sent_count:
-                stale = (self.message_sent_count - h.ack_sequence_number) % _U16
-                if stale >= _U16 // 2:
-                    raise RemoteProtocolError(
-                        f"{self.peer}: SessionHeader.AckSequenceNumber {h.ack_sequence_number} "
-                        f"beyond MessageSentCount {self.message_sent_count}"
-                    )
-        # The covered entries are the oldest ones: taken off the front; the rest stay.
         awaiting = self._awaiting_ack
+        first = awaiting[0].sequence_number if awaiting else None
+        covered = covered_by_ack(h.ack_sequence_number, first, len(awaiting), self.message_sent_count)
+        if covered is None:
+            raise RemoteProtocolError(
+                f"{self.peer}: SessionHeader.AckSequenceNumber {h.ack_sequence_number} "
+                f"beyond MessageSentCount {self.message_sent_count}"
+            )
+        # The covered entries are the oldest ones: taken off the front; the rest stay.
         covered_entries = [awaiting.popleft() for _ in range(covered)]
+        self._window_bytes -= sum([e.size for e in covered_entries])
         # Only non-transactional entries are released by a SessionAck (3.1.5.5.2/3;
         # transactional never, seed 003): a transactional stream skips the bit set below.
         plain = [e for e in covered_entries if not e.transactional]

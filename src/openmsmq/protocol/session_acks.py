@@ -1,16 +1,46 @@
 """Session acknowledgment arithmetic of :class:`~openmsmq.protocol.session.Session`
 (MS-MQQB 3.1.1.6.1, 3.1.5.8.7, 3.1.6.4): which persisted recoverable messages one
-SessionHeader acknowledges, and which received packets wait for the QM to store them
-before they are acknowledged. Pure functions: no I/O, no clock."""
+SessionHeader acknowledges, how many sent messages an AckSequenceNumber covers, which
+received packets wait for the QM to store them before they are acknowledged, and the
+entries (with their sizes) that await an acknowledgment. No I/O, no clock."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from openmsmq.protocol.events import UserMessagePacket
 from openmsmq.wire.packets import FinalAck, UserMessage
 
-__all__ = ["recoverable_ack_fields", "stored_before_ack"]
+__all__ = ["AwaitingAck", "covered_by_ack", "recoverable_ack_fields", "stored_before_ack"]
 
 _U16 = 0x10000
+
+
+@dataclass(slots=True)
+class AwaitingAck:
+    """An entry awaiting a session acknowledgment (part of OutgoingMessagePosition)."""
+
+    sequence_number: int  # session number, mod 2**16
+    recoverable_number: int  # 0 = express
+    transactional: bool
+    handle: int
+    size: int  # encoded bytes (Session.unacked_bytes)
+
+
+def covered_by_ack(ack_sequence_number: int, first: int | None, awaiting: int, sent_count: int) -> int | None:
+    """How many of the ``awaiting`` oldest sent messages (the first numbered ``first``;
+    None when none awaits) a SessionHeader's AckSequenceNumber covers (MS-MQQB 3.1.5.5.1):
+    0 for a stale acknowledgment, None for one beyond MessageSentCount ``sent_count``."""
+    if first is not None:
+        covered = (ack_sequence_number - first + 1) % _U16
+        if covered <= awaiting:
+            return covered
+        # Either a stale ack (covers nothing new) or one beyond what was sent.
+        behind = (first - 1 - ack_sequence_number) % _U16
+        return None if behind >= _U16 // 2 else 0
+    if ack_sequence_number != sent_count and (sent_count - ack_sequence_number) % _U16 >= _U16 // 2:
+        return None
+    return 0
 
 
 def recoverable_ack_fields(persisted: set[int]) -> tuple[int, int]:

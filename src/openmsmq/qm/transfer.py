@@ -167,6 +167,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._next_refresh = now
         # Receive side.
         self._accepted: deque[Pending] = deque()
+        #: Body bytes of the received messages not yet stored (accepted, passed on or
+        #: non-transactional, in a batch or waiting for one): above
+        #: TransferConfig.unstored_bytes a driver stops reading (:attr:`reading_wanted`).
+        self.unstored_bytes = 0
+        self._accepted_bytes = 0  # the part of it in _accepted
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
         #: (key, connection, sender is the session's peer) of the last accepted message.
@@ -359,9 +364,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         last_route = self._last_route
         append = self._accepted.append
         cid = conn.cid
-        count = 0
+        count = size = 0
         while events and type(events[0]) is TransactionalMessageAccepted:
             ev: TransactionalMessageAccepted = events.popleft()  # type: ignore[assignment]  # checked above
+            size += len(ev.packet.properties.body)
             key = ev.result.key
             if memo is None or memo[0] is not key or memo[1] != cid:
                 # Once per stream and connection, not per message (SequenceKey and GUID
@@ -391,6 +397,16 @@ class Transfer(OutgoingSide, StoreWorkSide):
             count += 1
         self._last_dest, self._last_path, self._last_route = last_dest, last_path, last_route
         self.stats["accepted"] += count
+        self.unstored_bytes += size
+        self._accepted_bytes += size
+
+    @property
+    def reading_wanted(self) -> bool:
+        """False while more received bytes wait for the store than
+        ``TransferConfig.unstored_bytes``: a driver stops reading from its connections
+        (TCP flow control then holds the senders) and reads again once half of that is
+        stored. Memory stays bounded when the store is slower than the network."""
+        return self.unstored_bytes <= self.config.unstored_bytes
 
     def _on_plain(self, conn: Conn, ev: UserMessageReceived) -> None:
         dest = ev.packet.destination_queue
@@ -398,6 +414,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             name = destination_key(dest, self.qm.guid)  # PRIVATE=<this QM>\n
             message = message_from_packet(ev.packet, name)
             self._nontx_in.append((name, message, conn.cid, ev.recoverable_number))
+            self.unstored_bytes += len(message.body)
             return
         if not isinstance(dest, DirectQueueFormatName) or (parts := split_direct(dest.name)) is None:
             log.warning(
@@ -406,6 +423,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return
         message = message_from_packet(ev.packet, "DIRECT=" + dest.name)
         self._nontx_in.append((parts[1], message, conn.cid, ev.recoverable_number))
+        self.unstored_bytes += len(message.body)
 
     def _peer_up(self, peer: str, now: float) -> None:
         for t in self.outgoing.values():
@@ -477,6 +495,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             else:
                 name = destination_key(dest, message.destination_qm)  # PRIVATE=<guid>\n
             self._forward_in.append((name, message_from_packet(message, name), conn.cid, recoverable))
+            self.unstored_bytes += len(message.properties.body)
             self.stats["forwarded"] += 1
             self.metrics.count_forwarded(1)
             return

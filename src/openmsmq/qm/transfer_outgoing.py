@@ -56,6 +56,10 @@ _new_outgoing_message = fast_constructor(OutgoingMessage)
 #: Columns of a stored row (store.records.ROW_COLUMNS) the loader tests.
 _TX = COL["transactional"]
 _NUMBER = COL["tx_sequence_number"]
+_SIZE = COL["size"]
+#: Message size assumed before an outgoing queue's first read (TransferConfig.queued_bytes):
+#: the largest, so that the first read is small whatever the sizes are.
+_PROBE_SIZE = 4 * 1024 * 1024
 _BEYOND = IgnoreReason.BEYOND_SENT
 
 
@@ -171,6 +175,18 @@ class OutgoingSide(TransferParts):
             return None
         window = self.config.session.window_size
         room = max(self.config.backlog, 2 * window) - conn.session.backlog
+        # Large messages: what the session holds is bounded in bytes too (queued_bytes:
+        # its unacknowledged bytes and its backlog, counted at the queue's mean size),
+        # and loading resumes once half of that bound (or a window) is free.
+        mean = t.mean_size or _PROBE_SIZE
+        budget = self.config.queued_bytes
+        held = conn.session.unacked_bytes + conn.session.backlog * mean
+        by_bytes = (budget - held) // mean
+        if by_bytes < room:
+            room = max(0, by_bytes)
+            window = min(window, max(1, budget // (2 * mean)))
+            if room == 0 and held == 0:
+                room = 1  # one message always goes, whatever its size
         return room if room >= window else 0
 
     @property
@@ -191,6 +207,10 @@ class OutgoingSide(TransferParts):
                 continue
             del self._held[qid]
             t.held = False
+            if t.pending:
+                self._transmit_pending(t, now)
+                if t.pending:
+                    continue
             if room is not None:
                 # Up to the bound (no poll may come soon): it, not load_per_poll, limits
                 # this call, as the window sends at most its size of what is loaded.
@@ -200,8 +220,15 @@ class OutgoingSide(TransferParts):
     def _load(self, t: OutgoingTransfer, now: float) -> bool:
         loaded = 0
         cap = max(1, self.config.load_per_poll)
+        if t.pending:  # a Transmit still being handed over comes first (order)
+            self._transmit_pending(t, now)
+            if t.pending:
+                return False
         while loaded < cap:
             room = self.config.max_in_flight - len(t.messages)
+            if not t.connected:  # what is loaded stays in memory until a session opens
+                bound = max(1, self.config.queued_bytes // (t.mean_size or _PROBE_SIZE))
+                room = min(room, bound - len(t.messages))
             if room <= 0:
                 return False
             limit = min(room, self.config.batch_size, cap - loaded)
@@ -229,6 +256,7 @@ class OutgoingSide(TransferParts):
                 return False
             t.loaded_through = rows[-1][0]
             loaded += len(rows)
+            t.mean_size = max(1, sum([r[_SIZE] for r in rows]) // len(rows))
             tx: list[OutgoingMessage] = []
             plain: list[Message] = []
             retained = t.messages
@@ -297,74 +325,13 @@ class OutgoingSide(TransferParts):
     def _outgoing_events(self, t: OutgoingTransfer, events: Iterable[OutgoingEvent], now: float) -> None:
         for ev in events:
             if isinstance(ev, Transmit):
-                conn = self._open_conn(t.next_hop)
-                if conn is None:
-                    continue
-                retained = t.messages
-                # A transactional message's content is dropped once sent (the store keeps
-                # it until the OrderAck): a resend reads it back.
-                dropped = [
-                    om.handle for om in ev.messages if om.handle in retained and retained[om.handle] is None
-                ]
-                reloaded, complete = self._reload(t, dropped) if dropped else ({}, True)
-                encode = t.encode_row
-                if encode is None:
-                    encode = t.encode_row = row_encoder(t.wire_destination, self.qm.guid)
-                out: list[tuple[UserMessagePacket | bytes, int]] = []
-                wall = now + self._wall_offset
-                # No retained row expires before t.earliest_expiry: the usual Transmit
-                # skips the per-row expiry check (MS-MQQB 3.1.7.1.2) altogether.
-                check = wall >= t.earliest_expiry
-                bridged = False
-                try:
-                    for om in ev.messages:
-                        handle = om.handle
-                        m = retained.get(handle) or reloaded.get(handle)
-                        if m is None:
-                            if complete and handle in retained:
-                                # It left the store unacknowledged (the QM's expiry pass, a
-                                # purge): later messages bridge it (MS-MQQB 3.1.7.1.3).
-                                t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
-                                del retained[handle]
-                                bridged = True
-                            continue
-                        # MS-MQQB 3.1.7.1.2: not sent once expired (a row only looked at
-                        # when one retained row may be due, see ``check``).
-                        row: Row | None = None
-                        plain: Message | None = None
-                        if type(m) is tuple:
-                            row = m
-                            expire_at = row_expire_at(m) if check else None
-                        else:
-                            plain = cast(Message, m)
-                            expire_at = message_expire_at(plain)
-                        if expire_at is not None and wall >= expire_at:
-                            self._expired_unsent(t, om)
-                            bridged = True
-                            continue
-                        if bridged:  # PreviousTxSequenceNumber over the removed ones
-                            om = t.seq.effective(om)
-                        prev = om.previous_tx_sequence_number
-                        try:
-                            data = encode(row, prev) if row is not None else None
-                            if data is not None:
-                                out.append((data, handle))
-                            else:  # a Message, or a rare row shape: the general conversion
-                                msg = message_from_row(row) if row is not None else plain
-                                assert msg is not None
-                                # Encoded here (a transactional packet may be given as bytes),
-                                # so one that cannot be is caught now, not in the session.
-                                out.append((t.packet(msg, self.qm.guid, prev).encode(), handle))
-                        except (LocalProtocolError, struct.error) as exc:
-                            self._unsendable(t, handle, exc, om)
-                            bridged = True
-                            continue
-                        retained[handle] = None
-                finally:
-                    # One window drain for the whole Transmit (same packets, same order);
-                    # what was built goes out even if a later message fails to convert.
-                    conn.session.send_user_messages(out, now)
-                self.metrics.count_transmitted(t.queue_id, [om.handle for om in ev.messages], now, ev.resend)
+                if ev.resend or not t.pending:  # a resend names every unacknowledged one
+                    t.pending = deque(ev.messages)
+                    t.pending_bridged = False
+                else:
+                    t.pending.extend(ev.messages)
+                t.pending_resend = ev.resend
+                self._transmit_pending(t, now)
             elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
                 if isinstance(ev, Released) and ev.final_ack_class is not None:
@@ -393,6 +360,94 @@ class OutgoingSide(TransferParts):
                 self.metrics.count_released(t.queue_id, len(released), released[-1].handle, now)
             else:
                 log.debug("outgoing queue %s: %s", t.format_name, ev)
+
+    def _transmit_pending(self, t: OutgoingTransfer, now: float) -> None:
+        """Hand the messages of ``t``'s last Transmit to its session as far as the session's
+        byte bound allows (``TransferConfig.queued_bytes``); the rest waits in
+        ``t.pending`` for :meth:`refill` (SessionAcks free room). A resend after a
+        reconnect names every unacknowledged message: read back and encoded a part at a
+        time, it never holds them all in memory."""
+        conn = self._open_conn(t.next_hop)
+        pending = t.pending
+        if conn is None:
+            pending.clear()  # the next session's Transmit names them again
+            return
+        while pending:
+            room = self._backlog_room(t)
+            if room == 0:
+                t.held = True
+                self._held[t.queue_id] = t
+                return
+            n = len(pending) if room is None else min(room, len(pending))
+            self._transmit_chunk(t, conn, [pending.popleft() for _ in range(n)], t.pending_resend, now)
+
+    def _transmit_chunk(
+        self, t: OutgoingTransfer, conn: Conn, messages: list[OutgoingMessage], resend: bool, now: float
+    ) -> None:
+        retained = t.messages
+        # A transactional message's content is dropped once sent (the store keeps
+        # it until the OrderAck): a resend reads it back.
+        dropped = [om.handle for om in messages if om.handle in retained and retained[om.handle] is None]
+        reloaded, complete = self._reload(t, dropped) if dropped else ({}, True)
+        encode = t.encode_row
+        if encode is None:
+            encode = t.encode_row = row_encoder(t.wire_destination, self.qm.guid)
+        out: list[tuple[UserMessagePacket | bytes, int]] = []
+        wall = now + self._wall_offset
+        # No retained row expires before t.earliest_expiry: the usual Transmit
+        # skips the per-row expiry check (MS-MQQB 3.1.7.1.2) altogether.
+        check = wall >= t.earliest_expiry
+        bridged = t.pending_bridged
+        try:
+            for om in messages:
+                handle = om.handle
+                m = retained.get(handle) or reloaded.get(handle)
+                if m is None:
+                    if complete and handle in retained:
+                        # It left the store unacknowledged (the QM's expiry pass, a
+                        # purge): later messages bridge it (MS-MQQB 3.1.7.1.3).
+                        t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
+                        del retained[handle]
+                        bridged = True
+                    continue
+                # MS-MQQB 3.1.7.1.2: not sent once expired (a row only looked at
+                # when one retained row may be due, see ``check``).
+                row: Row | None = None
+                plain: Message | None = None
+                if type(m) is tuple:
+                    row = m
+                    expire_at = row_expire_at(m) if check else None
+                else:
+                    plain = cast(Message, m)
+                    expire_at = message_expire_at(plain)
+                if expire_at is not None and wall >= expire_at:
+                    self._expired_unsent(t, om)
+                    bridged = True
+                    continue
+                if bridged:  # PreviousTxSequenceNumber over the removed ones
+                    om = t.seq.effective(om)
+                prev = om.previous_tx_sequence_number
+                try:
+                    data = encode(row, prev) if row is not None else None
+                    if data is not None:
+                        out.append((data, handle))
+                    else:  # a Message, or a rare row shape: the general conversion
+                        msg = message_from_row(row) if row is not None else plain
+                        assert msg is not None
+                        # Encoded here (a transactional packet may be given as bytes),
+                        # so one that cannot be is caught now, not in the session.
+                        out.append((t.packet(msg, self.qm.guid, prev).encode(), handle))
+                except (LocalProtocolError, struct.error) as exc:
+                    self._unsendable(t, handle, exc, om)
+                    bridged = True
+                    continue
+                retained[handle] = None
+        finally:
+            # One window drain for the whole Transmit (same packets, same order);
+            # what was built goes out even if a later message fails to convert.
+            conn.session.send_user_messages(out, now)
+        self.metrics.count_transmitted(t.queue_id, [om.handle for om in messages], now, resend)
+        t.pending_bridged = bridged
 
     def _order_ack_beyond_sent(
         self, t: OutgoingTransfer, sequence_id: TxSequenceId, number: int, now: float

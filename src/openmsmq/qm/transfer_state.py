@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
-from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig
+from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, ResendConfig
 from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.qm.transfer_codec import RowEncoder, message_from_packet, packet_from_message
 from openmsmq.store.records import IncomingSequenceState, Message
@@ -60,7 +61,13 @@ class TransferConfig:
     keeps it under 1 % of a core for any number of queues);
     ``sequence_quarantine``: seconds a TxSequenceID stays reserved to the outgoing queue
     that used it last (see ``Transfer._sequence_blocked``); ``send_insecure_nacks``:
-    SendInsecureNacks for arrival NACKs.
+    SendInsecureNacks for arrival NACKs; ``queued_bytes``: message bytes an outgoing
+    queue holds in memory, about: loaded and unsent while no session is open, else
+    held by its session (waiting for the window, or sent and waiting for a
+    SessionAck: ``Session.unacked_bytes``); the counts above apply too, this bound matters for large messages
+    (one message always goes, whatever its size); ``unstored_bytes``: received message
+    bytes waiting for the store above which the driver stops reading
+    (``Transfer.reading_wanted``).
     """
 
     local_addresses: tuple[str, ...] = ("127.0.0.1",)
@@ -72,6 +79,8 @@ class TransferConfig:
     queue_refresh: float = 0.1
     queue_refresh_per_queue: float = 0.0005
     sequence_quarantine: float = 30.0
+    queued_bytes: int = 32 * 1024 * 1024
+    unstored_bytes: int = 64 * 1024 * 1024
     #: SendInsecureNacks (MS-MQQB 3.1.1.3): also send the admin NACKs that disclose the
     #: queue (NACK_BAD_DST_Q, access / security classes, 3.1.7.15). FinalAcks always go.
     send_insecure_nacks: bool = False
@@ -149,6 +158,14 @@ class OutgoingTransfer:
         #: bound kept at load, reset when nothing is retained, so that the send path
         #: checks expiry per row only when one may be due (MS-MQQB 3.1.7.1.2).
         self.earliest_expiry = math.inf
+        #: The rest of the last Transmit, waiting for room in the session (Transfer.refill),
+        #: whether a message of it was removed (the rest is bridged) and whether it resends.
+        self.pending: deque[OutgoingMessage] = deque()
+        self.pending_bridged = False
+        self.pending_resend = False
+        #: Mean stored size of the messages of the last read (0 before the first): turns
+        #: the byte bound ``TransferConfig.queued_bytes`` into message counts.
+        self.mean_size = 0
 
     @property
     def has_work(self) -> bool:
@@ -186,6 +203,8 @@ class AcceptBatch:
     """One batch of accepted incoming transactional messages (group commit)."""
 
     groups: tuple[AcceptGroup, ...]
+    #: Body bytes of its messages (Transfer.unstored_bytes).
+    nbytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,8 @@ class StoreWorkSide(TransferParts):
     _conns: dict[int, Conn]
     _ack_sessions: dict[tuple[object, str], AckSession]
     _accepted: deque[Pending]
+    unstored_bytes: int
+    _accepted_bytes: int
     _accept_in_flight: AcceptBatch | None
     _nontx_in: list[tuple[str, Message, int, int]]
     _expire_due: bool
@@ -93,7 +95,8 @@ class StoreWorkSide(TransferParts):
                 )
                 for run in runs
             )
-            self._accept_in_flight = AcceptBatch(groups)
+            self._accept_in_flight = AcceptBatch(groups, self._accepted_bytes)
+            self._accepted_bytes = 0
             return self._accept_in_flight
         if self._release_in_flight is None and (
             self._releases or self._deletes or self._settles or self._expire_due or self._dead_letters
@@ -213,6 +216,7 @@ class StoreWorkSide(TransferParts):
         if isinstance(work, AcceptBatch):
             self._accept_in_flight = None
             self.stats["batches"] += 1
+            self.unstored_bytes -= work.nbytes
             for g, res in zip(work.groups, _pad(outcome, len(work.groups)), strict=True):
                 seq = self.incoming.get(g.key, now)
                 if res is None:
@@ -226,7 +230,11 @@ class StoreWorkSide(TransferParts):
                 with contextlib.suppress(LocalProtocolError):
                     seq.store_failed(g.accepted[0].tx_sequence_id, g.accepted[0].tx_sequence_number)
                 # Later acceptances of this sequence were rolled back too: drop them.
-                self._accepted = deque(p for p in self._accepted if p[0].key != g.key)
+                kept = deque(p for p in self._accepted if p[0].key != g.key)
+                still = sum([len(p[1].packet.properties.body) for p in kept])
+                self.unstored_bytes -= self._accepted_bytes - still
+                self._accepted_bytes = still
+                self._accepted = kept
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
             items = (*work.releases, *work.deletes, *work.settles)
@@ -236,6 +244,7 @@ class StoreWorkSide(TransferParts):
         else:
             self._local_in_flight = None
             stored = work.items + work.forwards
+            self.unstored_bytes -= sum([len(m.body) for _, m, _c, _n in stored])
             for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
                 conn = self._conns.get(cid)
                 if res is None and conn is not None and number:
