@@ -124,7 +124,12 @@ class RangesMixin:
         )
 
     def peek_range_rows(
-        self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
+        self,
+        queue: QueueRef,
+        after_lookup_id: int = 0,
+        limit: int = 1000,
+        through: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[tuple[Any, ...]]:
         """:meth:`peek_range` as the stored rows, in the same order
         (:data:`openmsmq.store.records.ROW_COLUMNS`; ``message_from_row`` gives the
@@ -134,7 +139,7 @@ class RangesMixin:
         qid = qs.record.queue_id
         one = _one_band(qs)
         return self.store.read(
-            lambda c: ranges.fetch_rows_through(c, qid, one, after_lookup_id, through, limit)
+            lambda c: ranges.fetch_rows_through(c, qid, one, after_lookup_id, through, limit, max_bytes)
         )
 
     def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:

@@ -160,7 +160,9 @@ class ReadsMixin:
                     HResult.MQ_ERROR_TRANSACTION_USAGE, f"queue {qs.record.display_name} is not transactional"
                 )
 
-    def _head_select(self, qs: _QueueState, limit: int, *, advance: bool = False) -> Select:
+    def _head_select(
+        self, qs: _QueueState, limit: int, *, advance: bool = False, max_bytes: int | None = None
+    ) -> Select:
         """The first ``limit`` available messages, read from the queue's head hint.
 
         ``advance``: the caller locks what is found (under the same hold of the queue's
@@ -198,7 +200,14 @@ class ReadsMixin:
             # cache holds what the last commits wrote.
             found = self.store.read_idle(
                 lambda c: reads.fetch_available(
-                    c, qid, now=now, limit=limit + ahead, exclude=locked, head_key=hint, one_band=one_band
+                    c,
+                    qid,
+                    now=now,
+                    limit=limit + ahead,
+                    exclude=locked,
+                    head_key=hint,
+                    one_band=one_band,
+                    max_bytes=max_bytes,
                 )
             )
             if single and found:
@@ -248,11 +257,14 @@ class ReadsMixin:
         tx: Transaction | None = None,
         timeout: float | None = 0.0,
         cancel: CancelToken | None = None,
+        max_bytes: int | None = None,
     ) -> list[Message]:
-        """Receive up to ``max_count`` messages at once (waits for the first only)."""
+        """Receive up to ``max_count`` messages at once (waits for the first only);
+        ``max_bytes``: no more after the one whose body brings the total to it (one at
+        least), so a reply that carries them stays bounded."""
         qs = self._resolve(queue)
         self._check_receive(qs, tx)
-        select = self._head_select(qs, max_count, advance=True)
+        select = self._head_select(qs, max_count, advance=True, max_bytes=max_bytes)
         found = self._take(qs, select, timeout=timeout, lock=True, cancel=cancel, head=True)
         return self._finish(qs, found, tx)
 
@@ -282,15 +294,20 @@ class ReadsMixin:
         tx: Transaction | None = None,
         timeout: float | None = 0.0,
         first_read: Callable[[Callable[[float | None], Message]], Message] | None = None,
+        max_bytes: int | None = None,
     ) -> list[Message]:
         """Up to ``n`` reads through ``cursor`` (a batched R_StartReceive with a cursor,
         MS-MQRR 3.1.4.7): a receive takes the message at the cursor each time; a peek
         reads the message at it (after it when ``advance``), then the following ones.
         Only the first read waits, up to ``timeout``; ``first_read``, given that read as
         a function of the wait, runs it instead (e.g. a cancellable sliced wait). The
-        batch ends early when no message is left after the first."""
+        batch ends early when no message is left after the first, or after the message
+        whose body brings the total to ``max_bytes``."""
         out: list[Message] = []
+        used = 0
         for i in range(n):
+            if max_bytes is not None and used >= max_bytes:
+                break
             move = CursorAction.NEXT if (advance or i > 0) else CursorAction.CURRENT
 
             def one(x: float | None, move: CursorAction = move) -> Message:
@@ -303,6 +320,7 @@ class ReadsMixin:
                     out.append(one(0.0))
                 else:
                     out.append(first_read(one) if first_read is not None else one(timeout))
+                used += len(out[-1].body)
             except MQError as exc:
                 if i == 0 or exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
                     raise
@@ -318,6 +336,7 @@ class ReadsMixin:
         cursor: int | None = None,
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
+        max_bytes: int | None = None,
     ) -> list[Message]:
         """Peek up to ``max_count`` available messages in queue order (priority, then
         LookupIdentifier), skipping locked and expired ones as :meth:`peek` does; waits
@@ -336,7 +355,7 @@ class ReadsMixin:
             cur.key = found[-1][0]
         else:
             qs = self._resolve(queue)
-            select = self._head_select(qs, max_count)
+            select = self._head_select(qs, max_count, max_bytes=max_bytes)
             found = self._take(qs, select, timeout=timeout, lock=False, cancel=cancel)
         return [m for _, m in found]
 
@@ -490,15 +509,17 @@ class ReadsMixin:
         tx: Transaction | None = None,
         timeout: float | None = 0.0,
         cancel: CancelToken | None = None,
+        max_bytes: int | None = None,
     ) -> list[PendingReceive]:
         """Dequeue Message Begin (MS-MQDMPR 3.1.7.1.11) for up to ``max_count`` messages
         from the head at once: one select and one lock, as :meth:`receive_many` (waits up
-        to ``timeout`` for the first only). End each with :meth:`dequeue_end`."""
+        to ``timeout`` for the first only; ``max_bytes`` as there). End each with
+        :meth:`dequeue_end`."""
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "max_count must be at least 1")
         qs = self._resolve(queue)
         self._check_receive(qs, tx)
-        select = self._head_select(qs, max_count, advance=True)
+        select = self._head_select(qs, max_count, advance=True, max_bytes=max_bytes)
         msgs = [m for _, m in self._take(qs, select, timeout=timeout, lock=True, cancel=cancel, head=True)]
         if tx is not None and not tx._add_receives(qs, msgs):
             self._release([_Receive(qs, m) for m in msgs])

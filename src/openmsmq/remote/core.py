@@ -44,7 +44,7 @@ from openmsmq.remote.codes import (
     ShareMode,
 )
 from openmsmq.remote.pending import PendingRequestEntry, PendingRequestTable
-from openmsmq.remote.reads import SEEK, begin_one, check_read, cursor_batch, wait_sliced
+from openmsmq.remote.reads import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
 from openmsmq.remote.session import (
     OpenQueueDescriptor,
     RemoteTransaction,
@@ -451,7 +451,7 @@ class RemoteReadCore:
                     lambda t: wait_sliced(
                         w,
                         timeout,
-                        lambda x: qm.receive_many(qh, max_count, tx=t, timeout=x),
+                        lambda x: qm.receive_many(qh, max_count, tx=t, timeout=x, max_bytes=REPLY_BYTES),
                         lambda x: qm.peek(qh, timeout=x),
                     ),
                 )
@@ -506,11 +506,14 @@ class RemoteReadCore:
         out: list[tuple[int, Message]] = []
         t = tx.txn if tx else None
         with self._waiting(s, handle, request_id, cancel) as w:
+            used = 0  # reply bytes so far (REPLY_BYTES)
             for i in range(max_count):
                 rid = request_id + i
+                if used >= REPLY_BYTES:
+                    break
                 if i == 1 and act == Action.RECEIVE and not cursor:
                     # The rest of the batch from the head: one select and one lock.
-                    out += self._begin_rest(d, handle, rid, max_count - 1, tx, w.event)
+                    out += self._begin_rest(d, handle, rid, max_count - 1, tx, w.event, REPLY_BYTES - used)
                     break
                 entry = PendingRequestEntry(rid, handle, self.clock(), tx=tx.state if tx else None)
                 with self._lock:
@@ -551,6 +554,7 @@ class RemoteReadCore:
                         raise _err(HResult.MQ_ERROR_OPERATION_CANCELLED, "the receive was cancelled")
                     break
                 out.append((rid, p.message))
+                used += len(p.message.body)
         return out
 
     def _begin_rest(
@@ -561,8 +565,10 @@ class RemoteReadCore:
         n: int,
         tx: RemoteTransaction | None,
         cancelled: threading.Event,
+        max_bytes: int,
     ) -> list[tuple[int, Message]]:
-        """The rest of a batched R_StartReceive from the head: up to ``n``
+        """The rest of a batched R_StartReceive from the head: up to ``n`` (and up to
+        ``max_bytes`` of bodies, one message at least)
         PendingRequestEntries from ``first_rid``, then Dequeue Message Begin for all of
         them at once (:meth:`QueueManager.dequeue_begin_many`: one select and one lock;
         it was a peek of the batch and one lock by LookupIdentifier each). Stops short,
@@ -579,7 +585,7 @@ class RemoteReadCore:
             return []
         try:
             got = self.qm.dequeue_begin_many(
-                d.qm_handle, len(entries), tx=tx.txn if tx else None, timeout=0.0
+                d.qm_handle, len(entries), tx=tx.txn if tx else None, timeout=0.0, max_bytes=max_bytes
             )
         except MQError:
             got = []

@@ -21,6 +21,8 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.qm import LookupRange, Message, QueueHandle, QueueManager, QueueRecord, QueueType
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.packed import encode_rows
+from openmsmq.remote.reads import REPLY_BYTES
+from openmsmq.store.records import message_from_row
 
 __all__ = [
     "RangeQuery",
@@ -105,7 +107,8 @@ def peek_range(
     _checked(qm, principal, queue, Permission.PEEK)
     if not 1 <= max_count <= MAX_PEEK_COUNT:
         raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"max_count must be 1..{MAX_PEEK_COUNT}")
-    return qm.peek_range(queue, _position(after, "after"), max_count, through)
+    rows = qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
+    return [message_from_row(r) for r in rows]
 
 
 def peek_range_packed(
@@ -121,7 +124,7 @@ def peek_range_packed(
     _checked(qm, principal, queue, Permission.PEEK)
     if not 1 <= max_count <= MAX_PEEK_COUNT:
         raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"max_count must be 1..{MAX_PEEK_COUNT}")
-    return encode_rows(qm.peek_range_rows(queue, _position(after, "after"), max_count, through))
+    return encode_rows(qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES))
 
 
 def remove_through(qm: QueueManager, principal: Principal, positions: Mapping[str, int]) -> int:

@@ -26,12 +26,16 @@ from openmsmq.qm import (
 from openmsmq.remote.codes import Action
 from openmsmq.remote.session import OpenQueueDescriptor, Waiter
 
-__all__ = ["SEEK", "WAIT_SLICE", "begin_one", "check_read", "cursor_batch", "wait_sliced"]
+__all__ = ["REPLY_BYTES", "SEEK", "WAIT_SLICE", "begin_one", "check_read", "cursor_batch", "wait_sliced"]
 
 T = TypeVar("T")
 
 #: Longest single wait inside the queue manager; cancellation is noticed within it.
 WAIT_SLICE = 0.2
+#: A batched read stops after the message whose body brings the reply to this many bytes
+#: (one message at least): a reply must fit one gRPC / protobuf message (under 2 GiB),
+#: and a receive that removed messages it could not deliver would lose them.
+REPLY_BYTES = 64 * 1024 * 1024
 
 #: The QM's seek for each MQ_LOOKUP_* action.
 SEEK: dict[Action, LookupAction] = {
@@ -153,6 +157,7 @@ def cursor_batch(
         advance=act == Action.PEEK_NEXT,
         tx=t,
         first_read=lambda one: wait_sliced(w, timeout, one, probe if receive else None),
+        max_bytes=REPLY_BYTES,
     )
 
 

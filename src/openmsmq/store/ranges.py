@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from operator import itemgetter
@@ -56,6 +56,7 @@ MAX_IDENTITY_CHARS = 255
 _MAX_ID = (1 << 56) - 1  # LookupIdentifiers stay below 2**56 (the priority bits sit above)
 _TX_FLAGS = COL["tx_flags"]
 _SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+_SIZE = MESSAGE_COLUMNS.index("size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,21 +201,38 @@ def fetch_rows_through(
     after: int,
     through: int | None,
     limit: int,
+    max_bytes: int | None = None,
 ) -> list[tuple[Any, ...]]:
     """:func:`fetch_range_through` as the stored rows (:data:`ROW_COLUMNS` order; decode
     with :func:`~openmsmq.store.records.message_from_row`), for readers that need no
-    :class:`Message` per row."""
+    :class:`Message` per row. ``max_bytes``: no rows after the one whose size brings the
+    total to it (one at least), stepped one at a time, so large messages are never read
+    a whole ``limit`` at once."""
     bands = _bands(after, through, transactional)
     select = f"SELECT {_SELECT} FROM messages m WHERE m.queue_id = ? AND m.order_key BETWEEN ? AND ?"
     if len(bands) == 1:  # one band is already in LookupIdentifier order
         lo, hi = bands[0]
-        return conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit)).fetchall()
+        rows = conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit))
+        return rows.fetchall() if max_bytes is None else _up_to_bytes(rows, max_bytes)
     out: list[tuple[Any, ...]] = []
     with _snapshot(conn, len(bands)):
         for lo, hi in bands:
-            out.extend(conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit)))
+            rows = conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit))
+            out.extend(rows if max_bytes is None else _up_to_bytes(rows, max_bytes))
     out.sort(key=itemgetter(0))  # lookup_id
-    return out[:limit]
+    return out[:limit] if max_bytes is None else _up_to_bytes(out[:limit], max_bytes)
+
+
+def _up_to_bytes(rows: Iterable[tuple[Any, ...]], max_bytes: int) -> list[tuple[Any, ...]]:
+    """The rows up to the one whose stored size brings the total to ``max_bytes``."""
+    out: list[tuple[Any, ...]] = []
+    used = 0
+    for r in rows:
+        out.append(r)
+        used += r[_SIZE]
+        if used >= max_bytes:
+            break
+    return out
 
 
 #: Lowest order key of the priority-0 band (band 7): bands 0-6 (priorities 7..1) lie below it.

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.records import (
+    KEYED_COLUMNS,
     KEYED_SELECT,
     LOOKUP_MASK,
     MESSAGE_COLUMNS,
@@ -129,6 +130,8 @@ def ack_wanted(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> l
 
 #: Up to this many locked messages are skipped in Python rather than in SQL.
 _EXCLUDE_IN_PYTHON = 512
+#: The body's column in a row of KEYED_COLUMNS (fetch_available's max_bytes).
+_BODY = KEYED_COLUMNS.index("body")
 
 
 def exclude_clause(exclude: Collection[int]) -> tuple[str, list[Any]]:
@@ -150,8 +153,13 @@ def fetch_available(
     descending: bool = False,
     head_key: int | None = None,
     one_band: bool = False,
+    max_bytes: int | None = None,
 ) -> list[tuple[int, Message]]:
     """Unexpired messages of a queue in queue order, as (order_key, message).
+
+    ``max_bytes``: stop after the message whose body brings the total to it (one at
+    least): rows are stepped one at a time then, so a batch of large messages is never
+    read whole (a remote reply must fit one gRPC message).
 
     ``exclude`` holds the LookupIdentifiers locked in memory (never returned);
     ``after_key`` / ``from_key`` / ``before_key`` bound the position; ``descending``
@@ -165,7 +173,7 @@ def fetch_available(
     queue holds priority 0 only (a transactional private queue), which saves a statement.
     """
     if head_key is not None:
-        return _fetch_head(conn, queue_id, now, limit, exclude, head_key, one_band)
+        return _fetch_head(conn, queue_id, now, limit, exclude, head_key, one_band, max_bytes)
     sql = f"SELECT {KEYED_SELECT} FROM messages m WHERE m.queue_id = ?"
     params: list[Any] = [queue_id]
     if after_key is not None:
@@ -180,6 +188,9 @@ def fetch_available(
     sql += " AND (m.expire_at IS NULL OR m.expire_at > ?)"
     params.append(now)
     order = f" ORDER BY m.order_key {'DESC' if descending else 'ASC'} LIMIT ?"
+    if max_bytes is not None:
+        params.append(limit + len(exclude))
+        return keyed_messages(_bounded(conn.execute(sql + order, params), limit, exclude, max_bytes))
     if len(exclude) > _EXCLUDE_IN_PYTHON:
         clause, extra = exclude_clause(exclude)
         params += [*extra, limit]
@@ -216,6 +227,7 @@ def _fetch_head(
     exclude: Collection[int],
     head_key: int,
     one_band: bool = False,
+    max_bytes: int | None = None,
 ) -> list[tuple[int, Message]]:
     """:func:`fetch_available` from the head, skipping the locked prefix below ``head_key``.
 
@@ -237,6 +249,12 @@ def _fetch_head(
             continue
         want = limit - len(kept)
         rows = conn.execute(_HEAD_SQL, (queue_id, lo, hi, now, want + len(skip)))
+        if max_bytes is not None:
+            got = _bounded(rows, want, exclude, max_bytes - sum([len(r[_BODY]) for r in kept]))
+            kept += got
+            if len(kept) == limit or (got and sum([len(r[_BODY]) for r in kept]) >= max_bytes):
+                break
+            continue
         if not exclude:  # nothing locked: every row of the LIMIT is wanted
             kept += rows.fetchall()
             if len(kept) == limit:
@@ -250,6 +268,25 @@ def _fetch_head(
                     return keyed_messages(kept)
     # Decoded once, after the reads: one call for the batch (records.keyed_messages).
     return keyed_messages(kept)
+
+
+def _bounded(
+    rows: Iterable[tuple[Any, ...]], limit: int, exclude: Collection[int], max_bytes: int
+) -> list[tuple[Any, ...]]:
+    """Up to ``limit`` rows of ``rows`` (KEYED_COLUMNS) not in ``exclude``, stepping
+    them one at a time and stopping after the one whose body brings the total to
+    ``max_bytes`` (at least one row, whatever its size)."""
+    kept: list[tuple[Any, ...]] = []
+    used = 0
+    mask = LOOKUP_MASK
+    for r in rows:
+        if exclude and (r[0] & mask) in exclude:
+            continue
+        kept.append(r)
+        used += len(r[_BODY])
+        if len(kept) == limit or used >= max_bytes:
+            break
+    return kept
 
 
 def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:
