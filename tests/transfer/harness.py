@@ -49,8 +49,13 @@ class Net:
         #: Addresses whose outgoing bytes are dropped (then the link is cut).
         self.blackhole: set[tuple[str, str]] = set()
 
-    def add(self, address: str, routes: tuple[tuple[str, str], ...] = (), **cfg: object) -> Node:
-        qm = QueueManager(self.root / address, threaded=False, clock=self.clock, integrity_check=False)
+    def add(
+        self, address: str, routes: tuple[tuple[str, str], ...] = (), name: str | None = None, **cfg: object
+    ) -> Node:
+        """A QM on ``address`` (``name``: its computer name, default the host's)."""
+        qm = QueueManager(
+            self.root / address, threaded=False, clock=self.clock, integrity_check=False, computer_name=name
+        )
         config = TransferConfig(local_addresses=(address,), routes=routes, **cfg)  # type: ignore[arg-type]
         node = Node(address, qm, Transfer(qm, config, self.clock.now))
         self.nodes[address] = node

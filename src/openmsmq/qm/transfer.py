@@ -121,6 +121,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self.metrics = metrics if metrics is not None else qm.metrics
         self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
         qm.set_local_addresses(self.local_hosts)
+        # The computer name names this QM too (DIRECT=OS:, and TCP: by name), as for the QM.
+        self.local_hosts |= {qm.computer_name}
         #: Wall clock minus the driver's clock (``now``): IncomingTransactionalTransferInfo.
         #: LastAccessTime is persisted as wall-clock UTC seconds (the QM's clock, the one
         #: that stamps ArrivedTime) while the protocol keeps ``now`` for its timers.
@@ -418,7 +420,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return
         if not isinstance(dest, DirectQueueFormatName) or (parts := split_direct(dest.name)) is None:
             log.warning(
-                "dropping a message for %r: only DIRECT=TCP: and PRIVATE= destinations are served", dest
+                "dropping a message for %r: only DIRECT=TCP:, DIRECT=OS: and PRIVATE= destinations are"
+                " served",
+                dest,
             )
             return
         message = message_from_packet(ev.packet, "DIRECT=" + dest.name)

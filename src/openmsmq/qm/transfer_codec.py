@@ -1,12 +1,13 @@
 """Conversions between stored :class:`~openmsmq.store.records.Message` values and MS-MQQB
 UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.qm.transfer`).
 
-DIRECT=TCP: destinations travel (``DirectQueueFormatName``, MS-MQMQ 2.2.18.1.5.2), and
-``PRIVATE=<guid>\\n`` ones (``PrivateQueueFormatNameId`` with the GUID as QueueManagerAddress,
-MS-MQMQ 2.2.18.1.5.1): the routed FinalAcks of MS-MQQB 3.1.7.17.
-Admin and response queues travel when they are direct format names (UserHeader AQ / RQ
-0x7), so that acknowledgments (MS-MQQB 3.1.7.15) find the sender's admin queue; other
-forms are not carried (see docs/transfer.md, "Limits").
+DIRECT=TCP: and DIRECT=OS: destinations travel (``DirectQueueFormatName``, MS-MQMQ
+2.2.18.1.5.2), and ``PRIVATE=<guid>\\n`` ones (``PrivateQueueFormatNameId`` with the GUID
+as QueueManagerAddress, MS-MQMQ 2.2.18.1.5.1): the routed FinalAcks of MS-MQQB 3.1.7.17.
+Admin and response queues travel as direct names (UserHeader AQ / RQ 0x7) or as
+``PRIVATE=<guid>\\n`` names (0x6), so that acknowledgments (MS-MQQB 3.1.7.15) find the
+sender's admin queue; the send path refuses other forms for remote queues (see
+docs/transfer.md, "Limits").
 """
 
 from __future__ import annotations
@@ -52,12 +53,14 @@ __all__ = [
 
 
 def direct_name(format_name: str) -> str | None:
-    """``DIRECT=TCP:host\\PRIVATE$\\q`` → ``TCP:host\\PRIVATE$\\q`` (the wire form); None otherwise."""
+    """``DIRECT=TCP:host\\PRIVATE$\\q`` → ``TCP:host\\PRIVATE$\\q`` (the wire form), and the
+    same for ``DIRECT=OS:computer\\...`` (the computer's name, resolved to an address by a
+    route or DNS, MS-MQMQ 2.1.2); None otherwise."""
     text = format_name.strip()
     if not text.upper().startswith("DIRECT="):
         return None
     rest = text[len("DIRECT=") :]
-    if not rest.upper().startswith("TCP:"):
+    if split_direct(rest) is None:
         return None
     return rest
 
@@ -77,17 +80,23 @@ def private_name(format_name: str) -> tuple[uuid.UUID, int] | None:
 
 
 def split_direct(wire_name: str) -> tuple[str, str] | None:
-    """``TCP:host\\path`` → (host lower-cased, path); None when it is not a TCP direct name."""
-    if not wire_name.upper().startswith("TCP:"):
+    """``TCP:host\\path`` or ``OS:computer\\path`` → (host lower-cased, path); None for
+    any other name (the other DIRECT= protocols do not travel over TCP here)."""
+    head = wire_name[:4].upper()
+    if head == "TCP:":
+        rest = wire_name[4:]
+    elif head[:3] == "OS:":
+        rest = wire_name[3:]
+    else:
         return None
-    host, sep, path = wire_name[4:].partition("\\")
+    host, sep, path = rest.partition("\\")
     if not sep or not host or not path:
         return None
     return host.lower(), path
 
 
 def direct_host(format_name: str) -> str | None:
-    """The host of a DIRECT=TCP: format name (lower-cased), or None."""
+    """The host of a DIRECT=TCP: / DIRECT=OS: format name (lower-cased), or None."""
     wire = direct_name(format_name)
     if wire is None:
         return None

@@ -131,7 +131,9 @@ class OutgoingSide(TransferParts):
                     # Looked up again at every refresh; said once per queue.
                     if rec.queue_id not in self._unrouted:
                         self._unrouted[rec.queue_id] = rec.display_name
-                        why = "no route to its QM yet" if private else "only DIRECT=TCP: and PRIVATE= travel"
+                        why = "only DIRECT=TCP:, DIRECT=OS: and PRIVATE= travel"
+                        if private:
+                            why = "no route to its QM yet"
                         log.warning("outgoing queue %s waits: %s", rec.display_name, why)
                     continue
                 wire = rec.display_name
