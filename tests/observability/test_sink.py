@@ -64,6 +64,11 @@ def test_other_counts() -> None:
     m.session_opened(Role.INITIATOR)
     m.session_closed(Role.INITIATOR, CloseReason.IDLE)
     m.observe_commit(8, 0.001)
+    m.reading_paused(True)
+    m.reading_paused(False)
+    m.reading_paused(True)
+    assert _v(m, "openmsmq_mqqb_reading_paused") == 1
+    assert _v(m, "openmsmq_mqqb_reading_pauses_total") == 2
     assert _v(m, "openmsmq_messages_sent_total") == 3
     assert _v(m, "openmsmq_messages_received_total") == 2
     assert _v(m, "openmsmq_messages_accepted_total") == 4

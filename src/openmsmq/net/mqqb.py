@@ -257,6 +257,7 @@ class MQQBNode:
         """Stop reading from every connection until the store has caught up (the
         received messages waiting for it are over TransferConfig.unstored_bytes)."""
         self._reading_paused = True
+        self.transfer.metrics.reading_paused(True)
         for proto in self.transports.values():
             if proto.transport is not None and not proto.transport.is_closing():
                 proto.transport.pause_reading()
@@ -267,6 +268,7 @@ class MQQBNode:
         if self._stopping or self.transfer.unstored_bytes > self.transfer.config.unstored_bytes // 2:
             return
         self._reading_paused = False
+        self.transfer.metrics.reading_paused(False)
         for proto in self.transports.values():
             if proto.transport is not None and not proto.transport.is_closing():
                 proto.transport.resume_reading()

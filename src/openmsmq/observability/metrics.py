@@ -172,6 +172,16 @@ class Metrics:
         self._sessions_closed = Counter(
             "openmsmq_sessions_closed", "MS-MQQB sessions closed, by reason.", ["reason"], registry=r
         )
+        self._reading_paused = Gauge(
+            "openmsmq_mqqb_reading_paused",
+            "1 while the MS-MQQB node does not read from its peers (received messages wait for the store).",
+            registry=r,
+        )
+        self._reading_pauses = Counter(
+            "openmsmq_mqqb_reading_pauses",
+            "Times the MS-MQQB node stopped reading for the store.",
+            registry=r,
+        )
         #: Wall time of one group commit (BEGIN … COMMIT, fsync included).
         self.commit_duration = Histogram(
             "openmsmq_store_commit_duration_seconds",
@@ -249,6 +259,12 @@ class Metrics:
         self._child(self._sessions_closed, "closed", label_value(reason)).inc()
         if was_open:
             self._child(self._sessions, "sessions", label_value(role)).dec()
+
+    def reading_paused(self, paused: bool) -> None:
+        """The MS-MQQB node stopped (True) or resumed (False) reading from its peers."""
+        self._reading_paused.set(1 if paused else 0)
+        if paused:
+            self._reading_pauses.inc()
 
     def observe_commit(self, ops: int, seconds: float) -> None:
         """One store commit of ``ops`` operations that took ``seconds`` (fsync included)."""

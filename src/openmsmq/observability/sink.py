@@ -78,6 +78,11 @@ class MetricsSink(Protocol):
         """An MS-MQQB session closed for ``reason`` (``was_open``: it had been established)."""
         ...
 
+    def reading_paused(self, paused: bool) -> None:
+        """The MS-MQQB node stopped (True) or resumed (False) reading from its peers: the
+        received messages waiting for the store passed ``mqqb.receive_buffer``."""
+        ...
+
 
 class NullMetrics:
     """A :class:`MetricsSink` that records nothing (the default everywhere)."""
@@ -113,6 +118,9 @@ class NullMetrics:
         """Nothing."""
 
     def session_closed(self, role: object, reason: object, *, was_open: bool = True) -> None:
+        """Nothing."""
+
+    def reading_paused(self, paused: bool) -> None:
         """Nothing."""
 
 
