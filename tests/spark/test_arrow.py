@@ -152,6 +152,20 @@ def test_partition_read_shrinks_pages_of_large_bodies(monkeypatch: pytest.Monkey
     assert [r[2] for r in backend.requests] == [3, 2, 2, 2, 2]
 
 
+def test_a_page_shorter_than_asked_does_not_end_the_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server stops a reply at 64 MiB of bodies (remote.reads.REPLY_BYTES): a short page
+    # is not the last. Reading stopped there before: a batch read of 120 messages of 4 MB
+    # gave 17 rows, and a streaming batch would have removed the rest unread at commit.
+    class Capped(FakeBackend):
+        def peek_page(self, queue: str, after: int, through: int, limit: int) -> PeekedPage:
+            return super().peek_page(queue, after, through, min(limit, 3))
+
+    backend = Capped(range(1, 21))
+    batches = read_all(monkeypatch, backend, PartitionPlan("q", 0, 20), fetch=100)
+    assert [i for b in batches for i in b.column("lookup_id").to_pylist()] == list(range(1, 21))
+    assert [b.num_rows for b in batches] == [3, 3, 3, 3, 3, 3, 2]
+
+
 def test_partition_read_fails_on_a_backend_breaking_order(monkeypatch: pytest.MonkeyPatch) -> None:
     class Repeating(FakeBackend):
         def peek_page(self, queue: str, after: int, through: int, limit: int) -> PeekedPage:

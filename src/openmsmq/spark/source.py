@@ -141,7 +141,10 @@ def _read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: Parti
             after = page.lookup_id[-1]
             seen += len(page)
             seen_bytes += page.body_bytes
-            if len(page) >= limit and after < plan.through:
+            # A page may be shorter than asked without being the last: the server stops
+            # a reply at 64 MiB of bodies (openmsmq.remote.reads.REPLY_BYTES). Only an
+            # empty page (above) or reaching ``through`` ends the partition.
+            if after < plan.through:
                 limit = page_limit(opts.fetch_size, seen, seen_bytes)
                 pending = pool.submit(peek, after, limit)
             yield page.batch
