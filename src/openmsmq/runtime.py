@@ -13,6 +13,7 @@ of opening the store beside it: one process owns a data directory's store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -24,12 +25,22 @@ __all__ = ["RUNTIME_FILE", "live_runtime", "read_runtime", "remove_runtime", "wr
 RUNTIME_FILE = "runtime.json"
 
 
-def write_runtime(data_dir: str | Path, info: dict[str, Any]) -> None:
-    """Write ``runtime.json`` atomically (a reader never sees half a file)."""
+def write_runtime(data_dir: str | Path, info: dict[str, Any]) -> bool:
+    """Write ``runtime.json`` atomically (a reader never sees half a file). Returns False
+    when it cannot be written (a full disk, say: the file is small, but a queue manager
+    must still start to send out what fills its disk); what was there is left as it was
+    and no partial file remains. Other programs then open the store directly (SQLite
+    shares it safely) instead of going through the remote-read service."""
     path = Path(data_dir) / RUNTIME_FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(info, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(info, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def remove_runtime(data_dir: str | Path) -> None:

@@ -179,7 +179,12 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             "remote": remote.target if remote is not None else None,
             "metrics": metrics_server.url if metrics_server is not None else None,
         }
-        write_runtime(config.qm.data_dir, info)
+        if not write_runtime(config.qm.data_dir, info):
+            log.error(
+                "cannot write %s/runtime.json (disk full?): serving anyway; programs given this"
+                " data directory open its store directly until it is written",
+                config.qm.data_dir,
+            )
         if remote is not None:
             remote.status_provider = transfer_snapshot(transfer, loop, info)
         log.info(
@@ -190,7 +195,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             ready(node, qm)
         await stop.wait()
         started = loop.time()
-        write_runtime(config.qm.data_dir, {**info, "state": "stopping"})
+        write_runtime(config.qm.data_dir, {**info, "state": "stopping"})  # best effort
         if remote is not None:
             remote.status_provider = None  # the loop is about to wait in the stops below
             # Stop accepting remote calls and abort the clients' transactions first, so
