@@ -207,7 +207,7 @@ BAD_VALUES: list[tuple[str, object, str, str]] = [
     ("protocol.order_ack_timeout", "soon", "protocol.order_ack_timeout", "expected a duration"),
     ("store.synchronous", "fast", "store.synchronous", "expected one of FULL, EXTRA, NORMAL, OFF"),
     ("store.max_message_size", "1000B", "store.max_message_size", ">= 1024"),
-    ("store.max_message_size", "2GiB", "store.max_message_size", "<= 1073741824"),
+    ("store.max_message_size", "2GiB", "store.max_message_size", "<= 4194304"),
     ("store.default_queue_quota", 0, "store.default_queue_quota", ">= 1"),
     ("log.format", "xml", "log.format", "expected one of kv, json"),
     ("qm.name", "bad name", "qm.name", "not an IP address or host name"),
@@ -384,3 +384,36 @@ def test_buffer_keys_reach_the_transfer() -> None:
     env = {"OPENMSMQ_MQQB_SEND_BUFFER": "4MiB", "OPENMSMQ_MQQB_RECEIVE_BUFFER": "512KiB"}
     tc = transfer_config(load_config(None, env, {}).config)
     assert (tc.queued_bytes, tc.unstored_bytes) == (4 << 20, 512 << 10)
+
+
+def test_store_keys_reach_the_queue_manager(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Before, serve opened its QM without the [store] keys: every one of them was ignored.
+    from openmsmq.errors import MQError
+    from openmsmq.net.server import store_options
+    from openmsmq.qm import Message, QueueManager
+
+    env = {
+        "OPENMSMQ_STORE_SYNCHRONOUS": "EXTRA",
+        "OPENMSMQ_STORE_GROUP_COMMIT_MAX_WAIT": "0",
+        "OPENMSMQ_STORE_MAX_MESSAGE_SIZE": "64KiB",
+        "OPENMSMQ_STORE_DEFAULT_QUEUE_QUOTA": "1MiB",
+        "OPENMSMQ_STORE_QM_QUOTA": "1GiB",
+    }
+    with caplog.at_level("WARNING"):
+        opts = store_options(load_config(None, env, {}).config)
+    assert "store.qm_quota is not applied yet" in caplog.text
+    with QueueManager(tmp_path / "qm", store_options=opts) as qm:
+        assert qm.store.write(lambda ctx: ctx.conn.execute("PRAGMA synchronous").fetchone()[0]) == 3  # EXTRA
+        assert qm.store.max_commit_wait == 0
+        rec = qm.create_queue("private$\\q")
+        assert rec.quota_kb == 1024  # the default quota
+        assert qm.create_queue("private$\\big", quota_kb=5000).quota_kb == 5000
+        qm.send("private$\\q", Message(body=bytes(64 * 1024)))
+        with pytest.raises(MQError) as err:
+            qm.send("private$\\q", Message(body=bytes(64 * 1024 + 1)))
+        assert "store.max_message_size" in str(err.value)
+    default = store_options(load_config(None, {}, {}).config)
+    assert (default.synchronous, default.max_commit_wait) == ("FULL", 0.002)
+    assert default.max_message_bytes == 4 << 20
+    with pytest.raises(ConfigError):
+        load_config(None, {"OPENMSMQ_STORE_MAX_MESSAGE_SIZE": "5MiB"}, {})  # MSMQ's limit is 4 MiB

@@ -299,17 +299,27 @@ class StoreConfig:
         choices=("FULL", "EXTRA", "NORMAL", "OFF"),
     )
     group_commit_max_batch: int = _key(
-        1024, "int", "Most operations committed by one SQLite transaction (one fsync).", lo=1, hi=1_000_000
+        1024,
+        "int",
+        "Most operations committed by one SQLite transaction (one fsync). Not applied yet: a batch"
+        " takes every commit waiting (serve warns when it is set).",
+        lo=1,
+        hi=1_000_000,
     )
     group_commit_max_wait: float = _key(
-        0.0,
+        0.002,
         "duration",
-        "Extra wait for more commits before an fsync (0 = batch only what is already queued).",
+        "Longest wait of a group commit for the committers of the previous one, so that steady"
+        " concurrent committers share one fsync (0 = batch only what is already queued).",
         lo=0,
         hi=1,
     )
     max_message_size: int = _key(
-        4 << 20, "size", "Largest message accepted (bytes; also bounds MS-MQQB packets).", lo=1024, hi=1 << 30
+        4 << 20,
+        "size",
+        "Largest message accepted (bytes; at most 4 MiB, MSMQ's limit, which also bounds MS-MQQB packets).",
+        lo=1024,
+        hi=4 << 20,
     )
     default_queue_quota: int | None = _key(
         None,
@@ -321,7 +331,8 @@ class StoreConfig:
     qm_quota: int | None = _key(
         None,
         "quota",
-        'Total bytes of all queues, or "unlimited" (QueueManagerQuota).',
+        'Total bytes of all queues, or "unlimited" (QueueManagerQuota). Not applied yet (serve warns'
+        " when it is set): use queue quotas.",
         lo=1,
         spec="MS-MQDMPR 3.1.1.1",
     )

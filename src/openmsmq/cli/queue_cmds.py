@@ -69,7 +69,11 @@ def queue() -> None:
 @click.argument("name")
 @click.option("--transactional", is_flag=True, help="Accept only transactional messages.")
 @click.option(
-    "--quota", "quota_kb", type=click.IntRange(min=0), default=None, help="Quota in KB (default: none)."
+    "--quota",
+    "quota_kb",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Quota in KB (default: the QM's store.default_queue_quota, unlimited unless set).",
 )
 @click.option("--journal", is_flag=True, help="Copy received messages to the queue's journal.")
 @click.option("--label", default="", help="Queue label (up to 124 characters).")
@@ -97,7 +101,7 @@ def create(
     info = c.connection().create_queue(
         name,
         transactional=transactional,
-        quota_kb=INFINITE if quota_kb is None else quota_kb,
+        quota_kb=quota_kb,
         journal=journal,
         label=label,
         allowed_senders=allowed_senders,

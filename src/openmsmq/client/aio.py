@@ -431,7 +431,7 @@ class AsyncConnection:
         *,
         transactional: bool = False,
         label: str = "",
-        quota_kb: int = INFINITE,
+        quota_kb: int | None = None,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
         allowed_senders: Sequence[str] = (),

@@ -451,7 +451,7 @@ class Connection:
         *,
         transactional: bool = False,
         label: str = "",
-        quota_kb: int = INFINITE,
+        quota_kb: int | None = None,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
         exist_ok: bool = False,

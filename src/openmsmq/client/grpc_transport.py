@@ -401,15 +401,17 @@ class GrpcTransport(Transport):
         *,
         transactional: bool = False,
         label: str = "",
-        quota_kb: int = INFINITE,
+        quota_kb: int | None = None,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
         allowed_senders: Sequence[str] = (),
     ) -> QueueInfo:
         req = pb.CreateQueueRequest(
-            path=path, transactional=transactional, label=label, quota_kb=quota_kb,
+            path=path, transactional=transactional, label=label,
             journal=journal, journal_quota_kb=journal_quota_kb, allowed_senders=list(allowed_senders),
         )  # fmt: skip
+        if quota_kb is not None:  # unset: the server's store.default_queue_quota
+            req.quota_kb = quota_kb
         return _queue_info(self._call(self._stub.CreateQueue, req))
 
     def delete_queue(self, name: str) -> None:

@@ -65,7 +65,7 @@ class Transport(ABC):
         *,
         transactional: bool = False,
         label: str = "",
-        quota_kb: int = INFINITE,
+        quota_kb: int | None = None,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
         allowed_senders: Sequence[str] = (),

@@ -21,12 +21,14 @@ from openmsmq.protocol.incoming import OrderAckConfig
 from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import remove_runtime, write_runtime
+from openmsmq.store.records import INFINITE
 
-__all__ = ["GC_THRESHOLDS", "serve", "transfer_config", "transfer_snapshot", "tune_gc"]
+__all__ = ["GC_THRESHOLDS", "serve", "store_options", "transfer_config", "transfer_snapshot", "tune_gc"]
 
 log = logging.getLogger("openmsmq.serve")
 
@@ -72,6 +74,18 @@ def transfer_config(config: Config) -> TransferConfig:
         queued_bytes=m.send_buffer,
         unstored_bytes=m.receive_buffer,
     )
+
+
+def store_options(config: Config) -> StoreOptions:
+    """The :class:`StoreOptions` of a loaded configuration's ``[store]`` (the keys not
+    applied yet are warned about when they differ from their defaults)."""
+    st = config.store
+    if st.group_commit_max_batch != 1024:
+        log.warning("store.group_commit_max_batch is not applied yet: a batch takes every commit waiting")
+    if st.qm_quota is not None:
+        log.warning("store.qm_quota is not applied yet: use queue quotas (store.default_queue_quota)")
+    quota = INFINITE if st.default_queue_quota is None else max(1, st.default_queue_quota // 1024)
+    return StoreOptions(st.synchronous, st.group_commit_max_wait, st.max_message_size, quota)
 
 
 def transfer_snapshot(
@@ -141,7 +155,11 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         loop.add_signal_handler(sig, on_signal, sig)
     metrics = default_metrics()
     qm = QueueManager(
-        config.qm.data_dir, computer_name=config.qm.name or None, expire_interval=1.0, metrics=metrics
+        config.qm.data_dir,
+        computer_name=config.qm.name or None,
+        expire_interval=1.0,
+        metrics=metrics,
+        store_options=store_options(config),
     )
     collector = metrics.attach_queue_manager(qm)
     metrics_server = None

@@ -5,6 +5,7 @@ values; :class:`Transaction` comes from :meth:`QueueManager.begin`.
 """
 
 from openmsmq.qm.manager import CancelToken, CursorAction, LookupAction, QueueHandle, QueueManager
+from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transaction import PendingReceive, Transaction, TransactionState
 from openmsmq.store.ops import RemovedMessage
 from openmsmq.store.ranges import LookupRange, QueueStats
@@ -33,6 +34,7 @@ __all__ = [
     "QueueStats",
     "QueueType",
     "RemovedMessage",
+    "StoreOptions",
     "Transaction",
     "TransactionState",
 ]

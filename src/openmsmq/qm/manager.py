@@ -33,6 +33,7 @@ from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
 from openmsmq.qm.locks import NACK_Q_PURGED, LocksMixin
+from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
@@ -98,7 +99,13 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         expire_interval: float | None = None,
         identity_retention: float = DEFAULT_IDENTITY_RETENTION,
         metrics: MetricsSink | None = None,
+        store_options: StoreOptions | None = None,
     ) -> None:
+        opts = store_options or StoreOptions()
+        #: Largest message this QM accepts (store.max_message_size; at most 4 MiB).
+        self.max_message_bytes = min(opts.max_message_bytes, MAX_MESSAGE_BYTES)
+        #: Quota of a queue created without one (store.default_queue_quota), in KB.
+        self.default_quota_kb = opts.default_quota_kb
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.clock = clock
@@ -106,7 +113,13 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         self.identity_retention = int(identity_retention)
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
-        self.store = Store(self.data_dir / "openmsmq.db", threaded=threaded, integrity_check=integrity_check)
+        self.store = Store(
+            self.data_dir / "openmsmq.db",
+            threaded=threaded,
+            integrity_check=integrity_check,
+            max_commit_wait=opts.max_commit_wait,
+            synchronous=opts.synchronous,
+        )
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._lock = threading.RLock()
@@ -309,7 +322,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         *,
         transactional: bool = False,
         label: str = "",
-        quota_kb: int = INFINITE,
+        quota_kb: int | None = None,
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
         allowed_senders: Iterable[str | uuid.UUID] = (),
@@ -318,6 +331,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
 
         ``allowed_senders``: the QM GUIDs that may send into it over MS-MQQB (empty: every
         sender); a message from another QM is rejected with NACK_ACCESS_DENIED.
+        ``quota_kb`` None: the QM's ``default_quota_kb`` (store.default_queue_quota).
         MQ_ERROR_QUEUE_EXISTS if it exists (names are case-insensitive);
         MQ_ERROR_ILLEGAL_QUEUE_PATHNAME for a bad or non-private name;
         MQ_ERROR_ILLEGAL_PROPERTY_VALUE for a sender that is not a GUID.
@@ -345,7 +359,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
                     queue_type=QueueType.PRIVATE,
                     transactional=transactional,
                     label=label,
-                    quota_kb=quota_kb,
+                    quota_kb=self.default_quota_kb if quota_kb is None else quota_kb,
                     journal_quota_kb=journal_quota_kb,
                     journal=journal,
                     now=self._now(),
@@ -475,7 +489,9 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         outgoing = rec.queue_type == QueueType.OUTGOING
         # A message to a remote queue must fit one packet with its headers, or it could
         # never be transferred (and would hold up its sequence): refused here instead.
-        limit = MAX_MESSAGE_BYTES - _REMOTE_HEADROOM - 2 * len(name) if outgoing else MAX_MESSAGE_BYTES
+        limit = self.max_message_bytes
+        if outgoing:
+            limit = min(limit, MAX_MESSAGE_BYTES - _REMOTE_HEADROOM - 2 * len(name))
         rows = stamped_rows(messages, transactional, self.guid, first, now, name, limit)
         if outgoing and check_names:
             for m in messages:

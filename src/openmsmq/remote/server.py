@@ -363,7 +363,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.QueueInfo:
         def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
-            quota = request.quota_kb if request.HasField("quota_kb") else _INFINITE
+            quota = request.quota_kb if request.HasField("quota_kb") else None  # the QM's default
             jquota = request.journal_quota_kb if request.HasField("journal_quota_kb") else _INFINITE
             rec = self.core.create_queue(
                 s, request.path, transactional=request.transactional, label=request.label,

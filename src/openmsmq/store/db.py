@@ -44,6 +44,8 @@ T = TypeVar("T")
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_FULL = 13
+#: The SQLite synchronous modes a store accepts (store.synchronous).
+_SYNCHRONOUS = ("FULL", "EXTRA", "NORMAL", "OFF")
 #: LookupIdentifiers reserved per persisted SequentialID update (a restart skips the rest).
 LOOKUP_ID_BLOCK = 65536
 
@@ -173,7 +175,13 @@ class Store:
         cache_kib: int = 16384,
         max_commit_wait: float = 0.002,
         inline_commit: bool = True,
+        synchronous: str = "FULL",
     ) -> None:
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+        #: ``PRAGMA synchronous`` of the write connection: FULL / EXTRA make every commit
+        #: durable when it returns (invariant 2); NORMAL / OFF do not.
+        self.synchronous = synchronous
         self.path = Path(path)
         self.threaded = threaded
         self.stats = StoreStats()
@@ -268,7 +276,7 @@ class Store:
         if str(mode).lower() != "wal":
             conn.close()
             raise self._corrupt(f"cannot switch to WAL mode (got {mode!r})")
-        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")  # one of _SYNCHRONOUS
         conn.execute(f"PRAGMA cache_size=-{int(self._cache_kib)}")
         # Debian's SQLite is built with SECURE_DELETE (secure_delete=1 by default): every
         # page a DELETE frees is overwritten with zeros and written to the WAL. FAST

@@ -305,8 +305,9 @@ def _check_message(m: Message, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
     if size > max_bytes:
         raise MQError(
             HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-            f"message of {size} bytes exceeds the {max_bytes:,} bytes a message to a remote queue may"
-            " have (its MS-MQQB packet, headers included, is at most 4 MiB)",
+            f"message of {size} bytes exceeds the {max_bytes:,} bytes a message may have here"
+            " (store.max_message_size; to a remote queue, its MS-MQQB packet with its headers"
+            " must fit 4 MiB)",
         )
     if len(m.label) > 249:
         raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "message label has at most 249 characters")

@@ -1,0 +1,23 @@
+"""The ``[store]`` settings a :class:`~openmsmq.qm.manager.QueueManager` applies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from openmsmq.store.records import INFINITE, MAX_MESSAGE_BYTES
+
+__all__ = ["StoreOptions"]
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """The ``[store]`` settings a :class:`QueueManager` applies (docs/configuration.md)."""
+
+    #: SQLite ``PRAGMA synchronous``: FULL / EXTRA keep every commit durable.
+    synchronous: str = "FULL"
+    #: Longest wait (s) of a group commit for the committers of the previous batch.
+    max_commit_wait: float = 0.002
+    #: Largest message accepted (bytes; at most 4 MiB, MSMQ's limit).
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    #: Quota (KB) of a queue created without one; INFINITE = none.
+    default_quota_kb: int = INFINITE
