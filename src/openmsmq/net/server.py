@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import gc
 import logging
 import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from openmsmq.config import Config
@@ -25,7 +27,7 @@ from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
-from openmsmq.runtime import remove_runtime, write_runtime
+from openmsmq.runtime import read_runtime, remove_runtime, write_runtime
 from openmsmq.store.records import INFINITE
 
 __all__ = ["GC_THRESHOLDS", "serve", "store_options", "transfer_config", "transfer_snapshot", "tune_gc"]
@@ -114,6 +116,34 @@ def transfer_snapshot(
     return provider
 
 
+#: The file a serving process holds an exclusive lock on, inside its data directory.
+SERVE_LOCK = "serve.lock"
+
+
+def _lock_data_dir(data_dir: Path) -> int | None:
+    """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
+    is returned; closing it releases the lock, as the process's end does). A second
+    ``serve`` over the same store would transfer the same outgoing queues and take
+    LookupIdentifiers from its own reservation: refused with a :class:`ConfigError`
+    naming ``qm.data_dir``. A lock file that cannot be created (a read-only or full file
+    system) is logged, and serving goes on without it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(data_dir / SERVE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        log.warning("cannot open %s (%s): serving without the lock that keeps a second serve out",
+                    data_dir / SERVE_LOCK, exc.strerror or exc)  # fmt: skip
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        info = read_runtime(data_dir) or {}
+        who = f" (pid {info['pid']})" if isinstance(info.get("pid"), int) else ""
+        raise ConfigError("qm.data_dir", f"{data_dir} is served by another openmsmq serve{who}") from None
+    return fd
+
+
 @contextlib.contextmanager
 def _listening(key: str, address: str, port: int) -> Iterator[None]:
     """Turn a failure to bind ``address:port`` into a :class:`ConfigError` naming ``key``
@@ -151,6 +181,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         log.info("%s: stopping", sig.name)
         stop.set()
 
+    lock = _lock_data_dir(Path(config.qm.data_dir))  # before anything is opened or bound
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     metrics = default_metrics()
@@ -236,4 +267,6 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         remove_runtime(config.qm.data_dir)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        if lock is not None:
+            os.close(lock)  # releases the lock
     log.info("stopped")
