@@ -398,6 +398,7 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path, caplog: pytest.LogCa
         "OPENMSMQ_STORE_MAX_MESSAGE_SIZE": "64KiB",
         "OPENMSMQ_STORE_DEFAULT_QUEUE_QUOTA": "1MiB",
         "OPENMSMQ_STORE_QM_QUOTA": "1GiB",
+        "OPENMSMQ_STORE_GROUP_COMMIT_MAX_BATCH": "7",
     }
     with caplog.at_level("WARNING"):
         opts = store_options(load_config(None, env, {}).config)
@@ -405,6 +406,7 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path, caplog: pytest.LogCa
     with QueueManager(tmp_path / "qm", store_options=opts) as qm:
         assert qm.store.write(lambda ctx: ctx.conn.execute("PRAGMA synchronous").fetchone()[0]) == 3  # EXTRA
         assert qm.store.max_commit_wait == 0
+        assert qm.store.max_batch_ops == 7
         rec = qm.create_queue("private$\\q")
         assert rec.quota_kb == 1024  # the default quota
         assert qm.create_queue("private$\\big", quota_kb=5000).quota_kb == 5000

@@ -301,8 +301,7 @@ class StoreConfig:
     group_commit_max_batch: int = _key(
         1024,
         "int",
-        "Most operations committed by one SQLite transaction (one fsync). Not applied yet: a batch"
-        " takes every commit waiting (serve warns when it is set).",
+        "Most operations committed by one SQLite transaction (one fsync); the rest wait for the next.",
         lo=1,
         hi=1_000_000,
     )

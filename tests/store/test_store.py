@@ -322,6 +322,37 @@ def test_closed_store_refuses_writes(tmp_path: Path) -> None:
     assert info.value.hresult == HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE
 
 
+def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(tmp_path: Path) -> None:
+    # store.group_commit_max_batch: the rest of what waits goes in the next batches, in
+    # submission order.
+    class Sizes:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def observe_commit(self, ops_count: int, seconds: float) -> None:
+            self.sizes.append(ops_count)
+
+    store = Store(tmp_path / "s.db", max_batch_ops=3)
+    store.write(queues.init_qm_state(uuid.uuid4(), 1000))
+    try:
+        q = private_queue(store)
+        sizes = Sizes()
+        store.metrics = sizes  # type: ignore[assignment]
+        gate = threading.Event()
+        blocker = store.submit(lambda ctx: gate.wait(5))  # the rest queues behind it
+        sends = [[ops.Send.of(q.queue_id, Message(body=b"%d" % i))] for i in range(10)]
+        futures = [store.submit(ops.commit_work(send, [])) for send in sends]
+        gate.set()
+        blocker.result()
+        ids = [f.result()[0] for f in futures]
+        assert ids == sorted(ids)  # committed in submission order
+        assert sizes.sizes and max(sizes.sizes) <= 3
+        assert sum(sizes.sizes) == 11  # the blocker and the ten sends
+        assert _count(store, q.queue_id) == 10
+    finally:
+        store.close()
+
+
 def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         small = private_queue(store, "private$\\small", quota_kb=1)

@@ -79,15 +79,15 @@ def transfer_config(config: Config) -> TransferConfig:
 
 
 def store_options(config: Config) -> StoreOptions:
-    """The :class:`StoreOptions` of a loaded configuration's ``[store]`` (the keys not
-    applied yet are warned about when they differ from their defaults)."""
+    """The :class:`StoreOptions` of a loaded configuration's ``[store]`` (``qm_quota``,
+    not applied yet, is warned about when it is set)."""
     st = config.store
-    if st.group_commit_max_batch != 1024:
-        log.warning("store.group_commit_max_batch is not applied yet: a batch takes every commit waiting")
     if st.qm_quota is not None:
         log.warning("store.qm_quota is not applied yet: use queue quotas (store.default_queue_quota)")
     quota = INFINITE if st.default_queue_quota is None else max(1, st.default_queue_quota // 1024)
-    return StoreOptions(st.synchronous, st.group_commit_max_wait, st.max_message_size, quota)
+    return StoreOptions(
+        st.synchronous, st.group_commit_max_wait, st.max_message_size, quota, st.group_commit_max_batch
+    )
 
 
 def transfer_snapshot(

@@ -119,6 +119,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
             integrity_check=integrity_check,
             max_commit_wait=opts.max_commit_wait,
             synchronous=opts.synchronous,
+            max_batch_ops=opts.max_batch_ops,
         )
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS

@@ -21,3 +21,5 @@ class StoreOptions:
     max_message_bytes: int = MAX_MESSAGE_BYTES
     #: Quota (KB) of a queue created without one; INFINITE = none.
     default_quota_kb: int = INFINITE
+    #: Most operations committed by one store transaction (one fsync).
+    max_batch_ops: int = 1024

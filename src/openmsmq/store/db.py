@@ -176,12 +176,16 @@ class Store:
         max_commit_wait: float = 0.002,
         inline_commit: bool = True,
         synchronous: str = "FULL",
+        max_batch_ops: int = 1024,
     ) -> None:
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
         #: ``PRAGMA synchronous`` of the write connection: FULL / EXTRA make every commit
         #: durable when it returns (invariant 2); NORMAL / OFF do not.
         self.synchronous = synchronous
+        #: Most operations one batch (one COMMIT, one fsync) takes; the rest wait for the
+        #: next batch, in order (store.group_commit_max_batch).
+        self.max_batch_ops = max(1, max_batch_ops)
         self.path = Path(path)
         self.threaded = threaded
         self.stats = StoreStats()
@@ -453,16 +457,17 @@ class Store:
     def _gather(self, batch: list[_Op]) -> set[int]:
         """Move every pending operation into ``batch``, waiting (bounded) for the threads
         of the previous batch (see :meth:`_lead`); return the threads in the batch."""
+        cap = self.max_batch_ops
         with self._lf_lock:
             if self._pending:
-                batch += self._pending
-                self._pending = []
+                self._take_pending(batch, cap)
             threads = {o.thread for o in batch}
             missing = self._last_threads - threads
             arrived = None
             if self._backoff:
                 self._backoff -= 1
-            elif missing and self.max_commit_wait > 0 and not self._closed:
+            elif missing and self.max_commit_wait > 0 and not self._closed and not self._pending:
+                # (a batch that left operations pending is full: no wait for more)
                 arrived = self._arrived = _allocate_lock()
                 arrived.acquire()
                 self._awaited = missing
@@ -472,14 +477,25 @@ class Store:
                 arrived.acquire(timeout=timeout)
             with self._lf_lock:
                 self._awaited = None
-                came = self._pending
-                self._pending = []
+                before = len(batch)
+                self._take_pending(batch, cap)
+                came = batch[before:]
             if came:
-                batch += came
                 threads.update(o.thread for o in came)
             else:  # nobody came: waiting does not pay now
                 self._backoff = _WAIT_BACKOFF
         return threads
+
+    def _take_pending(self, batch: list[_Op], cap: int) -> None:
+        """(under ``_lf_lock``) Move pending operations, oldest first, into ``batch`` up to
+        ``cap`` operations in it; the rest stay pending for the next batch."""
+        room = cap - len(batch)
+        if len(self._pending) <= room:
+            batch += self._pending
+            self._pending = []
+        elif room > 0:
+            batch += self._pending[:room]
+            del self._pending[:room]
 
     def _hand_off(self) -> None:
         """Give up the leader's role: to the first queued caller of :meth:`write` (not the
