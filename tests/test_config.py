@@ -386,7 +386,7 @@ def test_buffer_keys_reach_the_transfer() -> None:
     assert (tc.queued_bytes, tc.unstored_bytes) == (4 << 20, 512 << 10)
 
 
-def test_store_keys_reach_the_queue_manager(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
     # Before, serve opened its QM without the [store] keys: every one of them was ignored.
     from openmsmq.errors import MQError
     from openmsmq.net.server import store_options
@@ -400,13 +400,12 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path, caplog: pytest.LogCa
         "OPENMSMQ_STORE_QM_QUOTA": "1GiB",
         "OPENMSMQ_STORE_GROUP_COMMIT_MAX_BATCH": "7",
     }
-    with caplog.at_level("WARNING"):
-        opts = store_options(load_config(None, env, {}).config)
-    assert "store.qm_quota is not applied yet" in caplog.text
+    opts = store_options(load_config(None, env, {}).config)
     with QueueManager(tmp_path / "qm", store_options=opts) as qm:
         assert qm.store.write(lambda ctx: ctx.conn.execute("PRAGMA synchronous").fetchone()[0]) == 3  # EXTRA
         assert qm.store.max_commit_wait == 0
         assert qm.store.max_batch_ops == 7
+        assert qm.store.qm_quota == 1 << 30
         rec = qm.create_queue("private$\\q")
         assert rec.quota_kb == 1024  # the default quota
         assert qm.create_queue("private$\\big", quota_kb=5000).quota_kb == 5000
@@ -419,3 +418,22 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path, caplog: pytest.LogCa
     assert default.max_message_bytes == 4 << 20
     with pytest.raises(ConfigError):
         load_config(None, {"OPENMSMQ_STORE_MAX_MESSAGE_SIZE": "5MiB"}, {})  # MSMQ's limit is 4 MiB
+
+
+def test_the_queue_manager_quota_counts_every_queue(tmp_path: Path) -> None:
+    from openmsmq.errors import HResult, MQError
+    from openmsmq.qm import Message, QueueManager, StoreOptions
+
+    with QueueManager(tmp_path / "qm", store_options=StoreOptions(qm_quota_bytes=10_000)) as qm:
+        qm.create_queue("private$\\a")
+        qm.create_queue("private$\\b", transactional=True)
+        qm.send("private$\\a", Message(body=bytes(6_000)))
+        with pytest.raises(MQError) as err, qm.begin() as tx:  # 6,000 + 5,000 > 10,000
+            qm.send("private$\\b", Message(body=bytes(5_000)), tx)
+        assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+        assert "queue manager quota" in str(err.value)
+        assert qm.get_queue("private$\\b").msg_count == 0  # nothing of it stored
+        qm.receive("private$\\a")  # frees 6,000
+        with qm.begin() as tx:
+            qm.send("private$\\b", Message(body=bytes(5_000)), tx)
+        assert qm.get_queue("private$\\b").msg_count == 1

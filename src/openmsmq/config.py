@@ -330,8 +330,8 @@ class StoreConfig:
     qm_quota: int | None = _key(
         None,
         "quota",
-        'Total bytes of all queues, or "unlimited" (QueueManagerQuota). Not applied yet (serve warns'
-        " when it is set): use queue quotas.",
+        'Total bytes of all queues, or "unlimited" (QueueManagerQuota): a send or arrival beyond'
+        " it fails with MQ_ERROR_INSUFFICIENT_RESOURCES.",
         lo=1,
         spec="MS-MQDMPR 3.1.1.1",
     )

@@ -79,14 +79,16 @@ def transfer_config(config: Config) -> TransferConfig:
 
 
 def store_options(config: Config) -> StoreOptions:
-    """The :class:`StoreOptions` of a loaded configuration's ``[store]`` (``qm_quota``,
-    not applied yet, is warned about when it is set)."""
+    """The :class:`StoreOptions` of a loaded configuration's ``[store]``."""
     st = config.store
-    if st.qm_quota is not None:
-        log.warning("store.qm_quota is not applied yet: use queue quotas (store.default_queue_quota)")
     quota = INFINITE if st.default_queue_quota is None else max(1, st.default_queue_quota // 1024)
     return StoreOptions(
-        st.synchronous, st.group_commit_max_wait, st.max_message_size, quota, st.group_commit_max_batch
+        st.synchronous,
+        st.group_commit_max_wait,
+        st.max_message_size,
+        quota,
+        st.group_commit_max_batch,
+        st.qm_quota,
     )
 
 

@@ -121,6 +121,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
             synchronous=opts.synchronous,
             max_batch_ops=opts.max_batch_ops,
         )
+        self.store.qm_quota = opts.qm_quota_bytes
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._lock = threading.RLock()

@@ -23,3 +23,5 @@ class StoreOptions:
     default_quota_kb: int = INFINITE
     #: Most operations committed by one store transaction (one fsync).
     max_batch_ops: int = 1024
+    #: QueueManagerQuota: bytes all queues may hold together (None: none).
+    qm_quota_bytes: int | None = None

@@ -84,9 +84,11 @@ class WriteContext:
     Only the writer creates it; operations must use parameterised SQL on ``conn``.
     """
 
-    def __init__(self, conn: sqlite3.Connection, sequential_id: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, sequential_id: int, qm_quota: int | None = None) -> None:
         self.conn = conn
         self._sequential_id = sequential_id
+        #: QueueManagerQuota in bytes (None: none): what all queues may hold together.
+        self.qm_quota = qm_quota
 
     @property
     def sequential_id(self) -> int:
@@ -186,6 +188,9 @@ class Store:
         #: Most operations one batch (one COMMIT, one fsync) takes; the rest wait for the
         #: next batch, in order (store.group_commit_max_batch).
         self.max_batch_ops = max(1, max_batch_ops)
+        #: QueueManagerQuota (bytes; None: none): an enqueue that would take all queues
+        #: together past it fails (MS-MQDMPR 3.1.7.1.9 status 2; store.qm_quota).
+        self.qm_quota: int | None = None
         self.path = Path(path)
         self.threaded = threaded
         self.stats = StoreStats()
@@ -549,7 +554,7 @@ class Store:
         pending = list(batch)
         merge = True
         while pending:
-            ctx = WriteContext(conn, self._sequential_id)
+            ctx = WriteContext(conn, self._sequential_id, self.qm_quota)
             results: list[tuple[_Op, bool, Any]] = []
             try:
                 conn.execute("BEGIN IMMEDIATE")

@@ -160,18 +160,21 @@ def write_ack_rows(ctx: WriteContext, events: Sequence[RemovedMessage], acks: Ac
     they were built for (see :class:`AckRows`)."""
     if acks is None or {ev.message.lookup_id for ev in events} != acks.expected:
         return
-    _insert_messages(ctx, acks.sends, None)
+    _insert_messages(ctx, acks.sends, None, qm_quota=False)
     acks.written = True
 
 
 # ---- messages ------------------------------------------------------------------------
 
 
-def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int | None) -> list[int]:
+def _insert_messages(
+    ctx: WriteContext, sends: Sequence[Send], arrived_time: int | None, *, qm_quota: bool = True
+) -> list[int]:
     """Insert ``sends`` in order; assign LookupIdentifiers and, for transactional messages
     to an outgoing queue, TxSequenceNumber / PreviousTxSequenceNumber (MS-MQQB 3.1.7.1.3
     done at commit: numbers are stored in the same transaction as the message).
-    Returns the LookupIdentifiers in order."""
+    ``qm_quota``: check the QueueManagerQuota (not for the acknowledgments a removal
+    writes). Returns the LookupIdentifiers in order."""
     if not sends:
         return []
     conn = ctx.conn
@@ -200,6 +203,8 @@ def _insert_messages(ctx: WriteContext, sends: Sequence[Send], arrived_time: int
                 (qid,),
             ).fetchone()
             seqs[qid] = [from_i64(row[0]), int(row[1])]
+    if qm_quota:
+        _check_qm_quota(ctx)
     first = ctx.alloc_lookup_ids(len(sends))
     # LookupIdentifiers and order keys are filled in by the INSERT itself (inserts._insert_sql):
     # the local send path binds the Send rows as they are.
@@ -439,6 +444,21 @@ def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequence
     )
 
 
+def _check_qm_quota(ctx: WriteContext) -> None:
+    """MQ_ERROR_INSUFFICIENT_RESOURCES when all queues together now hold more than the
+    QueueManagerQuota (MS-MQDMPR 3.1.7.1.9 status 2; the caller's savepoint undoes the
+    enqueue). One indexed sum over the queue rows, only when a quota is set."""
+    quota = ctx.qm_quota
+    if quota is None:
+        return
+    total = ctx.conn.execute("SELECT COALESCE(SUM(total_bytes), 0) FROM queues").fetchone()[0]
+    if total > quota:
+        raise MQError(
+            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+            f"queue manager quota of {quota:,} bytes exceeded (MS-MQDMPR 3.1.7.1.9 status 2)",
+        )
+
+
 def _add_to_queue(conn: sqlite3.Connection, qid: int, count: int, nbytes: int) -> tuple[int, str]:
     """Add ``count`` messages of ``nbytes`` to queue ``qid``'s counters in one statement
     and return its (queue_type, display name): MQ_ERROR_QUEUE_DELETED when the queue has
@@ -492,6 +512,7 @@ def accept_incoming_rows(
             return []
         conn = ctx.conn
         queue_type, display = _add_to_queue(conn, queue_id, len(rows), sum(map(_ROW_SIZE, rows)))
+        _check_qm_quota(ctx)
         if queue_type == QueueType.OUTGOING:  # outgoing queues number their rows: the general path
             raise MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"queue {display} is an outgoing queue")
         first = ctx.alloc_lookup_ids(len(rows))
