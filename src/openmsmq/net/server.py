@@ -83,12 +83,12 @@ def store_options(config: Config) -> StoreOptions:
     st = config.store
     quota = INFINITE if st.default_queue_quota is None else max(1, st.default_queue_quota // 1024)
     return StoreOptions(
-        st.synchronous,
-        st.group_commit_max_wait,
-        st.max_message_size,
-        quota,
-        st.group_commit_max_batch,
-        st.qm_quota,
+        synchronous=st.synchronous,
+        max_commit_wait=st.group_commit_max_wait,
+        max_message_bytes=st.max_message_size,
+        default_quota_kb=quota,
+        max_batch_ops=st.group_commit_max_batch,
+        qm_quota_bytes=st.qm_quota,
     )
 
 

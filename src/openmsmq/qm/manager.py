@@ -120,8 +120,8 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
             max_commit_wait=opts.max_commit_wait,
             synchronous=opts.synchronous,
             max_batch_ops=opts.max_batch_ops,
+            qm_quota=opts.qm_quota_bytes,
         )
-        self.store.qm_quota = opts.qm_quota_bytes
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._lock = threading.RLock()

@@ -408,8 +408,7 @@ class OutgoingSide(TransferParts):
                     if complete and handle in retained:
                         # It left the store unacknowledged (the QM's expiry pass, a
                         # purge): later messages bridge it (MS-MQQB 3.1.7.1.3).
-                        t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
-                        del retained[handle]
+                        _drop_unsent(t, handle, om)
                         bridged = True
                     continue
                 # MS-MQQB 3.1.7.1.2: not sent once expired (a row only looked at
@@ -503,8 +502,7 @@ class OutgoingSide(TransferParts):
         3.1.7.1.3) and the QM's expiry pass, run before the next release of this queue
         (``ReleaseBatch.expire_now``), NACKs and dead-letters it, so an OrderAck for a
         later message cannot delete it unreported."""
-        t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
-        t.messages.pop(om.handle, None)
+        _drop_unsent(t, om.handle, om)
         self._expire_due = True
         log.info("outgoing queue %s: message %d expired before it was sent", t.format_name, om.handle)
 
@@ -516,11 +514,7 @@ class OutgoingSide(TransferParts):
         sequence for ever: it leaves the sequence (later messages bridge it, MS-MQQB
         3.1.7.1.3) and is moved to the dead-letter queues with class NACK_BAD_DST_Q by
         the next release, before an OrderAck for a later message could delete it."""
-        if om is not None:
-            t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
-        t.messages.pop(handle, None)
-        if handle in t.plain:
-            t.plain.remove(handle)
+        _drop_unsent(t, handle, om)
         self._dead_letters.append((t.queue_id, handle))
         log.error(
             "outgoing queue %s: message %d cannot be sent (%s); it goes to the dead-letter queue",
@@ -535,9 +529,7 @@ class OutgoingSide(TransferParts):
         expired = [m for m in msgs if (at := message_expire_at(m)) is not None and wall >= at]
         if expired:  # MS-MQQB 3.1.7.1.2, as _expired_unsent for non-transactional messages
             for m in expired:
-                t.messages.pop(m.lookup_id, None)
-                if m.lookup_id in t.plain:
-                    t.plain.remove(m.lookup_id)
+                _drop_unsent(t, m.lookup_id)
             self._expire_due = True
             msgs = [m for m in msgs if m not in expired]
         sent = []
@@ -600,3 +592,14 @@ class OutgoingSide(TransferParts):
             if t.next_hop == peer and t.connected:
                 t.connected = False
                 t.seq.connection_lost()
+
+
+def _drop_unsent(t: OutgoingTransfer, handle: int, om: OutgoingMessage | None = None) -> None:
+    """Forget a loaded message that will not be sent (expired, unsendable): out of the
+    sequence when it is transactional (``om``; later messages bridge it, MS-MQQB
+    3.1.7.1.3) and out of what is loaded. The store removes it with the next release."""
+    if om is not None:
+        t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
+    t.messages.pop(handle, None)
+    if handle in t.plain:
+        t.plain.remove(handle)

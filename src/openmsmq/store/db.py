@@ -179,6 +179,7 @@ class Store:
         inline_commit: bool = True,
         synchronous: str = "FULL",
         max_batch_ops: int = 1024,
+        qm_quota: int | None = None,
     ) -> None:
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
@@ -190,7 +191,7 @@ class Store:
         self.max_batch_ops = max(1, max_batch_ops)
         #: QueueManagerQuota (bytes; None: none): an enqueue that would take all queues
         #: together past it fails (MS-MQDMPR 3.1.7.1.9 status 2; store.qm_quota).
-        self.qm_quota: int | None = None
+        self.qm_quota = qm_quota
         self.path = Path(path)
         self.threaded = threaded
         self.stats = StoreStats()

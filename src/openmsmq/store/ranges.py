@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from operator import itemgetter
@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from openmsmq.store.db import WriteContext
 from openmsmq.store.ops import Remove, Send, _apply_removes, _insert_messages
+from openmsmq.store.reads import take_up_to_bytes
 from openmsmq.store.records import COL, MESSAGE_COLUMNS, Message, message_from_row
 
 __all__ = [
@@ -56,7 +57,8 @@ MAX_IDENTITY_CHARS = 255
 _MAX_ID = (1 << 56) - 1  # LookupIdentifiers stay below 2**56 (the priority bits sit above)
 _TX_FLAGS = COL["tx_flags"]
 _SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
-_SIZE = MESSAGE_COLUMNS.index("size")
+#: The stored size (body, label, extension) of a row of MESSAGE_COLUMNS.
+_size_of = itemgetter(MESSAGE_COLUMNS.index("size"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,26 +215,14 @@ def fetch_rows_through(
     if len(bands) == 1:  # one band is already in LookupIdentifier order
         lo, hi = bands[0]
         rows = conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit))
-        return rows.fetchall() if max_bytes is None else _up_to_bytes(rows, max_bytes)
+        return rows.fetchall() if max_bytes is None else take_up_to_bytes(rows, max_bytes, _size_of)[0]
     out: list[tuple[Any, ...]] = []
     with _snapshot(conn, len(bands)):
         for lo, hi in bands:
             rows = conn.execute(select + " ORDER BY m.order_key LIMIT ?", (queue_id, lo, hi, limit))
-            out.extend(rows if max_bytes is None else _up_to_bytes(rows, max_bytes))
+            out.extend(rows if max_bytes is None else take_up_to_bytes(rows, max_bytes, _size_of)[0])
     out.sort(key=itemgetter(0))  # lookup_id
-    return out[:limit] if max_bytes is None else _up_to_bytes(out[:limit], max_bytes)
-
-
-def _up_to_bytes(rows: Iterable[tuple[Any, ...]], max_bytes: int) -> list[tuple[Any, ...]]:
-    """The rows up to the one whose stored size brings the total to ``max_bytes``."""
-    out: list[tuple[Any, ...]] = []
-    used = 0
-    for r in rows:
-        out.append(r)
-        used += r[_SIZE]
-        if used >= max_bytes:
-            break
-    return out
+    return out[:limit] if max_bytes is None else take_up_to_bytes(out[:limit], max_bytes, _size_of)[0]
 
 
 #: Lowest order key of the priority-0 band (band 7): bands 0-6 (priorities 7..1) lie below it.

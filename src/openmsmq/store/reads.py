@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
@@ -40,12 +40,14 @@ __all__ = [
     "fetch_available",
     "fetch_by_lookup",
     "fetch_expired",
+    "fetch_for_dead_letter",
     "fetch_range",
     "get_queue",
     "incoming_sequences",
     "list_queues",
     "load_qm_state",
     "outgoing_sequence",
+    "take_up_to_bytes",
 ]
 
 #: The message columns of a ``SELECT ... FROM messages m`` (:data:`MESSAGE_COLUMNS` order).
@@ -190,7 +192,8 @@ def fetch_available(
     order = f" ORDER BY m.order_key {'DESC' if descending else 'ASC'} LIMIT ?"
     if max_bytes is not None:
         params.append(limit + len(exclude))
-        return keyed_messages(_bounded(conn.execute(sql + order, params), limit, exclude, max_bytes))
+        cursor = conn.execute(sql + order, params)
+        return keyed_messages(take_up_to_bytes(cursor, max_bytes, _body_size, limit, exclude)[0])
     if len(exclude) > _EXCLUDE_IN_PYTHON:
         clause, extra = exclude_clause(exclude)
         params += [*extra, limit]
@@ -244,15 +247,16 @@ def _fetch_head(
         floor = head_key - band_start
         tail_exclude = [lid for lid in exclude if lid >= floor] if exclude else ()
     higher = 0 if one_band else band_start  # one band: no higher-priority range to read
+    used = 0  # body bytes kept (max_bytes)
     for lo, hi, skip in ((0, higher, exclude), (head_key, 1 << 62, tail_exclude)):
         if hi <= lo:
             continue
         want = limit - len(kept)
         rows = conn.execute(_HEAD_SQL, (queue_id, lo, hi, now, want + len(skip)))
         if max_bytes is not None:
-            got = _bounded(rows, want, exclude, max_bytes - sum([len(r[_BODY]) for r in kept]))
+            got, used = take_up_to_bytes(rows, max_bytes, _body_size, want, exclude, used)
             kept += got
-            if len(kept) == limit or (got and sum([len(r[_BODY]) for r in kept]) >= max_bytes):
+            if len(kept) == limit or used >= max_bytes:
                 break
             continue
         if not exclude:  # nothing locked: every row of the LIMIT is wanted
@@ -270,23 +274,33 @@ def _fetch_head(
     return keyed_messages(kept)
 
 
-def _bounded(
-    rows: Iterable[tuple[Any, ...]], limit: int, exclude: Collection[int], max_bytes: int
-) -> list[tuple[Any, ...]]:
-    """Up to ``limit`` rows of ``rows`` (KEYED_COLUMNS) not in ``exclude``, stepping
-    them one at a time and stopping after the one whose body brings the total to
-    ``max_bytes`` (at least one row, whatever its size)."""
+def take_up_to_bytes(
+    rows: Iterable[tuple[Any, ...]],
+    max_bytes: int,
+    size_of: Callable[[tuple[Any, ...]], int],
+    limit: int | None = None,
+    exclude: Collection[int] = (),
+    used: int = 0,
+) -> tuple[list[tuple[Any, ...]], int]:
+    """Rows of ``rows``, stepped one at a time, up to the one whose ``size_of`` brings
+    ``used`` to ``max_bytes`` (one row at least, whatever its size) and at most ``limit``;
+    rows whose LookupIdentifier (the first column, under the priority bits) is in
+    ``exclude`` are skipped. Returns them and the new ``used``. The byte bound of batched
+    reads: the rows beyond it are never fetched."""
     kept: list[tuple[Any, ...]] = []
-    used = 0
     mask = LOOKUP_MASK
     for r in rows:
         if exclude and (r[0] & mask) in exclude:
             continue
         kept.append(r)
-        used += len(r[_BODY])
+        used += size_of(r)
         if len(kept) == limit or used >= max_bytes:
             break
-    return kept
+    return kept, used
+
+
+def _body_size(row: tuple[Any, ...]) -> int:
+    return len(row[_BODY])
 
 
 def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:
