@@ -328,3 +328,44 @@ def test_release_matches_the_per_message_rule(seed: int) -> None:
         assert [m.tx_sequence_number for m in o.unacked] == left
         assert o.all_order_acked == (not left)
         assert (o.get_timer() is None) == (not left)
+
+
+class _NoScan(list[OutgoingMessage]):
+    """A retained-message list that counts the scans made over it."""
+
+    scans = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        type(self).scans += 1
+        return super().__iter__()
+
+
+def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> None:
+    """A FinalAck or a removal looks the message up among up to max_in_flight retained
+    ones: by its number, never by walking the list (FinalAcks for a burst of rejected
+    messages made the sender quadratic). Found, missing (a gap), another message's
+    MessageID, another sequence: each gives the same outcome as before."""
+    o = connected()
+    kept = list(range(1, 4001, 2))  # odd numbers retained, even ones never sent
+    o.add_many([msg(n, fa=n % 3 == 0) for n in kept], now=0.0)
+    o._unacked = _NoScan(o._unacked)
+    for n in (1, 3, 999, 2001, 3999):
+        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == []
+    for n in (2, 1000, 4000, 4001):
+        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [
+            FinalAckIgnored(S1, n, 100 + n, 0xC000, IgnoreReason.UNKNOWN_MESSAGE)
+        ]
+    assert o.final_ack_received(S1, 5, 999, 0xC000, now=1.0)[0].reason == IgnoreReason.UNKNOWN_MESSAGE
+    assert o.final_ack_received(S2, 5, 105, 0xC000, now=1.0)[0].reason == IgnoreReason.UNKNOWN_MESSAGE
+    assert o.remove(S1, 2001) == msg(2001, fa=True)
+    assert o.remove(S1, 3997) == msg(3997)
+    for n, seq in ((2001, S1), (2, S1), (7, S2)):
+        with pytest.raises(LocalProtocolError):
+            o.remove(seq, n)
+    assert _NoScan.scans == 0
+    # The early FinalAcks of 3 and 999 (they asked for one) apply when the OrderAck
+    # comes; 1 asked for none: released plainly.
+    ev = o.order_ack_received(S1, 999, now=2.0)
+    assert Released((msg(3, fa=True),), final_ack_class=0xC000) in ev
+    assert Released((msg(999, fa=True),), final_ack_class=0xC000) in ev
+    assert [m.tx_sequence_number for m in o.unacked][:2] == [1001, 1003]

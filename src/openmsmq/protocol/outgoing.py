@@ -28,7 +28,7 @@ OrderAck, which names only the sequence, can be routed back to its outgoing queu
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -313,15 +313,16 @@ class OutgoingSequence:
     def remove(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> OutgoingMessage:
         """The QM removed an un-acknowledged message (e.g. TimeToReachQueue expired, MS-MQQB
         3.1.7.1.2); later resends bridge the gap with PreviousTxSequenceNumber."""
-        for i, m in enumerate(self._unacked):
-            if m.position == (tx_sequence_id, tx_sequence_number):
-                del self._unacked[i]
-                self._removed[m.position] = self._effective(m).previous_tx_sequence_number
-                if not self._unacked:
-                    self._resend_deadline = None
-                    self.resend_interval_index = 0
-                return m
-        raise LocalProtocolError(f"no retained message at {(tx_sequence_id, tx_sequence_number)!r}")
+        i = self._index_of(tx_sequence_id, tx_sequence_number)
+        if i < 0:
+            raise LocalProtocolError(f"no retained message at {(tx_sequence_id, tx_sequence_number)!r}")
+        m = self._unacked[i]
+        del self._unacked[i]
+        self._removed[m.position] = self._effective(m).previous_tx_sequence_number
+        if not self._unacked:
+            self._resend_deadline = None
+            self.resend_interval_index = 0
+        return m
 
     def order_ack_received(
         self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float
@@ -422,12 +423,12 @@ class OutgoingSequence:
         if m is not None and m.message_id == message_id:
             del self._awaiting[pos]
             return [Released((m,), final_ack_class=message_class)]
-        for u in self._unacked:
-            if u.position == pos and u.message_id == message_id:
-                if u.final_ack_requested:
-                    # The FinalAck overtook the OrderAck: release when the OrderAck comes.
-                    self._early_final[pos] = message_class
-                return []
+        i = self._index_of(tx_sequence_id, tx_sequence_number)
+        if i >= 0 and self._unacked[i].message_id == message_id:
+            if self._unacked[i].final_ack_requested:
+                # The FinalAck overtook the OrderAck: release when the OrderAck comes.
+                self._early_final[pos] = message_class
+            return []
         return [
             FinalAckIgnored(
                 tx_sequence_id, tx_sequence_number, message_id, message_class, IgnoreReason.UNKNOWN_MESSAGE
@@ -447,6 +448,25 @@ class OutgoingSequence:
         return [self._resend_batch()]
 
     # ------------------------------------------------------------------ internals
+
+    def _index_of(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> int:
+        """Index in the retained messages of the one at this position, -1 if none.
+
+        The retained messages are of one TxSequenceID in increasing TxSequenceNumber
+        order (:meth:`_append` refuses anything else), so a bisection finds it: a
+        FinalAck or a removal costs O(log n), not a scan of up to ``max_in_flight``
+        retained messages each (a burst of FinalAcks for rejected messages was
+        quadratic)."""
+        unacked = self._unacked
+        if not unacked:
+            return -1
+        sid = unacked[0].tx_sequence_id
+        if sid is not tx_sequence_id and sid != tx_sequence_id:
+            return -1
+        i = bisect_left(unacked, tx_sequence_number, key=_NUMBER)
+        if i < len(unacked) and unacked[i].tx_sequence_number == tx_sequence_number:
+            return i
+        return -1
 
     def _append(self, m: OutgoingMessage, same_sequence: bool = False) -> None:
         # same_sequence: the previous call appended a message of this very TxSequenceId
