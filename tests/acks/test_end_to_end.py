@@ -374,7 +374,7 @@ def test_final_ack_for_an_unknown_message_is_dropped(net: Net, caplog: pytest.Lo
     )
     with caplog.at_level("WARNING", logger="openmsmq.transfer"):
         net.run_until_quiet()
-    assert "unknown message" in caplog.text
+    assert "no message waits for it" in caplog.text
     # Nothing stored moved; the session still works.
     assert len(_peek(a.qm, names.AWAITING_FINAL_ACK)) == 1
     assert _peek(a.qm, names.DEADXACT) == []
@@ -384,6 +384,40 @@ def test_final_ack_for_an_unknown_message_is_dropped(net: Net, caplog: pytest.Lo
         kept.id_uniquifier,
         second.id_uniquifier,
     ]
+
+
+def test_a_backlog_rejected_by_a_deleted_queue_is_settled_in_batches_and_logged_once(
+    net: Net, caplog: pytest.LogCaptureFixture
+) -> None:
+    """B's queue is deleted with 400 messages on their way: each is rejected on arrival
+    (NACK_BAD_DST_Q) and its negative FinalAck comes back to A. A settles FinalAcks a
+    batch per store transaction (one commit each was the drain's bottleneck): those sent
+    with dead_letter land in A's transactional dead-letter queue, the others are
+    deleted. B logs the first rejection and sums up the rest; A's log has one line for
+    the FinalAcks of deleted messages (their first), not one each."""
+    a, b = _pair(net)
+    b.qm.delete_queue("private$\\orders")
+    for t in range(8):
+        with a.qm.begin() as tx:
+            a.qm.send_many(
+                ORDERS,
+                [Message(body=b"%d-%d" % (t, i), negative_journaling=t % 2 == 0) for i in range(50)],
+                tx,
+            )
+    commits = a.qm.store.stats.batches
+    with caplog.at_level("INFO"):
+        net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0
+    dead = _peek(a.qm, names.DEADXACT)
+    assert sorted(m.body for m in dead) == sorted(b"%d-%d" % (t, i) for t in (0, 2, 4, 6) for i in range(50))
+    assert {m.message_class for m in dead} == {MessageClass.NACK_BAD_DST_Q}
+    assert _peek(a.qm, names.AWAITING_FINAL_ACK) == []
+    # 400 FinalAcks (and the releases, the sends): far fewer commits than FinalAcks.
+    assert a.qm.store.stats.batches - commits < 40
+    rejected = [r for r in caplog.records if "rejected on arrival" in r.getMessage()]
+    assert len(rejected) == 1
+    unmatched = [r for r in caplog.records if "no message waits for it" in r.getMessage()]
+    assert len(unmatched) == 1
 
 
 def test_order_ack_for_an_unknown_sequence_is_dropped(net: Net) -> None:

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from openmsmq.observability.repeats import flush_all as flush_repeated_logs
 from openmsmq.protocol.events import Role
 from openmsmq.qm.transfer import AcceptBatch, StoreWork, Transfer
 
@@ -227,6 +228,7 @@ class MQQBNode:
             await asyncio.wait(set(self._store_in_flight), timeout=max(0.01, deadline - self.now()))
         if not self.transfer.idle:
             log.warning("stopping with store work unfinished after %.1f s", flush_timeout)
+        flush_repeated_logs(final=True)  # the repeats counted and not summed up yet
         # The OrderAcks of what is now durable leave before the sessions close, rather
         # than 500 ms after the last message (a stop would cancel that timer): their
         # senders release the messages instead of resending them after the restart.
@@ -363,6 +365,7 @@ class MQQBNode:
         except Exception:
             log.exception("polling the outgoing queues failed")
         self.kick()
+        flush_repeated_logs()  # summaries of per-message log events that came in bursts
         if more:
             # A backlog: load the next slice after this iteration's I/O and pump.
             self._poll_handle = self.loop.call_soon(self._poll)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from openmsmq.errors import MQError
+from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.qm.ack_admin import build_administration_acknowledgment
 from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
 from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet
@@ -65,6 +66,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("openmsmq.arrival")
+#: Rejections come by the backlog (a deleted queue rejects every message still on its
+#: way): the first of a queue and class is logged, the rest summed up every 10 s.
+_rejections = RepeatedEvents(log)
 
 #: NACK classes raised on arrival here (MS-MQMQ 2.2.18.1.6).
 ARRIVAL_NACK_CLASSES = frozenset(
@@ -196,8 +200,8 @@ def store_arrivals(
             used += m.size
         else:
             rejected.append((m, cls))
-            log.info(
-                "message %s:%d for %s rejected on arrival: class %#06x",
+            _rejections.log(
+                (qm.guid, queue, cls), logging.INFO, "message %s:%d for %s rejected on arrival: class %#06x",
                 m.id_lineage, m.id_uniquifier, queue, cls,
             )  # fmt: skip
         acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)

@@ -79,29 +79,32 @@ class SequencesMixin:
             ops.release_outgoing(qs.record.queue_id, up_to_number, awaiting, return_ids=return_ids)
         )
 
-    def settle_final_ack(
-        self, tx_sequence_id: int, tx_sequence_number: int, message_id: int, message_class: int
-    ) -> ops.FinalAckOutcome:
-        """A FinalAck for a message of this QM (MS-MQQB 3.1.5.7): the message waiting for it
-        (moved aside by :meth:`release_outgoing`) goes to the system journal (JP, class
-        AckReceive), to the transactional dead-letter queue (JN, any other class) or away."""
+    def settle_final_acks(self, final_acks: Sequence[tuple[int, int, int, int]]) -> list[ops.FinalAckOutcome]:
+        """FinalAcks for messages of this QM (MS-MQQB 3.1.5.7), each ``(TxSequenceID,
+        TxSequenceNumber, MessageID, class)``, settled in one store transaction: the
+        message waiting for each (moved aside by :meth:`release_outgoing`) goes to the
+        system journal (JP, class AckReceive), to the transactional dead-letter queue (JN,
+        any other class) or away. One outcome per FinalAck (``message`` None: no waiting
+        message matched it)."""
         self._check_open()
-        outcome = self.store.write(
-            ops.settle_final_ack(
+        if not final_acks:
+            return []
+        deadxact = self._queues[names.DEADXACT].record.queue_id
+        outcomes = self.store.write(
+            ops.settle_final_acks(
                 self._queues[names.AWAITING_FINAL_ACK].record.queue_id,
-                tx_sequence_id,
-                tx_sequence_number,
-                message_id,
-                message_class,
+                final_acks,
                 self._queues[names.SYSTEM_JOURNAL].record.queue_id,
-                self._queues[names.DEADXACT].record.queue_id,
+                deadxact,
             )
         )
-        if outcome.target_queue_id is not None:
-            self._notify([self._by_id[outcome.target_queue_id]])
-        if outcome.target_queue_id == self._queues[names.DEADXACT].record.queue_id:
-            self.metrics.count_dead_lettered((message_class,))
-        return outcome
+        targets = {o.target_queue_id for o in outcomes if o.target_queue_id is not None}
+        if targets:
+            self._notify([self._by_id[qid] for qid in sorted(targets)])
+        dead = [fa[3] for fa, o in zip(final_acks, outcomes, strict=True) if o.target_queue_id == deadxact]
+        if dead:
+            self.metrics.count_dead_lettered(dead)
+        return outcomes
 
     def accept_incoming(
         self, queue: QueueRef, messages: Sequence[Message], state: IncomingSequenceState

@@ -17,6 +17,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from openmsmq.errors import LocalProtocolError, MQError
+from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals, store_packet_arrivals
@@ -39,6 +40,9 @@ _first = itemgetter(0)
 __all__ = ["StoreWorkSide"]
 
 log = logging.getLogger("openmsmq.transfer")
+#: FinalAcks matching no waiting message come in bursts too (one per message of a backlog
+#: a deleted queue rejected): the first of a class is logged, the rest summed up.
+_unmatched_final_acks = RepeatedEvents(log)
 
 
 class StoreWorkSide(TransferParts):
@@ -174,17 +178,21 @@ class StoreWorkSide(TransferParts):
                     out += [None] * len(lids)
                 except MQError as exc:
                     out += [exc] * len(lids)
-            for seq_id, number, message_id, cls in work.settles:
-                try:
-                    outcome = qm.settle_final_ack(seq_id, number, message_id, cls)
+            # Every FinalAck of the batch in one store transaction: FinalAcks come in
+            # bursts (one per message a deleted queue rejected, say), not one at a time.
+            try:
+                outcomes = qm.settle_final_acks(work.settles)
+                for (seq_id, number, message_id, cls), outcome in zip(work.settles, outcomes, strict=True):
                     if outcome.message is None:
-                        log.warning(
-                            "FinalAck %#06x for unknown message %s/%d (MessageID %d) dropped",
+                        _unmatched_final_acks.log(
+                            (qm.guid, cls), logging.WARNING,
+                            "FinalAck %#06x for %s/%d (MessageID %d) dropped: no message waits for it"
+                            " (one sent without dead_letter or journal leaves at its OrderAck)",
                             cls, TxSequenceId.from_int(seq_id), number, message_id,
                         )  # fmt: skip
-                    out.append(None)
-                except MQError as exc:
-                    out.append(exc)
+                out += [None] * len(work.settles)
+            except MQError as exc:
+                out += [exc] * len(work.settles)
         else:
             # One store transaction per run of messages for one queue (not one per message).
             for queue, items in groupby(work.items, key=_first):

@@ -52,7 +52,7 @@ __all__ = [
     "order_key",
     "record_incoming",
     "release_outgoing",
-    "settle_final_ack",
+    "settle_final_acks",
     "write_ack_rows",
 ]
 
@@ -570,7 +570,7 @@ def release_outgoing(
     With ``awaiting_queue_id``, a released message that asked for a FinalAck (JP, JN or
     TransactionHeader.Flags.FA) is moved there instead of deleted: the durable
     AwaitingFinalACKTable (MS-MQQB 3.1.5.6 step 6, 3.1.1.6.2), settled by
-    :func:`settle_final_ack`.
+    :func:`settle_final_acks`.
 
     With ``return_ids=False`` (the transfer's path: one release of up to ``max_in_flight``
     messages at the end of a burst) only the moved ones are listed, and the range is
@@ -677,7 +677,7 @@ def _release_counted(
 
 @dataclass(frozen=True, slots=True)
 class FinalAckOutcome:
-    """What :func:`settle_final_ack` did with the message a FinalAck names."""
+    """What :func:`settle_final_acks` did with the message a FinalAck names."""
 
     #: The message as it waited (None: no waiting message matches: the FinalAck is dropped).
     message: Message | None
@@ -685,40 +685,51 @@ class FinalAckOutcome:
     target_queue_id: int | None
 
 
-def settle_final_ack(
+def settle_final_acks(
     awaiting_queue_id: int,
-    tx_sequence_id: int,
-    tx_sequence_number: int,
-    message_id: int,
-    message_class: int,
+    final_acks: Sequence[tuple[int, int, int, int]],
     journal_queue_id: int,
     deadletter_queue_id: int,
-) -> Callable[[WriteContext], FinalAckOutcome]:
-    """A FinalAck arrived for a message waiting in ``awaiting_queue_id`` (MS-MQQB 3.1.5.7):
-    matched on (TxSequenceID, TxSequenceNumber, MessageID). JP and class AckReceive
-    (0x4000) ⇒ move it to ``journal_queue_id``; JN and any other class ⇒ move it to
-    ``deadletter_queue_id`` with the FinalAck's class as its Class; otherwise delete it.
-    No match ⇒ nothing changes (the caller logs and drops the FinalAck)."""
+) -> Callable[[WriteContext], list[FinalAckOutcome]]:
+    """FinalAcks arrived for messages waiting in ``awaiting_queue_id`` (MS-MQQB 3.1.5.7),
+    each ``(TxSequenceID, TxSequenceNumber, MessageID, class)``, settled in ONE
+    transaction (a burst of FinalAcks, e.g. for messages a deleted queue rejected, costs
+    one commit, not one each). Each is matched on (TxSequenceID, TxSequenceNumber,
+    MessageID): JP and class AckReceive (0x4000) ⇒ the message moves to
+    ``journal_queue_id``; JN and any other class ⇒ to ``deadletter_queue_id`` with the
+    FinalAck's class as its Class; otherwise it is deleted. No match ⇒ nothing changes
+    for that one (the caller logs and drops it). One outcome per FinalAck, in order."""
 
-    def op(ctx: WriteContext) -> FinalAckOutcome:
-        rows = ctx.conn.execute(
-            f"SELECT {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
-            " AND m.tx_sequence_number = ?",
-            (awaiting_queue_id, to_i64(tx_sequence_id), tx_sequence_number),
-        ).fetchall()
-        for r in rows:
-            m = message_from_row(r)
-            if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF:
-                continue
-            target: int | None = None
-            new_class: int | None = None
-            if message_class == 0x4000 and m.positive_journaling:
-                target = journal_queue_id
-            elif message_class != 0x4000 and m.negative_journaling:
-                target, new_class = deadletter_queue_id, message_class
-            _apply_removes(ctx, [Remove(awaiting_queue_id, m.lookup_id, m.size, target, new_class)])
-            return FinalAckOutcome(m, target)
-        return FinalAckOutcome(None, None)
+    def op(ctx: WriteContext) -> list[FinalAckOutcome]:
+        outcomes: list[FinalAckOutcome] = []
+        removes: list[Remove] = []
+        taken: set[int] = set()
+        for tx_sequence_id, tx_sequence_number, message_id, message_class in final_acks:
+            rows = ctx.conn.execute(
+                f"SELECT {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
+                " AND m.tx_sequence_number = ?",
+                (awaiting_queue_id, to_i64(tx_sequence_id), tx_sequence_number),
+            ).fetchall()
+            outcome = FinalAckOutcome(None, None)
+            for r in rows:
+                m = message_from_row(r)
+                if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF or m.lookup_id in taken:
+                    continue
+                target: int | None = None
+                new_class: int | None = None
+                if message_class == 0x4000 and m.positive_journaling:
+                    target = journal_queue_id
+                elif message_class != 0x4000 and m.negative_journaling:
+                    target, new_class = deadletter_queue_id, message_class
+                # A repeated FinalAck in the same batch finds the message taken: no match.
+                taken.add(m.lookup_id)
+                removes.append(Remove(awaiting_queue_id, m.lookup_id, m.size, target, new_class))
+                outcome = FinalAckOutcome(m, target)
+                break
+            outcomes.append(outcome)
+        if removes:
+            _apply_removes(ctx, removes)
+        return outcomes
 
     return op
 
