@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError, StorageError
-from openmsmq.store import IncomingSequenceState, Message, Store, ops, queues, reads
+from openmsmq.store import IncomingSequenceState, Message, Store, ops, queues, ranges, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from tests.store.support import every_attribute_message, private_queue
 
@@ -23,7 +23,7 @@ def _open(path: Path, threaded: bool = True) -> Store:
 
 
 def _count(store: Store, queue_id: int) -> int:
-    return len(store.read(lambda c: reads.fetch_range(c, queue_id, 0, 1_000_000)))
+    return len(store.read(lambda c: ranges.fetch_range_through(c, queue_id, False, 0, None, 1_000_000)))
 
 
 @pytest.mark.parametrize("threaded", [True, False])
@@ -64,7 +64,10 @@ def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
     with Store(path) as store:
         assert store.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION
         assert store.read(lambda c: reads.get_queue(c, q.queue_id)).allowed_senders == ""
-        assert [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))] == [b"old"]
+        assert [
+            m.body
+            for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
+        ] == [b"old"]
 
 
 def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
@@ -151,7 +154,10 @@ def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
         with pytest.raises(StorageError) as info:
             failing.result()
         assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
-        assert [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))] == [b"1", b"2"]
+        assert [
+            m.body
+            for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
+        ] == [b"1", b"2"]
 
 
 def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
@@ -166,7 +172,10 @@ def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         # small writes still fit; committed data intact
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"small"))], []))
-        bodies = [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))]
+        bodies = [
+            m.body
+            for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
+        ]
         assert bodies == [b"keep" * 10, b"small"]
         store.set_size_limit(None)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, big)], []))
@@ -240,7 +249,7 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         store.write(
             ops.commit_work([ops.Send.of(out.queue_id, tx_msg), ops.Send.of(out.queue_id, Message())], [])
         )
-        both = store.read(lambda c: reads.fetch_range(c, out.queue_id, 0, 10))
+        both = store.read(lambda c: ranges.fetch_range_through(c, out.queue_id, False, 0, None, 10))
         a, b = both[:2], both[2:]
         assert [(m.tx_sequence_number, m.tx_previous_sequence_number) for m in a + b] == [
             (1, 0),
@@ -261,7 +270,7 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         assert state.tx_sequence_id == (0x1234 << 32) | 2
         assert state.next_tx_sequence_number == 1
         store.write(ops.commit_work([ops.Send.of(out.queue_id, tx_msg)], []))
-        c = store.read(lambda c: reads.fetch_range(c, out.queue_id, 0, 10))[-1:]
+        c = store.read(lambda c: ranges.fetch_range_through(c, out.queue_id, False, 0, None, 10))[-1:]
         assert (c[0].tx_sequence_id, c[0].tx_sequence_number, c[0].tx_previous_sequence_number) == (
             (0x1234 << 32) | 2,
             1,
@@ -282,7 +291,10 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
             Message(body=b"2", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=2),
         ]
         store.write(ops.accept_incoming([ops.Send.of(q.queue_id, m) for m in msgs], [state], 77))
-        assert [m.arrived_time for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))] == [
+        assert [
+            m.arrived_time
+            for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
+        ] == [
             77,
             77,
         ]
@@ -301,7 +313,7 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
         assert by_dest["other"].tx_sequence_id == 1 << 63 | 5  # u64 above 2**63 round-trips
         assert by_dest["other"].reject_count == 3
         assert "x" not in by_dest
-        got = store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))
+        got = store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
         assert [m.tx_sequence_number for m in got] == [1, 2]
 
 
@@ -370,7 +382,10 @@ def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Pat
             over.result()
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         assert store.stats.batches - batches <= 2
-        assert [m.body for m in store.read(lambda c: reads.fetch_range(c, big.queue_id, 0, 10))] == [
+        assert [
+            m.body
+            for m in store.read(lambda c: ranges.fetch_range_through(c, big.queue_id, False, 0, None, 10))
+        ] == [
             b"1",
             b"2",
         ]
@@ -387,7 +402,7 @@ def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         q = private_queue(store, transactional=True)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, full)], []))
-        (got,) = store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 10))
+        (got,) = store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
         assert got == replace(full, lookup_id=got.lookup_id)
     with pytest.raises(MQError) as info:
         message_to_row(Message(correlation_id=b"short"))

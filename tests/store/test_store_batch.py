@@ -6,7 +6,7 @@ import random
 import uuid
 from pathlib import Path
 
-from openmsmq.store import Message, Store, ops, queues, reads
+from openmsmq.store import Message, Store, ops, queues, ranges
 from tests.store.support import private_queue
 
 
@@ -88,7 +88,10 @@ def test_lone_committer_runs_its_batch_in_its_own_thread_durably(tmp_path: Path)
         fut.result()
         assert order == ["submitted", "written"]
     with Store(path) as store:
-        bodies = [m.body for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 100))]
+        bodies = [
+            m.body
+            for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 100))
+        ]
         assert bodies == [b"%d" % i for i in range(12)]
 
 
@@ -152,7 +155,10 @@ def test_interrupt_escaping_an_inline_batch_never_reuses_lookup_ids(tmp_path: Pa
             store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], []))
         store._run_batch = real_run  # type: ignore[method-assign]
         assert not store._conn.in_transaction
-        stored = [m.lookup_id for m in store.read(lambda c: reads.fetch_range(c, q.queue_id, 0, 100))]
+        stored = [
+            m.lookup_id
+            for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 100))
+        ]
         more = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"y"))], []))
         assert more[0] > max(stored) and len(set(stored + more)) == len(stored) + 1
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.store import Message, Store, ops, queues, reads
+from openmsmq.store import Message, Store, ops, queues, ranges, reads
 from tests.store.support import private_queue
 
 COMMITS = 120
@@ -64,7 +64,7 @@ def _restart(snapshot: tuple[Path, int], tmp: Path, wal: bytes) -> list[tuple[in
     shutil.copyfile(src / "s.db", tmp / "s.db")
     (tmp / "s.db-wal").write_bytes(wal)
     with Store(tmp / "s.db") as store:
-        messages = store.read(lambda c: reads.fetch_range(c, queue_id, 0, 1 << 62))
+        messages = store.read(lambda c: ranges.fetch_range_through(c, queue_id, False, 0, None, 1 << 62))
         lookup_ids = [m.lookup_id for m in messages]
         assert lookup_ids == sorted(set(lookup_ids)), "LookupIdentifiers repeat or are out of order"
         try:

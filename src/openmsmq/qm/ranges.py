@@ -117,8 +117,8 @@ class RangesMixin:
         locks (Spark micro-batches, outgoing-queue transmission)."""
         qs = self._resolve(queue)
         qid = qs.record.queue_id
-        if through is None:
-            return self.store.read(lambda c: reads.fetch_range(c, qid, after_lookup_id, limit))
+        # Read per priority band in order-key order (the messages_order index): a single
+        # "ORDER BY lookup_id" over the queue sorted the whole queue for every page.
         return self.store.read(
             lambda c: ranges.fetch_range_through(c, qid, _one_band(qs), after_lookup_id, through, limit)
         )

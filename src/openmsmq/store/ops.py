@@ -762,8 +762,11 @@ def delete_sent(queue_id: int, lookup_ids: Sequence[int]) -> Callable[[WriteCont
         for i in range(0, len(ids), _IN_CHUNK):
             chunk = ids[i : i + _IN_CHUNK]
             marks = ",".join("?" * len(chunk))
-            sql = f"SELECT lookup_id, size FROM messages WHERE queue_id = ? AND lookup_id IN ({marks})"
-            for lid, n in conn.execute(sql, [queue_id, *chunk]):
+            # By LookupIdentifier (the rowid), the queue checked per row: with "queue_id = ?"
+            # SQLite walked the queue's whole index for every chunk, so a backlog of N
+            # non-transactional messages cost O(N) per SessionAck (+ disables that index).
+            sql = f"SELECT lookup_id, size FROM messages WHERE lookup_id IN ({marks}) AND +queue_id = ?"
+            for lid, n in conn.execute(sql, [*chunk, queue_id]):
                 found.append(lid)
                 size += n
         if found:

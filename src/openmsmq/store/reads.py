@@ -41,7 +41,6 @@ __all__ = [
     "fetch_by_lookup",
     "fetch_expired",
     "fetch_for_dead_letter",
-    "fetch_range",
     "get_queue",
     "incoming_sequences",
     "list_queues",
@@ -312,16 +311,6 @@ def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> 
     return (row[0], message_from_row(row[1:])) if row else None
 
 
-def fetch_range(conn: sqlite3.Connection, queue_id: int, after_lookup_id: int, limit: int) -> list[Message]:
-    """Messages with LookupIdentifier > ``after_lookup_id`` in LookupIdentifier order."""
-    rows = conn.execute(
-        f"SELECT {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.lookup_id > ?"
-        " ORDER BY m.lookup_id LIMIT ?",
-        (queue_id, after_lookup_id, limit),
-    )
-    return [message_from_row(r) for r in rows]
-
-
 def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[int, int, int, bool, int]]:
     """Expired messages: (queue_id, lookup_id, size, transactional, expire_class)."""
     rows = conn.execute(
@@ -341,10 +330,12 @@ def fetch_for_dead_letter(
     for i in range(0, len(lookup_ids), 500):
         chunk = lookup_ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
+        # By LookupIdentifier (the rowid), the queue checked per row: "m.queue_id = ?"
+        # would let SQLite walk the whole queue's index for the IN list (+ disables it).
         rows = conn.execute(
             f"SELECT m.queue_id, m.lookup_id, {_SIZE}, m.transactional FROM messages m"
-            f" WHERE m.queue_id = ? AND m.lookup_id IN ({marks})",
-            [queue_id, *chunk],
+            f" WHERE m.lookup_id IN ({marks}) AND +m.queue_id = ?",
+            [*chunk, queue_id],
         )
         out += [(r[0], r[1], r[2], bool(r[3]), message_class) for r in rows]
     return out
