@@ -24,16 +24,28 @@ from tests.store.support import private_queue
 SMALL, LARGE = 1_000, 30_000
 
 
+_SEQ = (1_700_000_000 << 32) | 1
+
+
 def _queue_of(tmp_path: Path, n: int) -> tuple[Path, int, list[int]]:
-    """A store with a queue of ``n`` messages (and a second queue beside it)."""
+    """A store with a queue of ``n`` messages (and a second queue beside it). Each asked
+    for a FinalAck (dead_letter, JN) and has a TxSequenceNumber, like the messages in
+    a sender's awaiting-FinalAck queue."""
     path = tmp_path / f"q{n}.db"
     with Store(path, threaded=False) as store:
         store.write(queues.init_qm_state(uuid.uuid4(), 1000))
         q = private_queue(store, transactional=False, now=1000)
         other = private_queue(store, transactional=False, now=1000, name="private$\\other")
         ids: list[int] = []
-        for _ in range(n // 1000):
-            ids += store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x" * 32))] * 1000, []))
+        for k in range(n // 1000):
+            msgs = [
+                Message(
+                    body=b"x" * 32, transactional=True, negative_journaling=True, id_uniquifier=i,
+                    tx_sequence_id=_SEQ, tx_sequence_number=i, tx_previous_sequence_number=i - 1,
+                )
+                for i in range(k * 1000 + 1, k * 1000 + 1001)
+            ]  # fmt: skip
+            ids += store.write(ops.commit_work([ops.Send.of(q.queue_id, m) for m in msgs], []))
             store.write(ops.commit_work([ops.Send.of(other.queue_id, Message(body=b"y"))] * 100, []))
     return path, q.queue_id, ids
 
@@ -110,6 +122,23 @@ def test_a_page_of_a_deep_queue_does_not_sort_the_queue(stores: dict[int, Any]) 
             path, lambda c: got.extend(ranges.fetch_range_through(c, qid, False, after, None, 100))
         )
         assert [m.lookup_id for m in got] == _middle(ids, 101)[1:]
+        return steps
+
+    _same_cost(cost, stores)
+
+
+def test_settling_a_final_ack_does_not_walk_the_awaiting_queue(stores: dict[int, Any]) -> None:
+    """Messages that asked for a FinalAck wait for it in one queue (as many as the
+    receiving application has not read yet); each FinalAck finds its message through
+    the messages_final_ack index (schema 5), not by walking that queue."""
+
+    def cost(s: tuple[Path, int, list[int]]) -> int:
+        path, qid, ids = s
+        n = len(ids) // 2
+        out: list[Any] = []
+        acks = [(_SEQ, k, k, 0x4000) for k in range(n, n + 50)]
+        steps = _steps(path, lambda c: out.extend(ops.settle_final_acks(qid, acks, 0, 0)(WriteContext(c, 0))))
+        assert [o.message.tx_sequence_number for o in out] == list(range(n, n + 50))
         return steps
 
     _same_cost(cost, stores)

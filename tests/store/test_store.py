@@ -49,6 +49,37 @@ def test_deletes_do_not_zero_freed_pages(tmp_path: Path) -> None:
         assert store.write(lambda ctx: ctx.conn.execute("PRAGMA secure_delete").fetchone()[0]) == 2
 
 
+def test_schema_v4_store_gets_the_final_ack_index(tmp_path: Path) -> None:
+    """A store of schema 4 opens at the current version with the messages_final_ack
+    partial index, built over the messages already there."""
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        q = private_queue(store)
+        store.write(
+            ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"old", negative_journaling=True))], [])
+        )
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX messages_final_ack")
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION
+        sql = store.read(
+            lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_final_ack'").fetchone()
+        )
+        assert sql is not None and "WHERE ack_wanted" in sql[0]
+        assert (
+            store.read(
+                lambda c: c.execute(
+                    "SELECT count(*) FROM messages INDEXED BY messages_final_ack"
+                    " WHERE tx_sequence_id = 0 AND ack_wanted"
+                ).fetchone()[0]
+            )
+            == 1
+        )
+
+
 def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
     """A store written before queues had a sender allowlist (schema 3) opens, keeps its
     messages and gets the column with its default (every sender)."""

@@ -705,10 +705,12 @@ def settle_final_acks(
         removes: list[Remove] = []
         taken: set[int] = set()
         for tx_sequence_id, tx_sequence_number, message_id, message_class in final_acks:
+            # Through the messages_final_ack index (schema 5): a message waiting for its
+            # FinalAck asked for one, so ack_wanted is set; the queue is checked per row.
             rows = ctx.conn.execute(
-                f"SELECT {MSG_SELECT} FROM messages m WHERE m.queue_id = ? AND m.tx_sequence_id = ?"
-                " AND m.tx_sequence_number = ?",
-                (awaiting_queue_id, to_i64(tx_sequence_id), tx_sequence_number),
+                f"SELECT {MSG_SELECT} FROM messages m WHERE m.tx_sequence_id = ?"
+                " AND m.tx_sequence_number = ? AND m.ack_wanted AND +m.queue_id = ?",
+                (to_i64(tx_sequence_id), tx_sequence_number, awaiting_queue_id),
             ).fetchall()
             outcome = FinalAckOutcome(None, None)
             for r in rows:
