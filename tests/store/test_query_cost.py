@@ -142,3 +142,47 @@ def test_settling_a_final_ack_does_not_walk_the_awaiting_queue(stores: dict[int,
         return steps
 
     _same_cost(cost, stores)
+
+
+def _outgoing_of(base: Path, n: int) -> tuple[Path, int]:
+    """A QM's store whose outgoing queue holds ``n`` numbered transactional messages."""
+    from openmsmq.qm import QueueManager
+
+    qm = QueueManager(base / f"qm{n}")
+    dest = "DIRECT=TCP:192.0.2.9\\private$\\orders"
+    for _ in range(n // 1000):
+        with qm.begin() as tx:
+            qm.send_many(dest, [Message(body=b"x" * 32)] * 1000, tx)
+    qid = qm.get_queue(qm.open_queue(dest)).queue_id
+    qm.close()
+    return base / f"qm{n}" / "openmsmq.db", qid
+
+
+@pytest.mark.parametrize("return_ids", [False, True])
+def test_an_order_ack_release_does_not_walk_the_backlog_behind_it(
+    tmp_path_factory: pytest.TempPathFactory, return_ids: bool
+) -> None:
+    """An OrderAck releases the first 500 messages of an outgoing queue that holds 1,000
+    or 30,000: the release reads the released span, not the backlog behind it (each
+    release of a deep backlog walked it all, and summed its sizes)."""
+    base = tmp_path_factory.mktemp("release")
+
+    def cost(n: int) -> int:
+        path, qid = _outgoing_of(base, n)
+        out: list[Any] = []
+        steps = _steps(
+            path,
+            lambda c: out.append(ops.release_outgoing(qid, 500, return_ids=return_ids)(WriteContext(c, 0))),
+        )
+        if return_ids:
+            assert len(out[0][0]) == 500
+        left = (
+            sqlite3.connect(path)
+            .execute("SELECT msg_count FROM queues WHERE queue_id = ?", (qid,))
+            .fetchone()
+        )
+        assert left == (n,)  # rolled back
+        return steps
+
+    small, large = cost(SMALL), cost(LARGE)
+    assert large <= 2 * small + 20, (small, large)
