@@ -510,3 +510,33 @@ def test_insert_fills_ids_order_keys_and_tails_in_every_chunk_shape(tmp_path: Pa
             (lid, s.queue_id, ((7 - i % 8) << 56) | lid, i % 8, s.expire_at, s.expire_class, bytes([i % 256]))
             for i, (lid, s) in enumerate(zip(ids, sends, strict=True))
         ]
+
+
+def test_two_connections_to_one_store_hand_out_increasing_lookup_ids(tmp_path: Path) -> None:
+    """Two processes on one data directory (serve and an application or the CLI) each
+    have a Store on the file. Commits alternating between them all succeed, and every
+    commit's LookupIdentifiers are above those of every earlier commit, whichever Store
+    made it: readers that move past the highest identifier they saw (outgoing queues,
+    remote and Spark readers) miss nothing. Before, both handed out the same identifiers
+    from their own reservation and the second commit failed on the primary key."""
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        q = private_queue(store)
+    first, second = Store(path), Store(path)
+    try:
+        committed: list[list[int]] = []
+        for i in range(12):
+            store = (first, second)[(i // 2) % 2]  # two commits each, in turns
+            committed.append(
+                store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))] * 3, []))
+            )
+        flat = [lid for ids in committed for lid in ids]
+        assert flat == sorted(flat) and len(set(flat)) == len(flat) == 36
+        bodies = [
+            m.body
+            for m in first.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 100))
+        ]
+        assert bodies == [b"%d" % (k // 3) for k in range(36)]
+    finally:
+        first.close()
+        second.close()

@@ -555,13 +555,15 @@ class Store:
         pending = list(batch)
         merge = True
         while pending:
-            ctx = WriteContext(conn, self._sequential_id, self.qm_quota)
             results: list[tuple[_Op, bool, Any]] = []
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                self._take_over_reservation(conn)
             except sqlite3.Error as exc:
+                self._rollback()
                 self._fail_all(pending, exc)
                 return
+            ctx = WriteContext(conn, self._sequential_id, self.qm_quota)
             restart = False
             todo = self._merge_runs(ctx, pending, results) if merge else pending
             if todo is None:  # SQLite dropped the transaction inside a merged run
@@ -625,6 +627,22 @@ class Store:
                     done += 1
             self.stats.ops += done
             return
+
+    def _take_over_reservation(self, conn: sqlite3.Connection) -> None:
+        """Inside the write transaction: when another connection to this file (another
+        process on the same data directory: an application, the CLI) reserved
+        LookupIdentifiers since this one last did, continue above its reservation.
+
+        Each connection hands out identifiers from a block it reserved in
+        ``qm_state.sequential_id``. Two connections working from their own blocks gave
+        the same identifiers (the second commit failed on the primary key) or
+        identifiers out of commit order, while readers that move past the highest
+        identifier they saw (outgoing queues, remote and Spark readers) rely on later
+        commits getting higher ones. One read of a one-row table per batch."""
+        row = conn.execute("SELECT sequential_id FROM qm_state WHERE id = 1").fetchone()
+        if row is not None and int(row[0]) != self._reserved:
+            self._sequential_id = max(self._sequential_id, int(row[0]))
+            self._reserved = self._sequential_id  # the commit reserves a new block
 
     def _merge_runs(
         self, ctx: WriteContext, pending: list[_Op], results: list[tuple[_Op, bool, Any]]
