@@ -369,3 +369,14 @@ def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> Non
     assert Released((msg(3, fa=True),), final_ack_class=0xC000) in ev
     assert Released((msg(999, fa=True),), final_ack_class=0xC000) in ev
     assert [m.tx_sequence_number for m in o.unacked][:2] == [1001, 1003]
+
+
+def test_current_sequence_id_names_the_retained_sequence_without_a_copy() -> None:
+    o = connected()
+    assert o.current_sequence_id is None
+    o.add_many([msg(1), msg(2)], now=0.0)
+    assert o.current_sequence_id == S1
+    o.order_ack_received(S1, 2, now=1.0)
+    assert o.current_sequence_id is None
+    o.add(msg(1, seq=S2), now=2.0)
+    assert o.current_sequence_id == S2

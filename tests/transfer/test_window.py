@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from openmsmq.qm import QueueManager
+
 from .harness import Clock, Net, bodies_in, outgoing_count, send_tx
 
 DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
@@ -142,4 +144,39 @@ def test_a_held_queue_whose_session_went_is_loaded_by_the_poll_in_slices(net: Ne
     assert len(t.messages) <= loaded + 200  # one poll: one slice
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(0, 1, 10) + _expected(1, 20, 100)
+    assert outgoing_count(a.qm) == 0
+
+
+def test_a_poll_skips_caught_up_queues_until_something_is_committed(net: Net) -> None:
+    """An idle QM with many outgoing queues reads one value per poll (the store's highest
+    LookupIdentifier), not each queue (4,000 idle queues took 44 % of a core). A commit
+    to any of them, by this process or another, is loaded at the next poll."""
+    a = net.add(A)
+    b = net.add(B)
+    for i in range(40):
+        b.qm.create_queue(f"{Q}{i}", transactional=True)
+        send_tx(a.qm, f"{DEST_B}{i}", [b"first"])
+    net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0
+    reads: list[object] = []
+    real = a.qm.peek_outgoing_rows
+
+    def counting(*args: object) -> object:
+        reads.append(args[0])
+        return real(*args)  # type: ignore[arg-type]
+
+    a.qm.peek_outgoing_rows = counting  # type: ignore[method-assign]
+    for _ in range(5):
+        a.transfer.poll(net.clock.now)
+    assert reads == []
+    send_tx(a.qm, f"{DEST_B}17", [b"second"])
+    other = QueueManager(a.qm.data_dir, threaded=False)  # another process on the directory
+    try:
+        send_tx(other, f"{DEST_B}23", [b"third"])
+    finally:
+        other.close()
+    net.run_until_quiet()
+    assert len(reads) >= 2
+    assert bodies_in(b.qm, f"{Q}17") == [b"first", b"second"]
+    assert bodies_in(b.qm, f"{Q}23") == [b"first", b"third"]
     assert outgoing_count(a.qm) == 0

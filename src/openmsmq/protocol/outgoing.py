@@ -216,6 +216,12 @@ class OutgoingSequence:
     # ------------------------------------------------------------------ queries
 
     @property
+    def current_sequence_id(self) -> TxSequenceId | None:
+        """The TxSequenceID of the messages not yet OrderAck'ed (they share one), None
+        when there are none. O(1), unlike :attr:`unacked`, which copies them."""
+        return self._unacked[0].tx_sequence_id if self._unacked else None
+
+    @property
     def unacked(self) -> tuple[OutgoingMessage, ...]:
         """Messages not yet OrderAck'ed (TxOutgoingSequence.UnackedSequence), in order."""
         return tuple(self._unacked)

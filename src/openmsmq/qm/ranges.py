@@ -142,6 +142,11 @@ class RangesMixin:
             lambda c: ranges.fetch_rows_through(c, qid, one, after_lookup_id, through, limit, max_bytes)
         )
 
+    def high_lookup_id(self) -> int:
+        """The highest LookupIdentifier of any stored message (0 when none): it grows with
+        every commit that stores a message, in any process on this data directory."""
+        return self.store.read(reads.max_lookup_id)
+
     def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:
         """:meth:`peek_range_rows` (no upper bound) for a queue whose messages usually all
         have priority 0, an outgoing queue's case (the transfer's reads): two statements per

@@ -150,6 +150,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self.outgoing: dict[int, OutgoingTransfer] = {}
         #: Outgoing queues whose loading paused on a full session backlog (see refill).
         self._held: dict[int, OutgoingTransfer] = {}
+        #: The outgoing queue whose messages of a TxSequenceID were loaded last (an
+        #: OrderAck names only the sequence): checked, not trusted (see _on_order_ack).
+        self._by_sequence: dict[TxSequenceId, OutgoingTransfer] = {}
         #: A message was found expired before it was sent: run the expiry pass with the
         #: next release (transfer_outgoing._expired_unsent).
         self._expire_due = False

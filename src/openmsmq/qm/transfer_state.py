@@ -166,6 +166,11 @@ class OutgoingTransfer:
         #: Mean stored size of the messages of the last read (0 before the first): turns
         #: the byte bound ``TransferConfig.queued_bytes`` into message counts.
         self.mean_size = 0
+        #: The store's highest LookupIdentifier when a load of this queue last found
+        #: nothing more to load (None: it may have more). While the store's highest is
+        #: still this value nothing was committed since, so a poll skips the queue
+        #: (identifiers grow in commit order, in every process: Store).
+        self.caught_up: int | None = None
 
     @property
     def has_work(self) -> bool:

@@ -549,8 +549,16 @@ def new_tx_sequence_id(conn: sqlite3.Connection, floor: int) -> int:
     another queue's messages after a sender restart (found by the deterministic simulator,
     seeds 182 and 1541 — `tests/sim/`).
     """
-    rows = conn.execute("SELECT tx_sequence_id FROM outgoing_sequences").fetchall()
-    high = max((from_i64(r[0]) for r in rows), default=0)
+    # The high-water row holds the highest ID issued since it exists (every ID is issued
+    # here); a store from before it has none, and then every queue's row is read once.
+    row = conn.execute(
+        "SELECT tx_sequence_id FROM outgoing_sequences WHERE queue_id = ?", (_TX_SEQUENCE_HIGH_WATER,)
+    ).fetchone()
+    if row is not None:
+        high = from_i64(row[0])
+    else:
+        rows = conn.execute("SELECT tx_sequence_id FROM outgoing_sequences").fetchall()
+        high = max((from_i64(r[0]) for r in rows), default=0)
     new_id = max(floor, high + 1)
     conn.execute(
         "INSERT INTO outgoing_sequences (queue_id, tx_sequence_id, next_tx_sequence_number) VALUES (?, ?, 0)"

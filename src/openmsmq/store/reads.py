@@ -45,6 +45,7 @@ __all__ = [
     "incoming_sequences",
     "list_queues",
     "load_qm_state",
+    "max_lookup_id",
     "outgoing_sequence",
     "take_up_to_bytes",
 ]
@@ -309,6 +310,12 @@ def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> 
         (lookup_id, queue_id),
     ).fetchone()
     return (row[0], message_from_row(row[1:])) if row else None
+
+
+def max_lookup_id(conn: sqlite3.Connection) -> int:
+    """The highest LookupIdentifier stored (0 when no message is): one seek to the end
+    of the rowid tree."""
+    return int(conn.execute("SELECT max(lookup_id) FROM messages").fetchone()[0] or 0)
 
 
 def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[int, int, int, bool, int]]:
