@@ -107,3 +107,100 @@ def test_rows_path_checks_quota_and_deleted_queue_in_its_transaction(tmp_path: P
         # The plain path is not taken with a quota: store_arrivals applies the arrival rule.
         res = store_packet_arrivals(qm, "private$\\q", packets, "DIRECT=" + WIRE, _state(20))
         assert len(res.stored) + len(res.rejected) == 20 and res.rejected
+
+
+def test_runs_of_many_sequences_share_one_commit_and_fail_alone(tmp_path: Path) -> None:
+    """accept_arrival_rows_many: runs for 20 queues (20 sequences) are submitted together
+    and share a commit or two instead of 20 fsyncs; a run whose queue was deleted (or
+    went over its quota) fails alone, stores nothing, and the others are stored with their
+    sequence state. release_outgoing_many does the same for OrderAck releases."""
+    from openmsmq.store.records import IncomingSequenceState as State
+
+    with QueueManager(tmp_path / "qm") as qm:
+        names_ = [f"private$\\q{i}" for i in range(20)]
+        for n in names_:
+            qm.create_queue(n, transactional=True)
+        qm.set_queue_properties(names_[7], quota_kb=1)
+        packets = _packets(20)
+        runs = [
+            (
+                n,
+                arrival_rows(packets, "DIRECT=" + WIRE),
+                State(SENDER, "direct=" + n, None, SEQ, 20, 0, 1.7e9, "", True),
+            )
+            for n in names_
+        ]
+        qm.delete_queue(names_[3])
+        batches = qm.store.stats.batches
+        out = qm.accept_arrival_rows_many(runs)
+        assert qm.store.stats.batches - batches <= 3
+        assert [i for i, o in enumerate(out) if o is not None] == [3, 7]
+        assert all(isinstance(o, MQError) for o in out if o is not None)
+        assert qm.get_queue(names_[7]).msg_count == 0
+        assert all(qm.get_queue(n).msg_count == 20 for i, n in enumerate(names_) if i not in (3, 7))
+        stored = {s.destination for s in qm.incoming_sequences()}
+        assert stored == {"direct=" + n for i, n in enumerate(names_) if i not in (3, 7)}
+        # OrderAck releases of several outgoing queues, one of them unknown.
+        dests = [f"DIRECT=TCP:192.0.2.9\\private$\\o{i}" for i in range(10)]
+        for d in dests:
+            with qm.begin() as tx:
+                qm.send_many(d, [Message(body=b"x")] * 5, tx)
+        batches = qm.store.stats.batches
+        res = qm.release_outgoing_many(
+            [(d, 3) for d in dests] + [("DIRECT=TCP:192.0.2.9\\private$\\none", 1)]
+        )
+        assert qm.store.stats.batches - batches <= 3
+        assert res[:10] == [None] * 10 and isinstance(res[10], MQError)
+        assert [qm.get_queue(qm.open_queue(d)).msg_count for d in dests] == [2] * 10
+
+
+def test_a_failed_run_fails_the_later_runs_of_its_sequence_in_the_same_batch(tmp_path: Path) -> None:
+    """The store work of an AcceptBatch stores runs of different sequences together, but
+    a sequence's runs in order: when the first run of a sequence fails (here its write
+    fails as on a full disk), the next run of that sequence in the batch fails too
+    (storing it would move the sequence past the missing messages); another sequence is
+    stored."""
+    from openmsmq.protocol.incoming import SequenceKey
+    from openmsmq.qm.transfer import Transfer, TransferConfig
+    from openmsmq.qm.transfer_state import AcceptBatch, AcceptGroup
+    from openmsmq.store.records import IncomingSequenceState as State
+
+    full, other = "private$\\full", "private$\\other"
+    with QueueManager(tmp_path / "qm", clock=lambda: 1_700_000_100.0) as qm:
+        qm.create_queue(full, transactional=True)
+        qm.create_queue(other, transactional=True)
+        transfer = Transfer(qm, TransferConfig(local_addresses=("127.0.0.2",)), 0.0)
+        first, second = _packets(40)[:20], _packets(40)[20:]
+        k_full, k_other = SequenceKey(SENDER, "direct=a"), SequenceKey(SENDER, "direct=b")
+
+        def group(queue: str, key: SequenceKey, packets: list[UserMessage], n: int) -> AcceptGroup:
+            state = State(SENDER, key.destination, None, SEQ, n, 0, 1.7e9, "", True)
+            return AcceptGroup(queue, key, tuple(packets), (), state)
+
+        real = qm.accept_arrival_rows_many
+        calls: list[list[str]] = []
+
+        def full_fails(runs: Any) -> list[BaseException | None]:
+            calls.append([r[0] for r in runs])
+            done = iter(real([r for r in runs if r[0] != full]))
+            return [
+                MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "full") if r[0] == full else next(done)
+                for r in runs
+            ]
+
+        qm.accept_arrival_rows_many = full_fails  # type: ignore[method-assign]
+        out = transfer.run_store_work(
+            AcceptBatch(
+                (
+                    group(full, k_full, first, 20),
+                    group(other, k_other, first, 20),
+                    group(full, k_full, second, 40),
+                )
+            )
+        )
+        assert calls == [[full, other]]  # stored together; the second run of "full" never tried
+        assert isinstance(out[0], MQError) and out[1] is None
+        assert "earlier batch of this sequence failed" in str(out[2])
+        assert qm.get_queue(full).msg_count == 0
+        assert qm.get_queue(other).msg_count == 20
+        assert {s.destination for s in qm.incoming_sequences()} == {"direct=b"}

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import MQError
 from openmsmq.observability.repeats import RepeatedEvents
@@ -212,6 +212,46 @@ def store_arrivals(
     return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
 
 
+def plain_packet_rows(
+    qm: QueueManager, queue: str, packets: Sequence[UserMessage], destination: str
+) -> list[list[Any]] | None:
+    """The store rows of the accepted transactional packets of one run (their
+    DestinationQueue format name ``destination``) when they need none of the arrival
+    rules' outcomes, else None (then :func:`store_arrivals` applies them).
+
+    That is the common case of :func:`store_arrivals`: a private transactional queue with
+    no sender allowlist and no quota, and every packet a message that raises nothing (no
+    acknowledgment asked, within its TimeToReachQueue, no TimeToBeReceived, so its row
+    never expires here). The rows are built straight from the packets
+    (:func:`~openmsmq.qm.transfer_codec.arrival_rows`)."""
+    try:
+        rec: QueueRecord | None = qm.get_queue(queue)
+    except MQError:
+        rec = None
+    if (
+        rec is None
+        or rec.queue_type != QueueType.PRIVATE
+        or not rec.transactional
+        or rec.allowed_senders
+        or rec.quota_kb != INFINITE
+    ):
+        return None
+    now = qm._now()
+    for p in packets:
+        # The conditions of store_arrivals' plain branch on the packet's fields
+        # (message_from_packet maps them 1:1), and accept_arrivals' "never expires".
+        user = p.user
+        ttrq = p.time_to_reach_queue
+        if (
+            p.transaction is None
+            or p.properties.ack_flags
+            or user.time_to_be_received != INFINITE
+            or (ttrq != INFINITE and now > user.sent_time + ttrq)
+        ):
+            return None
+    return arrival_rows(packets, destination)
+
+
 def store_packet_arrivals(
     qm: QueueManager,
     queue: str,
@@ -222,41 +262,13 @@ def store_packet_arrivals(
     send_insecure_nacks: bool = False,
 ) -> ArrivalResult:
     """:func:`store_arrivals` for the accepted transactional packets of one run (their
-    DestinationQueue format name ``destination``), with the same outcome.
-
-    When the queue is the common case of :func:`store_arrivals` (a private transactional
-    queue with no sender allowlist and no quota) and every packet is a message that then
-    raises nothing (no acknowledgment asked, within its TimeToReachQueue, no
-    TimeToBeReceived, so its row never expires here), the rows are built straight from
-    the packets (:func:`~openmsmq.qm.transfer_codec.arrival_rows`) and stored with
-    ``state``; otherwise the packets become messages and take :func:`store_arrivals`."""
-    try:
-        rec: QueueRecord | None = qm.get_queue(queue)
-    except MQError:
-        rec = None
-    if (
-        rec is not None
-        and rec.queue_type == QueueType.PRIVATE
-        and rec.transactional
-        and not rec.allowed_senders
-        and rec.quota_kb == INFINITE
-    ):
-        now = qm._now()
-        for p in packets:
-            # The conditions of store_arrivals' plain branch on the packet's fields
-            # (message_from_packet maps them 1:1), and accept_arrivals' "never expires".
-            user = p.user
-            ttrq = p.time_to_reach_queue
-            if (
-                p.transaction is None
-                or p.properties.ack_flags
-                or user.time_to_be_received != INFINITE
-                or (ttrq != INFINITE and now > user.sent_time + ttrq)
-            ):
-                break
-        else:
-            stored = qm.accept_arrival_rows(queue, arrival_rows(packets, destination), state)
-            return ArrivalResult(tuple(stored), (), 0, 0)
+    DestinationQueue format name ``destination``), with the same outcome: the rows of
+    :func:`plain_packet_rows` stored with ``state`` when it gives them, otherwise the
+    packets become messages and take :func:`store_arrivals`."""
+    rows = plain_packet_rows(qm, queue, packets, destination)
+    if rows is not None:
+        stored = qm.accept_arrival_rows(queue, rows, state)
+        return ArrivalResult(tuple(stored), (), 0, 0)
     messages = [message_from_packet(p, destination) for p in packets]
     return store_arrivals(qm, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
 
@@ -279,4 +291,4 @@ def hop_count_exceeded(
     return len(sends)
 
 
-__all__ += ["hop_count_exceeded", "store_packet_arrivals"]
+__all__ += ["hop_count_exceeded", "plain_packet_rows", "store_packet_arrivals"]

@@ -9,9 +9,11 @@ inherits :class:`SequencesMixin`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from openmsmq.errors import MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.handles import QueueHandle, _QueueState
@@ -78,6 +80,68 @@ class SequencesMixin:
         return self.store.write(
             ops.release_outgoing(qs.record.queue_id, up_to_number, awaiting, return_ids=return_ids)
         )
+
+    def release_outgoing_many(self, releases: Sequence[tuple[QueueRef, int]]) -> list[BaseException | None]:
+        """:meth:`release_outgoing` (``return_ids=False``) of several outgoing queues,
+        submitted together so that they share one store transaction and one fsync (each
+        in its own savepoint: one failing leaves the others). One outcome per release
+        (None: durable)."""
+        self._check_open()
+        if len(releases) == 1:  # one: written by this thread (no hand-over to the writer)
+            try:
+                self.release_outgoing(*releases[0], return_ids=False)
+            except MQError as exc:
+                return [exc]
+            return [None]
+        awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
+        futures: list[Future[Any] | BaseException] = []
+        for queue, up_to in releases:
+            try:
+                qid = self._resolve(queue).record.queue_id
+            except MQError as exc:
+                futures.append(exc)
+                continue
+            futures.append(self.store.submit(ops.release_outgoing(qid, up_to, awaiting, return_ids=False)))
+        return [_outcome(f) for f in futures]
+
+    def accept_arrival_rows_many(
+        self, runs: Sequence[tuple[QueueRef, Sequence[list[Any]], IncomingSequenceState]]
+    ) -> list[BaseException | None]:
+        """:meth:`accept_arrival_rows` of runs of different incoming sequences, submitted
+        together so that they share one store transaction and one fsync (each in its own
+        savepoint: one failing leaves the others). A receiver with many senders (or one
+        sender with many queues) otherwise paid one fsync per sequence. One outcome per
+        run (None: durable)."""
+        self._check_open()
+        if len(runs) == 1:  # one: written by this thread (no hand-over to the writer)
+            try:
+                self.accept_arrival_rows(*runs[0])
+            except MQError as exc:
+                return [exc]
+            return [None]
+        now = self._now()
+        futures: list[Future[Any] | BaseException] = []
+        states: list[_QueueState | None] = []
+        for queue, rows, state in runs:
+            try:
+                qs = self._resolve(queue)
+            except MQError as exc:
+                futures.append(exc)
+                states.append(None)
+                continue
+            qid = qs.record.queue_id
+            batch = rows if isinstance(rows, list) else list(rows)
+            futures.append(
+                self.store.submit(ops.accept_incoming_rows(qid, batch, [replace(state, queue_id=qid)], now))
+            )
+            states.append(qs)
+        out = [_outcome(f) for f in futures]
+        done = [qs for qs, res in zip(states, out, strict=True) if qs is not None and res is None]
+        self.metrics.count_accepted(
+            sum(len(rows) for (_q, rows, _s), res in zip(runs, out, strict=True) if res is None)
+        )
+        self._notify(done)
+        return out
 
     def settle_final_acks(self, final_acks: Sequence[tuple[int, int, int, int]]) -> list[ops.FinalAckOutcome]:
         """FinalAcks for messages of this QM (MS-MQQB 3.1.5.7), each ``(TxSequenceID,
@@ -183,3 +247,14 @@ class SequencesMixin:
         """Every persisted incoming sequence (restore the receiver state at start)."""
         self._check_open()
         return self.store.read(reads.incoming_sequences)
+
+
+def _outcome(f: Future[Any] | BaseException) -> BaseException | None:
+    """None when the submitted operation ``f`` became durable, else its exception."""
+    if isinstance(f, BaseException):
+        return f
+    try:
+        f.result()
+    except MQError as exc:
+        return exc
+    return None

@@ -220,7 +220,7 @@ class ReleaseBatch:
     releases: tuple[tuple[str, int], ...]
     deletes: tuple[tuple[str, int], ...] = ()
     #: FinalAcks to apply after the releases (MS-MQQB 3.1.5.7): (TxSequenceID value,
-    #: TxSequenceNumber, MessageID, class), see QueueManager.settle_final_ack.
+    #: TxSequenceNumber, MessageID, class), see QueueManager.settle_final_acks.
     settles: tuple[tuple[int, int, int, int], ...] = ()
     #: Run the QM's expiry pass at this wall-clock time before the releases: a message
     #: found expired before it was sent (MS-MQQB 3.1.7.1.2) is NACKed / dead-lettered

@@ -14,13 +14,19 @@ from collections import deque
 from dataclasses import replace
 from itertools import groupby
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.acknowledgment import AckSession
-from openmsmq.qm.arrival import hop_count_exceeded, session_of_state, store_arrivals, store_packet_arrivals
+from openmsmq.qm.arrival import (
+    hop_count_exceeded,
+    plain_packet_rows,
+    session_of_state,
+    store_arrivals,
+    store_packet_arrivals,
+)
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
 from openmsmq.qm.transfer_state import (
     AcceptBatch,
@@ -136,22 +142,7 @@ class StoreWorkSide(TransferParts):
         insecure = self.config.send_insecure_nacks
         out: list[BaseException | None] = []
         if isinstance(work, AcceptBatch):
-            failed: set[SequenceKey] = set()
-            for g in work.groups:
-                if g.key in failed:
-                    out.append(LocalProtocolError("an earlier batch of this sequence failed"))
-                    continue
-                try:
-                    # Arrival rules (MS-MQQB 3.1.5.8): rejected messages are consumed in
-                    # order (state advanced, not inserted) and their NACKs enqueued in
-                    # the same transaction (openmsmq.qm.arrival).
-                    store_packet_arrivals(
-                        qm, g.queue, g.packets, g.key.destination, g.state, send_insecure_nacks=insecure
-                    )
-                    out.append(None)
-                except MQError as exc:
-                    failed.add(g.key)
-                    out.append(exc)
+            return self._store_accepts(work)
         elif isinstance(work, ReleaseBatch):
             if work.expire_now is not None:
                 try:
@@ -164,12 +155,8 @@ class StoreWorkSide(TransferParts):
                     qm.dead_letter(name, [lid for _, lid in unsendable], MessageClass.NACK_BAD_DST_Q)
                 except MQError as exc:
                     log.warning("outgoing queue %s: dead-lettering unsendable messages failed: %s", name, exc)
-            for name, up_to in work.releases:
-                try:
-                    qm.release_outgoing(name, up_to, return_ids=False)  # the ids are not used here
-                    out.append(None)
-                except MQError as exc:
-                    out.append(exc)
+            # The releases of different outgoing queues share one commit (one fsync).
+            out += qm.release_outgoing_many(work.releases)
             # One transaction per queue for what SessionAcks acknowledged (not one each).
             for name, deletes in groupby(work.deletes, key=_first):
                 lids = [lid for _, lid in deletes]
@@ -216,6 +203,55 @@ class StoreWorkSide(TransferParts):
                 with contextlib.suppress(MQError):
                     sess = session if isinstance(session, AckSession) else None
                     hop_count_exceeded(qm, dropped, sess, send_insecure_nacks=insecure)
+        return out
+
+    def _store_accepts(self, work: AcceptBatch) -> list[BaseException | None]:
+        """The groups of an AcceptBatch, in order per sequence. Runs of different
+        sequences that need none of the arrival rules' outcomes (the usual case) are
+        stored together, sharing one commit: a receiver with many senders, or a sender
+        with many queues, paid one fsync per sequence (4,000 queues of one message each:
+        4,000 commits). Others take the full arrival rules (MS-MQQB 3.1.5.8: rejected
+        messages are consumed in order, their NACKs enqueued in the same transaction,
+        openmsmq.qm.arrival) one at a time. A group after a failed one of its sequence
+        fails too (its state would skip the failed messages)."""
+        qm = self.qm
+        insecure = self.config.send_insecure_nacks
+        out: list[BaseException | None] = [None] * len(work.groups)
+        failed: set[SequenceKey] = set()
+        together: list[tuple[int, list[list[Any]]]] = []  # (group index, rows), one per sequence
+        together_keys: set[SequenceKey] = set()
+
+        def flush() -> None:
+            if not together:
+                return
+            runs = [(work.groups[i].queue, rows, work.groups[i].state) for i, rows in together]
+            for (i, _rows), res in zip(together, qm.accept_arrival_rows_many(runs), strict=True):
+                out[i] = res
+                if res is not None:
+                    failed.add(work.groups[i].key)
+            together.clear()
+            together_keys.clear()
+
+        for i, g in enumerate(work.groups):
+            if g.key in together_keys:
+                flush()  # a sequence's runs stay in order: the earlier one first
+            if g.key in failed:
+                out[i] = LocalProtocolError("an earlier batch of this sequence failed")
+                continue
+            rows = plain_packet_rows(qm, g.queue, g.packets, g.key.destination)
+            if rows is not None:
+                together.append((i, rows))
+                together_keys.add(g.key)
+                continue
+            flush()
+            try:
+                store_packet_arrivals(
+                    qm, g.queue, g.packets, g.key.destination, g.state, send_insecure_nacks=insecure
+                )
+            except MQError as exc:
+                failed.add(g.key)
+                out[i] = exc
+        flush()
         return out
 
     def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
