@@ -467,6 +467,27 @@ def test_expiry_moves_to_dead_letter_queues(tmp_path: Path) -> None:
         assert qm.expire(clock.now + 100) == 0
 
 
+def test_a_backlog_of_expired_messages_drains_at_once_in_short_transactions(tmp_path: Path) -> None:
+    """expire_due (the expiry thread's pass): 5,000 expired messages move in passes of
+    2,000 (three store transactions, so other writers get in between) in one call, not one
+    pass per interval of the thread."""
+    from openmsmq.qm import manager
+
+    clock = Clock(5000.0)
+    with QueueManager(tmp_path / "e", clock=clock) as qm:
+        qm.create_queue("private$\\x", transactional=True)
+        for _ in range(5):
+            with qm.begin() as tx:
+                qm.send_many("private$\\x", [Message(body=b"m", time_to_be_received=10)] * 1000, tx)
+        clock.now = 5011.0
+        batches = qm.store.stats.batches
+        assert qm.expire_due(clock.now) == 5000
+        assert qm.store.stats.batches - batches == 3 == -(-5000 // manager._EXPIRY_PASS)
+        assert qm.get_queue("private$\\x").msg_count == 0
+        assert qm.get_queue("system$;deadxact").msg_count == 5000
+        assert qm.expire_due(clock.now) == 0
+
+
 # ---- outgoing queues (issue 4 seams) --------------------------------------------------------
 
 

@@ -76,6 +76,10 @@ _SEND_NAMES = 4096
 QueueRef = str | QueueHandle
 
 
+#: Expired messages moved per store transaction by the expiry thread.
+_EXPIRY_PASS = 2000
+
+
 class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
     """A queue manager over a data directory (``openmsmq.db`` inside it).
 
@@ -185,7 +189,9 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
     def _expiry_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
             try:
-                self.expire(self.clock())
+                self.expire_due(self.clock())
+                if self._stop.is_set():
+                    return
                 self.prune_identities()
             except MQError:
                 continue  # store trouble: try again next round
@@ -701,6 +707,19 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
         self._check_open()
         rows = self.store.read(lambda c: reads.fetch_expired(c, int(now), limit))
         return self._dead_letter_rows(rows)
+
+    def expire_due(self, now: float) -> int:
+        """:meth:`expire` pass after pass (:data:`_EXPIRY_PASS` messages each, one short
+        store transaction each, so other writers get in between) until a pass comes back
+        short: a backlog of expired messages drains at once, not one pass per interval
+        of the expiry thread (which moved 300,000 in 36 s, each pass of 10,000 holding
+        the writer for about 80 ms). Returns how many moved."""
+        total = 0
+        while True:
+            moved = self.expire(now, limit=_EXPIRY_PASS)
+            total += moved
+            if moved < _EXPIRY_PASS or self._stop.is_set():
+                return total
 
     def dead_letter(self, queue: QueueRef, lookup_ids: Sequence[int], message_class: int) -> int:
         """Move messages of ``queue`` to the dead-letter queues (transactional ones to the
