@@ -128,6 +128,14 @@ class MqqbConfig:
         lo=64 << 10,
         hi=1 << 34,
     )
+    max_connections: int = _key(
+        1000,
+        "int",
+        "MS-MQQB connections open at once; one accepted beyond it is closed at once (lowered at start to"
+        " what the open-file limit leaves after 256 for the store and the other services).",
+        lo=1,
+        hi=1_000_000,
+    )
     receive_buffer: int = _key(
         64 << 20,
         "size",

@@ -36,8 +36,11 @@ def _free_port() -> int:
 class QM:
     """A queue manager with its transfer node on ``address``."""
 
-    def __init__(self, root: Path, address: str, port: int, allow: list[str] | None = None) -> None:
+    def __init__(
+        self, root: Path, address: str, port: int, allow: list[str] | None = None, max_connections: int = 1000
+    ) -> None:
         self.root, self.address, self.port, self.allow = root, address, port, allow
+        self.max_connections = max_connections
         self.qm: QueueManager | None = None
         self.node: MQQBNode | None = None
 
@@ -46,11 +49,13 @@ class QM:
         loop = asyncio.get_running_loop()
         transfer = Transfer(self.qm, TransferConfig(local_addresses=(self.address,)), loop.time())
         cfg = NetConfig(
-            host=self.address, port=self.port, backoff_min=0.05, backoff_max=0.2, poll_interval=0.02
-        )
+            host=self.address, port=self.port, backoff_min=0.05, backoff_max=0.2, poll_interval=0.02,
+            max_connections=self.max_connections,
+        )  # fmt: skip
         if self.allow is not None:
             cfg = NetConfig(host=self.address, port=self.port, allow=allow_networks(self.allow),
-                            backoff_min=0.05, backoff_max=0.2, poll_interval=0.02)  # fmt: skip
+                            backoff_min=0.05, backoff_max=0.2, poll_interval=0.02,
+                            max_connections=self.max_connections)  # fmt: skip
         self.node = MQQBNode(transfer, cfg)
         await self.node.start()
         return self
@@ -140,6 +145,72 @@ def test_allowlist_refuses_other_peers(tmp_path: Path, caplog: pytest.LogCapture
     with caplog.at_level("WARNING", logger="openmsmq.net"):
         _run(main())
     assert any("refused" in r.message and C in r.message for r in caplog.records)
+
+
+def test_connections_beyond_max_connections_are_closed_and_the_qm_keeps_serving(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With mqqb.max_connections 3, idle connections take the three places; the next is
+    closed at once (the process never runs out of file descriptors, which made every
+    accept fail), the refusals are logged once, and once the idle ones go a peer's
+    transfer goes through."""
+    port = _free_port()
+
+    async def main() -> None:
+        qb = QueueManager(tmp_path / B, integrity_check=False)
+        qb.create_queue(Q, transactional=True)
+        qb.close()
+        b = await QM(tmp_path, B, port, max_connections=3).start()
+        assert b.node is not None and b.qm is not None
+        idle = [await asyncio.open_connection(B, port, local_addr=(C, 0)) for _ in range(3)]
+        await _wait_for(lambda: len(b.node.transports) == 3)  # type: ignore[union-attr]
+        for _ in range(4):
+            reader, writer = await asyncio.open_connection(B, port, local_addr=(C, 0))
+            try:
+                data = await asyncio.wait_for(reader.read(100), 10)
+            except ConnectionResetError:
+                data = b""
+            assert data == b""
+            writer.close()
+        assert len(b.node.transports) == 3
+        for _, w in idle:
+            w.close()
+        await _wait_for(lambda: not b.node.transports)  # type: ignore[union-attr]
+        a = await QM(tmp_path, A, port).start()
+        assert a.qm is not None
+        _send(a.qm, 50, "m")
+        await _wait_for(lambda: _count(b.qm) == 50 and _outgoing(a.qm) == 0)
+        await a.stop()
+        await b.stop()
+
+    with caplog.at_level("WARNING", logger="openmsmq.net"):
+        _run(main())
+    refused = [r.getMessage() for r in caplog.records if "max_connections" in r.getMessage()]
+    assert len(refused) == 2 and all(C in m for m in refused)  # the first, and at the stop:
+    assert refused[1].startswith("3 more in")  # the other three summed up
+
+
+def test_the_connection_cap_follows_the_open_file_limit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serve raises its soft open-file limit toward the hard one for mqqb.max_connections
+    plus a reserve, and lowers the cap (with a warning) when the hard limit is too low."""
+    import resource
+
+    from openmsmq.net import server
+
+    limits = {"soft": 1024, "hard": 4096}
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (limits["soft"], limits["hard"]))
+
+    def setrlimit(_r: int, value: tuple[int, int]) -> None:
+        limits["soft"] = value[0]
+
+    monkeypatch.setattr(resource, "setrlimit", setrlimit)
+    assert server.connection_limit(1000) == 1000 and limits["soft"] == 1000 + server._FD_RESERVE
+    limits.update(soft=1024, hard=1024)
+    with caplog.at_level("WARNING", logger="openmsmq.serve"):
+        assert server.connection_limit(1000) == 1024 - server._FD_RESERVE
+    assert any("lowered to 768" in r.getMessage() for r in caplog.records)
 
 
 def test_reconnect_after_peer_restart(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.observability.repeats import flush_all as flush_repeated_logs
 from openmsmq.protocol.events import Role
 from openmsmq.qm.transfer import AcceptBatch, StoreWork, Transfer
@@ -63,6 +64,11 @@ class NetConfig:
     ``feed_bytes``: a read larger than this is handed to the protocol in slices of this
     size, and what each slice produced is written before the next is processed (0: the
     whole read at once).
+    ``max_connections``: connections open at once (accepted and initiated); one
+    accepted beyond it is closed at once, so that connections can never take the file
+    descriptors the store and the other services need (with the usual limit of 1,024
+    open files, 1,500 idle connections left the listener failing every accept and the
+    QM unreachable).
     """
 
     host: str = "127.0.0.1"
@@ -76,6 +82,12 @@ class NetConfig:
     accept_batch_min: int = 512
     accept_batch_wait: float = 0.005
     feed_bytes: int = 8192
+    max_connections: int = 1000
+
+
+#: Refused connections come in bursts (a scanner, a peer retrying): logged once per
+#: address and reason, then summed up.
+_refusals = RepeatedEvents(log)
 
 
 class _MQQBProtocol(asyncio.Protocol):
@@ -96,7 +108,19 @@ class _MQQBProtocol(asyncio.Protocol):
         address = str(peername[0]) if peername else ""
         if self.role is Role.ACCEPTOR:
             if not self.node.config.allow(address):
-                log.warning("refused MS-MQQB connection from %s (not in the allowlist)", address)
+                _refusals.log(
+                    ("allowlist", address), logging.WARNING,
+                    "refused MS-MQQB connection from %s (not in the allowlist)", address,
+                )  # fmt: skip
+                transport.abort()
+                return
+            limit = self.node.config.max_connections
+            if len(self.node.transports) >= limit:
+                _refusals.log(
+                    ("full", address), logging.WARNING,
+                    "refused MS-MQQB connection from %s: %d connections open (mqqb.max_connections)",
+                    address, limit,
+                )  # fmt: skip
                 transport.abort()
                 return
             self.peer = address

@@ -8,6 +8,7 @@ import fcntl
 import gc
 import logging
 import os
+import resource
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +43,32 @@ log = logging.getLogger("openmsmq.serve")
 #: transfer, measured with gc.callbacks). Reference counting frees all of these values;
 #: the collector is only for rare cycles, so it can run far less often.
 GC_THRESHOLDS = (50_000, 50, 100)
+
+
+#: File descriptors kept for everything but MS-MQQB connections: the store (database,
+#: WAL, a reader connection per thread), the remote-read and metrics services, logs.
+_FD_RESERVE = 256
+
+
+def connection_limit(wanted: int) -> int:
+    """The MS-MQQB connection cap to use: ``wanted`` (mqqb.max_connections), after raising
+    this process's soft limit of open files toward its hard limit (commonly 1,024 soft),
+    and at most what that limit leaves after :data:`_FD_RESERVE`. Logged when lowered."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted + _FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < target:
+        new = target if hard == resource.RLIM_INFINITY else min(target, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return wanted
+    usable = max(1, soft - _FD_RESERVE)
+    log.warning(
+        "mqqb.max_connections %d lowered to %d: the open-file limit is %d (raise it, e.g. LimitNOFILE=)",
+        wanted, usable, soft,
+    )  # fmt: skip
+    return usable
 
 
 def tune_gc() -> None:
@@ -218,6 +245,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
                 allow=m.peer_allowed,
                 backoff_min=m.connect_backoff_min,
                 backoff_max=m.connect_backoff_max,
+                max_connections=connection_limit(m.max_connections),
             ),
         )
         with _listening("mqqb.port", m.listen_address, m.port):
