@@ -48,14 +48,11 @@ class QM:
         self.qm = QueueManager(self.root / self.address, integrity_check=False)
         loop = asyncio.get_running_loop()
         transfer = Transfer(self.qm, TransferConfig(local_addresses=(self.address,)), loop.time())
+        allow = {} if self.allow is None else {"allow": allow_networks(self.allow)}
         cfg = NetConfig(
             host=self.address, port=self.port, backoff_min=0.05, backoff_max=0.2, poll_interval=0.02,
-            max_connections=self.max_connections,
+            max_connections=self.max_connections, **allow,  # type: ignore[arg-type]
         )  # fmt: skip
-        if self.allow is not None:
-            cfg = NetConfig(host=self.address, port=self.port, allow=allow_networks(self.allow),
-                            backoff_min=0.05, backoff_max=0.2, poll_interval=0.02,
-                            max_connections=self.max_connections)  # fmt: skip
         self.node = MQQBNode(transfer, cfg)
         await self.node.start()
         return self
@@ -87,6 +84,17 @@ def _outgoing(qm: QueueManager) -> int:
 
 def _count(qm: QueueManager) -> int:
     return qm.get_queue(Q).msg_count
+
+
+async def _closed_by_b(port: int) -> bool:
+    """Connect to B from 127.0.0.3: True when B closes the connection without a word."""
+    reader, writer = await asyncio.open_connection(B, port, local_addr=(C, 0))
+    try:
+        data = await asyncio.wait_for(reader.read(100), 10)
+    except ConnectionResetError:
+        data = b""
+    writer.close()
+    return data == b""
 
 
 def _run(coro) -> None:  # type: ignore[no-untyped-def]
@@ -129,13 +137,7 @@ def test_allowlist_refuses_other_peers(tmp_path: Path, caplog: pytest.LogCapture
 
     async def main() -> None:
         b = await QM(tmp_path, B, port, allow=[f"{A}/32"]).start()
-        reader, writer = await asyncio.open_connection(B, port, local_addr=(C, 0))
-        try:
-            data = await asyncio.wait_for(reader.read(100), 10)
-        except ConnectionResetError:
-            data = b""
-        assert data == b""
-        writer.close()
+        assert await _closed_by_b(port)
         # An allowed peer still gets through.
         r2, w2 = await asyncio.open_connection(B, port, local_addr=(A, 0))
         assert not r2.at_eof()
@@ -165,13 +167,7 @@ def test_connections_beyond_max_connections_are_closed_and_the_qm_keeps_serving(
         idle = [await asyncio.open_connection(B, port, local_addr=(C, 0)) for _ in range(3)]
         await _wait_for(lambda: len(b.node.transports) == 3)  # type: ignore[union-attr]
         for _ in range(4):
-            reader, writer = await asyncio.open_connection(B, port, local_addr=(C, 0))
-            try:
-                data = await asyncio.wait_for(reader.read(100), 10)
-            except ConnectionResetError:
-                data = b""
-            assert data == b""
-            writer.close()
+            assert await _closed_by_b(port)
         assert len(b.node.transports) == 3
         for _, w in idle:
             w.close()
