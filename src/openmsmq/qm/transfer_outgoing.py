@@ -299,7 +299,13 @@ class OutgoingSide(TransferParts):
             if tx:
                 try:
                     events = t.seq.add_many(tx, now)
-                    self._by_sequence[tx[0].tx_sequence_id] = t
+                    sid = tx[0].tx_sequence_id
+                    if t.loaded_sequence != sid:
+                        # One entry per queue: the sequence it loaded before is done.
+                        if t.loaded_sequence is not None and self._by_sequence.get(t.loaded_sequence) is t:
+                            del self._by_sequence[t.loaded_sequence]
+                        t.loaded_sequence = sid
+                        self._by_sequence[sid] = t
                 except LocalProtocolError as exc:
                     # Should not happen: numbering comes from the store (a QM bug).
                     log.error("outgoing queue %s: %s", t.format_name, exc)

@@ -171,6 +171,9 @@ class OutgoingTransfer:
         #: still this value nothing was committed since, so a poll skips the queue
         #: (identifiers grow in commit order, in every process: Store).
         self.caught_up: int | None = None
+        #: The TxSequenceID of the transactional messages this queue loaded last (its
+        #: entry in Transfer._by_sequence, which holds one per queue).
+        self.loaded_sequence: TxSequenceId | None = None
 
     @property
     def has_work(self) -> bool:
