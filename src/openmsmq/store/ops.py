@@ -708,10 +708,14 @@ def _release_counted(
     # messages, non-transactional ones of other priorities): then the released bytes
     # are summed over the span first, instead of summing what is left afterwards (which
     # walked the whole backlog on every release). Two index seeks.
-    rest = conn.execute(
-        "SELECT 1 FROM messages WHERE queue_id = ? AND (order_key < ? OR order_key > ?) LIMIT 1",
-        (queue_id, lo_key, hi_key),
-    ).fetchone()
+    rest = (
+        conn.execute(
+            "SELECT 1 FROM messages WHERE queue_id = ? AND order_key > ? LIMIT 1", (queue_id, hi_key)
+        ).fetchone()
+        or conn.execute(
+            "SELECT 1 FROM messages WHERE queue_id = ? AND order_key < ? LIMIT 1", (queue_id, lo_key)
+        ).fetchone()
+    )
     released_bytes = 0
     if rest is not None:
         released_bytes = int(
