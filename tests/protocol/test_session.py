@@ -481,3 +481,79 @@ def test_encoded_transactional_packets_count_as_their_values() -> None:
         runs.append((sent, len(accepted), a.message_sent_count, a.recoverable_message_sent_count))
     assert runs[0] == runs[1]
     assert runs[0][1] == 10 and runs[0][2] == 10 and runs[0][3] == 10
+
+
+def test_recoverable_numbers_never_run_half_their_space_ahead_of_the_oldest_unstored() -> None:
+    """RecoverableMsgSeqNumber is 16 bits. A receiver acknowledges receipt at once and
+    storage later; while its store lags, the sender must not send so far ahead that a
+    number comes round again while its first message still waits for its
+    stored-acknowledgment, or the two are confused and the older one is never released.
+    Here B stores nothing until A stops sending; 70,000 messages then all get released,
+    each once, and A never runs more than half the number space ahead."""
+    a, b = pair()
+    drain(a), drain(b)
+    n = 70_000
+    for i in range(n):
+        a.send_user_message(recoverable_packet(i % 60_000 + 1), 1.0, handle=i)
+    released: list[int] = []
+    unstored: list[int] = []
+    ahead_max = 0
+    now = 1.0
+    for _ in range(400):  # bounded
+        for _ in range(5000):  # bounded: move bytes both ways until both sides are quiet
+            da, db = a.data_to_send(), b.data_to_send()
+            if not da and not db:
+                break
+            if da:
+                b.receive_data(da, now)
+            if db:
+                a.receive_data(db, now)
+        unstored += [e.recoverable_number for e in drain(b) if isinstance(e, UserMessageReceived)]
+        released += [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
+        pending = a._pending_recoverable
+        if pending:
+            ahead_max = max(ahead_max, (a.recoverable_message_sent_count - next(iter(pending))) % 0x10000)
+        if unstored:
+            # A sends nothing more now: B's store catches up with what it received.
+            for number in unstored:
+                b.recoverable_message_stored(number, now)
+            unstored.clear()
+        now += 0.25
+        b.handle_timer(now)
+        a.handle_timer(now)
+        if len(released) == n:
+            break
+    assert sorted(released) == list(range(n))
+    assert 30_000 < ahead_max <= 0x8000
+
+
+def test_stored_acknowledgments_keep_working_after_the_recoverable_number_wraps() -> None:
+    """RecoverableMsgSeqNumber counts to 0xFFFF and wraps to 0: a SessionHeader whose
+    RecoverableMsgAckSeqNumber is 0 acknowledges numbers 0, 1, … by its flags. Read as
+    "no acknowledgment", it left the 31 messages after each wrap unreleased for good."""
+    a, b = pair()
+    drain(a), drain(b)
+    n = 70_000
+    for i in range(n):
+        a.send_user_message(recoverable_packet(i % 60_000 + 1), 1.0, handle=i)
+    released: list[int] = []
+    now = 1.0
+    for _ in range(3000):  # bounded
+        for _ in range(50):
+            da, db = a.data_to_send(), b.data_to_send()
+            if not da and not db:
+                break
+            if da:
+                b.receive_data(da, now)
+            if db:
+                a.receive_data(db, now)
+        for e in drain(b):
+            if isinstance(e, UserMessageReceived):
+                b.recoverable_message_stored(e.recoverable_number, now)
+        released += [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
+        now += 0.05
+        b.handle_timer(now)
+        a.handle_timer(now)
+        if len(released) >= n:
+            break
+    assert sorted(released) == list(range(n))

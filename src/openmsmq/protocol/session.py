@@ -110,6 +110,13 @@ _RECOVERABLE_ACK_BURST = 32
 #: Bytes received that also make the next SessionAck immediate: a sender that bounds what
 #: it holds in bytes (large messages) would otherwise wait for a timer.
 _ACK_BYTES = 1024 * 1024
+#: How far the numbers of recoverable messages sent may run ahead of the oldest one the
+#: peer received but has not yet acknowledged as stored. RecoverableMsgSeqNumber is 16
+#: bits (MS-MQQB 2.2.1): a number reused while its first message still waited for its
+#: stored-acknowledgment made the two indistinguishable, and the older one was never
+#: released (a receiver whose store lagged 65,536 messages behind its receipts left tens of
+#: thousands in the sender's outgoing queue for good). Half the number space.
+_RECOVERABLE_AHEAD_MAX = 0x8000
 _OPEN = SessionState.OPEN
 _CLOSED = SessionState.CLOSED
 
@@ -579,8 +586,14 @@ class Session:
         sent = self.message_sent_count
         recoverable_sent = self.recoverable_message_sent_count
         moved = 0  # bytes of encoded packets taken from the backlog
+        pending = self._pending_recoverable
+        # The oldest recoverable number the peer has not acknowledged as stored: the first
+        # key of _pending_recoverable (insertion order), else the first waiting entry.
+        oldest = next(iter(pending)) if pending else None
         try:
             while backlog and len(awaiting) < window:
+                if oldest is not None and (recoverable_sent - oldest) % _U16 >= _RECOVERABLE_AHEAD_MAX:
+                    break  # resumes when stored-acknowledgments release the oldest ones
                 packet, handle = backlog.popleft()
                 if isinstance(packet, bytes):
                     # An encoded transactional UserMessage (see send_user_messages): DM is
@@ -777,7 +790,10 @@ class Session:
         # transactional never, seed 003): a transactional stream skips the bit set below.
         plain = [e for e in covered_entries if not e.transactional]
         rec_acked: set[int] = set()
-        if h.recoverable_msg_ack_seq_number and (plain or self._pending_recoverable):
+        # The flags say whether the header acknowledges stored messages: its base may be 0,
+        # the number after 0xFFFF (RecoverableMsgSeqNumber is 16 bits and wraps). Reading
+        # base 0 as "none" left the 31 messages after every wrap unreleased for good.
+        if h.recoverable_msg_ack_flags and (plain or self._pending_recoverable):
             for bit in range(32):
                 if h.recoverable_msg_ack_flags >> bit & 1:
                     rec_acked.add((h.recoverable_msg_ack_seq_number + bit) % _U16)
