@@ -314,7 +314,7 @@ class OutgoingSide(TransferParts):
                     return False
                 self._outgoing_events(t, events, now)
             for m in plain:
-                t.plain.append(m.lookup_id)
+                t.plain[m.lookup_id] = None
                 if t.connected:
                     self._transmit(t, [m], now, resend=False)
             if len(rows) < limit:
@@ -612,8 +612,13 @@ class OutgoingSide(TransferParts):
         for t in self.outgoing.values():
             if t.next_hop != conn.peer:
                 continue
-            for lid in [x for x in t.plain if x in acked]:
-                t.plain.remove(lid)
+            plain = t.plain
+            if len(acked) < len(plain):
+                done = [lid for lid in acked if lid in plain]
+            else:
+                done = [lid for lid in plain if lid in acked]
+            for lid in sorted(done):
+                del plain[lid]
                 t.messages.pop(lid, None)
                 self._deletes.append((t.queue_id, lid))
 
@@ -631,5 +636,4 @@ def _drop_unsent(t: OutgoingTransfer, handle: int, om: OutgoingMessage | None = 
     if om is not None:
         t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
     t.messages.pop(handle, None)
-    if handle in t.plain:
-        t.plain.remove(handle)
+    t.plain.pop(handle, None)

@@ -146,7 +146,10 @@ class OutgoingTransfer:
         #: at the first send (it needs the QM's GUID).
         self.encode_row: RowEncoder | None = None
         #: Non-transactional messages loaded, in order (released by SessionAck).
-        self.plain: list[int] = []
+        #: A dict used as an ordered set (LookupIdentifier -> None): a SessionAck removes
+        #: what it acknowledged in O(1) each (a list made each SessionAck walk every
+        #: loaded message: 100,000 loaded while the peer was away drained at 2/3 speed).
+        self.plain: dict[int, None] = {}
         self.loaded_through = 0
         self.connected = False
         self.waiting = 0
