@@ -38,9 +38,9 @@ SEQ = TxSequenceId(1_700_000_000, 1)
 QUEUE = PrivateQueueFormatNameId(7)
 
 
-def pump(a: Session, b: Session, now: float) -> None:
-    """Move bytes both ways until both sides are quiet (bounded)."""
-    for _ in range(100):
+def pump(a: Session, b: Session, now: float, rounds: int = 100) -> None:
+    """Move bytes both ways until both sides are quiet (at most ``rounds`` rounds)."""
+    for _ in range(rounds):
         da, db = a.data_to_send(), b.data_to_send()
         if not da and not db:
             return
@@ -483,6 +483,15 @@ def test_encoded_transactional_packets_count_as_their_values() -> None:
     assert runs[0][1] == 10 and runs[0][2] == 10 and runs[0][3] == 10
 
 
+def _recoverable_backlog(n: int) -> tuple[Session, Session]:
+    """Sessions A -> B with ``n`` recoverable messages handed to A (handles 0..n-1)."""
+    a, b = pair()
+    drain(a), drain(b)
+    for i in range(n):
+        a.send_user_message(recoverable_packet(i % 60_000 + 1), 1.0, handle=i)
+    return a, b
+
+
 def test_recoverable_numbers_never_run_half_their_space_ahead_of_the_oldest_unstored() -> None:
     """RecoverableMsgSeqNumber is 16 bits. A receiver acknowledges receipt at once and
     storage later; while its store lags, the sender must not send so far ahead that a
@@ -490,24 +499,14 @@ def test_recoverable_numbers_never_run_half_their_space_ahead_of_the_oldest_unst
     stored-acknowledgment, or the two are confused and the older one is never released.
     Here B stores nothing until A stops sending; 70,000 messages then all get released,
     each once, and A never runs more than half the number space ahead."""
-    a, b = pair()
-    drain(a), drain(b)
     n = 70_000
-    for i in range(n):
-        a.send_user_message(recoverable_packet(i % 60_000 + 1), 1.0, handle=i)
+    a, b = _recoverable_backlog(n)
     released: list[int] = []
     unstored: list[int] = []
     ahead_max = 0
     now = 1.0
     for _ in range(400):  # bounded
-        for _ in range(5000):  # bounded: move bytes both ways until both sides are quiet
-            da, db = a.data_to_send(), b.data_to_send()
-            if not da and not db:
-                break
-            if da:
-                b.receive_data(da, now)
-            if db:
-                a.receive_data(db, now)
+        pump(a, b, now, rounds=5000)
         unstored += [e.recoverable_number for e in drain(b) if isinstance(e, UserMessageReceived)]
         released += [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
         pending = a._pending_recoverable
@@ -531,22 +530,12 @@ def test_stored_acknowledgments_keep_working_after_the_recoverable_number_wraps(
     """RecoverableMsgSeqNumber counts to 0xFFFF and wraps to 0: a SessionHeader whose
     RecoverableMsgAckSeqNumber is 0 acknowledges numbers 0, 1, … by its flags. Read as
     "no acknowledgment", it left the 31 messages after each wrap unreleased for good."""
-    a, b = pair()
-    drain(a), drain(b)
     n = 70_000
-    for i in range(n):
-        a.send_user_message(recoverable_packet(i % 60_000 + 1), 1.0, handle=i)
+    a, b = _recoverable_backlog(n)
     released: list[int] = []
     now = 1.0
     for _ in range(3000):  # bounded
-        for _ in range(50):
-            da, db = a.data_to_send(), b.data_to_send()
-            if not da and not db:
-                break
-            if da:
-                b.receive_data(da, now)
-            if db:
-                a.receive_data(db, now)
+        pump(a, b, now, rounds=5000)
         for e in drain(b):
             if isinstance(e, UserMessageReceived):
                 b.recoverable_message_stored(e.recoverable_number, now)
