@@ -587,8 +587,9 @@ class Session:
         recoverable_sent = self.recoverable_message_sent_count
         moved = 0  # bytes of encoded packets taken from the backlog
         pending = self._pending_recoverable
-        # The oldest recoverable number the peer has not acknowledged as stored: the first
-        # key of _pending_recoverable (insertion order), else the first waiting entry.
+        # The oldest recoverable number the peer received and has not acknowledged as
+        # stored: the first key of _pending_recoverable (insertion order). What is not yet
+        # acknowledged as received is at most a window behind and needs no check.
         oldest = next(iter(pending)) if pending else None
         try:
             while backlog and len(awaiting) < window:

@@ -269,6 +269,22 @@ def store_packet_arrivals(
     if rows is not None:
         stored = qm.accept_arrival_rows(queue, rows, state)
         return ArrivalResult(tuple(stored), (), 0, 0)
+    return store_packet_messages(
+        qm, queue, packets, destination, state, send_insecure_nacks=send_insecure_nacks
+    )
+
+
+def store_packet_messages(
+    qm: QueueManager,
+    queue: str,
+    packets: Sequence[UserMessage],
+    destination: str,
+    state: IncomingSequenceState,
+    *,
+    send_insecure_nacks: bool = False,
+) -> ArrivalResult:
+    """:func:`store_arrivals` of the packets as messages: the full arrival rules, for a
+    run :func:`plain_packet_rows` gave no rows for."""
     messages = [message_from_packet(p, destination) for p in packets]
     return store_arrivals(qm, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
 
@@ -291,4 +307,4 @@ def hop_count_exceeded(
     return len(sends)
 
 
-__all__ += ["hop_count_exceeded", "plain_packet_rows", "store_packet_arrivals"]
+__all__ += ["hop_count_exceeded", "plain_packet_rows", "store_packet_arrivals", "store_packet_messages"]

@@ -8,8 +8,7 @@ inherits :class:`SequencesMixin`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.handles import QueueHandle, _QueueState
 from openmsmq.store import ops, reads
-from openmsmq.store.db import Store
+from openmsmq.store.db import Store, WriteContext
 from openmsmq.store.ops import Send
 from openmsmq.store.records import (
     COL,
@@ -82,65 +81,56 @@ class SequencesMixin:
         )
 
     def release_outgoing_many(self, releases: Sequence[tuple[QueueRef, int]]) -> list[BaseException | None]:
-        """:meth:`release_outgoing` (``return_ids=False``) of several outgoing queues,
-        submitted together so that they share one store transaction and one fsync (each
-        in its own savepoint: one failing leaves the others). One outcome per release
-        (None: durable)."""
+        """:meth:`release_outgoing` (``return_ids=False``) of several outgoing queues in one
+        store batch (:meth:`Store.write_each`: one COMMIT, one fsync, each in its own
+        savepoint). One outcome per release: None (durable) or the MQError."""
         self._check_open()
-        if len(releases) == 1:  # one: written by this thread (no hand-over to the writer)
-            try:
-                self.release_outgoing(*releases[0], return_ids=False)
-            except MQError as exc:
-                return [exc]
-            return [None]
         awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
-        futures: list[Future[Any] | BaseException] = []
-        for queue, up_to in releases:
+        out: list[BaseException | None] = [None] * len(releases)
+        todo: list[int] = []
+        fns = []
+        for i, (queue, up_to) in enumerate(releases):
             try:
                 qid = self._resolve(queue).record.queue_id
             except MQError as exc:
-                futures.append(exc)
+                out[i] = exc
                 continue
-            futures.append(self.store.submit(ops.release_outgoing(qid, up_to, awaiting, return_ids=False)))
-        return [_outcome(f) for f in futures]
+            todo.append(i)
+            fns.append(ops.release_outgoing(qid, up_to, awaiting, return_ids=False))
+        for i, res in zip(todo, self.store.write_each(fns), strict=True):
+            out[i] = res if isinstance(res, MQError) else None
+        return out
 
     def accept_arrival_rows_many(
         self, runs: Sequence[tuple[QueueRef, Sequence[list[Any]], IncomingSequenceState]]
     ) -> list[BaseException | None]:
-        """:meth:`accept_arrival_rows` of runs of different incoming sequences, submitted
-        together so that they share one store transaction and one fsync (each in its own
-        savepoint: one failing leaves the others). A receiver with many senders (or one
-        sender with many queues) otherwise paid one fsync per sequence. One outcome per
-        run (None: durable)."""
+        """:meth:`accept_arrival_rows` of runs of different incoming sequences in one store
+        batch (:meth:`Store.write_each`: one COMMIT, one fsync, each in its own savepoint).
+        A receiver with many senders (or one sender with many queues) otherwise paid one
+        fsync per sequence. One outcome per run: None (durable) or the MQError."""
         self._check_open()
-        if len(runs) == 1:  # one: written by this thread (no hand-over to the writer)
-            try:
-                self.accept_arrival_rows(*runs[0])
-            except MQError as exc:
-                return [exc]
-            return [None]
         now = self._now()
-        futures: list[Future[Any] | BaseException] = []
-        states: list[_QueueState | None] = []
-        for queue, rows, state in runs:
+        out: list[BaseException | None] = [None] * len(runs)
+        planned: list[tuple[int, _QueueState, int]] = []  # (run, queue, rows)
+        fns = []
+        for i, (queue, rows, state) in enumerate(runs):
             try:
-                qs = self._resolve(queue)
+                qs, fn = self._arrival_rows_op(queue, rows, state, now)
             except MQError as exc:
-                futures.append(exc)
-                states.append(None)
+                out[i] = exc
                 continue
-            qid = qs.record.queue_id
-            batch = rows if isinstance(rows, list) else list(rows)
-            futures.append(
-                self.store.submit(ops.accept_incoming_rows(qid, batch, [replace(state, queue_id=qid)], now))
-            )
-            states.append(qs)
-        out = [_outcome(f) for f in futures]
-        done = [qs for qs, res in zip(states, out, strict=True) if qs is not None and res is None]
-        self.metrics.count_accepted(
-            sum(len(rows) for (_q, rows, _s), res in zip(runs, out, strict=True) if res is None)
-        )
-        self._notify(done)
+            planned.append((i, qs, len(rows)))
+            fns.append(fn)
+        stored: list[_QueueState] = []
+        count = 0
+        for (i, qs, n), res in zip(planned, self.store.write_each(fns), strict=True):
+            if isinstance(res, MQError):
+                out[i] = res
+            else:
+                stored.append(qs)
+                count += n
+        self.metrics.count_accepted(count)
+        self._notify(stored)
         return out
 
     def settle_final_acks(self, final_acks: Sequence[tuple[int, int, int, int]]) -> list[ops.FinalAckOutcome]:
@@ -228,15 +218,20 @@ class SequencesMixin:
         inserted with ``state`` in one durable store transaction, ArrivedTime now (written
         into the rows, which the call takes over). Returns their LookupIdentifiers."""
         self._check_open()
-        qs = self._resolve(queue)
-        qid = qs.record.queue_id
-        rows = rows if isinstance(rows, list) else list(rows)
-        stored = self.store.write(
-            ops.accept_incoming_rows(qid, rows, [replace(state, queue_id=qid)], self._now())
-        )
+        qs, fn = self._arrival_rows_op(queue, rows, state, self._now())
+        stored: list[int] = self.store.write(fn)
         self.metrics.count_accepted(len(rows))
         self._notify([qs])
         return stored
+
+    def _arrival_rows_op(
+        self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState, now: int
+    ) -> tuple[_QueueState, Callable[[WriteContext], list[int]]]:
+        """The queue and the store operation of :meth:`accept_arrival_rows`."""
+        qs = self._resolve(queue)
+        qid = qs.record.queue_id
+        batch = rows if isinstance(rows, list) else list(rows)
+        return qs, ops.accept_incoming_rows(qid, batch, [replace(state, queue_id=qid)], now)
 
     def record_incoming(self, states: Sequence[IncomingSequenceState]) -> None:
         """Persist incoming sequence state without messages (rejections)."""
@@ -247,14 +242,3 @@ class SequencesMixin:
         """Every persisted incoming sequence (restore the receiver state at start)."""
         self._check_open()
         return self.store.read(reads.incoming_sequences)
-
-
-def _outcome(f: Future[Any] | BaseException) -> BaseException | None:
-    """None when the submitted operation ``f`` became durable, else its exception."""
-    if isinstance(f, BaseException):
-        return f
-    try:
-        f.result()
-    except MQError as exc:
-        return exc
-    return None

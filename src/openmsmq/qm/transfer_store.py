@@ -25,7 +25,7 @@ from openmsmq.qm.arrival import (
     plain_packet_rows,
     session_of_state,
     store_arrivals,
-    store_packet_arrivals,
+    store_packet_messages,
 )
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
 from openmsmq.qm.transfer_state import (
@@ -245,7 +245,7 @@ class StoreWorkSide(TransferParts):
                 continue
             flush()
             try:
-                store_packet_arrivals(
+                store_packet_messages(
                     qm, g.queue, g.packets, g.key.destination, g.state, send_insecure_nacks=insecure
                 )
             except MQError as exc:

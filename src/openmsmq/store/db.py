@@ -414,6 +414,25 @@ class Store:
         """Submit several operations at once (they usually share one COMMIT)."""
         return [self.submit(fn) for fn in fns]
 
+    def write_each(self, fns: Sequence[Callable[[WriteContext], Any]]) -> list[Any]:
+        """Run independent operations and wait until they are durable: one is written by
+        this thread (:meth:`write`), several are submitted together (:meth:`write_many`)
+        so that they share a COMMIT, each in its own savepoint. One item per operation:
+        its result, or the :class:`MQError` it failed with (one failing leaves the
+        others; any other exception propagates)."""
+        if len(fns) == 1:
+            try:
+                return [self.write(fns[0])]
+            except MQError as exc:
+                return [exc]
+        out: list[Any] = []
+        for future in self.write_many(fns):
+            try:
+                out.append(future.result())
+            except MQError as exc:
+                out.append(exc)
+        return out
+
     def _writer_loop(self) -> None:
         """The writer thread: leads when handed the role (only :meth:`submit` callers
         queued, or ``inline_commit=False``), running batches until none is pending."""

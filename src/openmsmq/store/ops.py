@@ -25,6 +25,8 @@ from openmsmq.store.reads import (
 from openmsmq.store.records import (
     COL,
     INFINITE,
+    LOOKUP_MASK,
+    PRIORITY0_BAND,
     IncomingSequenceState,
     Message,
     OutgoingSequenceState,
@@ -568,13 +570,6 @@ def new_tx_sequence_id(conn: sqlite3.Connection, floor: int) -> int:
     return new_id
 
 
-#: Order keys of priority 0 (band ``(7 - 0) << 56``): every transactional message a QM
-#: sends has priority 0 (MS-MQDMPR 3.1.1.12; records.stamped_rows), so the messages of an
-#: outgoing queue's own sequence lie in this band, in LookupIdentifier order.
-_BAND_P0 = 7 << 56
-_ID_BITS = (1 << 56) - 1
-
-
 def _first_numbered_above(conn: sqlite3.Connection, queue_id: int, sid: int, up_to_number: int) -> int:
     """The lowest LookupIdentifier at or after which the queue's rows of sequence ``sid``
     are numbered above ``up_to_number`` (one past the highest identifier when none is).
@@ -585,16 +580,16 @@ def _first_numbered_above(conn: sqlite3.Connection, queue_id: int, sid: int, up_
     bound. Found by bisection over identifiers, each probe one index seek (about 20 for
     a million rows) instead of a walk over the queue."""
     top = conn.execute("SELECT max(order_key) FROM messages WHERE queue_id = ?", (queue_id,)).fetchone()[0]
-    if top is None or top < _BAND_P0:
+    if top is None or top < PRIORITY0_BAND:
         return 1
     probe = (
         "SELECT tx_sequence_number FROM messages WHERE queue_id = ? AND order_key BETWEEN ? AND ?"
         " AND tx_sequence_id = ? AND tx_sequence_number != 0 ORDER BY order_key LIMIT 1"
     )
-    lo, hi = 1, (top & _ID_BITS) + 1
+    lo, hi = 1, (top & LOOKUP_MASK) + 1
     while lo < hi:
         mid = (lo + hi) // 2
-        row = conn.execute(probe, (queue_id, _BAND_P0 | mid, top, sid)).fetchone()
+        row = conn.execute(probe, (queue_id, PRIORITY0_BAND | mid, top, sid)).fetchone()
         if row is None or row[0] > up_to_number:
             hi = mid
         else:
@@ -636,17 +631,23 @@ def release_outgoing(
         )
         other_band = conn.execute(
             "SELECT 1 FROM messages WHERE queue_id = ? AND order_key < ? AND tx_sequence_id = ? LIMIT 1",
-            (queue_id, _BAND_P0, sid),
+            (queue_id, PRIORITY0_BAND, sid),
         ).fetchone()
         if other_band is None:  # the QM's case: its transactional messages have priority 0
             below = _first_numbered_above(conn, queue_id, sid, up_to_number)
-            args: tuple[int, ...] = (queue_id, _BAND_P0, _BAND_P0 | (below - 1), sid, up_to_number)
+            args: tuple[int, ...] = (
+                queue_id,
+                PRIORITY0_BAND,
+                PRIORITY0_BAND | (below - 1),
+                sid,
+                up_to_number,
+            )
         else:  # rows of the sequence in other bands (written below the QM): every band
-            args = (queue_id, 0, _BAND_P0 | _ID_BITS, sid, up_to_number)
+            args = (queue_id, 0, PRIORITY0_BAND | LOOKUP_MASK, sid, up_to_number)
         if return_ids:
             moved, deleted = _release_listed(ctx, queue_id, where, args, awaiting_queue_id)
         else:
-            moved, deleted = _release_counted(ctx, queue_id, where, args, awaiting_queue_id), []
+            moved, deleted = _release_counted(ctx, queue_id, where, args, args[1:3], awaiting_queue_id), []
         left = conn.execute(
             "SELECT 1 FROM messages WHERE queue_id = ? AND tx_sequence_number != 0 LIMIT 1", (queue_id,)
         ).fetchone()
@@ -698,12 +699,17 @@ def _release_listed(
 
 
 def _release_counted(
-    ctx: WriteContext, queue_id: int, where: str, args: tuple[int, ...], awaiting: int | None
+    ctx: WriteContext,
+    queue_id: int,
+    where: str,
+    args: tuple[int, ...],
+    span: tuple[int, ...],
+    awaiting: int | None,
 ) -> list[int]:
     """:func:`release_outgoing` without the id list, in one pass: the moved ids.
-    ``args`` starts with the queue and the order-key span the range lies in."""
+    ``span``: the (lowest, highest) order key the range lies in."""
     conn = ctx.conn
-    lo_key, hi_key = args[1], args[2]
+    lo_key, hi_key = span
     # Whether the queue holds anything outside the span (a backlog behind the released
     # messages, non-transactional ones of other priorities): then the released bytes
     # are summed over the span first, instead of summing what is left afterwards (which

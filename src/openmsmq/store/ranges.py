@@ -32,7 +32,14 @@ from typing import Any, NamedTuple
 from openmsmq.store.db import WriteContext
 from openmsmq.store.ops import Remove, Send, _apply_removes, _insert_messages
 from openmsmq.store.reads import take_up_to_bytes
-from openmsmq.store.records import COL, MESSAGE_COLUMNS, Message, message_from_row
+from openmsmq.store.records import (
+    COL,
+    LOOKUP_MASK,
+    MESSAGE_COLUMNS,
+    PRIORITY0_BAND,
+    Message,
+    message_from_row,
+)
 
 __all__ = [
     "MAX_IDENTITY_CHARS",
@@ -54,7 +61,7 @@ __all__ = [
 
 #: Longest identity string an idempotent send accepts.
 MAX_IDENTITY_CHARS = 255
-_MAX_ID = (1 << 56) - 1  # LookupIdentifiers stay below 2**56 (the priority bits sit above)
+_MAX_ID = LOOKUP_MASK  # LookupIdentifiers stay below 2**56 (the priority bits sit above)
 _TX_FLAGS = COL["tx_flags"]
 _SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 #: The stored size (body, label, extension) of a row of MESSAGE_COLUMNS.
@@ -226,7 +233,7 @@ def fetch_rows_through(
 
 
 #: Lowest order key of the priority-0 band (band 7): bands 0-6 (priorities 7..1) lie below it.
-_BAND0 = 7 << 56
+_BAND0 = PRIORITY0_BAND
 
 
 def fetch_outgoing_rows(

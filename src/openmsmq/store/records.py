@@ -33,6 +33,7 @@ __all__ = [
     "LOOKUP_MASK",
     "MAX_MESSAGE_BYTES",
     "MESSAGE_COLUMNS",
+    "PRIORITY0_BAND",
     "PROPS",
     "QUEUE_COLUMNS",
     "ROW_COLUMNS",
@@ -599,6 +600,9 @@ _CLASS_FLAGS_SQL = "(m.message_class << 3) | (m.transactional << 2) | m.tx_flags
 KEYED_SELECT = ", ".join(_CLASS_FLAGS_SQL if c == "class_flags" else f"m.{c}" for c in KEYED_COLUMNS)
 #: order_key -> LookupIdentifier (the low 56 bits; priority is the top byte).
 LOOKUP_MASK = (1 << 56) - 1
+#: Lowest order_key of priority 0 (band ``(7 - 0) << 56``), the highest band: every
+#: transactional message has priority 0, so an outgoing queue's sequence lies in it.
+PRIORITY0_BAND = 7 << 56
 
 
 def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
