@@ -246,7 +246,7 @@ def test_intermediate_qm_forwards_without_sequence_processing() -> None:
     (ev,) = drain(b)
     assert isinstance(ev, ForwardMessage)
     assert ev.packet == packet  # TransactionHeader passed through untouched
-    assert ev.recoverable == 0  # acknowledged on receipt: the sender keeps it until its OrderAck
+    assert ev.recoverable is None  # acknowledged on receipt: the sender keeps it until its OrderAck
     assert len(b.incoming) == 0  # no sequence state touched
     assert b.incoming.get_timer() is None  # no OrderAck scheduled
 
@@ -546,3 +546,38 @@ def test_stored_acknowledgments_keep_working_after_the_recoverable_number_wraps(
         if len(released) >= n:
             break
     assert sorted(released) == list(range(n))
+
+
+def test_the_recoverable_message_numbered_0_waits_for_its_stored_acknowledgment() -> None:
+    """After 0xFFFF the RecoverableMessage number wraps to 0, a number like any other: the
+    sender keeps message 0 until the receiver acknowledges it as stored, and the receiver
+    acknowledges it only once stored. (0 once meant "express" on both sides: A released
+    it on receipt, and a crash of B before storing it lost it.)"""
+    a, b = pair()
+    drain(a), drain(b)
+    # The ADM counters as after 65,534 recoverable messages, all acknowledged.
+    a.recoverable_message_sent_count = 0xFFFE
+    b.recoverable_message_received_count = b.last_acked_recoverable_msg_seq_number = 0xFFFE
+    for handle in (1, 2, 3):  # numbered 0xFFFF, 0, 1
+        a.send_user_message(recoverable_packet(handle), 1.0, handle=handle)
+    pump(a, b, 1.0)
+    received = [e for e in drain(b) if isinstance(e, UserMessageReceived)]
+    assert [e.recoverable_number for e in received] == [0xFFFF, 0, 1]
+    for e in (received[0], received[2]):  # message 0 is not stored yet
+        b.recoverable_message_stored(e.recoverable_number, 1.0)
+    now = 1.0
+    released: list[int] = []
+    for _ in range(4):  # bounded: past RecoverableAckSendTimeout and AckTimeout / 2
+        now += 10.0
+        b.handle_timer(now)
+        a.handle_timer(now)
+        pump(a, b, now)
+        released += [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
+    assert sorted(released) == [1, 3]
+    b.recoverable_message_stored(received[1].recoverable_number, now)
+    deadline = b.get_timer()
+    assert deadline is not None
+    b.handle_timer(deadline)
+    pump(a, b, deadline)
+    released += [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
+    assert sorted(released) == [1, 2, 3]

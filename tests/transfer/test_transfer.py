@@ -212,6 +212,33 @@ def test_intermediate_stores_recoverable_messages_before_acknowledging_them(net:
     assert outgoing_count(b.qm) == 0
 
 
+def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Net) -> None:
+    # RecoverableMessage numbers wrap from 0xFFFF to 0. Message 0 is released by A only
+    # once B stored it, as every other recoverable one: B holds its store here, so A keeps
+    # all three; then B stores and acknowledges 0 too, and A's outgoing queue empties.
+    a, b = _pair(net)
+    b.qm.create_queue("private$\\plain")
+    dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
+    a.qm.send(dest, Message(body=b"first", delivery=1))
+    net.run_until_quiet()
+    (sa,) = [c.session for c in a.transfer._conns.values()]
+    (sb,) = [c.session for c in b.transfer._conns.values()]
+    # The ADM counters as after 65,535 recoverable messages, all acknowledged.
+    sa.recoverable_message_sent_count = 0xFFFE
+    sb.recoverable_message_received_count = sb.last_acked_recoverable_msg_seq_number = 0xFFFE
+    b.hold_store = True
+    for i in range(3):  # numbered 0xFFFF, 0, 1
+        a.qm.send(dest, Message(body=b"p%d" % i, delivery=1))
+    net.settle()
+    for _ in range(5):
+        net.advance(0.6)
+    assert outgoing_count(a.qm) == 3  # B has not stored them: A keeps each, 0 included
+    b.release_held(net.clock.now)
+    net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0
+    assert bodies_in(b.qm, "private$\\plain") == [b"first", b"p0", b"p1", b"p2"]
+
+
 def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_queue(net: Net) -> None:
     a, b = _pair(net)
     a.qm.create_queue("private$\\local", transactional=True)

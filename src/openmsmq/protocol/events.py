@@ -121,14 +121,15 @@ class EstablishmentComplete:
 class UserMessageReceived:
     """A non-transactional UserMessage whose final destination is this QM.
 
-    For a recoverable one (``recoverable_number`` != 0) call
+    For a recoverable one (``recoverable_number`` is not None; 0 is a number like any
+    other, the one after 0xFFFF) call
     :meth:`Session.recoverable_message_stored` once it is persisted; only then does a
     SessionAck cover it. Duplicate elimination (MessageIDHistoryTable, MS-MQQB
     3.1.5.8.1) is the QM's, keyed by ``packet.message_id``.
     """
 
     packet: UserMessage
-    recoverable_number: int
+    recoverable_number: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +163,9 @@ class ForwardMessage:
     packet: UserMessagePacket
     #: RecoverableMessage number of a recoverable non-transactional UserMessage or FinalAck,
     #: which the session acknowledges only once the QM stored it
-    #: (:meth:`Session.recoverable_message_stored`, MS-MQQB 3.1.5.8.7); 0 for anything else
-    #: (express, transactional, OrderAcks).
-    recoverable: int = 0
+    #: (:meth:`Session.recoverable_message_stored`, MS-MQQB 3.1.5.8.7), 0 included (the
+    #: number after 0xFFFF); None for anything else (express, transactional, OrderAcks).
+    recoverable: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -609,7 +609,7 @@ class Session:
                 message = packet if isinstance(packet, UserMessage) else packet.message
                 data = packet.encode()  # may raise LocalProtocolError: nothing counted then
                 sent = (sent + 1) % _U16
-                recoverable = 0
+                recoverable = None  # express
                 if (message.user.flags >> 5) & 0x3 == DeliveryMode.RECOVERABLE:  # UserHeader.Flags.DM
                     recoverable_sent = (recoverable_sent + 1) % _U16
                     recoverable = recoverable_sent
@@ -638,7 +638,8 @@ class Session:
         if self._ack_send_deadline is None:
             self._ack_send_deadline = now + self.ack_wait_timeout / 2
         self._session_active = True
-        recoverable = 0
+        # None for an express message; a RecoverableMessage number may be 0 (after the wrap).
+        recoverable: int | None = None
         big = self._received_bytes >= _ACK_BYTES
         if (user.flags >> 5) & 0x3 == _DM_RECOVERABLE:  # UserHeader.Flags.DM
             # MS-MQQB 3.1.5.8.7 (_on_recoverable, inlined: once per message).
@@ -687,7 +688,9 @@ class Session:
         self._local_destination = destination
         return False
 
-    def _route(self, packet: UserMessagePacket, message: UserMessage, recoverable: int, now: float) -> None:
+    def _route(
+        self, packet: UserMessagePacket, message: UserMessage, recoverable: int | None, now: float
+    ) -> None:
         user = message.user
         qm_address = user.queue_manager_address
         if qm_address is not self._known_local and not self._is_local(qm_address):
@@ -706,7 +709,7 @@ class Session:
             )
             return
         if packet is not message and isinstance(packet, FinalAck):
-            if recoverable:
+            if recoverable is not None:
                 self._persisted_unacked.add(recoverable)
             fbody = packet.body
             self._events.append(
@@ -801,7 +804,7 @@ class Session:
         handles: list[int] = []
         for entry in plain:
             # Express released by AckSequenceNumber, recoverable by the recoverable fields.
-            if entry.recoverable_number == 0 or entry.recoverable_number in rec_acked:
+            if entry.recoverable_number is None or entry.recoverable_number in rec_acked:
                 handles.append(entry.handle)
             else:
                 # Delivered, not yet persisted by the peer: its bit comes in a later header.

@@ -21,7 +21,9 @@ class AwaitingAck:
     """An entry awaiting a session acknowledgment (part of OutgoingMessagePosition)."""
 
     sequence_number: int  # session number, mod 2**16
-    recoverable_number: int  # 0 = express
+    #: RecoverableMessage number, 0..0xFFFF (0 is a valid number after the 16-bit wrap);
+    #: None for an express message.
+    recoverable_number: int | None
     transactional: bool
     handle: int
     size: int  # encoded bytes (Session.unacked_bytes)
@@ -65,10 +67,11 @@ def recoverable_ack_fields(persisted: set[int]) -> tuple[int, int]:
     return base, flags
 
 
-def stored_before_ack(packet: UserMessagePacket, message: UserMessage, recoverable: int) -> int:
+def stored_before_ack(packet: UserMessagePacket, message: UserMessage, recoverable: int | None) -> int | None:
     """The RecoverableMessage number of a packet this QM passes on that waits for the QM
     to store it before it is acknowledged: a recoverable non-transactional UserMessage or
-    FinalAck (transactional messages and OrderAcks are acknowledged on receipt); else 0."""
+    FinalAck (transactional messages and OrderAcks are acknowledged on receipt); else
+    None. 0 is a number like any other (the one after 0xFFFF)."""
     if packet is message:
-        return recoverable if message.transaction is None else 0
-    return recoverable if isinstance(packet, FinalAck) else 0
+        return recoverable if message.transaction is None else None
+    return recoverable if isinstance(packet, FinalAck) else None

@@ -187,7 +187,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: (memo, path, route) of the last accepted message: its route is shared while
         #: the memo object and the path are the same.
         self._last_route: tuple[object, str, AcceptRoute] | None = None
-        self._nontx_in: list[tuple[str, Message, int, int]] = []
+        self._nontx_in: list[tuple[str, Message, int, int | None]] = []
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
         self._releases: dict[int, int] = {}
@@ -196,7 +196,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
         #: queue of their destination before they are acknowledged (format name, message,
         #: connection, RecoverableMessage number).
-        self._forward_in: list[tuple[str, Message, int, int]] = []
+        self._forward_in: list[tuple[str, Message, int, int | None]] = []
         self._deletes: list[tuple[int, int]] = []
         self._release_in_flight: ReleaseBatch | None = None
         # Forwarding (intermediate hop).
@@ -464,7 +464,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
     # ------------------------------------------------------------------ forwarding
 
     def _forward_packet(
-        self, packet: UserMessagePacket, now: float, conn: Conn | None = None, recoverable: int = 0
+        self, packet: UserMessagePacket, now: float, conn: Conn | None = None, recoverable: int | None = None
     ) -> None:
         """Intermediate hop (seed 003): pass the packet on with its TransactionHeader
         untouched; only the hop count moves and the previous hop's SessionHeader goes.
@@ -495,7 +495,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return
         user = replace(message.user, flags=(message.user.flags & ~0x1F) | hops)
         message = replace(message, user=user, session=None)
-        if recoverable and conn is not None:
+        if recoverable is not None and conn is not None:
             dest = message.destination_queue
             if isinstance(dest, DirectQueueFormatName):
                 name = "DIRECT=" + dest.name

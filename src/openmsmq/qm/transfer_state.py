@@ -243,13 +243,13 @@ class StoreLocal:
     """Non-transactional messages for local queues: (queue, message, connection, recoverable no.),
     and those this QM stores to forward."""
 
-    items: tuple[tuple[str, Message, int, int], ...]
+    items: tuple[tuple[str, Message, int, int | None], ...]
     #: Messages dropped as an intermediate hop (hop count exceeded, MS-MQQB 3.1.5.8.2) with
     #: the AckSession of the previous hop when it is the sender: their NACKs to enqueue.
     hop_nacks: tuple[tuple[Message, object], ...] = ()
     #: Recoverable messages passed on (store and forward): (format name of their
     #: destination, message, connection, recoverable no.), into its outgoing queue.
-    forwards: tuple[tuple[str, Message, int, int], ...] = ()
+    forwards: tuple[tuple[str, Message, int, int | None], ...] = ()
 
 
 StoreWork = AcceptBatch | ReleaseBatch | StoreLocal

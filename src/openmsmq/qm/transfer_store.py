@@ -61,9 +61,9 @@ class StoreWorkSide(TransferParts):
     unstored_bytes: int
     _accepted_bytes: int
     _accept_in_flight: AcceptBatch | None
-    _nontx_in: list[tuple[str, Message, int, int]]
+    _nontx_in: list[tuple[str, Message, int, int | None]]
     _expire_due: bool
-    _forward_in: list[tuple[str, Message, int, int]]
+    _forward_in: list[tuple[str, Message, int, int | None]]
     _local_in_flight: StoreLocal | None
     _hop_nacks: list[tuple[Message, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
@@ -291,7 +291,7 @@ class StoreWorkSide(TransferParts):
             self.unstored_bytes -= sum([len(m.body) for _, m, _c, _n in stored])
             for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
                 conn = self._conns.get(cid)
-                if res is None and conn is not None and number:
+                if res is None and conn is not None and number is not None:
                     conn.session.recoverable_message_stored(number, now)
                 elif res is not None:
                     log.warning("storing a message for %s failed: %s", queue, res)
