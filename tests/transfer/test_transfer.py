@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -237,6 +239,30 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     net.run_until_quiet()
     assert outgoing_count(a.qm) == 0
     assert bodies_in(b.qm, "private$\\plain") == [b"first", b"p0", b"p1", b"p2"]
+
+
+def test_messages_loaded_for_a_peer_that_is_away_stay_within_queued_bytes_of_memory(net: Net) -> None:
+    # While no session is open, what an outgoing queue loads stays in memory: queued_bytes
+    # bounds that memory, per-message overhead included. Counted by message size alone,
+    # 1 MiB loaded about 3,000 small messages, 4 MB of Python objects.
+    bound = 1024 * 1024
+    a = net.add("127.0.0.1", queued_bytes=bound)  # B never comes up
+    dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
+    for t in range(0, 6000, 500):
+        a.qm.send_many(dest, [Message(body=b"%08d" % i + bytes(248), delivery=1) for i in range(t, t + 500)])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(20):
+            net.step()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    loaded = sum(len(t.messages) for t in a.transfer.outgoing.values())
+    assert loaded >= 100  # something is ready for when the peer comes
+    assert held <= bound * 1.25, (loaded, held)
 
 
 def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_queue(net: Net) -> None:

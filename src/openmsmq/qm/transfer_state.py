@@ -64,8 +64,10 @@ class TransferConfig:
     SendInsecureNacks for arrival NACKs; ``queued_bytes``: message bytes an outgoing
     queue holds in memory, about: loaded and unsent while no session is open, else
     held by its session (waiting for the window, or sent and waiting for a
-    SessionAck: ``Session.unacked_bytes``); the counts above apply too, this bound matters for large messages
-    (one message always goes, whatever its size); ``unstored_bytes``: received message
+    SessionAck: ``Session.unacked_bytes``; while no session is open each loaded message
+    counts about 1 KiB more, what its objects take); the counts above apply too, this
+    bound matters for large messages (one message always goes, whatever its size);
+    ``unstored_bytes``: received message
     bytes waiting for the store above which the driver stops reading
     (``Transfer.reading_wanted``).
     """
