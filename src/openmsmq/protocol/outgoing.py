@@ -186,6 +186,8 @@ class OutgoingSequence:
         self._unacked: list[OutgoingMessage] = []
         # OrderAck'ed, waiting for their FinalAck (AwaitingFinalACKTable).
         self._awaiting: dict[tuple[TxSequenceId, int], OutgoingMessage] = {}
+        # How many of _awaiting are of each TxSequenceID (holds_sequence).
+        self._awaiting_sids: dict[TxSequenceId, int] = {}
         # FinalAcks that overtook their OrderAck: position -> class.
         self._early_final: dict[tuple[TxSequenceId, int], int] = {}
         # Highest number known sent, per sequence; restored messages count as sent.
@@ -208,7 +210,7 @@ class OutgoingSequence:
                 self._sent_high.get(m.tx_sequence_id, 0), m.tx_sequence_number
             )
         for m in awaiting_final_ack:
-            self._awaiting[m.position] = m
+            self._await_final_ack(m)
             self._sent_high[m.tx_sequence_id] = max(
                 self._sent_high.get(m.tx_sequence_id, 0), m.tx_sequence_number
             )
@@ -220,6 +222,15 @@ class OutgoingSequence:
         """The TxSequenceID of the messages not yet OrderAck'ed (they share one), None
         when there are none. O(1), unlike :attr:`unacked`, which copies them."""
         return self._unacked[0].tx_sequence_id if self._unacked else None
+
+    def holds_sequence(self, tx_sequence_id: TxSequenceId) -> bool:
+        """Whether messages of ``tx_sequence_id`` are retained here (not yet OrderAck'ed,
+        or awaiting their FinalAck): O(1), so a FinalAck asks only the sequences that may
+        hold its message instead of every outgoing queue's."""
+        unacked = self._unacked
+        if unacked and unacked[0].tx_sequence_id == tx_sequence_id:
+            return True
+        return tx_sequence_id in self._awaiting_sids
 
     @property
     def unacked(self) -> tuple[OutgoingMessage, ...]:
@@ -393,7 +404,7 @@ class OutgoingSequence:
         self._unacked = keep
         self._forget_removed(tx_sequence_id, tx_sequence_number)
         for m in waiting:
-            self._awaiting[m.position] = m
+            self._await_final_ack(m)
         if not self._unacked:
             self._resend_deadline = None
 
@@ -428,6 +439,11 @@ class OutgoingSequence:
         m = self._awaiting.get(pos)
         if m is not None and m.message_id == message_id:
             del self._awaiting[pos]
+            left = self._awaiting_sids[tx_sequence_id] - 1
+            if left:
+                self._awaiting_sids[tx_sequence_id] = left
+            else:
+                del self._awaiting_sids[tx_sequence_id]
             return [Released((m,), final_ack_class=message_class)]
         i = self._index_of(tx_sequence_id, tx_sequence_number)
         if i >= 0 and self._unacked[i].message_id == message_id:
@@ -454,6 +470,11 @@ class OutgoingSequence:
         return [self._resend_batch()]
 
     # ------------------------------------------------------------------ internals
+
+    def _await_final_ack(self, m: OutgoingMessage) -> None:
+        self._awaiting[m.position] = m
+        sid = m.tx_sequence_id
+        self._awaiting_sids[sid] = self._awaiting_sids.get(sid, 0) + 1
 
     def _index_of(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> int:
         """Index in the retained messages of the one at this position, -1 if none.

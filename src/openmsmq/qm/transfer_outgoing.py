@@ -12,7 +12,7 @@ import math
 import struct
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, cast
 
 from openmsmq.errors import LocalProtocolError, MQError
@@ -596,19 +596,32 @@ class OutgoingSide(TransferParts):
         """A FinalAck for this QM (MS-MQQB 3.1.5.7). The outgoing sequence holding the
         message settles it (journal / dead-letter after its OrderAck); when none knows it
         (e.g. it was OrderAck'ed before a restart, so it waits in the store only) the store
-        is asked; a FinalAck matching nothing there is logged and dropped."""
-        known = False
-        for t in self.outgoing.values():
+        is asked; a FinalAck matching nothing there is logged and dropped.
+
+        Only the sequences that hold its TxSequenceID are asked, the queue that loaded
+        it last first, until one knows the message. Asking every outgoing queue cost
+        about 3 us per queue per FinalAck."""
+        for t in self._holding(ev.tx_sequence_id):
             events = t.seq.final_ack_received(
                 ev.tx_sequence_id, ev.tx_sequence_number, ev.message_id, ev.message_class, now
             )
-            if not all(isinstance(e, FinalAckIgnored) for e in events) or not events:
-                known = True
-            self._outgoing_events(t, [e for e in events if not isinstance(e, FinalAckIgnored)], now)
-        if not known:
-            self._settles.append(
-                (ev.tx_sequence_id.value, ev.tx_sequence_number, ev.message_id, ev.message_class)
-            )
+            if events and all(isinstance(e, FinalAckIgnored) for e in events):
+                continue
+            self._outgoing_events(t, events, now)
+            return
+        self._settles.append(
+            (ev.tx_sequence_id.value, ev.tx_sequence_number, ev.message_id, ev.message_class)
+        )
+
+    def _holding(self, sid: TxSequenceId) -> Iterator[OutgoingTransfer]:
+        """The outgoing queues whose sequence holds ``sid``, the one that loaded it last
+        first (TxSequenceIDs are unique per QM, except in stores written before that)."""
+        guess = self._by_sequence.get(sid)
+        if guess is not None and guess.seq.holds_sequence(sid):
+            yield guess
+        for t in self.outgoing.values():
+            if t is not guess and t.seq.holds_sequence(sid):
+                yield t
 
     def _on_session_ack(self, conn: Conn, ev: SessionAckReceived) -> None:
         if not ev.acked_handles:
