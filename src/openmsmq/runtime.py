@@ -14,15 +14,56 @@ of opening the store beside it: one process owns a data directory's store.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RUNTIME_FILE", "live_runtime", "read_runtime", "remove_runtime", "write_runtime"]
+__all__ = [
+    "RUNTIME_FILE",
+    "SERVE_LOCK",
+    "live_runtime",
+    "read_runtime",
+    "remove_runtime",
+    "serve_lock",
+    "take_serve_lock",
+    "write_runtime",
+]
 
 #: Name of the file, inside the data directory, that describes a running queue manager.
 RUNTIME_FILE = "runtime.json"
+#: The file a serving process holds an exclusive lock on, inside its data directory.
+SERVE_LOCK = "serve.lock"
+
+
+def take_serve_lock(data_dir: str | Path) -> int | None:
+    """Take the exclusive lock of ``data_dir`` (``serve.lock``) without waiting: the
+    open descriptor (closing it, or the process's end, releases the lock), or None
+    when another process holds it. OSError when the lock file cannot be created."""
+    path = Path(data_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / SERVE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextlib.contextmanager
+def serve_lock(data_dir: str | Path) -> Iterator[bool]:
+    """Hold the serve lock of ``data_dir`` for a block: yields False (and holds nothing)
+    when a running ``openmsmq serve`` has it, so an offline operation can refuse, and
+    keeps a ``serve`` from starting meanwhile."""
+    fd = take_serve_lock(data_dir)
+    try:
+        yield fd is not None
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def write_runtime(data_dir: str | Path, info: dict[str, Any]) -> bool:

@@ -1,19 +1,8 @@
-"""Shared fixture of the acknowledgment tests: queue managers wired in memory."""
+"""Shared fixture of the acknowledgment tests: queue managers wired in memory (the
+transfer tests' ``net``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from tests.transfer.conftest import net
 
-import pytest
-
-from tests.transfer.harness import Clock, Net
-
-
-@pytest.fixture
-def net(tmp_path: Path) -> Iterator[Net]:
-    """A :class:`Net` on a literal clock; its queue managers are closed afterwards."""
-    n = Net(tmp_path, Clock())
-    yield n
-    for node in n.nodes.values():
-        node.qm.close()
+__all__ = ["net"]

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from openmsmq.cli.main import cli
+from openmsmq.runtime import serve_lock
 
 Q = "private$\\orders"
 P = "private$\\plain"
@@ -98,6 +99,44 @@ def test_purge(run) -> None:
     run("send", P, "a", "--count", "4")
     assert doc(run("queue", "purge", P, "--json")) == {"queue": P, "purged": 4}
     assert "purged 0" in run("queue", "purge", P).output
+
+
+def test_purge_of_an_outgoing_queue_with_the_queue_manager_stopped(run, tmp_path: Path) -> None:
+    far = "DIRECT=TCP:192.0.2.7\\private$\\far"
+    run("send", far, "kept", "--count", "2", "--transactional", "--dead-letter")
+    run("send", far, "gone", "--transactional")
+    listed = doc(run("queue", "list", "--all", "--json"))["queues"]
+    assert [q["message_count"] for q in listed if q["kind"] == "outgoing"] == [3]
+    with serve_lock(tmp_path / "data") as free:  # as a running serve holds it
+        assert free
+        refused = run("queue", "purge", far, code=1)
+    assert "served by a running openmsmq serve" in refused.stderr
+    assert doc(run("queue", "purge", far, "--json")) == {"queue": far, "outgoing": True, "purged": 3}
+    listed = doc(run("queue", "list", "--all", "--json"))["queues"]
+    assert [q["message_count"] for q in listed if q["kind"] == "outgoing"] == [0]
+    dead = doc(run("dlq", "list", "--json"))["dead_letters"]
+    assert [(d["body"], d["reason"]) for d in dead] == [("kept", "NackDeleted")] * 2
+    assert (
+        "MQ_ERROR_QUEUE_NOT_FOUND"
+        in run("queue", "purge", "DIRECT=TCP:192.0.2.7\\private$\\none", code=1).stderr
+    )
+
+
+def test_purge_of_an_outgoing_queue_over_remote_read_says_to_stop_the_queue_manager(tmp_path: Path) -> None:
+    from openmsmq.qm import Message, QueueManager
+    from openmsmq.remote.server import RemoteServer
+
+    far = "DIRECT=TCP:192.0.2.7\\private$\\far"
+    with QueueManager(tmp_path / "data") as qm:
+        qm.send(far, Message(body=b"x"))
+        server = RemoteServer(qm, port=0).start()
+        try:
+            result = CliRunner().invoke(cli, ["--qm", server.target, "queue", "purge", far])
+        finally:
+            server.stop(grace=0.2)
+        assert result.exit_code == 1
+        assert "needs the queue manager stopped" in result.stderr
+        assert qm.get_queue(far).msg_count == 1
 
 
 def test_errors_are_one_clean_line(run) -> None:

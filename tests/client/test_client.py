@@ -117,6 +117,19 @@ def test_send_receive_message_view(conn: Connection) -> None:
     assert e.value.hresult == HResult.MQ_ERROR_IO_TIMEOUT
 
 
+def test_an_in_process_receive_sends_the_administration_acknowledgment(conn: Connection) -> None:
+    # With the queue manager stopped the client opens the store itself; a receive still
+    # raises the acknowledgment the message asked for (MS-MQQB 3.1.7.2.1), as under serve.
+    conn.create_queue("private$\\admin")
+    q = conn.open_queue(Q)
+    r = q.send(b"x", ack=AckRequest.POS_RECEIVE, admin_queue="private$\\admin")
+    q.receive(timeout=0)
+    (ack,) = conn.open_queue("private$\\admin").peek_many(10)
+    assert ack.class_name == "ACK_RECEIVE"
+    # CorrelationId: the received message's Identifier (QM GUID, then its uniquifier).
+    assert ack.correlation_id[16:] == int(r.message_id.rsplit("\\", 1)[1]).to_bytes(4, "little")
+
+
 def test_priority_order_and_batches(conn: Connection) -> None:
     q = conn.open_queue(Q)
     receipts = q.send_many([b"a", b"b", "c"])

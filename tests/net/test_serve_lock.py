@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from openmsmq.net.server import SERVE_LOCK
+from openmsmq.runtime import SERVE_LOCK
 
 
 def _serve(data: Path, address: str) -> list[str]:

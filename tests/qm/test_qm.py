@@ -471,7 +471,7 @@ def test_a_backlog_of_expired_messages_drains_at_once_in_short_transactions(tmp_
     """expire_due (the expiry thread's pass): 5,000 expired messages move in passes of
     2,000 (three store transactions, so other writers get in between) in one call, not one
     pass per interval of the thread."""
-    from openmsmq.qm import manager
+    from openmsmq.qm import dead_letters
 
     clock = Clock(5000.0)
     with QueueManager(tmp_path / "e", clock=clock) as qm:
@@ -482,7 +482,7 @@ def test_a_backlog_of_expired_messages_drains_at_once_in_short_transactions(tmp_
         clock.now = 5011.0
         batches = qm.store.stats.batches
         assert qm.expire_due(clock.now) == 5000
-        assert qm.store.stats.batches - batches == 3 == -(-5000 // manager._EXPIRY_PASS)
+        assert qm.store.stats.batches - batches == 3 == -(-5000 // dead_letters.EXPIRY_PASS)
         assert qm.get_queue("private$\\x").msg_count == 0
         assert qm.get_queue("system$;deadxact").msg_count == 5000
         assert qm.expire_due(clock.now) == 0

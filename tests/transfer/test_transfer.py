@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
-from pathlib import Path
 
 import pytest
 
@@ -16,19 +15,11 @@ from openmsmq.store.records import Message
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
-from .harness import Clock, Net, bodies_in, outgoing_count, send_tx
+from .harness import Net, bodies_in, outgoing_count, send_tx
 
 DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
 DEST_C = "DIRECT=TCP:127.0.0.3\\PRIVATE$\\orders"
 Q = "private$\\orders"
-
-
-@pytest.fixture
-def net(tmp_path: Path) -> Net:
-    n = Net(tmp_path, Clock())
-    yield n
-    for node in n.nodes.values():
-        node.qm.close()
 
 
 def _pair(net: Net, **cfg: object) -> tuple:

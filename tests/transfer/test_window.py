@@ -3,26 +3,14 @@ from the store for a resend; loading in bounded slices per poll."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from openmsmq.qm import QueueManager
 from openmsmq.store.records import Message
 
-from .harness import Clock, Net, bodies_in, outgoing_count, send_tx
+from .harness import Net, bodies_in, outgoing_count, send_tx
 
 DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
 Q = "private$\\orders"
 A, B = "127.0.0.1", "127.0.0.2"
-
-
-@pytest.fixture
-def net(tmp_path: Path) -> Net:
-    n = Net(tmp_path, Clock())
-    yield n
-    for node in n.nodes.values():
-        node.qm.close()
 
 
 def _expected(first_tx: int, n_tx: int, per_tx: int) -> list[bytes]:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from openmsmq.cli.context import ctx_of, json_option, queue_row
 from openmsmq.client import INFINITE, Access, QueueInfo
+from openmsmq.errors import HResult, MQError
 
 __all__ = ["queue", "register"]
 
@@ -147,10 +148,29 @@ def delete(ctx: click.Context, name: str) -> None:
 @json_option
 @click.pass_context
 def purge(ctx: click.Context, name: str) -> None:
-    """Delete every available message of queue NAME."""
+    """Delete every available message of queue NAME.
+
+    NAME may also be a remote queue's format name (DIRECT=TCP:host\\private$\\q, as
+    `queue list --all` shows outgoing queues): this QM's outgoing queue to it is purged,
+    with the queue manager stopped. Its messages leave with the class NackDeleted (0x8001); those
+    sent with --dead-letter go to the dead-letter queues (see `openmsmq dlq`)."""
     c = ctx_of(ctx)
-    with c.connection().open_queue(name, Access.RECEIVE) as q:
-        count = q.purge()
+    conn = c.connection()
+    try:
+        with conn.open_queue(name, Access.RECEIVE) as q:
+            count = q.purge()
+    except MQError as exc:
+        if exc.hresult != HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION:
+            raise
+        count = conn.purge_outgoing(name)  # a remote queue: this QM's outgoing queue to it
+        c.emit(
+            {"queue": name, "outgoing": True, "purged": count},
+            lambda: click.echo(
+                f"purged {count} message(s) from the outgoing queue to {name}"
+                " (those sent with --dead-letter are in the dead-letter queues)"
+            ),
+        )
+        return
     c.emit({"queue": name, "purged": count}, lambda: click.echo(f"purged {count} message(s) from {name}"))
 
 

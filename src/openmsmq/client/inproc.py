@@ -43,8 +43,10 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
+from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.remote.reads import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
+from openmsmq.runtime import serve_lock
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record", "record_from_outgoing"]
@@ -218,7 +220,11 @@ def _acquire(data_dir: Path | None, qm: QueueManager | None) -> tuple[Path, _Sha
             key = data_dir.resolve()
             shared = _registry.get(key)
             if shared is None:
-                shared = _Shared(QueueManager(key), owned=True)
+                qm = QueueManager(key)
+                # Administration acknowledgments of receives, purges and expiry here too,
+                # as under serve (FinalAcks need the session a message came in on: none).
+                attach_acknowledgments(qm)
+                shared = _Shared(qm, owned=True)
                 _registry[key] = shared
         shared.refs += 1
         return key, shared
@@ -402,6 +408,32 @@ class InProcessTransport(Transport):
         h = self._handle(handle)
         self._need(h, h.access.can_receive, "receive (purge needs it)")
         return self.qm.purge_queue(h.qm_handle)
+
+    def purge_outgoing(self, format_name: str) -> int:
+        """Purge the outgoing queue to ``format_name``. Over a data directory this process
+        opened, the directory's serve lock is held meanwhile: refused when a running
+        ``openmsmq serve`` holds it, and no ``serve`` starts during the purge."""
+        self._check_open()
+        if not self._shared.owned:
+            return self._purge_outgoing(format_name)
+        with serve_lock(self._key) as free:
+            if not free:
+                raise MQError(
+                    HResult.MQ_ERROR_UNSUPPORTED_OPERATION,
+                    f"{self.target} is served by a running openmsmq serve:"
+                    " stop it to purge an outgoing queue",
+                )
+            return self._purge_outgoing(format_name)
+
+    def _purge_outgoing(self, format_name: str) -> int:
+        info = self.qm.get_queue(format_name)
+        if info.queue_type != QueueType.OUTGOING:
+            raise MQError(
+                HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
+                f"{format_name!r} is not an outgoing queue of this queue manager"
+                " (purge a local queue by its name)",
+            )
+        return self.qm.purge_queue(format_name)
 
     def send(
         self, handle: int, messages: Sequence[OutgoingMessage], tx: TransactionId | None = None

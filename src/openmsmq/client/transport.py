@@ -113,6 +113,18 @@ class Transport(ABC):
     def purge(self, handle: int) -> int:
         """R_PurgeQueue: delete every available message; needs RECEIVE access. Returns the count."""
 
+    def purge_outgoing(self, format_name: str) -> int:
+        """Purge this QM's outgoing queue to ``format_name`` (a remote queue): each message
+        leaves it with the class NackDeleted (0x8001), those sent with ``dead_letter`` for the
+        dead-letter queues (:meth:`QueueManager.purge_queue`). Only on a stopped queue
+        manager's data directory; not abstract: the default raises
+        MQ_ERROR_UNSUPPORTED_OPERATION saying so."""
+        raise MQError(
+            HResult.MQ_ERROR_UNSUPPORTED_OPERATION,
+            f"purging the outgoing queue {format_name!r} needs the queue manager stopped: stop"
+            " `openmsmq serve` and run the command again with --qm <its data directory>",
+        )
+
     @abstractmethod
     def send(
         self, handle: int, messages: Sequence[OutgoingMessage], tx: TransactionId | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import gc
 import logging
 import os
@@ -28,7 +27,7 @@ from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
-from openmsmq.runtime import read_runtime, remove_runtime, write_runtime
+from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
 from openmsmq.store.records import INFINITE
 
 __all__ = ["GC_THRESHOLDS", "serve", "store_options", "transfer_config", "transfer_snapshot", "tune_gc"]
@@ -145,10 +144,6 @@ def transfer_snapshot(
     return provider
 
 
-#: The file a serving process holds an exclusive lock on, inside its data directory.
-SERVE_LOCK = "serve.lock"
-
-
 def _lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
@@ -156,17 +151,13 @@ def _lock_data_dir(data_dir: Path) -> int | None:
     LookupIdentifiers from its own reservation: refused with a :class:`ConfigError`
     naming ``qm.data_dir``. A lock file that cannot be created (a read-only or full file
     system) is logged, and serving goes on without it."""
-    data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(data_dir / SERVE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = take_serve_lock(data_dir)
     except OSError as exc:
         log.warning("cannot open %s (%s): serving without the lock that keeps a second serve out",
                     data_dir / SERVE_LOCK, exc.strerror or exc)  # fmt: skip
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
+    if fd is None:
         info = read_runtime(data_dir) or {}
         who = f" (pid {info['pid']})" if isinstance(info.get("pid"), int) else ""
         raise ConfigError("qm.data_dir", f"{data_dir} is served by another openmsmq serve{who}") from None

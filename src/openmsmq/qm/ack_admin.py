@@ -74,6 +74,8 @@ INSECURE_NACK_CLASSES = frozenset(
 #: MQMSG_CLASS_NACK_MESSAGE_TOO_LARGE; the last two are not defined in MS-MQMQ, and
 #: ACK_RECEIVED is read as MQMSG_CLASS_ACK_RECEIVE — protocol.md §9).
 _NO_BODY_CLASSES = frozenset({MessageClass.ACK_REACH_QUEUE, MessageClass.ACK_RECEIVE})
+#: Removals from an outgoing queue that the sending QM NACKs (negative arrival acks).
+_NOT_REACHED = frozenset({MessageClass.NACK_REACH_QUEUE_TIMEOUT, MessageClass.NACK_DELETED})
 
 
 def build_administration_acknowledgment(
@@ -166,9 +168,11 @@ class AcknowledgmentListener:
 
     def acknowledgments_for(self, ev: RemovedMessage) -> Sequence[tuple[Message, str]]:
         """The (Message, DestinationForAck) pairs one removal raises (3.1.7.2.1, 3.1.7.2.2)."""
-        if ev.reason == MessageClass.NACK_REACH_QUEUE_TIMEOUT and self._from_outgoing_queue(ev.queue_id):
-            # TimeToReachQueue passed while the message waited in an outgoing queue: the
-            # sending QM NACKs it (MS-MQQB 3.1.5.8.5 / MS-MQDMPR 3.1.7.2.1, class NA).
+        if ev.reason in _NOT_REACHED and self._from_outgoing_queue(ev.queue_id):
+            # TimeToReachQueue passed while the message waited in an outgoing queue, or the
+            # queue was purged: the sending QM NACKs it (MS-MQQB 3.1.5.8.5 / MS-MQDMPR
+            # 3.1.7.2.1, class NA; NACK_DELETED is MS-MQMQ 2.2.18.1.6's "deleted by an
+            # administrative action before reaching the queue").
             if ev.message.ack_flags & AckRequest.NEG_ARRIVAL:
                 built = build_administration_acknowledgment(ev.reason, ev.message)
                 return [built] if built is not None else []

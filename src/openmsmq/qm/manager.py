@@ -31,6 +31,7 @@ from typing import Any
 from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
+from openmsmq.qm.dead_letters import DeadLetterMixin
 from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
 from openmsmq.qm.locks import NACK_Q_PURGED, LocksMixin
 from openmsmq.qm.options import StoreOptions
@@ -76,11 +77,7 @@ _SEND_NAMES = 4096
 QueueRef = str | QueueHandle
 
 
-#: Expired messages moved per store transaction by the expiry thread.
-_EXPIRY_PASS = 2000
-
-
-class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
+class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLetterMixin):
     """A queue manager over a data directory (``openmsmq.db`` inside it).
 
     ``threaded=False`` runs the store without its writer thread (deterministic
@@ -431,8 +428,14 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
 
     def purge_queue(self, queue: QueueRef) -> int:
         """Delete every available message (MS-MQDMPR 3.1.7.1.7); locked ones become
-        PurgePending and are deleted when their lock ends. Returns the count deleted now."""
+        PurgePending and are deleted when their lock ends. Returns the count deleted now.
+
+        An outgoing queue (named by its destination's format name) is purged with the
+        class NackDeleted (0x8001), its ``dead_letter`` messages moved to the dead-letter queues
+        (:meth:`DeadLetterMixin._purge_outgoing`); not while this store is served."""
         qs = self._resolve(queue)
+        if qs.record.queue_type == _OUTGOING:
+            return self._purge_outgoing(qs)
         qid = qs.record.queue_id
         bound = acks = None
         if self._commit_hooks:
@@ -696,77 +699,6 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin):
             self._notify(self._by_id[s.queue_id] for s in rows[count:] if s.queue_id in self._by_id)
         self._emit(events, hooked=True)
         return stored[:count]
-
-    # ---- expiry --------------------------------------------------------------------------
-
-    def expire(self, now: float, limit: int = 10000) -> int:
-        """Move messages whose TimeToBeReceived / TimeToReachQueue passed to the dead-letter
-        queues (transactional ones to the transactional dead-letter queue) with the class
-        NackReceiveTimeout / NackReachQueueTimeout recorded. Locked messages wait for their
-        lock to end. Returns how many moved."""
-        self._check_open()
-        rows = self.store.read(lambda c: reads.fetch_expired(c, int(now), limit))
-        return self._dead_letter_rows(rows)
-
-    def expire_due(self, now: float) -> int:
-        """:meth:`expire` pass after pass (:data:`_EXPIRY_PASS` messages each, one short
-        store transaction each, so other writers get in between) until a pass comes back
-        short: a backlog of expired messages drains at once, not one pass per interval
-        of the expiry thread (which moved 300,000 in 36 s, each pass of 10,000 holding
-        the writer for about 80 ms). Returns how many moved."""
-        total = 0
-        while True:
-            moved = self.expire(now, limit=_EXPIRY_PASS)
-            total += moved
-            if moved < _EXPIRY_PASS or self._stop.is_set():
-                return total
-
-    def dead_letter(self, queue: QueueRef, lookup_ids: Sequence[int], message_class: int) -> int:
-        """Move messages of ``queue`` to the dead-letter queues (transactional ones to the
-        transactional dead-letter queue) with ``message_class`` recorded, as :meth:`expire`
-        moves expired ones (acknowledgments in the same transaction); those no longer
-        stored or locked are skipped. Returns how many moved."""
-        self._check_open()
-        qid = self._resolve(queue).record.queue_id
-        ids = list(lookup_ids)
-        rows = self.store.read(lambda c: reads.fetch_for_dead_letter(c, qid, ids, message_class))
-        return self._dead_letter_rows(rows)
-
-    def _dead_letter_rows(self, rows: list[tuple[int, int, int, bool, int]]) -> int:
-        """Move (queue_id, lookup_id, size, transactional, class) messages to the
-        dead-letter queues, skipping locked ones; returns how many moved."""
-        dead = self._queues[names.DEADLETTER].record.queue_id
-        dead_x = self._queues[names.DEADXACT].record.queue_id
-        removes: list[Remove] = []
-        held: list[_Receive] = []
-        for qid, lookup_id, size, transactional, cls in rows:
-            qs = self._by_id.get(qid)
-            if qs is None:
-                continue
-            with qs.cond:
-                qs.settle()
-                if lookup_id in qs.locked:
-                    continue
-                qs.drop_prefetch()
-                qs.locked.add(lookup_id)
-            held.append(_Receive(qs, Message(lookup_id=lookup_id)))
-            removes.append(Remove(qid, lookup_id, size, dead_x if transactional else dead, cls))
-        if not removes:
-            return 0
-        try:
-            acks = None
-            if self._commit_hooks:  # acknowledgments written with the move (held: stable)
-                pre = self.store.read(ops.expiry_events(removes))
-                acks = self._ack_rows(pre) if pre else None
-            events = self.store.write(ops.expire_messages(removes, acks))
-        except BaseException:
-            self._unlock(held)
-            raise
-        self._unlock(held, removed=True)
-        self.metrics.count_dead_lettered(r.new_class for r in removes if r.new_class is not None)
-        self._notify([self._by_id[dead], self._by_id[dead_x]])
-        self._removal_done(events, acks)
-        return len(removes)
 
 
 # Send / Remove are frozen dataclasses; built once per message on the hot paths, so

@@ -41,6 +41,7 @@ __all__ = [
     "fetch_by_lookup",
     "fetch_expired",
     "fetch_for_dead_letter",
+    "fetch_for_purge",
     "get_queue",
     "incoming_sequences",
     "list_queues",
@@ -326,6 +327,28 @@ def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[
         (now, limit),
     )
     return [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows]
+
+
+def fetch_for_purge(
+    conn: sqlite3.Connection, queue_id: int, message_class: int, limit: int, exclude: Collection[int] = ()
+) -> list[tuple[int, int, int, bool, int, bool]]:
+    """The first ``limit`` messages of ``queue_id`` outside ``exclude``, in LookupIdentifier
+    order, in the shape of :func:`fetch_expired` with ``message_class`` as the class to
+    record, plus whether each asked for negative source journaling (``dead_letter``)."""
+    clause, extra = exclude_clause(exclude)
+    rows = conn.execute(
+        f"SELECT m.lookup_id, {_SIZE}, m.transactional, m.ack_wanted FROM messages m"
+        f" WHERE m.queue_id = ?{clause} ORDER BY m.lookup_id LIMIT ?",
+        [queue_id, *extra, limit],
+    ).fetchall()
+    flagged = [r[0] for r in rows if r[3]]
+    journaled: set[int] = set()
+    for i in range(0, len(flagged), 500):
+        chunk = flagged[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        got = ack_wanted(conn, f"m.lookup_id IN ({marks}) AND +m.queue_id = ?", [*chunk, queue_id])
+        journaled.update(m.lookup_id for _, m in got if m.negative_journaling)
+    return [(queue_id, r[0], r[1], bool(r[2]), message_class, r[0] in journaled) for r in rows]
 
 
 def fetch_for_dead_letter(
