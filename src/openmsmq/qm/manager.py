@@ -566,7 +566,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
     ) -> tuple[list[Send], list[int]]:
         known = self._send_names.get(queue) if isinstance(queue, str) else None
         if known is not None and not known.deleted and isinstance(queue, str):
-            # A local queue name sent to before.
+            # A name sent to before: a local queue, or a remote one's outgoing queue.
             self._check_open()
             qs, name = known, queue
         else:
@@ -577,9 +577,12 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 handle = queue
             qs = self._resolve(handle)
             name = handle.format_name if isinstance(handle, QueueHandle) else handle
-            if handle is queue and isinstance(queue, str):
-                # Remember the local name: the next send skips parsing and resolving it
-                # twice. A deleted queue's state says so (then this path runs again);
+            if isinstance(queue, str):
+                # Remember the name: the next send skips parsing and resolving it twice,
+                # and for a remote name the store write that makes sure its outgoing
+                # queue exists (8 threads sending 1-message transactions to a remote
+                # queue made two store batches per commit: 5,900 commits/s instead of
+                # 11,700). A deleted queue's state says so (then this path runs again);
                 # set_local_addresses forgets every name (not kept if it ran meanwhile).
                 with self._lock:
                     if self._local_hosts is hosts:
