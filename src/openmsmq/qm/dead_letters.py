@@ -87,10 +87,10 @@ class DeadLetterMixin:
         MQMSG_CLASS_NACK_DELETED (0x8001, "deleted by an administrative action before
         reaching the queue", MS-MQMQ 2.2.18.1.6; the ADM calls it NackPurged). One sent
         with negative source journaling (``dead_letter``) goes to the dead-letter queue,
-        the others are deleted; one that
-        asked for negative arrival acknowledgments gets its NACK, as when its
-        TimeToReachQueue passes there (:mod:`openmsmq.qm.ack_admin`). Passes of
-        :data:`EXPIRY_PASS` messages, one transaction each. Returns how many left.
+        the others are deleted; one that asked for negative arrival acknowledgments gets
+        its NACK, as when its TimeToReachQueue passes there (:mod:`openmsmq.qm.ack_admin`).
+        Passes of :data:`EXPIRY_PASS` messages in queue order, one transaction each.
+        Returns how many left.
 
         The transfer bridges the gap: the next message of the queue is sent with the
         PreviousTxSequenceNumber of the last one acknowledged (MS-MQQB 3.1.7.1.3).

@@ -332,13 +332,13 @@ def fetch_expired(conn: sqlite3.Connection, now: int, limit: int) -> list[tuple[
 def fetch_for_purge(
     conn: sqlite3.Connection, queue_id: int, message_class: int, limit: int, exclude: Collection[int] = ()
 ) -> list[tuple[int, int, int, bool, int, bool]]:
-    """The first ``limit`` messages of ``queue_id`` outside ``exclude``, in LookupIdentifier
-    order, in the shape of :func:`fetch_expired` with ``message_class`` as the class to
+    """The first ``limit`` messages of ``queue_id`` outside ``exclude``, in queue order (the
+    queue's index: no sort of the whole queue per pass), in the shape of :func:`fetch_expired` with ``message_class`` as the class to
     record, plus whether each asked for negative source journaling (``dead_letter``)."""
     clause, extra = exclude_clause(exclude)
     rows = conn.execute(
         f"SELECT m.lookup_id, {_SIZE}, m.transactional, m.ack_wanted FROM messages m"
-        f" WHERE m.queue_id = ?{clause} ORDER BY m.lookup_id LIMIT ?",
+        f" WHERE m.queue_id = ?{clause} ORDER BY m.order_key LIMIT ?",
         [queue_id, *extra, limit],
     ).fetchall()
     flagged = [r[0] for r in rows if r[3]]
