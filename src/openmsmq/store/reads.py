@@ -333,8 +333,9 @@ def fetch_for_purge(
     conn: sqlite3.Connection, queue_id: int, message_class: int, limit: int, exclude: Collection[int] = ()
 ) -> list[tuple[int, int, int, bool, int, bool]]:
     """The first ``limit`` messages of ``queue_id`` outside ``exclude``, in queue order (the
-    queue's index: no sort of the whole queue per pass), in the shape of :func:`fetch_expired` with ``message_class`` as the class to
-    record, plus whether each asked for negative source journaling (``dead_letter``)."""
+    queue's index: no sort of the whole queue per pass), in the shape of
+    :func:`fetch_expired` with ``message_class`` as the class to record, plus whether
+    each asked for negative source journaling (``dead_letter``)."""
     clause, extra = exclude_clause(exclude)
     rows = conn.execute(
         f"SELECT m.lookup_id, {_SIZE}, m.transactional, m.ack_wanted FROM messages m"
