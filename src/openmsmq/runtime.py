@@ -17,7 +17,6 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ __all__ = [
     "live_runtime",
     "read_runtime",
     "remove_runtime",
-    "serve_lock",
     "take_serve_lock",
     "write_runtime",
 ]
@@ -51,19 +49,6 @@ def take_serve_lock(data_dir: str | Path) -> int | None:
         os.close(fd)
         return None
     return fd
-
-
-@contextlib.contextmanager
-def serve_lock(data_dir: str | Path) -> Iterator[bool]:
-    """Hold the serve lock of ``data_dir`` for a block: yields False (and holds nothing)
-    when a running ``openmsmq serve`` has it, so an offline operation can refuse, and
-    keeps a ``serve`` from starting meanwhile."""
-    fd = take_serve_lock(data_dir)
-    try:
-        yield fd is not None
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 def write_runtime(data_dir: str | Path, info: dict[str, Any]) -> bool:

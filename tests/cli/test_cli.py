@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from openmsmq.cli.main import cli
-from openmsmq.runtime import serve_lock
+from openmsmq.runtime import take_serve_lock
 
 Q = "private$\\orders"
 P = "private$\\plain"
@@ -107,9 +108,12 @@ def test_purge_of_an_outgoing_queue_with_the_queue_manager_stopped(run, tmp_path
     run("send", far, "gone", "--transactional")
     listed = doc(run("queue", "list", "--all", "--json"))["queues"]
     assert [q["message_count"] for q in listed if q["kind"] == "outgoing"] == [3]
-    with serve_lock(tmp_path / "data") as free:  # as a running serve holds it
-        assert free
+    fd = take_serve_lock(tmp_path / "data")  # as a running serve holds it
+    assert fd is not None
+    try:
         refused = run("queue", "purge", far, code=1)
+    finally:
+        os.close(fd)
     assert "served by a running openmsmq serve" in refused.stderr
     assert doc(run("queue", "purge", far, "--json")) == {"queue": far, "outgoing": True, "purged": 3}
     listed = doc(run("queue", "list", "--all", "--json"))["queues"]

@@ -482,10 +482,10 @@ class Connection:
 
     def purge_outgoing(self, format_name: str) -> int:
         """Purge this QM's outgoing queue to the remote queue ``format_name`` (as ``queue
-        list --all`` shows it): every message leaves it with the class NackDeleted (0x8001); those
-        sent with ``dead_letter`` go to the dead-letter queues, the others are deleted.
-        Only with the queue manager stopped (an in-process connection to its data
-        directory). Returns how many left the queue."""
+        list --all`` shows it): every message leaves it with the class NackDeleted
+        (0x8001); those sent with ``dead_letter`` go to the dead-letter queues, the others
+        are deleted. Only with the queue manager stopped (an in-process connection to its
+        data directory). Returns how many left the queue."""
         return self.transport.purge_outgoing(format_name)
 
     def list_queues(self, *, include_system: bool = False) -> list[QueueInfo]:

@@ -9,6 +9,7 @@ owned by someone else (``openmsmq serve`` embedding clients) can be given direct
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +47,7 @@ from openmsmq.qm import (
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.remote.reads import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
-from openmsmq.runtime import serve_lock
+from openmsmq.runtime import take_serve_lock
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record", "record_from_outgoing"]
@@ -416,14 +417,22 @@ class InProcessTransport(Transport):
         self._check_open()
         if not self._shared.owned:
             return self._purge_outgoing(format_name)
-        with serve_lock(self._key) as free:
-            if not free:
-                raise MQError(
-                    HResult.MQ_ERROR_UNSUPPORTED_OPERATION,
-                    f"{self.target} is served by a running openmsmq serve:"
-                    " stop it to purge an outgoing queue",
-                )
+        try:
+            fd = take_serve_lock(self._key)
+        except OSError as exc:  # the lock file cannot be made: nor can the purge write
+            raise MQError(
+                HResult.MQ_ERROR_UNSUPPORTED_OPERATION,
+                f"cannot take the serve lock of {self.target}: {exc.strerror or exc}",
+            ) from exc
+        if fd is None:
+            raise MQError(
+                HResult.MQ_ERROR_UNSUPPORTED_OPERATION,
+                f"{self.target} is served by a running openmsmq serve: stop it to purge an outgoing queue",
+            )
+        try:
             return self._purge_outgoing(format_name)
+        finally:
+            os.close(fd)  # releases the lock
 
     def _purge_outgoing(self, format_name: str) -> int:
         info = self.qm.get_queue(format_name)

@@ -115,8 +115,8 @@ class Transport(ABC):
 
     def purge_outgoing(self, format_name: str) -> int:
         """Purge this QM's outgoing queue to ``format_name`` (a remote queue): each message
-        leaves it with the class NackDeleted (0x8001), those sent with ``dead_letter`` for the
-        dead-letter queues (:meth:`QueueManager.purge_queue`). Only on a stopped queue
+        leaves it with the class NackDeleted (0x8001), those sent with ``dead_letter`` for
+        the dead-letter queues (:meth:`QueueManager.purge_queue`). Only on a stopped queue
         manager's data directory; not abstract: the default raises
         MQ_ERROR_UNSUPPORTED_OPERATION saying so."""
         raise MQError(

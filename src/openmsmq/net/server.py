@@ -147,10 +147,9 @@ def transfer_snapshot(
 def _lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
-    ``serve`` over the same store would transfer the same outgoing queues and take
-    LookupIdentifiers from its own reservation: refused with a :class:`ConfigError`
-    naming ``qm.data_dir``. A lock file that cannot be created (a read-only or full file
-    system) is logged, and serving goes on without it."""
+    ``serve`` over the same store would transfer the same outgoing queues: refused with
+    a :class:`ConfigError` naming ``qm.data_dir``. A lock file that cannot be created
+    (a read-only or full file system) is logged, and serving goes on without it."""
     try:
         fd = take_serve_lock(data_dir)
     except OSError as exc:
