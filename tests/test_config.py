@@ -384,6 +384,9 @@ def test_buffer_keys_reach_the_transfer() -> None:
     env = {"OPENMSMQ_MQQB_SEND_BUFFER": "4MiB", "OPENMSMQ_MQQB_RECEIVE_BUFFER": "512KiB"}
     tc = transfer_config(load_config(None, env, {}).config)
     assert (tc.queued_bytes, tc.unstored_bytes) == (4 << 20, 512 << 10)
+    assert default.max_in_flight == 200_000
+    tc = transfer_config(load_config(None, {"OPENMSMQ_MQQB_MAX_IN_FLIGHT": "800000"}, {}).config)
+    assert tc.max_in_flight == 800_000
 
 
 def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:

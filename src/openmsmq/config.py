@@ -128,6 +128,14 @@ class MqqbConfig:
         lo=64 << 10,
         hi=1 << 34,
     )
+    max_in_flight: int = _key(
+        200_000,
+        "int",
+        "Messages an outgoing queue keeps loaded and not yet acknowledged (a transactional one until its"
+        " OrderAck); at it the queue waits. Each costs about 250 bytes; more drains a large backlog faster.",
+        lo=1000,
+        hi=10_000_000,
+    )
     max_connections: int = _key(
         1000,
         "int",

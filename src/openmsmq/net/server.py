@@ -100,6 +100,7 @@ def transfer_config(config: Config) -> TransferConfig:
         ),
         send_insecure_nacks=p.send_insecure_nacks,
         queued_bytes=m.send_buffer,
+        max_in_flight=m.max_in_flight,
         unstored_bytes=m.receive_buffer,
     )
 
