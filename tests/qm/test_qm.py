@@ -506,6 +506,32 @@ def test_send_to_remote_goes_to_outgoing_queue_with_sequence(qm: QueueManager) -
     assert len(removed) == 2 and state.next_tx_sequence_number == 1
 
 
+def test_a_purge_runs_in_passes_and_keeps_the_counters_exact(
+    qm: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge deletes a pass of messages per store transaction (one transaction for a
+    queue of 500,000 held every other commit for about 1 s); the queue's counters move by
+    each pass, and a message locked meanwhile is PurgePending as with one pass."""
+    from openmsmq.qm import manager
+
+    monkeypatch.setattr(manager, "_PURGE_PASS", 10)
+    q = "private$\\big"
+    qm.create_queue(q, transactional=True)
+    with qm.begin() as tx:
+        qm.send_many(q, [Message(body=b"x" * (i + 1)) for i in range(25)], tx)
+    held = qm.begin()
+    locked = qm.receive(q, tx=held)
+    batches = qm.store.stats.batches
+    assert qm.purge_queue(q) == 24
+    assert qm.store.stats.batches - batches == 3  # 10 + 10 + 4
+    info = qm.get_queue(q)
+    assert (info.msg_count, info.total_bytes) == (1, len(locked.body))  # the locked one
+    held.abort()  # PurgePending: deleted when its lock ends, not put back
+    info = qm.get_queue(q)
+    assert (info.msg_count, info.total_bytes) == (0, 0)
+    assert qm.peek_range(q) == []
+
+
 def test_sends_to_a_remote_name_open_its_outgoing_queue_once(qm: QueueManager) -> None:
     """The outgoing queue of a remote name is made sure of at the first send only: each
     later send is its one store batch (two batches per send halved the commits per

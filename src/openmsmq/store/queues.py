@@ -23,6 +23,7 @@ __all__ = [
     "delete_queue",
     "ensure_outgoing_queue",
     "init_qm_state",
+    "purge_bound",
     "purge_candidates",
     "purge_queue",
     "queue_events",
@@ -275,14 +276,6 @@ def delete_queue(
     return op
 
 
-def _refresh_stats(conn: sqlite3.Connection, queue_id: int) -> None:
-    conn.execute(
-        "UPDATE queues SET (msg_count, total_bytes) = (SELECT count(*), coalesce(sum(m.size), 0)"
-        " FROM messages m WHERE m.queue_id = ?) WHERE queue_id = ?",
-        (queue_id, queue_id),
-    )
-
-
 def queue_events(queue_id: int, reason: int) -> Callable[[sqlite3.Connection], list[RemovedMessage]]:
     """A read: the events of every message of the queue that asked for acknowledgments
     (what :func:`delete_queue` reports), to build them before it runs."""
@@ -291,22 +284,45 @@ def queue_events(queue_id: int, reason: int) -> Callable[[sqlite3.Connection], l
     ]
 
 
-def purge_candidates(
-    queue_id: int, exclude: Collection[int], reason: int
-) -> Callable[[sqlite3.Connection], tuple[int, list[RemovedMessage]]]:
-    """A read: (the queue's highest LookupIdentifier, the NackQueuePurged events of its
-    messages outside ``exclude``) — what :func:`purge_queue` with that bound removes, so
-    that the acknowledgments can be built before it runs."""
+def purge_bound(queue_id: int) -> Callable[[sqlite3.Connection], int]:
+    """A read: the queue's highest LookupIdentifier (0 when empty): a purge removes no
+    message sent after it started."""
 
-    def read(conn: sqlite3.Connection) -> tuple[int, list[RemovedMessage]]:
+    def read(conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT max(lookup_id) FROM messages WHERE queue_id = ?", (queue_id,)).fetchone()
-        bound = int(row[0] or 0)
-        clause, extra = exclude_clause(exclude)
-        where = "m.queue_id = ? AND m.lookup_id <= ?" + clause
-        events = [
-            RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, where, [queue_id, bound, *extra])
-        ]
-        return bound, events
+        return int(row[0] or 0)
+
+    return read
+
+
+def _purge_pass(
+    conn: sqlite3.Connection, queue_id: int, exclude: Collection[int], bound: int, limit: int
+) -> tuple[str, list[Any], bool]:
+    """(WHERE clause, its parameters, whether messages may be left after it) of one purge
+    pass: the first ``limit`` messages in queue order up to LookupIdentifier ``bound``,
+    outside ``exclude``, found by a walk of the queue's index (no sort)."""
+    clause, extra = exclude_clause(exclude)
+    where = "m.queue_id = ? AND m.lookup_id <= ?" + clause
+    params: list[Any] = [queue_id, bound, *extra]
+    last = conn.execute(
+        f"SELECT m.order_key FROM messages m WHERE {where} ORDER BY m.order_key LIMIT 1 OFFSET ?",
+        [*params, limit - 1],
+    ).fetchone()
+    if last is None:  # fewer than limit: the whole rest
+        return where, params, False
+    return where + " AND m.order_key <= ?", [*params, last[0]], True
+
+
+def purge_candidates(
+    queue_id: int, exclude: Collection[int], reason: int, bound: int, limit: int
+) -> Callable[[sqlite3.Connection], list[RemovedMessage]]:
+    """A read: the NackQueuePurged events of the messages the :func:`purge_queue` pass
+    with the same arguments removes, so that the acknowledgments can be built before it
+    runs."""
+
+    def read(conn: sqlite3.Connection) -> list[RemovedMessage]:
+        where, params, _more = _purge_pass(conn, queue_id, exclude, bound, limit)
+        return [RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, where, params)]
 
     return read
 
@@ -315,30 +331,34 @@ def purge_queue(
     queue_id: int,
     exclude: Collection[int],
     reason: int,
-    bound: int | None = None,
+    bound: int,
+    limit: int,
     acks: AckRows | None = None,
-) -> Callable[[WriteContext], tuple[int, list[RemovedMessage]]]:
-    """Delete every message of the queue except ``exclude`` (locked: PurgePending), up to
-    LookupIdentifier ``bound`` when given; ``acks``: their acknowledgments, in the same
-    transaction (:class:`~openmsmq.store.ops.AckRows`).
+) -> Callable[[WriteContext], tuple[int, list[RemovedMessage], bool]]:
+    """One pass of a purge: delete the first ``limit`` messages of the queue (queue order)
+    up to LookupIdentifier ``bound``, except ``exclude`` (locked: PurgePending); ``acks``:
+    their acknowledgments, in the same transaction (:class:`~openmsmq.store.ops.AckRows`).
+    The queue's counters move by what the pass deleted (recounting the queue each pass
+    would make a purge quadratic).
 
-    MS-MQDMPR 3.1.7.1.7; returns (count, NackQueuePurged events).
+    MS-MQDMPR 3.1.7.1.7; returns (count, NackQueuePurged events, whether messages may be
+    left for another pass).
     """
 
-    def op(ctx: WriteContext) -> tuple[int, list[RemovedMessage]]:
+    def op(ctx: WriteContext) -> tuple[int, list[RemovedMessage], bool]:
         conn = ctx.conn
         get_queue(conn, queue_id)
-        clause, extra = exclude_clause(exclude)
-        if bound is not None:
-            clause = " AND m.lookup_id <= ?" + clause
-            extra = [bound, *extra]
-        events = [
-            RemovedMessage(qid, m, reason)
-            for qid, m in ack_wanted(conn, "m.queue_id = ?" + clause, [queue_id, *extra])
-        ]
-        cur = conn.execute(f"DELETE FROM messages AS m WHERE m.queue_id = ?{clause}", [queue_id, *extra])
-        _refresh_stats(conn, queue_id)
+        where, params, more = _purge_pass(conn, queue_id, exclude, bound, limit)
+        events = [RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, where, params)]
+        size = conn.execute(
+            f"SELECT coalesce(sum(m.size), 0) FROM messages m WHERE {where}", params
+        ).fetchone()[0]
+        cur = conn.execute(f"DELETE FROM messages AS m WHERE {where}", params)
+        conn.execute(
+            "UPDATE queues SET msg_count = msg_count - ?, total_bytes = total_bytes - ? WHERE queue_id = ?",
+            (cur.rowcount, size, queue_id),
+        )
         write_ack_rows(ctx, events, acks)
-        return cur.rowcount, events
+        return cur.rowcount, events, more
 
     return op
