@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from dataclasses import replace
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -183,10 +182,12 @@ class StoreWorkSide(TransferParts):
         else:
             # One store transaction per run of messages for one queue (not one per message).
             for queue, items in groupby(work.items, key=_first):
+                # message_from_packet built them non-transactional (these packets had no
+                # TransactionHeader): no copy each (dataclasses.replace took about a tenth
+                # of the receiver's CPU for non-transactional messages).
                 msgs = [m for _, m, _cid, _n in items]
                 try:
-                    plain = [replace(m, transactional=False) for m in msgs]
-                    store_arrivals(qm, queue, plain, None, send_insecure_nacks=insecure)
+                    store_arrivals(qm, queue, msgs, None, send_insecure_nacks=insecure)
                     out += [None] * len(msgs)
                 except MQError as exc:
                     out += [exc] * len(msgs)
