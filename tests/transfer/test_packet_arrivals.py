@@ -1,4 +1,5 @@
-"""B's store work on received packets (``store_packet_arrivals``) stores exactly what
+"""B's store work on received packets (``plain_packet_rows`` into ``accept_arrival_rows``,
+else ``store_packet_messages``, as ``StoreWorkSide._store_accepts`` runs them) stores exactly what
 ``store_arrivals`` stores from the converted messages: the same rows, counters and
 incoming sequence state, through the rows path when every packet is plain and through
 ``store_arrivals`` otherwise; a deleted queue or a quota fails the whole group."""
@@ -14,7 +15,7 @@ import pytest
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import QueueManager
-from openmsmq.qm.arrival import store_arrivals, store_packet_arrivals
+from openmsmq.qm.arrival import ArrivalResult, plain_packet_rows, store_arrivals, store_packet_messages
 from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, packet_from_message
 from openmsmq.store import ops
 from openmsmq.store.records import IncomingSequenceState, Message
@@ -53,6 +54,17 @@ def _stored(qm: QueueManager, queue: str) -> tuple[object, ...]:
     rec = qm.get_queue(queue)
     ms = [dataclasses.replace(m, lookup_id=0) for m in qm.peek_range(queue, 0, 1000)]
     return rec.msg_count, rec.total_bytes, ms
+
+
+def store_packet_arrivals(
+    qm: QueueManager, queue: str, packets: list[UserMessage], destination: str, state: IncomingSequenceState
+) -> ArrivalResult:
+    """One accepted run as B's store work stores it: the rows path when
+    ``plain_packet_rows`` gives rows, else the packets as messages."""
+    rows = plain_packet_rows(qm, queue, packets, destination)
+    if rows is not None:
+        return ArrivalResult(tuple(qm.accept_arrival_rows(queue, rows, state)), (), 0, 0)
+    return store_packet_messages(qm, queue, packets, destination, state)
 
 
 @pytest.mark.parametrize(

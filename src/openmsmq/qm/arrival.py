@@ -252,28 +252,6 @@ def plain_packet_rows(
     return arrival_rows(packets, destination)
 
 
-def store_packet_arrivals(
-    qm: QueueManager,
-    queue: str,
-    packets: Sequence[UserMessage],
-    destination: str,
-    state: IncomingSequenceState,
-    *,
-    send_insecure_nacks: bool = False,
-) -> ArrivalResult:
-    """:func:`store_arrivals` for the accepted transactional packets of one run (their
-    DestinationQueue format name ``destination``), with the same outcome: the rows of
-    :func:`plain_packet_rows` stored with ``state`` when it gives them, otherwise the
-    packets become messages and take :func:`store_arrivals`."""
-    rows = plain_packet_rows(qm, queue, packets, destination)
-    if rows is not None:
-        stored = qm.accept_arrival_rows(queue, rows, state)
-        return ArrivalResult(tuple(stored), (), 0, 0)
-    return store_packet_messages(
-        qm, queue, packets, destination, state, send_insecure_nacks=send_insecure_nacks
-    )
-
-
 def store_packet_messages(
     qm: QueueManager,
     queue: str,
@@ -307,4 +285,4 @@ def hop_count_exceeded(
     return len(sends)
 
 
-__all__ += ["hop_count_exceeded", "plain_packet_rows", "store_packet_arrivals", "store_packet_messages"]
+__all__ += ["hop_count_exceeded", "plain_packet_rows", "store_packet_messages"]

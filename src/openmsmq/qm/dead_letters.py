@@ -4,9 +4,9 @@ and the purge of an outgoing queue. Split from :mod:`openmsmq.qm.manager`."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from openmsmq.qm import names
@@ -101,7 +101,15 @@ class DeadLetterMixin:
             with qs.cond:
                 qs.settle()
                 exclude = set(qs.locked)
-            rows = self.store.read(self._purge_read(qid, exclude))
+            rows = self.store.read(
+                partial(
+                    reads.fetch_for_purge,
+                    queue_id=qid,
+                    message_class=MessageClass.NACK_DELETED,
+                    limit=EXPIRY_PASS,
+                    exclude=exclude,
+                )
+            )
             if not rows:
                 return total
             deleted = {r[1] for r in rows if not r[5]}
@@ -109,12 +117,6 @@ class DeadLetterMixin:
             total += moved
             if moved == 0 or len(rows) < EXPIRY_PASS:
                 return total
-
-    @staticmethod
-    def _purge_read(
-        queue_id: int, exclude: set[int]
-    ) -> Callable[[sqlite3.Connection], list[tuple[int, int, int, bool, int, bool]]]:
-        return lambda c: reads.fetch_for_purge(c, queue_id, MessageClass.NACK_DELETED, EXPIRY_PASS, exclude)
 
     def _dead_letter_rows(
         self, rows: list[tuple[int, int, int, bool, int]], *, deleted: Iterable[int] = ()

@@ -214,7 +214,7 @@ class SequencesMixin:
         self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState
     ) -> list[int]:
         """:meth:`accept_arrivals` of messages already as store rows that never expire here
-        and raise no acknowledgment (:func:`openmsmq.qm.arrival.store_packet_arrivals`):
+        and raise no acknowledgment (:func:`openmsmq.qm.arrival.plain_packet_rows`):
         inserted with ``state`` in one durable store transaction, ArrivedTime now (written
         into the rows, which the call takes over). Returns their LookupIdentifiers."""
         self._check_open()

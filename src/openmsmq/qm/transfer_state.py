@@ -195,7 +195,8 @@ class AcceptGroup:
     """Accepted messages of one sequence for one queue, stored with ``state`` in one op.
 
     They travel as the received packets: the store work builds their rows straight from
-    them (:func:`openmsmq.qm.arrival.store_packet_arrivals`)."""
+    them (:func:`openmsmq.qm.arrival.plain_packet_rows`, else
+    :func:`~openmsmq.qm.arrival.store_packet_messages`)."""
 
     queue: str
     key: SequenceKey
