@@ -82,6 +82,15 @@ class QmConfig:
 
     name: str = _key("", "name", "Computer name of this QM in DIRECT=OS: names; empty = the host name.")
     data_dir: Path = _key(Path("./data"), "path", "Directory of the SQLite store and the QM identity.")  # noqa: RUF009
+    event_loop: str = _key(
+        "uvloop",
+        "choice",
+        "Event loop of `serve` (MS-MQQB sessions, timers, store hand-offs): uvloop (libuv), or the"
+        " standard library's asyncio loop. uvloop took 7-9 % less CPU per transferred message in"
+        " both QMs (docs/benchmarks.md); where it cannot be imported serve logs a warning and runs"
+        " asyncio.",
+        choices=("uvloop", "asyncio"),
+    )
 
 
 @dataclass(frozen=True)

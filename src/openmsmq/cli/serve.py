@@ -6,7 +6,6 @@ Registered in :mod:`openmsmq.cli.main` through :func:`register`; also runnable a
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -94,9 +93,9 @@ def serve(
             if follow:
                 loaded = load_config(config_path, os.environ, {**overrides, **follow})
         configure_logging(loaded.config.log.level, loaded.config.log.format, sys.stderr)
-        from openmsmq.net.server import serve as run_server  # the asyncio stack only when serving
+        from openmsmq.net.server import run as run_server  # the asyncio stack only when serving
 
-        asyncio.run(run_server(loaded.config))
+        run_server(loaded.config)
     except OpenMSMQError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

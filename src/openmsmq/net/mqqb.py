@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.observability.repeats import flush_all as flush_repeated_logs
@@ -102,7 +102,7 @@ class _MQQBProtocol(asyncio.Protocol):
         self.closed: asyncio.Future[None] = node.loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop: TCPTransport is no subclass
         self.transport = transport
         peername = transport.get_extra_info("peername")
         address = str(peername[0]) if peername else ""

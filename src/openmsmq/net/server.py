@@ -30,7 +30,16 @@ from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
 from openmsmq.store.records import INFINITE
 
-__all__ = ["GC_THRESHOLDS", "serve", "store_options", "transfer_config", "transfer_snapshot", "tune_gc"]
+__all__ = [
+    "GC_THRESHOLDS",
+    "loop_factory",
+    "run",
+    "serve",
+    "store_options",
+    "transfer_config",
+    "transfer_snapshot",
+    "tune_gc",
+]
 
 log = logging.getLogger("openmsmq.serve")
 
@@ -291,3 +300,28 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         if lock is not None:
             os.close(lock)  # releases the lock
     log.info("stopped")
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop constructor ``qm.event_loop`` names: ``"uvloop"`` (libuv) or
+    ``"asyncio"`` (the standard library's). uvloop that cannot be imported (a platform
+    without its wheel) falls back to asyncio, logged as a warning: the QM still serves.
+
+    Only the serving loop changes: the remote-read service runs its own standard loop in
+    a thread of its own (:mod:`openmsmq.remote.server`), whatever this returns."""
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ImportError as exc:
+            log.warning("qm.event_loop = uvloop, but uvloop cannot be imported (%s): running asyncio", exc)
+        else:
+            return uvloop.new_event_loop
+    elif name != "asyncio":
+        raise ConfigError("qm.event_loop", f"unknown event loop {name!r} (uvloop or asyncio)")
+    return asyncio.new_event_loop
+
+
+def run(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
+    """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``."""
+    with asyncio.Runner(loop_factory=loop_factory(config.qm.event_loop)) as runner:
+        runner.run(serve(config, ready=ready))
