@@ -99,7 +99,7 @@ class Net:
         for node in list(self.nodes.values()):
             node.transfer.poll(now)
             for peer in node.transfer.wanted_peers():
-                if peer in self.nodes:
+                if peer in self.nodes and not self.nodes[peer].transfer.refusing(node.address, now):
                     self.connect(node.address, peer)
                     moved = True
         for node in list(self.nodes.values()):

@@ -394,3 +394,52 @@ def test_accepted_messages_wait_for_accept_min(net: Net) -> None:
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(1, 30)
     assert outgoing_count(a.qm) == 0
+
+
+def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
+    net: Net, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B's store is full: B closes the session the messages came on and refuses A's
+    sessions for a back-off (5 s, then 10 s while it stays full); once B can store again A
+    resends on its next session, long before its Transactional Ack Wait Timer (30 s, and
+    up to 6 h after many resends). What was stored before the failure is OrderAck'ed
+    before the close; nothing is acknowledged before it is stored; every message arrives
+    once and in order."""
+    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+
+    a, b = _pair(net)
+    start = net.clock.now
+    full = [True]
+    real = b.qm.accept_arrival_rows_many
+
+    def store(runs):  # type: ignore[no-untyped-def]
+        if full[0]:
+            return [MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "store is full") for _ in runs]
+        return real(runs)
+
+    monkeypatch.setattr(b.qm, "accept_arrival_rows_many", store)
+    full[0] = False
+    first = [f"0-{i}".encode() for i in range(50)]
+    send_tx(a.qm, DEST_B, first)
+    net.settle()  # stored; its OrderAck waits for the Order Ack Send Timer
+    assert bodies_in(b.qm, Q) == first and outgoing_count(a.qm) == 50
+    full[0] = True
+    send_tx(a.qm, DEST_B, [f"1-{i}".encode() for i in range(50)])
+    net.settle()
+    # The OrderAck of what was stored went out before the close: A released those 50.
+    assert bodies_in(b.qm, Q) == first and outgoing_count(a.qm) == 50
+    assert b.transfer.refusing("127.0.0.1", net.clock.now)
+    assert not any(c.open for c in a.transfer._conns.values())  # closed by B, not reopened
+
+    net.advance(STORE_RETRY_MIN + 0.1)  # let in again: A resends, B's store still fails
+    assert bodies_in(b.qm, Q) == first and outgoing_count(a.qm) == 50
+    net.advance(STORE_RETRY_MIN + 0.1)
+    assert b.transfer.refusing("127.0.0.1", net.clock.now)  # the back-off doubled
+
+    full[0] = False
+    net.advance(STORE_RETRY_MIN + 0.1)
+    net.run_until_quiet()
+    assert net.clock.now - start < 25  # before the first Transactional Ack Wait resend (30 s)
+    assert bodies_in(b.qm, Q) == _expected(2, 50)
+    assert outgoing_count(a.qm) == 0
+    assert not b.transfer.refusing("127.0.0.1", net.clock.now)

@@ -114,6 +114,14 @@ class _MQQBProtocol(asyncio.Protocol):
                 )  # fmt: skip
                 transport.abort()
                 return
+            if self.node.transfer.refusing(address, self.node.now()):
+                _refusals.log(
+                    ("store", address), logging.WARNING,
+                    "refused MS-MQQB connection from %s: its last messages could not be stored,"
+                    " it may resend after its back-off", address,
+                )  # fmt: skip
+                transport.abort()
+                return
             limit = self.node.config.max_connections
             if len(self.node.transports) >= limit:
                 _refusals.log(

@@ -179,6 +179,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._accepted_bytes = 0  # the part of it in _accepted
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
+        #: Peer address -> loop time until which its sessions are refused: a QM whose
+        #: messages could not be stored (full disk) resends at once on a new session, so
+        #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
+        self._refuse_until: dict[str, float] = {}
+        #: The back-off of the last refusal (0 after a successful store of arrivals).
+        self._store_retry = 0.0
         #: (key, connection, sender is the session's peer) of the last accepted message.
         self._accept_memo: tuple[SequenceKey, int, bool] | None = None
         self._paths: dict[str, str] = {}
@@ -225,6 +231,18 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._conns[cid] = Conn(cid, peer.lower(), role, session)
         self._retry_at.pop(peer.lower(), None)
         return cid
+
+    def refusing(self, peer: str, now: float) -> bool:
+        """Whether a connection from ``peer`` is to be refused now (closed at once by the
+        driver, like one outside the allowlist): the last messages that QM sent could not
+        be stored, and its back-off has not passed (see :meth:`store_work_done`)."""
+        until = self._refuse_until.get(peer.lower())
+        if until is None:
+            return False
+        if now >= until:
+            del self._refuse_until[peer.lower()]
+            return False
+        return True
 
     def data_received(self, cid: int, data: bytes, now: float) -> None:
         """Bytes read from connection ``cid``."""

@@ -42,9 +42,13 @@ from openmsmq.wire.ids import TxSequenceId
 #: The queue name of a (name, ...) store-work item.
 _first = itemgetter(0)
 
-__all__ = ["StoreWorkSide"]
+__all__ = ["STORE_RETRY_MAX", "STORE_RETRY_MIN", "StoreWorkSide"]
 
 log = logging.getLogger("openmsmq.transfer")
+#: Back-off (s) of a peer whose messages could not be stored: its sessions are refused
+#: this long after the first failure, twice as long after each further one in a row.
+STORE_RETRY_MIN = 5.0
+STORE_RETRY_MAX = 60.0
 #: FinalAcks matching no waiting message come in bursts too (one per message of a backlog
 #: a deleted queue rejected): the first of a class is logged, the rest summed up.
 _unmatched_final_acks = RepeatedEvents(log)
@@ -66,10 +70,14 @@ class StoreWorkSide(TransferParts):
     _local_in_flight: StoreLocal | None
     _hop_nacks: list[tuple[Message, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
+    _ack_route: dict[SequenceKey, int]
+    _refuse_until: dict[str, float]
+    _store_retry: float
 
     if TYPE_CHECKING:
 
         def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
+        def _drain_session(self, conn: Conn, now: float) -> None: ...
 
     def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
         """The next batch of store work to run, or None (at most one per kind in flight).
@@ -255,6 +263,38 @@ class StoreWorkSide(TransferParts):
         flush()
         return out
 
+    def _close_for_retry(self, key: SequenceKey, closed: set[int], now: float) -> None:
+        """Close the session messages of ``key`` came on, after they could not be stored
+        (a full disk, the QM quota), and refuse that peer's sessions for a back-off that
+        doubles from :data:`STORE_RETRY_MIN` to :data:`STORE_RETRY_MAX` while stores keep
+        failing. The sender then resends everything not OrderAck'ed as soon as its next
+        session opens (MS-MQQB 3.1.7.1): without this it waited for its Transactional Ack
+        Wait Timer, whose ResendTimerTable grows to 30 min and then 6 h, so a receiver
+        whose disk was full for an hour took up to 30 min more after space was freed.
+        Meanwhile the sender streams nothing this QM would drop as a gap."""
+        cid = self._ack_route.get(key)
+        conn = self._conns.get(cid) if cid is not None else None
+        if conn is None or cid in closed:
+            return
+        closed.add(conn.cid)
+        if conn.session.closed:
+            return
+        # What was stored before the failure is acknowledged first (the OrderAck goes out
+        # before the close), so the sender releases it instead of sending it again.
+        ack = self.incoming.get(key, now).flush_order_ack(now)
+        if ack is not None:
+            self._send_order_ack(ack, now)
+        delay = self._store_retry = min(max(self._store_retry * 2, STORE_RETRY_MIN), STORE_RETRY_MAX)
+        self._refuse_until[conn.peer] = now + delay
+        log.warning(
+            "closing the session from %s: its messages could not be stored; its sessions are refused"
+            " for %.0f s, then it resends them",
+            conn.peer,
+            delay,
+        )
+        conn.session.close(now)
+        self._drain_session(conn, now)
+
     def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
         """``work`` finished (``outcome`` from :meth:`run_store_work`, or one exception for
         all of it when the call itself failed)."""
@@ -262,6 +302,7 @@ class StoreWorkSide(TransferParts):
             self._accept_in_flight = None
             self.stats["batches"] += 1
             self.unstored_bytes -= work.nbytes
+            failed_keys: list[SequenceKey] = []
             for g, res in zip(work.groups, _pad(outcome, len(work.groups)), strict=True):
                 seq = self.incoming.get(g.key, now)
                 if res is None:
@@ -269,8 +310,10 @@ class StoreWorkSide(TransferParts):
                     self._ack_sessions[(st.sender_qm, st.destination.lower())] = session_of_state(st)
                     for ack in seq.messages_stored(g.accepted, now):
                         self._send_order_ack(ack, now)
+                    self._store_retry = 0.0
                     continue
                 log.warning("storing %d messages for %s failed: %s", len(g.packets), g.queue, res)
+                failed_keys.append(g.key)
                 # (already rolled back when an earlier group of the same sequence failed)
                 with contextlib.suppress(LocalProtocolError):
                     seq.store_failed(g.accepted[0].tx_sequence_id, g.accepted[0].tx_sequence_number)
@@ -280,6 +323,9 @@ class StoreWorkSide(TransferParts):
                 self.unstored_bytes -= self._accepted_bytes - still
                 self._accepted_bytes = still
                 self._accepted = kept
+            closed: set[int] = set()
+            for key in failed_keys:
+                self._close_for_retry(key, closed, now)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
             items = (*work.releases, *work.deletes, *work.settles)
