@@ -86,9 +86,9 @@ class QmConfig:
         "uvloop",
         "choice",
         "Event loop of `serve` (MS-MQQB sessions, timers, store hand-offs): uvloop (libuv), or the"
-        " standard library's asyncio loop. uvloop took 7-9 % less CPU per transferred message in"
-        " both QMs (docs/benchmarks.md); where it cannot be imported serve logs a warning and runs"
-        " asyncio.",
+        " standard library's asyncio loop. uvloop took up to 8 % less CPU per message in serve"
+        " (most at 1 message per transaction; docs/benchmarks.md); where it cannot be imported"
+        " serve logs a warning and runs asyncio.",
         choices=("uvloop", "asyncio"),
     )
 
