@@ -395,6 +395,15 @@ class RemoteConfig:
         lo=0.1,
         hi=86400,
     )
+    max_pending_bytes: int = _key(
+        128 * 1024 * 1024,
+        "size",
+        "Memory one client session may hold in messages it started receiving and has not ended"
+        " (two-phase and transactional receives: each counts its size plus 1.5 KiB); a start"
+        " beyond it fails with MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
+        lo=1024,
+        spec="MS-MQRR 3.1.4.7, 3.1.4.13",
+    )
 
 
 @dataclass(frozen=True)

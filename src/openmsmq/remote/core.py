@@ -43,7 +43,7 @@ from openmsmq.remote.codes import (
     RemoteAck,
     ShareMode,
 )
-from openmsmq.remote.pending import PendingRequestEntry, PendingRequestTable
+from openmsmq.remote.pending import ENTRY_OVERHEAD, PendingRequestEntry, PendingRequestTable
 from openmsmq.remote.reads import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
 from openmsmq.remote.session import (
     OpenQueueDescriptor,
@@ -71,7 +71,9 @@ class RemoteReadCore:
 
     ``cleanup_timeout``: the Pending Request Cleanup Timer in seconds (MS-MQRR 3.1.2.2;
     Windows uses 5 minutes). ``session_timeout``: a session that has not been touched
-    for this long is ended. ``clock``: monotonic seconds for both.
+    for this long is ended. ``max_pending_bytes``: what one session may hold in pending
+    receives (message sizes plus :data:`~openmsmq.remote.pending.ENTRY_OVERHEAD` each);
+    a start beyond it fails with MQ_ERROR_INSUFFICIENT_RESOURCES. ``clock``: monotonic seconds for both.
     """
 
     def __init__(
@@ -80,9 +82,11 @@ class RemoteReadCore:
         *,
         cleanup_timeout: float = 300.0,
         session_timeout: float = 30.0,
+        max_pending_bytes: int = 128 * 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.qm = qm
+        self.max_pending_bytes = max_pending_bytes
         self.cleanup_timeout = cleanup_timeout
         self.session_timeout = session_timeout
         self.clock = clock
@@ -502,6 +506,14 @@ class RemoteReadCore:
             for i in range(max_count):
                 if self._table.get(handle, request_id + i) is not None:
                     raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {request_id + i} is pending")
+        if s.pending_bytes >= self.max_pending_bytes:
+            # The locked messages of a client that never ends its receives stay in memory
+            # until the cleanup timer (5 min): a loop of batched starts held the whole queue.
+            raise _err(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"this session holds {s.pending_bytes:,} bytes in receives it started and has not"
+                f" ended (remote.max_pending_bytes = {self.max_pending_bytes:,}): end some first",
+            )
         timeout = timeout_seconds(timeout_ms)
         out: list[tuple[int, Message]] = []
         t = tx.txn if tx else None
@@ -509,13 +521,16 @@ class RemoteReadCore:
             used = 0  # reply bytes so far (REPLY_BYTES)
             for i in range(max_count):
                 rid = request_id + i
-                if used >= REPLY_BYTES:
+                if used >= REPLY_BYTES or s.pending_bytes >= self.max_pending_bytes:
                     break
                 if i == 1 and act == Action.RECEIVE and not cursor:
-                    # The rest of the batch from the head: one select and one lock.
-                    out += self._begin_rest(d, handle, rid, max_count - 1, tx, w.event, REPLY_BYTES - used)
+                    # The rest of the batch from the head: one select and one lock; its
+                    # bodies within the reply's bytes and the session's pending budget.
+                    room = self.max_pending_bytes - s.pending_bytes
+                    limit = max(1, min(REPLY_BYTES - used, room))
+                    out += self._begin_rest(d, handle, rid, max_count - 1, tx, w.event, limit)
                     break
-                entry = PendingRequestEntry(rid, handle, self.clock(), tx=tx.state if tx else None)
+                entry = PendingRequestEntry(rid, handle, self.clock(), tx=tx.state if tx else None, owner=s)
                 with self._lock:
                     added = not d.closed and self._table.add(entry)
                 if not added:
@@ -539,7 +554,7 @@ class RemoteReadCore:
                 with self._lock:
                     mine = self._table.get(handle, rid) is entry and not w.event.is_set()
                     if mine:
-                        entry.receive, entry.lookup_id = p, p.lookup_id
+                        self._table.hold(entry, p, p.lookup_id, p.message.size)
                         # Safe reading of 3.1.2.2: the timer runs from the lock, not from the
                         # request's arrival, so a long wait does not eat the client's time.
                         self._table.start_timer(entry, self.clock() + self.cleanup_timeout)
@@ -577,7 +592,9 @@ class RemoteReadCore:
         entries: list[PendingRequestEntry] = []
         with self._lock:
             for k in range(n):
-                entry = PendingRequestEntry(first_rid + k, handle, self.clock(), tx=tx.state if tx else None)
+                entry = PendingRequestEntry(
+                    first_rid + k, handle, self.clock(), tx=tx.state if tx else None, owner=d.session
+                )
                 if d.closed or not self._table.add(entry):
                     break
                 entries.append(entry)
@@ -596,9 +613,13 @@ class RemoteReadCore:
             for j, entry in enumerate(entries):
                 p = got[j] if j < len(got) else None
                 stop = stop or p is None or cancelled.is_set()
+                if p is not None and not stop:
+                    # The session's budget counts each message's size plus the entry's
+                    # overhead (max_bytes bounded the bodies only): past it, put back.
+                    stop = d.session.pending_bytes + p.message.size + ENTRY_OVERHEAD > self.max_pending_bytes
                 mine = not stop and self._table.get(handle, entry.request_id) is entry
                 if mine and p is not None:
-                    entry.receive, entry.lookup_id = p, p.lookup_id
+                    self._table.hold(entry, p, p.lookup_id, p.message.size)
                     self._table.start_timer(entry, self.clock() + self.cleanup_timeout)
                     out.append((entry.request_id, p.message))
                     continue

@@ -13,7 +13,13 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PendingRequestEntry", "PendingRequestTable", "TxState"]
+__all__ = ["ENTRY_OVERHEAD", "PendingRequestEntry", "PendingRequestTable", "TxState"]
+
+#: Memory a pending receive holds besides its message's size (the locked Message, the
+#: QM's PendingReceive, the entry, the table's keys), counted against its session's
+#: ``max_pending_bytes``. tracemalloc over 20,000 pending receives of 256-byte messages
+#: (batches of 500 from the head, 2026-11-26): 1,716 bytes each, 1,460 beyond the body.
+ENTRY_OVERHEAD = 1536
 
 
 @dataclass(eq=False)
@@ -40,6 +46,10 @@ class PendingRequestEntry:
     lookup_id: int = 0
     receive: Any = None
     tx: TxState | None = None
+    #: The session the entry counts against (anything with a ``pending_bytes`` int).
+    owner: Any = None
+    #: What the entry adds to ``owner.pending_bytes`` (set by :meth:`PendingRequestTable.hold`).
+    nbytes: int = 0
     #: Deadline of the Pending Request Cleanup Timer (None = not running).
     deadline: float | None = None
     _timer_seq: int = field(default=0, repr=False)
@@ -81,6 +91,14 @@ class PendingRequestTable:
         self._by_handle.setdefault(entry.handle, set()).add(entry.request_id)
         return True
 
+    def hold(self, entry: PendingRequestEntry, receive: Any, lookup_id: int, size: int) -> None:
+        """The entry's message is locked: keep ``receive`` and count ``size`` plus
+        :data:`ENTRY_OVERHEAD` against its owner until the entry is removed."""
+        entry.receive, entry.lookup_id = receive, lookup_id
+        entry.nbytes = size + ENTRY_OVERHEAD
+        if entry.owner is not None:
+            entry.owner.pending_bytes += entry.nbytes
+
     def start_timer(self, entry: PendingRequestEntry, deadline: float) -> None:
         """(Re)start the entry's Pending Request Cleanup Timer."""
         entry._timer_seq = next(self._seq)
@@ -98,6 +116,9 @@ class PendingRequestTable:
             if not ids:
                 del self._by_handle[handle]
         entry.deadline = None  # the heap item is now stale: skipped when popped
+        if entry.owner is not None and entry.nbytes:
+            entry.owner.pending_bytes -= entry.nbytes
+            entry.nbytes = 0
         return entry
 
     def remove_handle(self, handle: int) -> list[PendingRequestEntry]:

@@ -470,7 +470,9 @@ class RemoteServer:
     ``tokens``: a :class:`TokenTable` (None = every caller allowed; keep it on loopback).
     ``tls``: (certificate chain PEM, private key PEM) bytes for TLS. ``cleanup_timeout``:
     the Pending Request Cleanup Timer (s). ``session_timeout``: a session without a ping
-    for this long ends (s). ``wait_workers``: threads for receives that wait.
+    for this long ends (s). ``max_pending_bytes``: what one session may hold in receives
+    it started and has not ended (RemoteReadCore). ``wait_workers``: threads for receives
+    that wait.
     """
 
     def __init__(
@@ -483,6 +485,7 @@ class RemoteServer:
         tls: tuple[bytes, bytes] | None = None,
         cleanup_timeout: float = 300.0,
         session_timeout: float = 30.0,
+        max_pending_bytes: int = 128 * 1024 * 1024,
         workers: int = 16,
         wait_workers: int = 256,
     ) -> None:
@@ -491,7 +494,12 @@ class RemoteServer:
         self.port = port
         self.tokens = tokens
         self.tls = tls
-        self.core = RemoteReadCore(qm, cleanup_timeout=cleanup_timeout, session_timeout=session_timeout)
+        self.core = RemoteReadCore(
+            qm,
+            cleanup_timeout=cleanup_timeout,
+            session_timeout=session_timeout,
+            max_pending_bytes=max_pending_bytes,
+        )
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openmsmq-rr")
         self._wait_pool = ThreadPoolExecutor(max_workers=wait_workers, thread_name_prefix="openmsmq-rr-wait")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -624,7 +632,7 @@ def start_remote_server(qm: QueueManager, config: Any = None, **overrides: Any) 
         cert, key = _read_pem(remote.tls_cert), _read_pem(remote.tls_key)
         if cert is not None and key is not None:
             kwargs["tls"] = (cert, key)
-        for name in ("session_timeout",):
+        for name in ("session_timeout", "max_pending_bytes"):
             if hasattr(remote, name):
                 kwargs[name] = getattr(remote, name)
     kwargs.update(overrides)

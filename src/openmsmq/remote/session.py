@@ -82,6 +82,9 @@ class Session:
     ended_txs: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
     waiters: set[Waiter] = field(default_factory=set)
     closed: bool = False
+    #: Memory held for its pending receives: each locked message's size plus
+    #: :data:`openmsmq.remote.pending.ENTRY_OVERHEAD` (PendingRequestTable keeps the sum).
+    pending_bytes: int = 0
 
 
 def share_conflict(existing: OpenQueueDescriptor, access: AccessMode, share: ShareMode) -> bool:

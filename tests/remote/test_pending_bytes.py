@@ -1,0 +1,113 @@
+"""``remote.max_pending_bytes``: what one session may hold in receives it started and has
+not ended. A client that starts batched receives in a loop and never ends them held every
+locked message in the server's memory until the cleanup timer (5 minutes): the whole queue,
+for a queue of a million messages over a gigabyte."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from openmsmq.errors import HResult, MQError
+from openmsmq.qm import QueueManager
+from openmsmq.remote.auth import Principal
+from openmsmq.remote.codes import AccessMode, RemoteAck
+from openmsmq.remote.core import RemoteReadCore
+from openmsmq.remote.pending import ENTRY_OVERHEAD
+from tests.clock import Clock
+
+from .conftest import PLAINQ, TXQ, bodies, fill
+
+BODY = 1000
+#: Room for 10 pending 1,000-byte messages.
+BUDGET = 10 * (BODY + ENTRY_OVERHEAD)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(1000.0)
+
+
+@pytest.fixture
+def core(qm: QueueManager, clock: Clock) -> Iterator[RemoteReadCore]:
+    c = RemoteReadCore(qm, cleanup_timeout=10.0, session_timeout=60.0, max_pending_bytes=BUDGET, clock=clock)
+    yield c
+    c.close()
+
+
+def _fill(qm: QueueManager, queue: str, n: int) -> list[bytes]:
+    msgs = [b"%04d" % i + bytes(BODY - 4) for i in range(n)]
+    fill(qm, queue, msgs)
+    return msgs
+
+
+def test_a_session_holds_at_most_its_budget_and_gets_insufficient_resources_beyond(
+    core: RemoteReadCore, qm: QueueManager
+) -> None:
+    msgs = _fill(qm, PLAINQ, 40)
+    s = core.open_session(Principal("a"))
+    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    got = core.start_receive(s, h, request_id=1, max_count=25)  # the batch stops at the budget
+    assert [m.body for _, m in got] == msgs[:10]
+    assert s.pending_bytes == BUDGET
+    with pytest.raises(MQError) as err:
+        core.start_receive(s, h, request_id=100, max_count=5)
+    assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+    assert "remote.max_pending_bytes" in str(err.value)
+    # Another session has a budget of its own.
+    other = core.open_session(Principal("b"))
+    h2 = core.open_queue(other, PLAINQ, AccessMode.RECEIVE)
+    assert [m.body for _, m in core.start_receive(other, h2, request_id=1, max_count=3)] == msgs[10:13]
+    # Ending receives gives the budget back; nothing was lost or taken twice.
+    assert core.end_receive(s, h, [1, 2, 3, 4], RemoteAck.RR_ACK) == [0] * 4
+    assert s.pending_bytes == 6 * (BODY + ENTRY_OVERHEAD)
+    got = core.start_receive(s, h, request_id=100, max_count=10)
+    assert [m.body for _, m in got] == msgs[13:17]
+    assert core.end_receive(other, h2, [1, 2, 3], RemoteAck.RR_NACK) == [0] * 3
+    assert bodies(qm, PLAINQ) == msgs[4:]
+
+
+def test_the_budget_comes_back_by_the_cleanup_timer_close_and_transaction_end(
+    core: RemoteReadCore, qm: QueueManager, clock: Clock
+) -> None:
+    _fill(qm, TXQ, 30)
+    s = core.open_session(Principal("a"))
+    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    uow = bytes(range(16))
+    assert len(core.start_receive(s, h, request_id=1, uow=uow, max_count=10)) == 10
+    core.abort(s, uow)  # the messages go back; their entries stay until ended or expired
+    clock.now += 10.5
+    s.last_seen = clock.now
+    core.run_timers()
+    assert s.pending_bytes == 0 and core.pending_count == 0
+    assert len(core.start_receive(s, h, request_id=20, uow=bytes(range(1, 17)), max_count=10)) == 10
+    core.close_queue(s, h)
+    assert s.pending_bytes == 0
+    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    assert len(core.start_receive(s, h, request_id=1, uow=bytes(16), max_count=10)) == 10
+    core.close_session(s)
+    assert s.pending_bytes == 0 and core.pending_count == 0
+    assert len(bodies(qm, TXQ)) == 30
+
+
+def test_over_grpc_the_client_gets_the_typed_error_and_goes_on_after_ending(qm: QueueManager) -> None:
+    from openmsmq.client import Access, Ack
+    from openmsmq.client.grpc_transport import GrpcTransport
+    from openmsmq.remote.server import RemoteServer
+
+    msgs = _fill(qm, PLAINQ, 12)
+    with RemoteServer(qm, port=0, max_pending_bytes=BUDGET) as srv:
+        srv.start()
+        t = GrpcTransport(srv.target)
+        try:
+            h = t.open_queue(PLAINQ, Access.RECEIVE)
+            got = t.start_receive_many(h, 12)
+            assert [p.message.body for p in got] == msgs[:10]
+            with pytest.raises(MQError) as err:
+                t.start_receive_many(h, 2)
+            assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+            assert t.end_receive_many(h, [p.request_id for p in got], Ack.ACK) == [0] * 10
+            assert [p.message.body for p in t.start_receive_many(h, 2)] == msgs[10:]
+        finally:
+            t.close()
