@@ -394,6 +394,23 @@ def test_recoverable_message_acked_only_after_receiver_persists_it() -> None:
     assert ack2.acked_handles == (42,)
 
 
+def test_flush_acknowledgments_sends_the_pending_session_ack_before_a_local_close() -> None:
+    a, b = pair()
+    drain(a), drain(b)
+    a.send_user_message(recoverable_packet(1), 1.0, handle=42)
+    a.send_user_message(recoverable_packet(2), 1.0, handle=43)
+    pump(a, b, 1.0)
+    first, _second = drain(b)
+    b.recoverable_message_stored(first.recoverable_number, 1.1)  # the second failed to store
+    b.flush_acknowledgments(1.1)  # long before the timer's deadline
+    b.close(1.1)
+    pump(a, b, 1.1)
+    acks = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
+    assert [h for ack in acks for h in ack.acked_handles] == [42]
+    b.flush_acknowledgments(1.2)  # closed: nothing more
+    assert b.data_to_send() == b""
+
+
 def test_a_recoverable_message_for_another_qm_is_acked_once_stored_for_forwarding() -> None:
     a, b = pair()
     drain(a), drain(b)

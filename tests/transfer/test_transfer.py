@@ -443,3 +443,38 @@ def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
     assert bodies_in(b.qm, Q) == _expected(2, 50)
     assert outgoing_count(a.qm) == 0
     assert not b.transfer.refusing("127.0.0.1", net.clock.now)
+
+
+def test_recoverable_messages_a_receiver_could_not_store_are_resent_on_a_new_session(
+    net: Net, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recoverable message B failed to store was never acknowledged, and A resends such a
+    message only on a new session; B acknowledged the messages around it, so the session
+    never timed out and the message waited for good (two serve processes, B on a tmpfs that
+    filled: 39,007 of 60,000 still at A 90 s after the disk grew). Now B closes the session
+    and refuses A for the back-off; A resends on its next session, once each."""
+    from openmsmq.qm import transfer_store
+    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+
+    a = net.add("127.0.0.1")
+    b = net.add("127.0.0.2")
+    b.qm.create_queue("private$\\plain")
+    full = [True]
+    real = transfer_store.store_arrivals
+
+    def store(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if full[0]:
+            raise MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "store is full")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transfer_store, "store_arrivals", store)
+    sent = [f"r{i}".encode() for i in range(10)]
+    a.qm.send_many("DIRECT=TCP:127.0.0.2\\PRIVATE$\\plain", [Message(body=x, delivery=1) for x in sent])
+    net.settle()
+    assert bodies_in(b.qm, "private$\\plain") == [] and outgoing_count(a.qm) == 10
+    assert b.transfer.refusing("127.0.0.1", net.clock.now)
+    full[0] = False
+    net.advance(STORE_RETRY_MIN + 0.1)
+    net.advance(15.0)  # Session Ack Send Timer
+    assert bodies_in(b.qm, "private$\\plain") == sent
+    assert outgoing_count(a.qm) == 0

@@ -346,6 +346,16 @@ class Session:
             if self._ack_send_deadline is None or self._ack_send_deadline > soon:
                 self._ack_send_deadline = soon
 
+    def flush_acknowledgments(self, now: float) -> None:
+        """Send now the SessionAcks the Session Ack Send Timer would send at its deadline
+        (MS-MQQB 3.1.6.4): before the QM closes the session, so that the sender releases
+        what was persisted instead of sending it again on the next session."""
+        if self.closed or not (self.unacked_received_msg_count or self._persisted_unacked):
+            return
+        self._send_packet(SessionAck(self._make_session_header()))
+        while self._persisted_unacked:  # one SessionHeader covers 32 numbers (see handle_timer)
+            self._send_packet(SessionAck(self._make_session_header()))
+
     def close(self, now: float) -> None:
         """Close the session locally (MS-MQQB 3.1.5.9): there is no close packet."""
         if not self.closed:

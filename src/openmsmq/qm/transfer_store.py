@@ -263,32 +263,35 @@ class StoreWorkSide(TransferParts):
         flush()
         return out
 
-    def _close_for_retry(self, key: SequenceKey, closed: set[int], now: float) -> None:
-        """Close the session messages of ``key`` came on, after they could not be stored
-        (a full disk, the QM quota), and refuse that peer's sessions for a back-off that
-        doubles from :data:`STORE_RETRY_MIN` to :data:`STORE_RETRY_MAX` while stores keep
-        failing. The sender then resends everything not OrderAck'ed as soon as its next
-        session opens (MS-MQQB 3.1.7.1): without this it waited for its Transactional Ack
-        Wait Timer, whose ResendTimerTable grows to 30 min and then 6 h, so a receiver
-        whose disk was full for an hour took up to 30 min more after space was freed.
-        Meanwhile the sender streams nothing this QM would drop as a gap."""
-        cid = self._ack_route.get(key)
-        conn = self._conns.get(cid) if cid is not None else None
-        if conn is None or cid in closed:
+    def _close_for_retry(
+        self, conn: Conn | None, closed: set[int], now: float, key: SequenceKey | None = None
+    ) -> None:
+        """Close ``conn`` after messages it brought could not be stored (a full disk, the
+        QM quota), and refuse that peer's sessions for a back-off that doubles from
+        :data:`STORE_RETRY_MIN` to :data:`STORE_RETRY_MAX` while stores keep failing.
+
+        The sender then resends everything not acknowledged as soon as its next session
+        opens (MS-MQQB 3.1.7.1). Without this a transactional message waited for the
+        sender's Transactional Ack Wait Timer, whose ResendTimerTable grows to 30 min and
+        then 6 h; a recoverable one waited for the session to end, which it never did
+        while this QM acknowledged the messages around it. Meanwhile the sender streams
+        nothing this QM would drop. What was stored is acknowledged first: the OrderAck of
+        ``key``'s sequence and the session's pending SessionAcks go out before the close."""
+        if conn is None or conn.cid in closed:
             return
         closed.add(conn.cid)
         if conn.session.closed:
             return
-        # What was stored before the failure is acknowledged first (the OrderAck goes out
-        # before the close), so the sender releases it instead of sending it again.
-        ack = self.incoming.get(key, now).flush_order_ack(now)
-        if ack is not None:
-            self._send_order_ack(ack, now)
+        if key is not None:
+            ack = self.incoming.get(key, now).flush_order_ack(now)
+            if ack is not None:
+                self._send_order_ack(ack, now)
+        conn.session.flush_acknowledgments(now)
         delay = self._store_retry = min(max(self._store_retry * 2, STORE_RETRY_MIN), STORE_RETRY_MAX)
         self._refuse_until[conn.peer] = now + delay
         log.warning(
-            "closing the session from %s: its messages could not be stored; its sessions are refused"
-            " for %.0f s, then it resends them",
+            "closing the session from %s: messages it sent could not be stored; its sessions are"
+            " refused for %.0f s, then it resends them",
             conn.peer,
             delay,
         )
@@ -325,7 +328,8 @@ class StoreWorkSide(TransferParts):
                 self._accepted = kept
             closed: set[int] = set()
             for key in failed_keys:
-                self._close_for_retry(key, closed, now)
+                cid = self._ack_route.get(key)
+                self._close_for_retry(self._conns.get(cid) if cid is not None else None, closed, now, key)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
             items = (*work.releases, *work.deletes, *work.settles)
@@ -336,12 +340,22 @@ class StoreWorkSide(TransferParts):
             self._local_in_flight = None
             stored = work.items + work.forwards
             self.unstored_bytes -= sum([len(m.body) for _, m, _c, _n in stored])
+            failed: dict[tuple[str, str], int] = {}
+            failed_conns: list[Conn | None] = []
             for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
                 conn = self._conns.get(cid)
-                if res is None and conn is not None and number is not None:
-                    conn.session.recoverable_message_stored(number, now)
-                elif res is not None:
-                    log.warning("storing a message for %s failed: %s", queue, res)
+                if res is None:
+                    if conn is not None and number is not None:
+                        conn.session.recoverable_message_stored(number, now)
+                    continue
+                # One line per queue and error for the batch (a full disk fails every one).
+                failed[(queue, str(res))] = failed.get((queue, str(res)), 0) + 1
+                failed_conns.append(conn)
+            for (queue, err), n in failed.items():
+                log.warning("storing %d message(s) for %s failed: %s", n, queue, err)
+            shut: set[int] = set()
+            for conn in failed_conns:
+                self._close_for_retry(conn, shut, now)
 
     @property
     def accepts_waiting(self) -> bool:
