@@ -478,3 +478,44 @@ def test_recoverable_messages_a_receiver_could_not_store_are_resent_on_a_new_ses
     net.advance(15.0)  # Session Ack Send Timer
     assert bodies_in(b.qm, "private$\\plain") == sent
     assert outgoing_count(a.qm) == 0
+
+
+def test_a_receiver_that_could_not_store_does_not_reopen_the_session_itself_during_the_back_off(
+    net: Net, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B also has messages for A: A's messages may travel on the session B opened, so B
+    reopening it at once would bring A's resend straight back into B's full store, again
+    and again. During the back-off B opens no session to A either; afterwards both
+    directions finish, every message once and in order."""
+    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+
+    a, b = _pair(net)
+    a.qm.create_queue(Q, transactional=True)
+    full = [False]
+    real = b.qm.accept_arrival_rows_many
+
+    def store(runs):  # type: ignore[no-untyped-def]
+        if full[0]:
+            return [MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "store is full") for _ in runs]
+        return real(runs)
+
+    monkeypatch.setattr(b.qm, "accept_arrival_rows_many", store)
+    to_a = "DIRECT=TCP:127.0.0.1\\PRIVATE$\\orders"
+    net.connect("127.0.0.2", "127.0.0.1")  # B's session to A: A sends on it too
+    send_tx(b.qm, to_a, [b"b0"])
+    full[0] = True
+    send_tx(a.qm, DEST_B, [b"a0", b"a1"])
+    send_tx(b.qm, to_a, [b"b1"])
+    for _ in range(50):  # bounded: a reopen loop would never stop moving
+        if not net.step():
+            break
+    else:
+        raise AssertionError("B and A kept reopening sessions")
+    assert b.transfer.refusing("127.0.0.1", net.clock.now)
+    assert "127.0.0.1" not in b.transfer.wanted_peers()
+    full[0] = False
+    net.advance(STORE_RETRY_MIN + 0.1)
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == [b"a0", b"a1"]
+    assert bodies_in(a.qm, Q) == [b"b0", b"b1"]
+    assert outgoing_count(a.qm) == 0 and outgoing_count(b.qm) == 0

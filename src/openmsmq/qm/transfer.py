@@ -281,7 +281,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         busy = {c.peer for c in self._conns.values() if not c.session.closed}
         want = {t.next_hop for t in self.outgoing.values() if t.has_work}
         want |= {peer for peer, buf in self._forward.items() if buf}
-        return want - busy
+        # Nor to a peer refused after a failed store (until its back-off ends, see
+        # handle_timer): its messages may travel on the session this QM opens, and would
+        # come straight back into the store that failed, again and again.
+        return want - busy - self._refuse_until.keys()
 
     def set_retry(self, peer: str, at: float | None) -> None:
         """The driver reports when it will retry connecting to ``peer`` (status only)."""
@@ -305,16 +308,20 @@ class Transfer(OutgoingSide, StoreWorkSide):
     # ------------------------------------------------------------------ timers
 
     def get_timer(self) -> float | None:
-        """Earliest deadline of the sessions, the Order Ack Send Timers and the
-        Transactional Ack Wait Timers."""
+        """Earliest deadline of the sessions, the Order Ack Send Timers, the
+        Transactional Ack Wait Timers and the refusals after a failed store."""
         deadlines = [c.session.get_timer() for c in self._conns.values()]
         deadlines.append(self.incoming.get_timer())
         deadlines += [t.seq.get_timer() for t in self.outgoing.values()]
+        if self._refuse_until:
+            deadlines.append(min(self._refuse_until.values()))
         found = [d for d in deadlines if d is not None]
         return min(found) if found else None
 
     def handle_timer(self, now: float) -> None:
-        """Fire every due timer."""
+        """Fire every due timer (and end the refusals whose back-off passed)."""
+        for peer in [p for p, until in self._refuse_until.items() if now >= until]:
+            del self._refuse_until[peer]
         for conn in list(self._conns.values()):
             conn.session.handle_timer(now)
             self._drain_session(conn, now)
