@@ -347,6 +347,7 @@ class StoreWorkSide(TransferParts):
                 if res is None:
                     if conn is not None and number is not None:
                         conn.session.recoverable_message_stored(number, now)
+                    self._store_retry = 0.0
                     continue
                 # One line per queue and error for the batch (a full disk fails every one).
                 failed[(queue, str(res))] = failed.get((queue, str(res)), 0) + 1
