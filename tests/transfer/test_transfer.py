@@ -451,39 +451,53 @@ def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
     assert not b.transfer.refusing("127.0.0.1", net.clock.now)
 
 
-def test_recoverable_messages_a_receiver_could_not_store_are_resent_on_a_new_session(
-    net: Net, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A recoverable message B failed to store was never acknowledged, and A resends such a
-    message only on a new session; B acknowledged the messages around it, so the session
-    never timed out and the message waited for good (two serve processes, B on a tmpfs that
-    filled: 39,007 of 60,000 still at A 90 s after the disk grew). Now B closes the session
-    and refuses A for the back-off; A resends on its next session, once each."""
-    from openmsmq.qm import transfer_store
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
-
-    a = net.add("127.0.0.1")
-    b = net.add("127.0.0.2")
-    b.qm.create_queue("private$\\plain")
+def _raising_while_full(monkeypatch: pytest.MonkeyPatch, target: object, name: str) -> list[bool]:
+    """Make ``target.name`` raise MQ_ERROR_INSUFFICIENT_RESOURCES, as a full disk does,
+    while the returned flag's item is True (it starts True)."""
     full = [True]
-    real = transfer_store.store_arrivals
+    real = getattr(target, name)
 
     def store(*args, **kwargs):  # type: ignore[no-untyped-def]
         if full[0]:
             raise MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "store is full")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(transfer_store, "store_arrivals", store)
+    monkeypatch.setattr(target, name, store)
+    return full
+
+
+@pytest.mark.parametrize("hop", [False, True], ids=["receiver", "next-hop"])
+def test_recoverable_messages_a_qm_could_not_store_are_resent_on_a_new_session(
+    net: Net, monkeypatch: pytest.MonkeyPatch, hop: bool
+) -> None:
+    """A recoverable message B failed to store (B the receiver, or the next hop that stores
+    it before acknowledging it) was never acknowledged, and A resends such a message only
+    on a new session; B acknowledged the messages around it, so the session never timed
+    out and the message waited for good (two serve processes, B on a tmpfs that filled:
+    39,007 of 60,000 still at A 90 s after the disk grew). Now B closes the session and
+    refuses A for the back-off; A resends on its next session, once each."""
+    from openmsmq.qm import transfer_store
+    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+
+    a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),) if hop else ())
+    b = net.add("127.0.0.2")
+    dest = net.add("127.0.0.3") if hop else b
+    dest.qm.create_queue("private$\\plain")
+    if hop:  # B stores what it forwards in its outgoing queue to C
+        full = _raising_while_full(monkeypatch, b.qm, "accept_arrivals")
+    else:
+        full = _raising_while_full(monkeypatch, transfer_store, "store_arrivals")
     sent = [f"r{i}".encode() for i in range(10)]
-    a.qm.send_many("DIRECT=TCP:127.0.0.2\\PRIVATE$\\plain", [Message(body=x, delivery=1) for x in sent])
+    a.qm.send_many(f"DIRECT=TCP:{dest.address}\\PRIVATE$\\plain", [Message(body=x, delivery=1) for x in sent])
     net.settle()
-    assert bodies_in(b.qm, "private$\\plain") == [] and outgoing_count(a.qm) == 10
+    assert bodies_in(dest.qm, "private$\\plain") == [] and outgoing_count(a.qm) == 10
     assert b.transfer.refusing("127.0.0.1", net.clock.now)
     full[0] = False
     net.advance(STORE_RETRY_MIN + 0.1)
-    net.advance(15.0)  # Session Ack Send Timer
-    assert bodies_in(b.qm, "private$\\plain") == sent
-    assert outgoing_count(a.qm) == 0
+    net.run_until_quiet()
+    net.advance(15.0)  # the Session Ack Send Timers
+    assert bodies_in(dest.qm, "private$\\plain") == sent
+    assert outgoing_count(a.qm) == 0 and outgoing_count(b.qm) == 0
 
 
 def test_a_receiver_that_could_not_store_does_not_reopen_the_session_itself_during_the_back_off(
