@@ -236,13 +236,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         """Whether a connection from ``peer`` is to be refused now (closed at once by the
         driver, like one outside the allowlist): the last messages that QM sent could not
         be stored, and its back-off has not passed (see :meth:`store_work_done`)."""
-        until = self._refuse_until.get(peer.lower())
-        if until is None:
-            return False
-        if now >= until:
-            del self._refuse_until[peer.lower()]
-            return False
-        return True
+        # (entries whose back-off passed are dropped by handle_timer: get_timer has them)
+        return now < self._refuse_until.get(peer.lower(), now)
 
     def data_received(self, cid: int, data: bytes, now: float) -> None:
         """Bytes read from connection ``cid``."""

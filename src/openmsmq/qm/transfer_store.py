@@ -328,8 +328,7 @@ class StoreWorkSide(TransferParts):
                 self._accepted = kept
             closed: set[int] = set()
             for key in failed_keys:
-                cid = self._ack_route.get(key)
-                self._close_for_retry(self._conns.get(cid) if cid is not None else None, closed, now, key)
+                self._close_for_retry(self._conns.get(self._ack_route.get(key, 0)), closed, now, key)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
             items = (*work.releases, *work.deletes, *work.settles)
@@ -347,11 +346,12 @@ class StoreWorkSide(TransferParts):
                 if res is None:
                     if conn is not None and number is not None:
                         conn.session.recoverable_message_stored(number, now)
-                    self._store_retry = 0.0
                     continue
                 # One line per queue and error for the batch (a full disk fails every one).
                 failed[(queue, str(res))] = failed.get((queue, str(res)), 0) + 1
                 failed_conns.append(conn)
+            if len(failed_conns) < len(stored):  # something was stored: the back-off restarts
+                self._store_retry = 0.0
             for (queue, err), n in failed.items():
                 log.warning("storing %d message(s) for %s failed: %s", n, queue, err)
             shut: set[int] = set()

@@ -626,14 +626,13 @@ def start_remote_server(qm: QueueManager, config: Any = None, **overrides: Any) 
     kwargs: dict[str, Any] = {}
     if remote is not None:
         kwargs.update(host=remote.listen_address, port=remote.port,
-                      cleanup_timeout=remote.pending_request_cleanup)  # fmt: skip
+                      cleanup_timeout=remote.pending_request_cleanup,
+                      session_timeout=remote.session_timeout,
+                      max_pending_bytes=remote.max_pending_bytes)  # fmt: skip
         if remote.tokens_file is not None:
             kwargs["tokens"] = load_tokens(remote.tokens_file)
         cert, key = _read_pem(remote.tls_cert), _read_pem(remote.tls_key)
         if cert is not None and key is not None:
             kwargs["tls"] = (cert, key)
-        for name in ("session_timeout", "max_pending_bytes"):
-            if hasattr(remote, name):
-                kwargs[name] = getattr(remote, name)
     kwargs.update(overrides)
     return RemoteServer(qm, **kwargs).start()
