@@ -103,7 +103,8 @@ def main() -> None:
     gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (net/server.py tune_gc)
     acc: collections.defaultdict[str, float] = collections.defaultdict(float)
     _instrument(acc)
-    net = Net(Path(tempfile.mkdtemp(prefix="openmsmq-bench-cpu-")), Clock())
+    work = tempfile.TemporaryDirectory(prefix="openmsmq-bench-cpu-")  # removed at the end
+    net = Net(Path(work.name), Clock())
     a, b = net.add("127.0.0.1"), net.add("127.0.0.2")
     b.qm.create_queue("private$\\bench", transactional=True)
     body = bytes(256)
@@ -151,6 +152,7 @@ def main() -> None:
               f" B PacketDecoder.feed+message_from_packet {cb:.2f}")  # fmt: skip
     for node in net.nodes.values():
         node.qm.close()
+    work.cleanup()
 
 
 if __name__ == "__main__":
