@@ -37,17 +37,24 @@ class QM:
     """A queue manager with its transfer node on ``address``."""
 
     def __init__(
-        self, root: Path, address: str, port: int, allow: list[str] | None = None, max_connections: int = 1000
+        self,
+        root: Path,
+        address: str,
+        port: int,
+        allow: list[str] | None = None,
+        max_connections: int = 1000,
+        routes: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.root, self.address, self.port, self.allow = root, address, port, allow
-        self.max_connections = max_connections
+        self.max_connections, self.routes = max_connections, routes
         self.qm: QueueManager | None = None
         self.node: MQQBNode | None = None
 
     async def start(self) -> QM:
         self.qm = QueueManager(self.root / self.address, integrity_check=False)
         loop = asyncio.get_running_loop()
-        transfer = Transfer(self.qm, TransferConfig(local_addresses=(self.address,)), loop.time())
+        config = TransferConfig(local_addresses=(self.address,), routes=self.routes)
+        transfer = Transfer(self.qm, config, loop.time())
         allow = {} if self.allow is None else {"allow": allow_networks(self.allow)}
         cfg = NetConfig(
             host=self.address, port=self.port, backoff_min=0.05, backoff_max=0.2, poll_interval=0.02,
@@ -147,6 +154,39 @@ def test_allowlist_refuses_other_peers(tmp_path: Path, caplog: pytest.LogCapture
     with caplog.at_level("WARNING", logger="openmsmq.net"):
         _run(main())
     assert any("refused" in r.message and C in r.message for r in caplog.records)
+
+
+def test_a_connection_to_a_refused_peer_is_dropped_whatever_name_the_route_gives_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """B refuses A's address (as after a store of A's messages failed) while B's route
+    names A ``localhost:<port>``. B's connector reaches 127.0.0.1 under that name; the
+    connection is dropped at once and nothing goes to A until the refusal ends, then
+    B's message does (the connector's back-off between the tries)."""
+    port = _free_port()
+
+    async def main() -> None:
+        a = await QM(tmp_path, A, port).start()
+        assert a.qm is not None
+        a.qm.create_queue(Q, transactional=True)
+        b = await QM(tmp_path, B, port, routes=((A, f"localhost:{port}"),)).start()
+        assert b.node is not None and b.qm is not None
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 1.0
+        b.node.transfer._refuse_until[A] = until
+        tx = b.qm.begin()
+        b.qm.send_many(f"DIRECT=TCP:{A}\\PRIVATE$\\orders", [Message(body=b"b0")], tx)
+        tx.commit()
+        await _wait_for(lambda: any("connection to 127.0.0.1" in r.getMessage() for r in caplog.records))
+        await asyncio.sleep(0.3)
+        assert _count(a.qm) == 0 and loop.time() < until
+        await _wait_for(lambda: _count(a.qm) == 1)
+        assert loop.time() >= until
+        await b.stop()
+        await a.stop()
+
+    with caplog.at_level("WARNING", logger="openmsmq.net"):
+        _run(main())
 
 
 def test_connections_beyond_max_connections_are_closed_and_the_qm_keeps_serving(

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
+from openmsmq.errors import HResult, MQError
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer import Transfer, TransferConfig
@@ -170,3 +173,18 @@ def bodies_in(qm: QueueManager, queue: str) -> list[bytes]:
 
 def outgoing_count(qm: QueueManager) -> int:
     return sum(r.msg_count for r in qm.list_queues(include_system=True) if r.queue_type == 4)
+
+
+def failing_accepts(node: Node, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Make ``node``'s store of accepted transactional arrivals fail as a full disk does
+    while the returned flag's item is True (it starts False)."""
+    full = [False]
+    real = node.qm.accept_arrival_rows_many
+
+    def store(runs):  # type: ignore[no-untyped-def]
+        if full[0]:
+            return [MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "store is full") for _ in runs]
+        return real(runs)
+
+    monkeypatch.setattr(node.qm, "accept_arrival_rows_many", store)
+    return full

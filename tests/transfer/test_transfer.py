@@ -15,7 +15,7 @@ from openmsmq.store.records import Message
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
-from .harness import Net, bodies_in, outgoing_count, send_tx
+from .harness import Net, bodies_in, failing_accepts, outgoing_count, send_tx
 
 DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
 DEST_C = "DIRECT=TCP:127.0.0.3\\PRIVATE$\\orders"
@@ -396,21 +396,6 @@ def test_accepted_messages_wait_for_accept_min(net: Net) -> None:
     assert outgoing_count(a.qm) == 0
 
 
-def _failing_accepts(node, monkeypatch: pytest.MonkeyPatch) -> list[bool]:  # type: ignore[no-untyped-def]
-    """Make ``node``'s store of accepted transactional arrivals fail as a full disk does
-    while the returned flag's item is True (it starts False)."""
-    full = [False]
-    real = node.qm.accept_arrival_rows_many
-
-    def store(runs):  # type: ignore[no-untyped-def]
-        if full[0]:
-            return [MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "store is full") for _ in runs]
-        return real(runs)
-
-    monkeypatch.setattr(node.qm, "accept_arrival_rows_many", store)
-    return full
-
-
 def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
     net: Net, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -424,7 +409,7 @@ def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
 
     a, b = _pair(net)
     start = net.clock.now
-    full = _failing_accepts(b, monkeypatch)
+    full = failing_accepts(b, monkeypatch)
     first = [f"0-{i}".encode() for i in range(50)]
     send_tx(a.qm, DEST_B, first)
     net.settle()  # stored; its OrderAck waits for the Order Ack Send Timer
@@ -511,7 +496,7 @@ def test_a_receiver_that_could_not_store_does_not_reopen_the_session_itself_duri
 
     a, b = _pair(net)
     a.qm.create_queue(Q, transactional=True)
-    full = _failing_accepts(b, monkeypatch)
+    full = failing_accepts(b, monkeypatch)
     to_a = "DIRECT=TCP:127.0.0.1\\PRIVATE$\\orders"
     net.connect("127.0.0.2", "127.0.0.1")  # B's session to A: A sends on it too
     send_tx(b.qm, to_a, [b"b0"])

@@ -24,6 +24,7 @@ from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.observability.repeats import flush_all as flush_repeated_logs
 from openmsmq.protocol.events import Role
 from openmsmq.qm.transfer import AcceptBatch, StoreWork, Transfer
+from openmsmq.qm.transfer_state import split_hop
 
 __all__ = ["MQQB_PORT", "MQQBNode", "NetConfig", "allow_networks"]
 
@@ -114,14 +115,6 @@ class _MQQBProtocol(asyncio.Protocol):
                 )  # fmt: skip
                 transport.abort()
                 return
-            if self.node.transfer.refusing(address, self.node.now()):
-                _refusals.log(
-                    ("store", address), logging.WARNING,
-                    "refused MS-MQQB connection from %s: its last messages could not be stored,"
-                    " it may resend after its back-off", address,
-                )  # fmt: skip
-                transport.abort()
-                return
             limit = self.node.config.max_connections
             if len(self.node.transports) >= limit:
                 _refusals.log(
@@ -132,7 +125,18 @@ class _MQQBProtocol(asyncio.Protocol):
                 transport.abort()
                 return
             self.peer = address
-        self.cid = self.node.transfer.connection_made(self.peer, self.role, self.node.now())
+        if address and self.node.transfer.refusing(address, self.node.now()):
+            # Either way: a route may name the refused QM by a host name or with a port
+            # the refusal did not see (the connector's back-off then applies).
+            _refusals.log(
+                ("store", address), logging.WARNING,
+                "refused MS-MQQB connection %s %s: its last messages could not be stored,"
+                " it may resend after its back-off",
+                "to" if self.role is Role.INITIATOR else "from", address,
+            )  # fmt: skip
+            transport.abort()
+            return
+        self.cid = self.node.transfer.connection_made(self.peer, self.role, self.node.now(), address)
         self.node.transports[self.cid] = self
         if self.node._reading_paused:
             transport.pause_reading()
@@ -423,7 +427,7 @@ class MQQBNode:
     async def _connect(self, peer: str) -> None:
         """One connection attempt to ``peer``; on failure, wait the back-off (Session Retry
         Connect Timer, MS-MQQB 3.1.2.3) doubling up to ``backoff_max``."""
-        host, port = _split_hop(peer, self.config.peer_port or self.config.port)
+        host, port = split_hop(peer, self.config.peer_port or self.config.port)
         local = None
         if self.config.host not in ("0.0.0.0", "::", ""):
             local = (self.config.host, 0)
@@ -455,14 +459,3 @@ class MQQBNode:
             if at is not None:
                 self.loop.call_at(at, self.kick)
             self.kick()
-
-
-def _split_hop(hop: str, default_port: int) -> tuple[str, int]:
-    """``host``, ``host:port``, ``[v6]:port`` → (host, port)."""
-    if hop.startswith("["):
-        host, _, rest = hop[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else default_port
-    if hop.count(":") == 1:
-        host, _, port = hop.partition(":")
-        return host, int(port)
-    return hop, default_port

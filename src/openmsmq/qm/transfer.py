@@ -77,6 +77,7 @@ from openmsmq.qm.transfer_state import (
     StoreLocal,
     StoreWork,
     TransferConfig,
+    hop_host,
 )
 from openmsmq.qm.transfer_store import StoreWorkSide
 from openmsmq.store.records import Message
@@ -179,10 +180,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._accepted_bytes = 0  # the part of it in _accepted
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
-        #: Peer address -> loop time until which its sessions are refused: a QM whose
+        #: Peer host (hop_host) -> loop time until which its sessions are refused: a QM whose
         #: messages could not be stored (full disk) resends at once on a new session, so
         #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
         self._refuse_until: dict[str, float] = {}
+        #: Next-hop host -> the address its last session reached (see _refuse).
+        self._hop_addresses: dict[str, str] = {}
         #: The back-off of the last refusal (0 after a successful store of arrivals).
         self._store_retry = 0.0
         #: (key, connection, sender is the session's peer) of the last accepted message.
@@ -214,9 +217,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     # ------------------------------------------------------------------ connections
 
-    def connection_made(self, peer: str, role: Role, now: float) -> int:
-        """A TCP connection to/from ``peer`` (its IP) is up; returns its id. An initiator
-        session sends its EstablishConnection at once."""
+    def connection_made(self, peer: str, role: Role, now: float, address: str = "") -> int:
+        """A TCP connection to/from ``peer`` (an acceptor's: its IP; an initiator's: the
+        next hop dialled) is up; returns its id. ``address``: the socket's peer IP, when
+        the driver knows it. An initiator session sends its EstablishConnection at once."""
         cid = self._next_cid
         self._next_cid += 1
         session = TransferSession(
@@ -228,8 +232,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
             peer=peer,
             local_hosts=self.local_hosts,
         )
-        self._conns[cid] = Conn(cid, peer.lower(), role, session)
+        address = address.lower() or hop_host(peer)
+        self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address)
         self._retry_at.pop(peer.lower(), None)
+        if role is Role.INITIATOR:
+            self._hop_addresses[hop_host(peer)] = address
         return cid
 
     def refusing(self, peer: str, now: float) -> bool:
@@ -237,7 +244,17 @@ class Transfer(OutgoingSide, StoreWorkSide):
         driver, like one outside the allowlist): the last messages that QM sent could not
         be stored, and its back-off has not passed (see :meth:`store_work_done`)."""
         # (entries whose back-off passed are dropped by handle_timer: get_timer has them)
-        return now < self._refuse_until.get(peer.lower(), now)
+        return now < self._refuse_until.get(hop_host(peer), now)
+
+    def _refuse(self, conn: Conn, until: float) -> None:
+        """Refuse ``conn``'s peer until ``until``, by every name this QM knows it by: the
+        host of the session's peer (without a port), its socket address, and the next
+        hops whose sessions reached that address. A QM's messages may come on the session
+        it opened or on the one this QM opened to it, named by a route."""
+        hosts = {hop_host(conn.peer), conn.address}
+        hosts |= {hop for hop, address in self._hop_addresses.items() if address in hosts}
+        for host in hosts:
+            self._refuse_until[host] = until
 
     def data_received(self, cid: int, data: bytes, now: float) -> None:
         """Bytes read from connection ``cid``."""
@@ -279,7 +296,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         # Nor to a peer refused after a failed store (until its back-off ends, see
         # handle_timer): its messages may travel on the session this QM opens, and would
         # come straight back into the store that failed, again and again.
-        return want - busy - self._refuse_until.keys()
+        want -= busy
+        if self._refuse_until:
+            want = {peer for peer in want if hop_host(peer) not in self._refuse_until}
+        return want
 
     def set_retry(self, peer: str, at: float | None) -> None:
         """The driver reports when it will retry connecting to ``peer`` (status only)."""

@@ -60,6 +60,8 @@ class Conn:
     role: Role
     session: Session
     open: bool = False
+    #: The peer's socket address (an IP; for an initiator, what ``peer`` resolved to).
+    address: str = ""
 
 
 @dataclass(frozen=True, slots=True)

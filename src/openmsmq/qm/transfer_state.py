@@ -31,11 +31,32 @@ __all__ = [
     "StoreWork",
     "TransferConfig",
     "TransferParts",
+    "hop_host",
+    "split_hop",
 ]
 
 
 #: A message row as the store reads it (store.records.ROW_COLUMNS order).
 Row = tuple[Any, ...]
+
+
+def split_hop(hop: str, default_port: int) -> tuple[str, int]:
+    """A next hop or peer as (host, port): ``host``, ``host:port`` or ``[v6]:port``."""
+    if hop.startswith("["):
+        host, _, rest = hop[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else default_port
+    if hop.count(":") == 1:
+        host, _, port = hop.partition(":")
+        return host, int(port)
+    return hop, default_port
+
+
+def hop_host(hop: str) -> str:
+    """The host of a next hop or peer (:func:`split_hop`), lowercased: what a refusal is
+    kept by, whichever port a route names."""
+    if hop.startswith("[") or hop.count(":") == 1:
+        return split_hop(hop, 0)[0].lower()
+    return hop.lower()
 
 
 @dataclass(frozen=True, slots=True)

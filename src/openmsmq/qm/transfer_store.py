@@ -78,6 +78,7 @@ class StoreWorkSide(TransferParts):
 
         def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
         def _drain_session(self, conn: Conn, now: float) -> None: ...
+        def _refuse(self, conn: Conn, until: float) -> None: ...
 
     def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
         """The next batch of store work to run, or None (at most one per kind in flight).
@@ -288,7 +289,7 @@ class StoreWorkSide(TransferParts):
                 self._send_order_ack(ack, now)
         conn.session.flush_acknowledgments(now)
         delay = self._store_retry = min(max(self._store_retry * 2, STORE_RETRY_MIN), STORE_RETRY_MAX)
-        self._refuse_until[conn.peer] = now + delay
+        self._refuse(conn, now + delay)
         log.warning(
             "closing the session from %s: messages it sent could not be stored; its sessions are"
             " refused for %.0f s, then it resends them",
