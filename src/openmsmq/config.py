@@ -404,6 +404,15 @@ class RemoteConfig:
         lo=1024,
         spec="MS-MQRR 3.1.4.7, 3.1.4.13",
     )
+    max_total_pending_bytes: int = _key(
+        512 * 1024 * 1024,
+        "size",
+        "Memory all client sessions together may hold in messages they started receiving and"
+        " have not ended (counted as for max_pending_bytes); a start beyond it fails with"
+        " MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
+        lo=1024,
+        spec="MS-MQRR 3.1.4.7, 3.1.4.13",
+    )
 
 
 @dataclass(frozen=True)

@@ -111,3 +111,40 @@ def test_over_grpc_the_client_gets_the_typed_error_and_goes_on_after_ending(qm: 
             assert [p.message.body for p in t.start_receive_many(h, 2)] == msgs[10:]
         finally:
             t.close()
+
+
+def test_all_sessions_together_hold_at_most_the_server_s_budget(qm: QueueManager, clock: Clock) -> None:
+    """Each session within its own bound, together they stop at
+    ``remote.max_total_pending_bytes``: a client that opens session after session no
+    longer holds the whole queue in the server's memory. Ending receives in one session
+    makes room for the others."""
+    msgs = _fill(qm, PLAINQ, 40)
+    core = RemoteReadCore(
+        qm, cleanup_timeout=10.0, session_timeout=60.0, max_pending_bytes=BUDGET,
+        max_total_pending_bytes=2 * BUDGET + BODY, clock=clock,
+    )  # fmt: skip
+    try:
+        sessions = [core.open_session(Principal(name)) for name in "abc"]
+        handles = [core.open_queue(s, PLAINQ, AccessMode.RECEIVE) for s in sessions]
+        a, b, c = sessions
+        assert len(core.start_receive(a, handles[0], request_id=1, max_count=10)) == 10
+        assert len(core.start_receive(b, handles[1], request_id=1, max_count=10)) == 10
+        # 1,000 bytes of room: the batch takes one message (as a session's own bound, a
+        # start that finds room takes at least one) and stops.
+        got = core.start_receive(c, handles[2], request_id=1, max_count=5)
+        assert [m.body for _, m in got] == msgs[20:21]
+        with pytest.raises(MQError) as err:
+            core.start_receive(c, handles[2], request_id=10, max_count=5)
+        assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+        assert "remote.max_total_pending_bytes" in str(err.value)
+        assert c.pending_bytes == BODY + ENTRY_OVERHEAD  # within its own bound
+        assert core.end_receive(a, handles[0], [1, 2, 3], RemoteAck.RR_ACK) == [0] * 3
+        got = core.start_receive(c, handles[2], request_id=20, max_count=5)
+        # Three ended receives (3 x 2,536) less what c took beyond the bound (1,536): two more.
+        assert [m.body for _, m in got] == msgs[21:23]
+        assert a.pending_bytes + b.pending_bytes + c.pending_bytes == 20 * (BODY + ENTRY_OVERHEAD)
+        for s in sessions:
+            core.close_session(s)
+        assert bodies(qm, PLAINQ) == msgs[3:]  # the ended three are gone, the rest back
+    finally:
+        core.close()

@@ -73,7 +73,9 @@ class RemoteReadCore:
     Windows uses 5 minutes). ``session_timeout``: a session that has not been touched
     for this long is ended. ``max_pending_bytes``: what one session may hold in pending
     receives (message sizes plus :data:`~openmsmq.remote.pending.ENTRY_OVERHEAD` each);
-    a start beyond it fails with MQ_ERROR_INSUFFICIENT_RESOURCES. ``clock``: monotonic seconds for both.
+    ``max_total_pending_bytes``: what all sessions together may hold; a start beyond
+    either fails with MQ_ERROR_INSUFFICIENT_RESOURCES naming its key. ``clock``:
+    monotonic seconds for both timeouts.
     """
 
     def __init__(
@@ -83,10 +85,12 @@ class RemoteReadCore:
         cleanup_timeout: float = 300.0,
         session_timeout: float = 30.0,
         max_pending_bytes: int = 128 * 1024 * 1024,
+        max_total_pending_bytes: int = 512 * 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.qm = qm
         self.max_pending_bytes = max_pending_bytes
+        self.max_total_pending_bytes = max_total_pending_bytes
         self.cleanup_timeout = cleanup_timeout
         self.session_timeout = session_timeout
         self.clock = clock
@@ -97,6 +101,13 @@ class RemoteReadCore:
         self._table = PendingRequestTable()
         self._waiters: dict[tuple[int, int], Waiter] = {}
         self._handle_ids = itertools.count(1)
+
+    def _pending_room(self, s: Session) -> int:
+        """Bytes ``s`` may still hold in pending receives: within its own bound and the
+        server's (``max_pending_bytes``, ``max_total_pending_bytes``)."""
+        return min(
+            self.max_pending_bytes - s.pending_bytes, self.max_total_pending_bytes - self._table.held_bytes
+        )
 
     # ---- sessions ------------------------------------------------------------------------
 
@@ -514,6 +525,16 @@ class RemoteReadCore:
                 f"this session holds {s.pending_bytes:,} bytes in receives it started and has not"
                 f" ended (remote.max_pending_bytes = {self.max_pending_bytes:,}): end some first",
             )
+        held = self._table.held_bytes
+        if held >= self.max_total_pending_bytes:
+            # Sessions are not counted: many of them, each within its own bound, held the
+            # server's memory the same way.
+            raise _err(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"the server holds {held:,} bytes in receives its sessions started and have not"
+                f" ended (remote.max_total_pending_bytes = {self.max_total_pending_bytes:,}):"
+                " retry once some are ended",
+            )
         timeout = timeout_seconds(timeout_ms)
         out: list[tuple[int, Message]] = []
         t = tx.txn if tx else None
@@ -521,12 +542,12 @@ class RemoteReadCore:
             used = 0  # reply bytes so far (REPLY_BYTES)
             for i in range(max_count):
                 rid = request_id + i
-                if used >= REPLY_BYTES or s.pending_bytes >= self.max_pending_bytes:
+                if used >= REPLY_BYTES or self._pending_room(s) <= 0:
                     break
                 if i == 1 and act == Action.RECEIVE and not cursor:
                     # The rest of the batch from the head: one select and one lock; its
-                    # bodies within the reply's bytes and the session's pending budget.
-                    room = self.max_pending_bytes - s.pending_bytes
+                    # bodies within the reply's bytes and the pending budgets.
+                    room = self._pending_room(s)
                     limit = max(1, min(REPLY_BYTES - used, room))
                     out += self._begin_rest(d, handle, rid, max_count - 1, tx, w.event, limit)
                     break
@@ -616,7 +637,7 @@ class RemoteReadCore:
                 if p is not None and not stop:
                     # The session's budget counts each message's size plus the entry's
                     # overhead (max_bytes bounded the bodies only): past it, put back.
-                    stop = d.session.pending_bytes + p.message.size + ENTRY_OVERHEAD > self.max_pending_bytes
+                    stop = p.message.size + ENTRY_OVERHEAD > self._pending_room(d.session)
                 mine = not stop and self._table.get(handle, entry.request_id) is entry
                 if mine and p is not None:
                     self._table.hold(entry, p, p.lookup_id, p.message.size)

@@ -71,6 +71,9 @@ class PendingRequestTable:
         self._by_handle: dict[int, set[int]] = {}
         self._heap: list[tuple[float, int, tuple[int, int]]] = []
         self._seq = itertools.count(1)
+        #: What every held entry counts (the sum of the owners' ``pending_bytes``): the
+        #: server-wide bound's measure.
+        self.held_bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -96,6 +99,7 @@ class PendingRequestTable:
         :data:`ENTRY_OVERHEAD` against its owner until the entry is removed."""
         entry.receive, entry.lookup_id = receive, lookup_id
         entry.nbytes = size + ENTRY_OVERHEAD
+        self.held_bytes += entry.nbytes
         if entry.owner is not None:
             entry.owner.pending_bytes += entry.nbytes
 
@@ -116,8 +120,10 @@ class PendingRequestTable:
             if not ids:
                 del self._by_handle[handle]
         entry.deadline = None  # the heap item is now stale: skipped when popped
-        if entry.owner is not None and entry.nbytes:
-            entry.owner.pending_bytes -= entry.nbytes
+        if entry.nbytes:
+            self.held_bytes -= entry.nbytes
+            if entry.owner is not None:
+                entry.owner.pending_bytes -= entry.nbytes
             entry.nbytes = 0
         return entry
 

@@ -470,9 +470,9 @@ class RemoteServer:
     ``tokens``: a :class:`TokenTable` (None = every caller allowed; keep it on loopback).
     ``tls``: (certificate chain PEM, private key PEM) bytes for TLS. ``cleanup_timeout``:
     the Pending Request Cleanup Timer (s). ``session_timeout``: a session without a ping
-    for this long ends (s). ``max_pending_bytes``: what one session may hold in receives
-    it started and has not ended (RemoteReadCore). ``wait_workers``: threads for receives
-    that wait.
+    for this long ends (s). ``max_pending_bytes`` / ``max_total_pending_bytes``: what one
+    session / all sessions may hold in receives started and not ended (RemoteReadCore).
+    ``wait_workers``: threads for receives that wait.
     """
 
     def __init__(
@@ -486,6 +486,7 @@ class RemoteServer:
         cleanup_timeout: float = 300.0,
         session_timeout: float = 30.0,
         max_pending_bytes: int = 128 * 1024 * 1024,
+        max_total_pending_bytes: int = 512 * 1024 * 1024,
         workers: int = 16,
         wait_workers: int = 256,
     ) -> None:
@@ -499,6 +500,7 @@ class RemoteServer:
             cleanup_timeout=cleanup_timeout,
             session_timeout=session_timeout,
             max_pending_bytes=max_pending_bytes,
+            max_total_pending_bytes=max_total_pending_bytes,
         )
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openmsmq-rr")
         self._wait_pool = ThreadPoolExecutor(max_workers=wait_workers, thread_name_prefix="openmsmq-rr-wait")
@@ -628,7 +630,8 @@ def start_remote_server(qm: QueueManager, config: Any = None, **overrides: Any) 
         kwargs.update(host=remote.listen_address, port=remote.port,
                       cleanup_timeout=remote.pending_request_cleanup,
                       session_timeout=remote.session_timeout,
-                      max_pending_bytes=remote.max_pending_bytes)  # fmt: skip
+                      max_pending_bytes=remote.max_pending_bytes,
+                      max_total_pending_bytes=remote.max_total_pending_bytes)  # fmt: skip
         if remote.tokens_file is not None:
             kwargs["tokens"] = load_tokens(remote.tokens_file)
         cert, key = _read_pem(remote.tls_cert), _read_pem(remote.tls_key)
