@@ -126,8 +126,9 @@ class _MQQBProtocol(asyncio.Protocol):
                 return
             self.peer = address
         if address and self.node.transfer.refusing(address, self.node.now()):
-            # Either way: a route may name the refused QM by a host name or with a port
-            # the refusal did not see (the connector's back-off then applies).
+            # Checked for connections this QM opens too: a route may name the refused QM
+            # by a host name the refusal does not know yet (the connector's back-off
+            # then applies before its next try).
             _refusals.log(
                 ("store", address), logging.WARNING,
                 "refused MS-MQQB connection %s %s: its last messages could not be stored,"
