@@ -239,7 +239,9 @@ class ProtocolConfig:
     window_size: int = _key(
         64,
         "int",
-        "WindowSize: unacknowledged packets allowed per session (Windows MaxUnackedPacket).",
+        "WindowSize: unacknowledged packets allowed per session (Windows MaxUnackedPacket); a"
+        " session uses the smaller of both QMs' and moves at most window / round trip packets"
+        " a second: raise it on both QMs for a long round trip.",
         lo=1,
         hi=65535,
         spec="MS-MQQB 3.1.1.3.1",

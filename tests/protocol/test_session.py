@@ -118,6 +118,24 @@ def test_handshake_initiator_acceptor() -> None:
     assert a.get_timer() is not None and a.get_timer() != 70.0
 
 
+def test_the_initiator_measures_the_handshake_round_trip() -> None:
+    """The initiator's TimeStamp comes back in the EstablishConnection response: the
+    round trip it measures (50 ms here: 20 ms out, 30 ms back) rides on its
+    EstablishmentComplete; the acceptor measures none."""
+    a = Session(Role.INITIATOR, QM_A, 10.0, remote_qm=QM_B, peer="B")
+    b = Session(Role.ACCEPTOR, QM_B, 10.0, peer="A", incoming=IncomingSequences())
+    b.receive_data(a.data_to_send(), 10.02)  # EstablishConnection
+    a.receive_data(b.data_to_send(), 10.05)  # its response
+    pump(a, b, 10.05)
+    (ea,) = drain(a)
+    (eb,) = drain(b)
+    assert isinstance(ea, EstablishmentComplete) and isinstance(eb, EstablishmentComplete)
+    assert ea.round_trip == pytest.approx(0.05, abs=0.0011) and a.round_trip == ea.round_trip
+    assert eb.round_trip is None and b.round_trip is None
+    # RecoverableAckSendTimeout = 8 x round trip (400 ms), clamped to at least 500 ms.
+    assert ea.recoverable_ack_timeout == eb.recoverable_ack_timeout == 0.5
+
+
 def test_handshake_direct_adopts_server_guid() -> None:
     a, _b = pair(remote=None)
     assert a.is_open and a.remote_qm == QM_B

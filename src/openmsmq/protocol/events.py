@@ -115,6 +115,10 @@ class EstablishmentComplete:
     #: Negotiated AckWaitTimeout and RecoverableAckSendTimeout, seconds.
     ack_wait_timeout: float
     recoverable_ack_timeout: float
+    #: The EstablishConnection round trip, seconds (milliseconds resolution), as the
+    #: initiator measured it from its echoed TimeStamp (MS-MQQB 3.1.5.3); None on an
+    #: acceptor. With the window it bounds the session's rate: window / round trip.
+    round_trip: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

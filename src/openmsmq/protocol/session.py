@@ -167,6 +167,9 @@ class Session:
         self.ack_wait_timeout = self.config.ack_wait_timeout
         #: RecoverableAckSendTimeout, seconds (computed during the handshake).
         self.recoverable_ack_send_timeout = _RECOVERABLE_ACK_MAX_MS / 1000.0
+        #: The EstablishConnection round trip an initiator measured (its TimeStamp
+        #: echoed, MS-MQQB 3.1.5.3), seconds; None on an acceptor.
+        self.round_trip: float | None = None
         self.direct_format_session = False
         # Awaiting session acknowledgment, in send order; held back by the window.
         self._awaiting_ack: deque[AwaitingAck] = deque()
@@ -518,6 +521,7 @@ class Session:
                     f"!= expected {self.remote_qm}"
                 )
             rtt_ms = ((int(now * 1000) & 0xFFFFFFFF) - h.timestamp) & 0xFFFFFFFF
+            self.round_trip = rtt_ms / 1000.0
             rec_ms = min(max(8 * rtt_ms, _RECOVERABLE_ACK_MIN_MS), _RECOVERABLE_ACK_MAX_MS)
             self.recoverable_ack_send_timeout = rec_ms / 1000.0
             self._send_packet(
@@ -576,6 +580,7 @@ class Session:
                 self.received_window_size,
                 self.ack_wait_timeout,
                 self.recoverable_ack_send_timeout,
+                self.round_trip,
             )
         )
 

@@ -106,6 +106,12 @@ _MAX_HOPS = 0x1D
 _FORWARD_BUFFER = 100_000
 #: Remote QMs whose last peer address is remembered (new ones beyond are not).
 _QM_PEERS_MAX = 4096
+#: A session whose window allows fewer messages per second than this over its measured
+#: round trip (window / round trip) is logged once per next hop with what to change;
+#: round trips under SLOW_LINK_MIN_ROUND_TRIP are never (a loaded host answers a
+#: handshake late now and then: not a link to tune).
+SLOW_LINK_RATE = 10_000
+SLOW_LINK_MIN_ROUND_TRIP = 0.005
 
 
 class Transfer(OutgoingSide, StoreWorkSide):
@@ -184,6 +190,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: messages could not be stored (full disk) resends at once on a new session, so
         #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
         self._refuse_until: dict[str, float] = {}
+        #: Next hops whose window / round trip was logged as slow (_check_link).
+        self._slow_links: set[str] = set()
         #: Next-hop host -> the address its last session reached (see _refuse).
         self._hop_addresses: dict[str, str] = {}
         #: The back-off of the last refusal (0 after a successful store of arrivals).
@@ -245,6 +253,25 @@ class Transfer(OutgoingSide, StoreWorkSide):
         be stored, and its back-off has not passed (see :meth:`store_work_done`)."""
         # (entries whose back-off passed are dropped by handle_timer: get_timer has them)
         return now < self._refuse_until.get(hop_host(peer), now)
+
+    def _check_link(self, peer: str, window: int, round_trip: float) -> None:
+        """Log once per next hop when the session window caps its rate below
+        :data:`SLOW_LINK_RATE`: a session sends at most ``window`` packets per round trip
+        (MS-MQQB 3.1.7.1: UnAckedMessageCount below the window), so a link of 50 ms
+        with the default window of 64 moves about 1,280 messages a second however fast
+        both QMs are. The window is the smaller of the two QMs' WindowSize."""
+        if round_trip < SLOW_LINK_MIN_ROUND_TRIP or peer in self._slow_links:
+            return
+        rate = window / round_trip
+        if rate >= SLOW_LINK_RATE:
+            return
+        self._slow_links.add(peer)
+        log.warning(
+            "session to %s: a round trip of %.0f ms with a window of %d packets allows at most about"
+            " %s messages/s on it; raise protocol.window_size on both queue managers for this link"
+            " (docs/operations.md, links with a long round trip)",
+            peer, round_trip * 1000, window, f"{rate:,.0f}",
+        )  # fmt: skip
 
     def _refuse(self, conn: Conn, until: float) -> None:
         """Refuse ``conn``'s peer until ``until``, by every name this QM knows it by: the
@@ -378,7 +405,14 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._on_session_ack(conn, ev)
         elif isinstance(ev, EstablishmentComplete):
             conn.open = True
-            log.info("session %s %s open (remote QM %s)", conn.peer, conn.role.name.lower(), ev.remote_qm)
+            window = min(self.config.session.window_size, ev.window_size)
+            rtt = ev.round_trip
+            log.info(
+                "session %s %s open (remote QM %s, window %d%s)", conn.peer, conn.role.name.lower(),
+                ev.remote_qm, window, "" if rtt is None else f", round trip {rtt * 1000:.0f} ms",
+            )  # fmt: skip
+            if rtt is not None:
+                self._check_link(conn.peer, window, rtt)
             _remember(self._qm_peers, ev.remote_qm, conn.peer)
             self.metrics.session_opened(conn.role)
             self._peer_up(conn.peer, now)

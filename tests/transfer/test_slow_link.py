@@ -1,0 +1,70 @@
+"""A session whose window caps its rate over a long round trip is logged once per next
+hop, with the rate and the key to change (``Transfer._check_link``): with the default
+window of 64 a 50 ms link moves about 1,280 messages a second, whatever the QMs can do
+(two serve processes through a proxy delaying each direction 25 ms: 1,190 msgs/s)."""
+
+from __future__ import annotations
+
+import pytest
+
+from openmsmq.protocol.events import Role
+
+from .harness import Net
+
+Q = "private$\\orders"
+
+
+def _handshake(net: Net, one_way: float) -> None:
+    """A opens a session to B; each direction of the handshake takes ``one_way`` s."""
+    a, b = net.nodes["127.0.0.1"].transfer, net.nodes["127.0.0.2"].transfer
+    now = net.clock.now
+    ca = a.connection_made("127.0.0.2", Role.INITIATOR, now)
+    cb = b.connection_made("127.0.0.1", Role.ACCEPTOR, now)
+    for _ in range(4):  # EstablishConnection, its response, ConnectionParameters, its response
+        for _cid, data in a.data_to_send():
+            b.data_received(cb, data, now + one_way)
+        now += one_way
+        for _cid, data in b.data_to_send():
+            a.data_received(ca, data, now + one_way)
+        now += one_way
+    net.clock.now = now
+    assert a._conns[ca].open and b._conns[cb].open
+    a.connection_lost(ca, now)
+    b.connection_lost(cb, now)
+
+
+def test_a_long_round_trip_with_the_default_window_is_logged_once(
+    net: Net, caplog: pytest.LogCaptureFixture
+) -> None:
+    net.add("127.0.0.1")
+    net.add("127.0.0.2")
+    with caplog.at_level("INFO", logger="openmsmq.transfer"):
+        _handshake(net, 0.025)
+        _handshake(net, 0.025)  # the same next hop again: no second warning
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "127.0.0.2" in warnings[0] and "round trip of 50 ms" in warnings[0]
+    assert "window of 64 packets" in warnings[0] and "about 1,280 messages/s" in warnings[0]
+    assert "protocol.window_size" in warnings[0]
+    opened = [r.getMessage() for r in caplog.records if "initiator open" in r.getMessage()]
+    assert opened and "window 64, round trip 50 ms" in opened[0]
+
+
+@pytest.mark.parametrize(
+    ("one_way", "window", "warned"),
+    [
+        (0.001, 64, False),  # 2 ms: a LAN, or a loaded host answering late
+        (0.025, 1024, False),  # 50 ms with a window of 1,024: about 20,480 messages/s
+        (0.005, 64, True),  # 10 ms with 64: about 6,400 messages/s
+    ],
+)
+def test_which_links_are_logged(net: Net, caplog: pytest.LogCaptureFixture, one_way: float, window: int,
+                                warned: bool) -> None:  # fmt: skip
+    from openmsmq.protocol.events import SessionConfig
+
+    session = SessionConfig(window_size=window)
+    net.add("127.0.0.1", session=session)
+    net.add("127.0.0.2", session=session)
+    with caplog.at_level("WARNING", logger="openmsmq.transfer"):
+        _handshake(net, one_way)
+    assert any("protocol.window_size" in r.getMessage() for r in caplog.records) is warned
