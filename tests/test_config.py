@@ -43,7 +43,7 @@ def test_defaults() -> None:
     assert c.protocol.order_ack_timeout == 0.5
     assert c.protocol.maximum_order_ack_delay == 10.0
     assert c.protocol.ack_wait_timeout == 20.0
-    assert c.protocol.window_size == 64
+    assert c.protocol.window_size == 1024
     assert c.protocol.resend_timer_table == (30.0,) * 3 + (300.0,) * 3 + (1800.0,) * 3 + (21600.0,)
     assert c.protocol.session_cleanup_interval == 300.0
     assert c.store.synchronous == "FULL"

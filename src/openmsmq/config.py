@@ -237,11 +237,11 @@ class ProtocolConfig:
         spec="MS-MQQB 3.1.5.3, 2.2.2",
     )
     window_size: int = _key(
-        64,
+        1024,
         "int",
-        "WindowSize: unacknowledged packets allowed per session (Windows MaxUnackedPacket); a"
-        " session uses the smaller of both QMs' and moves at most window / round trip packets"
-        " a second: raise it on both QMs for a long round trip.",
+        "WindowSize: unacknowledged packets allowed per session (the spec's SHOULD and Windows'"
+        " MaxUnackedPacket are 64); a session uses the smaller of both QMs', so 64 toward a"
+        " Windows peer, and moves at most window / round trip packets a second.",
         lo=1,
         hi=65535,
         spec="MS-MQQB 3.1.1.3.1",

@@ -301,6 +301,20 @@ def test_window_holds_messages_until_session_ack() -> None:
     assert handles == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize(("own", "peer"), [(1024, 64), (64, 1024)])
+def test_the_smaller_window_of_the_two_sessions_applies(own: int, peer: int) -> None:
+    """``serve`` advertises 1,024; a Windows peer advertises 64 (the spec's SHOULD): the
+    sender keeps at most 64 unacknowledged either way round."""
+    a = Session(Role.INITIATOR, QM_A, 0.0, remote_qm=QM_B, config=SessionConfig(window_size=own), peer="B")
+    b = Session(Role.ACCEPTOR, QM_B, 0.0, config=SessionConfig(window_size=peer), peer="A",
+                incoming=IncomingSequences())  # fmt: skip
+    pump(a, b, 0.0)
+    drain(a), drain(b)
+    for n in range(1, 201):
+        a.send_user_message(express_packet(n), 0.0, handle=n)
+    assert a.unacked_message_count == 64 and a.backlog == 136
+
+
 def test_an_express_stream_is_acknowledged_by_count_not_only_by_the_timer() -> None:
     a, b = pair()  # window 64
     drain(a), drain(b)
