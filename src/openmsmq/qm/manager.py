@@ -521,11 +521,16 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 if m.admin_queue or m.response_queue:  # they travel in the packet too
                     check_remote_names(m, limit)
         out = []
+        append = out.append
         for m, row in zip(messages, rows, strict=True):
-            if m.time_to_be_received == INFINITE and (not outgoing or m.time_to_reach_queue == INFINITE):
-                out.append(_make_send(qid, row, row[_C_SIZE], None, 0))  # never expires
+            if m.time_to_be_received != INFINITE:
+                append(self._send_record(qs, row, m, now))
+            elif not outgoing or (ttrq := m.time_to_reach_queue) == INFINITE:
+                append(_make_send(qid, row, row[_C_SIZE], None, 0))  # never expires
             else:
-                out.append(self._send_record(qs, row, m, now))
+                # Into an outgoing queue only TimeToReachQueue runs out (_send_record's
+                # case, inline: every message to a remote queue has one, 4 days by default).
+                append(_make_send(qid, row, row[_C_SIZE], now + ttrq, NACK_REACH_QUEUE_TIMEOUT))
         return out
 
     def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send:
