@@ -520,7 +520,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             for m in messages:
                 if m.admin_queue or m.response_queue:  # they travel in the packet too
                     check_remote_names(m, limit)
-        out = []
+        out: list[Send] = []
         append = out.append
         for m, row in zip(messages, rows, strict=True):
             if m.time_to_be_received != INFINITE:
