@@ -51,6 +51,7 @@ def test_status_of_a_stopped_qm_shows_queues_and_stored_sequences(tmp_path: Path
     assert out["state"] == "stopped" and out["waiting"] == 3 and out["in_flight"] == 0
     assert out["next_tx_sequence_number"] == 4 and out["tx_sequence_id"] > 0
     assert out["last_acked_number"] is None
+    assert out["window"] is None and out["round_trip"] is None  # no session when stopped
     assert doc["incoming"] == []
     human = CliRunner().invoke(cli, ["--qm", str(data), "status"])
     assert human.exit_code == 0, human.output
@@ -112,6 +113,10 @@ def test_status_of_running_qms_after_a_transfer(tmp_path: Path) -> None:
         assert out["waiting"] == 0 and out["in_flight"] == 0, out
         assert out["last_acked_number"] == 5 and out["last_unacked_number"] is None, out
         assert out["state"] in ("connected", "idle"), out
+        if out["state"] == "connected":  # A opened the session: its window and round trip
+            assert out["window"] == 1024 and 0 <= out["round_trip"] < 5, out
+        else:
+            assert out["window"] is None and out["round_trip"] is None, out
 
         b_doc = _status(b_dir)
         [inc] = b_doc["incoming"]
@@ -126,6 +131,9 @@ def test_status_of_running_qms_after_a_transfer(tmp_path: Path) -> None:
         assert human.exit_code == 0, human.output
         text = " ".join(human.output.split())
         assert "outgoing queues" in text and "needs a running" not in text
+        if out["state"] == "connected":
+            wide = CliRunner().invoke(cli, ["--qm", str(a_dir), "status"], env={"COLUMNS": "300"})
+            assert "(window 1024, " in wide.output and " ms)" in wide.output, wide.output
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

@@ -29,6 +29,8 @@ def _handshake(net: Net, one_way: float) -> None:
         now += one_way
     net.clock.now = now
     assert a._conns[ca].open and b._conns[cb].open
+    assert a._conns[ca].session.round_trip == pytest.approx(2 * one_way, abs=0.0011)
+    assert b._conns[cb].session.round_trip is None  # the acceptor measures none
     a.connection_lost(ca, now)
     b.connection_lost(cb, now)
 
@@ -68,3 +70,21 @@ def test_which_links_are_logged(net: Net, caplog: pytest.LogCaptureFixture, one_
     with caplog.at_level("WARNING", logger="openmsmq.transfer"):
         _handshake(net, one_way)
     assert any("protocol.window_size" in r.getMessage() for r in caplog.records) is warned
+
+
+def test_the_status_of_an_outgoing_queue_shows_its_session_s_window_and_round_trip(net: Net) -> None:
+    """``openmsmq status`` shows what bounds a session's rate (window / round trip)."""
+    from openmsmq.protocol.events import SessionConfig
+
+    from .harness import send_tx
+
+    a = net.add("127.0.0.1", session=SessionConfig(window_size=1024))
+    b = net.add("127.0.0.2", session=SessionConfig(window_size=64))  # a Windows peer's window
+    b.qm.create_queue(Q, transactional=True)
+    send_tx(a.qm, "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders", [b"m"])
+    net.settle()
+    [out] = a.transfer.outgoing_status()
+    assert out.connected and out.window == 64 and out.round_trip == 0.0  # same clock both ways
+    net.cut("127.0.0.1", "127.0.0.2")
+    [out] = a.transfer.outgoing_status()
+    assert not out.connected and out.window is None and out.round_trip is None

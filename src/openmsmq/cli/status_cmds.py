@@ -94,6 +94,10 @@ def render_status(st: QMStatus) -> RenderableType:
         state = o.state
         if o.state == "retrying" and o.retry_at is not None:
             state = f"retrying in {format_age(max(0.0, o.retry_at - st.time))}"
+        elif o.window is not None:
+            # What bounds the session's rate: window / round trip (docs/operations.md).
+            rtt = "" if o.round_trip is None else f", {o.round_trip * 1000:.0f} ms"
+            state = f"{state} (window {o.window}{rtt})"
         out.add_row(
             o.format_name, o.next_hop or "-", state, str(o.waiting), str(o.in_flight),
             _seq_id(o.tx_sequence_id), str(o.next_tx_sequence_number),

@@ -591,6 +591,12 @@ class Session:
         # advertised window (it signals memory pressure with 1, MS-MQMQ note <15>).
         return max(1, min(self.config.window_size, self.received_window_size or 1))
 
+    @property
+    def send_window(self) -> int:
+        """Packets this session may have unacknowledged: the smaller of its own
+        WindowSize and the peer's advertised one (MS-MQQB 3.1.7.1)."""
+        return self._window()
+
     def _drain_backlog(self, now: float) -> None:
         backlog = self._backlog
         awaiting = self._awaiting_ack

@@ -641,6 +641,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         out = []
         for t in self.outgoing.values():
             unacked = t.seq.unacked
+            conn = self._open_conn(t.next_hop) if t.connected else None
             out.append(
                 OutgoingStatus(
                     t.format_name,
@@ -651,6 +652,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     (unacked[-1].tx_sequence_id, unacked[-1].tx_sequence_number) if unacked else None,
                     t.connected,
                     self._retry_at.get(t.next_hop),
+                    window=None if conn is None else conn.session.send_window,
+                    round_trip=None if conn is None else conn.session.round_trip,
                 )
             )
         # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).

@@ -298,6 +298,10 @@ class OutgoingStatus:
     retry_at: float | None
     #: False when no route to its QM is known yet (a PRIVATE=<guid> name): not transferred.
     routed: bool = True
+    #: Of the open session to its next hop: the send window (packets) and the handshake
+    #: round trip (s; None when the peer opened the session). None when not connected.
+    window: int | None = None
+    round_trip: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

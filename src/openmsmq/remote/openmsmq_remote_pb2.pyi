@@ -23,7 +23,7 @@ class QueueStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., oldest_arrived_time: _Optional[int] = ...) -> None: ...
 
 class OutgoingQueueStatus(_message.Message):
-    __slots__ = ("format_name", "next_hop", "state", "waiting", "in_flight", "tx_sequence_id", "next_tx_sequence_number", "last_acked_sequence_id", "last_acked_number", "last_unacked_sequence_id", "last_unacked_number", "retry_at")
+    __slots__ = ("format_name", "next_hop", "state", "waiting", "in_flight", "tx_sequence_id", "next_tx_sequence_number", "last_acked_sequence_id", "last_acked_number", "last_unacked_sequence_id", "last_unacked_number", "retry_at", "window", "round_trip")
     FORMAT_NAME_FIELD_NUMBER: _ClassVar[int]
     NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,8 @@ class OutgoingQueueStatus(_message.Message):
     LAST_UNACKED_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_UNACKED_NUMBER_FIELD_NUMBER: _ClassVar[int]
     RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    ROUND_TRIP_FIELD_NUMBER: _ClassVar[int]
     format_name: str
     next_hop: str
     state: str
@@ -48,7 +50,9 @@ class OutgoingQueueStatus(_message.Message):
     last_unacked_sequence_id: int
     last_unacked_number: int
     retry_at: float
-    def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ...) -> None: ...
+    window: int
+    round_trip: float
+    def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ..., window: _Optional[int] = ..., round_trip: _Optional[float] = ...) -> None: ...
 
 class IncomingSequenceStatus(_message.Message):
     __slots__ = ("source_qm", "destination", "tx_sequence_id", "tx_sequence_number", "reject_count", "last_access_time")

@@ -97,6 +97,11 @@ class OutgoingQueueStatus:
     last_unacked_number: int | None = None
     #: When the connector retries (seconds since the epoch), while ``retrying``.
     retry_at: float | None = None
+    #: The open session's send window (packets: the smaller of both QMs' WindowSize) and
+    #: the round trip its handshake measured (s; None when the peer opened it): a session
+    #: moves at most window / round trip messages a second.
+    window: int | None = None
+    round_trip: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +252,7 @@ def collect_status(
                 stored.tx_sequence_id, stored.next_tx_sequence_number,
                 acked[0].value if acked else None, acked[1] if acked else None,
                 unacked[0].value if unacked else None, unacked[1] if unacked else None,
-                None if o.retry_at is None else o.retry_at + offset,
+                None if o.retry_at is None else o.retry_at + offset, o.window, o.round_trip,
             )
         )  # fmt: skip
     incoming: list[IncomingSequenceStatus] = []
@@ -301,6 +306,7 @@ def status_to_pb(st: QMStatus) -> pb.StatusReply:
                 last_acked_sequence_id=o.last_acked_sequence_id, last_acked_number=o.last_acked_number,
                 last_unacked_sequence_id=o.last_unacked_sequence_id,
                 last_unacked_number=o.last_unacked_number, retry_at=o.retry_at,
+                window=o.window, round_trip=o.round_trip,
             )
             for o in st.outgoing
         ],
@@ -334,6 +340,7 @@ def status_from_pb(r: pb.StatusReply) -> QMStatus:
                 o.format_name, o.next_hop, o.state, o.waiting, o.in_flight, o.tx_sequence_id,
                 o.next_tx_sequence_number, _opt(o, "last_acked_sequence_id"), _opt(o, "last_acked_number"),
                 _opt(o, "last_unacked_sequence_id"), _opt(o, "last_unacked_number"), _opt(o, "retry_at"),
+                _opt(o, "window"), _opt(o, "round_trip"),
             )
             for o in r.outgoing
         ),
