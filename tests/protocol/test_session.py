@@ -136,6 +136,19 @@ def test_the_initiator_measures_the_handshake_round_trip() -> None:
     assert ea.recoverable_ack_timeout == eb.recoverable_ack_timeout == 0.5
 
 
+def test_a_round_trip_longer_than_the_initialization_timer_is_not_reported() -> None:
+    """Beyond the Session Initialization Timer (60 s) the echoed TimeStamp cannot be the
+    one sent: no round trip is reported (RecoverableAckSendTimeout is clamped as before)."""
+    a = Session(Role.INITIATOR, QM_A, 10.0, remote_qm=QM_B, peer="B")
+    b = Session(Role.ACCEPTOR, QM_B, 10.0, peer="A", incoming=IncomingSequences())
+    b.receive_data(a.data_to_send(), 10.0)
+    a.receive_data(b.data_to_send(), 200.0)
+    pump(a, b, 200.0)
+    (ea,) = drain(a)
+    assert isinstance(ea, EstablishmentComplete) and ea.round_trip is None and a.round_trip is None
+    assert ea.recoverable_ack_timeout == 120.0  # 8 x 190 s, clamped to 120 s
+
+
 def test_handshake_direct_adopts_server_guid() -> None:
     a, _b = pair(remote=None)
     assert a.is_open and a.remote_qm == QM_B

@@ -521,7 +521,9 @@ class Session:
                     f"!= expected {self.remote_qm}"
                 )
             rtt_ms = ((int(now * 1000) & 0xFFFFFFFF) - h.timestamp) & 0xFFFFFFFF
-            self.round_trip = rtt_ms / 1000.0
+            # A handshake finishes within the Session Initialization Timer (60 s): a longer
+            # "round trip" comes from a TimeStamp the peer did not echo as sent.
+            self.round_trip = rtt_ms / 1000.0 if rtt_ms <= self.config.initialization_timeout * 1000 else None
             rec_ms = min(max(8 * rtt_ms, _RECOVERABLE_ACK_MIN_MS), _RECOVERABLE_ACK_MAX_MS)
             self.recoverable_ack_send_timeout = rec_ms / 1000.0
             self._send_packet(
