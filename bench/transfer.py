@@ -426,6 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     settings = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OPENMSMQ_"))
     print(f"# {settings + ' ' if settings else ''}{command}")
     print(peers.machine_header(), flush=True)
+    from openmsmq.config import load_config
+
+    # What the serve processes run with (the environment above included): the session
+    # window moves the figure (64 before 2026-11-26, 1,024 since; docs/transfer.md).
+    protocol = load_config(None, dict(os.environ), {}).config.protocol
+    print(f"# session window {protocol.window_size} packets (protocol.window_size)", flush=True)
     kw = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
     main_run, runs = median_run(args.repeat, args.messages, args.body_size, args.per_tx, args.senders, **kw)
     print(format_transfer(main_run, runs), flush=True)
