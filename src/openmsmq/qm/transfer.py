@@ -405,7 +405,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._on_session_ack(conn, ev)
         elif isinstance(ev, EstablishmentComplete):
             conn.open = True
-            window = min(self.config.session.window_size, ev.window_size)
+            window = conn.session.send_window
             rtt = ev.round_trip
             log.info(
                 "session %s %s open (remote QM %s, window %d%s)", conn.peer, conn.role.name.lower(),

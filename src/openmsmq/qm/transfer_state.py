@@ -54,9 +54,7 @@ def split_hop(hop: str, default_port: int) -> tuple[str, int]:
 def hop_host(hop: str) -> str:
     """The host of a next hop or peer (:func:`split_hop`), lowercased: what a refusal is
     kept by, whichever port a route names."""
-    if hop.startswith("[") or hop.count(":") == 1:
-        return split_hop(hop, 0)[0].lower()
-    return hop.lower()
+    return split_hop(hop, 0)[0].lower()
 
 
 @dataclass(frozen=True, slots=True)
