@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 
 from openmsmq.store import INFINITE, QueueType, Store, queues
@@ -66,3 +67,30 @@ def every_attribute_message() -> Message:
         first_in_transaction=True,
         last_in_transaction=True,
     )
+
+
+def props_as_v5(props: bytes) -> bytes:
+    """A ``props`` of this layout written back in the layout of schemas 1-5 (the inverse
+    of :func:`openmsmq.store.props.convert_v5`): tests that turn a store back into an old
+    schema make its rows old too."""
+    from openmsmq.store import props as layout
+
+    *fixed, n_dest, g = layout.HEAD.unpack_from(props)
+    end = layout.GUIDS_END[g & 3]
+    lineage, dest_qm, source = layout.split_guids(bytes(props[layout.GFLAGS_AT : end]))
+    corr = bytes(props[end : end + 20]) if g & layout.CORRELATION else layout.ZERO_CORRELATION
+    rare = (0, 0, 0, 0, 0)
+    if g & layout.RARE:
+        rare = layout.RARE_LENGTHS.unpack_from(props, layout.LENGTHS_AT[g & 7])
+    n_label, n_admin, n_response, n_ext, n_sender = rare
+    lengths = (n_label, n_admin, n_response, n_dest, n_ext, n_sender)
+    head = layout.HEAD_V5.pack(*fixed, lineage, dest_qm, source, corr, *lengths)
+    return head + bytes(props[layout.STRINGS_AT[g & 15] :])
+
+
+def make_rows_v5(conn: sqlite3.Connection) -> int:
+    """Rewrite every message row's ``props`` in the layout of schemas 1-5; returns the rows."""
+    rows = conn.execute("SELECT lookup_id, props FROM messages").fetchall()
+    old = [(props_as_v5(props), lid) for lid, props in rows]
+    conn.executemany("UPDATE messages SET props = ? WHERE lookup_id = ?", old)
+    return len(rows)

@@ -13,7 +13,7 @@ import pytest
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.store import IncomingSequenceState, Message, Store, ops, queues, ranges, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
-from tests.store.support import every_attribute_message, private_queue
+from tests.store.support import every_attribute_message, make_rows_v5, private_queue
 
 
 def _open(path: Path, threaded: bool = True) -> Store:
@@ -60,6 +60,7 @@ def test_schema_v4_store_gets_the_final_ack_index(tmp_path: Path) -> None:
         )
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX messages_final_ack")
+    make_rows_v5(conn)
     conn.execute("PRAGMA user_version = 4")
     conn.commit()
     conn.close()
@@ -89,6 +90,7 @@ def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"old"))], []))
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE queues DROP COLUMN allowed_senders")
+    make_rows_v5(conn)
     conn.execute("PRAGMA user_version = 3")
     conn.commit()
     conn.close()
@@ -99,6 +101,40 @@ def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
             m.body
             for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
         ] == [b"old"]
+
+
+def test_schema_v5_store_gets_compact_props(tmp_path: Path) -> None:
+    """A store of schema 5 (the three QM GUIDs and the CorrelationId in every row's
+    props) opens with each row rewritten in the compact layout: the same messages come
+    back, in fewer bytes."""
+    path = tmp_path / "s.db"
+    own = uuid.uuid4()
+    sent = [
+        every_attribute_message(),
+        Message(body=b"local", id_lineage=own, source_machine=own, destination_queue="private$\\q"),
+        Message(body=b"forwarded", id_lineage=own, source_machine=uuid.uuid4(), correlation_id=b"c" * 20),
+        Message(body=b"arrived", id_lineage=own, source_machine=own, destination_qm=uuid.uuid4()),
+    ]
+    with _open(path) as store:
+        q = private_queue(store)
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, m) for m in sent], []))
+    conn = sqlite3.connect(path)
+    compact = conn.execute("SELECT sum(length(props)) FROM messages").fetchone()[0]
+    assert make_rows_v5(conn) == len(sent)
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    old = conn.execute("SELECT sum(length(props)) FROM messages").fetchone()[0]
+    conn.close()
+    with Store(path) as store:
+        assert store.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION
+        got = store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
+        total = store.read(lambda c: c.execute("SELECT sum(length(props)) FROM messages").fetchone()[0])
+    assert total == compact
+    assert [replace(m, lookup_id=0) for m in got] == [replace(m, lookup_id=0) for m in sent]
+    # A 118-byte head before; now 39 bytes and the lineage (16), and what the flags add:
+    # every GUID, the CorrelationId and the rare lengths (32 + 20 + 12), nothing else, a
+    # source and a CorrelationId (16 + 20), a destination QM (16).
+    assert old - compact == (118 - 55 - 64) + (118 - 55) + (118 - 55 - 36) + (118 - 55 - 16)
 
 
 def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:

@@ -18,6 +18,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openmsmq.errors import HResult, LocalProtocolError, MQError
+from openmsmq.store.props import (
+    CORRELATION,
+    GFLAGS_AT,
+    GUIDS_END,
+    LENGTHS_AT,
+    RARE,
+    RARE_LENGTHS,
+    STRINGS_AT,
+    ZERO_CORRELATION,
+    ZERO_GUID,
+    guid_block,
+    guid_blocks,
+    split_guids,
+)
 from openmsmq.store.records import INFINITE, PROPS, Message, _bytes_of, _guid_bytes, message_to_row
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_PACKET_SIZE, QueueFormatType
@@ -205,16 +219,13 @@ def packet_from_message(
 # sender encodes the row's values directly, without the Message and the five packet values
 # per message (tests/transfer/test_codec.py checks the bytes against that reference).
 
-#: The row's ``props`` fixed part (store.records.PROPS) with the Identifier lineage and the
-#: destination QM GUID read as one 32-byte field (one memo look-up for both).
-_ROW_PROPS = struct.Struct("<IIBIIIBHIq32s16s20sHHHHIH")
-assert PROPS.format == "<IIBIIIBHIq16s16s16s20sHHHHIH" and _ROW_PROPS.size == PROPS.size
-_unpack_row_props = _ROW_PROPS.unpack_from
-_PROPS_FIXED = PROPS.size
+#: The row's ``props`` head (openmsmq.store.props.HEAD).
+assert PROPS.format == "<IIBIIIBHIqHB"
+_unpack_row_props = PROPS.unpack_from
+_unpack_rare = RARE_LENGTHS.unpack_from
 #: (TimeToReachQueue, TimeToBeReceived, bits: JP 1, JN 2, tracing 4, FA 8; Identifier
 #: uniquifier, SentTime) at their offsets in props.
 _unpack_outgoing = struct.Struct("<9xII4xBxxIq").unpack_from
-_ZERO_GUID = bytes(16)
 _U64 = 1 << 64
 
 #: props bytes 9..16: TimeToReachQueue and TimeToBeReceived, both INFINITE for a message
@@ -282,30 +293,42 @@ def row_encoder(
         return _general_path
     direct_wire = direct_queue_wire(destination)
     source_le = source_qm.bytes_le
-    guids: dict[bytes, tuple[bytes, bytes]] = {}  # lineage + destination QM -> their wire bytes
+    # props' gflags and GUIDs -> the wire bytes of the lineage and the destination QM.
+    guids: dict[bytes, tuple[bytes, bytes]] = {}
 
     def encode(row: Sequence[Any], previous: int) -> bytes | None:
         (_lid, _pri, message_class, transactional, sequence_id, number, _prev, tx_flags, _arr, _ack, _size,
          props, body) = row  # fmt: skip
         if not (transactional and number):
             return None
-        (body_type, app_specific, _delivery, ttrq, ttbr, ack_flags, bits, hops, uniquifier, sent_time, pair,
-         _source, correlation, n_label, n_admin, n_response, _n_dest, _n_ext, _n_sender,
+        (body_type, app_specific, _delivery, ttrq, ttbr, ack_flags, bits, hops, uniquifier, sent_time,
+         _n_dest, g,
          ) = _unpack_row_props(props)  # fmt: skip
-        if n_admin or n_response or hops > 0x1F:
+        n_label = 0
+        if g & RARE:
+            n_label, n_admin, n_response, _n_ext, _n_sender = _unpack_rare(props, LENGTHS_AT[g & 7])
+            if n_admin or n_response:
+                return None
+        if hops > 0x1F:
             return None
-        wire = guids.get(pair)
+        key = props[GFLAGS_AT : GUIDS_END[g & 3]]  # gflags and the GUIDs
+        if key.__class__ is not bytes:  # a row not read from SQLite (a bytearray props)
+            key = bytes(key)
+        wire = guids.get(key)
         if wire is None:
-            lineage = pair[:16]
+            lineage, dest_qm, _source = split_guids(key)
             # Identifier lineage, or this QM when none (packet_from_message: lineage.int).
-            src = source_le if lineage == _ZERO_GUID else uuid.UUID(bytes=lineage).bytes_le
-            wire = (src, uuid.UUID(bytes=pair[16:]).bytes_le)
+            src = source_le if lineage == ZERO_GUID else uuid.UUID(bytes=lineage).bytes_le
+            wire = (src, uuid.UUID(bytes=dest_qm).bytes_le)
             if len(guids) >= 64:
                 guids.clear()
-            guids[pair] = wire
+            guids[key] = wire
+        end = GUIDS_END[g & 3]
+        correlation = props[end : end + 20] if g & CORRELATION else ZERO_CORRELATION
         raw_label = b""
         if n_label:
-            label = props[_PROPS_FIXED : _PROPS_FIXED + n_label].decode()
+            at = STRINGS_AT[g & 15]
+            label = props[at : at + n_label].decode()
             raw_label = cached_label_wire(label) or label_wire(label)
         try:
             return encode_direct_transactional(
@@ -489,6 +512,7 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
     dest = destination_format_name.encode()
     dest_len = len(dest)
     gb = _guid_bytes
+    blocks = guid_blocks
     rows: list[list[Any]] = []
     append = rows.append
     for p in packets:
@@ -516,12 +540,19 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
         # FinalAck required (TransactionHeader.Flags FA, 0x2).
         bits = (uflags >> 9 & 1) | (uflags >> 7 & 2) | (bflags >> 6 & 4) | (tflags << 2 & 8)
         ack_flags = props.ack_flags
+        qm_bytes = gb.get(qm.int) or _bytes_of(qm)
+        # props' GUIDs (openmsmq.store.props): the source QM is the lineage here.
+        g, guids = blocks.get((lineage_bytes, qm_bytes, lineage_bytes)) or guid_block(
+            lineage_bytes, qm_bytes, lineage_bytes
+        )
+        if corr != ZERO_CORRELATION:
+            g |= CORRELATION
+            guids += corr
         try:
             head = _pack_props(
                 props.body_type, props.application_tag, (uflags >> 5) & 0x3, p.time_to_reach_queue,
                 user.time_to_be_received, ack_flags, bits, uflags & 0x1F, user.message_id,
-                user.sent_time, lineage_bytes, gb.get(qm.int) or _bytes_of(qm), lineage_bytes, corr,
-                0, 0, 0, dest_len, 0, 0,
+                user.sent_time, dest_len, g,
             )  # fmt: skip
         except struct.error as exc:
             raise MQError(
@@ -537,6 +568,6 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
             (tflags >> 2) & 0x3,  # first (TransactionHeader.Flags 0x4) | last (0x8) << 1
             _D_ARRIVED_TIME, 1 if bits or ack_flags else 0,
             len(body),  # Message.size: no Label, no extension
-            _join_bytearray((head, dest)), body,
+            _join_bytearray((head, guids, dest)), body,
         ])  # fmt: skip
     return rows

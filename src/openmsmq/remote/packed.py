@@ -131,13 +131,25 @@ def encode_rows(rows: Sequence[Sequence[Any]]) -> bytes:
     :func:`encode_messages` of their ``message_from_row`` messages, without building
     them: the row's ``props`` already holds the strings UTF-8 encoded and the GUIDs as
     16 bytes, so each record is one unpack, one pack and slices. dwRequestId is 0."""
-    from openmsmq.store.records import PROPS  # server side only: the client never loads the store
+    # Server side only: the client never loads the store.
+    from openmsmq.store.props import (
+        GFLAGS_AT,
+        GUIDS_END,
+        LENGTHS_AT,
+        RARE,
+        RARE_LENGTHS,
+        STRINGS_AT,
+        ZERO_CORRELATION,
+        split_guids,
+    )
+    from openmsmq.store.records import PROPS
 
     unpack_props = PROPS.unpack_from
-    at = PROPS.size
+    unpack_rare = RARE_LENGTHS.unpack_from
     pack = HEADER.pack
     parts: list[bytes] = []
     append = parts.append
+    guids: dict[bytes, tuple[bytes, bytes, bytes]] = {}
     for row in rows:
         (
             lookup_id,
@@ -156,8 +168,16 @@ def encode_rows(rows: Sequence[Sequence[Any]]) -> bytes:
         ) = row
         (
             body_type, app_specific, delivery, ttrq, ttbr, ack_flags, bits, _hop, uniquifier, sent,
-            lineage, _dest_qm, source, corr, n_label, n_admin, n_resp, n_dest, n_ext, _n_sender,
+            n_dest, g,
         ) = unpack_props(props)  # fmt: skip
+        n_label = n_admin = n_resp = n_ext = 0
+        if g & RARE:
+            n_label, n_admin, n_resp, n_ext, _n_sender = unpack_rare(props, LENGTHS_AT[g & 7])
+        end = GUIDS_END[g & 3]
+        key = bytes(props[GFLAGS_AT:end])
+        lineage, _dest_qm, source = guids.get(key) or guids.setdefault(key, split_guids(key))
+        corr = bytes(props[end : end + 20]) if g & 4 else ZERO_CORRELATION
+        at = STRINGS_AT[g & 15]
         # bits: 1 positive, 2 negative journaling (= FLAG_JOURNAL, FLAG_DEAD_LETTER);
         # tx_flags: 1 FirstInTransaction, 2 LastInTransaction (the flags' 0x08, 0x10).
         flags = (bits & 3) | (FLAG_TRANSACTIONAL if transactional else 0) | (tx_flags & 3) << 3
@@ -168,7 +188,7 @@ def encode_rows(rows: Sequence[Sequence[Any]]) -> bytes:
         )  # fmt: skip
         append(header)
         append(body)
-        # props after its fixed part: label, admin, response, destination, extension, sender_id;
+        # props' strings: label, admin, response, destination, extension, sender_id;
         # a record: label, correlation, destination, admin, response, extension.
         i = at + n_label
         append(props[at:i])

@@ -14,6 +14,19 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.store.props import (
+    CORRELATION,
+    GFLAGS_AT,
+    GUIDS_END,
+    HEAD,
+    LENGTHS_AT,
+    RARE,
+    RARE_LENGTHS,
+    STRINGS_AT,
+    ZERO_CORRELATION,
+    guid_block,
+    split_guids,
+)
 from openmsmq.store.queue_records import (
     QUEUE_COLUMNS,
     IncomingSequenceState,
@@ -178,13 +191,12 @@ ROW_COLUMNS: tuple[str, ...] = (
 COL: dict[str, int] = {name: i for i, name in enumerate(ROW_COLUMNS)}
 MESSAGE_COLUMNS = ROW_COLUMNS  # kept for the schema module
 
-# props: body_type, app_specific, delivery, ttrq, ttbr, ack_flags, bits (JP, JN, tracing,
-# FA), hop_count, id_uniquifier, sent_time, id_lineage, destination_qm, source_machine,
-# correlation_id, then the lengths of label, admin, response, destination (UTF-8),
-# extension and sender_id, then those bytes.
-_PROPS = struct.Struct("<IIBIIIBHIq16s16s16s20sHHHHIH")
-#: The fixed part of ``props``, for code that reads rows without building a
-#: :class:`Message` (the remote-read service's packed PeekRange reply).
+# props: its layout is openmsmq.store.props' (a head, the GUIDs the head's flags name,
+# then the strings).
+_PROPS = HEAD
+#: The fixed part of ``props`` (:data:`openmsmq.store.props.HEAD`), for code that reads
+#: rows without building a :class:`Message` (the remote-read service's packed
+#: PeekRange reply, the transfer's row encoder).
 PROPS = _PROPS
 _PROPS_COL = COL["props"]
 _uuid_cache: dict[bytes, uuid.UUID] = {}
@@ -335,11 +347,23 @@ def _row(
     extension = m.extension
     sender_id = m.sender_id
     dest_qm = m.destination_qm
-    # The usual message has none of these: its lengths are then 0 without five len() calls.
-    rare = label or admin or response or extension or sender_id
-    if len(m.correlation_id) != 20:
+    corr = m.correlation_id
+    if len(corr) != 20:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "CorrelationId is a 20-byte OBJECTID")
+    # props (openmsmq.store.props): the head, then the GUIDs (usually the lineage alone),
+    # the CorrelationId and the lengths of the rare strings only when there are any.
+    if dest_qm is _NULL_GUID and source is lineage:  # a message sent here: identity checks only
+        g, guids = 0, lineage
+    else:
+        dest_qm_bytes = _guid_bytes.get(dest_qm.int) or _bytes_of(dest_qm)
+        g, guids = guid_block(lineage, dest_qm_bytes, source)
     try:
+        if corr != ZERO_CORRELATION:
+            g |= CORRELATION
+            guids += corr
+        if label or admin or response or extension or sender_id:
+            g |= RARE
+            guids += _pack_rare(len(label), len(admin), len(response), len(extension), len(sender_id))
         head = _pack_props(
             m.body_type,
             m.app_specific,
@@ -351,16 +375,8 @@ def _row(
             m.hop_count,
             uniquifier,
             sent_time,
-            lineage,
-            _guid_bytes.get(dest_qm.int) or _bytes_of(dest_qm),
-            source,
-            m.correlation_id,
-            len(label) if rare else 0,
-            len(admin) if rare else 0,
-            len(response) if rare else 0,
             len(dest),
-            len(extension) if rare else 0,
-            len(sender_id) if rare else 0,
+            g,
         )
     except struct.error as exc:
         raise MQError(
@@ -368,10 +384,10 @@ def _row(
         ) from exc
     # props is a bytearray: sqlite3 binds a bytearray directly but sends bytes through its
     # adapter lookup (about 0.3 us per value; Python 3.11).
-    if rare:
-        props = _join_bytearray((head, label, admin, response, dest, extension, sender_id))
+    if g & RARE:
+        props = _join_bytearray((head, guids, label, admin, response, dest, extension, sender_id))
     else:
-        props = _join_bytearray((head, dest))
+        props = _join_bytearray((head, guids, dest))
     body: bytes | bytearray = m.body
     if len(body) <= _BODY_COPY_MAX:
         # Bound as a bytearray too (the bytes would take sqlite3's adapter lookup): the
@@ -399,6 +415,8 @@ def _row(
 
 
 _pack_props = _PROPS.pack
+_pack_rare = RARE_LENGTHS.pack
+_unpack_rare = RARE_LENGTHS.unpack_from
 #: A body up to this size goes into its row as a ``bytearray``: sqlite3 binds a
 #: ``bytearray`` directly but sends ``bytes`` through its adapter lookup (``SELECT ?``
 #: x100: 406-412 ns per 256-byte ``bytes`` value, 138-152 per ``bytearray``), while
@@ -430,18 +448,19 @@ def message_uniquifier(row: list[Any]) -> int:
 
 def _variable_fields(
     props: bytes | bytearray,
+    i: int,
     n_label: int,
     n_admin: int,
     n_response: int,
-    n_dest: int,
     n_ext: int,
     n_sender: int,
+    n_dest: int,
 ) -> tuple[str, str, str, str, bytes, bytes]:
     """(label, admin queue, response queue, destination queue, extension, sender id):
-    the variable-length fields that follow the fixed part of ``props``, given their
-    lengths. extension and sender id are returned as bytes also when ``props`` is a
-    bytearray (a row built by :func:`message_to_row`, not read back from SQLite)."""
-    i = _PROPS_SIZE
+    the strings of ``props`` from offset ``i``, given their lengths (those of
+    :data:`~openmsmq.store.props.RARE_LENGTHS`, then the destination's).
+    extension and sender id are returned as bytes also when ``props`` is a bytearray (a
+    row built by :func:`message_to_row`, not read back from SQLite)."""
     label = props[i : i + n_label].decode()
     i += n_label
     admin = props[i : i + n_admin].decode()
@@ -488,28 +507,30 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
         hop_count,
         uniquifier,
         sent_time,
-        lineage,
-        dest_qm,
-        source,
-        correlation,
-        n_label,
-        n_admin,
-        n_response,
         n_dest,
-        n_ext,
-        n_sender,
+        g,
     ) = _unpack_props(props)
-    if n_label or n_admin or n_response or n_ext or n_sender:
+    if g & CORRELATION:
+        at = GUIDS_END[g & 3]
+        correlation = bytes(props[at : at + 20])
+    else:
+        correlation = ZERO_CORRELATION
+    key = props[GFLAGS_AT : GUIDS_END[g & 3]]
+    if key.__class__ is not bytes:  # a row built by message_to_row (a bytearray props)
+        key = bytes(key)
+    lineage, dest_qm, source = _guid_triples.get(key) or _guid_triple(key)
+    at = STRINGS_AT[g & 15]
+    if g & RARE:
+        n_label, n_admin, n_response, n_ext, n_sender = _unpack_rare(props, LENGTHS_AT[g & 7])
         label, admin, response, dest, extension, sender_id = _variable_fields(
-            props, n_label, n_admin, n_response, n_dest, n_ext, n_sender
+            props, at, n_label, n_admin, n_response, n_ext, n_sender, n_dest
         )
-    else:  # the usual message: only the destination follows the fixed part
+    else:  # the usual message: only the destination follows
         label = admin = response = ""
         extension = sender_id = b""
-        dest = props[_PROPS_SIZE : _PROPS_SIZE + n_dest].decode()
+        dest = props[at : at + n_dest].decode()
     if body.__class__ is not bytes:  # a row built by message_to_row (a bytearray body)
         body = bytes(body)
-    uuids = _uuid_cache
     return _make_message(
         body,
         label,
@@ -532,13 +553,13 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
         hop_count,
         bool(bits & 8),
         lookup_id,
-        uuids.get(lineage) or _uuid(lineage),
+        lineage,
         uniquifier,
         sent_time,
         arrived,
         dest,
-        uuids.get(dest_qm) or _uuid(dest_qm),
-        uuids.get(source) or _uuid(source),
+        dest_qm,
+        source,
         bool(transactional),
         seq_id + (1 << 64) if seq_id < 0 else seq_id,
         seq_no,
@@ -550,24 +571,20 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
 
 _make_message = fast_constructor(Message)
 _unpack_props = _PROPS.unpack_from
-_PROPS_SIZE = _PROPS.size
 
-#: :data:`_PROPS` with its three GUIDs (Identifier lineage, destination QM, source QM:
-#: adjacent) read as one 48-byte field: one bytes object and one cache look-up per row
-#: for the three, instead of three of each.
-_PROPS_GUIDS = struct.Struct("<IIBIIIBHIq48s20sHHHHIH")
-assert _PROPS_GUIDS.size == _PROPS_SIZE
-_unpack_props_guids = _PROPS_GUIDS.unpack_from
 _guid_triples: dict[bytes, tuple[uuid.UUID, uuid.UUID, uuid.UUID]] = {}
 
 
-def _guid_triple(raw: bytes) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
-    """48 bytes -> (lineage, destination QM, source QM), memoised like :func:`_uuid`."""
-    got = _guid_triples.get(raw)
+def _guid_triple(key: bytes) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """(lineage, destination QM, source QM) of a ``props`` GUIDs part with its flags
+    (:func:`openmsmq.store.props.guids_key`), memoised like :func:`_uuid`: one ``bytes``
+    and one cache look-up per row for the three GUIDs."""
+    got = _guid_triples.get(key)
     if got is None:
         if len(_guid_triples) > 4096:
             _guid_triples.clear()
-        got = _guid_triples[raw] = (_uuid(raw[:16]), _uuid(raw[16:32]), _uuid(raw[32:]))
+        lineage, dest_qm, source = split_guids(key)
+        got = _guid_triples[key] = (_uuid(lineage), _uuid(dest_qm), _uuid(source))
     return got
 
 
@@ -645,9 +662,12 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
     append = out.append
     new = object.__new__
     message = Message
-    unpack = _unpack_props_guids
+    unpack = _unpack_props
     triples = _guid_triples
-    at = _PROPS_SIZE
+    gat = GFLAGS_AT
+    ends = GUIDS_END
+    starts = STRINGS_AT
+    zero_correlation = ZERO_CORRELATION
     mask = LOOKUP_MASK
     for (
         order_key,
@@ -670,17 +690,13 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
             hop_count,
             uniquifier,
             sent_time,
-            guids,
-            correlation,
-            n_label,
-            n_admin,
-            n_response,
             n_dest,
-            n_ext,
-            n_sender,
+            g,
         ) = unpack(props)
         m: Any = new(builder)
-        if n_label or n_admin or n_response or n_ext or n_sender:
+        at = starts[g & 15]
+        if g & 8:  # RARE
+            n_label, n_admin, n_response, n_ext, n_sender = _unpack_rare(props, LENGTHS_AT[g & 7])
             (
                 m.label,
                 m.admin_queue,
@@ -688,17 +704,19 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
                 m.destination_queue,
                 m.extension,
                 m.sender_id,
-            ) = _variable_fields(props, n_label, n_admin, n_response, n_dest, n_ext, n_sender)
-        else:  # the usual message: only the destination follows the fixed part
+            ) = _variable_fields(props, at, n_label, n_admin, n_response, n_ext, n_sender, n_dest)
+        else:  # the usual message: only the destination follows
             m.label = m.admin_queue = m.response_queue = ""
             m.extension = m.sender_id = b""
             m.destination_queue = props[at : at + n_dest].decode()
-        m.id_lineage, m.destination_qm, m.source_machine = triples.get(guids) or _guid_triple(guids)
+        end = ends[g & 3]
+        key = props[gat:end]  # gflags and the GUIDs
+        m.id_lineage, m.destination_qm, m.source_machine = triples.get(key) or _guid_triple(key)
+        m.correlation_id = props[end : end + 20] if g & 4 else zero_correlation
         m.body = body
         m.priority = 7 - (order_key >> 56)
         m.message_class = class_flags >> 3
         m.body_type = body_type
-        m.correlation_id = correlation
         m.app_specific = app_specific
         m.delivery = delivery
         m.time_to_reach_queue = ttrq
