@@ -1,5 +1,6 @@
 """The "numbered" INSERT of an outgoing queue's rows stores exactly what numbering each
-row in Python and inserting it with the general statement stores."""
+row in Python and inserting it with the general statement stores; the "uniform" forms
+(the columns all rows share bound once) store exactly what binding every value does."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def _table(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
     sequence_id=st.integers(1, 2**64 - 1),
     expiry=st.sampled_from([(None, 0), (1_700_345_600, 0xC001), (5, 0xC002)]),
     labels=st.booleans(),
+    odd=st.sampled_from([None, "message_class", "ack_flags", "priority"]),
 )
 def test_numbered_insert_equals_rows_numbered_in_python(
     tmp_path_factory: pytest.TempPathFactory,
@@ -45,10 +47,12 @@ def test_numbered_insert_equals_rows_numbered_in_python(
     sequence_id: int,
     expiry: tuple[int | None, int],
     labels: bool,
+    odd: str | None,
 ) -> None:
     d = tmp_path_factory.mktemp("ins")
     msgs = [Message(body=b"%d" % i, label=f"L{i}" if labels else "") for i in range(n)]
     rows = stamped_rows(msgs, True, uuid.uuid4(), 7, 1_700_000_000, "private$\\q")
+    _make_one_row_odd(rows, odd)
     queue_id = 3
     numbered, general = _connect(d / "a.db"), _connect(d / "b.db")
     numbered.execute("BEGIN")
@@ -70,3 +74,47 @@ def test_numbered_insert_equals_rows_numbered_in_python(
     assert [r[0] for r in got] == list(range(first, first + n))
     numbered.close()
     general.close()
+
+
+def _make_one_row_odd(rows: list[list[object]], column: str | None) -> None:
+    """Give the middle row a value of ``column`` no other row has (None: leave the rows
+    alike), so that the batch takes the form that binds every value."""
+    if column is None:
+        return
+    row = rows[len(rows) // 2]
+    if column == "ack_flags":
+        row[COL["ack_wanted"]] = 1
+    else:
+        row[COL[column]] = 5
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 150),
+    first=st.integers(1, 2**40),
+    transactional=st.booleans(),
+    odd=st.sampled_from(
+        [None, "message_class", "ack_flags", "priority", "arrived_time", "tx_sequence_number"]
+    ),
+)
+def test_plain_insert_equals_one_row_at_a_time(
+    tmp_path_factory: pytest.TempPathFactory, n: int, first: int, transactional: bool, odd: str | None
+) -> None:
+    d = tmp_path_factory.mktemp("ins")
+    msgs = [Message(body=b"%d" % i, label="L" if i % 3 else "", priority=4) for i in range(n)]
+    rows = stamped_rows(msgs, transactional, uuid.uuid4(), 7, 1_700_000_000, "private$\\q")
+    rows[0][COL["tx_flags"]] = 1
+    rows[-1][COL["tx_flags"]] |= 2
+    _make_one_row_odd(rows, odd)
+    batch, single = _connect(d / "a.db"), _connect(d / "b.db")
+    batch.execute("BEGIN")
+    inserts.insert_plain(batch, first, rows, 3)
+    batch.execute("COMMIT")
+    single.execute("BEGIN")
+    for j, row in enumerate(rows):
+        inserts.insert_plain(single, first + j, [row], 3)
+    single.execute("COMMIT")
+    assert _table(batch) == _table(single)
+    assert len(_table(batch)) == n
+    batch.close()
+    single.close()
