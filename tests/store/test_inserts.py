@@ -88,21 +88,42 @@ def _make_one_row_odd(rows: list[list[object]], column: str | None) -> None:
         row[COL[column]] = 5
 
 
+#: A column one row of a batch gets a value of its own in (None: the rows stay alike).
+_ODD = [
+    None,
+    "message_class",
+    "ack_flags",
+    "priority",
+    "arrived_time",
+    "tx_sequence_number",
+    "tx_sequence_id",
+]
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     n=st.integers(1, 150),
     first=st.integers(1, 2**40),
     transactional=st.booleans(),
-    odd=st.sampled_from(
-        [None, "message_class", "ack_flags", "priority", "arrived_time", "tx_sequence_number"]
-    ),
+    sequenced=st.booleans(),
+    odd=st.sampled_from(_ODD),
 )
 def test_plain_insert_equals_one_row_at_a_time(
-    tmp_path_factory: pytest.TempPathFactory, n: int, first: int, transactional: bool, odd: str | None
+    tmp_path_factory: pytest.TempPathFactory,
+    n: int,
+    first: int,
+    transactional: bool,
+    sequenced: bool,
+    odd: str | None,
 ) -> None:
     d = tmp_path_factory.mktemp("ins")
     msgs = [Message(body=b"%d" % i, label="L" if i % 3 else "", priority=4) for i in range(n)]
     rows = stamped_rows(msgs, transactional, uuid.uuid4(), 7, 1_700_000_000, "private$\\q")
+    if sequenced:  # as a receiving QM stores a run of one incoming sequence
+        for j, row in enumerate(rows):
+            row[COL["tx_sequence_id"]] = to_i64(2**63 + 5)
+            row[COL["tx_sequence_number"]] = 10 + j
+            row[COL["tx_previous_sequence_number"]] = 9 + j
     rows[0][COL["tx_flags"]] = 1
     rows[-1][COL["tx_flags"]] |= 2
     _make_one_row_odd(rows, odd)

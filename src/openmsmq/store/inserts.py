@@ -45,6 +45,11 @@ _SHARED_NUMBERED = tuple(
 #: What each row binds in the uniform forms: tx_flags (First/LastInTransaction differ
 #: within a transaction), size, props and body.
 _OWN_COLS = tuple(COL[c] for c in ("tx_flags", "size", "props", "body"))
+#: The forms that bind shared columns once: form -> (shared columns, each row's own).
+_SPLIT = {
+    "uniform": (_SHARED, _OWN_COLS),
+    "numbered uniform": (_SHARED_NUMBERED, _OWN_COLS),
+}
 _shared_of = itemgetter(*_SHARED)
 _shared_numbered_of = itemgetter(*_SHARED_NUMBERED)
 _own_of = itemgetter(*_OWN_COLS)
@@ -76,24 +81,26 @@ def _insert_sql(n: int, form: str) -> str:
     | (?1 + j)`` from SQLite, so Python binds the rows as they are, without a copy or a
     fill-in per row (the slots SQLite computes are bound but not used)."""
     numbered = form.startswith("numbered")
-    uniform = form.endswith("uniform")
-    head = {"multi": 2, "plain": 3, "uniform": 3, "numbered": 7}[form.split()[0]]
-    shared = _SHARED_NUMBERED if numbered else _SHARED
-    if uniform:
-        # The shared columns' parameters, then 4 per row.
+    head = 2 if form == "multi" else 7 if numbered else 3
+    split = _SPLIT.get(form)
+    at_shared: dict[int, str] = {}
+    own: tuple[int, ...] = ()
+    if split is not None:
+        # The shared columns' parameters, then each row's own.
+        shared, own = split
         at_shared = {col: f"?{head + i}" for i, col in enumerate(shared)}
         head += len(shared)
     values = []
     for j in range(n):
         lid = f"(?1 + {j})" if j else "?1"
-        if uniform:
-            at = head + len(_OWN_COLS) * j
+        if split is not None:
+            at = head + len(own) * j
             cols = [lid]
             for k in range(1, _ROW_WIDTH):
                 if k in at_shared:
                     cols.append(at_shared[k])
-                elif k in _OWN_COLS:
-                    cols.append(f"?{at + _OWN_COLS.index(k)}")
+                elif k in own:
+                    cols.append(f"?{at + own.index(k)}")
                 else:  # a sequence column of the numbered form: set below
                     cols.append("NULL")
         else:
@@ -197,9 +204,16 @@ def insert_plain(conn: sqlite3.Connection, first: int, rows: Sequence[list[Any]]
         key = ((7 - row[_PRIORITY_AT]) << 56) | first  # order_key
         conn.execute(_INSERT_ONE_PLAIN, [first, *row[1:], queue_id, key])
         return
-    if len(set(map(_shared_of, rows))) == 1:
-        # The usual batch: one send_many of messages alike but for their bodies.
-        shared = _shared_of(rows[0])
+    # The usual batch: one send_many of messages alike but for their bodies. A receiving
+    # QM's run of one incoming sequence differs in its sequence numbers: the first and
+    # last rows tell, before the check of every row.
+    head, tail = rows[0], rows[-1]
+    if (
+        head[_TX_SEQ_NO] == tail[_TX_SEQ_NO]
+        and head[_TX_PREV_NO] == tail[_TX_PREV_NO]
+        and len(set(map(_shared_of, rows))) == 1
+    ):
+        shared = _shared_of(head)
         for i, j in _chunks(len(rows)):
             params = [first + i, queue_id, *shared]
             params += chain.from_iterable(map(_own_of, rows[i:j]))
