@@ -137,6 +137,29 @@ def test_schema_v5_store_gets_compact_props(tmp_path: Path) -> None:
     assert old - compact == (118 - 55 - 64) + (118 - 55) + (118 - 55 - 36) + (118 - 55 - 16)
 
 
+def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """A store written by a later openmsmq may hold rows this version cannot read: it is
+    refused with MQ_ERROR_MESSAGE_STORAGE_FAILED naming both versions, unchanged."""
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        q = private_queue(store)
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"kept"))], []))
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    before = conn.execute("SELECT lookup_id, props, body FROM messages").fetchall()
+    conn.close()
+    with pytest.raises(StorageError) as info:
+        Store(path)
+    assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
+    assert f"store schema {SCHEMA_VERSION + 1}" in str(info.value)
+    assert f"reads up to {SCHEMA_VERSION}" in str(info.value)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+    assert conn.execute("SELECT lookup_id, props, body FROM messages").fetchall() == before
+    conn.close()
+
+
 def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:

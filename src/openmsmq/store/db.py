@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
-from openmsmq.store.schema import APPLICATION_ID, migrate
+from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 
 __all__ = ["LOOKUP_ID_BLOCK", "Store", "StoreStats", "WriteContext", "storage_error"]
 
@@ -305,6 +305,13 @@ class Store:
         if app_id != APPLICATION_ID and (version != 0 or tables != 0):
             raise self._corrupt(
                 f"not an openmsmq store: SQLite database of another application (application_id={app_id:#x})"
+            )
+        if version > SCHEMA_VERSION:
+            # Its rows may be in a layout this version cannot read (schema 6 changed props):
+            # refuse before anything reads or writes them.
+            raise self._corrupt(
+                f"written by a newer openmsmq (store schema {version}; this version reads up to"
+                f" {SCHEMA_VERSION}): open it with that version or a later one; nothing was changed"
             )
         if integrity_check:
             rows = [r[0] for r in conn.execute("PRAGMA quick_check(20)").fetchall()]
