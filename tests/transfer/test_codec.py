@@ -179,6 +179,22 @@ def test_arrival_rows_equal_message_to_row(ms: list[Message], no_label: bool) ->
         assert arrival_rows(ps, dest) == want  # type: ignore[arg-type]
 
 
+def test_arrival_rows_bind_small_bodies_as_bytearray() -> None:
+    """As message_to_row: a body up to the copy limit goes into the row as a bytearray,
+    which sqlite3 binds without its adapter lookup (a received body is bytes)."""
+    from openmsmq.store.records import _BODY_COPY_MAX
+
+    bodies = [b"", bytes(256), bytes(_BODY_COPY_MAX), bytes(_BODY_COPY_MAX + 1)]
+    ms = [
+        Message(body=b, transactional=True, tx_sequence_id=(7 << 32) | 1, tx_sequence_number=i + 1)
+        for i, b in enumerate(bodies)
+    ]
+    decoded = [decode_packet(reference_packet(m, WIRE_DEST, SOURCE, None).encode()) for m in ms]
+    rows = arrival_rows(decoded, "DIRECT=" + WIRE_DEST)  # type: ignore[arg-type]
+    assert [type(r[12]) for r in rows] == [bytearray, bytearray, bytearray, bytes]
+    assert [bytes(r[12]) for r in rows] == bodies
+
+
 def test_out_of_range_fields_raise_local_protocol_error() -> None:
     for bad in (Message(priority=8), Message(hop_count=0x20), Message(delivery=4)):
         with pytest.raises(LocalProtocolError):

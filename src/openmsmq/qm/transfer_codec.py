@@ -32,7 +32,15 @@ from openmsmq.store.props import (
     guid_blocks,
     split_guids,
 )
-from openmsmq.store.records import INFINITE, PROPS, Message, _bytes_of, _guid_bytes, message_to_row
+from openmsmq.store.records import (
+    _BODY_COPY_MAX,
+    INFINITE,
+    PROPS,
+    Message,
+    _bytes_of,
+    _guid_bytes,
+    message_to_row,
+)
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_PACKET_SIZE, QueueFormatType
 from openmsmq.wire.format_name import PrivateFormatName, parse_format_name
@@ -560,7 +568,12 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
             ) from exc
         seq = tx.tx_sequence_id
         seq_id = (seq.timestamp << 32) | seq.ordinal  # TxSequenceId.value, inlined
-        body = props.body
+        body: bytes | bytearray = props.body
+        if len(body) <= _BODY_COPY_MAX:
+            # Bound as a bytearray, as message_to_row binds it: sqlite3 sends bytes through
+            # its adapter lookup (100-row inserts of B's rows, synchronous=OFF: 1.97 against
+            # 1.60 us per row with a 256-byte body).
+            body = bytearray(body)
         append([
             _D_LOOKUP_ID, bflags & 0x7, props.message_class, 1,
             seq_id - (1 << 64) if seq_id >= (1 << 63) else seq_id,  # to_i64
