@@ -132,20 +132,10 @@ def encode_rows(rows: Sequence[Sequence[Any]]) -> bytes:
     them: the row's ``props`` already holds the strings UTF-8 encoded and the GUIDs as
     16 bytes, so each record is one unpack, one pack and slices. dwRequestId is 0."""
     # Server side only: the client never loads the store.
-    from openmsmq.store.props import (
-        GFLAGS_AT,
-        GUIDS_END,
-        LENGTHS_AT,
-        RARE,
-        RARE_LENGTHS,
-        STRINGS_AT,
-        ZERO_CORRELATION,
-        split_guids,
-    )
-    from openmsmq.store.records import PROPS
+    from openmsmq.store import props as layout
 
-    unpack_props = PROPS.unpack_from
-    unpack_rare = RARE_LENGTHS.unpack_from
+    unpack_props = layout.HEAD.unpack_from
+    unpack_rare = layout.RARE_LENGTHS.unpack_from
     pack = HEADER.pack
     parts: list[bytes] = []
     append = parts.append
@@ -171,13 +161,13 @@ def encode_rows(rows: Sequence[Sequence[Any]]) -> bytes:
             n_dest, g,
         ) = unpack_props(props)  # fmt: skip
         n_label = n_admin = n_resp = n_ext = 0
-        if g & RARE:
-            n_label, n_admin, n_resp, n_ext, _n_sender = unpack_rare(props, LENGTHS_AT[g & 7])
-        end = GUIDS_END[g & 3]
-        key = bytes(props[GFLAGS_AT:end])
-        lineage, _dest_qm, source = guids.get(key) or guids.setdefault(key, split_guids(key))
-        corr = bytes(props[end : end + 20]) if g & 4 else ZERO_CORRELATION
-        at = STRINGS_AT[g & 15]
+        if g & layout.RARE:
+            n_label, n_admin, n_resp, n_ext, _n_sender = unpack_rare(props, layout.LENGTHS_AT[g & 7])
+        end = layout.GUIDS_END[g & 3]
+        key = bytes(props[layout.GFLAGS_AT : end])
+        lineage, _dest_qm, source = guids.get(key) or guids.setdefault(key, layout.split_guids(key))
+        corr = bytes(props[end : end + 20]) if g & layout.CORRELATION else layout.ZERO_CORRELATION
+        at = layout.STRINGS_AT[g & 15]
         # bits: 1 positive, 2 negative journaling (= FLAG_JOURNAL, FLAG_DEAD_LETTER);
         # tx_flags: 1 FirstInTransaction, 2 LastInTransaction (the flags' 0x08, 0x10).
         flags = (bits & 3) | (FLAG_TRANSACTIONAL if transactional else 0) | (tx_flags & 3) << 3
