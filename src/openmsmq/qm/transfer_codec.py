@@ -319,7 +319,8 @@ def row_encoder(
                 return None
         if hops > 0x1F:
             return None
-        key = props[GFLAGS_AT : GUIDS_END[g & 3]]  # gflags and the GUIDs
+        end = GUIDS_END[g & 3]
+        key = props[GFLAGS_AT:end]  # gflags and the GUIDs
         if key.__class__ is not bytes:  # a row not read from SQLite (a bytearray props)
             key = bytes(key)
         wire = guids.get(key)
@@ -331,7 +332,6 @@ def row_encoder(
             if len(guids) >= 64:
                 guids.clear()
             guids[key] = wire
-        end = GUIDS_END[g & 3]
         correlation = props[end : end + 20] if g & CORRELATION else ZERO_CORRELATION
         raw_label = b""
         if n_label:

@@ -75,7 +75,7 @@ def _insert_sql(n: int, form: str) -> str:
     * ``"uniform"`` / ``"numbered uniform"``: as ``"plain"`` / ``"numbered"`` for rows
       that agree in every column of :data:`_SHARED` (``_SHARED_NUMBERED``): those are
       bound once, after the form's own parameters, and each row binds only
-      :data:`_OWN` (tx_flags, size, props, body).
+      :data:`_OWN_COLS` (tx_flags, size, props, body).
 
     Row ``j`` gets LookupIdentifier ``?1 + j`` and its order key ``((7 - priority) << 56)
     | (?1 + j)`` from SQLite, so Python binds the rows as they are, without a copy or a

@@ -141,8 +141,9 @@ _V5 = [
 def _compact_props(conn: sqlite3.Connection) -> None:
     """Rewrite every stored message's ``props`` in the compact layout of
     :mod:`openmsmq.store.props` (the GUIDs a message usually repeats or leaves null, and
-    a zero CorrelationId, are left out): about 70 bytes less per row. One ``UPDATE``
-    runs :func:`openmsmq.store.props.convert_v5` over the rows."""
+    a zero CorrelationId and the lengths of absent strings are left out): 63 bytes less
+    for a message sent on this QM. One ``UPDATE`` runs
+    :func:`openmsmq.store.props.convert_v5` over the rows."""
     conn.create_function("openmsmq_props_v6", 1, convert_v5, deterministic=True)
     try:
         conn.execute("UPDATE messages SET props = openmsmq_props_v6(props)")
