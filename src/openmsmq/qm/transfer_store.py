@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
+from collections import Counter, deque
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -340,7 +340,7 @@ class StoreWorkSide(TransferParts):
             self._local_in_flight = None
             stored = work.items + work.forwards
             self.unstored_bytes -= sum([len(m.body) for _, m, _c, _n in stored])
-            failed: dict[tuple[str, str], int] = {}
+            failed: Counter[tuple[str, str]] = Counter()
             failed_conns: list[Conn | None] = []
             for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
                 conn = self._conns.get(cid)
@@ -349,7 +349,7 @@ class StoreWorkSide(TransferParts):
                         conn.session.recoverable_message_stored(number, now)
                     continue
                 # One line per queue and error for the batch (a full disk fails every one).
-                failed[(queue, str(res))] = failed.get((queue, str(res)), 0) + 1
+                failed[(queue, str(res))] += 1
                 failed_conns.append(conn)
             if len(failed_conns) < len(stored):  # something was stored: the back-off restarts
                 self._store_retry = 0.0

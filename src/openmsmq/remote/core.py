@@ -43,7 +43,13 @@ from openmsmq.remote.codes import (
     RemoteAck,
     ShareMode,
 )
-from openmsmq.remote.pending import ENTRY_OVERHEAD, PendingRequestEntry, PendingRequestTable
+from openmsmq.remote.pending import (
+    ENTRY_OVERHEAD,
+    MAX_PENDING_BYTES,
+    MAX_TOTAL_PENDING_BYTES,
+    PendingRequestEntry,
+    PendingRequestTable,
+)
 from openmsmq.remote.reads import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
 from openmsmq.remote.session import (
     OpenQueueDescriptor,
@@ -84,8 +90,8 @@ class RemoteReadCore:
         *,
         cleanup_timeout: float = 300.0,
         session_timeout: float = 30.0,
-        max_pending_bytes: int = 128 * 1024 * 1024,
-        max_total_pending_bytes: int = 512 * 1024 * 1024,
+        max_pending_bytes: int = MAX_PENDING_BYTES,
+        max_total_pending_bytes: int = MAX_TOTAL_PENDING_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.qm = qm

@@ -13,13 +13,24 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ENTRY_OVERHEAD", "PendingRequestEntry", "PendingRequestTable", "TxState"]
+__all__ = [
+    "ENTRY_OVERHEAD",
+    "MAX_PENDING_BYTES",
+    "MAX_TOTAL_PENDING_BYTES",
+    "PendingRequestEntry",
+    "PendingRequestTable",
+    "TxState",
+]
 
 #: Memory a pending receive holds besides its message's size (the locked Message, the
 #: QM's PendingReceive, the entry, the table's keys), counted against its session's
 #: ``max_pending_bytes``. tracemalloc over 20,000 pending receives of 256-byte messages
 #: (batches of 500 from the head, 2026-11-26): 1,716 bytes each, 1,460 beyond the body.
 ENTRY_OVERHEAD = 1536
+#: Defaults of what one session / all sessions may hold in pending receives
+#: (``remote.max_pending_bytes`` / ``remote.max_total_pending_bytes``).
+MAX_PENDING_BYTES = 128 * 1024 * 1024
+MAX_TOTAL_PENDING_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(eq=False)

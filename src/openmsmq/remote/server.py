@@ -36,6 +36,7 @@ from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, Session
 from openmsmq.remote.packed import PACKED_V1, encode_messages
+from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
 
 __all__ = ["HRESULT_KEY", "SESSION_KEY", "RemoteServer", "start_remote_server", "status_for"]
@@ -485,8 +486,8 @@ class RemoteServer:
         tls: tuple[bytes, bytes] | None = None,
         cleanup_timeout: float = 300.0,
         session_timeout: float = 30.0,
-        max_pending_bytes: int = 128 * 1024 * 1024,
-        max_total_pending_bytes: int = 512 * 1024 * 1024,
+        max_pending_bytes: int = MAX_PENDING_BYTES,
+        max_total_pending_bytes: int = MAX_TOTAL_PENDING_BYTES,
         workers: int = 16,
         wait_workers: int = 256,
     ) -> None:

@@ -47,7 +47,6 @@ __all__ = [
     "convert_v5",
     "guid_block",
     "guid_blocks",
-    "guids_key",
     "split_guids",
 ]
 
@@ -103,15 +102,9 @@ def guid_block(lineage: bytes, dest_qm: bytes, source: bytes) -> tuple[int, byte
     return got
 
 
-def guids_key(props: bytes | bytearray, g: int) -> bytes:
-    """``gflags`` and the GUIDs of ``props`` as one ``bytes``: a key for a memo of the
-    decoded GUIDs (``props`` may be a ``bytearray``, whose slices are not hashable)."""
-    key = props[GFLAGS_AT : GUIDS_END[g & 3]]
-    return key if key.__class__ is bytes else bytes(key)
-
-
 def split_guids(key: bytes) -> tuple[bytes, bytes, bytes]:
-    """(lineage, destination QM, source QM), 16 bytes each, of a :func:`guids_key`."""
+    """(lineage, destination QM, source QM), 16 bytes each, of ``props[GFLAGS_AT:end]``:
+    the flags byte and the GUIDs it names (``end`` = ``GUIDS_END[gflags & 3]``)."""
     g = key[0]
     lineage = key[1:17]
     at = 17

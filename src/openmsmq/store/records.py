@@ -510,12 +510,9 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
         n_dest,
         g,
     ) = _unpack_props(props)
-    if g & CORRELATION:
-        at = GUIDS_END[g & 3]
-        correlation = bytes(props[at : at + 20])
-    else:
-        correlation = ZERO_CORRELATION
-    key = props[GFLAGS_AT : GUIDS_END[g & 3]]
+    end = GUIDS_END[g & 3]
+    correlation = bytes(props[end : end + 20]) if g & CORRELATION else ZERO_CORRELATION
+    key = props[GFLAGS_AT:end]  # gflags and the GUIDs
     if key.__class__ is not bytes:  # a row built by message_to_row (a bytearray props)
         key = bytes(key)
     lineage, dest_qm, source = _guid_triples.get(key) or _guid_triple(key)
@@ -576,9 +573,9 @@ _guid_triples: dict[bytes, tuple[uuid.UUID, uuid.UUID, uuid.UUID]] = {}
 
 
 def _guid_triple(key: bytes) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
-    """(lineage, destination QM, source QM) of a ``props`` GUIDs part with its flags
-    (:func:`openmsmq.store.props.guids_key`), memoised like :func:`_uuid`: one ``bytes``
-    and one cache look-up per row for the three GUIDs."""
+    """(lineage, destination QM, source QM) of a ``props`` GUIDs part with its flags byte
+    before it (``props[GFLAGS_AT:GUIDS_END[g & 3]]`` as ``bytes``), memoised like
+    :func:`_uuid`: one ``bytes`` and one cache look-up per row for the three GUIDs."""
     got = _guid_triples.get(key)
     if got is None:
         if len(_guid_triples) > 4096:
