@@ -156,8 +156,8 @@ class MqqbConfig:
     receive_buffer: int = _key(
         64 << 20,
         "size",
-        "Received message bytes waiting for the store; above it the QM stops reading from its peers until"
-        " half is stored.",
+        "Received message bytes waiting for the store, each message counted with about 1 KiB more (what"
+        " its objects take); above it the QM stops reading from its peers until half is stored.",
         lo=64 << 10,
         hi=1 << 34,
     )

@@ -83,6 +83,7 @@ def test_positive_final_ack_comes_back_through_the_intermediate(net: Net) -> Non
     assert [m.message_class for m in _peek(a, "private$\\admin")] == [MessageClass.ACK_RECEIVE]
     assert _final_ack_queues(b) == []
     assert c.transfer.stats["forwarded"] >= 2  # the message one way, the FinalAck back
+    assert c.transfer.unstored_bytes == 0  # what the forwards counted was given back once stored
 
 
 def test_negative_final_ack_dead_letters_after_the_senders_session_closed(net: Net) -> None:
@@ -190,6 +191,7 @@ def test_private_format_names_reach_their_queues_by_a_guid_route(net: Net) -> No
     [state] = b.transfer.incoming_status()
     assert state.tx_sequence_number == 2  # one transactional sequence, in order
     assert outgoing_count(a.qm) == 0  # OrderAck'ed end to end, through C
+    assert b.transfer.unstored_bytes == 0  # e1 (PRIVATE=, not transactional) counted and given back
 
 
 def test_a_private_name_of_no_queue_is_rejected_with_nack_bad_dst_q(net: Net) -> None:

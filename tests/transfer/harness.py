@@ -51,6 +51,9 @@ class Net:
         self.links: dict[tuple[str, int], tuple[str, int]] = {}
         #: Addresses whose outgoing bytes are dropped (then the link is cut).
         self.blackhole: set[tuple[str, str]] = set()
+        #: Bytes a link holds for a receiver that stopped reading (``reading_wanted`` is
+        #: False, as ``net/mqqb.py`` pauses its transports; TCP flow control holds them).
+        self.held_bytes: dict[tuple[str, int], list[bytes]] = {}
 
     def add(
         self, address: str, routes: tuple[tuple[str, str], ...] = (), name: str | None = None, **cfg: object
@@ -71,6 +74,8 @@ class Net:
             if a == address:
                 del self.links[(a, cid)]
                 self.links.pop((b, other), None)
+                self.held_bytes.pop((a, cid), None)
+                self.held_bytes.pop((b, other), None)
                 self.nodes[b].transfer.connection_lost(other, self.clock.now)
         config = old.transfer.config
         old.qm.close()
@@ -92,6 +97,8 @@ class Net:
             if {x, y} == {a, b} and (x, cid) in self.links:
                 del self.links[(x, cid)]
                 del self.links[(y, other)]
+                self.held_bytes.pop((x, cid), None)
+                self.held_bytes.pop((y, other), None)
                 self.nodes[x].transfer.connection_lost(cid, self.clock.now)
                 self.nodes[y].transfer.connection_lost(other, self.clock.now)
 
@@ -106,6 +113,8 @@ class Net:
                     self.connect(node.address, peer)
                     moved = True
         for node in list(self.nodes.values()):
+            if self._read_held(node, now):
+                moved = True
             # As the asyncio driver (net/mqqb.py _pump): after SessionAcks freed the
             # window, load what it sends next. Without this an outgoing queue whose
             # loading paused on a full backlog waited for nothing (bench/transfer_cpu.py
@@ -119,16 +128,40 @@ class Net:
                 moved = True
                 if (node.address, target[0]) in self.blackhole:
                     continue
-                self.nodes[target[0]].transfer.data_received(target[1], data, now)
+                self._deliver(target, data, now)
             for cid in node.transfer.connections_to_close():
                 target = self.links.pop((node.address, cid), None)
                 node.transfer.connection_lost(cid, now)
+                self.held_bytes.pop((node.address, cid), None)
                 if target is not None:
+                    self.held_bytes.pop(target, None)
                     self.links.pop(target, None)
                     self.nodes[target[0]].transfer.connection_lost(target[1], now)
                 moved = True
             if node.run_store(now):
                 moved = True
+        return moved
+
+    def _deliver(self, target: tuple[str, int], data: bytes, now: float) -> None:
+        """Hand ``data`` to ``target``'s transfer, or hold it on the link (behind what is
+        held already) while the receiver does not read."""
+        held = self.held_bytes.get(target)
+        receiver = self.nodes[target[0]].transfer
+        if held or not receiver.reading_wanted:
+            self.held_bytes.setdefault(target, []).append(data)
+            return
+        receiver.data_received(target[1], data, now)
+
+    def _read_held(self, node: Node, now: float) -> bool:
+        """Deliver what links hold for ``node``, in order, while it reads."""
+        moved = False
+        for target in [t for t in self.held_bytes if t[0] == node.address]:
+            held = self.held_bytes[target]
+            while held and node.transfer.reading_wanted:
+                node.transfer.data_received(target[1], held.pop(0), now)
+                moved = True
+            if not held:
+                del self.held_bytes[target]
         return moved
 
     def settle(self, rounds: int = 200) -> None:

@@ -136,3 +136,4 @@ def test_a_refusal_on_an_accepted_session_covers_the_host_name_b_routes_to(
     assert bodies_in(b.qm, Q) == [b"a0"]
     assert bodies_in(a.qm, Q) == [b"b0", b"b1"]
     assert outgoing_count(a.qm) == 0 and outgoing_count(b.qm) == 0
+    assert b.transfer.unstored_bytes == 0

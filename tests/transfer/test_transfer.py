@@ -11,6 +11,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.qm import manager as qm_manager
 from openmsmq.qm import names
 from openmsmq.qm.transfer import AcceptBatch
+from openmsmq.qm.transfer_state import RECEIVED_OVERHEAD
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
@@ -230,6 +231,7 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     net.run_until_quiet()
     assert outgoing_count(a.qm) == 0
     assert bodies_in(b.qm, "private$\\plain") == [b"first", b"p0", b"p1", b"p2"]
+    assert b.transfer.unstored_bytes == 0
 
 
 def test_messages_loaded_for_a_peer_that_is_away_stay_within_queued_bytes_of_memory(net: Net) -> None:
@@ -254,6 +256,51 @@ def test_messages_loaded_for_a_peer_that_is_away_stay_within_queued_bytes_of_mem
     loaded = sum(len(t.messages) for t in a.transfer.outgoing.values())
     assert loaded >= 100  # something is ready for when the peer comes
     assert held <= bound * 1.25, (loaded, held)
+
+
+def test_received_messages_waiting_for_the_store_stay_within_unstored_bytes_of_memory(net: Net) -> None:
+    # While B's store lags, what B received and has not stored stays in memory: it stops
+    # reading at unstored_bytes (the link holds the rest, as TCP does for net/mqqb.py),
+    # and that bound covers the memory, per-message overhead included. Counted by body
+    # size alone, 256 KiB held about 1,000 small messages and 1.1 MB of Python objects.
+    bound = 256 * 1024
+    a = net.add("127.0.0.1")
+    b = net.add("127.0.0.2", unstored_bytes=bound)
+    b.qm.create_queue(Q, transactional=True)
+    for t in range(0, 3000, 500):
+        send_tx(a.qm, DEST_B, [b"%08d" % i + bytes(248) for i in range(t, t + 500)])
+    b.hold_store = True  # the store lags: nothing B accepts is stored yet
+    held = 0
+
+    def measured(fn):  # B's own allocations: what its calls allocate and keep
+        def call(*args):
+            nonlocal held
+            args = tuple(bytes(bytearray(x)) if isinstance(x, bytes) else x for x in args)
+            before = tracemalloc.get_traced_memory()[0]
+            out = fn(*args)
+            held += tracemalloc.get_traced_memory()[0] - before
+            return out
+
+        return call
+
+    b.transfer.data_received = measured(b.transfer.data_received)
+    b.transfer.next_store_work = measured(b.transfer.next_store_work)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        net.settle()
+        gc.collect()
+    finally:
+        tracemalloc.stop()
+    unstored = b.transfer.stats["accepted"]
+    assert not b.transfer.reading_wanted and net.held_bytes  # B stopped reading
+    assert unstored >= 50
+    assert held <= bound * 1.25, (unstored, held)
+    # Once the store catches up, everything arrives exactly once, in order.
+    b.release_held(net.clock.now)
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == [b"%08d" % i + bytes(248) for i in range(3000)]
+    assert outgoing_count(a.qm) == 0 and b.transfer.unstored_bytes == 0
 
 
 def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_queue(net: Net) -> None:
@@ -433,7 +480,39 @@ def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
     assert net.clock.now - start < 25  # before the first Transactional Ack Wait resend (30 s)
     assert bodies_in(b.qm, Q) == _expected(2, 50)
     assert outgoing_count(a.qm) == 0
+    assert b.transfer.unstored_bytes == 0  # the failed batches' bytes were given back
     assert not b.transfer.refusing("127.0.0.1", net.clock.now)
+
+
+def test_a_failed_batch_gives_back_the_bytes_of_the_acceptances_dropped_behind_it(
+    net: Net, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Messages of the same sequence accepted while a failing batch was being stored are
+    dropped with it (A resends them); what they counted in ``unstored_bytes`` (body and
+    per-message overhead) is given back and what other sequences' waiting messages count
+    stays, so the bound that stops reading does not drift."""
+    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+
+    a, b = _pair(net)
+    c = net.add("127.0.0.3")
+    full = failing_accepts(b, monkeypatch)
+    b.hold_store = True  # the first batch is taken and not finished yet
+    send_tx(a.qm, DEST_B, [b"x0"])
+    net.settle()
+    send_tx(a.qm, DEST_B, [b"x1", b"x2"])
+    send_tx(c.qm, DEST_B, [b"y0", b"y1"])
+    net.advance(0.2)  # C finds its new outgoing queue and opens a session to B
+    assert len(b.held) == 1 and len(b.transfer._accepted) == 4  # accepted behind it
+    full[0] = True
+    b.release_held(net.clock.now)  # the batch fails: x1 and x2 are dropped with it
+    assert [ev.packet.properties.body for _, ev in b.transfer._accepted] == [b"y0", b"y1"]
+    assert b.transfer.unstored_bytes == b.transfer._accepted_bytes == 2 * (2 + RECEIVED_OVERHEAD)
+    full[0] = False
+    net.advance(STORE_RETRY_MIN + 0.1)
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == [b"y0", b"y1", b"x0", b"x1", b"x2"]  # x0 failed too: resent
+    assert outgoing_count(a.qm) == 0 and outgoing_count(c.qm) == 0
+    assert b.transfer.unstored_bytes == 0
 
 
 def _raising_while_full(monkeypatch: pytest.MonkeyPatch, target: object, name: str) -> list[bool]:

@@ -69,6 +69,7 @@ from openmsmq.qm.transfer_codec import message_from_packet, split_direct
 from openmsmq.qm.transfer_outgoing import OutgoingSide
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, TransferSession, session_key_form
 from openmsmq.qm.transfer_state import (
+    RECEIVED_OVERHEAD,
     AcceptBatch,
     IncomingStatus,
     OutgoingStatus,
@@ -476,6 +477,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             count += 1
         self._last_dest, self._last_path, self._last_route = last_dest, last_path, last_route
         self.stats["accepted"] += count
+        size += count * RECEIVED_OVERHEAD
         self.unstored_bytes += size
         self._accepted_bytes += size
 
@@ -493,7 +495,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             name = destination_key(dest, self.qm.guid)  # PRIVATE=<this QM>\n
             message = message_from_packet(ev.packet, name)
             self._nontx_in.append((name, message, conn.cid, ev.recoverable_number))
-            self.unstored_bytes += len(message.body)
+            self.unstored_bytes += len(message.body) + RECEIVED_OVERHEAD
             return
         if not isinstance(dest, DirectQueueFormatName) or (parts := split_direct(dest.name)) is None:
             log.warning(
@@ -504,7 +506,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return
         message = message_from_packet(ev.packet, "DIRECT=" + dest.name)
         self._nontx_in.append((parts[1], message, conn.cid, ev.recoverable_number))
-        self.unstored_bytes += len(message.body)
+        self.unstored_bytes += len(message.body) + RECEIVED_OVERHEAD
 
     def _peer_up(self, peer: str, now: float) -> None:
         for t in self.outgoing.values():
@@ -576,7 +578,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             else:
                 name = destination_key(dest, message.destination_qm)  # PRIVATE=<guid>\n
             self._forward_in.append((name, message_from_packet(message, name), conn.cid, recoverable))
-            self.unstored_bytes += len(message.properties.body)
+            self.unstored_bytes += len(message.properties.body) + RECEIVED_OVERHEAD
             self.stats["forwarded"] += 1
             self.metrics.count_forwarded(1)
             return

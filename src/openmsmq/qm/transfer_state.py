@@ -20,6 +20,7 @@ from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
 
 __all__ = [
+    "RECEIVED_OVERHEAD",
     "AcceptBatch",
     "AcceptGroup",
     "IncomingStatus",
@@ -38,6 +39,14 @@ __all__ = [
 
 #: A message row as the store reads it (store.records.ROW_COLUMNS order).
 Row = tuple[Any, ...]
+
+#: What a received message waiting for the store costs beyond its body (its packet,
+#: headers and acceptance objects): about 950 bytes of Python heap for a 256-byte body,
+#: measured with tracemalloc. ``Transfer.unstored_bytes`` counts it per message, so
+#: ``TransferConfig.unstored_bytes`` (mqqb.receive_buffer) bounds the memory: counted by
+#: body size alone, 64 MiB held about 260,000 small messages and serve's peak RSS reached
+#: 366-411 MB.
+RECEIVED_OVERHEAD = 1024
 
 
 def split_hop(hop: str, default_port: int) -> tuple[str, int]:

@@ -28,6 +28,7 @@ from openmsmq.qm.arrival import (
 )
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
 from openmsmq.qm.transfer_state import (
+    RECEIVED_OVERHEAD,
     AcceptBatch,
     AcceptGroup,
     ReleaseBatch,
@@ -323,7 +324,7 @@ class StoreWorkSide(TransferParts):
                     seq.store_failed(g.accepted[0].tx_sequence_id, g.accepted[0].tx_sequence_number)
                 # Later acceptances of this sequence were rolled back too: drop them.
                 kept = deque(p for p in self._accepted if p[0].key != g.key)
-                still = sum([len(p[1].packet.properties.body) for p in kept])
+                still = sum([len(p[1].packet.properties.body) for p in kept]) + len(kept) * RECEIVED_OVERHEAD
                 self.unstored_bytes -= self._accepted_bytes - still
                 self._accepted_bytes = still
                 self._accepted = kept
@@ -339,7 +340,9 @@ class StoreWorkSide(TransferParts):
         else:
             self._local_in_flight = None
             stored = work.items + work.forwards
-            self.unstored_bytes -= sum([len(m.body) for _, m, _c, _n in stored])
+            self.unstored_bytes -= (
+                sum([len(m.body) for _, m, _c, _n in stored]) + len(stored) * RECEIVED_OVERHEAD
+            )
             failed: Counter[tuple[str, str]] = Counter()
             failed_conns: list[Conn | None] = []
             for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
