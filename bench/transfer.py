@@ -105,7 +105,8 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
     """The application: commit ``n`` messages to DEST on A's data directory, then report.
 
     Protocol with the parent on stdin/stdout: prints ``ready``, waits for a line on stdin,
-    sends, prints one JSON line (t0, t_committed, commits).
+    sends, prints one JSON line (t0, t_committed, tx_ms: the median, 99th percentile and
+    longest of its transactions' durations, begin to commit returned, in ms).
     """
     from openmsmq.qm import Message, QueueManager
 
@@ -117,17 +118,23 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
     sys.stdin.readline()
     errors: list[BaseException] = []
     start = threading.Barrier(senders + 1)
+    durations: list[float] = []
 
     def run(k: int) -> None:
+        clock = time.monotonic
+        mine_durations = []
         try:
             start.wait()
             mine = bodies[k]
             for i in range(0, len(mine), per_tx):
+                began = clock()
                 tx = qm.begin()
                 qm.send_many(DEST, [Message(body=b) for b in mine[i : i + per_tx]], tx)
                 tx.commit()
+                mine_durations.append(clock() - began)
         except BaseException as exc:
             errors.append(exc)
+        durations.extend(mine_durations)
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(senders)]
     for th in threads:
@@ -139,7 +146,11 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
     t1 = time.monotonic()
     if errors:
         raise errors[0]
-    print(json.dumps({"t0": t0, "t_committed": t1}), flush=True)
+    durations.sort()
+    tx_ms = [
+        round(durations[min(len(durations) - 1, int(q * len(durations)))] * 1000, 2) for q in (0.5, 0.99, 1.0)
+    ]
+    print(json.dumps({"t0": t0, "t_committed": t1, "tx_ms": tx_ms}), flush=True)
     sys.stdin.readline()  # stay alive until the parent has closed the fsync window
     qm.close()
 
@@ -321,6 +332,10 @@ def run_openmsmq(
         t0 = report["t0"]
         counts = {p.name: p.fsyncs() for p in procs}
         notes.extend(_verify(b_dir, n, senders))
+        p50, p99, longest = report["tx_ms"]
+        notes.append(
+            f"sender's transactions: median {p50} ms, 99th percentile {p99} ms, longest {longest} ms"
+        )
         if before is not None and after is not None:
             notes.append(f"block-device flushes in the window, whole machine: {after - before}")
         notes.append(f"counters polled every {poll * 1000:.0f} ms")
