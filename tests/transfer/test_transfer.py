@@ -55,6 +55,35 @@ def test_many_transactional_messages_exactly_once_in_order(net: Net) -> None:
     assert out[0].last_acked is not None and out[0].last_acked[1] == 1000 and out[0].last_unacked is None
 
 
+def test_a_large_release_is_deleted_a_chunk_per_store_transaction(
+    net: Net, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One OrderAck may release max_in_flight messages; A deletes them release_chunk at a
+    time, each chunk in its own store transaction, so an application committing to the
+    same store waits for one chunk, not for all of them."""
+    a = net.add("127.0.0.1", release_chunk=3)
+    b = net.add("127.0.0.2")
+    b.qm.create_queue(Q, transactional=True)
+    calls: list[list[int]] = []
+    real = a.qm.release_outgoing_many
+
+    def spy(releases):  # type: ignore[no-untyped-def]
+        calls.append([n for _, n in releases])
+        return real(releases)
+
+    monkeypatch.setattr(a.qm, "release_outgoing_many", spy)
+    _send_all(a, 2, 5)  # ten messages, one sequence
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(2, 5)
+    assert outgoing_count(a.qm) == 0
+    assert calls == [[3], [6], [9], [10]]  # one OrderAck for all ten: four transactions
+    calls.clear()
+    _send_all(a, 1, 4)  # all were released: a new sequence, numbered from 1 (3.1.5.6)
+    net.run_until_quiet()
+    assert calls == [[3], [4]]
+    assert outgoing_count(a.qm) == 0 and a.transfer.idle
+
+
 def test_lost_batch_is_resent_on_reconnect(net: Net) -> None:
     a, b = _pair(net)
     _send_all(a, 1, 50)

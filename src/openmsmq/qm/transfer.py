@@ -209,6 +209,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
         self._releases: dict[int, int] = {}
+        self._release_marks: dict[int, deque[int]] = {}
+        self._release_counts: dict[int, int] = {}
         self._settles: list[tuple[int, int, int, int]] = []
         self._hop_nacks: list[tuple[Message, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing

@@ -383,7 +383,15 @@ class OutgoingSide(TransferParts):
                     t.earliest_expiry = math.inf
                 t.last_acked = (released[-1].tx_sequence_id, top)
                 self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
-                self._releases[t.queue_id] = max(self._releases.get(t.queue_id, 0), top)
+                q = t.queue_id
+                self._releases[q] = max(self._releases.get(q, 0), top)
+                # Where each chunk of TransferConfig.release_chunk messages ends.
+                chunk = self.config.release_chunk
+                counted = self._release_counts.get(q, 0)
+                if counted + len(released) >= chunk:
+                    marks = self._release_marks.setdefault(q, deque())
+                    marks.extend([om.tx_sequence_number for om in released[chunk - counted - 1 :: chunk]])
+                self._release_counts[q] = (counted + len(released)) % chunk
                 self.stats["released"] += len(released)
                 self.metrics.count_released(t.queue_id, len(released), released[-1].handle, now)
             else:

@@ -95,7 +95,9 @@ class TransferConfig:
     SessionAck: ``Session.unacked_bytes``; while no session is open each loaded message
     counts about 1 KiB more, what its objects take); the counts above apply too, this
     bound matters for large messages (one message always goes, whatever its size);
-    ``unstored_bytes``: received message
+    ``release_chunk``: OrderAck'ed messages of an outgoing queue deleted by one store
+    transaction, at most (one OrderAck may release ``max_in_flight``; see
+    ``StoreWorkSide.next_store_work``); ``unstored_bytes``: received message
     bytes waiting for the store above which the driver stops reading
     (``Transfer.reading_wanted``).
     """
@@ -110,6 +112,7 @@ class TransferConfig:
     queue_refresh_per_queue: float = 0.0005
     sequence_quarantine: float = 30.0
     queued_bytes: int = 32 * 1024 * 1024
+    release_chunk: int = 10_000
     unstored_bytes: int = 64 * 1024 * 1024
     #: SendInsecureNacks (MS-MQQB 3.1.1.3): also send the admin NACKs that disclose the
     #: queue (NACK_BAD_DST_Q, access / security classes, 3.1.7.15). FinalAcks always go.
@@ -336,6 +339,10 @@ class TransferParts:
     _wall_offset: float
     #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
     _releases: dict[int, int]
+    #: Per outgoing queue: TxSequenceNumbers of every ``release_chunk``-th message
+    #: released (chunk ends, in order), and how many were released since the last end.
+    _release_marks: dict[int, deque[int]]
+    _release_counts: dict[int, int]
     _settles: list[tuple[int, int, int, int]]
     _dead_letters: list[tuple[int, int]]
     _deletes: list[tuple[int, int]]

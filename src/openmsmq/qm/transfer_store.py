@@ -121,18 +121,21 @@ class StoreWorkSide(TransferParts):
             self._releases or self._deletes or self._settles or self._expire_due or self._dead_letters
         ):
             names = {t.queue_id: t.format_name for t in self.outgoing.values()}
+            releases = self._release_steps(names)
+            # FinalAck settlements go after the releases that move their messages aside.
+            settles = () if self._releases else tuple(self._settles)
             work = ReleaseBatch(
-                tuple((names[q], n) for q, n in self._releases.items() if q in names),
+                releases,
                 tuple((names[q], lid) for q, lid in self._deletes if q in names),
-                tuple(self._settles),
+                settles,
                 self.qm.clock() if self._expire_due else None,
                 tuple((names[q], lid) for q, lid in self._dead_letters if q in names),
             )
             self._expire_due = False
             self._dead_letters.clear()
-            self._releases.clear()
             self._deletes.clear()
-            self._settles.clear()
+            if settles:
+                self._settles.clear()
             self._release_in_flight = work
             return work
         if self._local_in_flight is None and (self._nontx_in or self._hop_nacks or self._forward_in):
@@ -367,6 +370,31 @@ class StoreWorkSide(TransferParts):
         """Accepted messages wait for a batch and none is in flight: a driver holding them
         for a larger batch (``accept_min``) must hand them out soon."""
         return bool(self._accepted) and self._accept_in_flight is None
+
+    def _release_steps(self, names: dict[int, str]) -> tuple[tuple[str, int], ...]:
+        """(format name, through TxSequenceNumber) of each queue's next release: the end
+        of its next chunk of ``release_chunk`` messages, or all it has to release.
+
+        One OrderAck may release ``max_in_flight`` messages (200,000) at once; one
+        transaction for them held the store's write lock a quarter of a second (an
+        application committing to the same store waited) and left a WAL of ~90 MB
+        that the next committer checkpointed. Chunks are short transactions, one per
+        ReleaseBatch (at most one runs at a time)."""
+        steps: list[tuple[str, int]] = []
+        for q in list(self._releases):
+            name = names.get(q)
+            target = self._releases[q]
+            marks = self._release_marks.get(q)
+            step = target
+            if marks:
+                step = marks.popleft()
+            if name is not None:
+                steps.append((name, step))
+            if name is None or (step == target and not marks):  # all of it (or the queue is gone)
+                del self._releases[q]
+                self._release_marks.pop(q, None)
+                self._release_counts.pop(q, None)
+        return tuple(steps)
 
     @property
     def idle(self) -> bool:
