@@ -274,6 +274,56 @@ def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
         assert stats.msg_count == 3
 
 
+def _hold_write_lock(path: Path) -> sqlite3.Connection:
+    """Another process's connection to the store holding its write lock."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_write_waits_for_another_connections_write_lock(tmp_path: Path, threaded: bool) -> None:
+    # The writer's SQLite busy timeout is a couple of milliseconds (it polls instead of
+    # sleeping on SQLite's 1-2-5-...-100 ms schedule); a lock held longer than that but
+    # within lock_wait is waited for, not reported.
+    with _open(tmp_path / "s.db", threaded=threaded) as store:
+        q = private_queue(store)
+        other = _hold_write_lock(tmp_path / "s.db")
+        other.execute("CREATE TABLE other_writer (x)")
+        release = threading.Timer(0.05, other.execute, ("COMMIT",))
+        release.start()
+        try:
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"after"))], []))
+        finally:
+            release.join()
+            other.close()
+        assert _count(store, q.queue_id) == 1
+        tables = store.read(lambda c: c.execute("SELECT name FROM sqlite_master").fetchall())
+        assert ("other_writer",) in tables  # its transaction committed first
+
+
+def test_a_write_lock_held_beyond_lock_wait_fails_the_write_and_loses_nothing(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        q = private_queue(store)
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"kept"))], []))
+        store.lock_wait = 0.05
+        other = _hold_write_lock(tmp_path / "s.db")
+        try:
+            with pytest.raises(StorageError) as info:
+                store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], []))
+        finally:
+            other.rollback()
+            other.close()
+        assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
+        assert "locked" in str(info.value)
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"next"))], []))
+        bodies = [
+            m.body
+            for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
+        ]
+        assert bodies == [b"kept", b"next"]
+
+
 def test_garbage_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not a database at all" * 100)

@@ -43,6 +43,7 @@ __all__ = ["LOOKUP_ID_BLOCK", "Store", "StoreStats", "WriteContext", "storage_er
 T = TypeVar("T")
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_SQLITE_BUSY = 5
 _SQLITE_FULL = 13
 #: The SQLite synchronous modes a store accepts (store.synchronous).
 _SYNCHRONOUS = ("FULL", "EXTRA", "NORMAL", "OFF")
@@ -62,6 +63,11 @@ def storage_error(exc: BaseException, path: str | os.PathLike[str]) -> BaseExcep
             return MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, f"store {path} is full: {exc}")
         return MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, f"store {path}: {exc}")
     return exc
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY: another connection holds the lock."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
 
 
 @dataclass
@@ -155,6 +161,17 @@ class _Op:
 
 #: Batches run without waiting after a wait that brought nobody.
 _WAIT_BACKOFF = 16
+#: Seconds a write waits for the write lock that another connection to the file holds
+#: (another process on the same data directory) before it fails (SQLITE_BUSY).
+LOCK_WAIT = 30.0
+#: SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms between
+#: tries. A process releasing a large OrderAck'ed range commits chunk after chunk with
+#: well under a millisecond between them, so a writer on that schedule waited for all
+#: of them (a sending application's longest transaction: 335 ms). After opening, the
+#: writer connection's busy timeout is _BUSY_SLICE_MS and BEGIN IMMEDIATE is tried again
+#: every _LOCK_POLL seconds until LOCK_WAIT.
+_BUSY_SLICE_MS = 2
+_LOCK_POLL = 0.0005
 #: Consecutive batches of one operation after which the store counts as used by a lone
 #: committer (Store.read_idle).
 _LONE_BATCHES = 4
@@ -255,6 +272,9 @@ class Store:
         # strictly increasing and are never reused, and most commits skip the UPDATE.
         self._sequential_id = int(row[0]) if row else 0
         self._reserved = self._sequential_id
+        #: Seconds a write waits for another connection's write lock (LOCK_WAIT).
+        self.lock_wait = LOCK_WAIT
+        self._conn.execute(f"PRAGMA busy_timeout={_BUSY_SLICE_MS}")  # see _LOCK_POLL
         self._thread: threading.Thread | None = None
         if threaded:
             self._thread = threading.Thread(
@@ -583,7 +603,7 @@ class Store:
         while pending:
             results: list[tuple[_Op, bool, Any]] = []
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin(conn)
                 self._take_over_reservation(conn)
             except sqlite3.Error as exc:
                 self._rollback()
@@ -653,6 +673,26 @@ class Store:
                     done += 1
             self.stats.ops += done
             return
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``: while another connection holds the write lock, try again
+        every ``_LOCK_POLL`` seconds (SQLite's busy handler waits ``_BUSY_SLICE_MS`` per
+        try), for ``lock_wait`` seconds at most; then SQLITE_BUSY propagates."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            time.sleep(_LOCK_POLL)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
 
     def _take_over_reservation(self, conn: sqlite3.Connection) -> None:
         """Inside the write transaction: when another connection to this file (another
