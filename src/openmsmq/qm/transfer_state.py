@@ -97,7 +97,7 @@ class TransferConfig:
     bound matters for large messages (one message always goes, whatever its size);
     ``release_chunk``: OrderAck'ed messages of an outgoing queue deleted by one store
     transaction, at most (one OrderAck may release ``max_in_flight``; see
-    ``StoreWorkSide.next_store_work``); ``unstored_bytes``: received message
+    ``StoreWorkSide._release_steps``); ``unstored_bytes``: received message
     bytes waiting for the store above which the driver stops reading
     (``Transfer.reading_wanted``).
     """

@@ -376,10 +376,10 @@ class StoreWorkSide(TransferParts):
         of its next chunk of ``release_chunk`` messages, or all it has to release.
 
         One OrderAck may release ``max_in_flight`` messages (200,000) at once; one
-        transaction for them held the store's write lock a quarter of a second (an
-        application committing to the same store waited) and left a WAL of ~90 MB
-        that the next committer checkpointed. Chunks are short transactions, one per
-        ReleaseBatch (at most one runs at a time)."""
+        transaction for them held the store's write lock about a quarter of a second
+        (an application committing to the same store waited) and grew the WAL to
+        102 MB. Chunks are short transactions, one per ReleaseBatch (at most one runs
+        at a time); FinalAck settlements wait for the last (``next_store_work``)."""
         steps: list[tuple[str, int]] = []
         for q in list(self._releases):
             name = names.get(q)
