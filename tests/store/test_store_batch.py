@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -190,6 +191,20 @@ def test_idle_read_runs_on_the_write_connection_only_when_idle(tmp_path: Path) -
             store.read_idle(lambda c: c.execute("SELECT no_such_column FROM messages"))
         assert store.read_idle(lambda c: c is store._conn)  # nothing left open on it
         assert not store._conn.in_transaction
+        # The write connection waits only a couple of milliseconds for a lock (say another
+        # process recovering the WAL after a crash): a busy read goes to the read connection.
+        tried = []
+
+        def busy_on_the_writer(c: object) -> int:
+            tried.append(c)
+            if c is store._conn:
+                exc = sqlite3.OperationalError("database is locked")
+                exc.sqlite_errorcode = 5  # type: ignore[attr-defined]  # SQLITE_BUSY
+                raise exc
+            return count(c)
+
+        assert store.read_idle(busy_on_the_writer) == 6
+        assert tried == [store._conn, store.reader()]
     with pytest.raises(MQError):
         store.read_idle(count)
     with Store(path, inline_commit=False) as store:

@@ -836,7 +836,11 @@ class Store:
                     try:
                         return fn(self._conn)
                     except sqlite3.Error as exc:
-                        raise storage_error(exc, self.path) from exc
+                        # The write connection waits only _BUSY_SLICE_MS for a lock
+                        # (another process recovering the WAL, say): the read connection
+                        # waits as long as any read.
+                        if not _busy(exc):
+                            raise storage_error(exc, self.path) from exc
             finally:
                 self._sync_lock.release()
         return self.read(fn)
