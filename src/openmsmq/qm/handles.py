@@ -19,8 +19,8 @@ __all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle"]
 #: queue, kept for the next receives (:attr:`_QueueState.prefetch`): with 8 threads receiving
 #: 1 message per transaction, each read of the head (under the queue's condition, on a
 #: read connection whose cache the commits between reads invalidate) took 36 us of CPU.
-#: 31 rather than 7: the 8 threads waited for the condition behind one head read in 4
-#: receives instead of one in 32 (56-66 us of CPU per receive instead of 69-83).
+#: 31 rather than 7: one receive in 32 reads the head (the others wait for the condition
+#: meanwhile) instead of one in 8; 56-66 us of CPU per receive instead of 69-83.
 _PREFETCH = 31
 #: Bytes of bodies kept read ahead per queue at most.
 _PREFETCH_BYTES = 64 * 1024
