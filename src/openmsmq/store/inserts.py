@@ -208,21 +208,16 @@ def insert_plain(conn: sqlite3.Connection, first: int, rows: Sequence[list[Any]]
     # QM's run of one incoming sequence differs in its sequence numbers: the first and
     # last rows tell, before the check of every row.
     head, tail = rows[0], rows[-1]
-    if (
+    uniform = (
         head[_TX_SEQ_NO] == tail[_TX_SEQ_NO]
         and head[_TX_PREV_NO] == tail[_TX_PREV_NO]
         and len(set(map(_shared_of, rows))) == 1
-    ):
-        shared = _shared_of(head)
-        for i, j in _chunks(len(rows)):
-            params = [first + i, queue_id, *shared]
-            params += chain.from_iterable(map(_own_of, rows[i:j]))
-            conn.execute(_INSERT_UNIFORM[j - i], params)
-        return
+    )
+    statements, shared = (_INSERT_UNIFORM, _shared_of(head)) if uniform else (_INSERT_PLAIN, ())
     for i, j in _chunks(len(rows)):
-        params = [first + i, queue_id]
-        params += chain.from_iterable(rows[i:j])
-        conn.execute(_INSERT_PLAIN[j - i], params)
+        params = [first + i, queue_id, *shared]
+        params += _bound(rows[i:j], uniform)
+        conn.execute(statements[j - i], params)
 
 
 def insert_numbered(
@@ -241,14 +236,17 @@ def insert_numbered(
     queue and expiry once per statement instead of once per row (:func:`_chunks`), and
     the columns the rows share too when they do (the "numbered uniform" form)."""
     expire_at, expire_class = expiry
-    if len(rows) > 1 and len(set(map(_shared_numbered_of, rows))) == 1:
-        shared = _shared_numbered_of(rows[0])
-        for i, j in _chunks(len(rows)):
-            params = [first + i, queue_id, expire_at, expire_class, tx_sequence_id, first_number + i, *shared]
-            params += chain.from_iterable(map(_own_of, rows[i:j]))
-            conn.execute(_INSERT_NUMBERED_UNIFORM[j - i], params)
-        return
+    uniform = len(rows) > 1 and len(set(map(_shared_numbered_of, rows))) == 1
+    statements, shared = (
+        (_INSERT_NUMBERED_UNIFORM, _shared_numbered_of(rows[0])) if uniform else (_INSERT_NUMBERED, ())
+    )
     for i, j in _chunks(len(rows)):
-        params = [first + i, queue_id, expire_at, expire_class, tx_sequence_id, first_number + i]
-        params += chain.from_iterable(rows[i:j])
-        conn.execute(_INSERT_NUMBERED[j - i], params)
+        params = [first + i, queue_id, expire_at, expire_class, tx_sequence_id, first_number + i, *shared]
+        params += _bound(rows[i:j], uniform)
+        conn.execute(statements[j - i], params)
+
+
+def _bound(rows: Sequence[list[Any]], uniform: bool) -> Iterator[Any]:
+    """What ``rows`` bind after a statement's own parameters: every value of each row, or
+    in a uniform form only each row's :data:`_OWN_COLS`."""
+    return chain.from_iterable(map(_own_of, rows) if uniform else rows)
