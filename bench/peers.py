@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/peers.py [--messages 100000] [--body-size 256] [--peers rabbitmq,redis]
                                     [--repeat 3] [--fsyncs auto|perf|strace|none]
-                                    [--timeout 600]
+                                    [--timeout 600] [--disk-flushes N]
 
 Each peer moves ``--messages`` durable messages of ``--body-size`` bytes from one producer
 process to one consumer process running at the same time (a pipeline), and the figure is
@@ -563,6 +563,13 @@ def server_version(server: setup.RedisServer) -> str:
 # --------------------------------------------------------------------------- report
 
 
+#: ``--disk-flushes`` of the benchmarks (bench/_slow_disk.c, _peer_setup.run_on_slow_disk).
+DISK_FLUSHES_HELP = (
+    "emulate a disk completing N flushes/s: every fsync of every process takes at least 1/N s,"
+    " one at a time (built with gcc, preloaded)"
+)
+
+
 def raw_fsync_line(fsync_seconds: float = 2.0) -> str:
     """The raw write+fsync rate of the filesystem that holds the servers' data, as a line."""
     with tempfile.TemporaryDirectory(prefix="openmsmq-bench-fsync-") as d:
@@ -574,9 +581,12 @@ def raw_fsync_line(fsync_seconds: float = 2.0) -> str:
 
 
 def machine_header(fsync_seconds: float = 2.0) -> str:
-    """Date, nproc, load, and the raw write+fsync rate (:func:`raw_fsync_line`)."""
+    """Date, nproc, load, the slow-disk emulation if on, and the raw write+fsync rate
+    (:func:`raw_fsync_line`)."""
+    disk = setup.slow_disk_header()
     return (
         f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  nproc={os.cpu_count()}  load={setup.load_average()}\n"
+        + (disk + "\n" if disk else "")
         + raw_fsync_line(fsync_seconds)
     )
 
@@ -605,7 +615,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--repeat", type=int, default=3, help="runs per peer on one server (median shown)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
+    ap.add_argument("--disk-flushes", type=float, help=DISK_FLUSHES_HELP)
     args = ap.parse_args(argv)
+    if args.disk_flushes:
+        setup.run_on_slow_disk(args.disk_flushes)
     if args.body_size < 8:
         ap.error("--body-size must be at least 8 (the body carries its sequence number)")
     # SIGTERM unwinds like Ctrl-C, so every started server is stopped.

@@ -2,13 +2,15 @@
 raw SQLite (WAL, synchronous=FULL) measured in the same run on the same disk.
 
     .venv/bin/python bench/store.py [--messages 100000] [--single 40000] [--senders 8] [--repeat 3]
+                                    [--disk-flushes N]
 
 Prints msgs/s for 100 messages per transaction and for 1 message per transaction from
 8 concurrent senders (with the commits that shared each fsync: group commit), the raw
 SQLite rates for 100 rows and 1 row per transaction, and the ratios. Each of
 ``--repeat`` rounds measures raw SQLite and the QM back to back (the ratio of a round
 compares like with like on a disk whose fsync latency drifts); figures are medians
-over the rounds, with their range.
+over the rounds, with their range. ``--disk-flushes N`` runs everything on an emulated
+disk that completes N flushes per second (``bench/_peer_setup.run_on_slow_disk``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ import time
 from pathlib import Path
 
 from openmsmq.qm import Message, QueueManager
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _peer_setup as setup
 
 BODY = bytes(256)
 
@@ -122,8 +128,18 @@ def main() -> None:
     ap.add_argument("--raw-single-rows", type=int, default=3000, help="rows for raw SQLite 1 row/tx")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (raw and QM back to back)")
     ap.add_argument("--dir", default=None, help="directory for the databases (default: a temp dir)")
+    ap.add_argument(
+        "--disk-flushes",
+        type=float,
+        help="emulate a disk completing N flushes/s (every fsync takes at least 1/N s, one at a time)",
+    )
     args = ap.parse_args()
+    if args.disk_flushes:
+        setup.run_on_slow_disk(args.disk_flushes)
     print("$", shlex.join([sys.executable, *sys.argv]))
+    disk = setup.slow_disk_header()
+    if disk:
+        print(disk.lstrip("# "))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     res: dict[str, list[float]] = {}
 

@@ -3,6 +3,7 @@
     .venv/bin/python bench/transfer.py [--messages 100000] [--body-size 256] [--per-tx 100]
                                        [--senders 1] [--single N] [--no-peers]
                                        [--fsyncs auto|perf|strace|none] [--timeout 600] [--repeat 3]
+                                       [--disk-flushes N]
 
 Two real ``openmsmq serve`` processes run on 127.0.0.1 (QM A) and 127.0.0.2 (QM B), each
 over its own temporary data directory with the durable store (WAL, synchronous=FULL).
@@ -33,6 +34,8 @@ The main figure is the median of ``--repeat`` runs (all are listed), as for the 
 8 if left at 1). Then the RabbitMQ quorum queue and Redis Streams runs of
 ``bench/peers.py`` move the same messages (skipped with a note if a server cannot be
 installed or started; ``--no-peers`` skips both), and the ratios are printed.
+``--disk-flushes N`` runs everything, the peers included, on an emulated disk that
+completes N flushes per second (``bench/README.md``).
 """
 
 from __future__ import annotations
@@ -428,17 +431,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll", type=float, default=0.005, help="seconds between counter reads")
     ap.add_argument("--repeat", type=int, default=3, help="runs of the main figure (the median is shown)")
     ap.add_argument("--sender-role", help=argparse.SUPPRESS)
+    import peers
+
+    ap.add_argument("--disk-flushes", type=float, help=peers.DISK_FLUSHES_HELP)
     args = ap.parse_args(argv)
+    if args.disk_flushes and not args.sender_role:
+        setup.run_on_slow_disk(args.disk_flushes)
     if args.sender_role:
         sender_main(args.sender_role, args.messages, args.body_size, args.per_tx, args.senders)
         return 0
     if args.body_size < 12:
         ap.error("--body-size must be at least 12 (the body carries sender and sequence numbers)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    import peers
-
     command = " ".join([COMMAND, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
-    settings = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OPENMSMQ_"))
+    settings = " ".join(
+        f"{k}={v}"
+        for k, v in sorted(os.environ.items())
+        if k.startswith("OPENMSMQ_") and not k.startswith("OPENMSMQ_BENCH_")
+    )
     print(f"# {settings + ' ' if settings else ''}{command}")
     print(peers.machine_header(), flush=True)
     from openmsmq.config import load_config
