@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from openmsmq.qm import Message, QueueHandle, QueueManager, names
-from openmsmq.store import ops
+from openmsmq.store import outgoing
 
 DEST = "DIRECT=TCP:192.0.2.9\\private$\\orders"
 OTHER = "DIRECT=TCP:192.0.2.9\\private$\\other"
@@ -132,8 +132,8 @@ def test_mixed_queue_same_state(tmp_path: Path, up_to: int, awaiting: bool) -> N
             moved, state_c = counted.release_outgoing(out_c, up_to, return_ids=False)
         else:  # the store op without an awaiting queue: every released row is deleted
             ql, qc = listed.get_queue(out_l).queue_id, counted.get_queue(out_c).queue_id
-            ids, state_l = listed.store.write(ops.release_outgoing(ql, up_to))
-            moved, state_c = counted.store.write(ops.release_outgoing(qc, up_to, return_ids=False))
+            ids, state_l = listed.store.write(outgoing.release_outgoing(ql, up_to))
+            moved, state_c = counted.store.write(outgoing.release_outgoing(qc, up_to, return_ids=False))
         released = [before[n] for n in range(1, min(up_to, len(_FLAGS)) + 1)]
         assert ids == sorted(released)
         final = [before[n + 1] for n, f in enumerate(_FLAGS[:up_to]) if _FINAL & set(f)]

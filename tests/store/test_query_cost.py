@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from openmsmq.store import Message, Store, ops, queues, ranges, reads
-from openmsmq.store.db import WriteContext
+from openmsmq.store import Message, Store, ops, outgoing, queues, ranges, reads
+from openmsmq.store.writes import WriteContext
 from tests.store.support import private_queue
 
 SMALL, LARGE = 1_000, 30_000
@@ -92,7 +92,7 @@ def test_deleting_what_a_session_ack_acknowledged_does_not_walk_the_queue(stores
         path, qid, ids = s
         deleted: list[int] = []
         steps = _steps(
-            path, lambda c: deleted.append(ops.delete_sent(qid, _middle(ids, 64))(WriteContext(c, 0)))
+            path, lambda c: deleted.append(outgoing.delete_sent(qid, _middle(ids, 64))(WriteContext(c, 0)))
         )
         assert deleted == [64]
         return steps
@@ -137,7 +137,9 @@ def test_settling_a_final_ack_does_not_walk_the_awaiting_queue(stores: dict[int,
         n = len(ids) // 2
         out: list[Any] = []
         acks = [(_SEQ, k, k, 0x4000) for k in range(n, n + 50)]
-        steps = _steps(path, lambda c: out.extend(ops.settle_final_acks(qid, acks, 0, 0)(WriteContext(c, 0))))
+        steps = _steps(
+            path, lambda c: out.extend(outgoing.settle_final_acks(qid, acks, 0, 0)(WriteContext(c, 0)))
+        )
         assert [o.message.tx_sequence_number for o in out] == list(range(n, n + 50))
         return steps
 
@@ -172,7 +174,9 @@ def test_an_order_ack_release_does_not_walk_the_backlog_behind_it(
         out: list[Any] = []
         steps = _steps(
             path,
-            lambda c: out.append(ops.release_outgoing(qid, 500, return_ids=return_ids)(WriteContext(c, 0))),
+            lambda c: out.append(
+                outgoing.release_outgoing(qid, 500, return_ids=return_ids)(WriteContext(c, 0))
+            ),
         )
         if return_ids:
             assert len(out[0][0]) == 500

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError, StorageError
-from openmsmq.store import IncomingSequenceState, Message, Store, ops, queues, ranges, reads
+from openmsmq.store import IncomingSequenceState, Message, Store, ops, outgoing, queues, ranges, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from tests.store.support import every_attribute_message, make_rows_v5, private_queue
 
@@ -402,11 +402,11 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         state = store.read(lambda c: reads.outgoing_sequence(c, out.queue_id))
         assert state.next_tx_sequence_number == 4
         # OrderAck for 2: messages 1-2 go, the sequence goes on
-        removed, state = store.write(ops.release_outgoing(out.queue_id, 2))
+        removed, state = store.write(outgoing.release_outgoing(out.queue_id, 2))
         assert removed == [a[0].lookup_id, a[1].lookup_id]
         assert state.next_tx_sequence_number == 4
         # OrderAck for 3: nothing transactional left -> new sequence, Ordinal + 1
-        _, state = store.write(ops.release_outgoing(out.queue_id, 3))
+        _, state = store.write(outgoing.release_outgoing(out.queue_id, 3))
         assert state.tx_sequence_id == (0x1234 << 32) | 2
         assert state.next_tx_sequence_number == 1
         store.write(ops.commit_work([ops.Send.of(out.queue_id, tx_msg)], []))
@@ -563,7 +563,7 @@ def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(tmp_p
         for _ in range(3):  # finish a sequence on each queue: each starts a new one
             for q in (q1, q2):
                 store.write(ops.commit_work([ops.Send.of(q.queue_id, tx_msg)], []))
-                _, state = store.write(ops.release_outgoing(q.queue_id, 1))
+                _, state = store.write(outgoing.release_outgoing(q.queue_id, 1))
                 issued.append(state.tx_sequence_id)
         store.write(queues.delete_queue(q2.queue_id, 0xC000))  # NackQueueDeleted
     with _open(path, threaded=False) as store:

@@ -16,8 +16,8 @@ from openmsmq.errors import MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.handles import QueueHandle, _QueueState
-from openmsmq.store import ops, reads
-from openmsmq.store.db import Store, WriteContext
+from openmsmq.store import ops, outgoing, reads
+from openmsmq.store.db import Store
 from openmsmq.store.ops import Send
 from openmsmq.store.records import (
     COL,
@@ -28,6 +28,7 @@ from openmsmq.store.records import (
     QueueType,
     message_to_row,
 )
+from openmsmq.store.writes import WriteContext
 from openmsmq.wire._fast import fast_constructor
 
 __all__ = ["SequencesMixin"]
@@ -65,7 +66,7 @@ class SequencesMixin:
         SessionAck acknowledged (MS-MQQB 3.1.5.5.3) in one store transaction; those
         already gone are skipped. Returns how many were deleted."""
         qs = self._resolve(queue)
-        return self.store.write(ops.delete_sent(qs.record.queue_id, lookup_ids))
+        return self.store.write(outgoing.delete_sent(qs.record.queue_id, lookup_ids))
 
     def release_outgoing(
         self, queue: QueueRef, up_to_number: int, *, return_ids: bool = True
@@ -77,7 +78,7 @@ class SequencesMixin:
         qs = self._resolve(queue)
         awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
         return self.store.write(
-            ops.release_outgoing(qs.record.queue_id, up_to_number, awaiting, return_ids=return_ids)
+            outgoing.release_outgoing(qs.record.queue_id, up_to_number, awaiting, return_ids=return_ids)
         )
 
     def release_outgoing_many(self, releases: Sequence[tuple[QueueRef, int]]) -> list[BaseException | None]:
@@ -96,7 +97,7 @@ class SequencesMixin:
                 out[i] = exc
                 continue
             todo.append(i)
-            fns.append(ops.release_outgoing(qid, up_to, awaiting, return_ids=False))
+            fns.append(outgoing.release_outgoing(qid, up_to, awaiting, return_ids=False))
         for i, res in zip(todo, self.store.write_each(fns), strict=True):
             out[i] = res if isinstance(res, MQError) else None
         return out
@@ -133,7 +134,9 @@ class SequencesMixin:
         self._notify(stored)
         return out
 
-    def settle_final_acks(self, final_acks: Sequence[tuple[int, int, int, int]]) -> list[ops.FinalAckOutcome]:
+    def settle_final_acks(
+        self, final_acks: Sequence[tuple[int, int, int, int]]
+    ) -> list[outgoing.FinalAckOutcome]:
         """FinalAcks for messages of this QM (MS-MQQB 3.1.5.7), each ``(TxSequenceID,
         TxSequenceNumber, MessageID, class)``, settled in one store transaction: the
         message waiting for each (moved aside by :meth:`release_outgoing`) goes to the
@@ -145,7 +148,7 @@ class SequencesMixin:
             return []
         deadxact = self._queues[names.DEADXACT].record.queue_id
         outcomes = self.store.write(
-            ops.settle_final_acks(
+            outgoing.settle_final_acks(
                 self._queues[names.AWAITING_FINAL_ACK].record.queue_id,
                 final_acks,
                 self._queues[names.SYSTEM_JOURNAL].record.queue_id,

@@ -29,7 +29,6 @@ from _thread import allocate_lock as _allocate_lock
 from _thread import get_ident as _get_ident
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,126 +36,17 @@ from typing import Any, TypeVar
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
+from openmsmq.store.writes import StoreStats, WriteContext, _busy, _Op, storage_error
 
-__all__ = ["LOOKUP_ID_BLOCK", "Store", "StoreStats", "WriteContext", "storage_error"]
+__all__ = ["LOOKUP_ID_BLOCK", "Store"]
 
 T = TypeVar("T")
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_SQLITE_BUSY = 5
-_SQLITE_FULL = 13
 #: The SQLite synchronous modes a store accepts (store.synchronous).
 _SYNCHRONOUS = ("FULL", "EXTRA", "NORMAL", "OFF")
 #: LookupIdentifiers reserved per persisted SequentialID update (a restart skips the rest).
 LOOKUP_ID_BLOCK = 65536
-
-
-def storage_error(exc: BaseException, path: str | os.PathLike[str]) -> BaseException:
-    """Map an SQLite error to the MSMQ error the caller sees; pass others through.
-
-    SQLITE_FULL (disk or size limit full) → MQ_ERROR_INSUFFICIENT_RESOURCES; every
-    other SQLite failure (I/O error, corruption, …) → MQ_ERROR_MESSAGE_STORAGE_FAILED.
-    """
-    if isinstance(exc, sqlite3.Error):
-        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-        if code == _SQLITE_FULL:
-            return MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, f"store {path} is full: {exc}")
-        return MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, f"store {path}: {exc}")
-    return exc
-
-
-def _busy(exc: sqlite3.Error) -> bool:
-    """SQLITE_BUSY: another connection holds the lock."""
-    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
-
-
-@dataclass
-class StoreStats:
-    """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed."""
-
-    batches: int = 0
-    ops: int = 0
-    failed_ops: int = 0
-
-    @property
-    def ops_per_batch(self) -> float:
-        """Average number of operations that shared one COMMIT (one fsync)."""
-        return self.ops / self.batches if self.batches else 0.0
-
-
-class WriteContext:
-    """What a write operation sees: the write connection and the LookupIdentifier counter.
-
-    Only the writer creates it; operations must use parameterised SQL on ``conn``.
-    """
-
-    def __init__(self, conn: sqlite3.Connection, sequential_id: int, qm_quota: int | None = None) -> None:
-        self.conn = conn
-        self._sequential_id = sequential_id
-        #: QueueManagerQuota in bytes (None: none): what all queues may hold together.
-        self.qm_quota = qm_quota
-
-    @property
-    def sequential_id(self) -> int:
-        """QueueManager.SequentialID: the last LookupIdentifier handed out."""
-        return self._sequential_id
-
-    def alloc_lookup_ids(self, count: int) -> int:
-        """Reserve ``count`` consecutive LookupIdentifiers; return the first.
-
-        Identifiers taken by an operation that later fails are simply skipped (gaps are
-        allowed, reuse is not: invariant 5). The counter is persisted with the batch.
-        """
-        first = self._sequential_id + 1
-        self._sequential_id += count
-        return first
-
-
-class _Op:
-    """A queued operation and how its caller learns the outcome.
-
-    :meth:`Store.write` waits on ``done``, a bare lock held from creation and released
-    by :meth:`finish`: one C-level acquire to block and one release to wake, instead of a
-    ``Future`` (a ``Condition`` with an ``RLock`` and a waiter lock per wait, about 30
-    Python calls per commit). :meth:`Store.submit` callers get a ``future`` instead.
-    """
-
-    __slots__ = ("done", "fn", "future", "lead", "ok", "thread", "value")
-
-    def __init__(self, fn: Callable[[WriteContext], Any], future: Future[Any] | None = None) -> None:
-        self.fn = fn
-        self.future = future
-        self.ok = False
-        self.value: Any = None
-        #: Set (before ``done`` is released) when the waiting caller is to run the next
-        #: batch itself: it was promoted to batch leader (see :meth:`Store.write`).
-        self.lead = False
-        self.done: Any = None
-        if future is None:
-            self.done = _allocate_lock()
-            self.done.acquire()
-        #: Submitting thread: a batch leader waits briefly for the threads of the
-        #: previous batch (see Store._lead).
-        self.thread = _get_ident()
-
-    def finish(self, ok: bool, value: Any) -> None:
-        """Complete the operation: its result (``ok``) or the exception to raise."""
-        if self.future is not None:
-            if ok:
-                self.future.set_result(value)
-            else:
-                self.future.set_exception(value)
-            return
-        self.ok = ok
-        self.value = value
-        self.done.release()
-
-    def wait(self) -> Any:
-        """Block until :meth:`finish`; return the result or raise the exception."""
-        self.done.acquire()
-        if self.ok:
-            return self.value
-        raise self.value
 
 
 #: Batches run without waiting after a wait that brought nobody.

@@ -12,10 +12,11 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.store.db import WriteContext
-from openmsmq.store.ops import AckRows, RemovedMessage, new_tx_sequence_id, write_ack_rows
+from openmsmq.store.ops import AckRows, RemovedMessage, write_ack_rows
+from openmsmq.store.outgoing import new_tx_sequence_id
 from openmsmq.store.reads import QUEUE_SELECT, ack_wanted, exclude_clause, get_queue
 from openmsmq.store.records import INFINITE, QueueRecord, QueueType, queue_from_row, to_i64
+from openmsmq.store.writes import WriteContext
 
 __all__ = [
     "FIRST_PRIVATE_NUMBER",

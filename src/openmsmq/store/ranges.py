@@ -9,7 +9,7 @@ extra index is needed, so these reads cost the send path nothing.
 
 Watermark (why ``lookup_range(...).last`` is stable): LookupIdentifiers are allocated
 by the single writer thread inside the SQLite transaction that inserts the messages
-(:meth:`openmsmq.store.db.WriteContext.alloc_lookup_ids`), in increasing order, and
+(:meth:`openmsmq.store.writes.WriteContext.alloc_lookup_ids`), in increasing order, and
 batches commit one after the other. A reader's snapshot therefore holds every message
 of every committed batch and nothing of a later one, and a later batch only gets
 higher identifiers. Messages moved into a queue (journal, dead-letter) get a new
@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from openmsmq.store.db import WriteContext
 from openmsmq.store.ops import Remove, Send, _apply_removes, _insert_messages
 from openmsmq.store.reads import take_up_to_bytes
 from openmsmq.store.records import (
@@ -40,6 +39,7 @@ from openmsmq.store.records import (
     Message,
     message_from_row,
 )
+from openmsmq.store.writes import WriteContext
 
 __all__ = [
     "MAX_IDENTITY_CHARS",

@@ -129,7 +129,7 @@ _V4 = [
 
 _V5 = [
     # FinalAcks are matched on (TxSequenceID, TxSequenceNumber) among the messages waiting
-    # for one (MS-MQQB 3.1.5.7; ops.settle_final_acks). Without an index each FinalAck
+    # for one (MS-MQQB 3.1.5.7; outgoing.settle_final_acks). Without an index each FinalAck
     # walked the whole awaiting queue: 20,000 waiting messages took 30 s to settle. Only
     # rows that asked for an acknowledgment are indexed (every message waiting for a
     # FinalAck did: JN / JP / FA), so the common send path pays nothing.
