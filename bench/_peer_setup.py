@@ -355,14 +355,21 @@ def raw_fsync_rate(directory: Path, seconds: float = 2.0, block: int = 256) -> f
 FLUSH_NS_ENV = "OPENMSMQ_BENCH_FLUSH_NS"
 FLUSH_LOCK_ENV = "OPENMSMQ_BENCH_FLUSH_LOCK"
 
+#: ``--disk-flushes`` help of the benchmarks that take it.
+DISK_FLUSHES_HELP = (
+    "emulate a disk completing N flushes/s: every fsync of every process takes at least 1/N s,"
+    " one at a time (built with gcc, preloaded)"
+)
 
-def run_on_slow_disk(flushes_per_s: float) -> None:
+
+def run_on_slow_disk(flushes_per_s: float, argv: list[str] | None = None) -> None:
     """Re-execute this script with every flush padded to ``1 / flushes_per_s`` seconds.
 
     Builds ``bench/_slow_disk.c`` with gcc into a directory of the system's temporary
     directory, then re-executes the same command line with ``LD_PRELOAD`` and the
-    library's variables set; every process the benchmark starts inherits them. Returns
-    without doing anything when they are already set (in the re-executed process).
+    library's variables set (``argv``: the arguments, when not ``sys.argv``'s); every
+    process the benchmark starts inherits them. Returns without doing anything when they
+    are already set (in the re-executed process).
     Raises SystemExit with the reason when the library cannot be built.
     """
     if os.environ.get(FLUSH_NS_ENV):
@@ -385,7 +392,8 @@ def run_on_slow_disk(flushes_per_s: float) -> None:
     env[FLUSH_NS_ENV] = str(round(1e9 / flushes_per_s))
     env[FLUSH_LOCK_ENV] = str(out / "flush.lock")
     sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    args = sys.argv[1:] if argv is None else argv
+    os.execve(sys.executable, [sys.executable, sys.argv[0], *args], env)
 
 
 def slow_disk_header() -> str | None:

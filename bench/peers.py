@@ -563,13 +563,6 @@ def server_version(server: setup.RedisServer) -> str:
 # --------------------------------------------------------------------------- report
 
 
-#: ``--disk-flushes`` of the benchmarks (bench/_slow_disk.c, _peer_setup.run_on_slow_disk).
-DISK_FLUSHES_HELP = (
-    "emulate a disk completing N flushes/s: every fsync of every process takes at least 1/N s,"
-    " one at a time (built with gcc, preloaded)"
-)
-
-
 def raw_fsync_line(fsync_seconds: float = 2.0) -> str:
     """The raw write+fsync rate of the filesystem that holds the servers' data, as a line."""
     with tempfile.TemporaryDirectory(prefix="openmsmq-bench-fsync-") as d:
@@ -615,10 +608,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--repeat", type=int, default=3, help="runs per peer on one server (median shown)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
-    ap.add_argument("--disk-flushes", type=float, help=DISK_FLUSHES_HELP)
+    ap.add_argument("--disk-flushes", type=float, help=setup.DISK_FLUSHES_HELP)
     args = ap.parse_args(argv)
     if args.disk_flushes:
-        setup.run_on_slow_disk(args.disk_flushes)
+        setup.run_on_slow_disk(args.disk_flushes, argv)
     if args.body_size < 8:
         ap.error("--body-size must be at least 8 (the body carries its sequence number)")
     # SIGTERM unwinds like Ctrl-C, so every started server is stopped.

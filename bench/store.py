@@ -128,11 +128,7 @@ def main() -> None:
     ap.add_argument("--raw-single-rows", type=int, default=3000, help="rows for raw SQLite 1 row/tx")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (raw and QM back to back)")
     ap.add_argument("--dir", default=None, help="directory for the databases (default: a temp dir)")
-    ap.add_argument(
-        "--disk-flushes",
-        type=float,
-        help="emulate a disk completing N flushes/s (every fsync takes at least 1/N s, one at a time)",
-    )
+    ap.add_argument("--disk-flushes", type=float, help=setup.DISK_FLUSHES_HELP)
     args = ap.parse_args()
     if args.disk_flushes:
         setup.run_on_slow_disk(args.disk_flushes)

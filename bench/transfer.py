@@ -431,18 +431,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll", type=float, default=0.005, help="seconds between counter reads")
     ap.add_argument("--repeat", type=int, default=3, help="runs of the main figure (the median is shown)")
     ap.add_argument("--sender-role", help=argparse.SUPPRESS)
-    import peers
-
-    ap.add_argument("--disk-flushes", type=float, help=peers.DISK_FLUSHES_HELP)
+    ap.add_argument("--disk-flushes", type=float, help=setup.DISK_FLUSHES_HELP)
     args = ap.parse_args(argv)
     if args.disk_flushes and not args.sender_role:
-        setup.run_on_slow_disk(args.disk_flushes)
+        setup.run_on_slow_disk(args.disk_flushes, argv)
     if args.sender_role:
         sender_main(args.sender_role, args.messages, args.body_size, args.per_tx, args.senders)
         return 0
     if args.body_size < 12:
         ap.error("--body-size must be at least 12 (the body carries sender and sequence numbers)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    import peers
+
     command = " ".join([COMMAND, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     settings = " ".join(
         f"{k}={v}"

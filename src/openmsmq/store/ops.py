@@ -1,4 +1,6 @@
-"""The store's write operations (run by the writer); the reads live in :mod:`openmsmq.store.reads`.
+"""The store's write operations on messages (run by the writer); those of outgoing queues'
+transactional sequences live in :mod:`openmsmq.store.outgoing`, the reads in
+:mod:`openmsmq.store.reads`.
 
 Write operations are built by the functions here and handed to
 :meth:`openmsmq.store.db.Store.submit`; each returns a callable ``op(ctx)``. Rows go
