@@ -49,8 +49,11 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static int padded(int (*real)(int), int fd) {
+enum { FSYNC, FDATASYNC, SYNCFS };
+
+static int padded(int which, int fd) {
     pthread_once(&once, init);
+    int (*real)(int) = which == FSYNC ? real_fsync : which == FDATASYNC ? real_fdatasync : real_syncfs;
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
@@ -82,10 +85,8 @@ static int padded(int (*real)(int), int fd) {
     return rc;
 }
 
-int fsync(int fd) { return padded(real_fsync ? real_fsync : (pthread_once(&once, init), real_fsync), fd); }
+int fsync(int fd) { return padded(FSYNC, fd); }
 
-int fdatasync(int fd) {
-    return padded(real_fdatasync ? real_fdatasync : (pthread_once(&once, init), real_fdatasync), fd);
-}
+int fdatasync(int fd) { return padded(FDATASYNC, fd); }
 
-int syncfs(int fd) { return padded(real_syncfs ? real_syncfs : (pthread_once(&once, init), real_syncfs), fd); }
+int syncfs(int fd) { return padded(SYNCFS, fd); }

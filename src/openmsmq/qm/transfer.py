@@ -74,6 +74,7 @@ from openmsmq.qm.transfer_state import (
     IncomingStatus,
     OutgoingStatus,
     OutgoingTransfer,
+    PendingRelease,
     ReleaseBatch,
     StoreLocal,
     StoreWork,
@@ -208,9 +209,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._nontx_in: list[tuple[str, Message, int, int | None]] = []
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
-        self._releases: dict[int, int] = {}
-        self._release_marks: dict[int, deque[int]] = {}
-        self._release_counts: dict[int, int] = {}
+        self._releases: dict[int, PendingRelease] = {}
         self._settles: list[tuple[int, int, int, int]] = []
         self._hop_nacks: list[tuple[Message, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing

@@ -42,7 +42,7 @@ from openmsmq.qm.transfer_codec import (
     split_direct,
 )
 from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import OutgoingTransfer, Row, TransferParts
+from openmsmq.qm.transfer_state import OutgoingTransfer, PendingRelease, Row, TransferParts
 from openmsmq.store.records import COL, Message, QueueType, message_from_row
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
@@ -383,15 +383,10 @@ class OutgoingSide(TransferParts):
                     t.earliest_expiry = math.inf
                 t.last_acked = (released[-1].tx_sequence_id, top)
                 self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
-                q = t.queue_id
-                self._releases[q] = max(self._releases.get(q, 0), top)
-                # Where each chunk of TransferConfig.release_chunk messages ends.
-                chunk = self.config.release_chunk
-                counted = self._release_counts.get(q, 0)
-                if counted + len(released) >= chunk:
-                    marks = self._release_marks.setdefault(q, deque())
-                    marks.extend([om.tx_sequence_number for om in released[chunk - counted - 1 :: chunk]])
-                self._release_counts[q] = (counted + len(released)) % chunk
+                pending = self._releases.get(t.queue_id)
+                if pending is None:
+                    pending = self._releases[t.queue_id] = PendingRelease()
+                pending.add(released, self.config.release_chunk)
                 self.stats["released"] += len(released)
                 self.metrics.count_released(t.queue_id, len(released), released[-1].handle, now)
             else:

@@ -26,6 +26,7 @@ __all__ = [
     "IncomingStatus",
     "OutgoingStatus",
     "OutgoingTransfer",
+    "PendingRelease",
     "ReleaseBatch",
     "Row",
     "StoreLocal",
@@ -47,6 +48,33 @@ Row = tuple[Any, ...]
 #: body size alone, 64 MiB held about 260,000 small messages and serve's peak RSS reached
 #: 366-411 MB.
 RECEIVED_OVERHEAD = 1024
+
+
+@dataclass(slots=True)
+class PendingRelease:
+    """An outgoing queue's OrderAck'ed messages not yet deleted from the store: through
+    which TxSequenceNumber, and where each chunk of ``TransferConfig.release_chunk``
+    messages ends (``StoreWorkSide._release_steps`` deletes one chunk per ReleaseBatch)."""
+
+    #: The highest TxSequenceNumber released.
+    through: int = 0
+    #: TxSequenceNumbers of every ``release_chunk``-th message released (chunk ends, in order).
+    marks: deque[int] = field(default_factory=deque)
+    #: Messages released since the last chunk end.
+    counted: int = 0
+
+    def add(self, released: tuple[OutgoingMessage, ...], chunk: int) -> None:
+        """Record ``released`` (one Released event's messages, in increasing order)."""
+        self.through = max(self.through, released[-1].tx_sequence_number)
+        total = self.counted + len(released)
+        if total >= chunk:
+            self.marks.extend([om.tx_sequence_number for om in released[chunk - self.counted - 1 :: chunk]])
+        self.counted = total % chunk
+
+    def next_step(self) -> tuple[int, bool]:
+        """(through which TxSequenceNumber the next deletion goes, whether it is the last)."""
+        step = self.marks.popleft() if self.marks else self.through
+        return step, step == self.through and not self.marks
 
 
 def split_hop(hop: str, default_port: int) -> tuple[str, int]:
@@ -338,11 +366,7 @@ class TransferParts:
     stats: dict[str, int]
     _wall_offset: float
     #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
-    _releases: dict[int, int]
-    #: Per outgoing queue: TxSequenceNumbers of every ``release_chunk``-th message
-    #: released (chunk ends, in order), and how many were released since the last end.
-    _release_marks: dict[int, deque[int]]
-    _release_counts: dict[int, int]
+    _releases: dict[int, PendingRelease]
     _settles: list[tuple[int, int, int, int]]
     _dead_letters: list[tuple[int, int]]
     _deletes: list[tuple[int, int]]

@@ -381,19 +381,13 @@ class StoreWorkSide(TransferParts):
         102 MB. Chunks are short transactions, one per ReleaseBatch (at most one runs
         at a time); FinalAck settlements wait for the last (``next_store_work``)."""
         steps: list[tuple[str, int]] = []
-        for q in list(self._releases):
+        for q, pending in list(self._releases.items()):
             name = names.get(q)
-            target = self._releases[q]
-            marks = self._release_marks.get(q)
-            step = target
-            if marks:
-                step = marks.popleft()
+            step, last = pending.next_step()
             if name is not None:
                 steps.append((name, step))
-            if name is None or (step == target and not marks):  # all of it (or the queue is gone)
+            if name is None or last:  # all of it (or the queue is gone)
                 del self._releases[q]
-                self._release_marks.pop(q, None)
-                self._release_counts.pop(q, None)
         return tuple(steps)
 
     @property
