@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer import Transfer, TransferConfig
@@ -54,14 +56,24 @@ class Net:
         #: Bytes a link holds for a receiver that stopped reading (``reading_wanted`` is
         #: False, as ``net/mqqb.py`` pauses its transports; TCP flow control holds them).
         self.held_bytes: dict[tuple[str, int], list[bytes]] = {}
+        #: Forged peers (tests/transfer/forged.py) by the (node, cid) of their connection.
+        self.forged: dict[tuple[str, int], Any] = {}
 
     def add(
-        self, address: str, routes: tuple[tuple[str, str], ...] = (), name: str | None = None, **cfg: object
+        self,
+        address: str,
+        routes: tuple[tuple[str, str], ...] = (),
+        name: str | None = None,
+        metrics: MetricsSink | None = None,
+        **cfg: object,
     ) -> Node:
-        """A QM on ``address`` (``name``: its computer name, default the host's)."""
+        """A QM on ``address`` (``name``: its computer name, default the host's; ``metrics``:
+        what it reports to)."""
+        extra = {} if metrics is None else {"metrics": metrics}
         qm = QueueManager(
-            self.root / address, threaded=False, clock=self.clock, integrity_check=False, computer_name=name
-        )
+            self.root / address, threaded=False, clock=self.clock, integrity_check=False, computer_name=name,
+            **extra,  # type: ignore[arg-type]
+        )  # fmt: skip
         config = TransferConfig(local_addresses=(address,), routes=routes, **cfg)  # type: ignore[arg-type]
         node = Node(address, qm, Transfer(qm, config, self.clock.now))
         self.nodes[address] = node
@@ -79,7 +91,9 @@ class Net:
                 self.nodes[b].transfer.connection_lost(other, self.clock.now)
         config = old.transfer.config
         old.qm.close()
-        qm = QueueManager(self.root / address, threaded=False, clock=self.clock, integrity_check=False)
+        qm = QueueManager(
+            self.root / address, threaded=False, clock=self.clock, integrity_check=False, metrics=old.qm.metrics
+        )
         node = Node(address, qm, Transfer(qm, config, self.clock.now))
         self.nodes[address] = node
         return node
@@ -124,12 +138,19 @@ class Net:
             for cid, data in node.transfer.data_to_send():
                 target = self.links.get((node.address, cid))
                 if target is None:
+                    forged = self.forged.get((node.address, cid))
+                    if forged is not None:
+                        forged.deliver(data)
+                        moved = True
                     continue
                 moved = True
                 if (node.address, target[0]) in self.blackhole:
                     continue
                 self._deliver(target, data, now)
             for cid in node.transfer.connections_to_close():
+                forged = self.forged.pop((node.address, cid), None)
+                if forged is not None:
+                    forged.closed()
                 target = self.links.pop((node.address, cid), None)
                 node.transfer.connection_lost(cid, now)
                 self.held_bytes.pop((node.address, cid), None)

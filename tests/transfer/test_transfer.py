@@ -12,6 +12,7 @@ from openmsmq.qm import manager as qm_manager
 from openmsmq.qm import names
 from openmsmq.qm.transfer import AcceptBatch
 from openmsmq.qm.transfer_state import RECEIVED_OVERHEAD
+from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
@@ -21,6 +22,14 @@ from .harness import Net, bodies_in, failing_accepts, outgoing_count, send_tx
 DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
 DEST_C = "DIRECT=TCP:127.0.0.3\\PRIVATE$\\orders"
 Q = "private$\\orders"
+#: An intermediate hop relays only along its routes (docs/security.md): B's route to C.
+RELAY_C = (("127.0.0.3", "127.0.0.3"),)
+
+
+def hops(*peers: str) -> TrustConfig:
+    """A QM behind an intermediate hop accepts other QMs' messages from it only when it
+    is configured as one (docs/security.md, source-qm)."""
+    return TrustConfig(intermediate_hops=peers)
 
 
 def _pair(net: Net, **cfg: object) -> tuple:
@@ -165,8 +174,8 @@ def test_session_ack_alone_releases_nothing(net: Net) -> None:
 
 def test_intermediate_qm_forwards_transaction_header_untouched(net: Net) -> None:
     a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),))
-    b = net.add("127.0.0.2")
-    c = net.add("127.0.0.3")
+    b = net.add("127.0.0.2", routes=RELAY_C)
+    c = net.add("127.0.0.3", trust=hops("127.0.0.2"))
     c.qm.create_queue(Q, transactional=True)
     _send_all(a, 2, 25, DEST_C)
     sent = a.qm.peek_range(next(iter(a.transfer.outgoing.values())).handle if a.transfer.outgoing else
@@ -191,8 +200,8 @@ def test_two_intermediates_and_a_restarted_one(net: Net) -> None:
     # back to A from the packets they forward (neither has a route for A).
     a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.4"),))
     d = net.add("127.0.0.4", routes=(("127.0.0.3", "127.0.0.2"),))
-    net.add("127.0.0.2")
-    c = net.add("127.0.0.3")
+    net.add("127.0.0.2", routes=RELAY_C, trust=hops("127.0.0.4"))
+    c = net.add("127.0.0.3", trust=hops("127.0.0.2"))
     c.qm.create_queue(Q, transactional=True)
     _send_all(a, 3, 40, DEST_C)
     net.run_until_quiet()
@@ -210,8 +219,8 @@ def test_intermediate_stores_recoverable_messages_before_acknowledging_them(net:
     # A -> B -> C, recoverable non-transactional messages: B keeps them in its outgoing
     # queue to C and acknowledges them, so A releases them; a reconnect resends nothing.
     a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),))
-    b = net.add("127.0.0.2")
-    c = net.add("127.0.0.3")
+    b = net.add("127.0.0.2", routes=RELAY_C)
+    c = net.add("127.0.0.3", trust=hops("127.0.0.2"))
     c.qm.create_queue("private$\\plain")
     dest = "DIRECT=TCP:127.0.0.3\\private$\\plain"
     c_is_down = ("127.0.0.2", "127.0.0.3")
@@ -573,8 +582,8 @@ def test_recoverable_messages_a_qm_could_not_store_are_resent_on_a_new_session(
     from openmsmq.qm.transfer_store import STORE_RETRY_MIN
 
     a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),) if hop else ())
-    b = net.add("127.0.0.2")
-    dest = net.add("127.0.0.3") if hop else b
+    b = net.add("127.0.0.2", routes=RELAY_C if hop else ())
+    dest = net.add("127.0.0.3", trust=hops("127.0.0.2")) if hop else b
     dest.qm.create_queue("private$\\plain")
     if hop:  # B stores what it forwards in its outgoing queue to C
         full = _raising_while_full(monkeypatch, b.qm, "accept_arrivals")

@@ -152,6 +152,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self._refused = Counter(
+            "openmsmq_mqqb_refusals",
+            "MS-MQQB packets or sessions refused by a trust rule (docs/security.md), by rule.",
+            ["rule"],
+            registry=r,
+        )
         self._dead_lettered = Counter(
             "openmsmq_messages_dead_lettered",
             "Messages moved to a dead-letter queue, by Message.Class name.",
@@ -230,6 +236,11 @@ class Metrics:
         child: Counter = self._child(self._rejected, "rejected", label_value(reason))
         return child
 
+    def refused(self, rule: str) -> Counter:
+        """The counter of refusals by trust rule ``rule`` (e.g. ``"ack-origin"``)."""
+        child: Counter = self._child(self._refused, "refused", rule)
+        return child
+
     def dead_lettered(self, message_class: int | str) -> Counter:
         """The counter of messages dead-lettered with ``message_class`` (int or name)."""
         child: Counter = self._child(self._dead_lettered, "dead", _class_label(message_class))
@@ -296,6 +307,10 @@ class Metrics:
     def count_rejected(self, reason: object) -> None:
         """One incoming message refused by the acceptance rule for ``reason``."""
         self.rejected(reason).inc()
+
+    def count_refused(self, rule: str) -> None:
+        """One packet or session refused by the trust rule ``rule``."""
+        self.refused(rule).inc()
 
     def count_forwarded(self, n: int) -> None:
         """``n`` messages relayed as an intermediate hop."""

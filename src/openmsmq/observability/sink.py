@@ -54,6 +54,11 @@ class MetricsSink(Protocol):
         """``n`` messages passed on to another QM (this QM is an intermediate hop)."""
         ...
 
+    def count_refused(self, rule: str) -> None:
+        """A peer's packet or session was refused by the trust rule ``rule``
+        (docs/security.md: ``source-qm``, ``identity``, ``ack-origin``, ``relay``, ...)."""
+        ...
+
     def count_arrival_rejected(self, classes: Iterable[int]) -> None:
         """Messages that arrived in order but were rejected by the arrival rules of one
         durable store transaction (MS-MQQB 3.1.5.8), one NACK Message.Class each."""
@@ -103,6 +108,9 @@ class NullMetrics:
         """Nothing."""
 
     def count_forwarded(self, n: int) -> None:
+        """Nothing."""
+
+    def count_refused(self, rule: str) -> None:
         """Nothing."""
 
     def count_arrival_rejected(self, classes: Iterable[int]) -> None:

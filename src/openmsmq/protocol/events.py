@@ -76,6 +76,10 @@ class CloseReason(IntEnum):
     IDLE = 6
     #: The transport reported the TCP connection closed (MS-MQQB 3.1.7.3).
     TRANSPORT_CLOSED = 7
+    #: The peer sent what a trust rule of this QM refuses (a message claiming another QM's
+    #: identity on a session that may not carry one, a GUID it may not use from its
+    #: address, ...): ``ConnectionClosed.rule`` names the rule (docs/security.md).
+    UNTRUSTED = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +229,8 @@ class ConnectionClosed:
     packet_type: str = ""
     detail: str = ""
     error: RemoteProtocolError | None = None
+    #: For ``UNTRUSTED``: the trust rule that refused the peer (docs/security.md).
+    rule: str = ""
 
 
 SessionEvent = (

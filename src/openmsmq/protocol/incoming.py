@@ -126,6 +126,13 @@ class RejectReason(IntEnum):
     OLD_SEQUENCE = 3
     #: TxSequenceID > IncomingTxSequenceID but PreviousTxSequenceNumber != 0: not the start.
     NEW_SEQUENCE_NOT_AT_START = 4
+    #: A new TxSequenceID whose TimeStamp lies further ahead of this QM's clock than
+    #: :attr:`IncomingSequences.timestamp_lead` allows. TimeStamp is a time (MS-MQQB
+    #: 3.1.1.3.1: greater than any earlier one; Windows uses its install time, openmsmq the
+    #: outgoing queue's creation), so no sender reaches it; accepted, such an ID would move
+    #: the sequence past anything its real sender can ever send (every later message of it
+    #: rejected as OLD_SEQUENCE). Not part of the spec's rule: a refusal of this QM's own.
+    IMPLAUSIBLE_SEQUENCE = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +207,12 @@ class IncomingSequence:
         snapshot: IncomingSequenceSnapshot,
         now: float,
         config: OrderAckConfig | None = None,
+        registry: IncomingSequences | None = None,
     ) -> None:
         self._config = config or OrderAckConfig()
+        #: The registry this sequence belongs to: its TxSequenceID limit and its set of
+        #: sequences whose Order Ack Send Timer runs (see IncomingSequences.get_timer).
+        self._registry = registry
         self._key = snapshot.key
         # Volatile acceptance state: what the acceptance rule compares against.
         self._incoming = _Position(snapshot.tx_sequence_id, snapshot.tx_sequence_number)
@@ -260,6 +271,11 @@ class IncomingSequence:
         return self._last_order_ack_send_time
 
     @property
+    def has_pending(self) -> bool:
+        """Accepted messages wait to be reported durable (a store batch has them)."""
+        return bool(self._pending)
+
+    @property
     def order_ack_timer_active(self) -> bool:
         """Whether the Order Ack Send Timer is running."""
         return self._order_ack_deadline is not None
@@ -304,6 +320,8 @@ class IncomingSequence:
         deadline = self._order_ack_deadline
         if deadline is None or now - self._last_order_ack_send_time < self._config.maximum_order_ack_delay:
             self._order_ack_deadline = now + self._config.order_ack_timeout
+            if deadline is None and self._registry is not None:
+                self._registry.armed[self] = None
 
         incoming_id = self._incoming.tx_sequence_id
         incoming_no = self._incoming.tx_sequence_number
@@ -320,6 +338,12 @@ class IncomingSequence:
         elif tx_sequence_id > incoming_id:
             if previous_tx_sequence_number != 0:
                 reason = RejectReason.NEW_SEQUENCE_NOT_AT_START
+            elif (
+                self._registry is not None
+                and (lead := self._registry.timestamp_lead) is not None
+                and tx_sequence_id.timestamp > now + lead
+            ):
+                reason = RejectReason.IMPLAUSIBLE_SEQUENCE
         else:
             reason = RejectReason.OLD_SEQUENCE
 
@@ -444,6 +468,8 @@ class IncomingSequence:
         if self._order_ack_deadline is None or now < self._order_ack_deadline:
             return None
         self._order_ack_deadline = None
+        if self._registry is not None:
+            self._registry.armed.pop(self, None)
         if _PLANTED_BUG == "ack-before-durable" and self._incoming.tx_sequence_number:
             # Planted bug (test-only): acknowledge what is accepted, durable or not.
             self._last_order_ack_send_time = now
@@ -483,10 +509,23 @@ class IncomingSequences:
 
     A registry shared by every session: the QM builds it at start from the persisted
     snapshots and drives its aggregated timer.
+
+    ``max_sequences`` bounds how many it holds: :meth:`admit` creates no sequence beyond it
+    (each one is persisted and lives until it expires, so a peer inventing senders or queue
+    names must not grow it without end). ``timestamp_lead``: a new sequence may start
+    with a TxSequenceID whose TimeStamp (seconds since 1970) is at most ``now`` plus this
+    (:attr:`RejectReason.IMPLAUSIBLE_SEQUENCE`; None: any). The QM keeps it at the offset
+    of its wall clock from ``now`` plus the clock skew it allows between QMs.
     """
 
     config: OrderAckConfig = field(default_factory=OrderAckConfig)
     _sequences: dict[SequenceKey, IncomingSequence] = field(default_factory=dict)
+    max_sequences: int | None = None
+    timestamp_lead: float | None = None
+    #: The sequences whose Order Ack Send Timer runs (a dict for its deterministic order):
+    #: the timer scan looks at these only (a few, the ones with recent traffic), not at
+    #: every sequence the QM remembers.
+    armed: dict[IncomingSequence, None] = field(default_factory=dict)
 
     @classmethod
     def restore(
@@ -494,19 +533,50 @@ class IncomingSequences:
         snapshots: Iterable[IncomingSequenceSnapshot],
         now: float,
         config: OrderAckConfig | None = None,
+        *,
+        max_sequences: int | None = None,
     ) -> IncomingSequences:
-        """Rebuild the registry from persisted snapshots (invariant 4)."""
-        registry = cls(config or OrderAckConfig())
+        """Rebuild the registry from persisted snapshots (invariant 4). Every persisted
+        sequence is restored, even beyond ``max_sequences`` (they are state, not requests)."""
+        registry = cls(config or OrderAckConfig(), max_sequences=max_sequences)
         for snap in snapshots:
-            registry._sequences[snap.key] = IncomingSequence(snap, now, registry.config)
+            registry._sequences[snap.key] = IncomingSequence(snap, now, registry.config, registry)
         return registry
 
     def get(self, key: SequenceKey, now: float) -> IncomingSequence:
         """The sequence for ``key``, created in its initial state (ID 0, number 0) if new."""
         seq = self._sequences.get(key)
         if seq is None:
-            seq = IncomingSequence(IncomingSequenceSnapshot(key), now, self.config)
+            seq = IncomingSequence(IncomingSequenceSnapshot(key), now, self.config, self)
             self._sequences[key] = seq
+        return seq
+
+    def admit(self, key: SequenceKey, now: float) -> IncomingSequence | None:
+        """:meth:`get`, except that a new sequence beyond ``max_sequences`` is not created
+        (None): the message that wanted it is refused, the registry stays bounded."""
+        seq = self._sequences.get(key)
+        if seq is None and self.max_sequences is not None and len(self._sequences) >= self.max_sequences:
+            return None
+        return seq if seq is not None else self.get(key, now)
+
+    def find(self, key: SequenceKey) -> IncomingSequence | None:
+        """The sequence for ``key`` if there is one (never creates it)."""
+        return self._sequences.get(key)
+
+    def remove(self, key: SequenceKey) -> IncomingSequence | None:
+        """Forget the sequence for ``key`` (expired or reset by an operator; the QM deletes
+        or rewrites its persisted state). Returns it, or None when there was none."""
+        seq = self._sequences.pop(key, None)
+        if seq is not None:
+            self.armed.pop(seq, None)
+        return seq
+
+    def replace(self, snapshot: IncomingSequenceSnapshot, now: float) -> IncomingSequence:
+        """Put a sequence in the state of ``snapshot`` (an operator's reset), dropping the
+        one it replaces."""
+        self.remove(snapshot.key)
+        seq = IncomingSequence(snapshot, now, self.config, self)
+        self._sequences[snapshot.key] = seq
         return seq
 
     def __iter__(self) -> Iterator[IncomingSequence]:
@@ -528,17 +598,18 @@ class IncomingSequences:
         return seq.receive(tx_sequence_id, tx_sequence_number, previous_tx_sequence_number, now)
 
     def get_timer(self) -> float | None:
-        """Earliest Order Ack Send Timer deadline over all sequences."""
-        deadlines = [d for s in self._sequences.values() if (d := s.get_timer()) is not None]
+        """Earliest Order Ack Send Timer deadline over all sequences (those in ``armed``)."""
+        deadlines = [d for s in self.armed if (d := s.get_timer()) is not None]
         return min(deadlines) if deadlines else None
 
     def handle_timer(self, now: float) -> list[SendOrderAck]:
         """Fire every due Order Ack Send Timer."""
-        return [ack for seq in self._sequences.values() if (ack := seq.handle_timer(now)) is not None]
+        due = [s for s in self.armed if (d := s.get_timer()) is not None and d <= now]
+        return [ack for seq in due if (ack := seq.handle_timer(now)) is not None]
 
     def flush_order_acks(self, now: float) -> list[SendOrderAck]:
         """:meth:`IncomingSequence.flush_order_ack` of every sequence (graceful stop)."""
-        return [ack for seq in self._sequences.values() if (ack := seq.flush_order_ack(now)) is not None]
+        return [ack for seq in list(self.armed) if (ack := seq.flush_order_ack(now)) is not None]
 
     def snapshots(self) -> list[IncomingSequenceSnapshot]:
         """Durable snapshots of every sequence."""

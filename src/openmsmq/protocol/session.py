@@ -188,6 +188,9 @@ class Session:
         #: decoder shares direct-name objects, so the hook runs once per name).
         self._local_destination: object = None
         self._last_key: tuple[uuid.UUID, object, uuid.UUID, SequenceKey, IncomingSequence] | None = None
+        #: The last SourceQueueManager object :meth:`_admit_source` let through (identity:
+        #: the decoder shares GUID objects, so the check runs once per stream).
+        self._admitted_source: object = None
         self._session_active = False
         self._received_ack = False
         self._ec_timestamp = 0
@@ -456,12 +459,18 @@ class Session:
         self._close(CloseReason.PROTOCOL_ERROR, packet_type, reason, err)
 
     def _close(
-        self, reason: CloseReason, packet_type: str, detail: str, error: RemoteProtocolError | None = None
+        self,
+        reason: CloseReason,
+        packet_type: str,
+        detail: str,
+        error: RemoteProtocolError | None = None,
+        *,
+        rule: str = "",
     ) -> None:
         self.state = SessionState.CLOSED
         self._init_deadline = self._cleanup_deadline = None
         self._ack_wait_deadline = self._ack_send_deadline = None
-        self._events.append(ConnectionClosed(reason, self.peer, packet_type, detail, error))
+        self._events.append(ConnectionClosed(reason, self.peer, packet_type, detail, error, rule))
 
     def _dispatch(self, packet: Packet, now: float) -> None:
         # MS-MQQB 3.1.6.3: every received packet sets ReceivedAck.
@@ -488,6 +497,9 @@ class Session:
             self.remote_qm = h.client_guid
             # CS = 0 iff ServerGuid is ours or GUID_NULL (direct format name, §11 item 7).
             refused = h.server_guid not in (self.local_qm, NULL_GUID)
+            # ... and iff the QM accepts the peer's claim to be ClientGuid (its trust rules).
+            untrusted = None if refused else self._identity_refusal(h.client_guid)
+            refused = refused or untrusted is not None
             reply = EstablishConnectionHeader(
                 client_guid=h.client_guid,
                 server_guid=self.local_qm,
@@ -495,6 +507,9 @@ class Session:
                 operating_system=0x10 | (h.operating_system & OperatingSystemFlag.SE),
             )
             self._send_packet(EstablishConnection(reply, internal_flags=0x10 if refused else 0))
+            if untrusted is not None:
+                self._close(CloseReason.UNTRUSTED, "EstablishConnection", untrusted, rule="identity")
+                return
             if refused:
                 self._close(
                     CloseReason.REFUSED,
@@ -520,6 +535,10 @@ class Session:
                     f"{self.peer}: EstablishConnection response ServerGuid {h.server_guid} "
                     f"!= expected {self.remote_qm}"
                 )
+            untrusted = self._identity_refusal(self.remote_qm)
+            if untrusted is not None:
+                self._close(CloseReason.UNTRUSTED, "EstablishConnection", untrusted, rule="identity")
+                return
             rtt_ms = ((int(now * 1000) & 0xFFFFFFFF) - h.timestamp) & 0xFFFFFFFF
             # A handshake finishes within the Session Initialization Timer (60 s): a longer
             # "round trip" comes from a TimeStamp the peer did not echo as sent.
@@ -711,10 +730,39 @@ class Session:
         self._local_destination = destination
         return False
 
+    def _identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
+        """Why the peer's claim to be ``remote_qm`` (ClientGuid of a request, ServerGuid of
+        a response) is not accepted, or None (a subclass hook: the QM's trust rules; the
+        base session accepts every claim)."""
+        return None
+
+    def _admit_source(self, source: uuid.UUID, packet: UserMessagePacket) -> bool:
+        """Whether a packet whose UserHeader.SourceQueueManager is ``source`` may be
+        processed on this session (a subclass hook: the QM's trust rules, e.g. that a
+        peer speaks for itself unless it is a configured intermediate hop). A subclass
+        that refuses calls :meth:`refuse`. The base session admits every source."""
+        self._admitted_source = source
+        return True
+
+    def forget_sequences(self) -> None:
+        """The QM dropped or replaced incoming sequences of its registry (expired, reset by
+        an operator): forget the sequence objects cached for the stream in progress."""
+        self._last_key = None
+
+    def refuse(self, rule: str, packet_type: str, detail: str) -> None:
+        """Close the session because the peer broke a trust rule of this QM (``rule``, a
+        name from docs/security.md): nothing more it sent is processed. A
+        :class:`ConnectionClosed` event with reason UNTRUSTED reports it."""
+        if not self.closed:
+            self._close(CloseReason.UNTRUSTED, packet_type, detail, rule=rule)
+
     def _route(
         self, packet: UserMessagePacket, message: UserMessage, recoverable: int | None, now: float
     ) -> None:
         user = message.user
+        source_qm = user.source_queue_manager
+        if source_qm is not self._admitted_source and not self._admit_source(source_qm, packet):
+            return
         qm_address = user.queue_manager_address
         if qm_address is not self._known_local and not self._is_local(qm_address):
             # Intermediate QM (seed 003): pass on untouched, no sequence processing.
@@ -767,7 +815,16 @@ class Session:
                     self._keys[cache_key] = key
             else:
                 key = found
-            seq = self.incoming.get(key, now)
+            admitted = self.incoming.admit(key, now)
+            if admitted is None:
+                self.refuse(
+                    "sequence-cap",
+                    _packet_name(packet),
+                    f"a new incoming sequence ({source}, {key.destination}) beyond the"
+                    f" {self.incoming.max_sequences} this QM keeps (mqqb.max_incoming_sequences)",
+                )
+                return
+            seq = admitted
             self._last_key = (source, queue, qm, key, seq)
         result = seq.receive(tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now)
         if isinstance(result, Accepted):

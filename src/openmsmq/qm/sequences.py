@@ -135,14 +135,17 @@ class SequencesMixin:
         return out
 
     def settle_final_acks(
-        self, final_acks: Sequence[tuple[int, int, int, int]]
+        self,
+        final_acks: Sequence[tuple[int, int, int, int]],
+        accept: Callable[[int, Message], bool] | None = None,
     ) -> list[outgoing.FinalAckOutcome]:
         """FinalAcks for messages of this QM (MS-MQQB 3.1.5.7), each ``(TxSequenceID,
         TxSequenceNumber, MessageID, class)``, settled in one store transaction: the
         message waiting for each (moved aside by :meth:`release_outgoing`) goes to the
         system journal (JP, class AckReceive), to the transactional dead-letter queue (JN,
         any other class) or away. One outcome per FinalAck (``message`` None: no waiting
-        message matched it)."""
+        message matched it). ``accept(i, message)`` may refuse the i-th FinalAck for the
+        message it matched (``refused``: nothing changes)."""
         self._check_open()
         if not final_acks:
             return []
@@ -153,6 +156,7 @@ class SequencesMixin:
                 final_acks,
                 self._queues[names.SYSTEM_JOURNAL].record.queue_id,
                 deadxact,
+                accept,
             )
         )
         targets = {o.target_queue_id for o in outcomes if o.target_queue_id is not None}
@@ -240,6 +244,16 @@ class SequencesMixin:
         """Persist incoming sequence state without messages (rejections)."""
         self._check_open()
         self.store.write(ops.record_incoming(states))
+
+    def update_incoming_sequences(
+        self, deletes: Sequence[IncomingSequenceState], writes: Sequence[IncomingSequenceState] = ()
+    ) -> int:
+        """Delete persisted incoming sequences (each only while it still holds the state
+        given: TxSequenceID and number) and write others (an operator's reset), in one
+        store transaction. Returns how many were deleted."""
+        self._check_open()
+        deleted: int = self.store.write(ops.update_incoming(deletes, writes))
+        return deleted
 
     def incoming_sequences(self) -> list[IncomingSequenceState]:
         """Every persisted incoming sequence (restore the receiver state at start)."""

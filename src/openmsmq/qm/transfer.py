@@ -37,8 +37,10 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
+from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import (
+    CloseReason,
     ConnectionClosed,
     EstablishmentComplete,
     FinalAckReceived,
@@ -67,6 +69,7 @@ from openmsmq.qm.arrival import session_of_state
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer_codec import message_from_packet, split_direct
 from openmsmq.qm.transfer_outgoing import OutgoingSide
+from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceReset
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, TransferSession, session_key_form
 from openmsmq.qm.transfer_state import (
     RECEIVED_OVERHEAD,
@@ -82,6 +85,7 @@ from openmsmq.qm.transfer_state import (
     hop_host,
 )
 from openmsmq.qm.transfer_store import StoreWorkSide
+from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust, SessionTrust
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import QueueFormatType
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
@@ -148,7 +152,13 @@ class Transfer(OutgoingSide, StoreWorkSide):
             )
             for s in qm.incoming_sequences()
         ]
-        self.incoming = IncomingSequences.restore(snapshots, now, config.order_ack)
+        self.incoming = IncomingSequences.restore(
+            snapshots, now, config.order_ack, max_sequences=config.trust.max_incoming_sequences
+        )
+        #: The trust rules (docs/security.md) and what was learned from verified sessions.
+        self.trust = PeerTrust(config.trust, config.routes, self.metrics)
+        #: Rejections watched, idle sequences expired, operators' resets (its own timer).
+        self.sequences = IncomingUpkeep(qm, self.incoming, self.trust, config.trust, now)
         # (sender QM, destination lower-cased) -> where FinalAcks for its messages go.
         self._ack_sessions: dict[tuple[object, str], AckSession] = {
             (s.sender_qm, s.destination.lower()): session_of_state(s) for s in qm.incoming_sequences()
@@ -211,6 +221,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         # Sender side.
         self._releases: dict[int, PendingRelease] = {}
         self._settles: list[tuple[int, int, int, int]] = []
+        #: Where each of _settles came from, when the store is to check it (ack-origin).
+        self._settle_origins: list[AckOrigin | None] = []
         self._hop_nacks: list[tuple[Message, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
         #: queue of their destination before they are acknowledged (format name, message,
@@ -227,12 +239,20 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     # ------------------------------------------------------------------ connections
 
-    def connection_made(self, peer: str, role: Role, now: float, address: str = "") -> int:
+    def connection_made(
+        self, peer: str, role: Role, now: float, address: str = "", *, certified: uuid.UUID | None = None
+    ) -> int:
         """A TCP connection to/from ``peer`` (an acceptor's: its IP; an initiator's: the
         next hop dialled) is up; returns its id. ``address``: the socket's peer IP, when
-        the driver knows it. An initiator session sends its EstablishConnection at once."""
+        the driver knows it; ``certified``: the QM GUID the peer's TLS certificate names
+        (a TLS connection; the session's GUID must be it). An initiator session sends its
+        EstablishConnection at once."""
         cid = self._next_cid
         self._next_cid += 1
+        address = address.lower() or hop_host(peer)
+        trust = SessionTrust(
+            self.trust, peer, address, role, self._hop_addresses.get(hop_host(peer), ""), certified
+        )
         session = TransferSession(
             role,
             self.qm.guid,
@@ -241,9 +261,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
             config=self.config.session,
             peer=peer,
             local_hosts=self.local_hosts,
+            trust=trust,
         )
-        address = address.lower() or hop_host(peer)
-        self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address)
+        self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address, certified=certified)
         self._retry_at.pop(peer.lower(), None)
         if role is Role.INITIATOR:
             self._hop_addresses[hop_host(peer)] = address
@@ -356,6 +376,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         Transactional Ack Wait Timers and the refusals after a failed store."""
         deadlines = [c.session.get_timer() for c in self._conns.values()]
         deadlines.append(self.incoming.get_timer())
+        deadlines.append(self.sequences.next_due)
         deadlines += [t.seq.get_timer() for t in self.outgoing.values()]
         if self._refuse_until:
             deadlines.append(min(self._refuse_until.values()))
@@ -366,6 +387,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         """Fire every due timer (and end the refusals whose back-off passed)."""
         for peer in [p for p, until in self._refuse_until.items() if now >= until]:
             del self._refuse_until[peer]
+        if now >= self.sequences.next_due:
+            self._forget_sequences(self.sequences.due(now))
         for conn in list(self._conns.values()):
             conn.session.handle_timer(now)
             self._drain_session(conn, now)
@@ -395,10 +418,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._accept_memo = None
             self.stats["rejected"] += 1
             self.metrics.count_rejected(ev.result.reason)
+            self.sequences.rejected(ev.result, conn.peer, now)
         elif isinstance(ev, OrderAckReceived):
-            self._on_order_ack(ev, now)
+            self._on_order_ack(conn, ev, now)
         elif isinstance(ev, FinalAckReceived):
-            self._on_final_ack(ev, now)
+            self._on_final_ack(conn, ev, now)
         elif isinstance(ev, ForwardMessage):
             self._forward_packet(ev.packet, now, conn, ev.recoverable)
         elif isinstance(ev, UserMessageReceived):
@@ -415,11 +439,20 @@ class Transfer(OutgoingSide, StoreWorkSide):
             )  # fmt: skip
             if rtt is not None:
                 self._check_link(conn.peer, window, rtt)
-            _remember(self._qm_peers, ev.remote_qm, conn.peer)
+            conn.verified = self.trust.verified(ev.remote_qm, conn.address, conn.role, conn.certified)
+            if conn.role is Role.INITIATOR:
+                self.trust.note_dialled(conn.peer, conn.address, ev.remote_qm)
+            if conn.verified:
+                # Where PRIVATE=<guid> names go later: learned from verified sessions only,
+                # never from what a peer merely claims to be (docs/security.md).
+                _remember(self._qm_peers, ev.remote_qm, conn.peer)
             self.metrics.session_opened(conn.role)
             self._peer_up(conn.peer, now)
         elif isinstance(ev, ConnectionClosed):
-            log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
+            if ev.reason is CloseReason.UNTRUSTED:
+                self.trust.refused(conn.peer, ev.rule, ev.packet_type or "a session", ev.detail)
+            else:
+                log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
             self._closing.append(conn.cid)
             was_open = conn.open
             conn.open = False
@@ -455,6 +488,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 # hashing / comparison are Python-level).
                 self._ack_route[key] = cid
                 memo = self._accept_memo = (key, cid, conn.session.remote_qm == key.source_qm)
+                self.sequences.accepted(key)
             dest = ev.packet.user.destination_queue
             if dest is last_dest:  # the decoder shares direct-name objects
                 path = last_path
@@ -554,6 +588,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
         message = packet if isinstance(packet, UserMessage) else packet.message
         source = message.user.source_queue_manager
         if conn is not None and (self._last_reverse[0] is not source or self._last_reverse[1] is not conn):
+            refusal = self._relay_refusal(packet, message)
+            if refusal is not None:
+                # Not passed on and not acknowledged: a recoverable one stays with its
+                # sender, a transactional one too (it waits for an OrderAck).
+                self.trust.refused(conn.peer, "relay", f"a message for {message.destination_queue}", refusal)
+                return
             # The decoder shares GUID objects: a stream costs one dict write, not one each.
             _remember(self._reverse, source, conn.peer)
             self._last_reverse = (source, conn)
@@ -613,14 +653,38 @@ class Transfer(OutgoingSide, StoreWorkSide):
         if len(buf) < _FORWARD_BUFFER:
             buf.append(out)  # the original sender resends what is lost (end to end)
 
+    def _relay_refusal(self, packet: UserMessagePacket, message: UserMessage) -> str | None:
+        """Why this QM does not pass ``packet`` on for another QM (the ``relay`` rule), or
+        None. Relaying is opt-in: along a static route for the destination (its DIRECT=
+        host, or the GUID of a PRIVATE= name), or anywhere with ``allow_relay``; an
+        OrderAck or FinalAck also goes back to a QM whose messages this QM relayed (the way
+        they came). Without it any peer could make this QM carry its messages to a third
+        host (an open relay)."""
+        if self.config.trust.allow_relay:
+            return None
+        qm = message.destination_qm
+        if qm != NULL_GUID:
+            if self.config.next_hop_for_qm(qm) is not None:
+                return None
+            if isinstance(packet, OrderAck | FinalAck) and qm in self._reverse:
+                return None
+            return f"no route for QM {qm} (mqqb.routes {{{qm}}}, or mqqb.allow_relay)"
+        dest = message.destination_queue
+        parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
+        if parts is None or self.config.routed(parts[0]):
+            return None  # (not a direct name: dropped below as having no route)
+        return f"no route for {parts[0]} (mqqb.routes, or mqqb.allow_relay)"
+
     def qm_route(self, qm: uuid.UUID) -> str | None:
-        """Where a PRIVATE=<qm> name goes: ``qm``'s open session here, else a static
-        route for its GUID, else the address of its last session, else the previous hop
-        of the last packet from it this QM forwarded (the way back); None if unknown.
+        """Where a PRIVATE=<qm> name goes: ``qm``'s open, verified session here (one this
+        QM opened, or one a pin or a certificate vouches for: not a peer's mere claim),
+        else a static route for its GUID, else the address of its last verified session,
+        else the previous hop of the last packet from it this QM forwarded (the way
+        back); None if unknown.
         A learned address of this QM itself (QMs on one address, apart by port) is no
         route: it would only loop back here."""
         for conn in self._conns.values():
-            if conn.open and conn.session.remote_qm == qm:
+            if conn.open and conn.verified and conn.session.remote_qm == qm:
                 return conn.peer
         hop = self.config.next_hop_for_qm(qm)
         if hop is not None:
@@ -636,6 +700,40 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return  # the sender's next retransmission schedules a new one
         direct = conn.peer if conn.session.remote_qm == ack.key.source_qm else None
         conn.session.send_order_ack(ack, now, direct_address=direct)
+
+    # ------------------------------------------------------------------ incoming sequences
+
+    def _forget_sequences(self, keys: Iterable[SequenceKey]) -> None:
+        """Incoming sequences were dropped (expired, reset): no session may keep using the
+        objects it cached for them, and their OrderAck routes go."""
+        keys = list(keys)
+        if not keys:
+            return
+        for key in keys:
+            self._ack_route.pop(key, None)
+        self._accept_memo = None
+        self._last_route = None
+        for conn in self._conns.values():
+            conn.session.forget_sequences()
+
+    def reset_incoming_sequence(
+        self, source_qm: uuid.UUID, destination: str, position: tuple[TxSequenceId, int] | None, now: float
+    ) -> SequenceReset:
+        """An operator resets the incoming sequence of ``source_qm`` for ``destination``
+        (as :meth:`incoming_status` lists it): to ``position`` (TxSequenceID, number of the
+        last message taken as accepted), or, with None, to where the message it last
+        rejected is accepted (see :meth:`IncomingUpkeep.reset`). The new state is stored by
+        the next store work. Raises :class:`~openmsmq.errors.MQError` for an unknown
+        sequence or one whose messages are being stored."""
+        key = self.sequences.find(source_qm, destination)
+        if key is None:
+            raise MQError(
+                HResult.MQ_ERROR_INVALID_PARAMETER,
+                f"no incoming sequence of QM {source_qm} for {destination} (openmsmq sequence list)",
+            )
+        outcome = self.sequences.reset(key, position, now)
+        self._forget_sequences([key])
+        return outcome
 
     # ------------------------------------------------------------------ status
 
@@ -668,10 +766,16 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def incoming_status(self) -> list[IncomingStatus]:
         """Per incoming sequence: IncomingTxSequenceID / Number (durable) and RejectCount."""
-        return [
-            IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count)
-            for s in self.incoming
-        ]
+        out = []
+        for s in self.incoming:
+            rec = self.sequences.last_rejected(s.key)
+            last = None if rec is None else (
+                rec.reason.name, rec.tx_sequence_id, rec.tx_sequence_number, rec.previous_tx_sequence_number
+            )  # fmt: skip
+            out.append(
+                IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count, last)
+            )
+        return out
 
 
 def _remember(ways: dict[uuid.UUID, str], qm: uuid.UUID, peer: str) -> None:

@@ -41,8 +41,10 @@ from openmsmq.qm.transfer_codec import (
     row_expire_at,
     split_direct,
 )
+from openmsmq.qm.transfer_sequences import IncomingUpkeep
 from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import OutgoingTransfer, PendingRelease, Row, TransferParts
+from openmsmq.qm.transfer_state import OutgoingTransfer, PendingRelease, Row, TransferParts, hop_host
+from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
 from openmsmq.store.records import COL, Message, QueueType, message_from_row
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
@@ -82,6 +84,10 @@ class OutgoingSide(TransferParts):
     _expire_due: bool
     _conns: dict[int, Conn]
     _ack_sessions: dict[tuple[object, str], AckSession]
+    _settle_origins: list[AckOrigin | None]
+    _hop_addresses: dict[str, str]
+    trust: PeerTrust
+    sequences: IncomingUpkeep
 
     if TYPE_CHECKING:
 
@@ -102,6 +108,7 @@ class OutgoingSide(TransferParts):
         never holds the driver for long; returns True when a queue may have more
         committed messages ready (the driver then polls again soon)."""
         self._wall_offset = self.qm.clock() - now
+        self.sequences.clock_moved(self._wall_offset)
         if now >= self._next_refresh:
             # An outgoing queue created by another process (an application writing into
             # this data directory) is found only here: a short interval lets the transfer
@@ -372,6 +379,7 @@ class OutgoingSide(TransferParts):
                         (om.tx_sequence_id.value, om.tx_sequence_number, om.message_id, cls)
                         for om in released
                     ]
+                    self._settle_origins += [None] * len(released)  # checked when it came
                     released = tuple(om for om in released if om.handle in t.messages)
                     if not released:
                         continue
@@ -576,7 +584,23 @@ class OutgoingSide(TransferParts):
 
     # ------------------------------------------------------------------ acknowledgments
 
-    def _on_order_ack(self, ev: OrderAckReceived, now: float) -> None:
+    def _ack_refusal(self, conn: Conn, source_qm: uuid.UUID, t: OutgoingTransfer) -> str | None:
+        """The ``ack-origin`` rule for an OrderAck / FinalAck from ``source_qm`` on ``conn``
+        that would settle messages of ``t``: it must come over a session with ``t``'s next
+        hop, from the QM ``t`` sends to (a PRIVATE= name's GUID, or the QM that answered
+        when this QM dialled the next hop). Any peer could otherwise release a sequence this
+        QM sends elsewhere, and the messages would be lost (its TxSequenceID is no secret:
+        a time and a counter, MS-MQQB 3.1.1.3.1, sent in clear)."""
+        hop = hop_host(t.next_hop)
+        private = t.destination_qm is not None
+        routed = private or hop != t.host.lower()
+        destination = t.destination_qm if private else (None if routed else self.trust.answered(hop))
+        origin = AckOrigin(conn.peer, conn.address, conn.session.remote_qm, source_qm)
+        return self.trust.ack_refusal(
+            origin, t.next_hop, self._hop_addresses.get(hop, ""), destination_qm=destination, routed=routed
+        )
+
+    def _on_order_ack(self, conn: Conn, ev: OrderAckReceived, now: float) -> None:
         # Only the transfer that has this sequence in flight (see _sequence_blocked): the
         # one that loaded it last, when it still has it in flight; else (a repeated
         # OrderAck, say) every queue is asked. Looking at every queue for every OrderAck
@@ -590,12 +614,16 @@ class OutgoingSide(TransferParts):
             candidates = self.outgoing.values()
         for t in candidates:
             if t.seq.current_sequence_id == sid:
+                refusal = self._ack_refusal(conn, ev.source_qm, t)
+                if refusal is not None:
+                    conn.session.refuse("ack-origin", "OrderAck", f"OrderAck for {t.format_name} {refusal}")
+                    return
                 acked = t.seq.order_ack_received(sid, ev.tx_sequence_number, now)
                 if any(isinstance(e, OrderAckIgnored) and e.reason is _BEYOND for e in acked):
                     acked = self._order_ack_beyond_sent(t, sid, ev.tx_sequence_number, now)
                 self._outgoing_events(t, acked, now)
 
-    def _on_final_ack(self, ev: FinalAckReceived, now: float) -> None:
+    def _on_final_ack(self, conn: Conn, ev: FinalAckReceived, now: float) -> None:
         """A FinalAck for this QM (MS-MQQB 3.1.5.7). The outgoing sequence holding the
         message settles it (journal / dead-letter after its OrderAck); when none knows it
         (e.g. it was OrderAck'ed before a restart, so it waits in the store only) the store
@@ -610,10 +638,40 @@ class OutgoingSide(TransferParts):
             )
             if events and all(isinstance(e, FinalAckIgnored) for e in events):
                 continue
+            refusal = self._ack_refusal(conn, ev.source_qm, t)
+            if refusal is not None:
+                conn.session.refuse("ack-origin", "FinalAck", f"FinalAck for {t.format_name} {refusal}")
+                return
             self._outgoing_events(t, events, now)
             return
+        # Settled from the store: checked there against the message it matches (the
+        # queue that sent it may be gone from memory, e.g. after a restart).
         self._settles.append(
             (ev.tx_sequence_id.value, ev.tx_sequence_number, ev.message_id, ev.message_class)
+        )
+        self._settle_origins.append(AckOrigin(conn.peer, conn.address, conn.session.remote_qm, ev.source_qm))
+
+    def settle_refusal(self, origin: AckOrigin, m: Message) -> str | None:
+        """The ``ack-origin`` rule for a FinalAck from ``origin`` that matched ``m``, a
+        message waiting in the store for it (see :meth:`_ack_refusal`; called on the store
+        thread: it reads the configuration and single dict entries only). For a
+        ``PRIVATE=<guid>`` destination the FinalAck must come from that QM."""
+        wire = direct_name(m.destination_queue)
+        parts = split_direct(wire) if wire else None
+        if parts is None:
+            private = private_name(m.destination_queue)
+            if private is not None and origin.source_qm != private[0]:
+                return f"comes from QM {origin.source_qm}, the message went to QM {private[0]}"
+            return None
+        host = parts[0].lower()
+        hop = hop_host(self.config.next_hop(host))
+        routed = hop != host
+        return self.trust.ack_refusal(
+            origin,
+            hop,
+            self._hop_addresses.get(hop, ""),
+            destination_qm=None if routed else self.trust.answered(hop),
+            routed=routed,
         )
 
     def _holding(self, sid: TxSequenceId) -> Iterator[OutgoingTransfer]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from openmsmq.protocol.events import Role, TransactionalMessageAccepted
+from openmsmq.protocol.events import Role, TransactionalMessageAccepted, UserMessagePacket
 from openmsmq.protocol.incoming import SequenceKey
 from openmsmq.protocol.session import Session
 from openmsmq.qm.transfer_codec import split_direct
+from openmsmq.qm.transfer_trust import SessionTrust
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.userheader import DirectQueueFormatName
 
@@ -21,12 +22,37 @@ class TransferSession(Session):
     this QM" (MS-MQQB 3.1.1.6.2): direct names carry a NULL QueueManagerAddress, so the
     GUID alone cannot tell an intermediate hop from the final destination."""
 
-    def __init__(self, *args: object, local_hosts: frozenset[str], **kwargs: object) -> None:
+    def __init__(
+        self, *args: object, local_hosts: frozenset[str], trust: SessionTrust | None = None, **kwargs: object
+    ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._local_hosts = local_hosts
+        #: The QM's trust rules for this session (docs/security.md); None trusts every claim.
+        self.trust = trust
         self._null_seen: object = NULL_GUID
         # Direct name -> "another host" (a session carries few destinations; bounded).
         self._remote_names: dict[str, bool] = {}
+
+    def _identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
+        """The ``identity`` rule (transfer_trust.PeerTrust.identity_refusal)."""
+        return None if self.trust is None else self.trust.identity_refusal(remote_qm)
+
+    def _admit_source(self, source: uuid.UUID, packet: UserMessagePacket) -> bool:
+        """The ``source-qm`` rule: a peer speaks for itself (SourceQueueManager = the
+        session's QM) unless it is a configured intermediate hop, which carries messages of
+        QMs behind it (MS-MQQB 3.1.1.6.2). Without it a peer could send as any QM: move
+        that QM's incoming sequences, get past a queue's allowed senders."""
+        trust = self.trust
+        if trust is None or source == self.remote_qm or trust.carries_others(self.remote_qm):
+            self._admitted_source = source
+            return True
+        self.refuse(
+            "source-qm",
+            type(packet).__name__,
+            f"SourceQueueManager {source} is not the session's QM {self.remote_qm}, and {self.peer}"
+            " is not a configured intermediate hop (mqqb.intermediate_hops, or a route's next hop)",
+        )
+        return False
 
     def _forwards(self, destination: object, qm_address: uuid.UUID) -> bool:
         """A DIRECT=TCP: name of another host with a NULL QueueManagerAddress goes on
@@ -62,6 +88,11 @@ class Conn:
     open: bool = False
     #: The peer's socket address (an IP; for an initiator, what ``peer`` resolved to).
     address: str = ""
+    #: The QM GUID of the peer's TLS certificate (None: a plain connection).
+    certified: uuid.UUID | None = None
+    #: The session's QM GUID is more than the peer's claim (this QM dialled the address,
+    #: a pin or a certificate binds it): only such sessions teach this QM where a QM is.
+    verified: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,8 @@ from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, ResendConfig
 from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.qm.transfer_codec import RowEncoder, message_from_packet, packet_from_message
+from openmsmq.qm.transfer_sequences import SequenceUpkeep
+from openmsmq.qm.transfer_trust import AckOrigin, TrustConfig
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
@@ -148,6 +150,14 @@ class TransferConfig:
     session: SessionConfig = field(default_factory=SessionConfig)
     order_ack: OrderAckConfig = field(default_factory=OrderAckConfig)
     resend: ResendConfig = field(default_factory=ResendConfig)
+    #: Whom the transfer trusts for what (docs/security.md).
+    trust: TrustConfig = field(default_factory=TrustConfig)
+
+    def routed(self, host: str) -> bool:
+        """A static route names destination ``host`` (it may be relayed, and its messages
+        leave through the route's next hop)."""
+        low = host.lower()
+        return any(dest == low for dest, _ in self.routes)
 
     def next_hop(self, host: str) -> str:
         """The next hop for destination ``host``: a static route, else the host itself."""
@@ -298,6 +308,10 @@ class ReleaseBatch:
     #: to the dead-letter queues (class NACK_BAD_DST_Q) before the releases, for the
     #: same reason as ``expire_now``.
     dead_letters: tuple[tuple[str, int], ...] = ()
+    #: Where each FinalAck of ``settles`` came from (None: not checked), for those no
+    #: outgoing sequence in memory held: the store checks them against the message they
+    #: match (Transfer, ``ack-origin``).
+    settle_origins: tuple[AckOrigin | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,7 +328,7 @@ class StoreLocal:
     forwards: tuple[tuple[str, Message, int, int | None], ...] = ()
 
 
-StoreWork = AcceptBatch | ReleaseBatch | StoreLocal
+StoreWork = AcceptBatch | ReleaseBatch | StoreLocal | SequenceUpkeep
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +366,9 @@ class IncomingStatus:
     tx_sequence_id: TxSequenceId
     tx_sequence_number: int
     reject_count: int
+    #: The message it last rejected since its last acceptance, in this run: (reason,
+    #: TxSequenceID, TxSequenceNumber, PreviousTxSequenceNumber); None when none was.
+    last_rejected: tuple[str, TxSequenceId, int, int] | None = None
 
 
 class TransferParts:

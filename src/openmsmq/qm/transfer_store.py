@@ -26,6 +26,7 @@ from openmsmq.qm.arrival import (
     store_arrivals,
     store_packet_messages,
 )
+from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceUpkeep
 from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
 from openmsmq.qm.transfer_state import (
     RECEIVED_OVERHEAD,
@@ -36,6 +37,7 @@ from openmsmq.qm.transfer_state import (
     StoreWork,
     TransferParts,
 )
+from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
@@ -74,12 +76,16 @@ class StoreWorkSide(TransferParts):
     _ack_route: dict[SequenceKey, int]
     _refuse_until: dict[str, float]
     _store_retry: float
+    _settle_origins: list[AckOrigin | None]
+    sequences: IncomingUpkeep
+    trust: PeerTrust
 
     if TYPE_CHECKING:
 
         def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
         def _drain_session(self, conn: Conn, now: float) -> None: ...
         def _refuse(self, conn: Conn, until: float) -> None: ...
+        def settle_refusal(self, origin: AckOrigin, m: Message) -> str | None: ...
 
     def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
         """The next batch of store work to run, or None (at most one per kind in flight).
@@ -130,14 +136,19 @@ class StoreWorkSide(TransferParts):
                 settles,
                 self.qm.clock() if self._expire_due else None,
                 tuple((names[q], lid) for q, lid in self._dead_letters if q in names),
+                tuple(self._settle_origins) if settles else (),
             )
             self._expire_due = False
             self._dead_letters.clear()
             self._deletes.clear()
             if settles:
                 self._settles.clear()
+                self._settle_origins.clear()
             self._release_in_flight = work
             return work
+        upkeep = self.sequences.next_work()
+        if upkeep is not None:
+            return upkeep
         if self._local_in_flight is None and (self._nontx_in or self._hop_nacks or self._forward_in):
             work_l = StoreLocal(tuple(self._nontx_in), tuple(self._hop_nacks), tuple(self._forward_in))
             self._nontx_in.clear()
@@ -155,6 +166,8 @@ class StoreWorkSide(TransferParts):
         out: list[BaseException | None] = []
         if isinstance(work, AcceptBatch):
             return self._store_accepts(work)
+        elif isinstance(work, SequenceUpkeep):
+            return self.sequences.run(work)
         elif isinstance(work, ReleaseBatch):
             if work.expire_now is not None:
                 try:
@@ -180,9 +193,28 @@ class StoreWorkSide(TransferParts):
             # Every FinalAck of the batch in one store transaction: FinalAcks come in
             # bursts (one per message a deleted queue rejected, say), not one at a time.
             try:
-                outcomes = qm.settle_final_acks(work.settles)
-                for (seq_id, number, message_id, cls), outcome in zip(work.settles, outcomes, strict=True):
-                    if outcome.message is None:
+                origins = work.settle_origins
+                refusals: dict[int, str] = {}
+
+                def accept(i: int, m: Message) -> bool:
+                    origin = origins[i] if i < len(origins) else None
+                    refusal = None if origin is None else self.settle_refusal(origin, m)
+                    if refusal is not None:
+                        refusals[i] = refusal
+                    return refusal is None
+
+                outcomes = qm.settle_final_acks(work.settles, accept if any(origins) else None)
+                for i, ((seq_id, number, message_id, cls), outcome) in enumerate(
+                    zip(work.settles, outcomes, strict=True)
+                ):
+                    if outcome.refused is not None:
+                        origin = origins[i]
+                        assert origin is not None
+                        self.trust.refused(
+                            origin.peer, "ack-origin", f"a FinalAck for {outcome.refused.destination_queue}",
+                            refusals.get(i, ""),
+                        )  # fmt: skip
+                    elif outcome.message is None:
                         _unmatched_final_acks.log(
                             (qm.guid, cls), logging.WARNING,
                             "FinalAck %#06x for %s/%d (MessageID %d) dropped: no message waits for it"
@@ -306,6 +338,9 @@ class StoreWorkSide(TransferParts):
     def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
         """``work`` finished (``outcome`` from :meth:`run_store_work`, or one exception for
         all of it when the call itself failed)."""
+        if isinstance(work, SequenceUpkeep):
+            self.sequences.done(work, outcome)
+            return
         if isinstance(work, AcceptBatch):
             self._accept_in_flight = None
             self.stats["batches"] += 1
@@ -396,7 +431,7 @@ class StoreWorkSide(TransferParts):
         return not (
             self._accepted or self._accept_in_flight or self._releases or self._deletes
             or self._release_in_flight or self._nontx_in or self._forward_in or self._local_in_flight
-            or self._settles or self._hop_nacks
+            or self._settles or self._hop_nacks or not self.sequences.idle
         )  # fmt: skip
 
 

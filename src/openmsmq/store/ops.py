@@ -45,6 +45,7 @@ __all__ = [
     "expiry_events",
     "order_key",
     "record_incoming",
+    "update_incoming",
     "write_ack_rows",
 ]
 
@@ -522,6 +523,29 @@ def record_incoming(states: Sequence[IncomingSequenceState]) -> Callable[[WriteC
 
     def op(ctx: WriteContext) -> None:
         _upsert_incoming(ctx.conn, states)
+
+    return op
+
+
+def update_incoming(
+    deletes: Sequence[IncomingSequenceState], writes: Sequence[IncomingSequenceState]
+) -> Callable[[WriteContext], int]:
+    """Delete incoming sequence rows (each only while it still holds the TxSequenceID and
+    TxSequenceNumber given: a sequence accepted again meanwhile keeps its new state) and
+    write others, in one transaction. Returns the rows deleted."""
+
+    def op(ctx: WriteContext) -> int:
+        deleted = 0
+        for s in deletes:
+            cur = ctx.conn.execute(
+                "DELETE FROM incoming_sequences WHERE sender_qm = ? AND destination = ?"
+                " AND tx_sequence_id = ? AND tx_sequence_number = ?",
+                (s.sender_qm.bytes, s.destination.lower(), to_i64(s.tx_sequence_id), s.tx_sequence_number),
+            )
+            deleted += cur.rowcount
+        if writes:
+            _upsert_incoming(ctx.conn, writes)
+        return deleted
 
     return op
 

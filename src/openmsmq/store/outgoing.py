@@ -266,6 +266,9 @@ class FinalAckOutcome:
     message: Message | None
     #: Queue it moved to (journal / transactional dead-letter), or None when deleted.
     target_queue_id: int | None
+    #: The waiting message matched, but the caller's ``accept`` refused the FinalAck for it
+    #: (it came from a QM the message was not sent to): nothing changed.
+    refused: Message | None = None
 
 
 def settle_final_acks(
@@ -273,6 +276,7 @@ def settle_final_acks(
     final_acks: Sequence[tuple[int, int, int, int]],
     journal_queue_id: int,
     deadletter_queue_id: int,
+    accept: Callable[[int, Message], bool] | None = None,
 ) -> Callable[[WriteContext], list[FinalAckOutcome]]:
     """FinalAcks arrived for messages waiting in ``awaiting_queue_id`` (MS-MQQB 3.1.5.7),
     each ``(TxSequenceID, TxSequenceNumber, MessageID, class)``, settled in ONE
@@ -281,13 +285,16 @@ def settle_final_acks(
     MessageID): JP and class AckReceive (0x4000) ⇒ the message moves to
     ``journal_queue_id``; JN and any other class ⇒ to ``deadletter_queue_id`` with the
     FinalAck's class as its Class; otherwise it is deleted. No match ⇒ nothing changes
-    for that one (the caller logs and drops it). One outcome per FinalAck, in order."""
+    for that one (the caller logs and drops it). ``accept(i, message)``: whether the i-th
+    FinalAck may settle the message it matched (the sender checks where it came from); a
+    refused one changes nothing (``FinalAckOutcome.refused``). One outcome per FinalAck,
+    in order."""
 
     def op(ctx: WriteContext) -> list[FinalAckOutcome]:
         outcomes: list[FinalAckOutcome] = []
         removes: list[Remove] = []
         taken: set[int] = set()
-        for tx_sequence_id, tx_sequence_number, message_id, message_class in final_acks:
+        for i, (tx_sequence_id, tx_sequence_number, message_id, message_class) in enumerate(final_acks):
             # Through the messages_final_ack index (schema 5): a message waiting for its
             # FinalAck asked for one, so ack_wanted is set; the queue is checked per row.
             rows = ctx.conn.execute(
@@ -300,6 +307,9 @@ def settle_final_acks(
                 m = message_from_row(r)
                 if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF or m.lookup_id in taken:
                     continue
+                if accept is not None and not accept(i, m):
+                    outcome = FinalAckOutcome(None, None, m)
+                    break
                 target: int | None = None
                 new_class: int | None = None
                 if message_class == 0x4000 and m.positive_journaling:
