@@ -39,6 +39,16 @@ def _sequence(node: Node) -> TxSequenceId:
     return sid
 
 
+def _stop(net: Net, node: Node) -> None:
+    """``node`` stops (what it held for its store is lost, as in a crash)."""
+    for (x, _cid), (y, _other) in list(net.links.items()):
+        if node.address in (x, y):
+            net.cut(x, y)
+    del net.nodes[node.address]
+    node.held.clear()
+    node.qm.close()
+
+
 def _b(net: Net, **cfg: object) -> Node:
     b = net.add(B, **cfg)
     b.qm.create_queue(Q, transactional=True)
@@ -56,9 +66,12 @@ def test_a_forged_order_ack_from_an_unrelated_peer_releases_nothing(
     A's outgoing queue emptied and B never received them."""
     metrics = Metrics()
     a = net.add(A, metrics=metrics)
+    b = _b(net)
+    b.hold_store = True  # B receives the three messages and stops before storing them
     send_tx(a.qm, DEST_B, [b"m0", b"m1", b"m2"])
-    net.settle()  # B is not there: A cannot connect
+    net.settle()
     sid = _sequence(a)
+    _stop(net, b)
     forger = ForgedPeer(net, a, M)
     assert forger.open
     with caplog.at_level(logging.WARNING, "openmsmq.transfer"):
@@ -68,7 +81,7 @@ def test_a_forged_order_ack_from_an_unrelated_peer_releases_nothing(
     assert not forger.open  # the forger's session is closed
     assert _refusals(metrics, "ack-origin") == 1
     assert any("rule ack-origin" in r.getMessage() and M in r.getMessage() for r in caplog.records)
-    b = _b(net)  # B comes back: it gets all three, once each, in order
+    b = net.add(B)  # B comes back: it gets all three, once each, in order
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == [b"m0", b"m1", b"m2"]
     assert outgoing_count(a.qm) == 0
@@ -76,23 +89,22 @@ def test_a_forged_order_ack_from_an_unrelated_peer_releases_nothing(
 
 def test_a_forged_order_ack_claiming_the_receivers_guid_releases_nothing(net: Net) -> None:
     """The forger knows B's GUID (it is in every packet B sends) and claims it, as its
-    session's QM and as the OrderAck's source. A restarted since it last reached B, so
-    nothing tells it that B lives elsewhere: the OrderAck still comes over a session that
-    is not with the queue's next hop."""
+    session's QM and as the OrderAck's source. It connected while A, just restarted, knew
+    nothing of B (so the identity rule had nothing to hold against it): the OrderAck
+    still comes over a session that is not with the queue's next hop."""
     a = net.add(A)
     b = _b(net)
     send_tx(a.qm, DEST_B, [b"first"])
     net.run_until_quiet()
-    b_guid = b.qm.guid
-    net.cut(A, B)
-    del net.nodes[B]  # B stops
-    b.qm.close()
     a = net.restart(A)
+    forger = ForgedPeer(net, a, M, guid=b.qm.guid)
+    assert forger.open
+    b.hold_store = True
     send_tx(a.qm, DEST_B, [b"m0", b"m1", b"m2"])
     net.settle()
     sid = _sequence(a)
-    forger = ForgedPeer(net, a, M, guid=b_guid)
-    forger.send(forger.order_ack(sid, 4))
+    _stop(net, b)
+    forger.send(forger.order_ack(sid, 3))
     net.advance(1.0)
     assert outgoing_count(a.qm) == 3
     assert not forger.open
