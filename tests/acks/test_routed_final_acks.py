@@ -19,13 +19,23 @@ import pytest
 
 from openmsmq.qm import names
 from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.remote.status import outgoing_state
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import AckRequest, MessageClass
-from tests.acks.nodes import acked_node as _node
+from tests.acks.nodes import acked_node
 from tests.transfer.harness import Net, Node, outgoing_count
 
 A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+#: These QMs relay for each other and take relayed messages from each other (the trust
+#: rules, docs/security.md, are tested in tests/transfer/test_trust.py).
+RELAYS = TrustConfig(allow_relay=True, intermediate_hops=("127.0.0.0/8",))
+
+
+def _node(net: Net, address: str, **cfg: object) -> Node:
+    return acked_node(net, address, trust=RELAYS, **cfg)
+
+
 ADMIN = f"DIRECT=TCP:{A}\\private$\\admin"
 ORDERS = f"DIRECT=TCP:{B}\\private$\\orders"
 

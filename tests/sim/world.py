@@ -31,6 +31,7 @@ from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transaction import PendingReceive, Transaction
 from openmsmq.qm.transfer import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
+from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.store.records import Message, QueueType
 
 from .checker import Flow, Oracle
@@ -38,7 +39,10 @@ from .model import START, EventLoop, FaultConfig, SimFailure, SimStats, Trace
 from .network import End, Link, Network
 
 ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
-ROUTES = {"A": (("127.0.0.4", "127.0.0.3"),)}
+#: A reaches C through B; B relays to C only along a route for it (docs/security.md).
+ROUTES = {"A": (("127.0.0.4", "127.0.0.3"),), "B": (("127.0.0.4", "127.0.0.4"),)}
+#: C takes A's messages from B: B is a configured intermediate hop there.
+TRUST = {"C": TrustConfig(intermediate_hops=("127.0.0.3",))}
 #: (flow, sender, destination node, queue name)
 FLOWS = (("F1", "A", "B", "q1"), ("F2", "A", "C", "q2"), ("F3", "C", "A", "q3"))
 #: Seconds after which an abandoned receive transaction is aborted (the remote-read
@@ -158,8 +162,9 @@ class World:
             if faults.max_in_flight is not None:
                 windows["max_in_flight"] = faults.max_in_flight
             config = TransferConfig(
-                local_addresses=(address,), routes=ROUTES.get(name, ()), queue_refresh=0.5, **windows
-            )
+                local_addresses=(address,), routes=ROUTES.get(name, ()), queue_refresh=0.5,
+                trust=TRUST.get(name, TrustConfig()), **windows,
+            )  # fmt: skip
             node = SimNode(name, address, root / name, config)
             self.nodes[name] = node
             self.by_address[address] = node

@@ -4,6 +4,7 @@ claims whatever QM GUID and sends whatever packets a test builds."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 from openmsmq.protocol.events import Role
@@ -19,6 +20,9 @@ from .harness import Net, Node
 
 #: Private queue number of order_queue$ on every QM (MS-MQQB 3.1.7.17).
 ORDER_QUEUE = 4
+#: UserHeader.MessageID of the forged messages: unique in a test run (a QM drops a
+#: message whose identity it already holds).
+_MESSAGE_IDS = itertools.count(1)
 
 
 class ForgedPeer:
@@ -34,7 +38,6 @@ class ForgedPeer:
         self.session = Session(Role.INITIATOR, self.guid, now, peer=target.address)
         self.cid = target.transfer.connection_made(address, Role.ACCEPTOR, now, address=address)
         net.forged[(target.address, self.cid)] = self
-        self._message_id = 0
         self.flush()
         net.settle()
 
@@ -44,9 +47,12 @@ class ForgedPeer:
         return self.session.is_open and (self.target.address, self.cid) in self.net.forged
 
     def deliver(self, data: bytes) -> None:
-        """Bytes the target wrote to this peer."""
-        self.session.receive_data(data, self.net.clock.now)
+        """Bytes the target wrote to this peer: acknowledged at once (SessionAck), so the
+        target's Session Ack Wait Timer never closes the session."""
+        now = self.net.clock.now
+        self.session.receive_data(data, now)
         self.session.pending_events.clear()
+        self.session.flush_acknowledgments(now)
         self.flush()
 
     def flush(self) -> None:
@@ -95,10 +101,9 @@ class ForgedPeer:
         """A transactional UserMessage for ``queue`` (``DIRECT=TCP:<host>\\<queue>``, the
         target's address by default) claiming to come from ``source`` (default: this
         peer's GUID)."""
-        self._message_id += 1
         return UserMessage.build(
             source_qm=source or self.guid,
-            message_id=self._message_id,
+            message_id=next(_MESSAGE_IDS),
             destination_queue=DirectQueueFormatName(f"TCP:{host or self.target.address}\\{queue}"),
             body=body,
             sent_time=int(self.net.clock()),

@@ -92,7 +92,11 @@ class Net:
         config = old.transfer.config
         old.qm.close()
         qm = QueueManager(
-            self.root / address, threaded=False, clock=self.clock, integrity_check=False, metrics=old.qm.metrics
+            self.root / address,
+            threaded=False,
+            clock=self.clock,
+            integrity_check=False,
+            metrics=old.qm.metrics,
         )
         node = Node(address, qm, Transfer(qm, config, self.clock.now))
         self.nodes[address] = node

@@ -269,9 +269,11 @@ def test_a_qm_without_a_route_relays_nothing(net: Net, caplog: pytest.LogCapture
 
 @pytest.mark.parametrize("how", ["route", "allow_relay"])
 def test_a_qm_relays_along_a_route_or_with_allow_relay(net: Net, how: str) -> None:
-    cfg: dict[str, object] = {"routes": ((C, C),)} if how == "route" else {"trust": TrustConfig(allow_relay=True)}
+    cfg: dict[str, object] = (
+        {"routes": ((C, C),)} if how == "route" else {"trust": TrustConfig(allow_relay=True)}
+    )
     a = net.add(A, routes=((C, B),))
-    b = net.add(B, **cfg)
+    net.add(B, **cfg)
     c = net.add(C, trust=TrustConfig(intermediate_hops=(B,)))
     c.qm.create_queue(Q, transactional=True)
     send_tx(a.qm, DEST_C, [b"m0", b"m1"])

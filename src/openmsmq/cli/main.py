@@ -22,6 +22,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.dlq_cmds",
     "openmsmq.cli.serve",
     "openmsmq.cli.status_cmds",
+    "openmsmq.cli.sequence_cmds",
 ]
 
 

@@ -611,6 +611,21 @@ class GrpcTransport(Transport):
     def status(self) -> QMStatus:
         return status_from_pb(self._call(self._stub.Status, pb.Empty()))
 
+    def reset_incoming_sequence(
+        self, source_qm: str, destination: str, tx_sequence_id: int, tx_sequence_number: int
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        r = self._call(
+            self._stub.ResetIncomingSequence,
+            pb.ResetSequenceRequest(
+                source_qm=source_qm, destination=destination, tx_sequence_id=tx_sequence_id,
+                tx_sequence_number=tx_sequence_number,
+            ),
+        )  # fmt: skip
+        return (
+            (r.before_tx_sequence_id, r.before_tx_sequence_number),
+            (r.after_tx_sequence_id, r.after_tx_sequence_number),
+        )
+
     # ---- transactions --------------------------------------------------------------------
 
     def begin(self) -> TransactionId:

@@ -12,8 +12,9 @@ import itertools
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -648,6 +649,36 @@ class InProcessTransport(Transport):
         self._check_open()
         # LastAccessTime is stored on the transfer driver's (monotonic) clock.
         return collect_status(self.qm, time.time(), clock_offset=time.time() - time.monotonic())
+
+    def reset_incoming_sequence(
+        self, source_qm: str, destination: str, tx_sequence_id: int, tx_sequence_number: int
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The stored state (no transfer runs on a store this process opened)."""
+        self._check_open()
+        try:
+            source = uuid.UUID(source_qm)
+        except ValueError:
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"{source_qm!r} is not a QM GUID") from None
+        found = [
+            s for s in self.qm.incoming_sequences()
+            if s.sender_qm == source and s.destination.lower() == destination.lower()
+        ]  # fmt: skip
+        if not found:
+            raise MQError(
+                HResult.MQ_ERROR_INVALID_PARAMETER,
+                f"no incoming sequence of QM {source_qm} for {destination}",
+            )
+        state = found[0]
+        before = (state.tx_sequence_id, state.tx_sequence_number)
+        if (tx_sequence_id, tx_sequence_number) == (0, 0):
+            self.qm.update_incoming_sequences([state])
+        else:
+            new = replace(
+                state, tx_sequence_id=tx_sequence_id, tx_sequence_number=tx_sequence_number, reject_count=0,
+                last_access_time=time.time(),
+            )  # fmt: skip
+            self.qm.update_incoming_sequences([], [(state, new)])
+        return before, (tx_sequence_id, tx_sequence_number)
 
     # ---- transactions --------------------------------------------------------------------
 

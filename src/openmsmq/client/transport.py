@@ -236,6 +236,17 @@ class Transport(ABC):
         MQ_ERROR_UNSUPPORTED_OPERATION."""
         raise _unsupported("status")
 
+    def reset_incoming_sequence(
+        self, source_qm: str, destination: str, tx_sequence_id: int, tx_sequence_number: int
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Reset the incoming transactional sequence of QM ``source_qm`` for ``destination``
+        (as :meth:`status` lists it) to IncomingTxSequenceID ``tx_sequence_id`` (u64) and
+        IncomingTxSequenceNumber ``tx_sequence_number``; ``0, 0`` forgets its state (the
+        next message that starts a sequence is accepted). An operator's repair after
+        checking the sender (docs/operations.md). Returns (ID, number) before and after.
+        Not abstract: the default raises MQ_ERROR_UNSUPPORTED_OPERATION."""
+        raise _unsupported("reset_incoming_sequence")
+
     # ---- lifecycle -----------------------------------------------------------------------
 
     @abstractmethod

@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,15 +26,18 @@ from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
+from openmsmq.qm.transfer_sequences import SequenceReset
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
 from openmsmq.store.records import INFINITE
+from openmsmq.wire.ids import TxSequenceId
 
 __all__ = [
     "GC_THRESHOLDS",
     "loop_factory",
     "run",
+    "sequence_resetter",
     "serve",
     "store_options",
     "transfer_config",
@@ -154,6 +158,27 @@ def transfer_snapshot(
     return provider
 
 
+def sequence_resetter(
+    transfer: Transfer, loop: asyncio.AbstractEventLoop, timeout: float = 5.0
+) -> Callable[[uuid.UUID, str, int, int], tuple[tuple[int, int], tuple[int, int]]]:
+    """A thread-safe resetter of ``transfer``'s incoming sequences for the remote-read
+    ``ResetIncomingSequence`` rpc (``openmsmq sequence reset``): run on ``loop``, where the
+    transfer lives. (TxSequenceID, number) ``(0, 0)`` forgets the sequence's state."""
+
+    async def on_loop(source: uuid.UUID, destination: str, sid: int, number: int) -> SequenceReset:
+        position = (TxSequenceId.from_int(sid), number)
+        return transfer.reset_incoming_sequence(source, destination, position, loop.time())
+
+    def reset(
+        source: uuid.UUID, destination: str, sid: int, number: int
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        job = asyncio.run_coroutine_threadsafe(on_loop(source, destination, sid, number), loop)
+        done = job.result(timeout)
+        return (done.before[0].value, done.before[1]), (done.after[0].value, done.after[1])
+
+    return reset
+
+
 def _lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
@@ -266,6 +291,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             )
         if remote is not None:
             remote.status_provider = transfer_snapshot(transfer, loop, info)
+            remote.sequence_resetter = sequence_resetter(transfer, loop)
         log.info(
             "queue manager %s serving %s: mqqb %s:%d, remote %s, metrics %s",
             qm.guid, config.qm.data_dir, host, port, info["remote"], info["metrics"],
@@ -277,6 +303,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         write_runtime(config.qm.data_dir, {**info, "state": "stopping"})  # best effort
         if remote is not None:
             remote.status_provider = None  # the loop is about to wait in the stops below
+            remote.sequence_resetter = None
             # Stop accepting remote calls and abort the clients' transactions first, so
             # that no commit races the flush below (blocking: run off the loop).
             await loop.run_in_executor(None, remote.stop)

@@ -246,14 +246,17 @@ class SequencesMixin:
         self.store.write(ops.record_incoming(states))
 
     def update_incoming_sequences(
-        self, deletes: Sequence[IncomingSequenceState], writes: Sequence[IncomingSequenceState] = ()
+        self,
+        deletes: Sequence[IncomingSequenceState],
+        writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]] = (),
     ) -> int:
-        """Delete persisted incoming sequences (each only while it still holds the state
-        given: TxSequenceID and number) and write others (an operator's reset), in one
-        store transaction. Returns how many were deleted."""
+        """Delete persisted incoming sequences and rewrite others (``(expected, new)``: an
+        operator's reset), in one store transaction; each only while it still holds the
+        state given (TxSequenceID and number; 0 / 0 for "no row"), so a sequence that
+        accepted a message since keeps its newer state. Returns how many rows changed."""
         self._check_open()
-        deleted: int = self.store.write(ops.update_incoming(deletes, writes))
-        return deleted
+        changed: int = self.store.write(ops.update_incoming(deletes, writes))
+        return changed
 
     def incoming_sequences(self) -> list[IncomingSequenceState]:
         """Every persisted incoming sequence (restore the receiver state at start)."""

@@ -592,7 +592,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if refusal is not None:
                 # Not passed on and not acknowledged: a recoverable one stays with its
                 # sender, a transactional one too (it waits for an OrderAck).
-                self.trust.refused(conn.peer, "relay", f"a message for {message.destination_queue}", refusal)
+                what = f"a message for {destination_key(message.destination_queue, message.destination_qm)}"
+                self.trust.refused(conn.peer, "relay", what, refusal)
                 return
             # The decoder shares GUID objects: a stream costs one dict write, not one each.
             _remember(self._reverse, source, conn.peer)

@@ -69,12 +69,12 @@ class SequenceReset:
 
 @dataclass(frozen=True, slots=True)
 class SequenceUpkeep:
-    """Store work: incoming sequence rows to delete (each only while it still holds the
-    state given, so a sequence that came back meanwhile keeps its new row) and rows to
-    write (an operator's reset)."""
+    """Store work: incoming sequence rows to delete and rows to rewrite (an operator's
+    reset: (state it replaces, new state)), each only while the row still holds the state
+    it replaces, so a sequence that accepted a message meanwhile keeps its newer row."""
 
     deletes: tuple[IncomingSequenceState, ...] = ()
-    writes: tuple[IncomingSequenceState, ...] = ()
+    writes: tuple[tuple[IncomingSequenceState, IncomingSequenceState], ...] = ()
 
 
 class IncomingUpkeep:
@@ -94,7 +94,7 @@ class IncomingUpkeep:
         #: Sequences rejecting since their last acceptance (at most one per sequence).
         self._rejecting: dict[SequenceKey, RejectRecord] = {}
         self._deletes: list[IncomingSequenceState] = []
-        self._writes: list[IncomingSequenceState] = []
+        self._writes: list[tuple[IncomingSequenceState, IncomingSequenceState]] = []
         self.in_flight: SequenceUpkeep | None = None
         self.clock_moved(qm.clock() - now)
 
@@ -156,9 +156,10 @@ class IncomingUpkeep:
     # ------------------------------------------------------------------ expiry
 
     def due(self, now: float) -> list[SequenceKey]:
-        """The upkeep timer fired: forget the sequences idle longer than ``incoming_sequence_max_idle`` (their rows
-        are deleted by the next :meth:`next_work`). Returns the keys forgotten. Walks every
-        sequence, once per ``upkeep_interval`` (never per packet or per pump)."""
+        """The upkeep timer fired: forget the sequences idle longer than
+        ``incoming_sequence_max_idle`` (their rows are deleted by the next
+        :meth:`next_work`). Returns the keys forgotten. Walks every sequence, once per
+        ``upkeep_interval`` (never per packet or per pump)."""
         self.next_due = now + self.config.upkeep_interval
         oldest = now - self.config.incoming_sequence_max_idle
         if self._started > oldest:
@@ -217,7 +218,7 @@ class IncomingUpkeep:
             self._deletes.append(_record(key, *before))
         else:
             self.incoming.replace(IncomingSequenceSnapshot(key, position[0], position[1], 0, now), now)
-            self._writes.append(_record(key, *position, wall=self.qm.clock()))
+            self._writes.append((_record(key, *before), _record(key, *position, wall=self.qm.clock())))
         log.warning(
             "incoming sequence of QM %s for %s reset by an operator: from TxSequenceID %s number %d"
             " to %s number %d",

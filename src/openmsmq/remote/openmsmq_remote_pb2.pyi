@@ -55,20 +55,52 @@ class OutgoingQueueStatus(_message.Message):
     def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ..., window: _Optional[int] = ..., round_trip: _Optional[float] = ...) -> None: ...
 
 class IncomingSequenceStatus(_message.Message):
-    __slots__ = ("source_qm", "destination", "tx_sequence_id", "tx_sequence_number", "reject_count", "last_access_time")
+    __slots__ = ("source_qm", "destination", "tx_sequence_id", "tx_sequence_number", "reject_count", "last_access_time", "last_reject_reason", "last_reject_tx_sequence_id", "last_reject_number", "last_reject_previous")
     SOURCE_QM_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
     REJECT_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESS_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_REJECT_REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_REJECT_TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_REJECT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    LAST_REJECT_PREVIOUS_FIELD_NUMBER: _ClassVar[int]
     source_qm: str
     destination: str
     tx_sequence_id: int
     tx_sequence_number: int
     reject_count: int
     last_access_time: float
-    def __init__(self, source_qm: _Optional[str] = ..., destination: _Optional[str] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ..., reject_count: _Optional[int] = ..., last_access_time: _Optional[float] = ...) -> None: ...
+    last_reject_reason: str
+    last_reject_tx_sequence_id: int
+    last_reject_number: int
+    last_reject_previous: int
+    def __init__(self, source_qm: _Optional[str] = ..., destination: _Optional[str] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ..., reject_count: _Optional[int] = ..., last_access_time: _Optional[float] = ..., last_reject_reason: _Optional[str] = ..., last_reject_tx_sequence_id: _Optional[int] = ..., last_reject_number: _Optional[int] = ..., last_reject_previous: _Optional[int] = ...) -> None: ...
+
+class ResetSequenceRequest(_message.Message):
+    __slots__ = ("source_qm", "destination", "tx_sequence_id", "tx_sequence_number")
+    SOURCE_QM_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    source_qm: str
+    destination: str
+    tx_sequence_id: int
+    tx_sequence_number: int
+    def __init__(self, source_qm: _Optional[str] = ..., destination: _Optional[str] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ...) -> None: ...
+
+class ResetSequenceReply(_message.Message):
+    __slots__ = ("before_tx_sequence_id", "before_tx_sequence_number", "after_tx_sequence_id", "after_tx_sequence_number")
+    BEFORE_TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    AFTER_TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    before_tx_sequence_id: int
+    before_tx_sequence_number: int
+    after_tx_sequence_id: int
+    after_tx_sequence_number: int
+    def __init__(self, before_tx_sequence_id: _Optional[int] = ..., before_tx_sequence_number: _Optional[int] = ..., after_tx_sequence_id: _Optional[int] = ..., after_tx_sequence_number: _Optional[int] = ...) -> None: ...
 
 class StatusReply(_message.Message):
     __slots__ = ("qm_guid", "data_dir", "running", "transfer", "pid", "endpoints", "time", "queues", "outgoing", "incoming")

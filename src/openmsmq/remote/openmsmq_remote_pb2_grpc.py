@@ -160,6 +160,11 @@ class RemoteReadStub:
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.SerializeToString,
                 response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StatusReply.FromString,
                 _registered_method=True)
+        self.ResetIncomingSequence = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/ResetIncomingSequence',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceReply.FromString,
+                _registered_method=True)
 
 
 class RemoteReadServicer:
@@ -359,6 +364,13 @@ class RemoteReadServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetIncomingSequence(self, request, context):
+        """Reset an incoming transactional sequence of a running QM (admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RemoteReadServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -486,6 +498,11 @@ def add_RemoteReadServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.FromString,
                     response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StatusReply.SerializeToString,
+            ),
+            'ResetIncomingSequence': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetIncomingSequence,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1164,6 +1181,33 @@ class RemoteRead:
             '/openmsmq.remote.v1.RemoteRead/Status',
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.SerializeToString,
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.StatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetIncomingSequence(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/ResetIncomingSequence',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -175,6 +176,8 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         self.wait_pool = wait_pool
         #: Returns the live-transfer-state provider (see RemoteServer.status_provider).
         self.status_provider: Callable[[], Callable[[], TransferSnapshot] | None] = lambda: None
+        #: Returns the incoming-sequence resetter (see RemoteServer.sequence_resetter).
+        self.sequence_resetter: Callable[[], SequenceResetter | None] = lambda: None
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -461,6 +464,36 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
         return await self._run(context, fn)
 
+    async def ResetIncomingSequence(
+        self, request: pb.ResetSequenceRequest, context: Any
+    ) -> pb.ResetSequenceReply:
+        def fn(s: Session, _c: threading.Event) -> pb.ResetSequenceReply:
+            if not s.principal.is_admin:
+                raise MQError(HResult.MQ_ERROR_ACCESS_DENIED, "resetting an incoming sequence needs admin")
+            resetter = self.sequence_resetter()
+            if resetter is None:
+                raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "no MS-MQQB transfer runs in this QM")
+            try:
+                source = uuid.UUID(request.source_qm)
+            except ValueError:
+                raise MQError(
+                    HResult.MQ_ERROR_INVALID_PARAMETER, f"{request.source_qm!r} is not a QM GUID"
+                ) from None
+            before, after = resetter(
+                source, request.destination, request.tx_sequence_id, request.tx_sequence_number
+            )
+            return pb.ResetSequenceReply(
+                before_tx_sequence_id=before[0], before_tx_sequence_number=before[1],
+                after_tx_sequence_id=after[0], after_tx_sequence_number=after[1],
+            )  # fmt: skip
+
+        return await self._run(context, fn)
+
+
+#: Resets an incoming sequence of the running transfer: (sender QM, destination as listed,
+#: TxSequenceID, TxSequenceNumber; 0, 0 forgets it) -> its (ID, number) before and after.
+SequenceResetter = Callable[[uuid.UUID, str, int, int], tuple[tuple[int, int], tuple[int, int]]]
+
 
 # ---- the server ------------------------------------------------------------------------------
 
@@ -515,6 +548,9 @@ class RemoteServer:
         #: ``openmsmq serve`` sets it (:func:`openmsmq.net.server.transfer_snapshot`). None:
         #: status shows stored sequence state only.
         self.status_provider: Callable[[], TransferSnapshot] | None = None
+        #: Called (from a worker thread) by the ``ResetIncomingSequence`` rpc; ``openmsmq
+        #: serve`` sets it (:func:`openmsmq.net.server.sequence_resetter`).
+        self.sequence_resetter: SequenceResetter | None = None
 
     @property
     def target(self) -> str:
@@ -558,6 +594,7 @@ class RemoteServer:
         )
         servicer = _Servicer(self.core, self.tokens, self._pool, self._wait_pool)
         servicer.status_provider = lambda: self.status_provider
+        servicer.sequence_resetter = lambda: self.sequence_resetter
         pb_grpc.add_RemoteReadServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:

@@ -119,6 +119,13 @@ class IncomingSequenceStatus:
     #: LastAccessTime (seconds since the epoch; stored on the transfer driver's clock and
     #: converted, so approximate across reboots).
     last_access_time: float
+    #: The message it last rejected since its last acceptance (a running QM only; "" /
+    #: zeros when none): the acceptance rule's reason, its TxSequenceID (u64),
+    #: TxSequenceNumber and PreviousTxSequenceNumber (openmsmq sequence list / reset).
+    last_reject_reason: str = ""
+    last_reject_tx_sequence_id: int = 0
+    last_reject_number: int = 0
+    last_reject_previous: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,11 +269,15 @@ def collect_status(
         for st in qm.incoming_sequences():
             li = live_in.get((st.sender_qm, st.destination.casefold()))
             seq_id, number, rejects = st.tx_sequence_id, st.tx_sequence_number, st.reject_count
+            last: tuple[str, int, int, int] = ("", 0, 0, 0)
             if li is not None:
                 seq_id, number, rejects = li.tx_sequence_id.value, li.tx_sequence_number, li.reject_count
+                if li.last_rejected is not None:
+                    reason, rid, rnumber, rprevious = li.last_rejected
+                    last = (reason, rid.value, rnumber, rprevious)
             incoming.append(
                 IncomingSequenceStatus(
-                    str(st.sender_qm), st.destination, seq_id, number, rejects, st.last_access_time
+                    str(st.sender_qm), st.destination, seq_id, number, rejects, st.last_access_time, *last
                 )
             )
     return QMStatus(
@@ -314,7 +325,9 @@ def status_to_pb(st: QMStatus) -> pb.StatusReply:
             pb.IncomingSequenceStatus(
                 source_qm=i.source_qm, destination=i.destination, tx_sequence_id=i.tx_sequence_id,
                 tx_sequence_number=i.tx_sequence_number, reject_count=i.reject_count,
-                last_access_time=i.last_access_time,
+                last_access_time=i.last_access_time, last_reject_reason=i.last_reject_reason,
+                last_reject_tx_sequence_id=i.last_reject_tx_sequence_id,
+                last_reject_number=i.last_reject_number, last_reject_previous=i.last_reject_previous,
             )
             for i in st.incoming
         ],
@@ -346,7 +359,8 @@ def status_from_pb(r: pb.StatusReply) -> QMStatus:
         ),
         incoming=tuple(
             IncomingSequenceStatus(i.source_qm, i.destination, i.tx_sequence_id, i.tx_sequence_number,
-                                   i.reject_count, i.last_access_time)
+                                   i.reject_count, i.last_access_time, i.last_reject_reason,
+                                   i.last_reject_tx_sequence_id, i.last_reject_number, i.last_reject_previous)
             for i in r.incoming
         ),
     )  # fmt: skip

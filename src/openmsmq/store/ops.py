@@ -528,24 +528,43 @@ def record_incoming(states: Sequence[IncomingSequenceState]) -> Callable[[WriteC
 
 
 def update_incoming(
-    deletes: Sequence[IncomingSequenceState], writes: Sequence[IncomingSequenceState]
+    deletes: Sequence[IncomingSequenceState],
+    writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]],
 ) -> Callable[[WriteContext], int]:
-    """Delete incoming sequence rows (each only while it still holds the TxSequenceID and
-    TxSequenceNumber given: a sequence accepted again meanwhile keeps its new state) and
-    write others, in one transaction. Returns the rows deleted."""
+    """Delete incoming sequence rows and rewrite others (``(expected, new)`` pairs), in one
+    transaction. Each changes a row only while it still holds the TxSequenceID and
+    TxSequenceNumber given (``expected``; 0 / 0: no row yet): a sequence accepted again
+    since keeps its newer state. Returns the rows changed."""
 
     def op(ctx: WriteContext) -> int:
-        deleted = 0
+        conn = ctx.conn
+        changed = 0
         for s in deletes:
-            cur = ctx.conn.execute(
+            cur = conn.execute(
                 "DELETE FROM incoming_sequences WHERE sender_qm = ? AND destination = ?"
                 " AND tx_sequence_id = ? AND tx_sequence_number = ?",
                 (s.sender_qm.bytes, s.destination.lower(), to_i64(s.tx_sequence_id), s.tx_sequence_number),
             )
-            deleted += cur.rowcount
-        if writes:
-            _upsert_incoming(ctx.conn, writes)
-        return deleted
+            changed += cur.rowcount
+        for old, new in writes:
+            key = (old.sender_qm.bytes, old.destination.lower())
+            if old.tx_sequence_id == 0 and old.tx_sequence_number == 0:
+                found = conn.execute(
+                    "SELECT 1 FROM incoming_sequences WHERE sender_qm = ? AND destination = ?", key
+                ).fetchone()
+                if found is None:
+                    _upsert_incoming(conn, [new])
+                    changed += 1
+                continue
+            cur = conn.execute(
+                "UPDATE incoming_sequences SET tx_sequence_id = ?, tx_sequence_number = ?, reject_count = 0,"
+                " last_access_time = ? WHERE sender_qm = ? AND destination = ? AND tx_sequence_id = ?"
+                " AND tx_sequence_number = ?",
+                (to_i64(new.tx_sequence_id), new.tx_sequence_number, new.last_access_time, *key,
+                 to_i64(old.tx_sequence_id), old.tx_sequence_number),
+            )  # fmt: skip
+            changed += cur.rowcount
+        return changed
 
     return op
 
