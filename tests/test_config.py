@@ -440,3 +440,37 @@ def test_the_queue_manager_quota_counts_every_queue(tmp_path: Path) -> None:
         with qm.begin() as tx:
             qm.send("private$\\b", Message(body=bytes(5_000)), tx)
         assert qm.get_queue("private$\\b").msg_count == 1
+
+
+def test_trust_keys_pins_and_tls_reach_the_transfer_and_the_node(tmp_path: Path) -> None:
+    from openmsmq.net.server import transfer_config
+
+    guid = "5b1f7a52-0000-4000-8000-000000000001"
+    env = {
+        "OPENMSMQ_MQQB_ALLOWED_PEERS": f"10.0.0.0/8,{{{guid.upper()}}}=192.0.2.7/32",
+        "OPENMSMQ_MQQB_INTERMEDIATE_HOPS": "10.1.0.0/16,hop.example,{" + guid + "}",
+        "OPENMSMQ_MQQB_ALLOW_RELAY": "yes",
+        "OPENMSMQ_MQQB_INCOMING_SEQUENCE_MAX_IDLE": "30d",
+        "OPENMSMQ_MQQB_MAX_INCOMING_SEQUENCES": "500",
+        "OPENMSMQ_MQQB_SEQUENCE_CLOCK_SKEW": "2h",
+    }
+    c = load_config(None, env, {}).config
+    assert c.mqqb.allowed_peers == ("10.0.0.0/8", f"{{{guid}}}=192.0.2.7/32")
+    assert c.mqqb.peer_allowed("192.0.2.7") and c.mqqb.peer_allowed("10.2.3.4")
+    assert not c.mqqb.peer_allowed("192.0.2.8")
+    trust = transfer_config(c).trust
+    assert trust.pinned == ((uuid.UUID(guid), ("192.0.2.7/32",)),)
+    assert trust.intermediate_hops == ("10.1.0.0/16", "hop.example", f"{{{guid}}}")
+    assert trust.allow_relay and trust.max_incoming_sequences == 500
+    assert trust.incoming_sequence_max_idle == 30 * 86400 and trust.sequence_clock_skew == 7200
+    assert transfer_config(load_config(None, {}, {}).config).trust.allow_relay is False
+    for bad in ("{not-a-guid}=10.0.0.0/8", "{" + guid + "}=10.0.0.1/33", "10.0.0.1/8"):
+        with pytest.raises(ConfigError) as info:
+            load_config(None, {"OPENMSMQ_MQQB_ALLOWED_PEERS": bad}, {})
+        assert info.value.key == "mqqb.allowed_peers"
+    with pytest.raises(ConfigError) as info:
+        load_config(None, {"OPENMSMQ_MQQB_TLS_CERT": str(tmp_path / "c.pem")}, {})
+    assert info.value.key == "mqqb.tls_key"
+    with pytest.raises(ConfigError) as info:
+        load_config(None, {"OPENMSMQ_MQQB_TLS_PEERS": "10.0.0.0/8"}, {})
+    assert info.value.key == "mqqb.tls_peers"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import tomllib
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -107,7 +108,10 @@ class MqqbConfig:
         "", "ip_or_empty", "IP address peers use for this QM (order-queue names); empty = listen_address."
     )
     allowed_peers: tuple[str, ...] = _key(
-        ("127.0.0.0/8", "::1/128"), "networks", "Networks allowed to open MS-MQQB sessions (CIDR list)."
+        ("127.0.0.0/8", "::1/128"),
+        "peers",
+        "Networks allowed to open MS-MQQB sessions (CIDR list). An entry {QM GUID}=CIDR also pins that"
+        " QM: a session claiming its GUID is accepted from the pinned networks only (docs/security.md).",
     )
     connect_backoff_min: float = _key(
         5.0,
@@ -161,11 +165,91 @@ class MqqbConfig:
         lo=64 << 10,
         hi=1 << 34,
     )
+    intermediate_hops: tuple[str, ...] = _key(
+        (),
+        "hops",
+        "Peers (host, IP address, CIDR network or {QM GUID}) whose sessions may carry messages of other"
+        " QMs (intermediate hops); the next hops of mqqb.routes are intermediate hops too. From any"
+        " other peer a packet whose SourceQueueManager is not the peer's own GUID is refused.",
+        spec="MS-MQQB 3.1.1.6.2",
+    )
+    allow_relay: bool = _key(
+        False,
+        "bool",
+        "Pass on messages for any other QM (an open relay). Off: only for destinations that"
+        " mqqb.routes names (a route to the destination itself relays to it directly).",
+    )
+    sequence_clock_skew: float = _key(
+        86400.0,
+        "duration",
+        "A message that starts an incoming sequence with a TxSequenceID whose TimeStamp lies further"
+        " than this ahead of this QM's clock is refused (no sender could ever get past it).",
+        lo=60,
+        hi=10 * 365 * 86400,
+        spec="MS-MQQB 3.1.1.3.1",
+    )
+    max_incoming_sequences: int = _key(
+        100_000,
+        "int",
+        "Incoming transactional sequences (sender QM, destination queue) kept at most; a message that"
+        " would start one more is refused until some expire. Each costs about 1 KiB of memory.",
+        lo=1,
+        hi=10_000_000,
+    )
+    incoming_sequence_max_idle: float = _key(
+        90 * 86400.0,
+        "duration",
+        "An incoming sequence that received nothing for this long is forgotten (its stored state"
+        " deleted); its sender must then start a new sequence. Keep it above the longest time a"
+        " sender may be away with messages in flight.",
+        lo=3600,
+        hi=100 * 365 * 86400,
+        spec="MS-MQDMPR 3.1.1.5",
+    )
+    tls_cert: Path | None = _key(  # noqa: RUF009
+        None,
+        "path_or_empty",
+        "PEM certificate (chain) of this QM for MS-MQQB over TLS; it names the QM's GUID (subject CN or"
+        " URI SAN urn:uuid:<guid>). With tls_key and tls_ca, the TLS listener runs on tls_port.",
+    )
+    tls_key: Path | None = _key(None, "path_or_empty", "PEM private key of tls_cert.")  # noqa: RUF009
+    tls_ca: Path | None = _key(  # noqa: RUF009
+        None, "path_or_empty", "PEM CA certificate(s) that sign the certificates of this QM's TLS peers."
+    )
+    tls_port: int = _key(
+        1802,
+        "int",
+        "Port of the MS-MQQB over TLS listener (mutual TLS); peers in tls_peers are reached on it (0 ="
+        " any free port).",
+        lo=0,
+        hi=65535,
+    )
+    tls_peers: tuple[str, ...] = _key(
+        (),
+        "hops",
+        "Peers (host, IP address or CIDR network) reached over TLS only: this QM connects to them on"
+        " tls_port and refuses their plain sessions. Windows peers speak plain MS-MQQB: leave them out.",
+    )
 
     @property
     def allowed_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-        """``allowed_peers`` as :mod:`ipaddress` networks."""
-        return tuple(ipaddress.ip_network(n) for n in self.allowed_peers)
+        """``allowed_peers`` as :mod:`ipaddress` networks (a pin's network included)."""
+        return tuple(ipaddress.ip_network(n.rpartition("=")[2]) for n in self.allowed_peers)
+
+    @property
+    def pinned_peers(self) -> tuple[tuple[uuid.UUID, tuple[str, ...]], ...]:
+        """The ``{GUID}=CIDR`` entries of ``allowed_peers``: each pinned QM GUID with its networks."""
+        pins: dict[uuid.UUID, list[str]] = {}
+        for entry in self.allowed_peers:
+            guid, eq, net = entry.partition("=")
+            if eq:
+                pins.setdefault(uuid.UUID(guid.strip("{}")), []).append(net)
+        return tuple((guid, tuple(nets)) for guid, nets in pins.items())
+
+    @property
+    def tls(self) -> bool:
+        """MS-MQQB over TLS is set up (certificate, key and CA)."""
+        return self.tls_cert is not None
 
     def peer_allowed(self, address: str) -> bool:
         """True if a peer at IP ``address`` may open a session."""
@@ -601,6 +685,12 @@ def _check_consistency(c: Config) -> None:
         )
     if c.protocol.order_ack_timeout > c.protocol.maximum_order_ack_delay:
         raise ConfigError("protocol.order_ack_timeout", "must not exceed protocol.maximum_order_ack_delay")
+    tls = (c.mqqb.tls_cert, c.mqqb.tls_key, c.mqqb.tls_ca)
+    if any(x is not None for x in tls) and any(x is None for x in tls):
+        missing = next(k for k, x in zip(("tls_cert", "tls_key", "tls_ca"), tls, strict=True) if x is None)
+        raise ConfigError(f"mqqb.{missing}", "mqqb.tls_cert, mqqb.tls_key and mqqb.tls_ca go together")
+    if c.mqqb.tls_peers and not c.mqqb.tls:
+        raise ConfigError("mqqb.tls_peers", "needs mqqb.tls_cert, mqqb.tls_key and mqqb.tls_ca")
     if (c.remote.tls_cert is None) != (c.remote.tls_key is None):
         missing = "remote.tls_key" if c.remote.tls_key is None else "remote.tls_cert"
         raise ConfigError(missing, "remote.tls_cert and remote.tls_key go together")
@@ -615,15 +705,16 @@ def _check_consistency(c: Config) -> None:
     if c.mqqb.advertised_address == "" and ipaddress.ip_address(c.mqqb.listen_address).is_unspecified:
         raise ConfigError("mqqb.advertised_address", "required when mqqb.listen_address is 0.0.0.0 or ::")
     listeners = [
-        ("mqqb", c.mqqb.listen_address, c.mqqb.port, True),
-        ("remote", c.remote.listen_address, c.remote.port, c.remote.enabled),
-        ("metrics", c.metrics.listen_address, c.metrics.port, c.metrics.enabled),
+        ("mqqb.port", c.mqqb.listen_address, c.mqqb.port, True),
+        ("mqqb.tls_port", c.mqqb.listen_address, c.mqqb.tls_port, c.mqqb.tls),
+        ("remote.port", c.remote.listen_address, c.remote.port, c.remote.enabled),
+        ("metrics.port", c.metrics.listen_address, c.metrics.port, c.metrics.enabled),
     ]
-    for i, (section, addr, port, enabled) in enumerate(listeners):
+    for i, (key, addr, port, enabled) in enumerate(listeners):
         for other, other_addr, other_port, other_enabled in listeners[:i]:
             overlap = addr == other_addr or "unspecified" in (_kind(addr), _kind(other_addr))
             if enabled and other_enabled and port and port == other_port and overlap:
-                raise ConfigError(f"{section}.port", f"port {port} on {addr} is also {other}.port")
+                raise ConfigError(key, f"port {port} on {addr} is also {other}")
 
 
 def _kind(address: str) -> str:
@@ -644,7 +735,7 @@ def _toml_value(kind: str, value: Any) -> str:
         return fmt_number(value) if float(value).is_integer() else repr(float(value))
     if isinstance(value, int):
         return str(value)
-    if kind == "networks":
+    if kind in ("networks", "peers", "hops"):
         return "[" + ", ".join(json.dumps(v) for v in value) + "]"
     if kind == "routes":
         return (

@@ -22,8 +22,8 @@ from openmsmq.errors import ConfigError
 
 __all__ = ["Route", "convert", "fmt_number", "norm_host", "parse_duration", "parse_size"]
 
-_DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(ms|s|m|h)?\s*", re.ASCII)
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(ms|s|m|h|d)?\s*", re.ASCII)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _SIZE_RE = re.compile(r"\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*", re.ASCII)
 _SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, None: 1}
 _TRUE = {"true", "1", "yes", "on"}
@@ -43,15 +43,16 @@ class Route:
 
 
 def parse_duration(value: object, key: str = "duration") -> float:
-    """Seconds from a number or a string like ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"``, ``"1.5"``."""
+    """Seconds from a number or a string like ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"``, ``"90d"``,
+    ``"1.5"``."""
     if isinstance(value, bool):
-        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"), got {value!r}')
+        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"/"1d"), got {value!r}')
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str) and (m := _DURATION_RE.fullmatch(value)):
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
     else:
-        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"), got {value!r}')
+        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"/"1d"), got {value!r}')
     if not math.isfinite(seconds) or seconds < 0:
         raise ConfigError(key, f"expected a finite, non-negative duration, got {value!r}")
     return seconds
@@ -149,6 +150,8 @@ def convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_te
             except ValueError as exc:
                 raise ConfigError(key, f"bad network {item!r}: {exc}") from None
         result = tuple(nets)
+    elif kind in ("peers", "hops"):
+        result = _convert_peers(key, kind, value, from_text)
     elif kind == "routes":
         result = _convert_routes(key, value, from_text)
     else:  # pragma: no cover - declaration error
@@ -187,6 +190,42 @@ def _convert_text(key: str, kind: str, meta: Mapping[str, Any], value: str) -> A
             raise ConfigError(key, "expected a path, got an empty string")
         return Path(value)
     return value
+
+
+def _convert_peers(key: str, kind: str, value: object, from_text: bool) -> tuple[str, ...]:
+    """A list of peer entries. ``peers`` (mqqb.allowed_peers): CIDR networks, and
+    ``{GUID}=CIDR`` pins. ``hops``: host names, IP addresses, CIDR networks and ``{GUID}``."""
+    items: object = value
+    if isinstance(value, str) and from_text:
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise ConfigError(
+            key, f'expected a list like ["10.0.0.0/8", "{{QM GUID}}=10.0.0.5/32"], got {value!r}'
+        )
+    out: list[str] = []
+    for item in items:
+        guid, eq, rest = item.partition("=")
+        if kind == "peers" and eq:
+            if not _is_guid(guid.strip()):
+                raise ConfigError(key, f"bad pin {item!r}: expected {{QM GUID}}=CIDR")
+            out.append(f"{{{uuid.UUID(guid.strip()[1:-1])}}}={_network(key, rest.strip(), strict=False)}")
+        elif item.startswith("{") and kind == "hops":
+            if not _is_guid(item):
+                raise ConfigError(key, f"bad entry {item!r}: expected a QM GUID like {{5b1f7a52-…}}")
+            out.append(f"{{{uuid.UUID(item[1:-1])}}}")
+        elif kind == "peers" or "/" in item:
+            out.append(_network(key, item, strict=kind == "peers"))
+        else:
+            _check_host(key, item, "peer")
+            out.append(norm_host(item))
+    return tuple(out)
+
+
+def _network(key: str, item: str, *, strict: bool) -> str:
+    try:
+        return str(ipaddress.ip_network(item, strict=strict))
+    except ValueError as exc:
+        raise ConfigError(key, f"bad network {item!r}: {exc}") from None
 
 
 def _convert_routes(key: str, value: object, from_text: bool) -> tuple[Route, ...]:

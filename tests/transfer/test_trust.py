@@ -280,3 +280,19 @@ def test_a_qm_relays_along_a_route_or_with_allow_relay(net: Net, how: str) -> No
     net.run_until_quiet()
     assert bodies_in(c.qm, Q) == [b"m0", b"m1"]
     assert outgoing_count(a.qm) == 0  # C's OrderAcks came back through B
+
+
+# ---------------------------------------------------------------------- identity pinning
+
+
+def test_a_pinned_guid_is_accepted_from_its_networks_only(net: Net) -> None:
+    """allowed_peers binds A's GUID to 127.0.0.1/32: A itself gets in; a forger claiming
+    A's GUID from elsewhere is refused at the handshake, though B never reached A itself."""
+    metrics = Metrics()
+    a_guid = uuid.uuid4()
+    b = _b(net, metrics=metrics, trust=TrustConfig(pinned=((a_guid, ("127.0.0.1/32",)),)))
+    assert ForgedPeer(net, b, A, guid=a_guid).open
+    forger = ForgedPeer(net, b, M, guid=a_guid)
+    assert not forger.open
+    assert _refusals(metrics, "identity") == 1
+    assert ForgedPeer(net, b, M).open  # anyone else claiming its own GUID is served as before

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import ssl
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from openmsmq.net.tls import certified_qm
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.observability.repeats import flush_all as flush_repeated_logs
 from openmsmq.protocol.events import Role
@@ -84,6 +86,13 @@ class NetConfig:
     accept_batch_wait: float = 0.005
     feed_bytes: int = 8192
     max_connections: int = 1000
+    #: MS-MQQB over TLS (net/tls.py): the TLS listener's and the connectors' contexts, the
+    #: TLS listener's port (the port TLS peers are reached on), and which peers (host or
+    #: address) speak TLS only. None: plain MS-MQQB only.
+    tls_server: ssl.SSLContext | None = None
+    tls_client: ssl.SSLContext | None = None
+    tls_port: int = 1802
+    tls_peers: Callable[[str], bool] = field(default_factory=lambda: lambda _host: False)
 
 
 #: Refused connections come in bursts (a scanner, a peer retrying): logged once per
@@ -94,10 +103,12 @@ _refusals = RepeatedEvents(log)
 class _MQQBProtocol(asyncio.Protocol):
     """One TCP connection; everything is handed to the node."""
 
-    def __init__(self, node: MQQBNode, role: Role, peer_hint: str = "") -> None:
+    def __init__(self, node: MQQBNode, role: Role, peer_hint: str = "", *, tls: bool = False) -> None:
         self.node = node
         self.role = role
         self.peer = peer_hint
+        #: Came through the TLS listener, or dialled over TLS.
+        self.tls = tls
         self.cid = 0
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = node.loop.create_future()
@@ -125,6 +136,23 @@ class _MQQBProtocol(asyncio.Protocol):
                 transport.abort()
                 return
             self.peer = address
+        certified = None
+        if self.tls:
+            ssl_object = transport.get_extra_info("ssl_object")
+            certified = certified_qm(ssl_object.getpeercert() if ssl_object is not None else None)
+            if certified is None:
+                self.node.transfer.trust.refused(
+                    address, "identity", "a TLS session", "its certificate names no QM GUID (net/tls.py)"
+                )
+                transport.abort()
+                return
+        elif address and self.node.config.tls_peers(address):
+            # A peer that speaks TLS with this QM: a plain session from its address is not it.
+            self.node.transfer.trust.refused(
+                address, "tls-required", "a plain MS-MQQB session", "it is one of mqqb.tls_peers (TLS only)"
+            )
+            transport.abort()
+            return
         if address and self.node.transfer.refusing(address, self.node.now()):
             # Checked for connections this QM opens too: a route may name the refused QM
             # by a host name the refusal does not know yet (the connector's back-off
@@ -137,7 +165,9 @@ class _MQQBProtocol(asyncio.Protocol):
             )  # fmt: skip
             transport.abort()
             return
-        self.cid = self.node.transfer.connection_made(self.peer, self.role, self.node.now(), address)
+        self.cid = self.node.transfer.connection_made(
+            self.peer, self.role, self.node.now(), address, certified=certified
+        )
         self.node.transports[self.cid] = self
         if self.node._reading_paused:
             transport.pause_reading()
@@ -190,6 +220,7 @@ class MQQBNode:
         self.loop = asyncio.get_running_loop()
         self.transports: dict[int, _MQQBProtocol] = {}
         self._server: asyncio.Server | None = None
+        self._tls_server: asyncio.Server | None = None
         self._executor = ThreadPoolExecutor(self.config.store_threads, thread_name_prefix="openmsmq-transfer")
         self._pump_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -225,7 +256,23 @@ class MQQBNode:
             lambda: _MQQBProtocol(self, Role.ACCEPTOR), self.config.host, self.config.port, reuse_address=True
         )
         log.info("MS-MQQB listener on %s:%d", *self.address)
+        if self.config.tls_server is not None:
+            self._tls_server = await self.loop.create_server(
+                lambda: _MQQBProtocol(self, Role.ACCEPTOR, tls=True),
+                self.config.host,
+                self.config.tls_port,
+                ssl=self.config.tls_server,
+                reuse_address=True,
+            )
+            log.info("MS-MQQB over TLS listener on %s:%d", *self.tls_address)
         self._poll()
+
+    @property
+    def tls_address(self) -> tuple[str, int]:
+        """The bound TLS listener address."""
+        assert self._tls_server is not None
+        host, port = self._tls_server.sockets[0].getsockname()[:2]
+        return str(host), int(port)
 
     async def stop(self, flush_timeout: float = 5.0, close_timeout: float = 2.0) -> None:
         """Graceful stop, in this order:
@@ -247,6 +294,8 @@ class MQQBNode:
         self._stopping = True
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         for task in self._connecting.values():
             task.cancel()
         if self._poll_handle is not None:
@@ -428,14 +477,22 @@ class MQQBNode:
     async def _connect(self, peer: str) -> None:
         """One connection attempt to ``peer``; on failure, wait the back-off (Session Retry
         Connect Timer, MS-MQQB 3.1.2.3) doubling up to ``backoff_max``."""
-        host, port = split_hop(peer, self.config.peer_port or self.config.port)
+        host, _ = split_hop(peer, 0)
+        tls = self.config.tls_client if self.config.tls_peers(host) else None
+        default_port = self.config.tls_port if tls is not None else self.config.peer_port or self.config.port
+        host, port = split_hop(peer, default_port)
         local = None
         if self.config.host not in ("0.0.0.0", "::", ""):
             local = (self.config.host, 0)
         try:
             _transport, proto = await asyncio.wait_for(
                 self.loop.create_connection(
-                    lambda: _MQQBProtocol(self, Role.INITIATOR, peer), host, port, local_addr=local
+                    lambda: _MQQBProtocol(self, Role.INITIATOR, peer, tls=tls is not None),
+                    host,
+                    port,
+                    local_addr=local,
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
                 ),
                 timeout=10.0,
             )
@@ -447,7 +504,7 @@ class MQQBNode:
             # The next attempt waits unless the session answered (connected_ok).
             if peer in self._backoff:
                 self._next_try[peer] = self.now() + delay
-        except (TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError, ssl.SSLError) as exc:
             delay = self._backoff.get(peer, self.config.backoff_min)
             self._backoff[peer] = min(delay * 2, self.config.backoff_max)
             self._next_try[peer] = self.now() + delay

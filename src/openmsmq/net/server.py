@@ -9,6 +9,7 @@ import logging
 import os
 import resource
 import signal
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 from openmsmq.config import Config
 from openmsmq.errors import ConfigError
 from openmsmq.net.mqqb import MQQBNode, NetConfig
+from openmsmq.net.tls import client_context, peer_matcher, server_context
 from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig
@@ -27,6 +29,7 @@ from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.qm.transfer_sequences import SequenceReset
+from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
@@ -36,6 +39,7 @@ from openmsmq.wire.ids import TxSequenceId
 __all__ = [
     "GC_THRESHOLDS",
     "loop_factory",
+    "net_config",
     "run",
     "sequence_resetter",
     "serve",
@@ -115,6 +119,40 @@ def transfer_config(config: Config) -> TransferConfig:
         queued_bytes=m.send_buffer,
         max_in_flight=m.max_in_flight,
         unstored_bytes=m.receive_buffer,
+        trust=TrustConfig(
+            intermediate_hops=m.intermediate_hops,
+            allow_relay=m.allow_relay,
+            pinned=m.pinned_peers,
+            sequence_clock_skew=m.sequence_clock_skew,
+            max_incoming_sequences=m.max_incoming_sequences,
+            incoming_sequence_max_idle=m.incoming_sequence_max_idle,
+        ),
+    )
+
+
+def net_config(config: Config) -> NetConfig:
+    """The :class:`NetConfig` of a loaded configuration's ``[mqqb]`` (TLS contexts built
+    from its certificate files: an unreadable one raises :class:`ConfigError`)."""
+    m = config.mqqb
+    tls: dict[str, Any] = {}
+    if m.tls_cert is not None and m.tls_key is not None and m.tls_ca is not None:
+        try:
+            tls = {
+                "tls_server": server_context(m.tls_cert, m.tls_key, m.tls_ca),
+                "tls_client": client_context(m.tls_cert, m.tls_key, m.tls_ca),
+            }
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError("mqqb.tls_cert", f"cannot load the TLS certificate, key or CA: {exc}") from exc
+    return NetConfig(
+        host=m.listen_address,
+        port=m.port,
+        allow=m.peer_allowed,
+        backoff_min=m.connect_backoff_min,
+        backoff_max=m.connect_backoff_max,
+        max_connections=connection_limit(m.max_connections),
+        tls_port=m.tls_port,
+        tls_peers=peer_matcher(m.tls_peers),
+        **tls,
     )
 
 
@@ -262,18 +300,8 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
                 remote = start_remote_server(qm, config)
         tune_gc()
         m = config.mqqb
-        node = MQQBNode(
-            transfer,
-            NetConfig(
-                host=m.listen_address,
-                port=m.port,
-                allow=m.peer_allowed,
-                backoff_min=m.connect_backoff_min,
-                backoff_max=m.connect_backoff_max,
-                max_connections=connection_limit(m.max_connections),
-            ),
-        )
-        with _listening("mqqb.port", m.listen_address, m.port):
+        node = MQQBNode(transfer, net_config(config))
+        with _listening("mqqb.port" if not m.tls else "mqqb.port / mqqb.tls_port", m.listen_address, m.port):
             await node.start()
         host, port = node.address
         info = {
