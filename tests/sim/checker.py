@@ -76,7 +76,10 @@ class Oracle:
     def stored(self, node: str, messages: tuple[Message, ...] | list[Message]) -> None:
         """An accept batch made ``messages`` durable at ``node``, in this order."""
         for m in messages:
-            flow = self.flows[flow_of(m.body)]
+            flow = self.flows.get(flow_of(m.body))
+            if flow is None:
+                # Only the byzantine peer (tests/sim/byzantine.py) sends such bodies.
+                raise SimFailure("forged", f"{m.body!r} from no application stored at {node}")
             if flow.dst != node:
                 raise SimFailure("routing", f"{m.body!r} stored at {node}, destination {flow.dst}")
             pos = flow.index.get(m.body)

@@ -54,6 +54,8 @@ class FaultConfig:
     dup_conn_rate: float = 0.08
     #: Most crashes per run (keeps runs short).
     max_crashes: int = 6
+    #: Lies of the byzantine peer (tests/sim/byzantine.py) per second of the fault phase.
+    byzantine_rate: float = 0.5
     #: TransferConfig.batch_size / max_in_flight of every QM (None: the production
     #: defaults, 500 / 20,000). Small values exercise partial loading of outgoing queues.
     batch_size: int | None = None

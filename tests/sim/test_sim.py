@@ -13,7 +13,9 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.protocol import incoming
+from openmsmq.qm import transfer_trust
 
+from .byzantine import ACTS
 from .model import FaultConfig
 from .world import run
 
@@ -132,4 +134,30 @@ def test_faults_of_every_kind_are_injected_over_the_ci_seeds_prefix() -> None:
         kinds |= set(run(seed).stats.faults)
     every = {"cut", "zombie", "stall", "partition", "crash", "crash-in-store", "half-open", "dup-conn",
              "blackhole", "crash-after-store"}  # fmt: skip
+    every |= {f"byzantine-{act}" for act in ACTS}
     assert kinds >= every
+
+
+#: The trust rules (openmsmq.qm.transfer_trust) switched off, and the check that the
+#: byzantine peer's lies then break: the checker sees what the rules prevent.
+TRUST_OFF = {
+    "source-qm": ("forged",),
+    "identity+ack-origin": ("forged", "release-after-durable"),
+}
+
+
+@pytest.mark.parametrize("rules", sorted(TRUST_OFF))
+def test_the_byzantine_peer_breaks_invariants_when_the_trust_rules_are_off(
+    rules: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if rules == "source-qm":
+        monkeypatch.setattr(transfer_trust.SessionTrust, "carries_others", lambda self, qm: True)
+    else:
+        monkeypatch.setattr(transfer_trust.SessionTrust, "identity_refusal", lambda self, qm: None)
+        monkeypatch.setattr(transfer_trust.PeerTrust, "ack_refusal", lambda self, *a, **k: None)
+    for seed in CI_SEEDS:
+        result = run(seed)
+        if not result.ok:
+            assert result.failure is not None and result.failure.check in TRUST_OFF[rules], result.report()
+            return
+    raise AssertionError(f"no seed of {len(CI_SEEDS)} caught the byzantine peer with {rules} off")

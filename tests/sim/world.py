@@ -22,7 +22,7 @@ import tempfile
 import traceback
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from openmsmq.errors import HResult, MQError
@@ -34,6 +34,8 @@ from openmsmq.qm.transfer import AcceptBatch, ReleaseBatch, StoreWork, Transfer,
 from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.store.records import Message, QueueType
 
+from .byzantine import FORGED, Byzantine
+from .byzantine import NAME as BYZANTINE
 from .checker import Flow, Oracle
 from .model import START, EventLoop, FaultConfig, SimFailure, SimStats, Trace
 from .network import End, Link, Network
@@ -41,8 +43,10 @@ from .network import End, Link, Network
 ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
 #: A reaches C through B; B relays to C only along a route for it (docs/security.md).
 ROUTES = {"A": (("127.0.0.4", "127.0.0.3"),), "B": (("127.0.0.4", "127.0.0.4"),)}
-#: C takes A's messages from B: B is a configured intermediate hop there.
-TRUST = {"C": TrustConfig(intermediate_hops=("127.0.0.3",))}
+#: C takes A's messages from B: B is a configured intermediate hop there. Every QM also
+#: pins the others' GUIDs to their addresses (allowed_peers {GUID}=CIDR, set at the first
+#: start): the byzantine peer cannot pass for one of them (docs/security.md).
+HOPS = {"C": ("127.0.0.3",)}
 #: (flow, sender, destination node, queue name)
 FLOWS = (("F1", "A", "B", "q1"), ("F2", "A", "C", "q2"), ("F3", "C", "A", "q3"))
 #: Seconds after which an abandoned receive transaction is aborted (the remote-read
@@ -92,6 +96,8 @@ class SimNode:
     timer_at: float | None = None
     #: (sender QM GUID, destination lower-case) -> (TxSequenceID, number) last made durable.
     incoming_durable: dict[tuple[uuid.UUID, str], tuple[int, int]] = field(default_factory=dict)
+    #: The QM's GUID (known from its first start on).
+    guid: uuid.UUID | None = None
 
     @property
     def up(self) -> bool:
@@ -148,7 +154,7 @@ class World:
             self._deliver,
             self._lost,
             faults.zombie,
-            lambda name: self.nodes[name].qm is not None,
+            lambda name: name == BYZANTINE or self.nodes[name].qm is not None,
         )
         self.fault_end = START + faults.fault_time
         self.crashes = 0
@@ -163,7 +169,7 @@ class World:
                 windows["max_in_flight"] = faults.max_in_flight
             config = TransferConfig(
                 local_addresses=(address,), routes=ROUTES.get(name, ()), queue_refresh=0.5,
-                trust=TRUST.get(name, TrustConfig()), **windows,
+                trust=TrustConfig(intermediate_hops=HOPS.get(name, ())), **windows,
             )  # fmt: skip
             node = SimNode(name, address, root / name, config)
             self.nodes[name] = node
@@ -173,15 +179,18 @@ class World:
             for f, src, dst, q in FLOWS
         ]
         self.oracle = Oracle(self.flows, faults.check_release)
+        self.flow_queues = {f.queue.lower() for f in self.flows}
         #: Open sender transactions (they must end before the run can drain).
         self.open_sends = 0
         #: Consecutive empty receive polls per flow in the drain phase.
         self.idle_polls: dict[str, int] = {}
+        self.byzantine = Byzantine(self)
 
     # ------------------------------------------------------------------ running
 
     def run(self) -> None:
         """Run the seed to the end; raises :class:`SimFailure` on a broken invariant."""
+        self._pin_guids()
         for node in self.nodes.values():
             self._start(node, first=True)
         for flow in self.flows:
@@ -193,6 +202,7 @@ class World:
             ("partition", self.cfg.partition_rate),
             ("crash", self.cfg.crash_rate),
             ("dup-conn", self.cfg.dup_conn_rate),
+            ("byzantine", self.cfg.byzantine_rate),
         ):
             if rate > 0:
                 self.loop.after(self.rng.expovariate(rate), self._fault, kind, rate)
@@ -210,6 +220,23 @@ class World:
                     node.qm.close()
 
     # ------------------------------------------------------------------ nodes
+
+    def _pin_guids(self) -> None:
+        """Create each QM's identity (its GUID, drawn from the seed) and pin every GUID to
+        its QM's address in every QM's configuration."""
+        for node in self.nodes.values():
+            with _seeded_uuid4(self.rng):
+                qm = QueueManager(node.data_dir, threaded=False, clock=lambda: self.loop.now,
+                                  computer_name=node.address, integrity_check=False)  # fmt: skip
+            node.guid = qm.guid
+            qm.close()
+        pins = tuple((n.guid, (f"{n.address}/32",)) for n in self.nodes.values() if n.guid is not None)
+        for node in self.nodes.values():
+            node.config = replace(node.config, trust=replace(node.config.trust, pinned=pins))
+
+    def pump_node(self, node: SimNode) -> None:
+        """Write and run what ``node`` has to do now (for the byzantine peer)."""
+        self._pump(node)
 
     def _start(self, node: SimNode, first: bool = False) -> None:
         now = self.loop.now
@@ -255,6 +282,7 @@ class World:
                 entry = node.conns.get(cid)
                 if entry is not None:
                     self.net.send(entry[0], entry[1], data)
+                    self.byzantine.captures(data)
                 moved = True
             for cid in t.connections_to_close():
                 t.connection_lost(cid, now)
@@ -319,6 +347,9 @@ class World:
         self._pump(other)
 
     def _deliver(self, end: End, data: bytes) -> None:
+        if end.node == BYZANTINE:
+            self.byzantine.deliver(end, data)
+            return
         node = self.nodes[end.node]
         if node.epoch != end.epoch or node.transfer is None:
             return
@@ -326,6 +357,9 @@ class World:
         self._pump(node)
 
     def _lost(self, end: End) -> None:
+        if end.node == BYZANTINE:
+            self.byzantine.lost(end)
+            return
         node = self.nodes[end.node]
         if node.epoch != end.epoch or node.transfer is None:
             return
@@ -366,7 +400,12 @@ class World:
             for group, res in zip(work.groups, outcome, strict=False):
                 if res is not None:
                     raise SimFailure("store", f"{name}: accept failed: {res}")
-                self.oracle.stored(name, group.messages)
+                if group.queue.lower() in self.flow_queues or any(
+                    m.body.startswith(FORGED) for m in group.messages
+                ):
+                    # (the byzantine peer's own messages to queues that do not exist are
+                    # its business; anything forged stored anywhere is a finding)
+                    self.oracle.stored(name, group.messages)
                 st = group.state
                 node.incoming_durable[(st.sender_qm, st.destination.lower())] = (
                     st.tx_sequence_id,
@@ -503,6 +542,8 @@ class World:
             self.trace(now, "partition %s|%s %.1fs", a, b, seconds)
         elif kind == "crash":
             self._crash(rng.choice(sorted(self.nodes)), "crash")
+        elif kind == "byzantine":
+            self.byzantine.act()
         elif kind == "dup-conn":
             a, b = rng.sample(sorted(self.nodes), 2)
             node, other = self.nodes[a], self.nodes[b]
