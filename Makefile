@@ -26,8 +26,8 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples fuzz
+	$(BIN)/ruff format --check src tests bench examples fuzz
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -39,8 +39,10 @@ unit: $(STAMP)
 crash: $(STAMP)
 	OPENMSMQ_CRASH_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/store/test_crash.py tests/acks/test_removal_crash.py
 
-## make fuzz: coverage-guided fuzzing of the wire decoder with atheris (runs until stopped)
+## make fuzz [FUZZ_SECONDS=S RUNS=N]: mutated MS-MQQB streams through a real listener (S s), then
+## coverage-guided fuzzing of the wire decoder with atheris (N runs)
 fuzz: $(STAMP)
+	$(BIN)/python fuzz/listener_fuzz.py --seconds $${FUZZ_SECONDS:-120}
 	$(BIN)/pip install --quiet -e '.[fuzz]'
 	$(BIN)/python fuzz/wire_fuzz.py -atheris_runs=$${RUNS:-200000}
 
