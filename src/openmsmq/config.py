@@ -380,8 +380,21 @@ class RemoteConfig:
     tokens_file: Path | None = _key(  # noqa: RUF009
         None, "path_or_empty", "File of bearer tokens, one per line; required unless listening on loopback."
     )
+    require_token: bool = _key(
+        False,
+        "bool",
+        "Refuse every call without a valid token, on loopback too (remote.tokens_file is then"
+        " required): for hosts shared with other users, whose processes could otherwise read,"
+        " purge and delete queues through the loopback service.",
+    )
     tls_cert: Path | None = _key(None, "path_or_empty", "PEM certificate chain for TLS (with tls_key).")  # noqa: RUF009
     tls_key: Path | None = _key(None, "path_or_empty", "PEM private key for TLS (with tls_cert).")  # noqa: RUF009
+    allow_plaintext: bool = _key(
+        False,
+        "bool",
+        "Allow a listener off loopback without TLS: its bearer tokens and messages cross the"
+        " network in clear (only behind a TLS-terminating proxy or inside an encrypted network).",
+    )
     pending_request_cleanup: float = _key(
         300.0,
         "duration",
@@ -414,6 +427,23 @@ class RemoteConfig:
         " MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
         lo=1024,
         spec="MS-MQRR 3.1.4.7, 3.1.4.13",
+    )
+    max_batch_messages: int = _key(
+        100_000,
+        "int",
+        "Messages one call may ask for, end or carry (Read and StartReceive max_count, EndReceive"
+        " request ids, Send and SendIdempotent messages, PeekRange max_count); a call beyond it"
+        " fails with MQ_ERROR_INVALID_PARAMETER before any work.",
+        lo=1,
+        hi=10_000_000,
+    )
+    max_batch_queues: int = _key(
+        1000,
+        "int",
+        "Queues one LookupRanges or RemoveThrough call may name; beyond it the call fails with"
+        " MQ_ERROR_INVALID_PARAMETER before any work.",
+        lo=1,
+        hi=1_000_000,
     )
 
 
@@ -604,13 +634,26 @@ def _check_consistency(c: Config) -> None:
     if (c.remote.tls_cert is None) != (c.remote.tls_key is None):
         missing = "remote.tls_key" if c.remote.tls_key is None else "remote.tls_cert"
         raise ConfigError(missing, "remote.tls_cert and remote.tls_key go together")
-    if (
-        c.remote.enabled
-        and c.remote.tokens_file is None
-        and not ipaddress.ip_address(c.remote.listen_address).is_loopback
-    ):
+    remote_loopback = ipaddress.ip_address(c.remote.listen_address).is_loopback
+    if c.remote.enabled and c.remote.tokens_file is None and not remote_loopback:
         raise ConfigError(
             "remote.tokens_file", "required when remote.listen_address is not a loopback address"
+        )
+    if c.remote.enabled and c.remote.require_token and c.remote.tokens_file is None:
+        raise ConfigError("remote.tokens_file", "required when remote.require_token is true")
+    if (
+        c.remote.enabled
+        and not remote_loopback
+        and c.remote.tls_cert is None
+        and not c.remote.allow_plaintext
+    ):
+        raise ConfigError(
+            "remote.tls_cert",
+            f"required when remote.listen_address ({c.remote.listen_address}) is not a loopback address:"
+            " without TLS the bearer tokens and the messages cross the network in clear, and anyone"
+            " who sees one token can use it (set remote.tls_cert and remote.tls_key, or"
+            " remote.allow_plaintext = true behind a TLS-terminating proxy or on an encrypted network;"
+            " docs/security.md)",
         )
     if c.mqqb.advertised_address == "" and ipaddress.ip_address(c.mqqb.listen_address).is_unspecified:
         raise ConfigError("mqqb.advertised_address", "required when mqqb.listen_address is 0.0.0.0 or ::")

@@ -234,7 +234,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         attach_acknowledgments(qm, session_of=transfer.ack_session_for)
         if config.remote.enabled:
             with _listening("remote.port", config.remote.listen_address, config.remote.port):
-                remote = start_remote_server(qm, config)
+                remote = start_remote_server(qm, config, metrics=metrics)
         tune_gc()
         m = config.mqqb
         node = MQQBNode(

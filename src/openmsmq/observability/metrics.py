@@ -172,6 +172,13 @@ class Metrics:
         self._sessions_closed = Counter(
             "openmsmq_sessions_closed", "MS-MQQB sessions closed, by reason.", ["reason"], registry=r
         )
+        self._refused = Counter(
+            "openmsmq_refused_requests",
+            "Requests of clients and peers refused by a limit or a check, by rule (the setting or"
+            " check that refused them; docs/security.md).",
+            ["rule"],
+            registry=r,
+        )
         self._reading_paused = Gauge(
             "openmsmq_mqqb_reading_paused",
             "1 while the MS-MQQB node does not read from its peers (received messages wait for the store).",
@@ -265,6 +272,10 @@ class Metrics:
         self._reading_paused.set(1 if paused else 0)
         if paused:
             self._reading_pauses.inc()
+
+    def count_refused(self, rule: str) -> None:
+        """A client or peer was refused by ``rule`` (docs/security.md lists the rules)."""
+        self._child(self._refused, "refused", rule).inc()
 
     def observe_commit(self, ops: int, seconds: float) -> None:
         """One store commit of ``ops`` operations that took ``seconds`` (fsync included)."""

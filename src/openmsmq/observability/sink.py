@@ -83,6 +83,11 @@ class MetricsSink(Protocol):
         received messages waiting for the store passed ``mqqb.receive_buffer``."""
         ...
 
+    def count_refused(self, rule: str) -> None:
+        """A client or peer was refused by ``rule`` (a setting such as
+        ``remote.max_batch_messages``, or a check such as ``permission``)."""
+        ...
+
 
 class NullMetrics:
     """A :class:`MetricsSink` that records nothing (the default everywhere)."""
@@ -121,6 +126,9 @@ class NullMetrics:
         """Nothing."""
 
     def reading_paused(self, paused: bool) -> None:
+        """Nothing."""
+
+    def count_refused(self, rule: str) -> None:
         """Nothing."""
 
 

@@ -323,6 +323,21 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             return QueueHandle(qs, queue)
         return QueueHandle(self._resolve(queue), queue)
 
+    def queue_key(self, queue: str) -> str:
+        """The name :meth:`open_queue` would give ``queue``'s record (what permissions
+        match: ``private$\\orders``, ``outgoing:direct=tcp:10.0.0.5\\private$\\orders``),
+        found without writing anything: a caller checks its rules on this before
+        :meth:`open_queue` creates the outgoing queue of a remote format name. Spellings
+        of one local queue (``.\\PRIVATE$\\Orders``, ``DIRECT=OS:<this host>\\…``) give
+        one key; an unknown ``PRIVATE=`` queue of this QM: MQ_ERROR_QUEUE_NOT_FOUND."""
+        self._check_open()
+        if self._is_remote(queue):
+            return queues.OUTGOING_NAME_PREFIX + queue.strip().casefold()
+        parsed = names.parse_name(queue)
+        if parsed.key is not None and self._is_local_host(parsed.computer):
+            return parsed.key
+        return self._resolve(queue).record.name
+
     def create_queue(
         self,
         name: str,

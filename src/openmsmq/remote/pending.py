@@ -97,6 +97,14 @@ class PendingRequestTable:
         """The entry for {handle, request_id}, if any."""
         return self._entries.get((handle, request_id))
 
+    def first_pending(self, handle: int, start: int, stop: int) -> int | None:
+        """The lowest request id in ``[start, stop)`` with an entry of ``handle``, or None.
+        Walks the handle's entries, not the range (which a client chooses)."""
+        ids = self._by_handle.get(handle)
+        if not ids:
+            return None
+        return min((rid for rid in ids if start <= rid < stop), default=None)
+
     def add(self, entry: PendingRequestEntry) -> bool:
         """Add an entry; False when {handle, request_id} is already pending."""
         if entry.key in self._entries:
