@@ -413,17 +413,18 @@ class RemoteConfig:
     max_pending_bytes: int = _key(
         128 * 1024 * 1024,
         "size",
-        "Memory one client session may hold in messages it started receiving and has not ended"
-        " (two-phase and transactional receives: each counts its size plus 1.5 KiB); a start"
-        " beyond it fails with MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
+        "Memory one client session may hold in work it started and has not ended: receives"
+        " started (two-phase and transactional; each message its size plus 1.5 KiB) and sends"
+        " into its open transactions (each its size plus 512 bytes); a start or a send beyond it"
+        " fails with MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
         lo=1024,
         spec="MS-MQRR 3.1.4.7, 3.1.4.13",
     )
     max_total_pending_bytes: int = _key(
         512 * 1024 * 1024,
         "size",
-        "Memory all client sessions together may hold in messages they started receiving and"
-        " have not ended (counted as for max_pending_bytes); a start beyond it fails with"
+        "Memory all client sessions together may hold in work they started and have not ended"
+        " (counted as for max_pending_bytes); a start or a send beyond it fails with"
         " MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
         lo=1024,
         spec="MS-MQRR 3.1.4.7, 3.1.4.13",

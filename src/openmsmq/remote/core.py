@@ -48,6 +48,8 @@ from openmsmq.remote.pending import (
     ENTRY_OVERHEAD,
     MAX_PENDING_BYTES,
     MAX_TOTAL_PENDING_BYTES,
+    SEND_OVERHEAD,
+    PendingBudget,
     PendingRequestEntry,
     PendingRequestTable,
 )
@@ -79,9 +81,10 @@ class RemoteReadCore:
     ``cleanup_timeout``: the Pending Request Cleanup Timer in seconds (MS-MQRR 3.1.2.2;
     Windows uses 5 minutes). ``session_timeout``: a session that has not been touched
     for this long is ended. ``max_pending_bytes``: what one session may hold in pending
-    receives (message sizes plus :data:`~openmsmq.remote.pending.ENTRY_OVERHEAD` each);
-    ``max_total_pending_bytes``: what all sessions together may hold; a start beyond
-    either fails with MQ_ERROR_INSUFFICIENT_RESOURCES naming its key. ``limits``: the
+    receives and in sends buffered in its open transactions
+    (:class:`~openmsmq.remote.pending.PendingBudget`); ``max_total_pending_bytes``: what all
+    sessions together may hold; a start or a send beyond either fails with
+    MQ_ERROR_INSUFFICIENT_RESOURCES naming its key. ``limits``: the
     bounds of every count a call carries (:class:`~openmsmq.remote.limits.RemoteLimits`),
     checked before the call does any work. ``clock``: monotonic seconds for both timeouts.
     """
@@ -99,8 +102,6 @@ class RemoteReadCore:
     ) -> None:
         self.qm = qm
         self.limits = limits or RemoteLimits()
-        self.max_pending_bytes = max_pending_bytes
-        self.max_total_pending_bytes = max_total_pending_bytes
         self.cleanup_timeout = cleanup_timeout
         self.session_timeout = session_timeout
         self.clock = clock
@@ -109,15 +110,14 @@ class RemoteReadCore:
         self._handles: dict[int, OpenQueueDescriptor] = {}
         self._opened: dict[int, list[OpenQueueDescriptor]] = {}
         self._table = PendingRequestTable()
+        #: What sessions hold for receives and transactional sends they have not ended.
+        self.budget = PendingBudget(self._table, max_pending_bytes, max_total_pending_bytes)
         self._waiters: dict[tuple[int, int], Waiter] = {}
         self._handle_ids = itertools.count(1)
 
     def _pending_room(self, s: Session) -> int:
-        """Bytes ``s`` may still hold in pending receives: within its own bound and the
-        server's (``max_pending_bytes``, ``max_total_pending_bytes``)."""
-        return min(
-            self.max_pending_bytes - s.pending_bytes, self.max_total_pending_bytes - self._table.held_bytes
-        )
+        """Bytes ``s`` may still hold: within its own bound and the server's (PendingBudget)."""
+        return self.budget.room(s)
 
     # ---- sessions ------------------------------------------------------------------------
 
@@ -174,6 +174,7 @@ class RemoteReadCore:
         for tx in txs:
             with self._lock:
                 tx.state.outcome = "aborted"
+                self.budget.release_sends(s, tx)
             with contextlib.suppress(MQError):
                 tx.txn.abort()
 
@@ -361,6 +362,7 @@ class RemoteReadCore:
             # Set before the QM ends it: a concurrent R_EndTransactionalReceive must not
             # touch a message the transaction is deleting or releasing.
             tx.state.outcome = outcome
+            self.budget.release_sends(s, tx)
         return tx
 
     def commit(self, s: Session, uow: bytes) -> list[int]:
@@ -417,7 +419,19 @@ class RemoteReadCore:
         # As R_StartTransactionalReceive does (MS-MQRR 3.1.4.13 step 6), a send creates a
         # transaction it does not know yet: clients begin transactions without a round trip.
         tx = self._tx(s, uow, create=True)
-        return [(u, 0) for u in qm.send_many(qh, messages, tx.txn)]
+        # The transaction keeps its sends in memory until it ends: counted as pending work.
+        nbytes = sum(m.size for m in messages) + SEND_OVERHEAD * len(messages)
+        with self._lock:
+            self._check_session(s)
+            if tx.state.outcome is not None:
+                raise _err(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "the transaction ended")
+            self.budget.hold_sends(s, tx, nbytes)
+        try:
+            return [(u, 0) for u in qm.send_many(qh, messages, tx.txn)]
+        except BaseException:
+            with self._lock:
+                self.budget.release_sends(s, tx, nbytes)
+            raise
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -535,24 +549,8 @@ class RemoteReadCore:
             taken = self._table.first_pending(handle, request_id, request_id + max_count)
             if taken is not None:
                 raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {taken} is pending")
-        if s.pending_bytes >= self.max_pending_bytes:
-            # The locked messages of a client that never ends its receives stay in memory
-            # until the cleanup timer (5 min): a loop of batched starts held the whole queue.
-            raise _err(
-                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                f"this session holds {s.pending_bytes:,} bytes in receives it started and has not"
-                f" ended (remote.max_pending_bytes = {self.max_pending_bytes:,}): end some first",
-            )
-        held = self._table.held_bytes
-        if held >= self.max_total_pending_bytes:
-            # Sessions are not counted: many of them, each within its own bound, held the
-            # server's memory the same way.
-            raise _err(
-                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                f"the server holds {held:,} bytes in receives its sessions started and have not"
-                f" ended (remote.max_total_pending_bytes = {self.max_total_pending_bytes:,}):"
-                " retry once some are ended",
-            )
+        with self._lock:
+            self.budget.check_start(s)
         timeout = timeout_seconds(timeout_ms)
         out: list[tuple[int, Message]] = []
         t = tx.txn if tx else None
