@@ -47,6 +47,7 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.redact import redact
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
@@ -272,10 +273,12 @@ class GrpcTransport(Transport):
         connect_timeout: float = 10.0,
         ping_interval: float | None = None,
     ) -> None:
-        self.target = target
+        #: The target as given, its secrets masked (a token in the query): it appears in
+        #: messages and logs.
+        self.target = redact(target)
         parts = urlsplit(target)
         if parts.scheme.lower() != "grpc" or not parts.hostname or not parts.port:
-            raise ConfigError("target", f"{target!r}: expected grpc://host:port")
+            raise ConfigError("target", f"{self.target!r}: expected grpc://host:port")
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         token = token or query.get("token") or os.environ.get("OPENMSMQ_REMOTE_TOKEN") or None
         ca = query.get("ca")
