@@ -153,6 +153,17 @@ class MqqbConfig:
         lo=1,
         hi=1_000_000,
     )
+    max_connections_per_address: int = _key(
+        64,
+        "int",
+        "MS-MQQB connections one source address may hold, and never more than half of"
+        " max_connections: one host cannot take every place. A peer this QM is configured to"
+        " exchange messages with (a static route's or an outgoing queue's next hop) is exempt, and"
+        " when the places are full it is let in by closing a connection of an unknown address."
+        " Raise it for many QMs behind one NAT address.",
+        lo=1,
+        hi=1_000_000,
+    )
     receive_buffer: int = _key(
         64 << 20,
         "size",

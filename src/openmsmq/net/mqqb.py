@@ -69,7 +69,13 @@ class NetConfig:
     accepted beyond it is closed at once, so that connections can never take the file
     descriptors the store and the other services need (with the usual limit of 1,024
     open files, 1,500 idle connections left the listener failing every accept and the
-    QM unreachable).
+    QM unreachable). ``max_connections_per_address``: accepted connections one source
+    address may hold (None: no bound of its own), so that one host cannot take every
+    place. When the places are full, a connection from a peer this QM is configured to
+    exchange messages with (:meth:`Transfer.known_peer`: a static route's next hop, an
+    outgoing queue's next hop) is let in by closing one from an unknown address, one
+    still in its handshake first; an unknown peer is refused.
+    ``metrics``: where refusals are counted.
     """
 
     host: str = "127.0.0.1"
@@ -84,11 +90,20 @@ class NetConfig:
     accept_batch_wait: float = 0.005
     feed_bytes: int = 8192
     max_connections: int = 1000
+    max_connections_per_address: int | None = None
 
 
 #: Refused connections come in bursts (a scanner, a peer retrying): logged once per
 #: address and reason, then summed up.
 _refusals = RepeatedEvents(log)
+
+
+def _refuse(node: MQQBNode, rule: str, address: str, why: str, *args: object) -> None:
+    """Log (once per address and rule, then summed up) and count a refused connection."""
+    node.transfer.metrics.count_refused(rule)
+    _refusals.log(
+        (rule, address), logging.WARNING, "refused MS-MQQB connection from %s: " + why, address, *args
+    )
 
 
 class _MQQBProtocol(asyncio.Protocol):
@@ -99,6 +114,8 @@ class _MQQBProtocol(asyncio.Protocol):
         self.role = role
         self.peer = peer_hint
         self.cid = 0
+        #: The source address counted in MQQBNode.per_address (accepted connections only).
+        self.counted = ""
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = node.loop.create_future()
 
@@ -108,23 +125,11 @@ class _MQQBProtocol(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         address = str(peername[0]) if peername else ""
         if self.role is Role.ACCEPTOR:
-            if not self.node.config.allow(address):
-                _refusals.log(
-                    ("allowlist", address), logging.WARNING,
-                    "refused MS-MQQB connection from %s (not in the allowlist)", address,
-                )  # fmt: skip
+            if not self.node.admit(address):
                 transport.abort()
                 return
-            limit = self.node.config.max_connections
-            if len(self.node.transports) >= limit:
-                _refusals.log(
-                    ("full", address), logging.WARNING,
-                    "refused MS-MQQB connection from %s: %d connections open (mqqb.max_connections)",
-                    address, limit,
-                )  # fmt: skip
-                transport.abort()
-                return
-            self.peer = address
+            self.peer = self.counted = address
+            self.node.per_address[address] = self.node.per_address.get(address, 0) + 1
         if address and self.node.transfer.refusing(address, self.node.now()):
             # Checked for connections this QM opens too: a route may name the refused QM
             # by a host name the refusal does not know yet (the connector's back-off
@@ -135,6 +140,8 @@ class _MQQBProtocol(asyncio.Protocol):
                 " it may resend after its back-off",
                 "to" if self.role is Role.INITIATOR else "from", address,
             )  # fmt: skip
+            self.node.transfer.metrics.count_refused("store_backoff")
+            self._uncount()
             transport.abort()
             return
         self.cid = self.node.transfer.connection_made(self.peer, self.role, self.node.now(), address)
@@ -170,7 +177,17 @@ class _MQQBProtocol(asyncio.Protocol):
         self.node.connected_ok(self.peer)
         self.node.kick()
 
+    def _uncount(self) -> None:
+        if self.counted:
+            left = self.node.per_address.get(self.counted, 0) - 1
+            if left > 0:
+                self.node.per_address[self.counted] = left
+            else:
+                self.node.per_address.pop(self.counted, None)
+            self.counted = ""
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._uncount()
         if not self.closed.done():
             self.closed.set_result(None)
         if not self.cid:
@@ -189,6 +206,8 @@ class MQQBNode:
         self.config = config or NetConfig()
         self.loop = asyncio.get_running_loop()
         self.transports: dict[int, _MQQBProtocol] = {}
+        #: Accepted connections open per source address (NetConfig.max_connections_per_address).
+        self.per_address: dict[str, int] = {}
         self._server: asyncio.Server | None = None
         self._executor = ThreadPoolExecutor(self.config.store_threads, thread_name_prefix="openmsmq-transfer")
         self._pump_scheduled = False
@@ -210,6 +229,59 @@ class MQQBNode:
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
         return self.loop.time()
+
+    def admit(self, address: str) -> bool:
+        """Whether a connection accepted from ``address`` may stay (see :class:`NetConfig`):
+        in the allowlist, within the per-address bound unless a known peer, and within
+        ``max_connections`` (a known peer takes the place of an unknown one). Refusals are
+        logged and counted."""
+        cfg = self.config
+        if not cfg.allow(address):
+            _refuse(self, "mqqb.allowed_peers", address, "not in the allowlist (mqqb.allowed_peers)")
+            return False
+        known = self.transfer.known_peer(address)
+        per = cfg.max_connections_per_address
+        held = self.per_address.get(address, 0)
+        if per is not None and held >= per and not known:
+            _refuse(
+                self, "mqqb.max_connections_per_address", address,
+                "it holds %d connections (mqqb.max_connections_per_address)", held,
+            )  # fmt: skip
+            return False
+        if len(self.transports) < cfg.max_connections:
+            return True
+        victim = self._evictable() if known else None
+        if victim is None:
+            _refuse(
+                self, "mqqb.max_connections", address, "%d connections open (mqqb.max_connections)",
+                cfg.max_connections,
+            )  # fmt: skip
+            return False
+        log.warning(
+            "closed MS-MQQB connection from %s (an unknown peer) to let in %s, a configured peer:"
+            " %d connections open (mqqb.max_connections)", victim.peer, address, cfg.max_connections,
+        )  # fmt: skip
+        self.transfer.metrics.count_refused("mqqb.max_connections")
+        victim._uncount()
+        self.transports.pop(victim.cid, None)
+        if victim.transport is not None:
+            victim.transport.abort()
+        return True
+
+    def _evictable(self) -> _MQQBProtocol | None:
+        """The accepted connection to close for a known peer: from an unknown address, one
+        still in its handshake before an open session, from the address holding the most,
+        the newest first. None when every connection is a known peer's or initiated here."""
+        t = self.transfer
+        best: tuple[bool, int, int] | None = None
+        victim = None
+        for proto in self.transports.values():
+            if proto.role is not Role.ACCEPTOR or not proto.counted or t.known_peer(proto.counted):
+                continue
+            key = (t.connection_open(proto.cid), -self.per_address.get(proto.counted, 0), -proto.cid)
+            if best is None or key < best:
+                best, victim = key, proto
+        return victim
 
     @property
     def address(self) -> tuple[str, int]:

@@ -33,6 +33,7 @@ from openmsmq.store.records import INFINITE
 __all__ = [
     "GC_THRESHOLDS",
     "loop_factory",
+    "net_config",
     "run",
     "serve",
     "store_options",
@@ -111,6 +112,23 @@ def transfer_config(config: Config) -> TransferConfig:
         queued_bytes=m.send_buffer,
         max_in_flight=m.max_in_flight,
         unstored_bytes=m.receive_buffer,
+    )
+
+
+def net_config(config: Config) -> NetConfig:
+    """The :class:`NetConfig` of a loaded configuration's ``[mqqb]``: the connection cap
+    follows the open-file limit (:func:`connection_limit`), and one source address may
+    hold at most ``mqqb.max_connections_per_address`` and never more than half of it."""
+    m = config.mqqb
+    cap = connection_limit(m.max_connections)
+    return NetConfig(
+        host=m.listen_address,
+        port=m.port,
+        allow=m.peer_allowed,
+        backoff_min=m.connect_backoff_min,
+        backoff_max=m.connect_backoff_max,
+        max_connections=cap,
+        max_connections_per_address=min(m.max_connections_per_address, max(1, cap // 2)),
     )
 
 
@@ -237,17 +255,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
                 remote = start_remote_server(qm, config, metrics=metrics)
         tune_gc()
         m = config.mqqb
-        node = MQQBNode(
-            transfer,
-            NetConfig(
-                host=m.listen_address,
-                port=m.port,
-                allow=m.peer_allowed,
-                backoff_min=m.connect_backoff_min,
-                backoff_max=m.connect_backoff_max,
-                max_connections=connection_limit(m.max_connections),
-            ),
-        )
+        node = MQQBNode(transfer, net_config(config))
         with _listening("mqqb.port", m.listen_address, m.port):
             await node.start()
         host, port = node.address
