@@ -28,6 +28,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from openmsmq.datadir import private_dir
 from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
@@ -109,8 +110,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.max_message_bytes = min(opts.max_message_bytes, MAX_MESSAGE_BYTES)
         #: Quota of a queue created without one (store.default_queue_quota), in KB.
         self.default_quota_kb = opts.default_quota_kb
-        self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = private_dir(data_dir)  # 0700: every message body is in it
         self.clock = clock
         #: Seconds an idempotent-send identity is remembered (:meth:`send_idempotent`).
         self.identity_retention = int(identity_retention)

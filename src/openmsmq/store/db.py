@@ -33,6 +33,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
+from openmsmq.datadir import check_private, private_file
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
@@ -143,6 +144,10 @@ class Store:
         self._wake.acquire()
         self._stopping = False
         self._check_header()
+        # Created 0600 before SQLite opens it: SQLite gives the -wal and -shm files the
+        # database's mode, and the umask would leave all three readable by every user.
+        private_file(self.path)
+        check_private(self.path.parent, (self.path.name, self.path.name + "-wal", self.path.name + "-shm"))
         try:
             self._conn = self._connect()
         except sqlite3.Error as exc:
