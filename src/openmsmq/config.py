@@ -373,6 +373,15 @@ class StoreConfig:
         lo=1,
         spec="MS-MQDMPR 3.1.1.1",
     )
+    disk_reserve: int = _key(
+        16 << 20,
+        "size",
+        "Disk space held back in <data_dir>/openmsmq.reserve so that receives, purges, deletions"
+        " and releases still run when the disk is full: on a full disk the reserve is given back"
+        " and sends and arrivals are refused until space is freed (0 = no reserve).",
+        lo=0,
+        hi=1 << 40,
+    )
 
 
 @dataclass(frozen=True)

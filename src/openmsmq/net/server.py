@@ -143,6 +143,7 @@ def store_options(config: Config) -> StoreOptions:
         default_quota_kb=quota,
         max_batch_ops=st.group_commit_max_batch,
         qm_quota_bytes=st.qm_quota,
+        disk_reserve=st.disk_reserve,
     )
 
 

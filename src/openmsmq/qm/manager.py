@@ -124,6 +124,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             synchronous=opts.synchronous,
             max_batch_ops=opts.max_batch_ops,
             qm_quota=opts.qm_quota_bytes,
+            disk_reserve=opts.disk_reserve,
         )
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
