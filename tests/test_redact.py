@@ -33,6 +33,7 @@ SECRET = "S3cr3tT0ken-4711"
         ("OPENMSMQ_REMOTE_TOKEN=zzz and password = hunter2", "OPENMSMQ_REMOTE_TOKEN=*** and password = ***"),
         ("remote.tokens_file = /etc/openmsmq/tokens", "remote.tokens_file = /etc/openmsmq/tokens"),
         ("grpc://127.0.0.1:2105 listening", "grpc://127.0.0.1:2105 listening"),
+        ("missing or unknown bearer token", "missing or unknown bearer token"),
     ],
 )
 def test_redact_masks_secret_values_and_keeps_the_rest(text: str, want: str) -> None:

@@ -32,8 +32,10 @@ _NAMES = "|".join(SECRET_NAMES)
 #: ``token=value`` in a query string or a setting (also ``"token": "value"`` of JSON);
 #: the value ends at ``&``, whitespace, a quote, ``,`` ``;`` or a bracket.
 _ASSIGNED = re.compile(rf"""(?i)(\b(?:[a-z0-9_]*_)?(?:{_NAMES})\b["']?\s*[=:]\s*["']?)([^&\s"',;)\]}}]+)""")
-#: ``Bearer value`` (an authorization header, or its metadata).
-_BEARER = re.compile(r"(?i)(\bbearer\s+)([^\s\"',;)\]}]+)")
+#: ``Bearer value`` (an authorization header, or its metadata): a value of token characters
+#: (RFC 6750 b64token), at least 8 as every token of a tokens file, so that prose such as
+#: "bearer token" stays readable.
+_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9\-._~+/]{8,}=*)")
 #: ``scheme://user:password@host``.
 _USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@\"']*:)([^@/\s\"']+)(@)")
 #: Cheap test before the expressions run: none of these, no secret.
