@@ -168,6 +168,7 @@ def test_range_calls_bound_their_counts(qm: QueueManager) -> None:
                 "remote.max_batch_messages",
             ),
             (lambda: t.open_queue("private$\\" + "q" * 5000, Access.PEEK), "1,024"),
+            (lambda: t.send_idempotent(PLAINQ, [outgoing(b"x", response_queue="r" * 5000)], ["1"]), "1,024"),
         ):
             with pytest.raises(MQError) as err:
                 call()

@@ -74,8 +74,8 @@ class NetConfig:
     place. When the places are full, a connection from a peer this QM is configured to
     exchange messages with (:meth:`Transfer.known_peer`: a static route's next hop, an
     outgoing queue's next hop) is let in by closing one from an unknown address, one
-    still in its handshake first; an unknown peer is refused.
-    ``metrics``: where refusals are counted.
+    still in its handshake first; an unknown peer is refused. Refusals are logged and
+    counted (the transfer's metrics sink, ``count_refused``).
     """
 
     host: str = "127.0.0.1"
@@ -239,16 +239,18 @@ class MQQBNode:
         if not cfg.allow(address):
             _refuse(self, "mqqb.allowed_peers", address, "not in the allowlist (mqqb.allowed_peers)")
             return False
-        known = self.transfer.known_peer(address)
         per = cfg.max_connections_per_address
         held = self.per_address.get(address, 0)
+        full = len(self.transports) >= cfg.max_connections
+        # (only then: it walks the routes and the outgoing queues)
+        known = (full or (per is not None and held >= per)) and self.transfer.known_peer(address)
         if per is not None and held >= per and not known:
             _refuse(
                 self, "mqqb.max_connections_per_address", address,
                 "it holds %d connections (mqqb.max_connections_per_address)", held,
             )  # fmt: skip
             return False
-        if len(self.transports) < cfg.max_connections:
+        if not full:
             return True
         victim = self._evictable() if known else None
         if victim is None:

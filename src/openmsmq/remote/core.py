@@ -549,7 +549,6 @@ class RemoteReadCore:
             taken = self._table.first_pending(handle, request_id, request_id + max_count)
             if taken is not None:
                 raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {taken} is pending")
-        with self._lock:
             self.budget.check_start(s)
         timeout = timeout_seconds(timeout_ms)
         out: list[tuple[int, Message]] = []

@@ -37,7 +37,7 @@ from openmsmq.remote import ranges
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, Session
-from openmsmq.remote.limits import RemoteLimits, check_count
+from openmsmq.remote.limits import RemoteLimits, check_count, check_name
 from openmsmq.remote.packed import PACKED_V1, encode_messages
 from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
@@ -155,6 +155,10 @@ def record_from_pb(o: pb.OutgoingMessage) -> Message:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"delivery {o.delivery}")
     if o.ack_flags & ~0x0F:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"ack flags {o.ack_flags:#x}")
+    # Queue names are stored with the message but not counted in its size (quotas count
+    # body, label and extension): bounded like every name a call carries.
+    check_name(o.admin_queue, "admin queue name")
+    check_name(o.response_queue, "response queue name")
     return Message(
         body=o.body, label=o.label, priority=o.priority if o.HasField("priority") else 3,
         correlation_id=o.correlation_id.ljust(20, b"\0"), app_specific=o.app_specific,
