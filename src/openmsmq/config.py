@@ -157,6 +157,17 @@ class MqqbConfig:
         lo=1,
         hi=1_000_000,
     )
+    max_connections_per_address: int = _key(
+        64,
+        "int",
+        "MS-MQQB connections one source address may hold, and never more than half of"
+        " max_connections: one host cannot take every place. A peer this QM is configured to"
+        " exchange messages with (a static route's or an outgoing queue's next hop) is exempt, and"
+        " when the places are full it is let in by closing a connection of an unknown address."
+        " Raise it for many QMs behind one NAT address.",
+        lo=1,
+        hi=1_000_000,
+    )
     receive_buffer: int = _key(
         64 << 20,
         "size",
@@ -446,6 +457,15 @@ class StoreConfig:
         lo=1,
         spec="MS-MQDMPR 3.1.1.1",
     )
+    disk_reserve: int = _key(
+        16 << 20,
+        "size",
+        "Disk space held back in <data_dir>/openmsmq.reserve so that receives, purges, deletions"
+        " and releases still run when the disk is full: on a full disk the reserve is given back"
+        " and sends and arrivals are refused until space is freed (0 = no reserve).",
+        lo=0,
+        hi=1 << 40,
+    )
 
 
 @dataclass(frozen=True)
@@ -464,8 +484,21 @@ class RemoteConfig:
     tokens_file: Path | None = _key(  # noqa: RUF009
         None, "path_or_empty", "File of bearer tokens, one per line; required unless listening on loopback."
     )
+    require_token: bool = _key(
+        False,
+        "bool",
+        "Refuse every call without a valid token, on loopback too (remote.tokens_file is then"
+        " required): for hosts shared with other users, whose processes could otherwise read,"
+        " purge and delete queues through the loopback service.",
+    )
     tls_cert: Path | None = _key(None, "path_or_empty", "PEM certificate chain for TLS (with tls_key).")  # noqa: RUF009
     tls_key: Path | None = _key(None, "path_or_empty", "PEM private key for TLS (with tls_cert).")  # noqa: RUF009
+    allow_plaintext: bool = _key(
+        False,
+        "bool",
+        "Allow a listener off loopback without TLS: its bearer tokens and messages cross the"
+        " network in clear (only behind a TLS-terminating proxy or inside an encrypted network).",
+    )
     pending_request_cleanup: float = _key(
         300.0,
         "duration",
@@ -484,20 +517,38 @@ class RemoteConfig:
     max_pending_bytes: int = _key(
         128 * 1024 * 1024,
         "size",
-        "Memory one client session may hold in messages it started receiving and has not ended"
-        " (two-phase and transactional receives: each counts its size plus 1.5 KiB); a start"
-        " beyond it fails with MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
+        "Memory one client session may hold in work it started and has not ended: receives"
+        " started (two-phase and transactional; each message its size plus 1.5 KiB) and sends"
+        " into its open transactions (each its size plus 512 bytes); a start or a send beyond it"
+        " fails with MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
         lo=1024,
         spec="MS-MQRR 3.1.4.7, 3.1.4.13",
     )
     max_total_pending_bytes: int = _key(
         512 * 1024 * 1024,
         "size",
-        "Memory all client sessions together may hold in messages they started receiving and"
-        " have not ended (counted as for max_pending_bytes); a start beyond it fails with"
+        "Memory all client sessions together may hold in work they started and have not ended"
+        " (counted as for max_pending_bytes); a start or a send beyond it fails with"
         " MQ_ERROR_INSUFFICIENT_RESOURCES until some are ended.",
         lo=1024,
         spec="MS-MQRR 3.1.4.7, 3.1.4.13",
+    )
+    max_batch_messages: int = _key(
+        100_000,
+        "int",
+        "Messages one call may ask for, end or carry (Read and StartReceive max_count, EndReceive"
+        " request ids, Send and SendIdempotent messages, PeekRange max_count); a call beyond it"
+        " fails with MQ_ERROR_INVALID_PARAMETER before any work.",
+        lo=1,
+        hi=10_000_000,
+    )
+    max_batch_queues: int = _key(
+        1000,
+        "int",
+        "Queues one LookupRanges or RemoveThrough call may name; beyond it the call fails with"
+        " MQ_ERROR_INVALID_PARAMETER before any work.",
+        lo=1,
+        hi=1_000_000,
     )
 
 
@@ -694,13 +745,26 @@ def _check_consistency(c: Config) -> None:
     if (c.remote.tls_cert is None) != (c.remote.tls_key is None):
         missing = "remote.tls_key" if c.remote.tls_key is None else "remote.tls_cert"
         raise ConfigError(missing, "remote.tls_cert and remote.tls_key go together")
-    if (
-        c.remote.enabled
-        and c.remote.tokens_file is None
-        and not ipaddress.ip_address(c.remote.listen_address).is_loopback
-    ):
+    remote_loopback = ipaddress.ip_address(c.remote.listen_address).is_loopback
+    if c.remote.enabled and c.remote.tokens_file is None and not remote_loopback:
         raise ConfigError(
             "remote.tokens_file", "required when remote.listen_address is not a loopback address"
+        )
+    if c.remote.enabled and c.remote.require_token and c.remote.tokens_file is None:
+        raise ConfigError("remote.tokens_file", "required when remote.require_token is true")
+    if (
+        c.remote.enabled
+        and not remote_loopback
+        and c.remote.tls_cert is None
+        and not c.remote.allow_plaintext
+    ):
+        raise ConfigError(
+            "remote.tls_cert",
+            f"required when remote.listen_address ({c.remote.listen_address}) is not a loopback address:"
+            " without TLS the bearer tokens and the messages cross the network in clear, and anyone"
+            " who sees one token can use it (set remote.tls_cert and remote.tls_key, or"
+            " remote.allow_plaintext = true behind a TLS-terminating proxy or on an encrypted network;"
+            " docs/security.md)",
         )
     if c.mqqb.advertised_address == "" and ipaddress.ip_address(c.mqqb.listen_address).is_unspecified:
         raise ConfigError("mqqb.advertised_address", "required when mqqb.listen_address is 0.0.0.0 or ::")

@@ -9,6 +9,7 @@ Every error raised by the library on purpose is an :class:`OpenMSMQError`::
     │   ├── IOTimeoutError           MQ_ERROR_IO_TIMEOUT
     │   ├── MessageNotFoundError     MQ_ERROR_MESSAGE_NOT_FOUND
     │   ├── AccessDeniedError        MQ_ERROR_ACCESS_DENIED
+    │   ├── LimitError               a request beyond a configured limit (``.limit`` names the key)
     │   └── StorageError             MQ_ERROR_MESSAGE_STORAGE_FAILED / MQ_ERROR_INSUFFICIENT_RESOURCES
     │                                (disk full, corrupted or unreadable store)
     ├── ProtocolError            a peer or a caller broke the MS-MQQB session rules
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigError",
     "HResult",
     "IOTimeoutError",
+    "LimitError",
     "LocalProtocolError",
     "MQError",
     "MessageNotFoundError",
@@ -251,6 +253,27 @@ class MessageNotFoundError(MQError):
 
 class AccessDeniedError(MQError):
     """MQ_ERROR_ACCESS_DENIED: the caller lacks the right for the operation."""
+
+
+class LimitError(MQError):
+    """A request asked for more than a configured limit allows (a batch count, a size, a
+    budget): refused before any work. ``limit`` names the setting (``remote.max_batch_messages``)
+    and the message says what was asked and what the limit is. Its HRESULT is the one the
+    caller would see from MSMQ: MQ_ERROR_INVALID_PARAMETER for a count or size out of range,
+    MQ_ERROR_INSUFFICIENT_RESOURCES for a budget that is used up."""
+
+    limit: str
+
+    def __init__(self, hresult: HResult | int, message: str = "", *, limit: str = "") -> None:
+        super().__init__(hresult, message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_limit_error, (int(self.hresult), self.message, self.limit))
+
+
+def _limit_error(hresult: int, message: str, limit: str) -> LimitError:
+    return LimitError(hresult, message, limit=limit)
 
 
 class StorageError(MQError):

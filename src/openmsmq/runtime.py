@@ -13,12 +13,13 @@ of opening the store beside it: one process owns a data directory's store.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+from openmsmq.datadir import FILE_MODE, private_dir, write_private
 
 __all__ = [
     "RUNTIME_FILE",
@@ -40,9 +41,8 @@ def take_serve_lock(data_dir: str | Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` (``serve.lock``) without waiting: the
     open descriptor (closing it, or the process's end, releases the lock), or None
     when another process holds it. OSError when the lock file cannot be created."""
-    path = Path(data_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / SERVE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    path = private_dir(data_dir)
+    fd = os.open(path / SERVE_LOCK, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -57,14 +57,9 @@ def write_runtime(data_dir: str | Path, info: dict[str, Any]) -> bool:
     must still start to send out what fills its disk); what was there is left as it was
     and no partial file remains. Other programs then open the store directly (SQLite
     shares it safely) instead of going through the remote-read service."""
-    path = Path(data_dir) / RUNTIME_FILE
-    tmp = path.with_suffix(".tmp")
     try:
-        tmp.write_text(json.dumps(info, indent=2) + "\n")
-        os.replace(tmp, path)
+        write_private(Path(data_dir) / RUNTIME_FILE, (json.dumps(info, indent=2) + "\n").encode())
     except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         return False
     return True
 

@@ -133,7 +133,7 @@ def _outgoing(qm: QueueManager) -> int:
 
 
 def _refusals(qm: TlsQM, rule: str) -> float:
-    value = qm.metrics.registry.get_sample_value("openmsmq_mqqb_refusals_total", {"rule": rule})
+    value = qm.metrics.registry.get_sample_value("openmsmq_refusals_total", {"rule": rule})
     return value or 0.0
 
 

@@ -309,8 +309,15 @@ def test_open_queue_parameters_and_permissions(core: RemoteReadCore, qm: QueueMa
     with pytest.raises(MQError) as e:
         core.open_queue(reader, TXQ, AccessMode.PEEK)
     assert code(e) == HResult.MQ_ERROR_ACCESS_DENIED
+    # Permissions are checked first: a name the caller has no right on is denied whether
+    # or not the queue exists (nothing to learn about other queues), one it may open and
+    # that does not exist is not found.
     with pytest.raises(MQError) as e:
         core.open_queue(reader, "private$\\nope", AccessMode.PEEK)
+    assert code(e) == HResult.MQ_ERROR_ACCESS_DENIED
+    finder = core.open_session(Principal("f", (("private$\\nope", Permission.PEEK),)))
+    with pytest.raises(MQError) as e:
+        core.open_queue(finder, "private$\\nope", AccessMode.PEEK)
     assert code(e) == HResult.MQ_ERROR_QUEUE_NOT_FOUND
     assert core.open_queue(reader, PLAINQ, AccessMode.PEEK) > 0
 

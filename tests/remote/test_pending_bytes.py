@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from openmsmq.errors import HResult, MQError
-from openmsmq.qm import QueueManager
+from openmsmq.errors import HResult, LimitError, MQError
+from openmsmq.qm import Message, QueueManager
 from openmsmq.remote.auth import Principal
 from openmsmq.remote.codes import AccessMode, RemoteAck
 from openmsmq.remote.core import RemoteReadCore
-from openmsmq.remote.pending import ENTRY_OVERHEAD
+from openmsmq.remote.pending import ENTRY_OVERHEAD, SEND_OVERHEAD
 from tests.clock import Clock
 
 from .conftest import PLAINQ, TXQ, bodies, fill
@@ -148,3 +148,104 @@ def test_all_sessions_together_hold_at_most_the_server_s_budget(qm: QueueManager
         assert bodies(qm, PLAINQ) == msgs[3:]  # the ended three are gone, the rest back
     finally:
         core.close()
+
+
+# ---- sends buffered in an open remote transaction -------------------------------------------
+# A client that sent into a transaction and never committed held every message in the
+# server's memory (160 MiB sent, never committed: +268 MB), counted by neither bound.
+
+SEND_COST = BODY + SEND_OVERHEAD
+
+
+def test_sends_in_an_open_transaction_count_against_the_session_budget(
+    core: RemoteReadCore, qm: QueueManager
+) -> None:
+    s = core.open_session(Principal("hoarder"))
+    h = core.open_queue(s, TXQ, AccessMode.SEND | AccessMode.RECEIVE)
+    uow = bytes(range(16))
+    fits = BUDGET // SEND_COST
+    core.send(s, h, [Message(body=bytes(BODY))] * fits, uow)
+    assert s.pending_bytes == fits * SEND_COST
+    with pytest.raises(LimitError) as err:
+        core.send(s, h, [Message(body=bytes(BODY))] * 2, uow)
+    assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+    assert err.value.limit == "remote.max_pending_bytes"
+    assert "commit or abort" in str(err.value)
+    assert s.pending_bytes == fits * SEND_COST  # the refused send took nothing
+    # The held sends leave room for one more message only: a batched receive the session
+    # starts takes one (a start that finds room takes at least one), then none.
+    _fill(qm, TXQ, 5)
+    assert len(core.start_receive(s, h, request_id=1, uow=bytes(16), max_count=5)) == 1
+    with pytest.raises(LimitError):
+        core.start_receive(s, h, request_id=10, uow=bytes(16), max_count=1)
+    core.abort(s, bytes(16))
+    assert core.end_receive(s, h, [1], RemoteAck.RR_NACK) == [HResult.MQ_ERROR_TRANSACTION_SEQUENCE]
+    # Committing gives the budget back and stores what was accepted, once.
+    core.commit(s, uow)
+    assert s.pending_bytes == 0 and core.budget.tx_bytes == 0
+    assert len(bodies(qm, TXQ)) == fits + 5
+
+
+def test_the_send_budget_comes_back_at_abort_and_at_session_end(
+    core: RemoteReadCore, qm: QueueManager
+) -> None:
+    s = core.open_session(Principal("a"))
+    h = core.open_queue(s, TXQ, AccessMode.SEND)
+    core.send(s, h, [Message(body=bytes(BODY))] * 3, b"\x01" * 16)
+    assert s.pending_bytes == 3 * SEND_COST and core.budget.tx_bytes == 3 * SEND_COST
+    core.abort(s, b"\x01" * 16)
+    assert s.pending_bytes == 0 and core.budget.tx_bytes == 0
+    core.send(s, h, [Message(body=bytes(BODY))] * 3, b"\x02" * 16)
+    core.close_session(s)  # the client vanished: its transaction is aborted
+    assert core.budget.tx_bytes == 0
+    assert bodies(qm, TXQ) == []
+
+
+def test_sends_of_all_sessions_stop_at_the_server_budget(qm: QueueManager, clock: Clock) -> None:
+    core = RemoteReadCore(
+        qm, max_pending_bytes=BUDGET, max_total_pending_bytes=BUDGET + BUDGET // 2, clock=clock
+    )
+    try:
+        a, b = core.open_session(Principal("a")), core.open_session(Principal("b"))
+        ha, hb = (core.open_queue(x, TXQ, AccessMode.SEND) for x in (a, b))
+        core.send(a, ha, [Message(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x01" * 16)
+        with pytest.raises(LimitError) as err:
+            core.send(b, hb, [Message(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x02" * 16)
+        assert err.value.limit == "remote.max_total_pending_bytes"
+        core.commit(a, b"\x01" * 16)
+        core.send(b, hb, [Message(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x02" * 16)
+        core.commit(b, b"\x02" * 16)
+        assert len(bodies(qm, TXQ)) == 2 * (BUDGET // SEND_COST)
+    finally:
+        core.close()
+
+
+def test_over_grpc_a_send_beyond_the_budget_fails_typed_and_others_are_served(qm: QueueManager) -> None:
+    from openmsmq.client import Access, outgoing
+    from openmsmq.client.grpc_transport import GrpcTransport
+    from openmsmq.remote.server import RemoteServer
+
+    with RemoteServer(qm, port=0, max_pending_bytes=BUDGET) as srv:
+        srv.start()
+        hoarder, other = GrpcTransport(srv.target), GrpcTransport(srv.target)
+        try:
+            h = hoarder.open_queue(TXQ, Access.SEND)
+            tx = hoarder.begin()
+            with pytest.raises(MQError) as err:
+                for _ in range(100):  # never committed
+                    hoarder.send(h, [outgoing(bytes(BODY))], tx=tx)
+            assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
+            assert "remote.max_pending_bytes" in str(err.value)
+            oh = other.open_queue(TXQ, Access.SEND)
+            otx = other.begin()
+            other.send(oh, [outgoing(b"served")], tx=otx)
+            other.commit(otx)
+            assert bodies(qm, TXQ) == [b"served"]
+            hoarder.abort(tx)
+            tx = hoarder.begin()
+            hoarder.send(h, [outgoing(b"after")], tx=tx)
+            hoarder.commit(tx)
+            assert bodies(qm, TXQ) == [b"served", b"after"]
+        finally:
+            hoarder.close()
+            other.close()

@@ -100,7 +100,7 @@ def test_incoming_sequences_are_capped(net: Net, caplog: pytest.LogCaptureFixtur
         sender.send(sender.transactional("private$\\q3", b"c", sid, 1, 0))
     net.run_until_quiet()
     assert not sender.open
-    assert metrics.registry.get_sample_value("openmsmq_mqqb_refusals_total", {"rule": "sequence-cap"}) == 1
+    assert metrics.registry.get_sample_value("openmsmq_refusals_total", {"rule": "sequence-cap"}) == 1
     assert any("sequence-cap" in r.getMessage() for r in caplog.records)
     assert len(b.qm.incoming_sequences()) == 2 and bodies_in(b.qm, "private$\\q3") == []
     again = ForgedPeer(net, b, M, guid=sender.guid)  # its existing sequences still work

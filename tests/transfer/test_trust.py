@@ -26,7 +26,7 @@ DEST_C = f"DIRECT=TCP:{C}\\PRIVATE$\\orders"
 
 
 def _refusals(metrics: Metrics, rule: str) -> float:
-    value = metrics.registry.get_sample_value("openmsmq_mqqb_refusals_total", {"rule": rule})
+    value = metrics.registry.get_sample_value("openmsmq_refusals_total", {"rule": rule})
     return value or 0.0
 
 

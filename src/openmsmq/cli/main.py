@@ -11,6 +11,7 @@ import click
 from openmsmq import __version__
 from openmsmq.cli.context import CliContext
 from openmsmq.errors import ConfigError, MQError, OpenMSMQError
+from openmsmq.redact import redact
 
 __all__ = ["COMMAND_MODULES", "cli", "main"]
 
@@ -28,13 +29,13 @@ COMMAND_MODULES: list[str] = [
 
 def error_document(exc: OpenMSMQError) -> dict[str, Any]:
     """An error as JSON: HRESULT name and code for MQError, the key for ConfigError."""
-    doc: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    doc: dict[str, Any] = {"type": type(exc).__name__, "message": redact(str(exc))}
     if isinstance(exc, MQError):
         code = exc.hresult
         doc["hresult"] = int(code)
         doc["hresult_hex"] = f"0x{int(code):08X}"
         doc["name"] = getattr(code, "name", "HRESULT")
-        doc["message"] = exc.message
+        doc["message"] = redact(exc.message)
     if isinstance(exc, ConfigError):
         doc["key"] = exc.key
     return {"error": doc}
@@ -50,7 +51,7 @@ class _Group(click.Group):
             obj = ctx.find_object(CliContext)
             if obj is not None and obj.json:
                 click.echo(json.dumps(error_document(exc), indent=2))
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {redact(str(exc))}", err=True)
             ctx.exit(1)
 
 

@@ -29,6 +29,7 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.redact import redact
 from openmsmq.runtime import live_runtime
 
 __all__ = [
@@ -91,14 +92,14 @@ def open_transport(target: str | Path) -> Transport:
 
         path = unquote(urlsplit(text).path) if scheme == "file" else text
         if not path:
-            raise ConfigError("target", f"{text!r}: no data directory")
+            raise ConfigError("target", f"{redact(text)!r}: no data directory")
         running = live_runtime(path)
         if running is None:
             return InProcessTransport(path)
         if not running.get("remote"):
             raise ConfigError(
                 "target",
-                f"{text!r} belongs to the running queue manager (pid {running.get('pid')}), whose"
+                f"{redact(text)!r} belongs to the running queue manager (pid {running.get('pid')}), whose"
                 " remote-read service is off: enable [remote] or stop that queue manager",
             )
         text, scheme = str(running["remote"]), "grpc"
@@ -106,10 +107,12 @@ def open_transport(target: str | Path) -> Transport:
         try:
             module = importlib.import_module("openmsmq.client.grpc_transport")
         except ImportError as exc:
-            raise ConfigError("target", f"{text!r}: the grpc transport is not available") from exc
+            raise ConfigError("target", f"{redact(text)!r}: the grpc transport is not available") from exc
         transport: Transport = module.GrpcTransport(text)
         return transport
-    raise ConfigError("target", f"{text!r}: expected a data directory, file:///path or grpc://host:port")
+    raise ConfigError(
+        "target", f"{redact(text)!r}: expected a data directory, file:///path or grpc://host:port"
+    )
 
 
 def connect(target: str | Path | Transport) -> Connection:

@@ -47,6 +47,7 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.redact import redact
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
@@ -272,10 +273,12 @@ class GrpcTransport(Transport):
         connect_timeout: float = 10.0,
         ping_interval: float | None = None,
     ) -> None:
-        self.target = target
+        #: The target as given, its secrets masked (a token in the query): it appears in
+        #: messages and logs.
+        self.target = redact(target)
         parts = urlsplit(target)
         if parts.scheme.lower() != "grpc" or not parts.hostname or not parts.port:
-            raise ConfigError("target", f"{target!r}: expected grpc://host:port")
+            raise ConfigError("target", f"{self.target!r}: expected grpc://host:port")
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         token = token or query.get("token") or os.environ.get("OPENMSMQ_REMOTE_TOKEN") or None
         ca = query.get("ca")
@@ -303,7 +306,7 @@ class GrpcTransport(Transport):
         self._stub = pb_grpc.RemoteReadStub(self._channel)  # type: ignore[no-untyped-call]
         self._auth: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
+        self._next_request_id = 1
         self._closed = False
         #: Transactions begun here that no call has carried to the server yet (see begin()).
         self._fresh: set[bytes] = set()
@@ -387,10 +390,9 @@ class GrpcTransport(Transport):
         self._fresh.discard(uow)
 
     def _request_ids(self, n: int) -> int:
-        with self._lock:
-            first = next(self._ids)
-            for _ in range(n - 1):
-                next(self._ids)
+        with self._lock:  # n consecutive ids, without a step per id
+            first = self._next_request_id
+            self._next_request_id += n
         return first & 0x7FFFFFFF or 1
 
     # ---- administration ------------------------------------------------------------------

@@ -71,7 +71,13 @@ class NetConfig:
     accepted beyond it is closed at once, so that connections can never take the file
     descriptors the store and the other services need (with the usual limit of 1,024
     open files, 1,500 idle connections left the listener failing every accept and the
-    QM unreachable).
+    QM unreachable). ``max_connections_per_address``: accepted connections one source
+    address may hold (None: no bound of its own), so that one host cannot take every
+    place. When the places are full, a connection from a peer this QM is configured to
+    exchange messages with (:meth:`Transfer.known_peer`: a static route's next hop, an
+    outgoing queue's next hop) is let in by closing one from an unknown address, one
+    still in its handshake first; an unknown peer is refused. Refusals are logged and
+    counted (the transfer's metrics sink, ``count_refused``).
     """
 
     host: str = "127.0.0.1"
@@ -93,11 +99,20 @@ class NetConfig:
     tls_client: ssl.SSLContext | None = None
     tls_port: int = 1802
     tls_peers: Callable[[str], bool] = field(default_factory=lambda: lambda _host: False)
+    max_connections_per_address: int | None = None
 
 
 #: Refused connections come in bursts (a scanner, a peer retrying): logged once per
 #: address and reason, then summed up.
 _refusals = RepeatedEvents(log)
+
+
+def _refuse(node: MQQBNode, rule: str, address: str, why: str, *args: object) -> None:
+    """Log (once per address and rule, then summed up) and count a refused connection."""
+    node.transfer.metrics.count_refused(rule)
+    _refusals.log(
+        (rule, address), logging.WARNING, "refused MS-MQQB connection from %s: " + why, address, *args
+    )
 
 
 class _MQQBProtocol(asyncio.Protocol):
@@ -110,6 +125,8 @@ class _MQQBProtocol(asyncio.Protocol):
         #: Came through the TLS listener, or dialled over TLS.
         self.tls = tls
         self.cid = 0
+        #: The source address counted in MQQBNode.per_address (accepted connections only).
+        self.counted = ""
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = node.loop.create_future()
 
@@ -119,23 +136,11 @@ class _MQQBProtocol(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         address = str(peername[0]) if peername else ""
         if self.role is Role.ACCEPTOR:
-            if not self.node.config.allow(address):
-                _refusals.log(
-                    ("allowlist", address), logging.WARNING,
-                    "refused MS-MQQB connection from %s (not in the allowlist)", address,
-                )  # fmt: skip
+            if not self.node.admit(address):
                 transport.abort()
                 return
-            limit = self.node.config.max_connections
-            if len(self.node.transports) >= limit:
-                _refusals.log(
-                    ("full", address), logging.WARNING,
-                    "refused MS-MQQB connection from %s: %d connections open (mqqb.max_connections)",
-                    address, limit,
-                )  # fmt: skip
-                transport.abort()
-                return
-            self.peer = address
+            self.peer = self.counted = address
+            self.node.per_address[address] = self.node.per_address.get(address, 0) + 1
         certified = None
         if self.tls:
             ssl_object = transport.get_extra_info("ssl_object")
@@ -163,6 +168,8 @@ class _MQQBProtocol(asyncio.Protocol):
                 " it may resend after its back-off",
                 "to" if self.role is Role.INITIATOR else "from", address,
             )  # fmt: skip
+            self.node.transfer.metrics.count_refused("store_backoff")
+            self._uncount()
             transport.abort()
             return
         self.cid = self.node.transfer.connection_made(
@@ -200,7 +207,17 @@ class _MQQBProtocol(asyncio.Protocol):
         self.node.connected_ok(self.peer)
         self.node.kick()
 
+    def _uncount(self) -> None:
+        if self.counted:
+            left = self.node.per_address.get(self.counted, 0) - 1
+            if left > 0:
+                self.node.per_address[self.counted] = left
+            else:
+                self.node.per_address.pop(self.counted, None)
+            self.counted = ""
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._uncount()
         if not self.closed.done():
             self.closed.set_result(None)
         if not self.cid:
@@ -219,6 +236,8 @@ class MQQBNode:
         self.config = config or NetConfig()
         self.loop = asyncio.get_running_loop()
         self.transports: dict[int, _MQQBProtocol] = {}
+        #: Accepted connections open per source address (NetConfig.max_connections_per_address).
+        self.per_address: dict[str, int] = {}
         self._server: asyncio.Server | None = None
         self._tls_server: asyncio.Server | None = None
         self._executor = ThreadPoolExecutor(self.config.store_threads, thread_name_prefix="openmsmq-transfer")
@@ -241,6 +260,61 @@ class MQQBNode:
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
         return self.loop.time()
+
+    def admit(self, address: str) -> bool:
+        """Whether a connection accepted from ``address`` may stay (see :class:`NetConfig`):
+        in the allowlist, within the per-address bound unless a known peer, and within
+        ``max_connections`` (a known peer takes the place of an unknown one). Refusals are
+        logged and counted."""
+        cfg = self.config
+        if not cfg.allow(address):
+            _refuse(self, "mqqb.allowed_peers", address, "not in the allowlist (mqqb.allowed_peers)")
+            return False
+        per = cfg.max_connections_per_address
+        held = self.per_address.get(address, 0)
+        full = len(self.transports) >= cfg.max_connections
+        # (only then: it walks the routes and the outgoing queues)
+        known = (full or (per is not None and held >= per)) and self.transfer.known_peer(address)
+        if per is not None and held >= per and not known:
+            _refuse(
+                self, "mqqb.max_connections_per_address", address,
+                "it holds %d connections (mqqb.max_connections_per_address)", held,
+            )  # fmt: skip
+            return False
+        if not full:
+            return True
+        victim = self._evictable() if known else None
+        if victim is None:
+            _refuse(
+                self, "mqqb.max_connections", address, "%d connections open (mqqb.max_connections)",
+                cfg.max_connections,
+            )  # fmt: skip
+            return False
+        log.warning(
+            "closed MS-MQQB connection from %s (an unknown peer) to let in %s, a configured peer:"
+            " %d connections open (mqqb.max_connections)", victim.peer, address, cfg.max_connections,
+        )  # fmt: skip
+        self.transfer.metrics.count_refused("mqqb.max_connections")
+        victim._uncount()
+        self.transports.pop(victim.cid, None)
+        if victim.transport is not None:
+            victim.transport.abort()
+        return True
+
+    def _evictable(self) -> _MQQBProtocol | None:
+        """The accepted connection to close for a known peer: from an unknown address, one
+        still in its handshake before an open session, from the address holding the most,
+        the newest first. None when every connection is a known peer's or initiated here."""
+        t = self.transfer
+        best: tuple[bool, int, int] | None = None
+        victim = None
+        for proto in self.transports.values():
+            if proto.role is not Role.ACCEPTOR or not proto.counted or t.known_peer(proto.counted):
+                continue
+            key = (t.connection_open(proto.cid), -self.per_address.get(proto.counted, 0), -proto.cid)
+            if best is None or key < best:
+                best, victim = key, proto
+        return victim
 
     @property
     def address(self) -> tuple[str, int]:

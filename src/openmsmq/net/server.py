@@ -156,6 +156,23 @@ def net_config(config: Config) -> NetConfig:
     )
 
 
+def net_config(config: Config) -> NetConfig:
+    """The :class:`NetConfig` of a loaded configuration's ``[mqqb]``: the connection cap
+    follows the open-file limit (:func:`connection_limit`), and one source address may
+    hold at most ``mqqb.max_connections_per_address`` and never more than half of it."""
+    m = config.mqqb
+    cap = connection_limit(m.max_connections)
+    return NetConfig(
+        host=m.listen_address,
+        port=m.port,
+        allow=m.peer_allowed,
+        backoff_min=m.connect_backoff_min,
+        backoff_max=m.connect_backoff_max,
+        max_connections=cap,
+        max_connections_per_address=min(m.max_connections_per_address, max(1, cap // 2)),
+    )
+
+
 def store_options(config: Config) -> StoreOptions:
     """The :class:`StoreOptions` of a loaded configuration's ``[store]``."""
     st = config.store
@@ -167,6 +184,7 @@ def store_options(config: Config) -> StoreOptions:
         default_quota_kb=quota,
         max_batch_ops=st.group_commit_max_batch,
         qm_quota_bytes=st.qm_quota,
+        disk_reserve=st.disk_reserve,
     )
 
 
@@ -297,7 +315,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
         attach_acknowledgments(qm, session_of=transfer.ack_session_for)
         if config.remote.enabled:
             with _listening("remote.port", config.remote.listen_address, config.remote.port):
-                remote = start_remote_server(qm, config)
+                remote = start_remote_server(qm, config, metrics=metrics)
         tune_gc()
         m = config.mqqb
         node = MQQBNode(transfer, net_config(config))

@@ -24,7 +24,7 @@ Records logged the classic way (``log.info("connection from %s", peer)``) are
 formatted too: the rendered message is their ``event``, and the context fields of
 :data:`CONTEXT_FIELDS` given through ``extra=`` are picked up.
 
-Only the standard library is imported here.
+Only the standard library and :mod:`openmsmq.redact` are imported here.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ import uuid
 from collections.abc import Mapping
 from enum import Enum
 from typing import IO, Any
+
+from openmsmq.redact import redact
 
 __all__ = [
     "CONTEXT_FIELDS",
@@ -211,11 +213,12 @@ class StructuredFormatter(logging.Formatter):
         return out
 
     def format(self, record: logging.LogRecord) -> str:
-        """One line, without the trailing newline (the handler adds it)."""
+        """One line, without the trailing newline (the handler adds it); secrets such as a
+        bearer token in a target URL are masked (:func:`openmsmq.redact.redact`)."""
         fields = self.fields_of(record)
         if self.fmt == "json":
-            return json.dumps({k: _plain(k, v) for k, v in fields.items()}, ensure_ascii=False)
-        return format_kv(fields)
+            return redact(json.dumps({k: _plain(k, v) for k, v in fields.items()}, ensure_ascii=False))
+        return redact(format_kv(fields))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -152,12 +152,6 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self._refused = Counter(
-            "openmsmq_mqqb_refusals",
-            "MS-MQQB packets or sessions refused by a trust rule (docs/security.md), by rule.",
-            ["rule"],
-            registry=r,
-        )
         self._dead_lettered = Counter(
             "openmsmq_messages_dead_lettered",
             "Messages moved to a dead-letter queue, by Message.Class name.",
@@ -177,6 +171,13 @@ class Metrics:
         )
         self._sessions_closed = Counter(
             "openmsmq_sessions_closed", "MS-MQQB sessions closed, by reason.", ["reason"], registry=r
+        )
+        self._refused = Counter(
+            "openmsmq_refusals",
+            "Packets, sessions and requests of peers and clients refused by a trust rule, a limit or a"
+            " check, by rule (the rule's name or the setting that refused them; docs/security.md).",
+            ["rule"],
+            registry=r,
         )
         self._reading_paused = Gauge(
             "openmsmq_mqqb_reading_paused",
@@ -309,7 +310,7 @@ class Metrics:
         self.rejected(reason).inc()
 
     def count_refused(self, rule: str) -> None:
-        """One packet or session refused by the trust rule ``rule``."""
+        """One packet, session or request refused by ``rule`` (docs/security.md lists the rules)."""
         self.refused(rule).inc()
 
     def count_forwarded(self, n: int) -> None:

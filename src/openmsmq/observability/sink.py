@@ -55,8 +55,9 @@ class MetricsSink(Protocol):
         ...
 
     def count_refused(self, rule: str) -> None:
-        """A peer's packet or session was refused by the trust rule ``rule``
-        (docs/security.md: ``source-qm``, ``identity``, ``ack-origin``, ``relay``, ...)."""
+        """A peer's packet or session, or a client's request, was refused by ``rule``: a trust
+        rule (``source-qm``, ``identity``, ``ack-origin``, ...), a limit's setting (such as
+        ``remote.max_batch_messages``) or a check (``permission``); docs/security.md."""
         ...
 
     def count_arrival_rejected(self, classes: Iterable[int]) -> None:
@@ -130,6 +131,7 @@ class NullMetrics:
 
     def reading_paused(self, paused: bool) -> None:
         """Nothing."""
+
 
 
 #: The shared no-op sink.

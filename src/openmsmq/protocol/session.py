@@ -64,7 +64,7 @@ from openmsmq.protocol.session_acks import (
     stored_before_ack,
 )
 from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire.constants import DeliveryMode, OperatingSystemFlag
+from openmsmq.wire.constants import MAX_HANDSHAKE_PACKET_SIZE, DeliveryMode, OperatingSystemFlag
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.packets import (
@@ -402,6 +402,11 @@ class Session:
                 self._fail(_packet_name(packet), str(exc), exc)
             except RemoteProtocolError as exc:
                 self._fail(_packet_name(packet), str(exc), exc)
+        if self.state is not _OPEN and not self.closed:
+            try:  # before the handshake ends only its own small packets are waited for
+                self._decoder.check_waiting(MAX_HANDSHAKE_PACKET_SIZE, "before the session is open")
+            except WireError as exc:
+                self._fail(exc.header, str(exc), exc)
 
     def handle_timer(self, now: float) -> None:
         """Fire every due session timer (MS-MQQB 3.1.6)."""

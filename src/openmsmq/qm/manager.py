@@ -28,6 +28,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from openmsmq.datadir import private_dir
 from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
@@ -109,8 +110,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.max_message_bytes = min(opts.max_message_bytes, MAX_MESSAGE_BYTES)
         #: Quota of a queue created without one (store.default_queue_quota), in KB.
         self.default_quota_kb = opts.default_quota_kb
-        self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = private_dir(data_dir)  # 0700: every message body is in it
         self.clock = clock
         #: Seconds an idempotent-send identity is remembered (:meth:`send_idempotent`).
         self.identity_retention = int(identity_retention)
@@ -124,6 +124,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             synchronous=opts.synchronous,
             max_batch_ops=opts.max_batch_ops,
             qm_quota=opts.qm_quota_bytes,
+            disk_reserve=opts.disk_reserve,
         )
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
@@ -322,6 +323,21 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 qs = self._by_id.get(rec.queue_id) or self._add_state(rec)
             return QueueHandle(qs, queue)
         return QueueHandle(self._resolve(queue), queue)
+
+    def queue_key(self, queue: str) -> str:
+        """The name :meth:`open_queue` would give ``queue``'s record (what permissions
+        match: ``private$\\orders``, ``outgoing:direct=tcp:10.0.0.5\\private$\\orders``),
+        found without writing anything: a caller checks its rules on this before
+        :meth:`open_queue` creates the outgoing queue of a remote format name. Spellings
+        of one local queue (``.\\PRIVATE$\\Orders``, ``DIRECT=OS:<this host>\\…``) give
+        one key; an unknown ``PRIVATE=`` queue of this QM: MQ_ERROR_QUEUE_NOT_FOUND."""
+        self._check_open()
+        if self._is_remote(queue):
+            return queues.OUTGOING_NAME_PREFIX + queue.strip().casefold()
+        parsed = names.parse_name(queue)
+        if parsed.key is not None and self._is_local_host(parsed.computer):
+            return parsed.key
+        return self._resolve(queue).record.name
 
     def create_queue(
         self,

@@ -25,3 +25,6 @@ class StoreOptions:
     max_batch_ops: int = 1024
     #: QueueManagerQuota: bytes all queues may hold together (None: none).
     qm_quota_bytes: int | None = None
+    #: Bytes of disk held back so that removals run on a full disk (store.disk_reserve;
+    #: None: keep the reserve file a ``serve`` left, create none; 0: none).
+    disk_reserve: int | None = None

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import (
     CloseReason,
@@ -105,6 +106,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("openmsmq.transfer")
+#: Sessions closed for what their peer sent: logged once per address and packet kind, then summed up.
+_protocol_errors = RepeatedEvents(log)
 
 #: MS-MQQB 3.1.5.8.2: a forwarded message whose hop count would exceed 0x1D is dropped.
 _MAX_HOPS = 0x1D
@@ -268,6 +271,24 @@ class Transfer(OutgoingSide, StoreWorkSide):
         if role is Role.INITIATOR:
             self._hop_addresses[hop_host(peer)] = address
         return cid
+
+    def known_peer(self, address: str) -> bool:
+        """Whether a connection from IP ``address`` comes from a QM this one is configured
+        to exchange messages with: the host of a static route's next hop or of an outgoing
+        queue's next hop, as written or as the address a connection to it reached, an
+        intermediate hop, or a peer whose GUID is pinned to its network. The driver lets
+        such a peer in ahead of unknown ones when its connections are full."""
+        if self.trust.configured(address):
+            return True
+        host = address.lower()
+        hops = {hop_host(hop) for _dest, hop in self.config.routes}
+        hops |= {hop_host(t.next_hop) for t in self.outgoing.values()}
+        return host in hops or any(self._hop_addresses.get(h) == host for h in hops)
+
+    def connection_open(self, cid: int) -> bool:
+        """Whether connection ``cid`` has finished its session handshake."""
+        conn = self._conns.get(cid)
+        return conn is not None and conn.open
 
     def refusing(self, peer: str, now: float) -> bool:
         """Whether a connection from ``peer`` is to be refused now (closed at once by the
@@ -451,6 +472,14 @@ class Transfer(OutgoingSide, StoreWorkSide):
         elif isinstance(ev, ConnectionClosed):
             if ev.reason is CloseReason.UNTRUSTED:
                 self.trust.refused(conn.peer, ev.rule, ev.packet_type or "a session", ev.detail)
+            elif ev.reason is CloseReason.PROTOCOL_ERROR:
+                # Input refused (malformed, out of order, too large before the handshake):
+                # a flood of such peers costs one line per address and kind, and a count.
+                self.metrics.count_refused("mqqb.protocol")
+                _protocol_errors.log(
+                    (conn.address, ev.packet_type), logging.WARNING, "session %s closed: refused %s: %s",
+                    conn.peer, ev.packet_type, ev.detail,
+                )  # fmt: skip
             else:
                 log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
             self._closing.append(conn.cid)

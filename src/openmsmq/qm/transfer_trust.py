@@ -152,6 +152,15 @@ class PeerTrust:
             return True
         return any(_in(n, self._hop_nets) for n in names)
 
+    def configured(self, address: str) -> bool:
+        """Whether ``address`` is a peer the configuration names: an intermediate hop (host,
+        address or network of ``mqqb.intermediate_hops``, a route's next hop) or in the
+        networks a GUID is pinned to."""
+        address = address.lower()
+        if address in self._hop_hosts or _in(address, self._hop_nets):
+            return True
+        return any(_in(address, nets) for nets in self._pins.values())
+
     def relays_to(self, host: str) -> bool:
         """Whether messages for destination ``host`` (a DIRECT= host, or ``{GUID}`` of a
         PRIVATE= name) may be passed on: a static route names it, or relaying is open."""

@@ -43,10 +43,13 @@ from openmsmq.remote.codes import (
     RemoteAck,
     ShareMode,
 )
+from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.pending import (
     ENTRY_OVERHEAD,
     MAX_PENDING_BYTES,
     MAX_TOTAL_PENDING_BYTES,
+    SEND_OVERHEAD,
+    PendingBudget,
     PendingRequestEntry,
     PendingRequestTable,
 )
@@ -78,10 +81,12 @@ class RemoteReadCore:
     ``cleanup_timeout``: the Pending Request Cleanup Timer in seconds (MS-MQRR 3.1.2.2;
     Windows uses 5 minutes). ``session_timeout``: a session that has not been touched
     for this long is ended. ``max_pending_bytes``: what one session may hold in pending
-    receives (message sizes plus :data:`~openmsmq.remote.pending.ENTRY_OVERHEAD` each);
-    ``max_total_pending_bytes``: what all sessions together may hold; a start beyond
-    either fails with MQ_ERROR_INSUFFICIENT_RESOURCES naming its key. ``clock``:
-    monotonic seconds for both timeouts.
+    receives and in sends buffered in its open transactions
+    (:class:`~openmsmq.remote.pending.PendingBudget`); ``max_total_pending_bytes``: what all
+    sessions together may hold; a start or a send beyond either fails with
+    MQ_ERROR_INSUFFICIENT_RESOURCES naming its key. ``limits``: the
+    bounds of every count a call carries (:class:`~openmsmq.remote.limits.RemoteLimits`),
+    checked before the call does any work. ``clock``: monotonic seconds for both timeouts.
     """
 
     def __init__(
@@ -92,11 +97,11 @@ class RemoteReadCore:
         session_timeout: float = 30.0,
         max_pending_bytes: int = MAX_PENDING_BYTES,
         max_total_pending_bytes: int = MAX_TOTAL_PENDING_BYTES,
+        limits: RemoteLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.qm = qm
-        self.max_pending_bytes = max_pending_bytes
-        self.max_total_pending_bytes = max_total_pending_bytes
+        self.limits = limits or RemoteLimits()
         self.cleanup_timeout = cleanup_timeout
         self.session_timeout = session_timeout
         self.clock = clock
@@ -105,15 +110,14 @@ class RemoteReadCore:
         self._handles: dict[int, OpenQueueDescriptor] = {}
         self._opened: dict[int, list[OpenQueueDescriptor]] = {}
         self._table = PendingRequestTable()
+        #: What sessions hold for receives and transactional sends they have not ended.
+        self.budget = PendingBudget(self._table, max_pending_bytes, max_total_pending_bytes)
         self._waiters: dict[tuple[int, int], Waiter] = {}
         self._handle_ids = itertools.count(1)
 
     def _pending_room(self, s: Session) -> int:
-        """Bytes ``s`` may still hold in pending receives: within its own bound and the
-        server's (``max_pending_bytes``, ``max_total_pending_bytes``)."""
-        return min(
-            self.max_pending_bytes - s.pending_bytes, self.max_total_pending_bytes - self._table.held_bytes
-        )
+        """Bytes ``s`` may still hold: within its own bound and the server's (PendingBudget)."""
+        return self.budget.room(s)
 
     # ---- sessions ------------------------------------------------------------------------
 
@@ -170,6 +174,7 @@ class RemoteReadCore:
         for tx in txs:
             with self._lock:
                 tx.state.outcome = "aborted"
+                self.budget.release_sends(s, tx)
             with contextlib.suppress(MQError):
                 tx.txn.abort()
 
@@ -216,14 +221,6 @@ class RemoteReadCore:
         mode, shm = AccessMode(access), ShareMode(share)
         if shm == ShareMode.DENY_SHARE and not mode.can_peek:
             raise _err(HResult.MQ_ERROR_UNSUPPORTED_ACCESS_MODE, "MQ_DENY_SHARE needs receive or peek access")
-        reading = mode.can_peek
-        if reading:
-            rec = self.qm.get_queue(name)  # reading never creates an outgoing queue
-            if rec.queue_type == QueueType.OUTGOING:
-                raise _err(
-                    HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{name!r} is not a queue of this QM"
-                )
-        qh = self.qm.open_queue(name)
         needed = Permission.NONE
         if mode.can_receive:
             needed |= Permission.RECEIVE
@@ -231,8 +228,18 @@ class RemoteReadCore:
             needed |= Permission.PEEK
         if mode & AccessMode.SEND:
             needed |= Permission.SEND
-        if not s.principal.allows(qh.record.name, needed):
-            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} may not {needed!r} {name!r}")
+        # Permissions first, on the canonical name, before anything is written: opening a
+        # remote format name for send creates its outgoing queue, and the rules match
+        # canonical names (``.\\PRIVATE$\\X`` is ``private$\\x``).
+        self._need(s, self.qm.queue_key(check_name(name)), needed)
+        if mode.can_peek:
+            rec = self.qm.get_queue(name)  # reading never creates an outgoing queue
+            if rec.queue_type == QueueType.OUTGOING:
+                raise _err(
+                    HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{name!r} is not a queue of this QM"
+                )
+        qh = self.qm.open_queue(name)
+        self._need(s, qh.record.name, needed)
         with self._lock:
             self._check_session(s)
             others = self._opened.setdefault(qh.record.queue_id, [])
@@ -355,6 +362,7 @@ class RemoteReadCore:
             # Set before the QM ends it: a concurrent R_EndTransactionalReceive must not
             # touch a message the transaction is deleting or releasing.
             tx.state.outcome = outcome
+            self.budget.release_sends(s, tx)
         return tx
 
     def commit(self, s: Session, uow: bytes) -> list[int]:
@@ -387,6 +395,8 @@ class RemoteReadCore:
         """Send in one commit (no ``uow``), into transaction ``uow`` (created if new), or in
         a transaction of its own (:data:`SINGLE_MESSAGE_UOW`). Returns (uniquifier, LookupIdentifier)
         pairs; the LookupIdentifier is 0 until known (transaction, or a batch without one)."""
+        if messages:
+            self.limits.messages(len(messages), "messages")
         d = self._desc(s, handle)
         if not d.access & AccessMode.SEND:
             raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"handle {handle} was not opened for send")
@@ -409,7 +419,19 @@ class RemoteReadCore:
         # As R_StartTransactionalReceive does (MS-MQRR 3.1.4.13 step 6), a send creates a
         # transaction it does not know yet: clients begin transactions without a round trip.
         tx = self._tx(s, uow, create=True)
-        return [(u, 0) for u in qm.send_many(qh, messages, tx.txn)]
+        # The transaction keeps its sends in memory until it ends: counted as pending work.
+        nbytes = sum(m.size for m in messages) + SEND_OVERHEAD * len(messages)
+        with self._lock:
+            self._check_session(s)
+            if tx.state.outcome is not None:
+                raise _err(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "the transaction ended")
+            self.budget.hold_sends(s, tx, nbytes)
+        try:
+            return [(u, 0) for u in qm.send_many(qh, messages, tx.txn)]
+        except BaseException:
+            with self._lock:
+                self.budget.release_sends(s, tx, nbytes)
+            raise
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -451,6 +473,7 @@ class RemoteReadCore:
         """R_StartReceive + R_EndReceive(RR_ACK) in one call, batched (up to ``max_count``;
         only the first message is waited for). Inside a transaction the messages are
         removed at commit. A non-zero ``request_id`` lets R_CancelReceive stop the wait."""
+        self.limits.messages(max_count, "max_count")
         d = self._desc(s, handle)
         act = check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
         qm, qh = self.qm, d.qm_handle
@@ -506,6 +529,7 @@ class RemoteReadCore:
         PendingRequestEntry {handle, request_id + i} with its cleanup timer; returns
         (request id, message) pairs. Peek actions behave as :meth:`read` (request id 0).
         """
+        self.limits.messages(max_count, "max_count")
         d = self._desc(s, handle)
         act = check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
         if act.is_peek:
@@ -520,27 +544,12 @@ class RemoteReadCore:
             raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, "a two-phase receive needs a real transaction")
         tx = self._tx(s, uow, create=True) if uow else None
         with self._lock:
-            for i in range(max_count):
-                if self._table.get(handle, request_id + i) is not None:
-                    raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {request_id + i} is pending")
-        if s.pending_bytes >= self.max_pending_bytes:
-            # The locked messages of a client that never ends its receives stay in memory
-            # until the cleanup timer (5 min): a loop of batched starts held the whole queue.
-            raise _err(
-                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                f"this session holds {s.pending_bytes:,} bytes in receives it started and has not"
-                f" ended (remote.max_pending_bytes = {self.max_pending_bytes:,}): end some first",
-            )
-        held = self._table.held_bytes
-        if held >= self.max_total_pending_bytes:
-            # Sessions are not counted: many of them, each within its own bound, held the
-            # server's memory the same way.
-            raise _err(
-                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-                f"the server holds {held:,} bytes in receives its sessions started and have not"
-                f" ended (remote.max_total_pending_bytes = {self.max_total_pending_bytes:,}):"
-                " retry once some are ended",
-            )
+            # Over the handle's pending entries (bounded by the pending budgets), not over
+            # the request ids asked for.
+            taken = self._table.first_pending(handle, request_id, request_id + max_count)
+            if taken is not None:
+                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {taken} is pending")
+            self.budget.check_start(s)
         timeout = timeout_seconds(timeout_ms)
         out: list[tuple[int, Message]] = []
         t = tx.txn if tx else None
@@ -618,6 +627,9 @@ class RemoteReadCore:
         request was cancelled; a message locked for an entry no longer ours is put back."""
         entries: list[PendingRequestEntry] = []
         with self._lock:
+            # No more entries than the pending budgets can hold messages: each message
+            # counts at least ENTRY_OVERHEAD, so the rest could never be locked.
+            n = min(n, max(1, self._pending_room(d.session) // ENTRY_OVERHEAD))
             for k in range(n):
                 entry = PendingRequestEntry(
                     first_rid + k, handle, self.clock(), tx=tx.state if tx else None, owner=d.session
@@ -675,6 +687,8 @@ class RemoteReadCore:
         the seed-001 steps for each request id in order; returns one HRESULT each."""
         if ack not in (RemoteAck.RR_ACK, RemoteAck.RR_NACK):
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"dwAck {ack:#x} (range 1..2)")
+        if request_ids:
+            self.limits.messages(len(request_ids), "request ids")
         delete = ack == RemoteAck.RR_ACK
         return [self._end_one(s, handle, rid, delete) for rid in request_ids]
 
@@ -752,13 +766,13 @@ class RemoteReadCore:
             raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} may not {perm!r} {queue!r}")
 
     def create_queue(self, s: Session, path: str, **props: Any) -> QueueRecord:
-        """Create a private queue (needs ADMIN on its path)."""
-        self._need(s, path.strip().lower(), Permission.ADMIN)
+        """Create a private queue (needs ADMIN on its canonical path)."""
+        self._need(s, self.qm.queue_key(check_name(path)), Permission.ADMIN)
         return self.qm.create_queue(path, **props)
 
     def delete_queue(self, s: Session, name: str) -> None:
         """Delete a queue (needs ADMIN on it)."""
-        self._need(s, self.qm.get_queue(name).name, Permission.ADMIN)
+        self._need(s, self.qm.get_queue(check_name(name)).name, Permission.ADMIN)
         self.qm.delete_queue(name)
 
     def list_queues(self, s: Session, include_system: bool = False) -> list[QueueRecord]:
@@ -768,7 +782,7 @@ class RemoteReadCore:
 
     def queue_info(self, s: Session, name: str) -> QueueRecord:
         """One queue's properties and counts (needs some permission on it)."""
-        rec = self.qm.get_queue(name)
+        rec = self.qm.get_queue(check_name(name))
         if not s.principal.permissions(rec.name):
             raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} has no right on {name!r}")
         return rec

@@ -13,10 +13,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from openmsmq.errors import HResult, LimitError
+
 __all__ = [
     "ENTRY_OVERHEAD",
     "MAX_PENDING_BYTES",
     "MAX_TOTAL_PENDING_BYTES",
+    "SEND_OVERHEAD",
+    "PendingBudget",
     "PendingRequestEntry",
     "PendingRequestTable",
     "TxState",
@@ -27,6 +31,9 @@ __all__ = [
 #: ``max_pending_bytes``. tracemalloc over 20,000 pending receives of 256-byte messages
 #: (batches of 500 from the head, 2026-11-26): 1,716 bytes each, 1,460 beyond the body.
 ENTRY_OVERHEAD = 1536
+#: Memory a send buffered in an open remote transaction holds besides its message's size
+#: (its row and Send record until the commit; tracemalloc of sends of 256-byte messages).
+SEND_OVERHEAD = 512
 #: Defaults of what one session / all sessions may hold in pending receives
 #: (``remote.max_pending_bytes`` / ``remote.max_total_pending_bytes``).
 MAX_PENDING_BYTES = 128 * 1024 * 1024
@@ -96,6 +103,14 @@ class PendingRequestTable:
     def get(self, handle: int, request_id: int) -> PendingRequestEntry | None:
         """The entry for {handle, request_id}, if any."""
         return self._entries.get((handle, request_id))
+
+    def first_pending(self, handle: int, start: int, stop: int) -> int | None:
+        """The lowest request id in ``[start, stop)`` with an entry of ``handle``, or None.
+        Walks the handle's entries, not the range (which a client chooses)."""
+        ids = self._by_handle.get(handle)
+        if not ids:
+            return None
+        return min((rid for rid in ids if start <= rid < stop), default=None)
 
     def add(self, entry: PendingRequestEntry) -> bool:
         """Add an entry; False when {handle, request_id} is already pending."""
@@ -170,3 +185,86 @@ class PendingRequestTable:
             if entry is not None and entry._timer_seq == seq and entry.deadline == deadline:
                 return
             heapq.heappop(heap)
+
+
+class PendingBudget:
+    """What client sessions hold in the server's memory for work they started and have not
+    ended, and its two bounds: ``max_pending_bytes`` per session, ``max_total_pending_bytes``
+    for all of them (``remote.*`` keys of the same names).
+
+    Two kinds of work count: the messages locked by pending receives (``table.held_bytes``,
+    each message's size plus :data:`ENTRY_OVERHEAD`), and the sends buffered in transactions
+    still open (each message's size plus :data:`SEND_OVERHEAD`: a transaction keeps them
+    until its commit, so a client that sends and never commits held them for good). An
+    owner (a session) has a ``pending_bytes`` int; a transaction a ``held_bytes`` int. Not
+    thread-safe by itself: the owner serialises calls, as for the table.
+    """
+
+    def __init__(
+        self, table: PendingRequestTable, max_pending_bytes: int, max_total_pending_bytes: int
+    ) -> None:
+        self.table = table
+        self.max_pending_bytes = max_pending_bytes
+        self.max_total_pending_bytes = max_total_pending_bytes
+        #: Bytes of the sends buffered in open transactions, all sessions together.
+        self.tx_bytes = 0
+
+    @property
+    def held(self) -> int:
+        """What all sessions hold: pending receives and buffered sends."""
+        return self.table.held_bytes + self.tx_bytes
+
+    def room(self, owner: Any) -> int:
+        """Bytes ``owner`` may still take: within its own bound and the server's."""
+        own: int = self.max_pending_bytes - owner.pending_bytes
+        return min(own, self.max_total_pending_bytes - self.held)
+
+    def check_start(self, owner: Any) -> None:
+        """Before a receive that locks messages: :class:`LimitError` (MQ_ERROR_INSUFFICIENT_RESOURCES)
+        when ``owner`` or the server is at its bound. A client that never ends its receives
+        kept the locked messages in memory until the cleanup timer; many sessions, each
+        within its own bound, held the server's memory the same way."""
+        if owner.pending_bytes >= self.max_pending_bytes:
+            raise LimitError(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"this session holds {owner.pending_bytes:,} bytes in receives and transactional sends"
+                f" it has not ended (remote.max_pending_bytes = {self.max_pending_bytes:,}): end some first",
+                limit="remote.max_pending_bytes",
+            )
+        if self.held >= self.max_total_pending_bytes:
+            raise self._total_error()
+
+    def hold_sends(self, owner: Any, tx: Any, nbytes: int) -> None:
+        """Count ``nbytes`` of sends buffered in ``owner``'s open transaction ``tx``, or raise
+        :class:`LimitError` (MQ_ERROR_INSUFFICIENT_RESOURCES) when they do not fit (nothing
+        is counted then)."""
+        if owner.pending_bytes + nbytes > self.max_pending_bytes:
+            raise LimitError(
+                HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+                f"this session holds {owner.pending_bytes:,} bytes in receives and transactional sends"
+                f" it has not ended; {nbytes:,} more would pass remote.max_pending_bytes ="
+                f" {self.max_pending_bytes:,}: commit or abort the transaction first",
+                limit="remote.max_pending_bytes",
+            )
+        if self.held + nbytes > self.max_total_pending_bytes:
+            raise self._total_error()
+        owner.pending_bytes += nbytes
+        tx.held_bytes += nbytes
+        self.tx_bytes += nbytes
+
+    def release_sends(self, owner: Any, tx: Any, nbytes: int | None = None) -> None:
+        """Stop counting ``nbytes`` (None: all) of ``tx``'s buffered sends: it ended, or the
+        send that held them failed."""
+        n = tx.held_bytes if nbytes is None else min(nbytes, tx.held_bytes)
+        tx.held_bytes -= n
+        owner.pending_bytes -= n
+        self.tx_bytes -= n
+
+    def _total_error(self) -> LimitError:
+        return LimitError(
+            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+            f"the server holds {self.held:,} bytes in receives and transactional sends its sessions"
+            f" have not ended (remote.max_total_pending_bytes = {self.max_total_pending_bytes:,}):"
+            " retry once some are ended",
+            limit="remote.max_total_pending_bytes",
+        )

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import LookupRange, Message, QueueHandle, QueueManager, QueueRecord, QueueType
 from openmsmq.remote.auth import Permission, Principal
+from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.packed import encode_rows
 from openmsmq.remote.reads import REPLY_BYTES
 from openmsmq.store.records import message_from_row
@@ -34,11 +35,10 @@ __all__ = [
     "send_idempotent",
 ]
 
-#: Most messages one PeekRange call returns (the reply stays well under gRPC's limits
-#: for ordinary message sizes; the client pages with ``after``).
-MAX_PEEK_COUNT = 100_000
-#: Most messages one SendIdempotent call carries.
-MAX_SEND_COUNT = 100_000
+#: The bounds when the caller passes none (remote.max_batch_messages and
+#: remote.max_batch_queues at their defaults): PeekRange returns at most that many
+#: messages (the client pages with ``after``), SendIdempotent carries at most that many.
+_DEFAULT_LIMITS = RemoteLimits()
 
 RangeQuery = tuple[str, int, int | None]
 """(queue, after, through): messages with after < LookupIdentifier <= through (None: up
@@ -47,7 +47,7 @@ to the stable watermark)."""
 
 def _checked(qm: QueueManager, principal: Principal, queue: str, perm: Permission) -> QueueRecord:
     """The queue's record once ``principal`` may ``perm`` it and it is a local queue."""
-    rec = qm.get_queue(queue)  # MQ_ERROR_QUEUE_NOT_FOUND for an unknown name
+    rec = qm.get_queue(check_name(queue))  # MQ_ERROR_QUEUE_NOT_FOUND for an unknown name
     if rec.queue_type == QueueType.OUTGOING:
         raise MQError(
             HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{queue!r} is not a queue of this QM"
@@ -64,13 +64,17 @@ def _position(value: int, what: str) -> int:
 
 
 def lookup_ranges(
-    qm: QueueManager, principal: Principal, queries: Sequence[RangeQuery]
+    qm: QueueManager,
+    principal: Principal,
+    queries: Sequence[RangeQuery],
+    limits: RemoteLimits = _DEFAULT_LIMITS,
 ) -> list[LookupRange | None]:
     """(first, last, count) per query, in order; None where the range holds no message.
 
     Whole-queue queries (after 0, no through) of several queues come from ONE read
     snapshot; others are read one by one (each watermark is stable on its own).
     """
+    limits.queues(len(queries), "queries")
     for queue, after, through in queries:
         _checked(qm, principal, queue, Permission.PEEK)
         _position(after, "after")
@@ -89,8 +93,8 @@ def nth_lookup_id(
     """LookupIdentifier of the ``n``-th message after ``after`` (MQ_ERROR_MESSAGE_NOT_FOUND
     when fewer exist)."""
     _checked(qm, principal, queue, Permission.PEEK)
-    if n < 1:
-        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"n must be at least 1, got {n}")
+    if not 1 <= n < 2**63:
+        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"n must be 1..2**63-1, got {n}")
     return qm.nth_lookup_id(queue, _position(after, "after"), n, through)
 
 
@@ -101,12 +105,12 @@ def peek_range(
     after: int,
     through: int | None,
     max_count: int,
+    limits: RemoteLimits = _DEFAULT_LIMITS,
 ) -> list[Message]:
     """Up to ``max_count`` messages with after < LookupIdentifier (<= through), in
     LookupIdentifier order; nothing removed or locked."""
+    limits.messages(max_count, "max_count")
     _checked(qm, principal, queue, Permission.PEEK)
-    if not 1 <= max_count <= MAX_PEEK_COUNT:
-        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"max_count must be 1..{MAX_PEEK_COUNT}")
     rows = qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
     return [message_from_row(r) for r in rows]
 
@@ -118,19 +122,25 @@ def peek_range_packed(
     after: int,
     through: int | None,
     max_count: int,
+    limits: RemoteLimits = _DEFAULT_LIMITS,
 ) -> bytes:
     """:func:`peek_range` in the packed form (:func:`openmsmq.remote.packed.encode_rows`),
     encoded from the stored rows: no :class:`Message` per message."""
+    limits.messages(max_count, "max_count")
     _checked(qm, principal, queue, Permission.PEEK)
-    if not 1 <= max_count <= MAX_PEEK_COUNT:
-        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"max_count must be 1..{MAX_PEEK_COUNT}")
     return encode_rows(qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES))
 
 
-def remove_through(qm: QueueManager, principal: Principal, positions: Mapping[str, int]) -> int:
+def remove_through(
+    qm: QueueManager,
+    principal: Principal,
+    positions: Mapping[str, int],
+    limits: RemoteLimits = _DEFAULT_LIMITS,
+) -> int:
     """Remove every message with LookupIdentifier <= ``positions[queue]``, all queues in ONE
     transaction; returns how many this call removed. Every permission is checked before
     anything is removed."""
+    limits.queues(len(positions), "queues")
     for queue, pos in positions.items():
         _checked(qm, principal, queue, Permission.RECEIVE)
         _position(pos, "position")
@@ -144,12 +154,13 @@ def send_idempotent(
     queue: str,
     messages: Sequence[Message],
     identities: Sequence[str],
+    limits: RemoteLimits = _DEFAULT_LIMITS,
 ) -> list[int | None]:
     """Send ``messages`` to a local queue in ONE transaction; a message whose identity the
     queue already accepted is skipped (None in the result, else its LookupIdentifier)."""
+    if messages:
+        limits.messages(len(messages), "messages")
     _checked(qm, principal, queue, Permission.SEND)
-    if len(messages) > MAX_SEND_COUNT:
-        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"at most {MAX_SEND_COUNT} messages per call")
     if not messages:
         return []
     return qm.send_idempotent(queue, messages, identities)

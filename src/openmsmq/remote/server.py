@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, LimitError, MQError
+from openmsmq.observability.refusals import Refusals
+from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import MAX_MESSAGE_BYTES, Message, QueueManager, QueueRecord, QueueType
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
@@ -36,6 +38,7 @@ from openmsmq.remote import ranges
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, Session
+from openmsmq.remote.limits import RemoteLimits, check_count, check_name
 from openmsmq.remote.packed import PACKED_V1, encode_messages
 from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
@@ -82,6 +85,17 @@ def status_for(hresult: int) -> grpc.StatusCode:
     return _STATUS.get(int(hresult), grpc.StatusCode.FAILED_PRECONDITION)
 
 
+#: Most allowed senders a queue created remotely may list.
+MAX_ALLOWED_SENDERS = 1000
+
+#: The rule a refusal is counted under when no LimitError names one.
+_RULE_BY_HRESULT: dict[int, str] = {
+    HResult.MQ_ERROR_ACCESS_DENIED: "permission",
+    HResult.STATUS_ACCESS_DENIED: "permission",
+    HResult.MQ_ERROR_INSUFFICIENT_RESOURCES: "resources",
+}
+
+
 def _done(fn: Callable[[Session], object]) -> Callable[[Session, threading.Event], pb.Empty]:
     """Wrap a call that returns nothing so that it answers :class:`Empty`."""
 
@@ -89,6 +103,7 @@ def _done(fn: Callable[[Session], object]) -> Callable[[Session, threading.Event
         fn(s)
         return pb.Empty()
 
+    run.__qualname__ = fn.__qualname__  # names the rpc in refusal logs
     return run
 
 
@@ -98,6 +113,8 @@ class _CallError(Exception):
         self.hresult = int(hresult)
         self.message = message
         self.code = code or status_for(hresult)
+        #: The rule that refused the call (a setting, ``token``), for the refusal's log and count.
+        self.rule: str | None = None
 
 
 # ---- value mapping ---------------------------------------------------------------------------
@@ -139,6 +156,10 @@ def record_from_pb(o: pb.OutgoingMessage) -> Message:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"delivery {o.delivery}")
     if o.ack_flags & ~0x0F:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"ack flags {o.ack_flags:#x}")
+    # Queue names are stored with the message but not counted in its size (quotas count
+    # body, label and extension): bounded like every name a call carries.
+    check_name(o.admin_queue, "admin queue name")
+    check_name(o.response_queue, "response queue name")
     return Message(
         body=o.body, label=o.label, priority=o.priority if o.HasField("priority") else 3,
         correlation_id=o.correlation_id.ljust(20, b"\0"), app_specific=o.app_specific,
@@ -169,11 +190,12 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     """One method per rpc; each is a thin shell around :class:`RemoteReadCore`."""
 
     def __init__(self, core: RemoteReadCore, tokens: TokenTable | None, pool: ThreadPoolExecutor,
-                 wait_pool: ThreadPoolExecutor) -> None:  # fmt: skip
+                 wait_pool: ThreadPoolExecutor, refusals: Refusals) -> None:  # fmt: skip
         self.core = core
         self.tokens = tokens
         self.pool = pool
         self.wait_pool = wait_pool
+        self.refusals = refusals
         #: Returns the live-transfer-state provider (see RemoteServer.status_provider).
         self.status_provider: Callable[[], Callable[[], TransferSnapshot] | None] = lambda: None
         #: Returns the incoming-sequence resetter (see RemoteServer.sequence_resetter).
@@ -190,12 +212,25 @@ class _Servicer(pb_grpc.RemoteReadServicer):
                 token = value[7:].strip()
         principal = self.tokens.authenticate(token)
         if principal is None:
-            raise _CallError(
+            error = _CallError(
                 HResult.MQ_ERROR_ACCESS_DENIED,
                 "missing or unknown bearer token",
                 grpc.StatusCode.UNAUTHENTICATED,
             )
+            error.rule = "token"
+            raise error
         return principal
+
+    def _refused(self, context: Any, rpc: str, error: _CallError, principal: Principal | None) -> None:
+        """Log and count a refusal (a limit, a permission, a token); other failures are the
+        caller's business (a queue not found, a timeout)."""
+        rule = error.rule or _RULE_BY_HRESULT.get(error.hresult)
+        if rule is None:
+            return
+        who = str(context.peer() or "?")
+        if principal is not None:
+            who += f" ({principal.name})"
+        self.refusals.refused(rule, who, rpc, error.message)
 
     def _session(self, context: grpc.aio.ServicerContext[Any, Any], principal: Principal) -> Session:
         sid = None
@@ -218,8 +253,10 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         """Authenticate, find the session, run ``fn`` in a worker; failures → status + HRESULT."""
         cancel = threading.Event()
         error: _CallError
+        principal: Principal | None = None
         try:
-            session = self._session(context, self._principal(context))
+            principal = self._principal(context)
+            session = self._session(context, principal)
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.wait_pool if waits else self.pool, fn, session, cancel)
         except asyncio.CancelledError:
@@ -229,9 +266,14 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             error = exc
         except MQError as exc:
             error = _CallError(exc.hresult, exc.message or str(exc))
+            if isinstance(exc, LimitError):
+                error.rule = exc.limit
         except Exception as exc:  # a bug must fail this call only, never the server
             log.exception("remote-read call failed")
             error = _CallError(HResult.MQ_ERROR, f"internal error: {type(exc).__name__}")
+        # The rpc's name, from the function each method passes (…Servicer.Send.<locals>.fn).
+        rpc = fn.__qualname__.split(".<locals>", 1)[0].rsplit(".", 1)[-1]
+        self._refused(context, rpc, error, principal)
         await context.abort(
             error.code, error.message, trailing_metadata=((HRESULT_KEY, f"{error.hresult:08X}"),)
         )
@@ -245,6 +287,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         try:
             principal = self._principal(context)
         except _CallError as exc:
+            self._refused(context, "Session", exc, None)
             await context.abort(
                 exc.code, exc.message, trailing_metadata=((HRESULT_KEY, f"{exc.hresult:08X}"),)
             )
@@ -341,6 +384,8 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def Send(self, request: pb.SendRequest, context: Any) -> pb.SendReply:
         def fn(s: Session, _c: threading.Event) -> pb.SendReply:
+            if request.messages:  # before the messages are converted
+                self.core.limits.messages(len(request.messages), "messages")
             records = [record_from_pb(o) for o in request.messages]
             pairs = self.core.send(s, request.handle, records, request.transaction)
             lineage = self.core.qm.guid.bytes
@@ -369,6 +414,8 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
             quota = request.quota_kb if request.HasField("quota_kb") else None  # the QM's default
             jquota = request.journal_quota_kb if request.HasField("journal_quota_kb") else _INFINITE
+            if request.allowed_senders:
+                check_count(len(request.allowed_senders), MAX_ALLOWED_SENDERS, "allowed senders", "senders")
             rec = self.core.create_queue(
                 s, request.path, transactional=request.transactional, label=request.label,
                 quota_kb=quota, journal=request.journal, journal_quota_kb=jquota,
@@ -398,7 +445,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             queries = [
                 (q.queue, q.after, q.through if q.HasField("through") else None) for q in request.queries
             ]
-            found = ranges.lookup_ranges(self.core.qm, s.principal, queries)
+            found = ranges.lookup_ranges(self.core.qm, s.principal, queries, self.core.limits)
             return pb.LookupRangesReply(
                 ranges=[
                     pb.LookupRangeResult()
@@ -423,7 +470,8 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def PeekRange(self, request: pb.PeekRangeRequest, context: Any) -> pb.ReadReply:
         def fn(s: Session, _c: threading.Event) -> pb.ReadReply:
             through = request.through if request.HasField("through") else None
-            args = (self.core.qm, s.principal, request.queue, request.after, through, request.max_count)
+            args = (self.core.qm, s.principal, request.queue, request.after, through, request.max_count,
+                    self.core.limits)  # fmt: skip
             if request.reply_format == PACKED_V1:
                 return pb.ReadReply(packed=ranges.peek_range_packed(*args))
             return read_reply(ranges.peek_range(*args), request.reply_format)
@@ -432,16 +480,20 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def RemoveThrough(self, request: pb.RemoveThroughRequest, context: Any) -> pb.RemoveThroughReply:
         def fn(s: Session, _c: threading.Event) -> pb.RemoveThroughReply:
-            count = ranges.remove_through(self.core.qm, s.principal, dict(request.positions))
+            count = ranges.remove_through(
+                self.core.qm, s.principal, dict(request.positions), self.core.limits
+            )
             return pb.RemoveThroughReply(count=count)
 
         return await self._run(context, fn)
 
     async def SendIdempotent(self, request: pb.SendIdempotentRequest, context: Any) -> pb.SendIdempotentReply:
         def fn(s: Session, _c: threading.Event) -> pb.SendIdempotentReply:
+            if request.messages:  # before the messages are converted
+                self.core.limits.messages(len(request.messages), "messages")
             records = [record_from_pb(o) for o in request.messages]
             got = ranges.send_idempotent(
-                self.core.qm, s.principal, request.queue, records, list(request.identities)
+                self.core.qm, s.principal, request.queue, records, list(request.identities), self.core.limits
             )
             return pb.SendIdempotentReply(lookup_ids=[lid or 0 for lid in got])
 
@@ -506,6 +558,8 @@ class RemoteServer:
     the Pending Request Cleanup Timer (s). ``session_timeout``: a session without a ping
     for this long ends (s). ``max_pending_bytes`` / ``max_total_pending_bytes``: what one
     session / all sessions may hold in receives started and not ended (RemoteReadCore).
+    ``limits``: the bounds of every count a call carries (RemoteLimits). ``metrics``:
+    where refused calls are counted (:meth:`MetricsSink.count_refused`).
     ``wait_workers``: threads for receives that wait.
     """
 
@@ -521,6 +575,8 @@ class RemoteServer:
         session_timeout: float = 30.0,
         max_pending_bytes: int = MAX_PENDING_BYTES,
         max_total_pending_bytes: int = MAX_TOTAL_PENDING_BYTES,
+        limits: RemoteLimits | None = None,
+        metrics: MetricsSink = NULL_METRICS,
         workers: int = 16,
         wait_workers: int = 256,
     ) -> None:
@@ -535,7 +591,10 @@ class RemoteServer:
             session_timeout=session_timeout,
             max_pending_bytes=max_pending_bytes,
             max_total_pending_bytes=max_total_pending_bytes,
+            limits=limits,
         )
+        #: Refused calls: logged once per client and rule, counted by rule.
+        self.refusals = Refusals(log, metrics)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openmsmq-rr")
         self._wait_pool = ThreadPoolExecutor(max_workers=wait_workers, thread_name_prefix="openmsmq-rr-wait")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -592,7 +651,7 @@ class RemoteServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        servicer = _Servicer(self.core, self.tokens, self._pool, self._wait_pool)
+        servicer = _Servicer(self.core, self.tokens, self._pool, self._wait_pool, self.refusals)
         servicer.status_provider = lambda: self.status_provider
         servicer.sequence_resetter = lambda: self.sequence_resetter
         pb_grpc.add_RemoteReadServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
@@ -613,6 +672,13 @@ class RemoteServer:
         timers = asyncio.create_task(self._timers())
         self._started.set()
         log.info("remote-read service listening on %s", self.target)
+        if self.tokens is None:
+            log.warning(
+                "remote-read service on %s without tokens: every local process may read, send, purge"
+                " and delete queues through it; on a host shared with other users set"
+                " remote.tokens_file and remote.require_token (docs/security.md)",
+                self.target,
+            )
         await self._stopped.wait()
         timers.cancel()
 
@@ -669,7 +735,8 @@ def start_remote_server(qm: QueueManager, config: Any = None, **overrides: Any) 
                       cleanup_timeout=remote.pending_request_cleanup,
                       session_timeout=remote.session_timeout,
                       max_pending_bytes=remote.max_pending_bytes,
-                      max_total_pending_bytes=remote.max_total_pending_bytes)  # fmt: skip
+                      max_total_pending_bytes=remote.max_total_pending_bytes,
+                      limits=RemoteLimits(remote.max_batch_messages, remote.max_batch_queues))  # fmt: skip
         if remote.tokens_file is not None:
             kwargs["tokens"] = load_tokens(remote.tokens_file)
         cert, key = _read_pem(remote.tls_cert), _read_pem(remote.tls_key)

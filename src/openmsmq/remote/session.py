@@ -58,6 +58,9 @@ class RemoteTransaction:
     uow: bytes
     txn: Transaction
     state: TxState = field(default_factory=TxState)
+    #: Memory its buffered sends hold until it ends (counted in the session's
+    #: ``pending_bytes``: :class:`openmsmq.remote.pending.PendingBudget`).
+    held_bytes: int = 0
 
 
 @dataclass(eq=False)
@@ -82,8 +85,9 @@ class Session:
     ended_txs: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
     waiters: set[Waiter] = field(default_factory=set)
     closed: bool = False
-    #: Memory held for its pending receives: each locked message's size plus
-    #: :data:`openmsmq.remote.pending.ENTRY_OVERHEAD` (PendingRequestTable keeps the sum).
+    #: Memory held for its pending receives (each locked message's size plus
+    #: :data:`openmsmq.remote.pending.ENTRY_OVERHEAD`) and for the sends buffered in its open
+    #: transactions (:class:`openmsmq.remote.pending.PendingBudget`).
     pending_bytes: int = 0
 
 

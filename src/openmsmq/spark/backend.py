@@ -56,6 +56,7 @@ from openmsmq.client.transport import Transport
 from openmsmq.client.types import LookupRange, RangeQuery
 from openmsmq.client.types import OutgoingMessage as ClientOutgoing
 from openmsmq.errors import ConfigError, HResult, MQError, QueueNotFoundError
+from openmsmq.redact import redact
 from openmsmq.runtime import live_runtime
 
 if TYPE_CHECKING:  # pyarrow is imported by the executor's read path only
@@ -237,17 +238,19 @@ def resolve_endpoint(endpoint: str) -> str:
     parts = urlsplit(endpoint) if "://" in endpoint else None
     if parts is not None and parts.scheme.lower() == "grpc":
         if not parts.hostname or not parts.port:
-            raise ConfigError("endpoint", f"option 'endpoint' {endpoint!r}: expected grpc://host:port")
+            raise ConfigError(
+                "endpoint", f"option 'endpoint' {redact(endpoint)!r}: expected grpc://host:port"
+            )
         return endpoint
     if parts is not None and parts.scheme.lower() != "file":
         raise ConfigError(
             "endpoint",
-            f"option 'endpoint' has unsupported scheme {parts.scheme!r} in {endpoint!r} "
+            f"option 'endpoint' has unsupported scheme {parts.scheme!r} in {redact(endpoint)!r} "
             "(expected grpc://host:port or the data directory of a running queue manager)",
         )
     path = unquote(parts.path) if parts is not None else endpoint
     if not path or not Path(path).is_dir():
-        raise ConfigError("endpoint", f"option 'endpoint': {endpoint!r} is not a data directory")
+        raise ConfigError("endpoint", f"option 'endpoint': {redact(endpoint)!r} is not a data directory")
     running = live_runtime(path)
     if running is None:
         # Maybe a passing outage (the QM restarts): an unreachable QM, not a bad option.

@@ -23,6 +23,7 @@ from enum import Enum
 from typing import Any
 
 from openmsmq.errors import ConfigError, LocalProtocolError
+from openmsmq.redact import redact
 
 __all__ = [
     "MAX_LOOKUP_ID",
@@ -158,7 +159,7 @@ def _check_endpoint(endpoint: str) -> str:
         raise ConfigError(
             "endpoint",
             "option 'endpoint' must be a URL such as grpc://host:port or the absolute path of "
-            f"a running queue manager's data directory, got {endpoint!r}",
+            f"a running queue manager's data directory, got {redact(endpoint)!r}",
         )
     return endpoint
 

@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from openmsmq.errors import ConfigError, LocalProtocolError
+from openmsmq.redact import redact
 from openmsmq.spark.arrow import page_to_batch
 from openmsmq.spark.backend import (
     Backend,
@@ -93,7 +94,9 @@ def _open_checked(endpoint: str, options: Mapping[str, str], queues: Sequence[st
     try:
         for queue in queues:
             if not backend.queue_exists(queue):
-                raise ConfigError(key, f"option {key!r}: queue {queue!r} does not exist at {endpoint}")
+                raise ConfigError(
+                    key, f"option {key!r}: queue {queue!r} does not exist at {redact(endpoint)}"
+                )
     except BaseException:
         backend.close()
         raise

@@ -33,10 +33,12 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
+from openmsmq.datadir import check_private, private_file
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
-from openmsmq.store.writes import StoreStats, WriteContext, _busy, _Op, storage_error
+from openmsmq.store.space import RESERVE_FILE, SpaceGuard, SpaceReserve
+from openmsmq.store.writes import StoreStats, WriteContext, _busy, _Op, report_failure, storage_error
 
 __all__ = ["LOOKUP_ID_BLOCK", "Store"]
 
@@ -73,6 +75,8 @@ class Store:
     ``Store(path)`` opens (creating if needed) the database, refuses a foreign,
     garbage or corrupted file with :class:`~openmsmq.errors.StorageError`, applies
     migrations and, when ``threaded`` (the default), starts the writer thread.
+    ``disk_reserve``: bytes of disk held back for removals on a full disk
+    (:mod:`openmsmq.store.space`; None: keep the reserve file that is there, create none).
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class Store:
         synchronous: str = "FULL",
         max_batch_ops: int = 1024,
         qm_quota: int | None = None,
+        disk_reserve: int | None = None,
     ) -> None:
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
@@ -143,6 +148,13 @@ class Store:
         self._wake.acquire()
         self._stopping = False
         self._check_header()
+        # Created 0600 before SQLite opens it: SQLite gives the -wal and -shm files the
+        # database's mode, and the umask would leave all three readable by every user.
+        private_file(self.path)
+        check_private(self.path.parent, (self.path.name, self.path.name + "-wal", self.path.name + "-shm"))
+        #: Low-space mode and the space reserve (openmsmq.store.space).
+        self.space = SpaceGuard(SpaceReserve(self.path.with_name(RESERVE_FILE), disk_reserve))
+        self.space.open()
         try:
             self._conn = self._connect()
         except sqlite3.Error as exc:
@@ -490,6 +502,8 @@ class Store:
         conn = self._conn
         pending = list(batch)
         merge = True
+        space = self.space
+        space.recover(conn)
         while pending:
             results: list[tuple[_Op, bool, Any]] = []
             try:
@@ -497,9 +511,11 @@ class Store:
                 self._take_over_reservation(conn)
             except sqlite3.Error as exc:
                 self._rollback()
+                if space.spend(exc):
+                    continue
                 self._fail_all(pending, exc)
                 return
-            ctx = WriteContext(conn, self._sequential_id, self.qm_quota)
+            ctx = WriteContext(conn, self._sequential_id, self.qm_quota, space.low)
             restart = False
             todo = self._merge_runs(ctx, pending, results) if merge else pending
             if todo is None:  # SQLite dropped the transaction inside a merged run
@@ -517,6 +533,10 @@ class Store:
                         conn.execute("RELEASE op")
                     results.append((op, True, value))
                 except BaseException as exc:
+                    if space.spend(exc):  # the disk is full: run the batch again in low-space mode
+                        self._rollback()
+                        restart = True
+                        break
                     if not savepoints:
                         self._rollback()
                     elif conn.in_transaction:
@@ -528,6 +548,7 @@ class Store:
                     if not conn.in_transaction:
                         # The whole transaction is gone: fail this op, rerun the others.
                         self.stats.failed_ops += 1
+                        report_failure(exc, self.path, 1)
                         op.finish(False, storage_error(exc, self.path))
                         pending = [o for o in pending if o is not op]
                         restart = True
@@ -543,6 +564,8 @@ class Store:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback()
+                if space.spend(exc):
+                    continue
                 self._fail_all(pending, exc)
                 return
             self._sequential_id = ctx.sequential_id
@@ -552,6 +575,7 @@ class Store:
             for op, ok, value in results:
                 if not ok:
                     self.stats.failed_ops += 1
+                    report_failure(value, self.path, 1)
                     op.finish(False, storage_error(value, self.path))
                 elif op.future is None:  # _Op.finish for a caller of write(), inline
                     op.ok = True
@@ -653,6 +677,7 @@ class Store:
                 self._conn.execute("ROLLBACK")
 
     def _fail_all(self, ops: list[_Op], exc: BaseException) -> None:
+        report_failure(exc, self.path, len(ops))
         err = storage_error(exc, self.path)
         for op in ops:
             self.stats.failed_ops += 1
@@ -693,6 +718,7 @@ class Store:
         try:
             return fn(self.reader())
         except sqlite3.Error as exc:
+            report_failure(exc, self.path, 1, "read")
             raise storage_error(exc, self.path) from exc
 
     def read_idle(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -440,7 +440,14 @@ def _upsert_incoming(conn: sqlite3.Connection, states: Iterable[IncomingSequence
 def _check_qm_quota(ctx: WriteContext) -> None:
     """MQ_ERROR_INSUFFICIENT_RESOURCES when all queues together now hold more than the
     QueueManagerQuota (MS-MQDMPR 3.1.7.1.9 status 2; the caller's savepoint undoes the
-    enqueue). One indexed sum over the queue rows, only when a quota is set."""
+    enqueue). One indexed sum over the queue rows, only when a quota is set. Also while
+    the disk is full (low-space mode): the space reserve is for removals."""
+    if ctx.low_space:
+        raise MQError(
+            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
+            "the disk is full: messages are not taken until space is freed (receives, purges and"
+            " deletions go on, with the space reserve, store.disk_reserve)",
+        )
     quota = ctx.qm_quota
     if quota is None:
         return

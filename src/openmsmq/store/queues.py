@@ -20,6 +20,7 @@ from openmsmq.store.writes import WriteContext
 
 __all__ = [
     "FIRST_PRIVATE_NUMBER",
+    "OUTGOING_NAME_PREFIX",
     "create_queue",
     "delete_queue",
     "ensure_outgoing_queue",
@@ -179,6 +180,10 @@ def create_queue(
     return op
 
 
+#: An OutgoingQueue's ``name`` is this and its destination format name, case-folded.
+OUTGOING_NAME_PREFIX = "outgoing:"
+
+
 def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext], QueueRecord]:
     """The OutgoingQueue for a destination format name, created on first use
     (MS-MQDMPR 3.1.7.1.5 step 4) with OutgoingTxSequenceID = {Ordinal 1, TimeStamp now}
@@ -192,7 +197,7 @@ def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext]
             return queue_from_row(row)
         qid = _insert_queue(
             conn,
-            name="outgoing:" + key,
+            name=OUTGOING_NAME_PREFIX + key,
             display_name=format_name,
             queue_type=QueueType.OUTGOING,
             private_number=0,

@@ -5,6 +5,7 @@ operation of :class:`~openmsmq.store.db.Store` (``_Op``), the writer's counters
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from _thread import allocate_lock as _allocate_lock
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.observability.repeats import RepeatedEvents
 
-__all__ = ["StoreStats", "WriteContext", "storage_error"]
+__all__ = ["StoreStats", "WriteContext", "is_full", "report_failure", "storage_error"]
 
 _SQLITE_BUSY = 5
 _SQLITE_FULL = 13
@@ -34,6 +36,31 @@ def storage_error(exc: BaseException, path: str | os.PathLike[str]) -> BaseExcep
             return MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, f"store {path} is full: {exc}")
         return MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, f"store {path}: {exc}")
     return exc
+
+
+def is_full(exc: BaseException) -> bool:
+    """SQLITE_FULL: the disk (or the database's size limit) is full."""
+    return (
+        isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_FULL
+    )
+
+
+#: Store failures come in bursts (every operation of a full disk): the first of each kind
+#: is logged at once, the rest summed up.
+_failures = RepeatedEvents(logging.getLogger("openmsmq.store"))
+
+
+def report_failure(exc: BaseException, path: str | os.PathLike[str], ops: int, what: str = "write") -> None:
+    """Log a failed store ``what`` (``write`` / ``read``) of ``ops`` operations with its
+    cause (the SQLite error and its name); other exceptions (a quota, a deleted queue) are
+    the operations' own answers, not store failures."""
+    if not isinstance(exc, sqlite3.Error):
+        return
+    name = getattr(exc, "sqlite_errorname", "") or type(exc).__name__
+    _failures.log(
+        (what, name), logging.ERROR, "store %s failed in %s: %s (%s); %d operation(s) failed",
+        what, path, exc, name, ops,
+    )  # fmt: skip
 
 
 def _busy(exc: sqlite3.Error) -> bool:
@@ -61,11 +88,20 @@ class WriteContext:
     Only the writer creates it; operations must use parameterised SQL on ``conn``.
     """
 
-    def __init__(self, conn: sqlite3.Connection, sequential_id: int, qm_quota: int | None = None) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        sequential_id: int,
+        qm_quota: int | None = None,
+        low_space: bool = False,
+    ) -> None:
         self.conn = conn
         self._sequential_id = sequential_id
         #: QueueManagerQuota in bytes (None: none): what all queues may hold together.
         self.qm_quota = qm_quota
+        #: The disk is full and the space reserve spent (:mod:`openmsmq.store.space`):
+        #: operations that add messages are refused, removals go on.
+        self.low_space = low_space
 
     @property
     def sequential_id(self) -> int:

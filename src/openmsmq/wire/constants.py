@@ -22,6 +22,7 @@ __all__ = [
     "DQ_SHIFT",
     "ESTABLISH_CONNECTION_PADDING_BYTE",
     "INFINITE",
+    "MAX_HANDSHAKE_PACKET_SIZE",
     "MAX_HOP_COUNT",
     "MAX_LABEL_LENGTH",
     "MAX_PACKET_SIZE",
@@ -71,6 +72,11 @@ PACKET_VERSION = 0x10
 PACKET_SIGNATURE = 0x524F494C
 #: BaseHeader.PacketSize upper bound, 4 MiB (MS-MQMQ 2.2.19.1).
 MAX_PACKET_SIZE = 0x00400000
+#: Largest packet a session waits for before it is open: the handshake's packets are
+#: EstablishConnection (its header padded to 512 bytes, MS-MQQB 2.2.3) and the smaller
+#: ConnectionParameters (2.2.2); nothing else is valid before state OPEN (3.1.5), so a
+#: peer that declares more is not waited for (it would hold memory without a session).
+MAX_HANDSHAKE_PACKET_SIZE = 1024
 #: Size of the BaseHeader (MS-MQMQ 2.2.19.1).
 BASE_HEADER_SIZE = 16
 #: Size of a SessionHeader (MS-MQMQ 2.2.20.4).

@@ -46,6 +46,20 @@ class PacketDecoder:
         """Bytes received but not yet part of a complete packet."""
         return len(self._buf)
 
+    def check_waiting(self, limit: int, why: str) -> None:
+        """Raise :class:`WireError` (and break the decoder) when the partial packet waiting
+        in the buffer declares a PacketSize over ``limit``: its sender is not waited for
+        (``why`` says what bounds it). Nothing to check without a whole BaseHeader."""
+        if self._error is not None:
+            raise self._error
+        if len(self._buf) < 16:
+            return
+        size = _BASE.unpack_from(self._buf, 0)[4]
+        if size > limit:
+            self._error = WireError("BaseHeader", "PacketSize", size, f"<= {limit} {why}")
+            self._buf.clear()
+            raise self._error
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Packet]:
         """Add ``data`` and return every packet it completes, in order."""
         if self._error is not None:
