@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from openmsmq.config_values import Route, convert, fmt_number, norm_host, parse_duration, parse_size
-from openmsmq.errors import ConfigError
+from openmsmq.errors import ConfigError, quoted
 
 __all__ = [
     "ENV_PREFIX",
@@ -563,7 +563,9 @@ def load_config(
                     section, f"unknown section in {file_path}; sections: {', '.join(_SECTIONS)}"
                 )
             if not isinstance(table, dict):
-                raise ConfigError(section, f"expected a [{section}] table in {file_path}, got {table!r}")
+                raise ConfigError(
+                    section, f"expected a [{section}] table in {file_path}, got {quoted(table)}"
+                )
             for name, raw in table.items():
                 put(section, name, raw, f"file:{file_path}", False)
 

@@ -119,7 +119,7 @@ def test_purge_of_an_outgoing_queue_with_the_queue_manager_stopped(run, tmp_path
     listed = doc(run("queue", "list", "--all", "--json"))["queues"]
     assert [q["message_count"] for q in listed if q["kind"] == "outgoing"] == [0]
     dead = doc(run("dlq", "list", "--json"))["dead_letters"]
-    assert [(d["body"], d["reason"]) for d in dead] == [("kept", "NackDeleted")] * 2
+    assert [(d["body"], d["reason"]) for d in dead] == [("kept", "NACK_DELETED")] * 2
     assert (
         "MQ_ERROR_QUEUE_NOT_FOUND"
         in run("queue", "purge", "DIRECT=TCP:192.0.2.7\\private$\\none", code=1).stderr
@@ -146,7 +146,7 @@ def test_purge_of_an_outgoing_queue_over_remote_read_says_to_stop_the_queue_mana
 def test_errors_are_one_clean_line(run) -> None:
     result = run("queue", "show", "private$\\nope", code=1)
     assert result.stderr.strip().splitlines() == [
-        "error: MQ_ERROR_QUEUE_NOT_FOUND (0xC00E0003): no queue 'private$\\\\nope'"
+        "error: MQ_ERROR_QUEUE_NOT_FOUND (0xC00E0003): no queue 'private$\\nope'"
     ]
     assert "Traceback" not in result.output
     result = run("--json", "receive", "private$\\nope", code=1)

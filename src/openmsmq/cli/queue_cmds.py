@@ -152,7 +152,7 @@ def purge(ctx: click.Context, name: str) -> None:
 
     NAME may also be a remote queue's format name (DIRECT=TCP:host\\private$\\q, as
     `queue list --all` shows outgoing queues): this QM's outgoing queue to it is purged,
-    with the queue manager stopped. Its messages leave with the class NackDeleted
+    with the queue manager stopped. Its messages leave with the class NACK_DELETED
     (0x8001); those sent with --dead-letter go to the dead-letter queues (see `openmsmq
     dlq`)."""
     c = ctx_of(ctx)

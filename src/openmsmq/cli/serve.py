@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from openmsmq.config import load_config
-from openmsmq.errors import OpenMSMQError
+from openmsmq.errors import OpenMSMQError, quoted
 from openmsmq.observability.logging import configure_logging
 
 __all__ = ["main", "register", "serve"]
@@ -67,7 +67,7 @@ def serve(
         for r in routes:
             dest, eq, hop = r.partition("=")
             if not eq:
-                raise click.BadParameter(f"expected DEST=NEXTHOP, got {r!r}", param_hint="--route")
+                raise click.BadParameter(f"expected DEST=NEXTHOP, got {quoted(r)}", param_hint="--route")
             table[dest.strip()] = hop.strip()
         overrides["mqqb.routes"] = table
     if allow:

@@ -377,7 +377,7 @@ class AsyncQueue:
         return result[0]
 
     async def reject(self, message: Message, tx: AsyncTransaction | TransactionId) -> None:
-        """Mark a message received in ``tx`` as rejected (NackReceiveRejected at commit)."""
+        """Mark a message received in ``tx`` as rejected (NACK_RECEIVE_REJECTED at commit)."""
         tid = _tid(tx)
         assert tid is not None
         await self._call(self._transport.set_ack_class, tid, message.lookup_id, NACK_RECEIVE_REJECTED)

@@ -28,7 +28,7 @@ from openmsmq.client.types import (
     ShareMode,
     TransactionId,
 )
-from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.errors import ConfigError, HResult, MQError, quoted
 from openmsmq.runtime import live_runtime
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
 #: What ``send`` accepts as a body: bytes-like, or text (sent as UTF-8).
 Body = bytes | bytearray | memoryview | str
 
-#: Message.Class NackReceiveRejected (MS-MQMQ 2.2.18.1.6), set by :meth:`Queue.reject`.
+#: Message.Class NACK_RECEIVE_REJECTED (MS-MQMQ 2.2.18.1.6), set by :meth:`Queue.reject`.
 NACK_RECEIVE_REJECTED = 0xC004
 
 
@@ -91,14 +91,14 @@ def open_transport(target: str | Path) -> Transport:
 
         path = unquote(urlsplit(text).path) if scheme == "file" else text
         if not path:
-            raise ConfigError("target", f"{text!r}: no data directory")
+            raise ConfigError("target", f"{quoted(text)}: no data directory")
         running = live_runtime(path)
         if running is None:
             return InProcessTransport(path)
         if not running.get("remote"):
             raise ConfigError(
                 "target",
-                f"{text!r} belongs to the running queue manager (pid {running.get('pid')}), whose"
+                f"{quoted(text)} belongs to the running queue manager (pid {running.get('pid')}), whose"
                 " remote-read service is off: enable [remote] or stop that queue manager",
             )
         text, scheme = str(running["remote"]), "grpc"
@@ -106,10 +106,12 @@ def open_transport(target: str | Path) -> Transport:
         try:
             module = importlib.import_module("openmsmq.client.grpc_transport")
         except ImportError as exc:
-            raise ConfigError("target", f"{text!r}: the grpc transport is not available") from exc
+            raise ConfigError("target", f"{quoted(text)}: the grpc transport is not available") from exc
         transport: Transport = module.GrpcTransport(text)
         return transport
-    raise ConfigError("target", f"{text!r}: expected a data directory, file:///path or grpc://host:port")
+    raise ConfigError(
+        "target", f"{quoted(text)}: expected a data directory, file:///path or grpc://host:port"
+    )
 
 
 def connect(target: str | Path | Transport) -> Connection:
@@ -391,7 +393,7 @@ class Queue:
 
     def reject(self, message: Message, tx: Transaction | TransactionId) -> None:
         """Mark a message received in ``tx`` as rejected: at commit its acknowledgment has
-        class NackReceiveRejected (R_SetUserAcknowledgementClass, MS-MQRR 3.1.4.14)."""
+        class NACK_RECEIVE_REJECTED (R_SetUserAcknowledgementClass, MS-MQRR 3.1.4.14)."""
         tid = _tx_id(tx)
         assert tid is not None
         self._transport.set_ack_class(tid, message.lookup_id, NACK_RECEIVE_REJECTED)
@@ -482,7 +484,7 @@ class Connection:
 
     def purge_outgoing(self, format_name: str) -> int:
         """Purge this QM's outgoing queue to the remote queue ``format_name`` (as ``queue
-        list --all`` shows it): every message leaves it with the class NackDeleted
+        list --all`` shows it): every message leaves it with the class NACK_DELETED
         (0x8001); those sent with ``dead_letter`` go to the dead-letter queues, the others
         are deleted. Only with the queue manager stopped (an in-process connection to its
         data directory). Returns how many left the queue."""

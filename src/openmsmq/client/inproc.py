@@ -34,7 +34,7 @@ from openmsmq.client.types import (
     ShareMode,
     TransactionId,
 )
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm import Message as Record
 from openmsmq.qm import (
     PendingReceive,
@@ -439,7 +439,7 @@ class InProcessTransport(Transport):
         if info.queue_type != QueueType.OUTGOING:
             raise MQError(
                 HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
-                f"{format_name!r} is not an outgoing queue of this queue manager"
+                f"{quoted(format_name)} is not an outgoing queue of this queue manager"
                 " (purge a local queue by its name)",
             )
         return self.qm.purge_queue(format_name)
@@ -699,5 +699,5 @@ def _message_id(m: Record) -> str:
 def _remote_read(name: str) -> MQError:
     return MQError(
         HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
-        f"{name!r} is a remote queue: reading it needs the remote-read (grpc://) transport",
+        f"{quoted(name)} is a remote queue: reading it needs the remote-read (grpc://) transport",
     )

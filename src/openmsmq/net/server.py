@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from openmsmq.config import Config
-from openmsmq.errors import ConfigError
+from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
 from openmsmq.protocol.events import SessionConfig
@@ -317,7 +317,7 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
         else:
             return uvloop.new_event_loop
     elif name != "asyncio":
-        raise ConfigError("qm.event_loop", f"unknown event loop {name!r} (uvloop or asyncio)")
+        raise ConfigError("qm.event_loop", f"unknown event loop {quoted(name)} (uvloop or asyncio)")
     return asyncio.new_event_loop
 
 

@@ -28,7 +28,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.dead_letters import DeadLetterMixin
@@ -303,7 +303,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 key = queue.strip().casefold()
                 qs = next((s for s in self._by_id.values() if s.record.destination_format_name == key), None)
         if qs is None or qs.deleted:
-            raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"no queue {queue!r}")
+            raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"no queue {quoted(queue)}")
         return qs
 
     def _is_remote(self, name: str) -> bool:
@@ -353,7 +353,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             or not self._is_local_host(parsed.computer)
         ):
             raise MQError(
-                HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{name!r}: expected a local private$\\ path"
+                HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{quoted(name)}: expected a local private$\\ path"
             )
         if len(label) > 124:
             raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "queue label has at most 124 characters")
@@ -433,8 +433,8 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         PurgePending and are deleted when their lock ends. Returns the count deleted now.
 
         An outgoing queue (named by its destination's format name) is purged with the
-        class NackDeleted (0x8001), its ``dead_letter`` messages moved to the dead-letter queues
-        (:meth:`DeadLetterMixin._purge_outgoing`); not while this store is served."""
+        class NACK_DELETED (0x8001), its ``dead_letter`` messages moved to the dead-letter
+        queues (:meth:`DeadLetterMixin._purge_outgoing`); not while this store is served."""
         qs = self._resolve(queue)
         if qs.record.queue_type == _OUTGOING:
             return self._purge_outgoing(qs)
@@ -758,6 +758,6 @@ def canonical_senders(senders: Iterable[str | uuid.UUID] | str) -> str:
             out.add(str(item if isinstance(item, uuid.UUID) else uuid.UUID(str(item).strip("{}"))))
         except ValueError:
             raise MQError(
-                HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"allowed sender {item!r} is not a QM GUID"
+                HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"allowed sender {quoted(item)} is not a QM GUID"
             ) from None
     return ",".join(sorted(out))
