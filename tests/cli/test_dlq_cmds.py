@@ -172,7 +172,7 @@ def test_purge(run) -> None:
     first = letters(run, "--xact")[0]
     assert doc(run("dlq", "purge", str(first["lookup_id"]), "--json"))["purged"] == {"xact": 1, "non-xact": 0}
     assert len(letters(run)) == 3
-    run("dlq", "purge", "--non-xact", input="n\n", code=1)  # declined: nothing deleted
+    run("dlq", "purge", "--non-xact", input="y\n", code=2)  # no terminal to ask, no --yes: nothing deleted
     assert len(letters(run)) == 3
     assert doc(run("dlq", "purge", "--non-xact", "--yes", "--json"))["purged"] == {"non-xact": 1}
     assert "purged 2 dead letter(s)" in run("dlq", "purge", "--yes").output

@@ -39,7 +39,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import CliContext, ctx_of, json_option, message_row
+from openmsmq.cli.context import CliContext, confirm, ctx_of, json_option, message_row
 from openmsmq.client import (
     INFINITE,
     Access,
@@ -532,7 +532,7 @@ def requeue_cmd(
 
 @dlq.command("purge")
 @click.argument("idents", nargs=-1, metavar="[ID]...")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", is_flag=True, help="Do not ask (needed when stdin is not a terminal).")
 @_kind_options
 @json_option
 @click.pass_context
@@ -549,9 +549,7 @@ def purge(ctx: click.Context, idents: tuple[str, ...], yes: bool, xact: bool, no
                 q.receive_by_lookup_id(letter.message.lookup_id, Seek.CURRENT)
             counts[letter.kind] += 1
     else:
-        what = " and ".join(DEAD_LETTER_QUEUES[k] for k in kinds)
-        if not yes and not click.confirm(f"Delete every message of {what}?", err=True):
-            raise click.Abort()
+        confirm("delete every message of " + " and ".join(DEAD_LETTER_QUEUES[k] for k in kinds), yes)
         counts = purge_dead_letters(conn, kinds)
     total = sum(counts.values())
     c.emit({"purged": counts}, lambda: click.echo(f"purged {total} dead letter(s)"))

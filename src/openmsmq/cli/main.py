@@ -16,6 +16,7 @@ __all__ = ["COMMAND_MODULES", "cli", "main"]
 
 #: Modules whose ``register(group)`` adds their commands (see :mod:`openmsmq.cli`).
 COMMAND_MODULES: list[str] = [
+    "openmsmq.cli.init_cmds",
     "openmsmq.cli.queue_cmds",
     "openmsmq.cli.message_cmds",
     "openmsmq.cli.config_cmds",
@@ -67,7 +68,14 @@ class _Group(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, target: str, json_output: bool) -> None:
     """openmsmq: transactional MSMQ-style queue manager."""
-    obj = CliContext(target, json_output)
+    source = ctx.get_parameter_source("target")
+    if source == click.core.ParameterSource.COMMANDLINE:
+        given = "flag:--qm"
+    elif source == click.core.ParameterSource.ENVIRONMENT:
+        given = "env:OPENMSMQ_QM"
+    else:
+        given = "default"
+    obj = CliContext(target, json_output, given)
     ctx.obj = obj
     ctx.call_on_close(obj.close)
 

@@ -14,7 +14,7 @@ from rich.table import Table
 from openmsmq.cli.context import CliContext, ctx_of, json_option, message_row
 from openmsmq.client import SINGLE_MESSAGE, Access, Message
 from openmsmq.client.types import AckRequest
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 
 __all__ = ["peek", "receive", "register", "send"]
 
@@ -124,13 +124,20 @@ def send(
         data = path.read()
     else:
         data = sys.stdin.buffer.read() if not sys.stdin.isatty() else b""
-    with c.connection().open_queue(queue, Access.SEND) as q:
+    conn = c.connection()
+    with conn.open_queue(queue, Access.SEND) as q:
         receipts = q.send_many(
             [data] * count,
             label=label,
             priority=priority,
             tx=SINGLE_MESSAGE if transactional else None,
             **extra,
+        )
+    if conn.transport.in_process and conn.queue_info(queue).kind == "outgoing":
+        click.echo(
+            f"warning: the queue manager at {quoted(c.target)} is not running: the message(s) wait"
+            f" in its outgoing queue to {quoted(queue)} until 'openmsmq serve' runs over it",
+            err=True,
         )
     c.emit(
         {

@@ -68,11 +68,12 @@ def _tid(tx: AsyncTransaction | TransactionId | None) -> TransactionId | None:
     return _tx_id(tx)
 
 
-async def connect(target: str | Path | Transport) -> AsyncConnection:
-    """Connect (see :func:`openmsmq.connect`); opening runs in a worker thread."""
+async def connect(target: str | Path | Transport, *, create: bool = True) -> AsyncConnection:
+    """Connect (see :func:`openmsmq.connect`, also for ``create``); opening runs in a
+    worker thread."""
     if isinstance(target, Transport):
         return AsyncConnection(target)
-    return AsyncConnection(await asyncio.to_thread(open_transport, target))
+    return AsyncConnection(await asyncio.to_thread(open_transport, target, create=create))
 
 
 async def _sliced(op: Callable[[float], Any], timeout: float | None) -> Any:

@@ -76,13 +76,15 @@ _RECEIVE_SEEK = {
 }
 
 
-def open_transport(target: str | Path) -> Transport:
+def open_transport(target: str | Path, *, create: bool = True) -> Transport:
     """The transport for ``target``: a data directory (path or ``file:///path``) gives
     the in-process transport; ``grpc://host:port`` the remote-read transport.
 
     A data directory whose queue manager is running (``openmsmq serve`` published
     ``runtime.json`` there, :mod:`openmsmq.runtime`) is reached through that queue
-    manager's remote-read service: one process owns a store.
+    manager's remote-read service: one process owns a store. With ``create=False`` a
+    directory that holds no queue manager (missing, empty) is an error naming it as
+    given (MQ_ERROR_SERVICE_NOT_AVAILABLE) instead of a new queue manager.
     """
     text = str(target)
     scheme = urlsplit(text).scheme.lower() if "://" in text else ""
@@ -94,7 +96,7 @@ def open_transport(target: str | Path) -> Transport:
             raise ConfigError("target", f"{quoted(text)}: no data directory")
         running = live_runtime(path)
         if running is None:
-            return InProcessTransport(path)
+            return InProcessTransport(path, create=create)
         if not running.get("remote"):
             raise ConfigError(
                 "target",
@@ -114,10 +116,14 @@ def open_transport(target: str | Path) -> Transport:
     )
 
 
-def connect(target: str | Path | Transport) -> Connection:
+def connect(target: str | Path | Transport, *, create: bool = True) -> Connection:
     """Connect to a queue manager: a data directory (or ``file:///path``) in this process,
-    or ``grpc://host:port`` (remote read). A ready :class:`Transport` is used as is."""
-    transport = target if isinstance(target, Transport) else open_transport(target)
+    or ``grpc://host:port`` (remote read). A ready :class:`Transport` is used as is.
+
+    A data directory without a queue manager gets a new one, unless ``create=False``
+    (what the ``openmsmq`` commands pass): then it is MQ_ERROR_SERVICE_NOT_AVAILABLE,
+    naming the directory, so that a mistyped path fails instead of starting afresh."""
+    transport = target if isinstance(target, Transport) else open_transport(target, create=create)
     return Connection(transport)
 
 

@@ -55,6 +55,10 @@ class Transport(ABC):
 
     #: What :func:`openmsmq.connect` was given (a path, ``file://`` URL or ``grpc://`` URL).
     target: str
+    #: True when this transport opened the queue manager of a data directory in this
+    #: process: no ``openmsmq serve`` runs there (it would have been reached through its
+    #: runtime.json), so nothing transfers its outgoing queues meanwhile.
+    in_process: bool = False
 
     # ---- queue administration --------------------------------------------------------
 

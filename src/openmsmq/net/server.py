@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from openmsmq.config import Config
+from openmsmq.config import Config, LoadedConfig, config_document, config_keys
 from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("openmsmq.serve")
+#: Every configuration key: the sources of a configuration given without them.
+_DOTTED = tuple(k.dotted for k in config_keys())
 
 #: Cyclic-GC thresholds while serving (CPython's defaults are 700, 10, 10). A sender
 #: retains a position object per message until its OrderAck (hundreds of thousands in
@@ -183,13 +185,21 @@ def _listening(key: str, address: str, port: int) -> Iterator[None]:
         raise ConfigError(key, f"cannot listen on {address}:{port}: {exc.strerror or exc}") from exc
 
 
-async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
+async def serve(
+    config: Config,
+    *,
+    ready: Callable[[MQQBNode, QueueManager], None] | None = None,
+    loaded: LoadedConfig | None = None,
+) -> None:
     """Open the QM over ``config.qm.data_dir`` and run its services until SIGTERM / SIGINT.
 
     Started in this order and stopped in reverse: the queue manager (store), the Prometheus
     endpoint (``[metrics]``), the remote-read gRPC service (``[remote]``), the MS-MQQB
     listener and connectors. While running, ``<data_dir>/runtime.json`` tells other
-    programs (the CLI, scripts) where each service listens (:mod:`openmsmq.runtime`).
+    programs (the CLI, scripts) where each service listens (:mod:`openmsmq.runtime`), and
+    the effective configuration with where each value came from (``loaded``: the sources
+    ``openmsmq serve`` found; without it every value is marked as given by the caller),
+    which ``openmsmq --qm DIR config show`` prints.
 
     Graceful stop on SIGTERM / SIGINT (also one that arrives while starting):
     ``runtime.json`` is marked ``"state": "stopping"``; the remote-read service stops
@@ -257,6 +267,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             "mqqb": f"{host}:{port}",
             "remote": remote.target if remote is not None else None,
             "metrics": metrics_server.url if metrics_server is not None else None,
+            "config": config_document(loaded or LoadedConfig(config, dict.fromkeys(_DOTTED, "caller"))),
         }
         if not write_runtime(config.qm.data_dir, info):
             log.error(
@@ -321,7 +332,12 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
-def run(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
+def run(
+    config: Config,
+    *,
+    ready: Callable[[MQQBNode, QueueManager], None] | None = None,
+    loaded: LoadedConfig | None = None,
+) -> None:
     """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``."""
     with asyncio.Runner(loop_factory=loop_factory(config.qm.event_loop)) as runner:
-        runner.run(serve(config, ready=ready))
+        runner.run(serve(config, ready=ready, loaded=loaded))

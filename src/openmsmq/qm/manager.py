@@ -40,6 +40,7 @@ from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
 from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
 from openmsmq.qm.transfer_codec import check_remote_names
+from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
@@ -117,7 +118,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
         self.store = Store(
-            self.data_dir / "openmsmq.db",
+            self.data_dir / STORE_FILE,
             threaded=threaded,
             integrity_check=integrity_check,
             max_commit_wait=opts.max_commit_wait,
