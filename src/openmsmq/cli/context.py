@@ -12,9 +12,18 @@ from urllib.parse import unquote, urlsplit
 import click
 
 from openmsmq.client import Connection, Message, QueueInfo, connect
-from openmsmq.errors import OpenMSMQError
+from openmsmq.errors import ConfigError, MQError, OpenMSMQError
 
-__all__ = ["CliContext", "CommandError", "confirm", "ctx_of", "json_option", "message_row", "queue_row"]
+__all__ = [
+    "CliContext",
+    "CommandError",
+    "confirm",
+    "ctx_of",
+    "error_document",
+    "json_option",
+    "message_row",
+    "queue_row",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +75,20 @@ class CliContext:
             human()
 
 
+def error_document(exc: OpenMSMQError) -> dict[str, Any]:
+    """An error as JSON: HRESULT name and code for MQError, the key for ConfigError."""
+    doc: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, MQError):
+        code = exc.hresult
+        doc["hresult"] = int(code)
+        doc["hresult_hex"] = f"0x{int(code):08X}"
+        doc["name"] = getattr(code, "name", "HRESULT")
+        doc["message"] = exc.message
+    if isinstance(exc, ConfigError):
+        doc["key"] = exc.key
+    return {"error": doc}
+
+
 def confirm(action: str, yes: bool) -> None:
     """Ask before ``action`` (a deletion) unless ``--yes`` was given. Asked only of a person
     at a terminal: with stdin not a terminal (a script, a pipe, a closed stdin) and no
@@ -75,7 +98,13 @@ def confirm(action: str, yes: bool) -> None:
         return
     if not sys.stdin.isatty():
         raise click.UsageError(f"{action}: stdin is not a terminal to ask for confirmation; pass --yes")
-    if not click.confirm(f"{action}?", default=False, err=True):
+    try:
+        answer = click.confirm(f"{action}?", default=False, err=True)
+    except click.Abort as exc:  # click's for Ctrl-C and for end of input at the prompt
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        answer = False
+    if not answer:
         raise CommandError(f"not confirmed: {action} was not done")
 
 
