@@ -16,9 +16,9 @@ from openmsmq.cli.main import cli
 from openmsmq.client import connect
 from openmsmq.client.inproc import InProcessTransport
 from openmsmq.observability.metrics import Metrics
-from openmsmq.qm import names
+from openmsmq.qm import QueueManager, names
 from openmsmq.store.records import Message
-from openmsmq.wire.constants import MessageClass, describe_message_class, message_class_name
+from openmsmq.wire.constants import MessageClass
 from tests.acks.nodes import acked_node
 from tests.transfer.harness import Net
 
@@ -51,12 +51,16 @@ SPEC = {
 
 @pytest.mark.parametrize(("constant", "value"), sorted(SPEC.items()))
 def test_the_name_is_the_spec_constant_without_its_prefix(constant: str, value: int) -> None:
+    from openmsmq.wire.constants import describe_message_class, message_class_name
+
     name = constant.removeprefix("MQMSG_CLASS_")
     assert message_class_name(value) == name
     assert describe_message_class(value) == f"{name} (0x{value:04X})"
 
 
 def test_every_class_of_the_enumeration_is_in_the_spec_list() -> None:
+    from openmsmq.wire.constants import describe_message_class, message_class_name
+
     assert {"MQMSG_CLASS_" + c.name: int(c) for c in MessageClass} == SPEC
     assert message_class_name(0x0123) == describe_message_class(0x0123) == "0x0123"  # application-defined
 
@@ -98,7 +102,7 @@ def test_dlq_show_puts_the_value_beside_the_name(tmp_path: Path) -> None:
         assert result.exit_code == 0, (result.output, result.exception)
         return result.output
 
-    run("init", data)
+    QueueManager(data).close()
     far = "DIRECT=TCP:192.0.2.7\\private$\\far"
     run("send", far, "gone", "--transactional", "--dead-letter")
     run("queue", "purge", far, "--yes")

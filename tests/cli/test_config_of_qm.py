@@ -12,6 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from openmsmq.cli.main import cli
+from openmsmq.qm import QueueManager
 from tests.serve_proc import A, ServeProcess, free_port
 
 
@@ -22,7 +23,7 @@ def invoke(*args: str, env: dict[str, str | None] | None = None) -> Result:
 
 def test_a_stopped_queue_manager_shows_what_serve_over_it_would_load(tmp_path: Path) -> None:
     data = str(tmp_path / "qm-a")
-    assert invoke("init", data).exit_code == 0
+    QueueManager(data).close()
     shown = invoke("--qm", data, "config", "show", "--json", env={"OPENMSMQ_MQQB_PORT": "1802"})
     assert shown.exit_code == 0, shown.output
     doc = json.loads(shown.stdout)

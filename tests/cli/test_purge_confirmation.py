@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from openmsmq.cli.main import cli
+from openmsmq.qm import QueueManager
 
 P = "private$\\orders"
 
@@ -30,8 +31,8 @@ def _cli(data: Path, *args: str, input: str | None = None) -> subprocess.Complet
 def data(tmp_path: Path) -> Path:
     path = tmp_path / "data"
     runner = CliRunner()
-    for args in (["init", str(path)], ["--qm", str(path), "queue", "create", P]):
-        assert runner.invoke(cli, args).exit_code == 0
+    QueueManager(path).close()
+    assert runner.invoke(cli, ["--qm", str(path), "queue", "create", P]).exit_code == 0
     assert runner.invoke(cli, ["--qm", str(path), "send", P, "x", "--count", "3"]).exit_code == 0
     return path
 

@@ -120,7 +120,7 @@ def parse_name(name: str) -> ParsedName:
     try:
         path = parse_path_name(".\\" + text if local else text)
     except MQError as exc:  # MSMQ reports bad path names with their own code
-        raise _illegal(name, str(exc)) from None
+        raise _illegal(name, exc.message) from None
     computer = None if path.computer == "." else path.computer
     key, shown = _local_key(name, path.queue_name, path.private, path.suffix)
     return ParsedName(key, shown, computer=computer)
