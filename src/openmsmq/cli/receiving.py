@@ -187,9 +187,9 @@ def receive_batches(c: CliContext, queue: str, count: int, timeout: float, trans
     """Receive up to ``count`` messages of ``queue`` and print them, batch by batch (see the
     module text); stops when a wait of ``timeout`` finds none. None at all is
     MQ_ERROR_IO_TIMEOUT; Ctrl-C is :exc:`KeyboardInterrupt` once the output is complete."""
-    conn = c.connection()
     out = _Output(c.json, queue)
     try:
+        conn = c.connection()  # inside: Ctrl-C while it opens still ends the output
         with (
             InterruptGuard() as guard,
             conn.open_queue(queue, Access.RECEIVE) as q,
