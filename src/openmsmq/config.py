@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from openmsmq.config_values import Route, convert, fmt_number, norm_host, parse_duration, parse_size
-from openmsmq.errors import ConfigError
+from openmsmq.errors import ConfigError, quoted
 
 __all__ = [
     "ENV_PREFIX",
@@ -51,8 +51,10 @@ __all__ = [
     "RemoteConfig",
     "Route",
     "StoreConfig",
+    "config_document",
     "config_keys",
     "load_config",
+    "loaded_from_document",
     "parse_duration",
     "parse_size",
     "render_config",
@@ -698,7 +700,9 @@ def load_config(
                     section, f"unknown section in {file_path}; sections: {', '.join(_SECTIONS)}"
                 )
             if not isinstance(table, dict):
-                raise ConfigError(section, f"expected a [{section}] table in {file_path}, got {table!r}")
+                raise ConfigError(
+                    section, f"expected a [{section}] table in {file_path}, got {quoted(table)}"
+                )
             for name, raw in table.items():
                 put(section, name, raw, f"file:{file_path}", False)
 
@@ -824,6 +828,49 @@ def render_config(loaded: LoadedConfig) -> str:
             text = _toml_value(f.metadata["kind"], getattr(section_values, f.name))
             lines.append(f"{f.name} = {text}  # {loaded.sources.get(dotted, 'default')}")
     return "\n".join(lines) + "\n"
+
+
+def _json_value(kind: str, value: Any) -> Any:
+    """A configuration value as JSON, spelled as the TOML file would spell it."""
+    if value is None:
+        return "unlimited" if kind == "quota" else None
+    if isinstance(value, Path):
+        return str(value)
+    if kind == "routes":
+        return {r.destination: r.next_hop for r in value if isinstance(r, Route)}
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def config_document(loaded: LoadedConfig) -> dict[str, Any]:
+    """``{"file": ..., "config": {section: {key: value}}, "sources": {"section.key": source}}``:
+    ``openmsmq config show --json``, and what ``openmsmq serve`` publishes in its
+    runtime.json so that ``config show`` can show a running queue manager's own."""
+    sections: dict[str, dict[str, Any]] = {}
+    for key in config_keys():
+        value = getattr(getattr(loaded.config, key.section), key.name)
+        sections.setdefault(key.section, {})[key.name] = _json_value(key.kind, value)
+    return {
+        "file": str(loaded.path) if loaded.path is not None else None,
+        "config": sections,
+        "sources": {k.dotted: loaded.sources.get(k.dotted, "default") for k in config_keys()},
+    }
+
+
+def loaded_from_document(doc: Mapping[str, Any]) -> LoadedConfig:
+    """The :class:`LoadedConfig` a :func:`config_document` describes (values checked again
+    as flags are; a key the document lacks keeps its default). ConfigError when the
+    document is not one."""
+    try:
+        sections = doc["config"]
+        flat = {f"{s}.{k}": v for s, table in sections.items() for k, v in table.items()}
+        sources = {str(k): str(v) for k, v in doc.get("sources", {}).items()}
+        path = doc.get("file")
+    except (KeyError, AttributeError, TypeError) as exc:
+        raise ConfigError("runtime", f"not a configuration document: {exc}") from None
+    values = load_config(None, {}, flat)
+    return LoadedConfig(values.config, {**values.sources, **sources}, Path(path) if path else None)
 
 
 def with_overrides(config: Config, **sections: Mapping[str, Any]) -> Config:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openmsmq.errors import ConfigError
+from openmsmq.errors import ConfigError, quoted
 
 __all__ = ["Route", "convert", "fmt_number", "norm_host", "parse_duration", "parse_size"]
 
@@ -46,15 +46,19 @@ def parse_duration(value: object, key: str = "duration") -> float:
     """Seconds from a number or a string like ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"``, ``"90d"``,
     ``"1.5"``."""
     if isinstance(value, bool):
-        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"/"1d"), got {value!r}')
+        raise ConfigError(
+            key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"/"1d"), got {quoted(value)}'
+        )
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str) and (m := _DURATION_RE.fullmatch(value)):
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
     else:
-        raise ConfigError(key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"/"1d"), got {value!r}')
+        raise ConfigError(
+            key, f'expected a duration (seconds or "500ms"/"5s"/"2m"/"1h"/"1d"), got {quoted(value)}'
+        )
     if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(key, f"expected a finite, non-negative duration, got {value!r}")
+        raise ConfigError(key, f"expected a finite, non-negative duration, got {quoted(value)}")
     return seconds
 
 
@@ -65,9 +69,9 @@ def parse_size(value: object, key: str = "size") -> int:
     elif isinstance(value, str) and (m := _SIZE_RE.fullmatch(value)):
         size = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
     else:
-        raise ConfigError(key, f'expected a size in bytes or "512KiB"/"4MiB"/"1GiB", got {value!r}')
+        raise ConfigError(key, f'expected a size in bytes or "512KiB"/"4MiB"/"1GiB", got {quoted(value)}')
     if size < 0:
-        raise ConfigError(key, f"expected a non-negative size, got {value!r}")
+        raise ConfigError(key, f"expected a non-negative size, got {quoted(value)}")
     return size
 
 
@@ -81,7 +85,7 @@ def norm_host(host: str) -> str:
 
 def _check_host(key: str, host: str, what: str) -> None:
     if not host or len(host) > 256 or any(not 0x21 <= ord(c) <= 0x7E or c in "\\,=" for c in host):
-        raise ConfigError(key, f"{what} {host!r} is not an IP address or host name")
+        raise ConfigError(key, f"{what} {quoted(host)} is not an IP address or host name")
 
 
 def _check_hop(key: str, hop: str) -> str:
@@ -91,13 +95,13 @@ def _check_hop(key: str, hop: str) -> str:
         end = hop.find("]")
         rest = hop[end + 1 :]
         if end < 0 or (rest and not rest.startswith(":")):
-            raise ConfigError(key, f"next hop {hop!r}: expected [ipv6]:port")
+            raise ConfigError(key, f"next hop {quoted(hop)}: expected [ipv6]:port")
         host, port = hop[1:end], rest[1:]
     elif hop.count(":") == 1:
         host, port = hop.split(":")
     _check_host(key, host, "next hop")
     if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-        raise ConfigError(key, f"next hop {hop!r}: port must be 1..65535")
+        raise ConfigError(key, f"next hop {quoted(hop)}: port must be 1..65535")
     return hop
 
 
@@ -105,7 +109,7 @@ def convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_te
     """Check and convert one raw value (TOML value, flag value, or env string when ``from_text``)."""
 
     def want(what: str) -> ConfigError:
-        return ConfigError(key, f"expected {what}, got {value!r}")
+        return ConfigError(key, f"expected {what}, got {quoted(value)}")
 
     if kind == "int":
         if from_text and isinstance(value, str):
@@ -148,7 +152,7 @@ def convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_te
             try:
                 nets.append(str(ipaddress.ip_network(item, strict=True)))
             except ValueError as exc:
-                raise ConfigError(key, f"bad network {item!r}: {exc}") from None
+                raise ConfigError(key, f"bad network {quoted(item)}: {exc}") from None
         result = tuple(nets)
     elif kind in ("peers", "hops"):
         result = _convert_peers(key, kind, value, from_text)
@@ -159,9 +163,9 @@ def convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_te
     lo, hi = meta.get("lo"), meta.get("hi")
     if isinstance(result, (int, float)) and not isinstance(result, bool):
         if lo is not None and result < lo:
-            raise ConfigError(key, f"must be >= {fmt_number(lo)}, got {value!r}")
+            raise ConfigError(key, f"must be >= {fmt_number(lo)}, got {quoted(value)}")
         if hi is not None and result > hi:
-            raise ConfigError(key, f"must be <= {fmt_number(hi)}, got {value!r}")
+            raise ConfigError(key, f"must be <= {fmt_number(hi)}, got {quoted(value)}")
     return result
 
 
@@ -171,14 +175,16 @@ def _convert_text(key: str, kind: str, meta: Mapping[str, Any], value: str) -> A
         for choice in choices:
             if value.strip().lower() == choice.lower():
                 return choice
-        raise ConfigError(key, f"expected one of {', '.join(choices)}, got {value!r}")
+        raise ConfigError(key, f"expected one of {', '.join(choices)}, got {quoted(value)}")
     if kind in ("ip", "ip_or_empty"):
         if kind == "ip_or_empty" and not value:
             return ""
         try:
             return str(ipaddress.ip_address(value.strip()))
         except ValueError:
-            raise ConfigError(key, f"expected an IP address like 127.0.0.1 or ::1, got {value!r}") from None
+            raise ConfigError(
+                key, f"expected an IP address like 127.0.0.1 or ::1, got {quoted(value)}"
+            ) from None
     if kind == "name":
         if value:
             _check_host(key, value, "computer name")
@@ -234,24 +240,24 @@ def _convert_routes(key: str, value: object, from_text: bool) -> tuple[Route, ..
         for item in filter(None, (v.strip() for v in value.split(","))):
             left, eq, right = item.partition("=")
             if not eq:
-                raise ConfigError(key, f"expected destination=next_hop, got {item!r}")
+                raise ConfigError(key, f"expected destination=next_hop, got {quoted(item)}")
             pairs.append((left.strip(), right.strip()))
     elif isinstance(value, Mapping):
         pairs = list(value.items())
     elif isinstance(value, (tuple, list)) and all(isinstance(r, Route) for r in value):
         pairs = [(r.destination, r.next_hop) for r in value]
     else:
-        raise ConfigError(key, f'expected a table of destination = "next_hop", got {value!r}')
+        raise ConfigError(key, f'expected a table of destination = "next_hop", got {quoted(value)}')
     routes: list[Route] = []
     seen: set[str] = set()
     for dest, hop in pairs:
         if not isinstance(dest, str) or not isinstance(hop, str):
-            raise ConfigError(key, f"route {dest!r} = {hop!r}: both must be strings")
+            raise ConfigError(key, f"route {quoted(dest)} = {quoted(hop)}: both must be strings")
         _check_host(key, dest, "destination")
         if dest.startswith("{") and not _is_guid(dest):
-            raise ConfigError(key, f"destination {dest!r}: expected a QM GUID like {{5b1f7a52-…}}")
+            raise ConfigError(key, f"destination {quoted(dest)}: expected a QM GUID like {{5b1f7a52-…}}")
         if norm_host(dest) in seen:
-            raise ConfigError(key, f"duplicate route for {dest!r}")
+            raise ConfigError(key, f"duplicate route for {quoted(dest)}")
         seen.add(norm_host(dest))
         routes.append(Route(dest, _check_hop(key, hop)))
     return tuple(routes)

@@ -48,7 +48,25 @@ __all__ = [
     "StorageError",
     "TransactionUsageError",
     "WireError",
+    "quoted",
 ]
+
+#: Control characters (C0, DEL, C1) as escapes: an error message stays one line and
+#: carries no terminal escape sequence, whatever text it quotes.
+_CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_CONTROL_ESCAPES.update({0x2028: "\\u2028", 0x2029: "\\u2029"})  # line and paragraph separators
+_CONTROL_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def quoted(value: object) -> str:
+    """``value`` for an error message, as the user typed it: text between single quotes,
+    its backslashes as they are (``'DIRECT=TCP:10.0.0.5\\PRIVATE$\\orders'``, where
+    ``repr`` would double each one); only control characters are escaped (``\\n``,
+    ``\\x1b``), so that a name from the network cannot break a log line or drive a
+    terminal. Anything but text is shown as ``repr`` shows it."""
+    if not isinstance(value, str):
+        return repr(value)
+    return "'" + value.translate(_CONTROL_ESCAPES) + "'"
 
 
 class HResult(IntEnum):

@@ -1,4 +1,11 @@
-"""The runtime file: how a running queue manager tells other programs where it listens.
+"""A data directory as other programs see it: whether it holds a queue manager, and the
+runtime file through which a running queue manager tells them where it listens.
+
+A data directory holds a queue manager once ``openmsmq.db`` (:data:`STORE_FILE`, the
+SQLite store with the QM's identity) is in it: :func:`holds_queue_manager`. Only
+``openmsmq init`` and ``openmsmq serve`` (and a library user's own
+:class:`~openmsmq.qm.QueueManager`) create one; the client commands refuse a directory
+without it, so that a mistyped ``--qm`` is an error instead of a new queue manager.
 
 ``openmsmq serve`` writes ``<data_dir>/runtime.json`` once its services are up and removes
 it at a clean stop::
@@ -24,6 +31,8 @@ from openmsmq.datadir import FILE_MODE, private_dir, write_private
 __all__ = [
     "RUNTIME_FILE",
     "SERVE_LOCK",
+    "STORE_FILE",
+    "holds_queue_manager",
     "live_runtime",
     "read_runtime",
     "remove_runtime",
@@ -31,10 +40,18 @@ __all__ = [
     "write_runtime",
 ]
 
+#: The store of a queue manager, inside its data directory.
+STORE_FILE = "openmsmq.db"
 #: Name of the file, inside the data directory, that describes a running queue manager.
 RUNTIME_FILE = "runtime.json"
 #: The file a serving process holds an exclusive lock on, inside its data directory.
 SERVE_LOCK = "serve.lock"
+
+
+def holds_queue_manager(data_dir: str | Path) -> bool:
+    """True when ``data_dir`` holds a queue manager's store (created by ``openmsmq init``
+    or ``openmsmq serve``)."""
+    return (Path(data_dir) / STORE_FILE).is_file()
 
 
 def take_serve_lock(data_dir: str | Path) -> int | None:

@@ -21,7 +21,7 @@ ORDERS = "private$\\orders"
 def test_receive_admin_queue_shows_class_and_original_identity(tmp_path: Path) -> None:
     data = tmp_path / "data"
     runner = CliRunner()
-    for args in (["queue", "create", ADMIN], ["queue", "create", ORDERS]):
+    for args in (["init"], ["queue", "create", ADMIN], ["queue", "create", ORDERS]):
         assert runner.invoke(cli, ["--qm", str(data), *args]).exit_code == 0
     sent = runner.invoke(
         cli,

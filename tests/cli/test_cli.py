@@ -21,6 +21,7 @@ P = "private$\\plain"
 def run(tmp_path: Path):
     runner = CliRunner()
     data = str(tmp_path / "data")
+    assert runner.invoke(cli, ["init", data]).exit_code == 0  # commands never create a QM
 
     def invoke(*args: str, input: bytes | str | None = None, code: int = 0) -> Result:
         result = runner.invoke(cli, ["--qm", data, *args], input=input)
@@ -98,8 +99,8 @@ def test_transactional_send_and_receive(run) -> None:
 def test_purge(run) -> None:
     run("queue", "create", P)
     run("send", P, "a", "--count", "4")
-    assert doc(run("queue", "purge", P, "--json")) == {"queue": P, "purged": 4}
-    assert "purged 0" in run("queue", "purge", P).output
+    assert doc(run("queue", "purge", P, "--yes", "--json")) == {"queue": P, "purged": 4}
+    assert "purged 0" in run("queue", "purge", P, "--yes").output
 
 
 def test_purge_of_an_outgoing_queue_with_the_queue_manager_stopped(run, tmp_path: Path) -> None:
@@ -111,18 +112,18 @@ def test_purge_of_an_outgoing_queue_with_the_queue_manager_stopped(run, tmp_path
     fd = take_serve_lock(tmp_path / "data")  # as a running serve holds it
     assert fd is not None
     try:
-        refused = run("queue", "purge", far, code=1)
+        refused = run("queue", "purge", far, "--yes", code=1)
     finally:
         os.close(fd)
     assert "served by a running openmsmq serve" in refused.stderr
-    assert doc(run("queue", "purge", far, "--json")) == {"queue": far, "outgoing": True, "purged": 3}
+    assert doc(run("queue", "purge", far, "--yes", "--json")) == {"queue": far, "outgoing": True, "purged": 3}
     listed = doc(run("queue", "list", "--all", "--json"))["queues"]
     assert [q["message_count"] for q in listed if q["kind"] == "outgoing"] == [0]
     dead = doc(run("dlq", "list", "--json"))["dead_letters"]
-    assert [(d["body"], d["reason"]) for d in dead] == [("kept", "NackDeleted")] * 2
+    assert [(d["body"], d["reason"]) for d in dead] == [("kept", "NACK_DELETED")] * 2
     assert (
         "MQ_ERROR_QUEUE_NOT_FOUND"
-        in run("queue", "purge", "DIRECT=TCP:192.0.2.7\\private$\\none", code=1).stderr
+        in run("queue", "purge", "DIRECT=TCP:192.0.2.7\\private$\\none", "--yes", code=1).stderr
     )
 
 
@@ -135,7 +136,7 @@ def test_purge_of_an_outgoing_queue_over_remote_read_says_to_stop_the_queue_mana
         qm.send(far, Message(body=b"x"))
         server = RemoteServer(qm, port=0).start()
         try:
-            result = CliRunner().invoke(cli, ["--qm", server.target, "queue", "purge", far])
+            result = CliRunner().invoke(cli, ["--qm", server.target, "queue", "purge", far, "--yes"])
         finally:
             server.stop(grace=0.2)
         assert result.exit_code == 1
@@ -146,7 +147,7 @@ def test_purge_of_an_outgoing_queue_over_remote_read_says_to_stop_the_queue_mana
 def test_errors_are_one_clean_line(run) -> None:
     result = run("queue", "show", "private$\\nope", code=1)
     assert result.stderr.strip().splitlines() == [
-        "error: MQ_ERROR_QUEUE_NOT_FOUND (0xC00E0003): no queue 'private$\\\\nope'"
+        "error: MQ_ERROR_QUEUE_NOT_FOUND (0xC00E0003): no queue 'private$\\nope'"
     ]
     assert "Traceback" not in result.output
     result = run("--json", "receive", "private$\\nope", code=1)
@@ -180,6 +181,7 @@ def test_queue_create_with_allowed_senders(run) -> None:
 def test_target_from_environment(tmp_path: Path) -> None:
     runner = CliRunner()
     env = {"OPENMSMQ_QM": str(tmp_path / "envdata")}
+    assert runner.invoke(cli, ["init"], env=env).exit_code == 0  # init DIR defaults to OPENMSMQ_QM
     assert runner.invoke(cli, ["queue", "create", P], env=env).exit_code == 0
     result = runner.invoke(cli, ["queue", "list", "--json"], env=env)
     assert [q["path"] for q in json.loads(result.stdout)["queues"]] == [P]

@@ -74,10 +74,10 @@ def test_list_shows_reason_destination_ids_and_age(run) -> None:
     rows = letters(run)
     after = int(time.time())
     assert sorted((r["dlq"], r["body"], r["reason"], r["destination"]) for r in rows) == [
-        ("non-xact", "p1", "NackReceiveTimeout", PLAIN),
-        ("xact", "far", "NackReachQueueTimeout", FAR),
-        ("xact", "x1", "NackReceiveTimeout", ORDERS),
-        ("xact", "x2", "NackReceiveTimeout", ORDERS),
+        ("non-xact", "p1", "NACK_RECEIVE_TIMEOUT", PLAIN),
+        ("xact", "far", "NACK_REACH_QUEUE_TIMEOUT", FAR),
+        ("xact", "x1", "NACK_RECEIVE_TIMEOUT", ORDERS),
+        ("xact", "x2", "NACK_RECEIVE_TIMEOUT", ORDERS),
     ]
     assert [r["dlq"] for r in rows] == ["xact", "xact", "xact", "non-xact"]
     (first,) = [r for r in rows if r["body"] == "x1"]
@@ -93,7 +93,7 @@ def test_list_shows_reason_destination_ids_and_age(run) -> None:
     limited = doc(run("dlq", "list", "--limit", "1", "--json"))
     assert limited["count"] == 1 and limited["truncated"] is True
     text = run("dlq", "list").output
-    assert "NackReachQueueTimeout" in text and FAR in text and "non-xact" in text
+    assert "NACK_REACH_QUEUE_TIMEOUT" in text and FAR in text and "non-xact" in text
 
 
 def test_show_by_lookup_id_and_message_id(run) -> None:
@@ -102,7 +102,7 @@ def test_show_by_lookup_id_and_message_id(run) -> None:
     assert by_lookup["body"] == "p1" and by_lookup["dlq"] == "non-xact"
     by_id = doc(run("dlq", "show", row["message_id"], "--json"))["dead_letter"]
     assert by_id["lookup_id"] == row["lookup_id"]
-    assert "NackReceiveTimeout" in run("dlq", "show", str(row["lookup_id"])).output
+    assert "NACK_RECEIVE_TIMEOUT (0xC002)" in run("dlq", "show", str(row["lookup_id"])).output
     missing = run("dlq", "show", "999999", "--xact", code=1)
     assert "MQ_ERROR_MESSAGE_NOT_FOUND" in missing.stderr
     run("dlq", "show", str(row["lookup_id"]), "--xact", code=1)  # it is in the other queue
@@ -172,7 +172,7 @@ def test_purge(run) -> None:
     first = letters(run, "--xact")[0]
     assert doc(run("dlq", "purge", str(first["lookup_id"]), "--json"))["purged"] == {"xact": 1, "non-xact": 0}
     assert len(letters(run)) == 3
-    run("dlq", "purge", "--non-xact", input="n\n", code=1)  # declined: nothing deleted
+    run("dlq", "purge", "--non-xact", input="y\n", code=2)  # no terminal to ask, no --yes: nothing deleted
     assert len(letters(run)) == 3
     assert doc(run("dlq", "purge", "--non-xact", "--yes", "--json"))["purged"] == {"non-xact": 1}
     assert "purged 2 dead letter(s)" in run("dlq", "purge", "--yes").output

@@ -223,3 +223,27 @@ def test_a_configured_peer_gets_in_when_unknown_ones_hold_every_place(
     with caplog.at_level("WARNING", logger="openmsmq.net"):
         _run(main())
     assert any(f"to let in {A}, a configured peer" in r.getMessage() for r in caplog.records)
+
+
+def test_intermediate_hops_and_pinned_peers_count_as_configured_peers(tmp_path: Path) -> None:
+    """The peers the trust settings name are let in ahead of unknown ones like route hops:
+    an intermediate hop by address or network, a peer within the networks its GUID is
+    pinned to; a stranger is not."""
+    import uuid
+
+    from openmsmq.qm.transfer_trust import TrustConfig
+
+    qm = QueueManager(tmp_path / "qm", integrity_check=False)
+    try:
+        trust = TrustConfig(
+            intermediate_hops=("127.0.0.7", "10.1.0.0/16"),
+            pinned=((uuid.uuid4(), ("192.0.2.8/32",)),),
+        )
+        transfer = Transfer(qm, TransferConfig(local_addresses=(B,), trust=trust), 0.0)
+        assert transfer.known_peer("127.0.0.7")
+        assert transfer.known_peer("10.1.44.3")
+        assert transfer.known_peer("192.0.2.8")
+        assert not transfer.known_peer("192.0.2.9")
+        assert not transfer.known_peer(STRANGERS[0])
+    finally:
+        qm.close()

@@ -4,9 +4,12 @@ Layout
     :mod:`openmsmq.cli.main` defines the ``openmsmq`` click group with the global
     ``--qm`` option (env ``OPENMSMQ_QM``; a data directory, ``file:///path`` or later
     ``grpc://host:port``; default ``./data``) and ``--json``, and the error handling:
-    any :class:`~openmsmq.errors.OpenMSMQError` becomes one line on stderr
-    (``error: MQ_ERROR_QUEUE_NOT_FOUND (0xC00E0003): ...``) and exit status 1.
-    :mod:`openmsmq.cli.context` gives commands the connection and the output helpers.
+    any :class:`~openmsmq.errors.OpenMSMQError` (or ``OSError``) becomes one line on
+    stderr (``error: MQ_ERROR_QUEUE_NOT_FOUND (0xC00E0003): ...``) and exit status 1,
+    Ctrl-C exit status 130, click's usage errors 2 (``docs/cli.md``). Name the thing at
+    fault in an error with :func:`openmsmq.errors.quoted` (as typed, one line).
+    :mod:`openmsmq.cli.context` gives commands the connection (which never creates a
+    queue manager), the output helpers and :func:`~openmsmq.cli.context.confirm`.
 
 Adding a command module (``serve``, ``status``, ``config``, ``dlq``, ...)
     1. Write ``src/openmsmq/cli/<name>_cmds.py`` defining click commands and::

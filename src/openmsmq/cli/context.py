@@ -3,31 +3,63 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 import click
 
 from openmsmq.client import Connection, Message, QueueInfo, connect
+from openmsmq.errors import ConfigError, MQError, OpenMSMQError
+from openmsmq.redact import redact
 
-__all__ = ["CliContext", "ctx_of", "json_option", "message_row", "queue_row"]
+__all__ = [
+    "CliContext",
+    "CommandError",
+    "confirm",
+    "ctx_of",
+    "error_document",
+    "json_option",
+    "message_row",
+    "queue_row",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CliContext:
-    """What a command needs: the target (``--qm``), ``--json`` and the connection."""
+class CommandError(OpenMSMQError):
+    """A command cannot do what it was asked (exit status 1); the message names the thing
+    at fault as the user typed it."""
 
-    def __init__(self, target: str, json_output: bool) -> None:
+
+class CliContext:
+    """What a command needs: the target (``--qm``), ``--json`` and the connection.
+
+    ``target_source`` is where ``--qm`` came from: ``"flag:--qm"``, ``"env:OPENMSMQ_QM"``
+    or ``"default"`` (``./data``)."""
+
+    def __init__(self, target: str, json_output: bool, target_source: str = "default") -> None:
         self.target = target
         self.json = json_output
+        self.target_source = target_source
         self._conn: Connection | None = None
 
+    def data_directory(self) -> str | None:
+        """The data directory ``--qm`` names (a path, or the path of ``file:///path``) as
+        typed; None for a queue manager reached over the network (``grpc://``)."""
+        if "://" not in self.target:
+            return self.target
+        url = urlsplit(self.target)
+        return unquote(url.path) if url.scheme.lower() == "file" else None
+
     def connection(self) -> Connection:
-        """The connection to ``--qm``, opened on first use and closed when the command ends."""
+        """The connection to ``--qm``, opened on first use and closed when the command ends.
+        A client command never creates a queue manager: a data directory without one is
+        an error naming it (``openmsmq init`` and ``openmsmq serve`` create them)."""
         if self._conn is None:
-            self._conn = connect(self.target)
+            self._conn = connect(self.target, create=False)
         return self._conn
 
     def close(self) -> None:
@@ -42,6 +74,39 @@ class CliContext:
             click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         else:
             human()
+
+
+def error_document(exc: OpenMSMQError) -> dict[str, Any]:
+    """An error as JSON: HRESULT name and code for MQError, the key for ConfigError."""
+    doc: dict[str, Any] = {"type": type(exc).__name__, "message": redact(str(exc))}
+    if isinstance(exc, MQError):
+        code = exc.hresult
+        doc["hresult"] = int(code)
+        doc["hresult_hex"] = f"0x{int(code):08X}"
+        doc["name"] = getattr(code, "name", "HRESULT")
+        doc["message"] = redact(exc.message)
+    if isinstance(exc, ConfigError):
+        doc["key"] = exc.key
+    return {"error": doc}
+
+
+def confirm(action: str, yes: bool) -> None:
+    """Ask before ``action`` (a deletion) unless ``--yes`` was given. Asked only of a person
+    at a terminal: with stdin not a terminal (a script, a pipe, a closed stdin) and no
+    ``--yes`` it is a usage error (exit status 2), so that nothing is deleted by an answer
+    no one gave. A "no" is exit status 1 with nothing deleted."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{action}: stdin is not a terminal to ask for confirmation; pass --yes")
+    try:
+        answer = click.confirm(f"{action}?", default=False, err=True)
+    except click.Abort as exc:  # click's for Ctrl-C and for end of input at the prompt
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        answer = False
+    if not answer:
+        raise CommandError(f"not confirmed: {action} was not done")
 
 
 def ctx_of(ctx: click.Context) -> CliContext:

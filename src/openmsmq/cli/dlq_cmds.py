@@ -4,7 +4,7 @@ A queue manager keeps two system dead-letter queues (MS-MQDMPR 3.1.1.1):
 ``system$;deadxact`` (SystemTransactionalDeadletterQueue, ``--xact``) for transactional
 messages and ``system$;deadletter`` (SystemDeadletterQueue, ``--non-xact``) for the
 others. A message lands there with its Message.Class set to why (MS-MQMQ 2.2.18.1.6),
-e.g. NackReceiveTimeout when its TimeToBeReceived ran out in its queue; its
+e.g. NACK_RECEIVE_TIMEOUT when its TimeToBeReceived ran out in its queue; its
 destination queue is kept in the message (``Message.queue``).
 
 Everything goes through the public client API (:mod:`openmsmq.client`), so the
@@ -39,7 +39,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import CliContext, ctx_of, json_option, message_row
+from openmsmq.cli.context import CliContext, confirm, ctx_of, json_option, message_row
 from openmsmq.client import (
     INFINITE,
     Access,
@@ -51,7 +51,8 @@ from openmsmq.client import (
     Queue,
     Seek,
 )
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
+from openmsmq.wire.constants import describe_message_class
 
 __all__ = [
     "DEAD_LETTER_QUEUES",
@@ -94,11 +95,9 @@ REQUEUE_BATCH = 256
 
 
 def reason_name(message: Message) -> str:
-    """The class in the spec's spelling: ``NACK_RECEIVE_TIMEOUT`` → ``NackReceiveTimeout``."""
-    name = message.class_name
-    if name.startswith("0x"):
-        return name
-    return "".join(part.capitalize() for part in name.split("_"))
+    """Why it is there: its class by its one name (``NACK_RECEIVE_TIMEOUT``, MS-MQMQ
+    2.2.18.1.6; :func:`~openmsmq.wire.constants.message_class_name`)."""
+    return message.class_name
 
 
 def _reason_text(message: Message) -> str:
@@ -205,7 +204,7 @@ def find_dead_letter(conn: Connection, ident: str, kinds: Iterable[str]) -> Dead
         for letter in iter_dead_letters(conn, kinds):
             if letter.message.message_id.lower() == wanted:
                 return letter
-    raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no dead letter {ident!r}")
+    raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no dead letter {quoted(ident)}")
 
 
 def outgoing_copy(m: Message, *, keep_expiry: bool = True) -> OutgoingMessage:
@@ -410,7 +409,7 @@ def _details(r: dict[str, Any]) -> None:
     table = Table("property", "value", show_header=False)
     for key, value in (
         ("dead-letter queue", r["dlq_queue"]),
-        ("reason", f"{r['reason']}: {r['reason_text']}"),
+        ("reason", f"{describe_message_class(r['class'])}: {r['reason_text']}"),
         ("meant for", r["destination"] or "-"),
         ("lookup id", str(r["lookup_id"])),
         ("message id", r["message_id"]),
@@ -533,7 +532,7 @@ def requeue_cmd(
 
 @dlq.command("purge")
 @click.argument("idents", nargs=-1, metavar="[ID]...")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", is_flag=True, help="Do not ask (needed when stdin is not a terminal).")
 @_kind_options
 @json_option
 @click.pass_context
@@ -550,9 +549,7 @@ def purge(ctx: click.Context, idents: tuple[str, ...], yes: bool, xact: bool, no
                 q.receive_by_lookup_id(letter.message.lookup_id, Seek.CURRENT)
             counts[letter.kind] += 1
     else:
-        what = " and ".join(DEAD_LETTER_QUEUES[k] for k in kinds)
-        if not yes and not click.confirm(f"Delete every message of {what}?", err=True):
-            raise click.Abort()
+        confirm("delete every message of " + " and ".join(DEAD_LETTER_QUEUES[k] for k in kinds), yes)
         counts = purge_dead_letters(conn, kinds)
     total = sum(counts.values())
     c.emit({"purged": counts}, lambda: click.echo(f"purged {total} dead letter(s)"))

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import sys
 from typing import Any
 
 import click
 
 from openmsmq import __version__
-from openmsmq.cli.context import CliContext
-from openmsmq.errors import ConfigError, MQError, OpenMSMQError
+from openmsmq.cli.context import CliContext, error_document
+from openmsmq.errors import OpenMSMQError, quoted
 from openmsmq.redact import redact
 
-__all__ = ["COMMAND_MODULES", "cli", "main"]
+__all__ = ["COMMAND_MODULES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "cli", "main"]
 
 #: Modules whose ``register(group)`` adds their commands (see :mod:`openmsmq.cli`).
 COMMAND_MODULES: list[str] = [
+    "openmsmq.cli.init_cmds",
     "openmsmq.cli.queue_cmds",
     "openmsmq.cli.message_cmds",
     "openmsmq.cli.config_cmds",
@@ -27,22 +30,19 @@ COMMAND_MODULES: list[str] = [
 ]
 
 
-def error_document(exc: OpenMSMQError) -> dict[str, Any]:
-    """An error as JSON: HRESULT name and code for MQError, the key for ConfigError."""
-    doc: dict[str, Any] = {"type": type(exc).__name__, "message": redact(str(exc))}
-    if isinstance(exc, MQError):
-        code = exc.hresult
-        doc["hresult"] = int(code)
-        doc["hresult_hex"] = f"0x{int(code):08X}"
-        doc["name"] = getattr(code, "name", "HRESULT")
-        doc["message"] = redact(exc.message)
-    if isinstance(exc, ConfigError):
-        doc["key"] = exc.key
-    return {"error": doc}
+#: Exit status of every command: success.
+EXIT_OK = 0
+#: The command failed (a library error, an OS error, a declined confirmation).
+EXIT_ERROR = 1
+#: The command line is wrong (click's usage errors).
+EXIT_USAGE = 2
+#: Ctrl-C (SIGINT), 128 + 2 as shells report a process a SIGINT ended.
+EXIT_INTERRUPTED = 130
 
 
 class _Group(click.Group):
-    """Turns library errors into one clean line on stderr and exit status 1."""
+    """Every failure of every command as one clean line on stderr and its exit status:
+    library errors and OS errors 1, Ctrl-C 130 (usage errors are click's: 2)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -52,7 +52,22 @@ class _Group(click.Group):
             if obj is not None and obj.json:
                 click.echo(json.dumps(error_document(exc), indent=2))
             click.echo(f"error: {redact(str(exc))}", err=True)
-            ctx.exit(1)
+            ctx.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader of stdout went away (`| head`): nothing more can be shown there;
+            # stdout is pointed at /dev/null so that the interpreter's final flush is quiet.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            click.echo("error: stdout was closed before the output was complete", err=True)
+            ctx.exit(EXIT_ERROR)
+        except OSError as exc:
+            where = f"{quoted(exc.filename)}: " if exc.filename else ""
+            click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+            ctx.exit(EXIT_ERROR)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,7 +84,14 @@ class _Group(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, target: str, json_output: bool) -> None:
     """openmsmq: transactional MSMQ-style queue manager."""
-    obj = CliContext(target, json_output)
+    source = ctx.get_parameter_source("target")
+    if source == click.core.ParameterSource.COMMANDLINE:
+        given = "flag:--qm"
+    elif source == click.core.ParameterSource.ENVIRONMENT:
+        given = "env:OPENMSMQ_QM"
+    else:
+        given = "default"
+    obj = CliContext(target, json_output, given)
     ctx.obj = obj
     ctx.call_on_close(obj.close)
 

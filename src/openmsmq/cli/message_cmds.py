@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import IO, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from openmsmq.cli.context import CliContext, ctx_of, json_option, message_row
+from openmsmq.cli.receiving import RECEIVE_BATCH, print_messages, receive_batches
 from openmsmq.client import SINGLE_MESSAGE, Access, Message
 from openmsmq.client.types import AckRequest
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 
 __all__ = ["peek", "receive", "register", "send"]
 
-_PREVIEW = 60
 #: ``send --ack`` names: AcknowledgementsRequested bits (MS-MQMQ 2.2.19.3).
 _ACKS = {
     "reach": AckRequest.POS_ARRIVAL,
@@ -29,36 +25,10 @@ _ACKS = {
 }
 
 
-def _preview(m: Message) -> str:
-    try:
-        text = m.body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = "0x" + m.body[: _PREVIEW // 2].hex()
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
-
-
-def _table(msgs: list[Message]) -> None:
-    if not msgs:
-        click.echo("(no messages)")
-        return
-    # Acknowledgments (an admin queue) also show the message they are about (CorrelationId).
-    acks = any(m.is_acknowledgment for m in msgs)
-    columns = ["lookup id", "message id", "label", "class", "pri", "size", "sent (UTC)", "body"]
-    if acks:
-        columns.insert(4, "acknowledges")
-    table = Table(*columns)
-    for m in msgs:
-        sent = datetime.fromtimestamp(m.sent_time, UTC).strftime("%Y-%m-%d %H:%M:%S") if m.sent_time else "-"
-        row = [m.message_id, m.label, m.class_name, str(m.priority), str(len(m.body)), sent, _preview(m)]
-        if acks:
-            row.insert(3, m.acknowledged_message_id or "-")
-        table.add_row(str(m.lookup_id), *row)
-    Console().print(table)
-
-
 def _emit_messages(c: CliContext, queue: str, msgs: list[Message]) -> None:
     c.emit(
-        {"queue": queue, "count": len(msgs), "messages": [message_row(m) for m in msgs]}, lambda: _table(msgs)
+        {"queue": queue, "count": len(msgs), "messages": [message_row(m) for m in msgs]},
+        lambda: print_messages(msgs),
     )
 
 
@@ -124,13 +94,20 @@ def send(
         data = path.read()
     else:
         data = sys.stdin.buffer.read() if not sys.stdin.isatty() else b""
-    with c.connection().open_queue(queue, Access.SEND) as q:
+    conn = c.connection()
+    with conn.open_queue(queue, Access.SEND) as q:
         receipts = q.send_many(
             [data] * count,
             label=label,
             priority=priority,
             tx=SINGLE_MESSAGE if transactional else None,
             **extra,
+        )
+    if conn.transport.in_process and conn.queue_info(queue).kind == "outgoing":
+        click.echo(
+            f"warning: the queue manager at {quoted(c.target)} is not running: the message(s) wait"
+            f" in its outgoing queue to {quoted(queue)} until 'openmsmq serve' runs over it",
+            err=True,
         )
     c.emit(
         {
@@ -156,7 +133,11 @@ def send(
 @click.option(
     "--count", type=click.IntRange(min=1), default=1, show_default=True, help="Receive up to N messages."
 )
-@click.option("--transactional", is_flag=True, help="Receive in one transaction, committed before printing.")
+@click.option(
+    "--transactional",
+    is_flag=True,
+    help=f"Receive in transactions of up to {RECEIVE_BATCH} messages, each committed once printed.",
+)
 @json_option
 @click.pass_context
 def receive(
@@ -168,34 +149,16 @@ def receive(
     transactional: bool,
 ) -> None:
     """Receive (remove) up to --count messages from QUEUE (or --admin-queue: acknowledgments,
-    shown with their class and the message they acknowledge); none within --timeout is an error."""
+    shown with their class and the message they acknowledge); none within --timeout is an error.
+
+    Messages are printed (and flushed) before they leave the queue, in batches of up to
+    256. Ctrl-C stops after the batch being printed (exit status 130): a message is either
+    printed and removed, or still in its queue. Without --transactional a batch is
+    removed as it is received; a process killed (kill -9) between that and the printing
+    loses it, which --transactional prevents."""
     if (queue is None) == (admin_queue is None):
         raise click.UsageError("give QUEUE or --admin-queue (one of them)")
-    queue = queue or admin_queue or ""
-    c = ctx_of(ctx)
-    conn = c.connection()
-    with conn.open_queue(queue, Access.RECEIVE) as q:
-        if transactional:
-            with conn.transaction() as tx:
-                msgs = _receive_up_to(q.receive_many, count, timeout, tx)
-        else:
-            msgs = _receive_up_to(q.receive_many, count, timeout, None)
-    _emit_messages(c, queue, msgs)
-
-
-def _receive_up_to(
-    fn: Callable[[int, float, Any], list[Message]], count: int, timeout: float, tx: Any
-) -> list[Message]:
-    """Batches until ``count`` messages or a wait of ``timeout`` finds none (first wait: error)."""
-    msgs: list[Message] = []
-    while len(msgs) < count:
-        try:
-            msgs.extend(fn(count - len(msgs), timeout, tx))
-        except MQError as exc:
-            if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT or not msgs:
-                raise
-            break
-    return msgs
+    receive_batches(ctx_of(ctx), queue or admin_queue or "", count, timeout, transactional)
 
 
 @click.command()

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import ctx_of, json_option, queue_row
+from openmsmq.cli.context import confirm, ctx_of, json_option, queue_row
 from openmsmq.client import INFINITE, Access, QueueInfo
 from openmsmq.errors import HResult, MQError
 
@@ -145,18 +145,22 @@ def delete(ctx: click.Context, name: str) -> None:
 
 @queue.command("purge")
 @click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask (needed when stdin is not a terminal).")
 @json_option
 @click.pass_context
-def purge(ctx: click.Context, name: str) -> None:
+def purge(ctx: click.Context, name: str, yes: bool) -> None:
     """Delete every available message of queue NAME.
 
     NAME may also be a remote queue's format name (DIRECT=TCP:host\\private$\\q, as
     `queue list --all` shows outgoing queues): this QM's outgoing queue to it is purged,
-    with the queue manager stopped. Its messages leave with the class NackDeleted
+    with the queue manager stopped. Its messages leave with the class NACK_DELETED
     (0x8001); those sent with --dead-letter go to the dead-letter queues (see `openmsmq
-    dlq`)."""
+    dlq`).
+
+    Asks for confirmation first, unless --yes."""
     c = ctx_of(ctx)
     conn = c.connection()
+    confirm(f"delete every message of {name}", yes)
     try:
         with conn.open_queue(name, Access.RECEIVE) as q:
             count = q.purge()

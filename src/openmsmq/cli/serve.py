@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from openmsmq.config import load_config
-from openmsmq.errors import OpenMSMQError
+from openmsmq.errors import OpenMSMQError, quoted
 from openmsmq.observability.logging import configure_logging
 
 __all__ = ["main", "register", "serve"]
@@ -54,34 +55,25 @@ def serve(
     one host (127.0.0.1, 127.0.0.2, ...) each keep their services on their own address.
     """
     overrides: dict[str, object] = {}
+    #: dotted key -> the option of this command that set it (its source in `config show`)
+    flags: dict[str, str] = {}
+    data_dir_flag = "flag:--data-dir"
     if data_dir is None:
-        data_dir = _data_dir_of_global_qm(ctx)
-    if data_dir is not None:
-        overrides["qm.data_dir"] = str(data_dir)
-    if listen is not None:
-        overrides["mqqb.listen_address"] = listen
-    if port is not None:
-        overrides["mqqb.port"] = port
-    if routes:
-        table: dict[str, str] = {}
-        for r in routes:
-            dest, eq, hop = r.partition("=")
-            if not eq:
-                raise click.BadParameter(f"expected DEST=NEXTHOP, got {r!r}", param_hint="--route")
-            table[dest.strip()] = hop.strip()
-        overrides["mqqb.routes"] = table
-    if allow:
-        overrides["mqqb.allowed_peers"] = list(allow)
-    if log_level is not None:
-        overrides["log.level"] = log_level
-    for key, value in (
-        ("remote.port", remote_port),
-        ("metrics.port", metrics_port),
-        ("remote.enabled", remote),
-        ("metrics.enabled", metrics),
+        data_dir, data_dir_flag = _data_dir_of_global_qm(ctx)
+    for key, value, flag in (
+        ("qm.data_dir", str(data_dir) if data_dir is not None else None, data_dir_flag),
+        ("mqqb.listen_address", listen, "flag:--listen"),
+        ("mqqb.port", port, "flag:--port"),
+        ("mqqb.routes", _route_table(routes) if routes else None, "flag:--route"),
+        ("mqqb.allowed_peers", list(allow) if allow else None, "flag:--allow"),
+        ("log.level", log_level, "flag:--log-level"),
+        ("remote.port", remote_port, "flag:--remote-port"),
+        ("metrics.port", metrics_port, "flag:--metrics-port"),
+        ("remote.enabled", remote, "flag:--remote/--no-remote"),
+        ("metrics.enabled", metrics, "flag:--metrics/--no-metrics"),
     ):
         if value is not None:
-            overrides[key] = value
+            overrides[key], flags[key] = value, flag
     try:
         loaded = load_config(config_path, os.environ, overrides)
         if listen is not None:
@@ -92,26 +84,39 @@ def serve(
             }
             if follow:
                 loaded = load_config(config_path, os.environ, {**overrides, **follow})
+                flags.update(dict.fromkeys(follow, "flag:--listen"))
+        loaded = replace(loaded, sources={**loaded.sources, **flags})
         configure_logging(loaded.config.log.level, loaded.config.log.format, sys.stderr)
         from openmsmq.net.server import run as run_server  # the asyncio stack only when serving
 
-        run_server(loaded.config)
+        run_server(loaded.config, loaded=loaded)
     except OpenMSMQError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
 
 
-def _data_dir_of_global_qm(ctx: click.Context) -> Path | None:
+def _route_table(routes: tuple[str, ...]) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for r in routes:
+        dest, eq, hop = r.partition("=")
+        if not eq:
+            raise click.BadParameter(f"expected DEST=NEXTHOP, got {quoted(r)}", param_hint="--route")
+        table[dest.strip()] = hop.strip()
+    return table
+
+
+def _data_dir_of_global_qm(ctx: click.Context) -> tuple[Path | None, str]:
     """The data directory named by ``openmsmq --qm DIR serve`` (or ``OPENMSMQ_QM``), so that
-    ``serve`` runs the queue manager the other commands talk to; ``None`` when ``--qm`` was
-    left at its default (then ``qm.data_dir`` of the configuration applies). A ``grpc://``
-    target names a QM served elsewhere and cannot be served here."""
+    ``serve`` runs the queue manager the other commands talk to, with where it came from
+    (``flag:--qm`` or ``env:OPENMSMQ_QM``); ``None`` when ``--qm`` was left at its default
+    (then ``qm.data_dir`` of the configuration applies). A ``grpc://`` target names a QM
+    served elsewhere and cannot be served here."""
     parent = ctx.parent
     if parent is None or "target" not in parent.params:
-        return None
+        return None, ""
     source = parent.get_parameter_source("target")
     if source not in (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
-        return None
+        return None, ""
     target = str(parent.params["target"])
     if target.startswith("grpc://"):
         raise click.BadParameter(
@@ -119,7 +124,8 @@ def _data_dir_of_global_qm(ctx: click.Context) -> Path | None:
             "directory (or use --data-dir)",
             param_hint="--qm",
         )
-    return Path(target.removeprefix("file://"))
+    how = "flag:--qm" if source == click.core.ParameterSource.COMMANDLINE else "env:OPENMSMQ_QM"
+    return Path(target.removeprefix("file://")), how
 
 
 def register(group: click.Group) -> None:

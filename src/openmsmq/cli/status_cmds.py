@@ -150,23 +150,21 @@ def status(ctx: click.Context, watch: float | None, count: int | None) -> None:
         st = transport.status()
         c.emit(st.to_dict(), lambda: Console().print(render_status(st)))
         return
+    # Ctrl-C ends a watch: exit status 130, as for every command.
     shown = 0
-    try:
-        if c.json:
-            while count is None or shown < count:
-                if shown:
-                    time.sleep(watch)
-                click.echo(json.dumps(transport.status().to_dict(), ensure_ascii=False))
-                shown += 1
-            return
-        with Live(render_status(transport.status()), auto_refresh=False) as live:
-            shown = 1
-            while count is None or shown < count:
+    if c.json:
+        while count is None or shown < count:
+            if shown:
                 time.sleep(watch)
-                live.update(render_status(transport.status()), refresh=True)
-                shown += 1
-    except KeyboardInterrupt:
+            click.echo(json.dumps(transport.status().to_dict(), ensure_ascii=False))
+            shown += 1
         return
+    with Live(render_status(transport.status()), auto_refresh=False) as live:
+        shown = 1
+        while count is None or shown < count:
+            time.sleep(watch)
+            live.update(render_status(transport.status()), refresh=True)
+            shown += 1
 
 
 def register(group: click.Group) -> None:

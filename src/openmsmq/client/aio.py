@@ -68,11 +68,12 @@ def _tid(tx: AsyncTransaction | TransactionId | None) -> TransactionId | None:
     return _tx_id(tx)
 
 
-async def connect(target: str | Path | Transport) -> AsyncConnection:
-    """Connect (see :func:`openmsmq.connect`); opening runs in a worker thread."""
+async def connect(target: str | Path | Transport, *, create: bool = True) -> AsyncConnection:
+    """Connect (see :func:`openmsmq.connect`, also for ``create``); opening runs in a
+    worker thread."""
     if isinstance(target, Transport):
         return AsyncConnection(target)
-    return AsyncConnection(await asyncio.to_thread(open_transport, target))
+    return AsyncConnection(await asyncio.to_thread(open_transport, target, create=create))
 
 
 async def _sliced(op: Callable[[float], Any], timeout: float | None) -> Any:
@@ -377,7 +378,7 @@ class AsyncQueue:
         return result[0]
 
     async def reject(self, message: Message, tx: AsyncTransaction | TransactionId) -> None:
-        """Mark a message received in ``tx`` as rejected (NackReceiveRejected at commit)."""
+        """Mark a message received in ``tx`` as rejected (NACK_RECEIVE_REJECTED at commit)."""
         tid = _tid(tx)
         assert tid is not None
         await self._call(self._transport.set_ack_class, tid, message.lookup_id, NACK_RECEIVE_REJECTED)

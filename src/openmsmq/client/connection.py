@@ -28,7 +28,7 @@ from openmsmq.client.types import (
     ShareMode,
     TransactionId,
 )
-from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.errors import ConfigError, HResult, MQError, quoted
 from openmsmq.redact import redact
 from openmsmq.runtime import live_runtime
 
@@ -47,7 +47,7 @@ __all__ = [
 #: What ``send`` accepts as a body: bytes-like, or text (sent as UTF-8).
 Body = bytes | bytearray | memoryview | str
 
-#: Message.Class NackReceiveRejected (MS-MQMQ 2.2.18.1.6), set by :meth:`Queue.reject`.
+#: Message.Class NACK_RECEIVE_REJECTED (MS-MQMQ 2.2.18.1.6), set by :meth:`Queue.reject`.
 NACK_RECEIVE_REJECTED = 0xC004
 
 
@@ -77,13 +77,15 @@ _RECEIVE_SEEK = {
 }
 
 
-def open_transport(target: str | Path) -> Transport:
+def open_transport(target: str | Path, *, create: bool = True) -> Transport:
     """The transport for ``target``: a data directory (path or ``file:///path``) gives
     the in-process transport; ``grpc://host:port`` the remote-read transport.
 
     A data directory whose queue manager is running (``openmsmq serve`` published
     ``runtime.json`` there, :mod:`openmsmq.runtime`) is reached through that queue
-    manager's remote-read service: one process owns a store.
+    manager's remote-read service: one process owns a store. With ``create=False`` a
+    directory that holds no queue manager (missing, empty) is an error naming it as
+    given (MQ_ERROR_SERVICE_NOT_AVAILABLE) instead of a new queue manager.
     """
     text = str(target)
     scheme = urlsplit(text).scheme.lower() if "://" in text else ""
@@ -92,14 +94,15 @@ def open_transport(target: str | Path) -> Transport:
 
         path = unquote(urlsplit(text).path) if scheme == "file" else text
         if not path:
-            raise ConfigError("target", f"{redact(text)!r}: no data directory")
+            raise ConfigError("target", f"{quoted(redact(text))}: no data directory")
         running = live_runtime(path)
         if running is None:
-            return InProcessTransport(path)
+            return InProcessTransport(path, create=create)
         if not running.get("remote"):
             raise ConfigError(
                 "target",
-                f"{redact(text)!r} belongs to the running queue manager (pid {running.get('pid')}), whose"
+                f"{quoted(redact(text))} belongs to the running queue manager"
+                f" (pid {running.get('pid')}), whose"
                 " remote-read service is off: enable [remote] or stop that queue manager",
             )
         text, scheme = str(running["remote"]), "grpc"
@@ -107,18 +110,24 @@ def open_transport(target: str | Path) -> Transport:
         try:
             module = importlib.import_module("openmsmq.client.grpc_transport")
         except ImportError as exc:
-            raise ConfigError("target", f"{redact(text)!r}: the grpc transport is not available") from exc
+            raise ConfigError(
+                "target", f"{quoted(redact(text))}: the grpc transport is not available"
+            ) from exc
         transport: Transport = module.GrpcTransport(text)
         return transport
     raise ConfigError(
-        "target", f"{redact(text)!r}: expected a data directory, file:///path or grpc://host:port"
+        "target", f"{quoted(redact(text))}: expected a data directory, file:///path or grpc://host:port"
     )
 
 
-def connect(target: str | Path | Transport) -> Connection:
+def connect(target: str | Path | Transport, *, create: bool = True) -> Connection:
     """Connect to a queue manager: a data directory (or ``file:///path``) in this process,
-    or ``grpc://host:port`` (remote read). A ready :class:`Transport` is used as is."""
-    transport = target if isinstance(target, Transport) else open_transport(target)
+    or ``grpc://host:port`` (remote read). A ready :class:`Transport` is used as is.
+
+    A data directory without a queue manager gets a new one, unless ``create=False``
+    (what the ``openmsmq`` commands pass): then it is MQ_ERROR_SERVICE_NOT_AVAILABLE,
+    naming the directory, so that a mistyped path fails instead of starting afresh."""
+    transport = target if isinstance(target, Transport) else open_transport(target, create=create)
     return Connection(transport)
 
 
@@ -394,7 +403,7 @@ class Queue:
 
     def reject(self, message: Message, tx: Transaction | TransactionId) -> None:
         """Mark a message received in ``tx`` as rejected: at commit its acknowledgment has
-        class NackReceiveRejected (R_SetUserAcknowledgementClass, MS-MQRR 3.1.4.14)."""
+        class NACK_RECEIVE_REJECTED (R_SetUserAcknowledgementClass, MS-MQRR 3.1.4.14)."""
         tid = _tx_id(tx)
         assert tid is not None
         self._transport.set_ack_class(tid, message.lookup_id, NACK_RECEIVE_REJECTED)
@@ -485,7 +494,7 @@ class Connection:
 
     def purge_outgoing(self, format_name: str) -> int:
         """Purge this QM's outgoing queue to the remote queue ``format_name`` (as ``queue
-        list --all`` shows it): every message leaves it with the class NackDeleted
+        list --all`` shows it): every message leaves it with the class NACK_DELETED
         (0x8001); those sent with ``dead_letter`` go to the dead-letter queues, the others
         are deleted. Only with the queue manager stopped (an in-process connection to its
         data directory). Returns how many left the queue."""

@@ -46,7 +46,7 @@ from openmsmq.client.types import (
     ShareMode,
     TransactionId,
 )
-from openmsmq.errors import ConfigError, HResult, MQError
+from openmsmq.errors import ConfigError, HResult, MQError, quoted
 from openmsmq.redact import redact
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
@@ -278,7 +278,7 @@ class GrpcTransport(Transport):
         self.target = redact(target)
         parts = urlsplit(target)
         if parts.scheme.lower() != "grpc" or not parts.hostname or not parts.port:
-            raise ConfigError("target", f"{self.target!r}: expected grpc://host:port")
+            raise ConfigError("target", f"{quoted(self.target)}: expected grpc://host:port")
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         token = token or query.get("token") or os.environ.get("OPENMSMQ_REMOTE_TOKEN") or None
         ca = query.get("ca")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import threading
 import time
 import uuid
@@ -35,7 +36,7 @@ from openmsmq.client.types import (
     ShareMode,
     TransactionId,
 )
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm import Message as Record
 from openmsmq.qm import (
     PendingReceive,
@@ -48,7 +49,7 @@ from openmsmq.qm import (
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.remote.reads import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
-from openmsmq.runtime import take_serve_lock
+from openmsmq.runtime import STORE_FILE, holds_queue_manager, take_serve_lock
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record", "record_from_outgoing"]
@@ -232,6 +233,17 @@ def _acquire(data_dir: Path | None, qm: QueueManager | None) -> tuple[Path, _Sha
         return key, shared
 
 
+def _no_queue_manager(typed: str) -> MQError:
+    """A data directory that holds no queue manager, named as the caller gave it."""
+    why = f"it has no {STORE_FILE}" if Path(typed).is_dir() else "the directory does not exist"
+    return MQError(
+        HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE,
+        f"no queue manager at {quoted(typed)} ({why}): check --qm / OPENMSMQ_QM,"
+        f" or create one with: openmsmq init {shlex.quote(typed)}"
+        f" (or openmsmq serve --data-dir {shlex.quote(typed)})",
+    )
+
+
 def _release(key: Path, shared: _Shared) -> None:
     with _registry_lock:
         shared.refs -= 1
@@ -250,13 +262,19 @@ class InProcessTransport(Transport):
     """:class:`Transport` over a QueueManager in this process.
 
     ``InProcessTransport("/var/lib/openmsmq")`` opens (or shares) the QM of that data
-    directory; ``InProcessTransport(qm=manager)`` uses a QM owned by the caller.
+    directory, creating it there unless ``create=False``;
+    ``InProcessTransport(qm=manager)`` uses a QM owned by the caller.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, *, qm: QueueManager | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path | None = None, *, qm: QueueManager | None = None, create: bool = True
+    ) -> None:
         if (data_dir is None) == (qm is None):
             raise ValueError("give exactly one of data_dir and qm")
         self.target = str(data_dir if data_dir is not None else qm.data_dir)  # type: ignore[union-attr]
+        self.in_process = data_dir is not None  # a QM given by its owner may be served by it
+        if data_dir is not None and not create and not holds_queue_manager(data_dir):
+            raise _no_queue_manager(str(data_dir))
         self._key, self._shared = _acquire(Path(data_dir) if data_dir is not None else None, qm)
         self.qm = self._shared.qm
         self._lock = threading.Lock()
@@ -440,7 +458,7 @@ class InProcessTransport(Transport):
         if info.queue_type != QueueType.OUTGOING:
             raise MQError(
                 HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
-                f"{format_name!r} is not an outgoing queue of this queue manager"
+                f"{quoted(format_name)} is not an outgoing queue of this queue manager"
                 " (purge a local queue by its name)",
             )
         return self.qm.purge_queue(format_name)
@@ -730,5 +748,5 @@ def _message_id(m: Record) -> str:
 def _remote_read(name: str) -> MQError:
     return MQError(
         HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
-        f"{name!r} is a remote queue: reading it needs the remote-read (grpc://) transport",
+        f"{quoted(name)} is a remote queue: reading it needs the remote-read (grpc://) transport",
     )

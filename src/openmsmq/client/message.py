@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from openmsmq.client.types import INFINITE, AckRequest, Delivery
 from openmsmq.errors import WireError
-from openmsmq.wire.constants import MessageClass
+from openmsmq.wire.constants import MessageClass, message_class_name
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["Message", "PendingMessage", "class_name", "is_acknowledgment_class"]
@@ -24,13 +24,10 @@ def is_acknowledgment_class(message_class: int) -> bool:
 
 
 def class_name(message_class: int) -> str:
-    """The MESSAGE_CLASS_VALUES name of a Message.Class (MS-MQMQ 2.2.18.1.6), e.g.
-    ``"NORMAL"``, ``"ACK_RECEIVE"``, ``"NACK_RECEIVE_TIMEOUT"``; ``"0x...."`` for an
-    application-defined class."""
-    try:
-        return MessageClass(message_class).name
-    except ValueError:
-        return f"0x{message_class:04X}"
+    """The name of a Message.Class, e.g. ``"NORMAL"``, ``"ACK_RECEIVE"``,
+    ``"NACK_RECEIVE_TIMEOUT"``; ``"0x...."`` for an application-defined class (the one
+    spelling of :func:`openmsmq.wire.constants.message_class_name`)."""
+    return message_class_name(message_class)
 
 
 def _utc(seconds: int) -> datetime | None:

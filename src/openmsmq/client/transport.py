@@ -41,7 +41,7 @@ from openmsmq.client.types import (
     ShareMode,
     TransactionId,
 )
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.remote.status import QMStatus
 
 __all__ = ["SINGLE_MESSAGE", "Transport"]
@@ -55,6 +55,10 @@ class Transport(ABC):
 
     #: What :func:`openmsmq.connect` was given (a path, ``file://`` URL or ``grpc://`` URL).
     target: str
+    #: True when this transport opened the queue manager of a data directory in this
+    #: process: no ``openmsmq serve`` runs there (it would have been reached through its
+    #: runtime.json), so nothing transfers its outgoing queues meanwhile.
+    in_process: bool = False
 
     # ---- queue administration --------------------------------------------------------
 
@@ -115,13 +119,13 @@ class Transport(ABC):
 
     def purge_outgoing(self, format_name: str) -> int:
         """Purge this QM's outgoing queue to ``format_name`` (a remote queue): each message
-        leaves it with the class NackDeleted (0x8001), those sent with ``dead_letter`` for
+        leaves it with the class NACK_DELETED (0x8001), those sent with ``dead_letter`` for
         the dead-letter queues (:meth:`QueueManager.purge_queue`). Only on a stopped queue
         manager's data directory; not abstract: the default raises
         MQ_ERROR_UNSUPPORTED_OPERATION saying so."""
         raise MQError(
             HResult.MQ_ERROR_UNSUPPORTED_OPERATION,
-            f"purging the outgoing queue {format_name!r} needs the queue manager stopped: stop"
+            f"purging the outgoing queue {quoted(format_name)} needs the queue manager stopped: stop"
             " `openmsmq serve` and run the command again with --qm <its data directory>",
         )
 
@@ -173,7 +177,7 @@ class Transport(ABC):
     @abstractmethod
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         """R_SetUserAcknowledgementClass (MS-MQRR 3.1.4.14): 0xC004 marks a message
-        received in ``tx`` as rejected (NackReceiveRejected at commit)."""
+        received in ``tx`` as rejected (NACK_RECEIVE_REJECTED at commit)."""
 
     # ---- transactions --------------------------------------------------------------------
 

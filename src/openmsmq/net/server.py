@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from openmsmq.config import Config
-from openmsmq.errors import ConfigError
+from openmsmq.config import Config, LoadedConfig, config_document, config_keys
+from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.net.tls import client_context, peer_matcher, server_context
 from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("openmsmq.serve")
+#: Every configuration key: the sources of a configuration given without them.
+_DOTTED = tuple(k.dotted for k in config_keys())
 
 #: Cyclic-GC thresholds while serving (CPython's defaults are 700, 10, 10). A sender
 #: retains a position object per message until its OrderAck (hundreds of thousands in
@@ -131,9 +133,13 @@ def transfer_config(config: Config) -> TransferConfig:
 
 
 def net_config(config: Config) -> NetConfig:
-    """The :class:`NetConfig` of a loaded configuration's ``[mqqb]`` (TLS contexts built
-    from its certificate files: an unreadable one raises :class:`ConfigError`)."""
+    """The :class:`NetConfig` of a loaded configuration's ``[mqqb]``: TLS contexts built
+    from its certificate files (an unreadable one raises :class:`ConfigError`); the
+    connection cap follows the open-file limit (:func:`connection_limit`), and one source
+    address may hold at most ``mqqb.max_connections_per_address`` and never more than half
+    of it."""
     m = config.mqqb
+    cap = connection_limit(m.max_connections)
     tls: dict[str, Any] = {}
     if m.tls_cert is not None and m.tls_key is not None and m.tls_ca is not None:
         try:
@@ -149,27 +155,11 @@ def net_config(config: Config) -> NetConfig:
         allow=m.peer_allowed,
         backoff_min=m.connect_backoff_min,
         backoff_max=m.connect_backoff_max,
-        max_connections=connection_limit(m.max_connections),
+        max_connections=cap,
+        max_connections_per_address=min(m.max_connections_per_address, max(1, cap // 2)),
         tls_port=m.tls_port,
         tls_peers=peer_matcher(m.tls_peers),
         **tls,
-    )
-
-
-def net_config(config: Config) -> NetConfig:
-    """The :class:`NetConfig` of a loaded configuration's ``[mqqb]``: the connection cap
-    follows the open-file limit (:func:`connection_limit`), and one source address may
-    hold at most ``mqqb.max_connections_per_address`` and never more than half of it."""
-    m = config.mqqb
-    cap = connection_limit(m.max_connections)
-    return NetConfig(
-        host=m.listen_address,
-        port=m.port,
-        allow=m.peer_allowed,
-        backoff_min=m.connect_backoff_min,
-        backoff_max=m.connect_backoff_max,
-        max_connections=cap,
-        max_connections_per_address=min(m.max_connections_per_address, max(1, cap // 2)),
     )
 
 
@@ -264,13 +254,21 @@ def _listening(key: str, address: str, port: int) -> Iterator[None]:
         raise ConfigError(key, f"cannot listen on {address}:{port}: {exc.strerror or exc}") from exc
 
 
-async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
+async def serve(
+    config: Config,
+    *,
+    ready: Callable[[MQQBNode, QueueManager], None] | None = None,
+    loaded: LoadedConfig | None = None,
+) -> None:
     """Open the QM over ``config.qm.data_dir`` and run its services until SIGTERM / SIGINT.
 
     Started in this order and stopped in reverse: the queue manager (store), the Prometheus
     endpoint (``[metrics]``), the remote-read gRPC service (``[remote]``), the MS-MQQB
     listener and connectors. While running, ``<data_dir>/runtime.json`` tells other
-    programs (the CLI, scripts) where each service listens (:mod:`openmsmq.runtime`).
+    programs (the CLI, scripts) where each service listens (:mod:`openmsmq.runtime`), and
+    the effective configuration with where each value came from (``loaded``: the sources
+    ``openmsmq serve`` found; without it every value is marked as given by the caller),
+    which ``openmsmq --qm DIR config show`` prints.
 
     Graceful stop on SIGTERM / SIGINT (also one that arrives while starting):
     ``runtime.json`` is marked ``"state": "stopping"``; the remote-read service stops
@@ -328,6 +326,7 @@ async def serve(config: Config, *, ready: Callable[[MQQBNode, QueueManager], Non
             "mqqb": f"{host}:{port}",
             "remote": remote.target if remote is not None else None,
             "metrics": metrics_server.url if metrics_server is not None else None,
+            "config": config_document(loaded or LoadedConfig(config, dict.fromkeys(_DOTTED, "caller"))),
         }
         if not write_runtime(config.qm.data_dir, info):
             log.error(
@@ -390,11 +389,16 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
         else:
             return uvloop.new_event_loop
     elif name != "asyncio":
-        raise ConfigError("qm.event_loop", f"unknown event loop {name!r} (uvloop or asyncio)")
+        raise ConfigError("qm.event_loop", f"unknown event loop {quoted(name)} (uvloop or asyncio)")
     return asyncio.new_event_loop
 
 
-def run(config: Config, *, ready: Callable[[MQQBNode, QueueManager], None] | None = None) -> None:
+def run(
+    config: Config,
+    *,
+    ready: Callable[[MQQBNode, QueueManager], None] | None = None,
+    loaded: LoadedConfig | None = None,
+) -> None:
     """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``."""
     with asyncio.Runner(loop_factory=loop_factory(config.qm.event_loop)) as runner:
-        runner.run(serve(config, ready=ready))
+        runner.run(serve(config, ready=ready, loaded=loaded))

@@ -44,7 +44,7 @@ from prometheus_client.registry import Collector
 from openmsmq import __version__
 from openmsmq.config import MetricsConfig
 from openmsmq.observability.logging import log_event
-from openmsmq.wire.constants import MessageClass
+from openmsmq.wire.constants import message_class_name
 
 __all__ = [
     "BATCH_BUCKETS",
@@ -85,13 +85,11 @@ def label_value(value: object) -> str:
 
 
 def _class_label(message_class: int | str) -> str:
-    """The MS-MQMQ 2.2.18.1.6 name of a Message.Class (``0x....`` when not a known class)."""
+    """The label of a Message.Class: its one name (``NACK_BAD_DST_Q``,
+    :func:`~openmsmq.wire.constants.message_class_name`)."""
     if isinstance(message_class, str):
         return message_class
-    try:
-        return MessageClass(message_class).name
-    except ValueError:
-        return f"0x{int(message_class):04X}"
+    return message_class_name(message_class)
 
 
 class Metrics:

@@ -7,7 +7,7 @@ them. One line each floods the log (and costs the process its time writing them)
 e.g. queue and NACK class) as it comes, counts the repeats of that kind for
 ``interval`` seconds, then logs one line with their number and the last one::
 
-    event="message 6B07…:76898 for PRIVATE$\\orders rejected on arrival: class 0x8000"
+    event="message 6B07…:76898 for PRIVATE$\\orders rejected on arrival: NACK_BAD_DST_Q (0x8000)"
     event="12,345 more in 10 s like: message 6B07…:89243 for PRIVATE$\\orders rejected …"
 
 A summary is written when the next event of its kind comes after the interval, or by

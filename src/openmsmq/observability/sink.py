@@ -133,6 +133,5 @@ class NullMetrics:
         """Nothing."""
 
 
-
 #: The shared no-op sink.
 NULL_METRICS: MetricsSink = NullMetrics()

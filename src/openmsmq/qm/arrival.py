@@ -50,7 +50,7 @@ from openmsmq.store.records import (
     QueueType,
     sender_allowed,
 )
-from openmsmq.wire.constants import AckRequest, MessageClass
+from openmsmq.wire.constants import AckRequest, MessageClass, describe_message_class
 from openmsmq.wire.packets import UserMessage
 
 if TYPE_CHECKING:
@@ -201,8 +201,8 @@ def store_arrivals(
         else:
             rejected.append((m, cls))
             _rejections.log(
-                (qm.guid, queue, cls), logging.INFO, "message %s:%d for %s rejected on arrival: class %#06x",
-                m.id_lineage, m.id_uniquifier, queue, cls,
+                (qm.guid, queue, cls), logging.INFO, "message %s:%d for %s rejected on arrival: %s",
+                m.id_lineage, m.id_uniquifier, queue, describe_message_class(cls),
             )  # fmt: skip
         acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)
     ack_sends, discarded = acknowledgment_sends(qm, acks)

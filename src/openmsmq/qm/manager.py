@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from openmsmq.datadir import private_dir
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.dead_letters import DeadLetterMixin
@@ -41,6 +41,7 @@ from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
 from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
 from openmsmq.qm.transfer_codec import check_remote_names
+from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
@@ -117,7 +118,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
         self.store = Store(
-            self.data_dir / "openmsmq.db",
+            self.data_dir / STORE_FILE,
             threaded=threaded,
             integrity_check=integrity_check,
             max_commit_wait=opts.max_commit_wait,
@@ -304,7 +305,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 key = queue.strip().casefold()
                 qs = next((s for s in self._by_id.values() if s.record.destination_format_name == key), None)
         if qs is None or qs.deleted:
-            raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"no queue {queue!r}")
+            raise MQError(HResult.MQ_ERROR_QUEUE_NOT_FOUND, f"no queue {quoted(queue)}")
         return qs
 
     def _is_remote(self, name: str) -> bool:
@@ -369,7 +370,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             or not self._is_local_host(parsed.computer)
         ):
             raise MQError(
-                HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{name!r}: expected a local private$\\ path"
+                HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{quoted(name)}: expected a local private$\\ path"
             )
         if len(label) > 124:
             raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "queue label has at most 124 characters")
@@ -449,8 +450,8 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         PurgePending and are deleted when their lock ends. Returns the count deleted now.
 
         An outgoing queue (named by its destination's format name) is purged with the
-        class NackDeleted (0x8001), its ``dead_letter`` messages moved to the dead-letter queues
-        (:meth:`DeadLetterMixin._purge_outgoing`); not while this store is served."""
+        class NACK_DELETED (0x8001), its ``dead_letter`` messages moved to the dead-letter
+        queues (:meth:`DeadLetterMixin._purge_outgoing`); not while this store is served."""
         qs = self._resolve(queue)
         if qs.record.queue_type == _OUTGOING:
             return self._purge_outgoing(qs)
@@ -774,6 +775,6 @@ def canonical_senders(senders: Iterable[str | uuid.UUID] | str) -> str:
             out.add(str(item if isinstance(item, uuid.UUID) else uuid.UUID(str(item).strip("{}"))))
         except ValueError:
             raise MQError(
-                HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"allowed sender {item!r} is not a QM GUID"
+                HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"allowed sender {quoted(item)} is not a QM GUID"
             ) from None
     return ",".join(sorted(out))

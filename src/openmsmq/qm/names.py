@@ -13,7 +13,7 @@ import functools
 import uuid
 from dataclasses import dataclass
 
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.wire.format_name import (
     DirectFormatName,
     DirectProtocol,
@@ -73,7 +73,7 @@ class ParsedName:
 
 
 def _illegal(name: str, why: str) -> MQError:
-    return MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{name!r}: {why}")
+    return MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{quoted(name)}: {why}")
 
 
 def _local_key(full: str, queue_name: str, private: bool, suffix: QueueSuffixType) -> tuple[str, str]:
@@ -106,19 +106,21 @@ def parse_name(name: str) -> ParsedName:
         parsed = parse_format_name(text)
         if isinstance(parsed, DirectFormatName):
             if parsed.protocol not in (DirectProtocol.OS, DirectProtocol.TCP):
-                raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{name!r}: only DIRECT=OS: / DIRECT=TCP:")
+                raise MQError(
+                    HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{quoted(name)}: only DIRECT=OS: / DIRECT=TCP:"
+                )
             key, shown = _local_key(name, parsed.queue_name, parsed.private, parsed.suffix)
             return ParsedName(key, shown, computer=parsed.host, is_format_name=True)
         if isinstance(parsed, PrivateFormatName):
             guid, number = parsed.machine_guid, parsed.queue_number
             return ParsedName(None, text, qm_guid=guid, private_number=number, is_format_name=True)
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{name!r}: unsupported format name")
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{quoted(name)}: unsupported format name")
     folded = text.casefold()
     local = folded.startswith("private$\\") or folded.startswith("system$;")
     try:
         path = parse_path_name(".\\" + text if local else text)
     except MQError as exc:  # MSMQ reports bad path names with their own code
-        raise _illegal(name, str(exc)) from None
+        raise _illegal(name, exc.message) from None
     computer = None if path.computer == "." else path.computer
     key, shown = _local_key(name, path.queue_name, path.private, path.suffix)
     return ParsedName(key, shown, computer=computer)

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from openmsmq.errors import HResult, LocalProtocolError, MQError
+from openmsmq.errors import HResult, LocalProtocolError, MQError, quoted
 from openmsmq.store.props import (
     CORRELATION,
     GFLAGS_AT,
@@ -389,7 +389,7 @@ def check_remote_names(m: Message, max_bytes: int) -> None:
         if q is None:
             raise MQError(
                 HResult.MQ_ERROR_ILLEGAL_FORMATNAME,
-                f"{what} queue {name!r}: a message to a remote queue carries only a DIRECT= or"
+                f"{what} queue {quoted(name)}: a message to a remote queue carries only a DIRECT= or"
                 " PRIVATE=<QM GUID>\\<number> admin or response queue",
             )
         if isinstance(q, DirectQueueFormatName):

@@ -39,7 +39,7 @@ from openmsmq.qm.transfer_state import (
 )
 from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
 from openmsmq.store.records import IncomingSequenceState, Message
-from openmsmq.wire.constants import MessageClass
+from openmsmq.wire.constants import MessageClass, describe_message_class
 from openmsmq.wire.ids import TxSequenceId
 
 #: The queue name of a (name, ...) store-work item.
@@ -217,9 +217,9 @@ class StoreWorkSide(TransferParts):
                     elif outcome.message is None:
                         _unmatched_final_acks.log(
                             (qm.guid, cls), logging.WARNING,
-                            "FinalAck %#06x for %s/%d (MessageID %d) dropped: no message waits for it"
+                            "FinalAck %s for %s/%d (MessageID %d) dropped: no message waits for it"
                             " (one sent without dead_letter or journal leaves at its OrderAck)",
-                            cls, TxSequenceId.from_int(seq_id), number, message_id,
+                            describe_message_class(cls), TxSequenceId.from_int(seq_id), number, message_id,
                         )  # fmt: skip
                 out += [None] * len(work.settles)
             except MQError as exc:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 from pathlib import Path
 
-from openmsmq.errors import ConfigError
+from openmsmq.errors import ConfigError, quoted
 
 __all__ = ["ALLOW_ALL", "Permission", "Principal", "TokenTable", "load_tokens", "parse_tokens"]
 
@@ -106,14 +106,14 @@ class TokenTable:
 def _parse_rule(text: str, where: str) -> tuple[str, Permission]:
     pattern, sep, perms_text = text.rpartition("=")
     if not sep or not pattern or not perms_text:
-        raise ConfigError("remote.tokens_file", f"{where}: expected PATTERN=PERMS, got {text!r}")
+        raise ConfigError("remote.tokens_file", f"{where}: expected PATTERN=PERMS, got {quoted(text)}")
     perms = Permission.NONE
     for word in perms_text.lower().split(","):
         p = _NAMES.get(word.strip())
         if p is None:
             raise ConfigError(
                 "remote.tokens_file",
-                f"{where}: unknown permission {word!r} (peek, receive, send, admin, all)",
+                f"{where}: unknown permission {quoted(word)} (peek, receive, send, admin, all)",
             )
         perms |= p
     return pattern.lower(), perms

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm import (
     Message,
     PendingReceive,
@@ -236,7 +236,8 @@ class RemoteReadCore:
             rec = self.qm.get_queue(name)  # reading never creates an outgoing queue
             if rec.queue_type == QueueType.OUTGOING:
                 raise _err(
-                    HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{name!r} is not a queue of this QM"
+                    HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
+                    f"{quoted(name)} is not a queue of this QM",
                 )
         qh = self.qm.open_queue(name)
         self._need(s, qh.record.name, needed)
@@ -244,7 +245,9 @@ class RemoteReadCore:
             self._check_session(s)
             others = self._opened.setdefault(qh.record.queue_id, [])
             if any(share_conflict(o, mode, shm) for o in others):
-                raise _err(HResult.MQ_ERROR_SHARING_VIOLATION, f"queue {name!r} is opened with MQ_DENY_SHARE")
+                raise _err(
+                    HResult.MQ_ERROR_SHARING_VIOLATION, f"queue {quoted(name)} is opened with MQ_DENY_SHARE"
+                )
             d = OpenQueueDescriptor(next(self._handle_ids) & 0xFFFFFFFF or 1, s, qh, mode, shm)
             others.append(d)
             self._handles[d.handle] = d
@@ -763,7 +766,9 @@ class RemoteReadCore:
 
     def _need(self, s: Session, queue: str, perm: Permission) -> None:
         if not s.principal.allows(queue, perm):
-            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} may not {perm!r} {queue!r}")
+            raise _err(
+                HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} may not {quoted(perm)} {quoted(queue)}"
+            )
 
     def create_queue(self, s: Session, path: str, **props: Any) -> QueueRecord:
         """Create a private queue (needs ADMIN on its canonical path)."""
@@ -784,5 +789,5 @@ class RemoteReadCore:
         """One queue's properties and counts (needs some permission on it)."""
         rec = self.qm.get_queue(check_name(name))
         if not s.principal.permissions(rec.name):
-            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} has no right on {name!r}")
+            raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} has no right on {quoted(name)}")
         return rec

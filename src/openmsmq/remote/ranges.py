@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm import LookupRange, Message, QueueHandle, QueueManager, QueueRecord, QueueType
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.limits import RemoteLimits, check_name
@@ -50,10 +50,12 @@ def _checked(qm: QueueManager, principal: Principal, queue: str, perm: Permissio
     rec = qm.get_queue(check_name(queue))  # MQ_ERROR_QUEUE_NOT_FOUND for an unknown name
     if rec.queue_type == QueueType.OUTGOING:
         raise MQError(
-            HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{queue!r} is not a queue of this QM"
+            HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"{quoted(queue)} is not a queue of this QM"
         )
     if not principal.allows(rec.name, perm):
-        raise MQError(HResult.MQ_ERROR_ACCESS_DENIED, f"{principal.name} may not {perm!r} {queue!r}")
+        raise MQError(
+            HResult.MQ_ERROR_ACCESS_DENIED, f"{principal.name} may not {quoted(perm)} {quoted(queue)}"
+        )
     return rec
 
 

@@ -58,8 +58,10 @@ __all__ = [
     "SoapSectionId",
     "TransactionFlag",
     "UserFlag",
+    "describe_message_class",
     "is_final_ack_class",
     "is_nack_class",
+    "message_class_name",
 ]
 
 # ---------------------------------------------------------------------------
@@ -181,6 +183,25 @@ class MessageClass(IntEnum):
     def is_final_ack(self) -> bool:
         """True for classes a FinalAck packet may carry (MS-MQQB 2.2.5: class >= 0x4000)."""
         return is_final_ack_class(self.value)
+
+
+def message_class_name(message_class: int) -> str:
+    """The one name of a Message.Class everywhere a person or a program reads it (logs,
+    the CLI, JSON documents, metrics labels, docs): the MESSAGE_CLASS_VALUES constant of
+    MS-MQMQ 2.2.18.1.6 without its common ``MQMSG_CLASS_`` prefix, e.g. ``NACK_BAD_DST_Q``
+    for 0x8000. An application-defined class (MS-MQMQ 2.2.18.1.6 allows any value of the
+    bits of :data:`MESSAGE_CLASS_CUSTOM_MASK`) has no name: ``0x....``."""
+    try:
+        return MessageClass(message_class).name
+    except ValueError:
+        return f"0x{int(message_class):04X}"
+
+
+def describe_message_class(message_class: int) -> str:
+    """The name with the wire value beside it, for logs and tables: ``NACK_BAD_DST_Q (0x8000)``
+    (an application-defined class is its value alone)."""
+    name = message_class_name(message_class)
+    return name if name.startswith("0x") else f"{name} (0x{int(message_class):04X})"
 
 
 def is_nack_class(message_class: int) -> bool:

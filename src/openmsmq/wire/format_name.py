@@ -50,6 +50,7 @@ import re
 from dataclasses import dataclass
 from uuid import UUID
 
+from openmsmq.errors import quoted
 from openmsmq.wire.name_syntax import (  # the lexical rules (MS-MQMQ 2.1), shared with path names
     _DEC_RE,
     _HEX8_RE,
@@ -538,7 +539,7 @@ def _parse_queue_tail(
         word = _kw(tail[8:])
         if word not in ("journal", "deadletter", "deadxact"):
             expected = "expected JOURNAL, DEADLETTER, DEADXACT"
-            _fail(text, pos + 8, f"unknown system queue {tail[8:68]!r} ({expected})")
+            _fail(text, pos + 8, f"unknown system queue {quoted(tail[8:68])} ({expected})")
         return "", False, QueueSuffixType[word.upper()], ""
     private = False
     start = 0
@@ -600,7 +601,7 @@ def _check_authority(text: str, pos: int, authority: str) -> None:
         end = authority.find("]")
         v6 = authority[1:end]
         if end < 0 or ":" not in v6 or "%" in v6 or not v6.isascii() or _norm_ip(v6) is None:
-            _fail(text, pos, f"bad bracketed IPv6 host {authority[:60]!r}")
+            _fail(text, pos, f"bad bracketed IPv6 host {quoted(authority[:60])}")
         rest = authority[end + 1 :]
         if rest and not rest.startswith(":"):
             _fail(text, pos + end + 1, "expected ':port' after ']'")
@@ -610,7 +611,7 @@ def _check_authority(text: str, pos: int, authority: str) -> None:
         _check_computer(text, pos, host, "HTTP host")
         port_pos = pos + len(host) + 1
     if port and not (_DEC_RE.fullmatch(port) and int(port) <= 65535):
-        _fail(text, port_pos, f"HTTP port {port[:20]!r} is not a number 0..65535")
+        _fail(text, port_pos, f"HTTP port {quoted(port[:20])} is not a number 0..65535")
 
 
 def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
@@ -621,7 +622,7 @@ def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
         protocol = DirectProtocol(_kw(proto_token).upper())
     except ValueError:
         expected = "expected TCP, OS, HTTP, HTTPS, IPX"
-        _fail(text, body_pos, f"unknown direct protocol {proto_token[:40]!r} ({expected})")
+        _fail(text, body_pos, f"unknown direct protocol {quoted(proto_token[:40])} ({expected})")
     if not colon:
         _fail(text, body_pos + len(proto_token), "expected ':' after the direct protocol")
     addr_pos = body_pos + len(proto_token) + 1
@@ -649,12 +650,12 @@ def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
             # No IPv6 zone ("%eth0"): the ABNF asks for an IP address, nothing more.
             norm = _norm_ip(address) if address.isascii() and "%" not in address else None
             if norm is None:
-                _fail(text, addr_pos, f"TCP address {address[:60]!r} is not an IPv4 or IPv6 address")
+                _fail(text, addr_pos, f"TCP address {quoted(address[:60])} is not an IPv4 or IPv6 address")
             address = norm
         elif protocol is DirectProtocol.IPX:
             net, c, node = address.partition(":")
             if not (c and _HEX8_RE.fullmatch(net) and re.fullmatch(r"[0-9A-Fa-f]{1,12}", node)):
-                _fail(text, addr_pos, f"IPX address {address[:60]!r} is not 'network:host' in hex")
+                _fail(text, addr_pos, f"IPX address {quoted(address[:60])} is not 'network:host' in hex")
             address = f"{net.lower()}:{node.lower()}"
         else:
             _check_computer(text, addr_pos, address)
@@ -669,11 +670,11 @@ def _parse_multicast(body: str, pos: int, text: str) -> MulticastFormatName:
         _fail(text, pos + len(body), "expected ':port' after the multicast address")
     octets = addr.split(".")
     if len(octets) != 4 or not all(_DEC_RE.fullmatch(o) and int(o) <= 255 for o in octets):
-        _fail(text, pos, f"multicast address {addr[:40]!r} is not a dotted IPv4 address")
+        _fail(text, pos, f"multicast address {quoted(addr[:40])} is not a dotted IPv4 address")
     if not 224 <= int(octets[0]) <= 239:
-        _fail(text, pos, f"multicast address {addr!r} is outside 224.0.0.0-239.255.255.255")
+        _fail(text, pos, f"multicast address {quoted(addr)} is outside 224.0.0.0-239.255.255.255")
     if not _DEC_RE.fullmatch(port) or int(port) > 65535:
-        _fail(text, pos + len(addr) + 1, f"multicast port {port[:20]!r} is not a number 0..65535")
+        _fail(text, pos + len(addr) + 1, f"multicast port {quoted(port[:20])} is not a number 0..65535")
     return _build(MulticastFormatName, address=addr, port=int(port))
 
 
@@ -687,7 +688,7 @@ def _split_suffix(
         if _kw(word) == suffix.name.lower():
             return head, suffix
     names = ", ".join(";" + s.name for s in allowed)
-    _fail(text, pos + len(head) + 1, f"suffix {word[:40]!r} not allowed here (allowed: {names})")
+    _fail(text, pos + len(head) + 1, f"suffix {quoted(word[:40])} not allowed here (allowed: {names})")
 
 
 _JOURNAL_ONLY = (QueueSuffixType.JOURNAL,)
@@ -715,7 +716,7 @@ def _parse_single(element: str, pos: int, text: str) -> SingleFormatName:
         num_pos = body_pos + len(guid_text) + 1
         number, suffix = _split_suffix(number, num_pos, text, _JOURNAL_ONLY)
         if not _HEX8_RE.fullmatch(number):
-            _fail(text, num_pos, f"private queue number {number[:20]!r} is not 1 to 8 hex digits")
+            _fail(text, num_pos, f"private queue number {quoted(number[:20])} is not 1 to 8 hex digits")
         return _build(PrivateFormatName, machine_guid=guid, queue_number=int(number, 16),
                       journal_suffix=suffix is QueueSuffixType.JOURNAL)  # fmt: skip
     if kind == "machine":
@@ -734,7 +735,7 @@ def _parse_single(element: str, pos: int, text: str) -> SingleFormatName:
         return _build(DistributionListFormatName, dl_guid=guid, domain=domain)
     if kind == "multicast":
         return _parse_multicast(body, body_pos, text)
-    _fail(text, pos, f"unknown format name type {element[:eq][:40]!r} "
+    _fail(text, pos, f"unknown format name type {quoted(element[:eq][:40])} "
           "(expected DIRECT=, PUBLIC=, PRIVATE=, MACHINE=, CONNECTOR=, DL=, MULTICAST=)")  # fmt: skip
 
 
@@ -772,7 +773,7 @@ def parse_direct_id(direct_id: str) -> DirectFormatName:
         _invalid(f"direct name must be a string, not {type(direct_id).__name__}")
     result = parse_format_name("DIRECT=" + direct_id)
     if not isinstance(result, DirectFormatName):
-        _invalid(f"{direct_id[:200]!r} is not a single direct format name")
+        _invalid(f"{quoted(direct_id[:200])} is not a single direct format name")
     return result
 
 

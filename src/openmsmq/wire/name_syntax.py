@@ -15,7 +15,7 @@ from enum import Enum, IntEnum, StrEnum
 from typing import Any, NoReturn, TypeVar
 from uuid import UUID
 
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 
 _MAX_QUEUE_NAME = 124  # MS-MQMQ 2.1.1: QueueName = 1*124(...)
 _MAX_SUBQUEUE = 32  # MS-MQMQ 2.1.1: Subqueue = 1*32(...)
@@ -78,7 +78,7 @@ class DirectProtocol(StrEnum):
 
 def _fail(text: str, pos: int, message: str) -> NoReturn:
     shown = text if len(text) <= 200 else text[:200] + "..."
-    raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{message} at position {pos} in {shown!r}")
+    raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{message} at position {pos} in {quoted(shown)}")
 
 
 def _invalid(message: str) -> NoReturn:
@@ -113,7 +113,7 @@ def _check_name(text: str, pos: int, name: str, what: str, limit: int) -> None:
         _fail(text, pos, f"{what} longer than {limit} characters")
     for i, ch in enumerate(name):
         if not _name_char_ok(ch):
-            _fail(text, pos + i, f"character {ch!r} not allowed in {what}")
+            _fail(text, pos + i, f"character {quoted(ch)} not allowed in {what}")
 
 
 def _check_computer(
@@ -125,13 +125,15 @@ def _check_computer(
         _fail(text, pos, f"{what} longer than {limit} characters")
     for i, ch in enumerate(name):
         if not _vchar_ok(ch) or ch in "\\,":
-            _fail(text, pos + i, f"character {ch!r} not allowed in {what}")
+            _fail(text, pos + i, f"character {quoted(ch)} not allowed in {what}")
 
 
 def _parse_guid(text: str, pos: int, token: str, what: str) -> UUID:
     if not _GUID_RE.fullmatch(token):
         hint = " (write it without braces)" if token.startswith("{") else ""
-        _fail(text, pos, f"{what} {token[:60]!r} is not a GUID xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx{hint}")
+        _fail(
+            text, pos, f"{what} {quoted(token[:60])} is not a GUID xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx{hint}"
+        )
     return UUID(token)
 
 
@@ -159,13 +161,15 @@ def _adopt(self: object, parsed: Any, text: str) -> None:
     then the value keeps the parsed, normalized fields."""
     names = [f.name for f in fields(parsed)]
     if type(parsed) is not type(self):
-        _invalid(f"fields of {type(self).__name__} print as {text[:200]!r}, a {type(parsed).__name__}")
+        _invalid(f"fields of {type(self).__name__} print as {quoted(text[:200])}, a {type(parsed).__name__}")
     for name in names:
         mine, theirs = getattr(self, name), getattr(parsed, name)
         if name != "address":
             same_type = type(mine) is type(theirs) or isinstance(theirs, Enum)
             if not same_type or mine != theirs:
-                _invalid(f"{type(self).__name__}.{name}: got {mine!r}, which prints as {text[:200]!r}")
+                _invalid(
+                    f"{type(self).__name__}.{name}: got {quoted(mine)}, which prints as {quoted(text[:200])}"
+                )
         object.__setattr__(self, name, theirs)
 
 
