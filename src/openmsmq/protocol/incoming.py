@@ -401,8 +401,16 @@ class IncomingSequence:
         if head is not None:
             self._durable = _Position(head.tx_sequence_id, head.tx_sequence_number)
         if advanced and self._ack_due:
-            self._ack_due = bool(self._pending)
-            return [self._emit_order_ack(now)]
+            # The deferred OrderAck goes out once, now that the data it covers is durable
+            # (seeds 002/003: never acknowledge what is not on disk); then the Order Ack
+            # Send Timer governs again. What is still being stored is acknowledged by the
+            # timer, started here when nothing restarted it meanwhile (a later durable
+            # advance alone sends nothing, MS-MQQB 3.1.6.9: OrderAcks go when it expires).
+            self._ack_due = False
+            ack = self._emit_order_ack(now)
+            if self._pending and self._order_ack_deadline is None:
+                self._order_ack_deadline = now + self._config.order_ack_timeout
+            return [ack]
         return []
 
     def store_failed(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:

@@ -327,9 +327,18 @@ class OutgoingSequence:
         self.connected = False
         self._resend_deadline = None
 
-    def remove(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> OutgoingMessage:
-        """The QM removed an un-acknowledged message (e.g. TimeToReachQueue expired, MS-MQQB
-        3.1.7.1.2); later resends bridge the gap with PreviousTxSequenceNumber."""
+    def remove(
+        self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float | None = None
+    ) -> OutgoingMessage:
+        """The QM removed an un-acknowledged message (TimeToReachQueue expired, MS-MQQB
+        3.1.7.1.2; its FinalAck came, 3.1.5.7); later resends bridge the gap with
+        PreviousTxSequenceNumber (3.1.7.1.3).
+
+        The messages after it that were already sent named it as their predecessor: the
+        receiver refuses them until they are sent again, bridged. With ``now``, the
+        Transactional Ack Wait Timer is brought forward to the first ResendTimerTable
+        entry from now when it would fire later (an OrderAck may have moved the index to
+        6 h, 3.1.5.6)."""
         i = self._index_of(tx_sequence_id, tx_sequence_number)
         if i < 0:
             raise LocalProtocolError(f"no retained message at {(tx_sequence_id, tx_sequence_number)!r}")
@@ -339,6 +348,10 @@ class OutgoingSequence:
         if not self._unacked:
             self._resend_deadline = None
             self.resend_interval_index = 0
+        elif now is not None and self.connected and i < len(self._unacked):
+            soon = now + self._table[0]
+            if self._resend_deadline is None or self._resend_deadline > soon:
+                self._resend_deadline = soon
         return m
 
     def order_ack_received(
@@ -353,14 +366,24 @@ class OutgoingSequence:
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.UNKNOWN_SEQUENCE)]
         if tx_sequence_number > max(high or 0, assigned or 0):
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.BEYOND_SENT)]
+        # MS-MQQB 3.1.5.6, for every OrderAck of a known sequence: TimeOfLastAck is now;
+        # "ResendIntervalIndex MUST be incremented by 1" (at most the last entry of the
+        # ResendTimerTable); LastAckCount is incremented.
         self.time_of_last_ack = now
+        self.resend_interval_index = min(self.resend_interval_index + 1, len(self._table) - 1)
         self.last_ack_count += 1
         if tx_sequence_number <= self._last_ack.get(tx_sequence_id, 0):
-            return []  # a repeated OrderAck: nothing new
+            # A repeated OrderAck releases nothing; "If UnackedSequence is empty ...
+            # ResendIntervalIndex MUST be set to the index of the first entry".
+            if not self._unacked:
+                self.resend_interval_index = 0
+            return []
         self._last_ack[tx_sequence_id] = tx_sequence_number
         out = self._release_through(tx_sequence_id, tx_sequence_number)
-        # Progress: the peer is alive, so the back-off starts over (see docs/conformance.md).
-        self.resend_interval_index = 0
+        if not self._unacked:
+            self.resend_interval_index = 0
+        # The Transactional Ack Wait Timer runs on with the new ResendInterval for what
+        # is still unacknowledged (the spec does not say; docs/conformance.md).
         self._resend_deadline = (now + self.resend_interval) if (self._unacked and self.connected) else None
         return out
 
@@ -465,6 +488,9 @@ class OutgoingSequence:
         if not self._unacked or not self.connected:
             self._resend_deadline = None
             return []
+        # 3.1.6.5 says only "resend"; the ResendTimerTable is indexed by resends as well
+        # (its entries are Windows' SeqResend13Time / 46Time / 79Time / 10Time, the 1st-3rd,
+        # 4th-6th ... resend): one step per expiry, and the timer restarts with it.
         self.resend_interval_index = min(self.resend_interval_index + 1, len(self._table) - 1)
         self._resend_deadline = now + self.resend_interval
         return [self._resend_batch()]
