@@ -248,7 +248,7 @@ class AsyncQueue:
         def undo(f: asyncio.Future[PendingMessage]) -> None:
             if f.cancelled() or f.exception() is not None:
                 return
-            loop.run_in_executor(None, self._nack_quietly, f.result().request_id)
+            loop.run_in_executor(None, self._nack_quietly, f.result())
 
         try:
             return await asyncio.shield(fut)
@@ -256,9 +256,9 @@ class AsyncQueue:
             fut.add_done_callback(undo)
             raise
 
-    def _nack_quietly(self, request_id: int) -> None:
+    def _nack_quietly(self, pending: PendingMessage) -> None:
         with contextlib.suppress(MQError):
-            self._transport.end_receive(self.handle, request_id, Ack.NACK)
+            self._transport.end_receive(self.handle, pending.request_id, Ack.NACK, pending.transactional)
 
     async def start_receive(
         self,
@@ -281,7 +281,9 @@ class AsyncQueue:
         """ACK or NACK a pending receive."""
         if isinstance(ack, bool):
             ack = Ack.ACK if ack else Ack.NACK
-        await self._call(self._transport.end_receive, self.handle, pending.request_id, ack)
+        await self._call(
+            self._transport.end_receive, self.handle, pending.request_id, ack, pending.transactional
+        )
 
     async def receive(
         self, timeout: float | None = None, tx: AsyncTransaction | TransactionId | None = None

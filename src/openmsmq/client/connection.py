@@ -372,7 +372,7 @@ class Queue:
         """ACK (remove; at commit inside a transaction) or NACK (put back) a pending receive."""
         if isinstance(ack, bool):
             ack = Ack.ACK if ack else Ack.NACK
-        self._transport.end_receive(self.handle, pending.request_id, ack)
+        self._transport.end_receive(self.handle, pending.request_id, ack, pending.transactional)
 
     @contextlib.contextmanager
     def receiving(

@@ -1,10 +1,20 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class EndMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    END_METHOD_UNSPECIFIED: _ClassVar[EndMethod]
+    END_RECEIVE: _ClassVar[EndMethod]
+    END_TRANSACTIONAL_RECEIVE: _ClassVar[EndMethod]
+END_METHOD_UNSPECIFIED: EndMethod
+END_RECEIVE: EndMethod
+END_TRANSACTIONAL_RECEIVE: EndMethod
 
 class QueueStatus(_message.Message):
     __slots__ = ("name", "kind", "transactional", "message_count", "total_bytes", "oldest_arrived_time")
@@ -301,14 +311,16 @@ class CancelReceiveRequest(_message.Message):
     def __init__(self, handle: _Optional[int] = ..., request_id: _Optional[int] = ...) -> None: ...
 
 class EndReceiveRequest(_message.Message):
-    __slots__ = ("handle", "ack", "request_ids")
+    __slots__ = ("handle", "ack", "request_ids", "method")
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
     handle: int
     ack: int
     request_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, handle: _Optional[int] = ..., ack: _Optional[int] = ..., request_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    method: EndMethod
+    def __init__(self, handle: _Optional[int] = ..., ack: _Optional[int] = ..., request_ids: _Optional[_Iterable[int]] = ..., method: _Optional[_Union[EndMethod, str]] = ...) -> None: ...
 
 class EndReceiveReply(_message.Message):
     __slots__ = ("status",)
