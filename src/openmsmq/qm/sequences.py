@@ -8,6 +8,7 @@ inherits :class:`SequencesMixin`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -240,6 +241,15 @@ class SequencesMixin:
         """Persist incoming sequence state without messages (rejections)."""
         self._check_open()
         self.store.write(ops.record_incoming(states))
+
+    def record_reject_counts(self, rejects: Sequence[tuple[uuid.UUID, str, int, float]]) -> None:
+        """Persist RejectCount / LastAccessTime of incoming sequences after rejections
+        (``(sender QM, destination, RejectCount, LastAccessTime)``; MS-MQQB 3.1.5.8.6:
+        "IncomingTransactionalTransferInfo.RejectCount MUST be set to the
+        TxMessageRejectCount"), the position left as stored."""
+        self._check_open()
+        if rejects:
+            self.store.write(ops.record_reject_counts(rejects))
 
     def incoming_sequences(self) -> list[IncomingSequenceState]:
         """Every persisted incoming sequence (restore the receiver state at start)."""

@@ -188,6 +188,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._accepted_bytes = 0  # the part of it in _accepted
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
+        #: Sequences whose last message was rejected by the acceptance rule since the last
+        #: accept batch: key -> (TxMessageRejectCount, LastAccessTime as wall clock),
+        #: persisted with the next batch (MS-MQQB 3.1.5.8.6, RejectCount).
+        self._rejects: dict[SequenceKey, tuple[int, float]] = {}
         #: Peer host (hop_host) -> loop time until which its sessions are refused: a QM whose
         #: messages could not be stored (full disk) resends at once on a new session, so
         #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
@@ -393,6 +397,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         elif isinstance(ev, TransactionalMessageRejected):
             self._ack_route[ev.result.key] = conn.cid
             self._accept_memo = None
+            self._rejects[ev.result.key] = (ev.result.reject_count, now + self._wall_offset)
             self.stats["rejected"] += 1
             self.metrics.count_rejected(ev.result.reason)
         elif isinstance(ev, OrderAckReceived):
@@ -455,6 +460,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 # hashing / comparison are Python-level).
                 self._ack_route[key] = cid
                 memo = self._accept_memo = (key, cid, conn.session.remote_qm == key.source_qm)
+                if self._rejects:
+                    # An acceptance resets TxMessageRejectCount: its state (0) is stored
+                    # with the message, after any rejection before it.
+                    self._rejects.pop(key, None)
             dest = ev.packet.user.destination_queue
             if dest is last_dest:  # the decoder shares direct-name objects
                 path = last_path

@@ -278,6 +278,9 @@ class AcceptBatch:
     groups: tuple[AcceptGroup, ...]
     #: Body bytes of its messages (Transfer.unstored_bytes).
     nbytes: int = 0
+    #: RejectCount / LastAccessTime of sequences whose last message was rejected, written
+    #: after the groups: (sender QM, destination, RejectCount, LastAccessTime).
+    rejects: tuple[tuple[uuid.UUID, str, int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,7 @@ class StoreWorkSide(TransferParts):
     _hop_nacks: list[tuple[Message, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
     _ack_route: dict[SequenceKey, int]
+    _rejects: dict[SequenceKey, tuple[int, float]]
     _refuse_until: dict[str, float]
     _store_retry: float
 
@@ -87,7 +88,7 @@ class StoreWorkSide(TransferParts):
         Accepted messages form a batch once at least ``accept_min`` wait (a driver that
         passes more than 1 also passes 1 after a short wait, see :attr:`accepts_waiting`):
         storing them in fewer, larger transactions costs less per message."""
-        if self._accept_in_flight is None and len(self._accepted) >= max(1, accept_min):
+        if self._accept_in_flight is None and (len(self._accepted) >= max(1, accept_min) or self._rejects):
             # Consecutive messages of one sequence for one queue form one group.
             runs: list[list[Pending]] = []
             head: AcceptRoute | None = None
@@ -114,7 +115,11 @@ class StoreWorkSide(TransferParts):
                 )
                 for run in runs
             )
-            self._accept_in_flight = AcceptBatch(groups, self._accepted_bytes)
+            rejects = tuple(
+                (key.source_qm, key.destination, count, at) for key, (count, at) in self._rejects.items()
+            )
+            self._rejects.clear()
+            self._accept_in_flight = AcceptBatch(groups, self._accepted_bytes, rejects)
             self._accepted_bytes = 0
             return self._accept_in_flight
         if self._release_in_flight is None and (
@@ -266,6 +271,13 @@ class StoreWorkSide(TransferParts):
                 failed.add(g.key)
                 out[i] = exc
         flush()
+        if work.rejects:
+            try:
+                qm.record_reject_counts(work.rejects)
+            except MQError as exc:  # only the counter: nothing of the sequence depends on it
+                log.warning(
+                    "recording the RejectCount of %d incoming sequences failed: %s", len(work.rejects), exc
+                )
         return out
 
     def _close_for_retry(
@@ -396,7 +408,7 @@ class StoreWorkSide(TransferParts):
         return not (
             self._accepted or self._accept_in_flight or self._releases or self._deletes
             or self._release_in_flight or self._nontx_in or self._forward_in or self._local_in_flight
-            or self._settles or self._hop_nacks
+            or self._settles or self._hop_nacks or self._rejects
         )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ per message.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
@@ -45,6 +46,7 @@ __all__ = [
     "expiry_events",
     "order_key",
     "record_incoming",
+    "record_reject_counts",
     "write_ack_rows",
 ]
 
@@ -522,6 +524,26 @@ def record_incoming(states: Sequence[IncomingSequenceState]) -> Callable[[WriteC
 
     def op(ctx: WriteContext) -> None:
         _upsert_incoming(ctx.conn, states)
+
+    return op
+
+
+def record_reject_counts(
+    rejects: Sequence[tuple[uuid.UUID, str, int, float]],
+) -> Callable[[WriteContext], None]:
+    """Persist IncomingTransactionalTransferInfo.RejectCount and LastAccessTime of incoming
+    sequences whose last message was rejected (MS-MQQB 3.1.5.8.6): ``(sender QM,
+    destination, RejectCount, LastAccessTime)``. The sequence position is left as stored
+    (a rejection does not move it; a row that does not exist yet gets position 0)."""
+
+    def op(ctx: WriteContext) -> None:
+        ctx.conn.executemany(
+            "INSERT INTO incoming_sequences (sender_qm, destination, queue_id, tx_sequence_id,"
+            " tx_sequence_number, reject_count, last_access_time) VALUES (?, ?, NULL, 0, 0, ?, ?)"
+            " ON CONFLICT (sender_qm, destination) DO UPDATE"
+            " SET reject_count = excluded.reject_count, last_access_time = excluded.last_access_time",
+            [(qm.bytes, destination.lower(), count, at) for qm, destination, count, at in rejects],
+        )
 
     return op
 
