@@ -119,15 +119,21 @@ def test_ack_receive_and_positive_final_ack_journals_at_the_sender(net: Net) -> 
 
 
 def test_nack_bad_destination_queue(net: Net) -> None:
+    """MS-MQQB 3.1.5.8.2 refuses a message for a queue that does not exist before
+    Transactional Message Processing (3.1.5.8.6): B's incoming sequence never sees it (no
+    state, no OrderAck); A takes it out of its outgoing queue when the FinalAck comes
+    (3.1.5.7)."""
     a, b = _pair(net, send_insecure_nacks=True)
     sent = _send(a.qm, f"DIRECT=TCP:{B}\\private$\\nosuch", ack_flags=NA, negative_journaling=True)
-    net.run_until_quiet()  # OrderAck'ed although not stored: the outgoing queue empties
+    net.run_until_quiet()  # settled by its FinalAck: the outgoing queue empties
     [ack] = _admin(a)
     assert ack.message_class == MessageClass.NACK_BAD_DST_Q
     assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
     assert ack.body == b"order-1"
     _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_BAD_DST_Q)
-    assert b.transfer.incoming_status()[0].tx_sequence_number == 1  # the sequence advanced
+    assert b.transfer.incoming_status() == [] and b.qm.incoming_sequences() == []  # never accepted
+    [out] = a.transfer.outgoing_status()
+    assert out.last_acked is None  # no OrderAck: the FinalAck took it out
 
 
 def test_arrival_rejections_are_counted_by_class_once_durable(net: Net) -> None:
@@ -153,8 +159,9 @@ def test_nack_bad_destination_queue_admin_needs_send_insecure_nacks(net: Net) ->
 
 
 def test_nack_access_denied(net: Net) -> None:
-    """B's queue admits only another QM as sender: A's message is refused on arrival
-    (MS-MQQB 3.1.5.8.3), the sequence still advances, nothing is stored at B."""
+    """B's queue admits only another QM as sender: A's message is refused on receipt
+    (MS-MQQB 3.1.5.8.3, before the acceptance rule: B's sequence does not move), nothing
+    is stored at B, A settles it by its FinalAck."""
     a = _node(net, A)
     b = _node(net, B, send_insecure_nacks=True)
     a.qm.create_queue("private$\\admin")
@@ -166,9 +173,9 @@ def test_nack_access_denied(net: Net) -> None:
     [ack] = _admin(a)
     _check_admin(ack, sent, a, MessageClass.NACK_ACCESS_DENIED, body=True)
     _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_ACCESS_DENIED)
-    assert b.transfer.incoming_status()[0].tx_sequence_number == 1  # the sequence advanced
+    assert b.qm.incoming_sequences() == []  # refused before the acceptance rule
     [out] = a.transfer.outgoing_status()
-    assert (out.in_flight, out.last_unacked) == (0, None)  # OrderAck'ed, nothing retained
+    assert (out.in_flight, out.last_unacked, out.last_acked) == (0, None, None)  # settled, not OrderAck'ed
 
 
 def test_access_granted_once_the_sender_is_allowed(net: Net) -> None:
@@ -236,14 +243,24 @@ def test_nack_quota_exceeded(net: Net) -> None:
 
 
 def test_nack_reach_queue_timeout_on_arrival(net: Net) -> None:
+    """Message Expiration comes before Transactional Message Processing (MS-MQQB 3.1.5.8)
+    and raises only the administration NACK (3.1.7.1.2): no FinalAck (2.2.5 lists no
+    NACK_REACH_QUEUE_TIMEOUT for it), B's sequence untouched. The sender's own expiry of
+    the message then dead-letters it there."""
     a, b = _pair(net)
+    b.qm.clock = lambda: net.clock.now + 60  # B's clock is a minute ahead
     sent = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True, time_to_reach_queue=5)
-    net.clock.now += 60  # the link was down: it reaches B after TimeToReachQueue
-    net.run_until_quiet()
-    assert _peek(b.qm, "private$\\orders") == []
+    for _ in range(5):  # 3 s: A sends it in time by its clock; B finds it expired
+        net.advance(0.6)
+    assert _peek(b.qm, "private$\\orders") == [] and b.qm.incoming_sequences() == []
     [ack] = _admin(a)
     _check_admin(ack, sent, a, MessageClass.NACK_REACH_QUEUE_TIMEOUT, body=True)
-    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_REACH_QUEUE_TIMEOUT)
+    # No FinalAck came: the message still waits in A's outgoing queue.
+    assert outgoing_count(a.qm) == 1 and _peek(a.qm, names.DEADXACT) == []
+    net.run_until_quiet()  # A's own expiry (TimeToReachQueue at A) ends it
+    [dead] = _peek(a.qm, names.DEADXACT)
+    assert dead.id_uniquifier == sent.id_uniquifier
+    assert dead.message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
 
 
 def test_nack_reach_queue_timeout_in_the_outgoing_queue(net: Net) -> None:
@@ -268,6 +285,23 @@ def test_nack_hop_count_exceeded(net: Net) -> None:
     assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
     assert ack.response_queue.lower() == "direct=tcp:127.0.0.9\\private$\\q"
     assert ack.body == b"order-1"
+
+
+def test_hop_count_final_ack_goes_to_the_sender_through_the_intermediates(net: Net) -> None:
+    """MS-MQQB 3.1.5.8.2: the QM that drops a message whose hop count would exceed 0x1D
+    sends the negative FinalAck "if the packet contains a TransactionHeader", also when
+    the previous hop is not the sender: here B and C bounce it between them (a route
+    loop behind B) and the FinalAck goes back by the sender's GUID, through B, to A,
+    which dead-letters it (it was sent with dead_letter)."""
+    C = "127.0.0.3"
+    a = _node(net, A, routes=(("127.0.0.9", B),))
+    _node(net, B, routes=(("127.0.0.9", C),))
+    _node(net, C, routes=(("127.0.0.9", B),))
+    a.qm.create_queue("private$\\admin")
+    sent = _send(a.qm, "DIRECT=TCP:127.0.0.9\\private$\\q", negative_journaling=True)
+    net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_HOP_COUNT_EXCEEDED)
 
 
 # ---------------------------------------------------------------- NACKs on removal at B
@@ -390,12 +424,12 @@ def test_final_ack_for_an_unknown_message_is_dropped(net: Net, caplog: pytest.Lo
 def test_a_backlog_rejected_by_a_deleted_queue_is_settled_in_batches_and_logged_once(
     net: Net, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """B's queue is deleted with 400 messages on their way: each is rejected on arrival
-    (NACK_BAD_DST_Q) and its negative FinalAck comes back to A. A settles FinalAcks a
+    """B's queue is deleted with 400 messages on their way: each is refused on receipt
+    (NACK_BAD_DST_Q) and its negative FinalAck comes back to A, which settles them a
     batch per store transaction (one commit each was the drain's bottleneck): those sent
     with dead_letter land in A's transactional dead-letter queue, the others are
-    deleted. B logs the first rejection and sums up the rest; A's log has one line for
-    the FinalAcks of deleted messages (their first), not one each."""
+    deleted (MS-MQQB 3.1.5.7: only JN dead-letters). B logs the first refusal and sums
+    up the rest; every FinalAck finds its message (not yet OrderAck'ed: none is)."""
     a, b = _pair(net)
     b.qm.delete_queue("private$\\orders")
     for t in range(8):
@@ -415,10 +449,10 @@ def test_a_backlog_rejected_by_a_deleted_queue_is_settled_in_batches_and_logged_
     assert _peek(a.qm, names.AWAITING_FINAL_ACK) == []
     # 400 FinalAcks (and the releases, the sends): far fewer commits than FinalAcks.
     assert a.qm.store.stats.batches - commits < 40
-    rejected = [r for r in caplog.records if "rejected on arrival" in r.getMessage()]
-    assert len(rejected) == 1
+    refused = [r for r in caplog.records if "refused on receipt" in r.getMessage()]
+    assert len(refused) == 1
     unmatched = [r for r in caplog.records if "no message waits for it" in r.getMessage()]
-    assert len(unmatched) == 1
+    assert unmatched == []
 
 
 def test_a_final_ack_asks_only_the_sequence_that_holds_it(net: Net, monkeypatch: pytest.MonkeyPatch) -> None:

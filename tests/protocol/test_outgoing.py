@@ -14,6 +14,7 @@ from openmsmq.protocol.outgoing import (
     OutgoingSequence,
     Released,
     ResendConfig,
+    Settled,
     Transmit,
 )
 from openmsmq.wire.ids import TxSequenceId
@@ -148,12 +149,25 @@ def test_final_ack_requested_retention() -> None:
     assert o.awaiting_final_ack == ()
 
 
-def test_final_ack_before_order_ack() -> None:
+def test_a_final_ack_before_the_order_ack_settles_the_message_at_once() -> None:
+    """MS-MQQB 3.1.5.7 moves the message the FinalAck names out of the OutgoingMessageTable
+    too: one the receiver refused before its acceptance rule is never OrderAck'ed, so it
+    leaves the sequence when its FinalAck comes, whatever it asked for, and the messages
+    after it are resent bridged over it (3.1.7.1.3)."""
     o = connected()
-    o.add(msg(1, fa=True), now=0.0)
-    assert o.final_ack_received(S1, 1, 101, 0xC000, now=1.0) == []
-    assert o.order_ack_received(S1, 1, now=2.0) == [Released((msg(1, fa=True),), final_ack_class=0xC000)]
-    assert o.awaiting_final_ack == ()
+    o.add_many([msg(1, fa=True), msg(2), msg(3)], now=0.0)
+    assert o.final_ack_received(S1, 1, 101, 0x8000, now=1.0) == [Settled(msg(1, fa=True), 0x8000)]
+    assert o.final_ack_received(S1, 2, 102, 0x8000, now=1.0) == [Settled(msg(2), 0x8000)]
+    assert [m.tx_sequence_number for m in o.unacked] == [3]
+    assert o.get_timer() == pytest.approx(30.0)
+    (t,) = o.handle_timer(30.0)
+    assert isinstance(t, Transmit)
+    assert [(m.tx_sequence_number, m.previous_tx_sequence_number) for m in t.messages] == [(3, 0)]
+    # a late OrderAck for the settled numbers releases only what is left
+    assert o.order_ack_received(S1, 3, now=32.0) == [Released((msg(3),))]
+    assert o.all_order_acked and o.awaiting_final_ack == ()
+    # a repeated FinalAck finds nothing
+    assert o.final_ack_received(S1, 1, 101, 0x8000, now=33.0)[0].reason == IgnoreReason.UNKNOWN_MESSAGE
 
 
 def test_resend_back_off_table() -> None:
@@ -319,9 +333,10 @@ def test_old_sequences_are_forgotten() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_release_matches_the_per_message_rule(seed: int) -> None:
     """OrderAcks over retained messages with gaps (removed numbers), FinalAck requests,
-    early FinalAcks and an equal-but-not-identical TxSequenceID: the events and what is
-    left are those of the per-message rule (every retained message numbered up to the
-    OrderAck's is released, or waits for its FinalAck, in order)."""
+    early FinalAcks (they settle their message at once) and an equal-but-not-identical
+    TxSequenceID: the events and what is left are those of the per-message rule (every
+    retained message numbered up to the OrderAck's is released, or waits for its
+    FinalAck, in order)."""
     import random
 
     rng = random.Random(seed)
@@ -331,8 +346,8 @@ def test_release_matches_the_per_message_rule(seed: int) -> None:
     o.add_many([msg(n, fa=n in fa) for n in numbers_], now=0.0)
     early = {n: 0x4000 for n in fa if rng.random() < 0.5}
     for n, cls in early.items():
-        assert o.final_ack_received(S1, n, 100 + n, cls, now=0.5) == []
-    left = list(numbers_)
+        assert o.final_ack_received(S1, n, 100 + n, cls, now=0.5) == [Settled(msg(n, fa=True), cls)]
+    left = [n for n in numbers_ if n not in early]
     acked = 0
     for step in range(4):
         up_to = min(numbers_[-1], max(1, acked + rng.randint(0, 20)))  # valid, sent
@@ -350,7 +365,6 @@ def test_release_matches_the_per_message_rule(seed: int) -> None:
             want.append(Released(plain))
         if waiting:
             want.append(AwaitingFinalAck(waiting))
-        want += [Released((msg(n, fa=True),), final_ack_class=early[n]) for n in covered if n in early]
         assert got == want
         left = [n for n in left if n > up_to]
         assert [m.tx_sequence_number for m in o.unacked] == left
@@ -377,8 +391,8 @@ def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> Non
     kept = list(range(1, 4001, 2))  # odd numbers retained, even ones never sent
     o.add_many([msg(n, fa=n % 3 == 0) for n in kept], now=0.0)
     o._unacked = _NoScan(o._unacked)
-    for n in (1, 3, 999, 2001, 3999):
-        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == []
+    for n in (1, 3, 999, 3999):
+        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [Settled(msg(n, fa=n % 3 == 0), 0xC000)]
     for n in (2, 1000, 4000, 4001):
         assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [
             FinalAckIgnored(S1, n, 100 + n, 0xC000, IgnoreReason.UNKNOWN_MESSAGE)
@@ -391,11 +405,10 @@ def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> Non
         with pytest.raises(LocalProtocolError):
             o.remove(seq, n)
     assert _NoScan.scans == 0
-    # The early FinalAcks of 3 and 999 (they asked for one) apply when the OrderAck
-    # comes; 1 asked for none: released plainly.
+    # The settled ones are gone from the sequence: the OrderAck releases the rest.
     ev = o.order_ack_received(S1, 999, now=2.0)
-    assert Released((msg(3, fa=True),), final_ack_class=0xC000) in ev
-    assert Released((msg(999, fa=True),), final_ack_class=0xC000) in ev
+    gone = {m.tx_sequence_number for e in ev if isinstance(e, Released | AwaitingFinalAck) for m in e.messages}
+    assert gone == set(range(5, 998, 2))
     assert [m.tx_sequence_number for m in o.unacked][:2] == [1001, 1003]
 
 

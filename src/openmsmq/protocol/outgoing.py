@@ -47,6 +47,7 @@ __all__ = [
     "OutgoingSequence",
     "Released",
     "ResendConfig",
+    "Settled",
     "Transmit",
 ]
 
@@ -123,6 +124,16 @@ class Released:
 
 
 @dataclass(frozen=True, slots=True)
+class Settled:
+    """The FinalAck of a message not OrderAck'ed yet came (MS-MQQB 3.1.5.7): it left the
+    sequence; the QM removes it from its outgoing queue (journal, dead-letter queue or
+    away, by ``final_ack_class`` and its JP/JN flags)."""
+
+    message: OutgoingMessage
+    final_ack_class: int
+
+
+@dataclass(frozen=True, slots=True)
 class AwaitingFinalAck:
     """These messages were OrderAck'ed but wait for their FinalAck (AwaitingFinalACKTable)."""
 
@@ -163,7 +174,7 @@ class FinalAckIgnored:
     reason: IgnoreReason
 
 
-OutgoingEvent = Transmit | Released | AwaitingFinalAck | OrderAckIgnored | FinalAckIgnored
+OutgoingEvent = Transmit | Released | Settled | AwaitingFinalAck | OrderAckIgnored | FinalAckIgnored
 
 _NUMBER = attrgetter("tx_sequence_number")
 _FINAL_ACK_REQUESTED = attrgetter("final_ack_requested")
@@ -188,8 +199,6 @@ class OutgoingSequence:
         self._awaiting: dict[tuple[TxSequenceId, int], OutgoingMessage] = {}
         # How many of _awaiting are of each TxSequenceID (holds_sequence).
         self._awaiting_sids: dict[TxSequenceId, int] = {}
-        # FinalAcks that overtook their OrderAck: position -> class.
-        self._early_final: dict[tuple[TxSequenceId, int], int] = {}
         # Highest number known sent, per sequence; restored messages count as sent.
         self._sent_high: dict[TxSequenceId, int] = {}
         # LastAck (MS-MQQB 3.1.1.3.1.1), per sequence.
@@ -408,7 +417,6 @@ class OutgoingSequence:
                 return [Released(tuple(head))] if head else []
         released: list[OutgoingMessage] = []
         waiting: list[OutgoingMessage] = []
-        early: list[tuple[OutgoingMessage, int]] = []
         keep: list[OutgoingMessage] = []
         same: TxSequenceId | None = None  # the retained messages share one object: compare once
         for m in self._unacked:
@@ -418,8 +426,6 @@ class OutgoingSequence:
             if sid is same and m.tx_sequence_number <= tx_sequence_number:
                 if not m.final_ack_requested:
                     released.append(m)
-                elif (cls := self._early_final.pop(m.position, None)) is not None:
-                    early.append((m, cls))
                 else:
                     waiting.append(m)
             else:
@@ -436,7 +442,6 @@ class OutgoingSequence:
             out.append(Released(tuple(released)))
         if waiting:
             out.append(AwaitingFinalAck(tuple(waiting)))
-        out.extend(Released((m,), final_ack_class=cls) for m, cls in early)
         return out
 
     def _forget_removed(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:
@@ -456,8 +461,14 @@ class OutgoingSequence:
         now: float,
     ) -> list[OutgoingEvent]:
         """Process a FinalAck body (MS-MQQB 3.1.5.7), matched on (TxSequenceID,
-        TxSequenceNumber, MessageID). The QM journals or dead-letters the released
-        message according to ``final_ack_class`` and the message's JP/JN flags."""
+        TxSequenceNumber, MessageID). The QM journals or dead-letters the message according
+        to ``final_ack_class`` and its JP/JN flags.
+
+        A message awaiting its FinalAck is :class:`Released`. One not OrderAck'ed yet is
+        :class:`Settled`: 3.1.5.7 moves "the message ... in the OutgoingMessageTable" as
+        well, so it leaves the sequence here, its OrderAck never awaited (a message the
+        receiver refused before its acceptance rule gets none), and later resends bridge
+        it (3.1.7.1.3)."""
         pos = (tx_sequence_id, tx_sequence_number)
         m = self._awaiting.get(pos)
         if m is not None and m.message_id == message_id:
@@ -470,10 +481,7 @@ class OutgoingSequence:
             return [Released((m,), final_ack_class=message_class)]
         i = self._index_of(tx_sequence_id, tx_sequence_number)
         if i >= 0 and self._unacked[i].message_id == message_id:
-            if self._unacked[i].final_ack_requested:
-                # The FinalAck overtook the OrderAck: release when the OrderAck comes.
-                self._early_final[pos] = message_class
-            return []
+            return [Settled(self.remove(tx_sequence_id, tx_sequence_number, now), message_class)]
         return [
             FinalAckIgnored(
                 tx_sequence_id, tx_sequence_number, message_id, message_class, IgnoreReason.UNKNOWN_MESSAGE

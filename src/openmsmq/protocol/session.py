@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from openmsmq.errors import LocalProtocolError, RemoteProtocolError, WireError
 from openmsmq.protocol.events import (
@@ -45,6 +45,7 @@ from openmsmq.protocol.events import (
     SessionEvent,
     SessionState,
     TransactionalMessageAccepted,
+    TransactionalMessageRefused,
     TransactionalMessageRejected,
     UserMessagePacket,
     UserMessageReceived,
@@ -94,6 +95,7 @@ __all__ = [
     "SessionEvent",
     "SessionState",
     "TransactionalMessageAccepted",
+    "TransactionalMessageRefused",
     "TransactionalMessageRejected",
     "UserMessagePacket",
     "UserMessageReceived",
@@ -141,16 +143,22 @@ class Session:
         incoming: IncomingSequences | None = None,
         config: SessionConfig | None = None,
         peer: str = "",
+        arrival_check: Callable[[UserMessage, float], int | None] | None = None,
     ) -> None:
         """Create the session. An initiator sends its EstablishConnection at once:
         ``remote_qm`` is RemoteQMGuid, or None/NULL for a direct format name.
-        ``incoming`` is the QM's shared registry (a private one is made if omitted)."""
+        ``incoming`` is the QM's shared registry (a private one is made if omitted).
+        ``arrival_check(message, now)``: the QM's rules of receipt that come before
+        Transactional Message Processing (MS-MQQB 3.1.5.8.2, 3.1.5.8.3, 3.1.7.1.2), run
+        on each transactional message for this QM before the acceptance rule: a NACK
+        class refuses it (:class:`TransactionalMessageRefused`), None lets it on."""
         self.role = role
         self.local_qm = local_qm
         self.config = config or SessionConfig()
         self.peer = peer
         self.remote_qm: uuid.UUID = remote_qm or NULL_GUID
         self.incoming = incoming if incoming is not None else IncomingSequences()
+        self._arrival_check = arrival_check
         self.error: RemoteProtocolError | None = None
         self._decoder = PacketDecoder()
         self._events: deque[SessionEvent] = deque()
@@ -749,6 +757,12 @@ class Session:
         tx = message.transaction
         if tx is None:
             self._events.append(UserMessageReceived(message, recoverable))
+            return
+        check = self._arrival_check
+        if check is not None and (refused := check(message, now)) is not None:
+            # MS-MQQB 3.1.5.8: these rules come before Transactional Message Processing
+            # (3.1.5.8.6) and end with "perform no further processing".
+            self._events.append(TransactionalMessageRefused(message, refused))
             return
         source, queue, qm = user.source_queue_manager, destination, qm_address
         last = self._last_key

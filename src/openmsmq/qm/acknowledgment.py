@@ -58,6 +58,7 @@ __all__ = [
     "acknowledgment_sends",
     "build_transactional_acknowledgment",
     "encode_transactional_acknowledgment",
+    "enqueue_acknowledgment_list",
     "enqueue_acknowledgments",
     "send_transactional_acknowledgment",
 ]
@@ -296,6 +297,17 @@ def acknowledgment_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) 
             log.warning("acknowledgment discarded: Open Queue %r failed: %s", dest, exc)
             discarded += len(msgs)
     return sends, discarded
+
+
+def enqueue_acknowledgment_list(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[int, int]:
+    """Open Queue (SendAccess, DenyNone) of each acknowledgment's destination and Enqueue
+    Message To An Open Queue, all in ONE durable store transaction; one whose Open Queue
+    fails is discarded and logged (3.1.7.15 / 3.1.7.17). Returns (enqueued, discarded).
+    Raises :class:`MQError` when the transaction fails (nothing is enqueued then)."""
+    sends, discarded = acknowledgment_sends(qm, acks)
+    if sends:
+        qm.accept_arrivals(None, [], None, sends)
+    return len(sends), discarded
 
 
 def send_transactional_acknowledgment(

@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
+from openmsmq.errors import MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import (
     ConnectionClosed,
@@ -49,6 +50,7 @@ from openmsmq.protocol.events import (
     SessionConfig,
     SessionEvent,
     TransactionalMessageAccepted,
+    TransactionalMessageRefused,
     TransactionalMessageRejected,
     UserMessagePacket,
     UserMessageReceived,
@@ -62,12 +64,23 @@ from openmsmq.protocol.incoming import (
     SequenceKey,
 )
 from openmsmq.protocol.outgoing import ResendConfig
-from openmsmq.qm.acknowledgment import AckSession
-from openmsmq.qm.arrival import session_of_state
-from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.acknowledgment import (
+    AckSession,
+    build_transactional_acknowledgment,
+    enqueue_acknowledgment_list,
+)
+from openmsmq.qm.arrival import refusal_class, session_of_state
+from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.qm.transfer_codec import message_from_packet, split_direct
 from openmsmq.qm.transfer_outgoing import OutgoingSide
-from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, TransferSession, session_key_form
+from openmsmq.qm.transfer_session import (
+    AcceptRoute,
+    Conn,
+    Pending,
+    TransferSession,
+    ack_session_of,
+    session_key_form,
+)
 from openmsmq.qm.transfer_state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
@@ -83,7 +96,7 @@ from openmsmq.qm.transfer_state import (
 )
 from openmsmq.qm.transfer_store import StoreWorkSide
 from openmsmq.store.records import Message
-from openmsmq.wire.constants import QueueFormatType
+from openmsmq.wire.constants import MessageClass, QueueFormatType
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -188,6 +201,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._accepted_bytes = 0  # the part of it in _accepted
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
+        #: DestinationQueue (as decoded) -> its local queue, for the rules of receipt.
+        self._receipt_queues: dict[object, QueueHandle] = {}
+        #: OrderAcks built and not yet enqueued (MS-MQQB 3.1.7.17): (Message, DestinationForAck).
+        self._order_acks: list[tuple[Message, str]] = []
         #: Sequences whose last message was rejected by the acceptance rule since the last
         #: accept batch: key -> (TxMessageRejectCount, LastAccessTime as wall clock),
         #: persisted with the next batch (MS-MQQB 3.1.5.8.6, RejectCount).
@@ -215,7 +232,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         # Sender side.
         self._releases: dict[int, PendingRelease] = {}
         self._settles: list[tuple[int, int, int, int]] = []
-        self._hop_nacks: list[tuple[Message, AckSession | None]] = []
+        self._final_settles: list[tuple[int, int, int, int]] = []
+        #: Messages disregarded on receipt (their NACKs to enqueue): see StoreLocal.refusals.
+        self._refusals: list[tuple[Message, int, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
         #: queue of their destination before they are acknowledged (format name, message,
         #: connection, RecoverableMessage number).
@@ -245,6 +264,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             config=self.config.session,
             peer=peer,
             local_hosts=self.local_hosts,
+            arrival_check=self._arrival_check,
         )
         address = address.lower() or hop_host(peer)
         self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address)
@@ -343,9 +363,26 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def flush_order_acks(self, now: float) -> None:
         """Graceful stop, before :meth:`close_all` and once the store work is done: send
-        now the OrderAcks whose Order Ack Send Timer is running (what is durable)."""
+        now the OrderAcks whose Order Ack Send Timer is running (what is durable). They
+        are enqueued here (a store write on the caller's thread) and handed to their
+        sessions at once."""
         for ack in self.incoming.flush_order_acks(now):
             self._send_order_ack(ack, now)
+        self._enqueue_order_acks_now(now)
+
+    def _enqueue_order_acks_now(self, now: float) -> None:
+        """Enqueue the OrderAcks built so far on the caller's thread (one store write) and
+        hand them to their sessions at once: before a session closes, its OrderAcks must
+        be on it (a stop, a receiver that could not store)."""
+        acks, self._order_acks = self._order_acks, []
+        if not acks:
+            return
+        try:
+            enqueue_acknowledgment_list(self.qm, acks)
+        except MQError as exc:  # the senders' next retransmissions schedule new ones
+            log.warning("enqueueing %d OrderAcks failed: %s", len(acks), exc)
+            return
+        self._pick_up(acks, now)
 
     def close_all(self, now: float) -> None:
         """Graceful stop: close every session."""
@@ -400,6 +437,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._rejects[ev.result.key] = (ev.result.reject_count, now + self._wall_offset)
             self.stats["rejected"] += 1
             self.metrics.count_rejected(ev.result.reason)
+        elif isinstance(ev, TransactionalMessageRefused):
+            self._on_refused(conn, ev)
         elif isinstance(ev, OrderAckReceived):
             self._on_order_ack(ev, now)
         elif isinstance(ev, FinalAckReceived):
@@ -438,6 +477,43 @@ class Transfer(OutgoingSide, StoreWorkSide):
         enough for a removal listener on another thread (one dict read)."""
         return self._ack_sessions.get((m.source_machine, m.destination_queue.lower()))
 
+    def _arrival_check(self, message: UserMessage, now: float) -> int | None:
+        """The rules of receipt before Transactional Message Processing (MS-MQQB 3.1.5.8:
+        3.1.5.8.2, 3.1.5.8.3, 3.1.7.1.2; :func:`~openmsmq.qm.arrival.refusal_class`) for a
+        transactional message addressed to this QM: the session runs it before the
+        acceptance rule. The destination's queue is looked up once per destination
+        object (the decoder shares them) and again once deleted; the record read is the
+        queue's current one."""
+        user = message.user
+        dest = user.destination_queue
+        handle = self._receipt_queues.get(dest)
+        if handle is None or handle.deleted:
+            handle = self._destination_queue(dest, user.queue_manager_address)
+            if handle is not None and len(self._receipt_queues) < 4096:
+                self._receipt_queues[dest] = handle
+        return refusal_class(
+            None if handle is None else handle.record, user.source_queue_manager, True, user.sent_time,
+            message.time_to_reach_queue, int(now + self._wall_offset),
+        )  # fmt: skip
+
+    def _destination_queue(self, dest: object, qm_address: uuid.UUID) -> QueueHandle | None:
+        """The local queue a DestinationQueue of a message for this QM names, or None."""
+        if isinstance(dest, DirectQueueFormatName):
+            parts = split_direct(dest.name)
+            return self.qm.find_queue(parts[1]) if parts else None
+        if _is_private_here(dest):
+            return self.qm.find_queue(destination_key(dest, qm_address))  # type: ignore[arg-type]
+        return None
+
+    def _on_refused(self, conn: Conn, ev: TransactionalMessageRefused) -> None:
+        """A transactional message refused on receipt: its NACKs (administration NACK,
+        FinalAck to its sender) are enqueued with the next store work."""
+        packet = ev.packet
+        name = destination_key(packet.user.destination_queue, packet.user.queue_manager_address)
+        session = ack_session_of(conn, packet.user.source_queue_manager)
+        self._refusals.append((message_from_packet(packet, name), ev.message_class, session))
+        self._accept_memo = None
+
     def _on_accepted(self, conn: Conn, ev: TransactionalMessageAccepted, now: float) -> None:
         self._accept_run(conn, deque((ev,)))
 
@@ -459,7 +535,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 # Once per stream and connection, not per message (SequenceKey and GUID
                 # hashing / comparison are Python-level).
                 self._ack_route[key] = cid
-                memo = self._accept_memo = (key, cid, conn.session.remote_qm == key.source_qm)
+                memo = self._accept_memo = (
+                    key,
+                    cid,
+                    ack_session_of(conn, key.source_qm).direct_format_session,
+                )
                 if self._rejects:
                     # An acceptance resets TxMessageRejectCount: its state (0) is stored
                     # with the message, after any rejection before it.
@@ -482,7 +562,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     path = key.destination
                     last_dest, last_path = dest, path
             if last_route is None or last_route[0] is not memo or last_route[1] is not path:
-                last_route = (memo, path, AcceptRoute(path, key, conn.peer, memo[2]))
+                last_route = (memo, path, AcceptRoute(path, key, conn.remote_qm_address, memo[2]))
             append((last_route[2], ev))
             count += 1
         self._last_dest, self._last_path, self._last_route = last_dest, last_path, last_route
@@ -570,14 +650,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
         if hops > _MAX_HOPS:
             log.warning("dropping message %s: hop count exceeded", message.message_id)
             if isinstance(packet, UserMessage) and message.properties.message_class == 0:
-                # NACK_HOP_COUNT_EXCEEDED (MS-MQQB 3.1.5.8.2): the admin NACK, and the
-                # FinalAck when the previous hop is the sender itself (direct session).
-                session = None
-                if conn is not None and conn.session.remote_qm == source:
-                    session = AckSession(True, conn.peer, source)
+                # NACK_HOP_COUNT_EXCEEDED (MS-MQQB 3.1.5.8.2): the admin NACK and, "if the
+                # packet contains a TransactionHeader", the FinalAck: back the way the
+                # message came when the previous hop is not its sender (ack_session_of).
+                session = ack_session_of(conn, source) if conn is not None else AckSession(False, "", source)
                 dest = message.destination_queue
                 name = "DIRECT=" + dest.name if isinstance(dest, DirectQueueFormatName) else ""
-                self._hop_nacks.append((message_from_packet(message, name), session))
+                self._refusals.append(
+                    (message_from_packet(message, name), MessageClass.NACK_HOP_COUNT_EXCEEDED, session)
+                )
             return
         user = replace(message.user, flags=(message.user.flags & ~0x1F) | hops)
         message = replace(message, user=user, session=None)
@@ -640,11 +721,23 @@ class Transfer(OutgoingSide, StoreWorkSide):
         return None
 
     def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
+        """The Order Ack Send Timer fired (MS-MQQB 3.1.6.9): "if the session from which the
+        timer was started is not closed", raise Send Transactional Acknowledgment (seed 000)
+        with MQMSG_CLASS_ORDER_ACK: the transAcknowledgment Message is built from that
+        session's facts (:func:`ack_session_of`) and enqueued to DestinationForAck with the
+        next store work (Open Queue + Enqueue Message To An Open Queue); its outgoing queue
+        then carries it like any recoverable message."""
         conn = self._conns.get(self._ack_route.get(ack.key, 0))
         if conn is None or not conn.open or conn.session.closed:
             return  # the sender's next retransmission schedules a new one
-        direct = conn.peer if conn.session.remote_qm == ack.key.source_qm else None
-        conn.session.send_order_ack(ack, now, direct_address=direct)
+        # The OrderAck Body's TxSequenceId is the acknowledged stream's IncomingTxSequenceID
+        # where the seed names OutgoingTxSequenceID (protocol.md §11 item 2).
+        session = replace(
+            ack_session_of(conn, ack.key.source_qm),
+            outgoing_tx_sequence_id=ack.tx_sequence_id,
+            incoming_tx_sequence_number=ack.tx_sequence_number,
+        )
+        self._order_acks.append(build_transactional_acknowledgment(MessageClass.ORDER_ACK, session))
 
     # ------------------------------------------------------------------ status
 

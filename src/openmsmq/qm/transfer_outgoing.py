@@ -26,6 +26,7 @@ from openmsmq.protocol.outgoing import (
     OutgoingEvent,
     OutgoingMessage,
     Released,
+    Settled,
     Transmit,
 )
 from openmsmq.qm.acknowledgment import AckSession
@@ -162,6 +163,20 @@ class OutgoingSide(TransferParts):
                 t.connected = True
                 t.seq.connection_made(0.0)
         return len(records)
+
+    def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None:
+        """Load at once the outgoing queues (by format name) that acknowledgments were
+        just enqueued to, rather than at the next poll: an OrderAck waits for no poll
+        interval. A queue not taken up yet is found by reading the queue list again."""
+        wanted = {name.casefold() for _, name in enqueued if name}
+        known = {t.format_name.casefold(): t for t in self.outgoing.values()}
+        if wanted - known.keys():
+            self._refresh_queues()
+            known = {t.format_name.casefold(): t for t in self.outgoing.values()}
+        for name in wanted:
+            t = known.get(name)
+            if t is not None:
+                self._load(t, now)
 
     def _private_route(self, qm: uuid.UUID) -> tuple[str, str] | None:
         """(host, next hop) for ``PRIVATE=<qm>\\n`` names (FinalAcks to a sender behind an
@@ -360,6 +375,13 @@ class OutgoingSide(TransferParts):
                     t.pending.extend(ev.messages)
                 t.pending_resend = ev.resend
                 self._transmit_pending(t, now)
+            elif isinstance(ev, Settled):
+                # Its FinalAck came before any OrderAck (MS-MQQB 3.1.5.7): out of the
+                # outgoing queue by its LookupIdentifier, before a later release of the
+                # queue could delete it as OrderAck'ed.
+                om = ev.message
+                t.messages.pop(om.handle, None)
+                self._final_settles.append((t.queue_id, om.handle, om.message_id, ev.final_ack_class))
             elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
                 if isinstance(ev, Released) and ev.final_ack_class is not None:

@@ -301,6 +301,10 @@ class ReleaseBatch:
     #: to the dead-letter queues (class NACK_BAD_DST_Q) before the releases, for the
     #: same reason as ``expire_now``.
     dead_letters: tuple[tuple[str, int], ...] = ()
+    #: FinalAcks of messages no OrderAck covered: (format name, LookupIdentifier,
+    #: MessageID, class), settled from their outgoing queue before the releases
+    #: (QueueManager.settle_outgoing), for the same reason.
+    final_settles: tuple[tuple[str, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,12 +313,15 @@ class StoreLocal:
     and those this QM stores to forward."""
 
     items: tuple[tuple[str, Message, int, int | None], ...]
-    #: Messages dropped as an intermediate hop (hop count exceeded, MS-MQQB 3.1.5.8.2) with
-    #: the AckSession of the previous hop when it is the sender: their NACKs to enqueue.
-    hop_nacks: tuple[tuple[Message, object], ...] = ()
+    #: Messages disregarded on receipt (MS-MQQB 3.1.5.8.2 / 3.1.5.8.3 / 3.1.7.1.2, or a hop
+    #: count exceeded as an intermediate): (message, NACK class, AckSession of its sender's
+    #: FinalAcks), whose NACKs to enqueue (openmsmq.qm.arrival.refuse).
+    refusals: tuple[tuple[Message, int, object], ...] = ()
     #: Recoverable messages passed on (store and forward): (format name of their
     #: destination, message, connection, recoverable no.), into its outgoing queue.
     forwards: tuple[tuple[str, Message, int, int | None], ...] = ()
+    #: OrderAcks to enqueue (MS-MQQB 3.1.7.17): (transAcknowledgment, DestinationForAck).
+    acks: tuple[tuple[Message, str], ...] = ()
 
 
 StoreWork = AcceptBatch | ReleaseBatch | StoreLocal
@@ -371,5 +378,7 @@ class TransferParts:
     #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
     _releases: dict[int, PendingRelease]
     _settles: list[tuple[int, int, int, int]]
+    #: FinalAcks of messages not OrderAck'ed: (queue id, LookupIdentifier, MessageID, class).
+    _final_settles: list[tuple[int, int, int, int]]
     _dead_letters: list[tuple[int, int]]
     _deletes: list[tuple[int, int]]

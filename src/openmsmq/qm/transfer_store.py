@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter, deque
+from collections.abc import Iterable
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -18,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
-from openmsmq.qm.acknowledgment import AckSession
+from openmsmq.qm.acknowledgment import AckSession, enqueue_acknowledgment_list
 from openmsmq.qm.arrival import (
-    hop_count_exceeded,
     plain_packet_rows,
+    refuse,
     session_of_state,
     store_arrivals,
     store_packet_messages,
@@ -69,9 +70,10 @@ class StoreWorkSide(TransferParts):
     _expire_due: bool
     _forward_in: list[tuple[str, Message, int, int | None]]
     _local_in_flight: StoreLocal | None
-    _hop_nacks: list[tuple[Message, AckSession | None]]
+    _refusals: list[tuple[Message, int, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
     _ack_route: dict[SequenceKey, int]
+    _order_acks: list[tuple[Message, str]]
     _rejects: dict[SequenceKey, tuple[int, float]]
     _refuse_until: dict[str, float]
     _store_retry: float
@@ -79,8 +81,10 @@ class StoreWorkSide(TransferParts):
     if TYPE_CHECKING:
 
         def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
+        def _enqueue_order_acks_now(self, now: float) -> None: ...
         def _drain_session(self, conn: Conn, now: float) -> None: ...
         def _refuse(self, conn: Conn, until: float) -> None: ...
+        def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None: ...
 
     def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
         """The next batch of store work to run, or None (at most one per kind in flight).
@@ -123,7 +127,12 @@ class StoreWorkSide(TransferParts):
             self._accepted_bytes = 0
             return self._accept_in_flight
         if self._release_in_flight is None and (
-            self._releases or self._deletes or self._settles or self._expire_due or self._dead_letters
+            self._releases
+            or self._deletes
+            or self._settles
+            or self._expire_due
+            or self._dead_letters
+            or self._final_settles
         ):
             names = {t.queue_id: t.format_name for t in self.outgoing.values()}
             releases = self._release_steps(names)
@@ -135,19 +144,29 @@ class StoreWorkSide(TransferParts):
                 settles,
                 self.qm.clock() if self._expire_due else None,
                 tuple((names[q], lid) for q, lid in self._dead_letters if q in names),
+                tuple((names[q], lid, mid, cls) for q, lid, mid, cls in self._final_settles if q in names),
             )
             self._expire_due = False
             self._dead_letters.clear()
+            self._final_settles.clear()
             self._deletes.clear()
             if settles:
                 self._settles.clear()
             self._release_in_flight = work
             return work
-        if self._local_in_flight is None and (self._nontx_in or self._hop_nacks or self._forward_in):
-            work_l = StoreLocal(tuple(self._nontx_in), tuple(self._hop_nacks), tuple(self._forward_in))
+        if self._local_in_flight is None and (
+            self._nontx_in or self._refusals or self._forward_in or self._order_acks
+        ):
+            work_l = StoreLocal(
+                tuple(self._nontx_in),
+                tuple(self._refusals),
+                tuple(self._forward_in),
+                tuple(self._order_acks),
+            )
             self._nontx_in.clear()
-            self._hop_nacks.clear()
+            self._refusals.clear()
             self._forward_in.clear()
+            self._order_acks.clear()
             self._local_in_flight = work_l
             return work_l
         return None
@@ -172,6 +191,11 @@ class StoreWorkSide(TransferParts):
                     qm.dead_letter(name, [lid for _, lid in unsendable], MessageClass.NACK_BAD_DST_Q)
                 except MQError as exc:
                     log.warning("outgoing queue %s: dead-lettering unsendable messages failed: %s", name, exc)
+            for name, settles in groupby(work.final_settles, key=_first):
+                try:
+                    qm.settle_outgoing(name, [(lid, mid, cls) for _, lid, mid, cls in settles])
+                except MQError as exc:
+                    log.warning("outgoing queue %s: settling FinalAcks failed: %s", name, exc)
             # The releases of different outgoing queues share one commit (one fsync).
             out += qm.release_outgoing_many(work.releases)
             # One transaction per queue for what SessionAcks acknowledged (not one each).
@@ -218,10 +242,15 @@ class StoreWorkSide(TransferParts):
                     out += [None] * len(msgs)
                 except MQError as exc:
                     out += [exc] * len(msgs)
-            for dropped, session in work.hop_nacks:
+            if work.acks:
+                try:
+                    enqueue_acknowledgment_list(qm, work.acks)
+                except MQError as exc:  # the sender's next retransmission schedules a new one
+                    log.warning("enqueueing %d OrderAcks failed: %s", len(work.acks), exc)
+            for dropped, cls, session in work.refusals:
                 with contextlib.suppress(MQError):
                     sess = session if isinstance(session, AckSession) else None
-                    hop_count_exceeded(qm, dropped, sess, send_insecure_nacks=insecure)
+                    refuse(qm, dropped, cls, sess, send_insecure_nacks=insecure)
         return out
 
     def _store_accepts(self, work: AcceptBatch) -> list[BaseException | None]:
@@ -303,6 +332,7 @@ class StoreWorkSide(TransferParts):
             ack = self.incoming.get(key, now).flush_order_ack(now)
             if ack is not None:
                 self._send_order_ack(ack, now)
+                self._enqueue_order_acks_now(now)
         conn.session.flush_acknowledgments(now)
         delay = self._store_retry = min(max(self._store_retry * 2, STORE_RETRY_MIN), STORE_RETRY_MAX)
         self._refuse(conn, now + delay)
@@ -376,6 +406,8 @@ class StoreWorkSide(TransferParts):
             shut: set[int] = set()
             for conn in failed_conns:
                 self._close_for_retry(conn, shut, now)
+            if work.acks:
+                self._pick_up(work.acks, now)
 
     @property
     def accepts_waiting(self) -> bool:
@@ -408,7 +440,7 @@ class StoreWorkSide(TransferParts):
         return not (
             self._accepted or self._accept_in_flight or self._releases or self._deletes
             or self._release_in_flight or self._nontx_in or self._forward_in or self._local_in_flight
-            or self._settles or self._hop_nacks or self._rejects
+            or self._settles or self._refusals or self._rejects or self._order_acks or self._final_settles
         )  # fmt: skip
 
 
