@@ -392,7 +392,9 @@ def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> Non
     o.add_many([msg(n, fa=n % 3 == 0) for n in kept], now=0.0)
     o._unacked = _NoScan(o._unacked)
     for n in (1, 3, 999, 3999):
-        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [Settled(msg(n, fa=n % 3 == 0), 0xC000)]
+        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [
+            Settled(msg(n, fa=n % 3 == 0), 0xC000)
+        ]
     for n in (2, 1000, 4000, 4001):
         assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [
             FinalAckIgnored(S1, n, 100 + n, 0xC000, IgnoreReason.UNKNOWN_MESSAGE)
@@ -407,7 +409,9 @@ def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> Non
     assert _NoScan.scans == 0
     # The settled ones are gone from the sequence: the OrderAck releases the rest.
     ev = o.order_ack_received(S1, 999, now=2.0)
-    gone = {m.tx_sequence_number for e in ev if isinstance(e, Released | AwaitingFinalAck) for m in e.messages}
+    gone = {
+        m.tx_sequence_number for e in ev if isinstance(e, Released | AwaitingFinalAck) for m in e.messages
+    }
     assert gone == set(range(5, 998, 2))
     assert [m.tx_sequence_number for m in o.unacked][:2] == [1001, 1003]
 
