@@ -375,24 +375,19 @@ class OutgoingSequence:
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.UNKNOWN_SEQUENCE)]
         if tx_sequence_number > max(high or 0, assigned or 0):
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.BEYOND_SENT)]
-        # MS-MQQB 3.1.5.6, for every OrderAck of a known sequence: TimeOfLastAck is now;
-        # "ResendIntervalIndex MUST be incremented by 1" (at most the last entry of the
-        # ResendTimerTable); LastAckCount is incremented.
+        # MS-MQQB 3.1.5.6 steps 1 and 5: TimeOfLastAck, LastAckCount.
         self.time_of_last_ack = now
-        self.resend_interval_index = min(self.resend_interval_index + 1, len(self._table) - 1)
         self.last_ack_count += 1
         if tx_sequence_number <= self._last_ack.get(tx_sequence_id, 0):
-            # A repeated OrderAck releases nothing; "If UnackedSequence is empty ...
-            # ResendIntervalIndex MUST be set to the index of the first entry".
-            if not self._unacked:
-                self.resend_interval_index = 0
-            return []
+            return []  # a repeated OrderAck: nothing new
         self._last_ack[tx_sequence_id] = tx_sequence_number
         out = self._release_through(tx_sequence_id, tx_sequence_number)
-        if not self._unacked:
-            self.resend_interval_index = 0
-        # The Transactional Ack Wait Timer runs on with the new ResendInterval for what
-        # is still unacknowledged (the spec does not say; docs/conformance.md).
+        # ResendIntervalIndex counts the resends nothing answered: an OrderAck that makes
+        # progress starts the back-off over. Step 2 ("MUST be incremented by 1" on each
+        # OrderAck) is not followed: a backlog of OrderAcks would stretch the wait to 6 h
+        # exactly when the peer answers, and a message lost behind an intermediate QM,
+        # which only this timer resends, would wait that long (docs/conformance.md, D6).
+        self.resend_interval_index = 0
         self._resend_deadline = (now + self.resend_interval) if (self._unacked and self.connected) else None
         return out
 
@@ -496,9 +491,10 @@ class OutgoingSequence:
         if not self._unacked or not self.connected:
             self._resend_deadline = None
             return []
-        # 3.1.6.5 says only "resend"; the ResendTimerTable is indexed by resends as well
-        # (its entries are Windows' SeqResend13Time / 46Time / 79Time / 10Time, the 1st-3rd,
-        # 4th-6th ... resend): one step per expiry, and the timer restarts with it.
+        # 3.1.6.5 says only "resend"; the ResendTimerTable is indexed by resends (its
+        # entries are Windows' SeqResend13Time / 46Time / 79Time / 10Time, the 1st-3rd,
+        # 4th-6th ... resend; 3.1.5.6 reports the index as EodResendCount): one step per
+        # expiry, and the timer restarts with it.
         self.resend_interval_index = min(self.resend_interval_index + 1, len(self._table) - 1)
         self._resend_deadline = now + self.resend_interval
         return [self._resend_batch()]

@@ -240,6 +240,19 @@ class Session:
         """Messages held back by the window."""
         return len(self._backlog)
 
+    def unacknowledged_handles(self) -> list[int]:
+        """Handles of the non-transactional messages given to this session that no
+        SessionAck released (sent and awaiting one, or held by the window): after the
+        session closes they go again on another (MS-MQQB 3.1.5.5.1, 3.1.6.1 re-dispatch)."""
+        out = [e.handle for e in self._awaiting_ack if not e.transactional]
+        out += list(self._pending_recoverable.values())
+        for packet, handle in self._backlog:
+            if not isinstance(packet, bytes):
+                message = packet if isinstance(packet, UserMessage) else packet.message
+                if message.transaction is None:
+                    out.append(handle)
+        return out
+
     @property
     def unacked_bytes(self) -> int:
         """Encoded bytes of the UserMessages sent and not yet session-acknowledged (with
@@ -683,11 +696,11 @@ class Session:
             ) % _U16
             if not self._persisted_unacked:
                 self._ack_send_deadline = now + self.recoverable_ack_send_timeout
-            if message.transaction is not None or isinstance(packet, OrderAck):
+            if message.transaction is not None:
                 # Transactional messages are retained by the sender until their OrderAck
-                # whatever the SessionAck says, and OrderAcks are idempotent: acknowledge at
-                # once. A FinalAck is acknowledged at once when it is for this QM
-                # (``_route``), once stored when this QM passes it on.
+                # whatever the SessionAck says: acknowledge at once. An OrderAck or a
+                # FinalAck is acknowledged at once when it is for this QM (``_route``),
+                # once stored when this QM passes it on.
                 self._persisted_unacked.add(recoverable)
         elif big or self.unacked_received_msg_count >= max(1, self._window() // 2):
             # Express: MS-MQQB 3.1.1.6.1 has the receiver acknowledge "at intervals defined
@@ -734,6 +747,8 @@ class Session:
             return
         # An OrderAck or FinalAck wraps its UserMessage; a plain UserMessage is its own message.
         if packet is not message and isinstance(packet, OrderAck):
+            if recoverable is not None:  # idempotent: acknowledged at once
+                self._persisted_unacked.add(recoverable)
             body = packet.body
             self._events.append(
                 OrderAckReceived(message.source_qm, body.tx_sequence_id, body.tx_sequence_number, packet)

@@ -614,6 +614,24 @@ class Transfer(OutgoingSide, StoreWorkSide):
         del self._conns[conn.cid]
         if conn.open and self._open_conn(conn.peer) is None:
             self._peer_down(conn.peer)
+        other = self._open_conn(conn.peer)
+        if other is None:
+            return  # the next session sends them all (_peer_up)
+        # Non-transactional messages sent on it and not session-acknowledged go again on
+        # the session that remains to that next hop (MS-MQQB 3.1.5.5.1 re-dispatch):
+        # recoverable ones (acknowledgments among them) would otherwise wait for that
+        # session to close too.
+        handles = set(conn.session.unacknowledged_handles())
+        if handles:
+            for t in self.outgoing.values():
+                if t.next_hop == conn.peer and t.connected:
+                    again = [
+                        m
+                        for lid in t.plain
+                        if lid in handles and isinstance(m := t.messages.get(lid), Message)
+                    ]
+                    if again:
+                        self._transmit(t, again, now, resend=True)
 
     def _open_conn(self, peer: str) -> Conn | None:
         best = None
@@ -721,19 +739,30 @@ class Transfer(OutgoingSide, StoreWorkSide):
         return None
 
     def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
-        """The Order Ack Send Timer fired (MS-MQQB 3.1.6.9): "if the session from which the
-        timer was started is not closed", raise Send Transactional Acknowledgment (seed 000)
-        with MQMSG_CLASS_ORDER_ACK: the transAcknowledgment Message is built from that
-        session's facts (:func:`ack_session_of`) and enqueued to DestinationForAck with the
-        next store work (Open Queue + Enqueue Message To An Open Queue); its outgoing queue
-        then carries it like any recoverable message."""
+        """The Order Ack Send Timer fired (MS-MQQB 3.1.6.9): raise Send Transactional
+        Acknowledgment (seed 000) with MQMSG_CLASS_ORDER_ACK. The transAcknowledgment
+        Message is built from the facts of the session the sequence's last message came
+        on (:func:`ack_session_of`) and enqueued to DestinationForAck with the next store
+        work (Open Queue + Enqueue Message To An Open Queue); its outgoing queue then
+        carries it like any recoverable message.
+
+        3.1.6.9 sends it only "if the session from which the timer was started is not
+        closed". Enqueued, it no longer needs that session; dropping it would leave the
+        sender to its Transactional Ack Wait Timer, which the OrderAcks before stretched
+        (3.1.5.6: up to 6 h). So a closed session's facts, as recorded for the sequence's
+        FinalAcks, address it (docs/conformance.md)."""
         conn = self._conns.get(self._ack_route.get(ack.key, 0))
-        if conn is None or not conn.open or conn.session.closed:
-            return  # the sender's next retransmission schedules a new one
+        if conn is not None and conn.open and not conn.session.closed:
+            facts = ack_session_of(conn, ack.key.source_qm)
+        else:
+            recorded = self._ack_sessions.get((ack.key.source_qm, ack.key.destination.lower()))
+            if recorded is None:
+                return  # nothing stored yet: the sender's next retransmission schedules one
+            facts = recorded
         # The OrderAck Body's TxSequenceId is the acknowledged stream's IncomingTxSequenceID
         # where the seed names OutgoingTxSequenceID (protocol.md §11 item 2).
         session = replace(
-            ack_session_of(conn, ack.key.source_qm),
+            facts,
             outgoing_tx_sequence_id=ack.tx_sequence_id,
             incoming_tx_sequence_number=ack.tx_sequence_number,
         )
