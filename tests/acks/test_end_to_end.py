@@ -47,7 +47,7 @@ def _pair(
 
 
 def _send(qm: QueueManager, dest: str, *, tx: bool = True, **attrs: object) -> Message:
-    m = Message(body=b"order-1", label="o1", admin_queue=ADMIN, **attrs)  # type: ignore[arg-type]
+    m = Message(**{"body": b"order-1", "label": "o1", "admin_queue": ADMIN, **attrs})  # type: ignore[arg-type]
     if not tx:
         return qm.send(dest, m)
     with qm.begin() as t:
@@ -226,6 +226,33 @@ def test_nack_not_transactional_message(net: Net) -> None:
     [ack] = _admin(a)
     _check_admin(ack, sent, a, MessageClass.NACK_NOT_TRANSACTIONAL_MSG, body=True)
     assert ack.delivery == 1
+
+
+def test_a_non_transactional_dead_letter_message_rejected_by_b_lands_in_bs_dead_letter_queue(
+    net: Net,
+) -> None:
+    """A non-transactional message sent with negative source journaling that the
+    destination QM rejects goes to that QM's dead-letter queue with the class (MS-MQQB
+    3.1.5.8.8 for the quota; MSMQ: the dead-letter queue of the computer that could not
+    deliver it); one sent without it is dropped there. A holds none of them."""
+    a, b = _pair(net, quota_kb=1)
+    b.qm.create_queue("private$\\plain", quota_kb=1)
+    sent = [
+        _send(a.qm, ORDERS, tx=False, delivery=1, negative_journaling=True),  # into a transactional queue
+        _send(a.qm, f"DIRECT=TCP:{B}\\private$\\nosuch", tx=False, delivery=1, negative_journaling=True),
+        _send(a.qm, f"DIRECT=TCP:{B}\\private$\\plain", tx=False, body=b"x" * 2000, negative_journaling=True),
+        _send(a.qm, ORDERS, tx=False, delivery=1),  # no dead_letter: dropped
+    ]
+    net.run_until_quiet()
+    dead = sorted((m.id_uniquifier, m.message_class) for m in _peek(b.qm, names.DEADLETTER))
+    assert dead == sorted(
+        [
+            (sent[0].id_uniquifier, MessageClass.NACK_NOT_TRANSACTIONAL_MSG),
+            (sent[1].id_uniquifier, MessageClass.NACK_BAD_DST_Q),
+            (sent[2].id_uniquifier, MessageClass.NACK_Q_EXCEED_QUOTA),
+        ]
+    )
+    assert _peek(a.qm, names.DEADLETTER) == [] and outgoing_count(a.qm) == 0
 
 
 def test_nack_quota_exceeded(net: Net) -> None:
@@ -612,3 +639,58 @@ def test_a_sent_message_that_expires_before_its_order_ack_is_bridged_on_resend(n
     assert got == [first.id_uniquifier, sent[0].id_uniquifier, sent[2].id_uniquifier]
     assert outgoing_count(a.qm) == 0
     assert [m.message_class for m in _admin(a)] == [MessageClass.NACK_REACH_QUEUE_TIMEOUT]
+
+
+def test_every_rejection_class_is_dead_lettered_at_the_sender_and_counted_in_status(net: Net) -> None:
+    """B (and an intermediate) reject A's transactional messages for each reason the code
+    has: each, sent with dead_letter, ends in A's transactional dead-letter queue with its
+    class (MS-MQQB 3.1.5.7), and A's status counts the negative FinalAcks per destination
+    by class. NACK_REACH_QUEUE_TIMEOUT on receipt raises no FinalAck (3.1.7.1.2, 2.2.5):
+    A's own expiry of the message dead-letters it, and the status does not count it."""
+    from openmsmq.remote.status import TransferSnapshot, collect_status
+
+    a = _node(net, A, routes=(("127.0.0.9", B),))
+    b = _node(net, B, routes=(("127.0.0.9", "127.0.0.3"),))
+    _node(net, "127.0.0.3", routes=(("127.0.0.9", B),))  # a route loop behind B
+    b.qm.create_queue("private$\\plain")
+    b.qm.create_queue(
+        "private$\\guarded", transactional=True, allowed_senders=["0f0e0d0c-0b0a-0908-0706-050403020100"]
+    )
+    b.qm.create_queue("private$\\small", transactional=True, quota_kb=1)
+    b.qm.create_queue("private$\\orders", transactional=True)
+    cases = {
+        f"DIRECT=TCP:{B}\\private$\\nosuch": MessageClass.NACK_BAD_DST_Q,
+        f"DIRECT=TCP:{B}\\private$\\plain": MessageClass.NACK_NOT_TRANSACTIONAL_Q,
+        f"DIRECT=TCP:{B}\\private$\\guarded": MessageClass.NACK_ACCESS_DENIED,
+        f"DIRECT=TCP:{B}\\private$\\small": MessageClass.NACK_Q_EXCEED_QUOTA,
+        "DIRECT=TCP:127.0.0.9\\private$\\q": MessageClass.NACK_HOP_COUNT_EXCEEDED,
+    }
+    for dest in cases:
+        body = b"x" * 2000 if dest.endswith("small") else dest.encode()
+        with a.qm.begin() as tx:
+            a.qm.send(dest, Message(body=body, negative_journaling=True), tx)
+    net.run_until_quiet()
+    # Expired on receipt (B's clock runs a minute ahead): no FinalAck; A's expiry ends it.
+    b.qm.clock = lambda: net.clock.now + 60
+    with a.qm.begin() as tx:
+        late = a.qm.send(ORDERS, Message(body=b"late", negative_journaling=True, time_to_reach_queue=5), tx)
+    net.run_until_quiet()
+    dead = {m.destination_queue.lower(): m.message_class for m in _peek(a.qm, names.DEADXACT)}
+    assert dead == {
+        **{d.lower(): c for d, c in cases.items()},
+        ORDERS.lower(): MessageClass.NACK_REACH_QUEUE_TIMEOUT,
+    }
+    assert [m.id_uniquifier for m in _peek(a.qm, names.DEADXACT) if m.destination_queue == ORDERS] == [
+        late.id_uniquifier
+    ]
+    snapshot = TransferSnapshot(tuple(a.transfer.outgoing_status()), tuple(a.transfer.incoming_status()))
+    status = collect_status(a.qm, net.clock.now, snapshot).to_dict()
+    counted = {o["format_name"].lower(): o["rejected"] for o in status["outgoing"] if o["rejected"]}
+    names_ = {
+        MessageClass.NACK_BAD_DST_Q: "NackBadDestQueue",
+        MessageClass.NACK_NOT_TRANSACTIONAL_Q: "NackNotTransactionalQueue",
+        MessageClass.NACK_ACCESS_DENIED: "NackAccessDenied",
+        MessageClass.NACK_Q_EXCEED_QUOTA: "NackQueueExceedQuota",
+        MessageClass.NACK_HOP_COUNT_EXCEEDED: "NackHopCountExceeded",
+    }
+    assert counted == {d.lower(): {names_[c]: 1} for d, c in cases.items()}

@@ -222,7 +222,8 @@ class AsyncQueue:
         """Send one message."""
         if label is not None:
             props["label"] = label
-        receipts = await self._call(self._transport.send, self.handle, [outgoing(body, **props)], _tid(tx))
+        message = outgoing(body, **props).with_send_defaults(tx is not None)
+        receipts = await self._call(self._transport.send, self.handle, [message], _tid(tx))
         return receipts[0]
 
     async def send_many(
@@ -233,7 +234,7 @@ class AsyncQueue:
         **props: Any,
     ) -> list[SendReceipt]:
         """Send many messages in one hop and one commit."""
-        messages = [outgoing(b, **props) for b in bodies]
+        messages = [outgoing(b, **props).with_send_defaults(tx is not None) for b in bodies]
         return await self._call(self._transport.send, self.handle, messages, _tid(tx))
 
     # ---- receiving -------------------------------------------------------------------------

@@ -243,7 +243,7 @@ def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
         app_specific=m.app_specific, body_type=m.body_type, delivery=int(m.delivery),
         time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
         ack_flags=int(m.ack), admin_queue=m.admin_queue, response_queue=m.response_queue,
-        journal=m.journal, dead_letter=m.dead_letter, extension=m.extension,
+        journal=m.journal, dead_letter=bool(m.dead_letter), extension=m.extension,
     )  # fmt: skip
 
 

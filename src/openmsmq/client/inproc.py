@@ -119,7 +119,7 @@ def record_from_outgoing(m: OutgoingMessage) -> Record:
         time_to_be_received=m.time_to_be_received,
         ack_flags=int(m.ack),
         positive_journaling=m.journal,
-        negative_journaling=m.dead_letter,
+        negative_journaling=bool(m.dead_letter),
         admin_queue=m.admin_queue,
         response_queue=m.response_queue,
         extension=m.extension,

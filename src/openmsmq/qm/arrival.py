@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import MQError
 from openmsmq.observability.repeats import RepeatedEvents
+from openmsmq.protocol.events import destination_key
 from openmsmq.qm.ack_admin import build_administration_acknowledgment
 from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
-from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet
+from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.store.records import (
     INFINITE,
     IncomingSequenceState,
@@ -51,10 +52,12 @@ from openmsmq.store.records import (
     QueueType,
     sender_allowed,
 )
-from openmsmq.wire.constants import AckRequest, MessageClass
+from openmsmq.wire.constants import AckRequest, MessageClass, QueueFormatType
 from openmsmq.wire.packets import UserMessage
+from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
 
 if TYPE_CHECKING:
+    from openmsmq.qm.handles import QueueHandle
     from openmsmq.qm.manager import QueueManager
 
 __all__ = [
@@ -111,6 +114,42 @@ def refusal_class(
     if time_to_reach_queue != INFINITE and now > sent_time + time_to_reach_queue:
         return MessageClass.NACK_REACH_QUEUE_TIMEOUT
     return None
+
+
+class ReceiptCheck:
+    """:func:`refusal_class` for transactional packets addressed to this QM, as the
+    sessions run it before the acceptance rule (MS-MQQB 3.1.5.8). The destination's
+    queue is looked up once per DestinationQueue object (the decoder shares them) and
+    again once it is deleted; the record read is the queue's current one."""
+
+    def __init__(self, qm: QueueManager) -> None:
+        self._qm = qm
+        self._queues: dict[object, QueueHandle] = {}
+
+    def refusal_class(self, message: UserMessage, now: int) -> int | None:
+        """None, or the NACK class that refuses ``message`` on receipt at ``now`` (the
+        QM's clock, seconds since 1970)."""
+        user = message.user
+        dest = user.destination_queue
+        handle = self._queues.get(dest)
+        if handle is None or handle.deleted:
+            handle = self._find(dest, user.queue_manager_address)
+            if handle is not None and len(self._queues) < 4096:
+                self._queues[dest] = handle
+        return refusal_class(
+            None if handle is None else handle.record, user.source_queue_manager, True, user.sent_time,
+            message.time_to_reach_queue, now,
+        )  # fmt: skip
+
+    def _find(self, dest: object, qm_address: uuid.UUID) -> QueueHandle | None:
+        """The local queue a DestinationQueue of a message for this QM names, or None:
+        a direct name by its path, a private one (kind 0x3) by its number here."""
+        if isinstance(dest, DirectQueueFormatName):
+            parts = split_direct(dest.name)
+            return self._qm.find_queue(parts[1]) if parts else None
+        if isinstance(dest, PrivateQueueFormatNameId) and dest.kind == QueueFormatType.PRIVATE_ON_DESTINATION:
+            return self._qm.find_queue(destination_key(dest, qm_address))
+        return None
 
 
 def arrival_class(
@@ -343,4 +382,11 @@ def dead_letter_copies(rejected: Sequence[tuple[Message, int]]) -> list[Message]
     ]
 
 
-__all__ += ["dead_letter_copies", "plain_packet_rows", "refusal_class", "refuse", "store_packet_messages"]
+__all__ += [
+    "ReceiptCheck",
+    "dead_letter_copies",
+    "plain_packet_rows",
+    "refusal_class",
+    "refuse",
+    "store_packet_messages",
+]

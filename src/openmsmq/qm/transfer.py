@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from openmsmq.errors import MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import (
     ConnectionClosed,
@@ -60,17 +59,15 @@ from openmsmq.protocol.incoming import (
     IncomingSequences,
     IncomingSequenceSnapshot,
     OrderAckConfig,
-    SendOrderAck,
     SequenceKey,
 )
 from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.qm.acknowledgment import (
+    CLASS_NAMES,
     AckSession,
-    build_transactional_acknowledgment,
-    enqueue_acknowledgment_list,
 )
-from openmsmq.qm.arrival import refusal_class, session_of_state
-from openmsmq.qm.manager import QueueHandle, QueueManager
+from openmsmq.qm.arrival import ReceiptCheck, session_of_state
+from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer_codec import message_from_packet, split_direct
 from openmsmq.qm.transfer_outgoing import OutgoingSide
 from openmsmq.qm.transfer_session import (
@@ -201,8 +198,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._accepted_bytes = 0  # the part of it in _accepted
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
-        #: DestinationQueue (as decoded) -> its local queue, for the rules of receipt.
-        self._receipt_queues: dict[object, QueueHandle] = {}
+        #: The rules of receipt before the acceptance rule (MS-MQQB 3.1.5.8).
+        self._receipt = ReceiptCheck(qm)
         #: OrderAcks built and not yet enqueued (MS-MQQB 3.1.7.17): (Message, DestinationForAck).
         self._order_acks: list[tuple[Message, str]] = []
         #: Sequences whose last message was rejected by the acceptance rule since the last
@@ -233,6 +230,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._releases: dict[int, PendingRelease] = {}
         self._settles: list[tuple[int, int, int, int]] = []
         self._final_settles: list[tuple[int, int, int, int]] = []
+        self.rejections: dict[int, Counter[int]] = {}
+        self._store_settled: deque[tuple[str | None, int, int]] = deque()
         #: Messages disregarded on receipt (their NACKs to enqueue): see StoreLocal.refusals.
         self._refusals: list[tuple[Message, int, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
@@ -370,20 +369,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._send_order_ack(ack, now)
         self._enqueue_order_acks_now(now)
 
-    def _enqueue_order_acks_now(self, now: float) -> None:
-        """Enqueue the OrderAcks built so far on the caller's thread (one store write) and
-        hand them to their sessions at once: before a session closes, its OrderAcks must
-        be on it (a stop, a receiver that could not store)."""
-        acks, self._order_acks = self._order_acks, []
-        if not acks:
-            return
-        try:
-            enqueue_acknowledgment_list(self.qm, acks)
-        except MQError as exc:  # the senders' next retransmissions schedule new ones
-            log.warning("enqueueing %d OrderAcks failed: %s", len(acks), exc)
-            return
-        self._pick_up(acks, now)
-
     def close_all(self, now: float) -> None:
         """Graceful stop: close every session."""
         for conn in list(self._conns.values()):
@@ -478,32 +463,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         return self._ack_sessions.get((m.source_machine, m.destination_queue.lower()))
 
     def _arrival_check(self, message: UserMessage, now: float) -> int | None:
-        """The rules of receipt before Transactional Message Processing (MS-MQQB 3.1.5.8:
-        3.1.5.8.2, 3.1.5.8.3, 3.1.7.1.2; :func:`~openmsmq.qm.arrival.refusal_class`) for a
-        transactional message addressed to this QM: the session runs it before the
-        acceptance rule. The destination's queue is looked up once per destination
-        object (the decoder shares them) and again once deleted; the record read is the
-        queue's current one."""
-        user = message.user
-        dest = user.destination_queue
-        handle = self._receipt_queues.get(dest)
-        if handle is None or handle.deleted:
-            handle = self._destination_queue(dest, user.queue_manager_address)
-            if handle is not None and len(self._receipt_queues) < 4096:
-                self._receipt_queues[dest] = handle
-        return refusal_class(
-            None if handle is None else handle.record, user.source_queue_manager, True, user.sent_time,
-            message.time_to_reach_queue, int(now + self._wall_offset),
-        )  # fmt: skip
-
-    def _destination_queue(self, dest: object, qm_address: uuid.UUID) -> QueueHandle | None:
-        """The local queue a DestinationQueue of a message for this QM names, or None."""
-        if isinstance(dest, DirectQueueFormatName):
-            parts = split_direct(dest.name)
-            return self.qm.find_queue(parts[1]) if parts else None
-        if _is_private_here(dest):
-            return self.qm.find_queue(destination_key(dest, qm_address))  # type: ignore[arg-type]
-        return None
+        """The rules of receipt the sessions run before the acceptance rule."""
+        return self._receipt.refusal_class(message, int(now + self._wall_offset))
 
     def _on_refused(self, conn: Conn, ev: TransactionalMessageRefused) -> None:
         """A transactional message refused on receipt: its NACKs (administration NACK,
@@ -738,36 +699,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 return learned
         return None
 
-    def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
-        """The Order Ack Send Timer fired (MS-MQQB 3.1.6.9): raise Send Transactional
-        Acknowledgment (seed 000) with MQMSG_CLASS_ORDER_ACK. The transAcknowledgment
-        Message is built from the facts of the session the sequence's last message came
-        on (:func:`ack_session_of`) and enqueued to DestinationForAck with the next store
-        work (Open Queue + Enqueue Message To An Open Queue); its outgoing queue then
-        carries it like any recoverable message.
-
-        3.1.6.9 sends it only "if the session from which the timer was started is not
-        closed". Enqueued, it no longer needs that session; dropping it would leave the
-        sender to its Transactional Ack Wait Timer, which the OrderAcks before stretched
-        (3.1.5.6: up to 6 h). So a closed session's facts, as recorded for the sequence's
-        FinalAcks, address it (docs/conformance.md)."""
-        conn = self._conns.get(self._ack_route.get(ack.key, 0))
-        if conn is not None and conn.open and not conn.session.closed:
-            facts = ack_session_of(conn, ack.key.source_qm)
-        else:
-            recorded = self._ack_sessions.get((ack.key.source_qm, ack.key.destination.lower()))
-            if recorded is None:
-                return  # nothing stored yet: the sender's next retransmission schedules one
-            facts = recorded
-        # The OrderAck Body's TxSequenceId is the acknowledged stream's IncomingTxSequenceID
-        # where the seed names OutgoingTxSequenceID (protocol.md §11 item 2).
-        session = replace(
-            facts,
-            outgoing_tx_sequence_id=ack.tx_sequence_id,
-            incoming_tx_sequence_number=ack.tx_sequence_number,
-        )
-        self._order_acks.append(build_transactional_acknowledgment(MessageClass.ORDER_ACK, session))
-
     # ------------------------------------------------------------------ status
 
     def outgoing_status(self) -> list[OutgoingStatus]:
@@ -788,6 +719,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     self._retry_at.get(t.next_hop),
                     window=None if conn is None else conn.session.send_window,
                     round_trip=None if conn is None else conn.session.round_trip,
+                    rejected=tuple(
+                        sorted(
+                            (CLASS_NAMES.get(c, f"{c:#06x}"), n)
+                            for c, n in self.rejections.get(t.queue_id, {}).items()
+                        )
+                    ),
                 )
             )
         # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).

@@ -43,7 +43,7 @@ from openmsmq.qm.transfer_codec import (
     split_direct,
 )
 from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import OutgoingTransfer, PendingRelease, Row, TransferParts
+from openmsmq.qm.transfer_state import OutgoingTransfer, PendingRelease, Row, TransferParts, count_rejection
 from openmsmq.store.records import COL, Message, QueueType, message_from_row
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
@@ -382,6 +382,7 @@ class OutgoingSide(TransferParts):
                 om = ev.message
                 t.messages.pop(om.handle, None)
                 self._final_settles.append((t.queue_id, om.handle, om.message_id, ev.final_ack_class))
+                count_rejection(self.rejections, t.queue_id, ev.final_ack_class)
             elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
                 if isinstance(ev, Released) and ev.final_ack_class is not None:
@@ -390,6 +391,7 @@ class OutgoingSide(TransferParts):
                     # FinalAck overtook the OrderAck) is released here; one already
                     # OrderAck'ed waits in the store (its sequence may have moved on).
                     cls = ev.final_ack_class
+                    count_rejection(self.rejections, t.queue_id, cls)
                     self._settles += [
                         (om.tx_sequence_id.value, om.tx_sequence_number, om.message_id, cls)
                         for om in released

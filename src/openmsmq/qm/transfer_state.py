@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -350,6 +350,9 @@ class OutgoingStatus:
     #: round trip (s; None when the peer opened the session). None when not connected.
     window: int | None = None
     round_trip: float | None = None
+    #: Messages the destination rejected since the QM started (their negative FinalAcks),
+    #: by Message.Class name (MS-MQQB 3.1.7.17): (name, count), by name.
+    rejected: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +365,13 @@ class IncomingStatus:
     tx_sequence_id: TxSequenceId
     tx_sequence_number: int
     reject_count: int
+
+
+def count_rejection(rejections: dict[int, Counter[int]], queue_id: int, message_class: int) -> None:
+    """Count a negative FinalAck (a NACK class: MQMSG_CLASS_NACK_*, high bit set) of a
+    message of outgoing queue ``queue_id``; positive ones are not rejections."""
+    if message_class & 0x8000:
+        rejections.setdefault(queue_id, Counter())[message_class] += 1
 
 
 class TransferParts:
@@ -378,6 +388,12 @@ class TransferParts:
     #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
     _releases: dict[int, PendingRelease]
     _settles: list[tuple[int, int, int, int]]
+    #: Negative FinalAcks per outgoing queue since start: queue id -> class -> count.
+    rejections: dict[int, Counter[int]]
+    #: What the store settled (format name of the message's destination, or None when no
+    #: waiting message matched; TxSequenceID value; class), appended by the store work on
+    #: its thread, counted by the loop (a deque: thread-safe append / popleft).
+    _store_settled: deque[tuple[str | None, int, int]]
     #: FinalAcks of messages not OrderAck'ed: (queue id, LookupIdentifier, MessageID, class).
     _final_settles: list[tuple[int, int, int, int]]
     _dead_letters: list[tuple[int, int]]

@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections import Counter, deque
 from collections.abc import Iterable
+from dataclasses import replace
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,11 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
-from openmsmq.qm.acknowledgment import AckSession, enqueue_acknowledgment_list
+from openmsmq.qm.acknowledgment import (
+    AckSession,
+    build_transactional_acknowledgment,
+    enqueue_acknowledgment_list,
+)
 from openmsmq.qm.arrival import (
     plain_packet_rows,
     refuse,
@@ -27,7 +32,7 @@ from openmsmq.qm.arrival import (
     store_arrivals,
     store_packet_messages,
 )
-from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
+from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, ack_session_of
 from openmsmq.qm.transfer_state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
@@ -36,6 +41,7 @@ from openmsmq.qm.transfer_state import (
     StoreLocal,
     StoreWork,
     TransferParts,
+    count_rejection,
 )
 from openmsmq.store.records import IncomingSequenceState, Message
 from openmsmq.wire.constants import MessageClass
@@ -72,6 +78,7 @@ class StoreWorkSide(TransferParts):
     _local_in_flight: StoreLocal | None
     _refusals: list[tuple[Message, int, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
+    _seq_owner: dict[int, tuple[int, float]]
     _ack_route: dict[SequenceKey, int]
     _order_acks: list[tuple[Message, str]]
     _rejects: dict[SequenceKey, tuple[int, float]]
@@ -80,11 +87,53 @@ class StoreWorkSide(TransferParts):
 
     if TYPE_CHECKING:
 
-        def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
-        def _enqueue_order_acks_now(self, now: float) -> None: ...
         def _drain_session(self, conn: Conn, now: float) -> None: ...
         def _refuse(self, conn: Conn, until: float) -> None: ...
         def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None: ...
+
+    def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
+        """The Order Ack Send Timer fired (MS-MQQB 3.1.6.9): raise Send Transactional
+        Acknowledgment (seed 000) with MQMSG_CLASS_ORDER_ACK. The transAcknowledgment
+        Message is built from the facts of the session the sequence's last message came
+        on (:func:`ack_session_of`) and enqueued to DestinationForAck with the next store
+        work (Open Queue + Enqueue Message To An Open Queue); its outgoing queue then
+        carries it like any recoverable message.
+
+        3.1.6.9 sends it only "if the session from which the timer was started is not
+        closed". Enqueued, it no longer needs that session; dropping it would leave the
+        sender to its Transactional Ack Wait Timer, which the OrderAcks before stretched
+        (3.1.5.6: up to 6 h). So a closed session's facts, as recorded for the sequence's
+        FinalAcks, address it (docs/conformance.md)."""
+        conn = self._conns.get(self._ack_route.get(ack.key, 0))
+        if conn is not None and conn.open and not conn.session.closed:
+            facts = ack_session_of(conn, ack.key.source_qm)
+        else:
+            recorded = self._ack_sessions.get((ack.key.source_qm, ack.key.destination.lower()))
+            if recorded is None:
+                return  # nothing stored yet: the sender's next retransmission schedules one
+            facts = recorded
+        # The OrderAck Body's TxSequenceId is the acknowledged stream's IncomingTxSequenceID
+        # where the seed names OutgoingTxSequenceID (protocol.md §11 item 2).
+        session = replace(
+            facts,
+            outgoing_tx_sequence_id=ack.tx_sequence_id,
+            incoming_tx_sequence_number=ack.tx_sequence_number,
+        )
+        self._order_acks.append(build_transactional_acknowledgment(MessageClass.ORDER_ACK, session))
+
+    def _enqueue_order_acks_now(self, now: float) -> None:
+        """Enqueue the OrderAcks built so far on the caller's thread (one store write) and
+        hand them to their sessions at once: before a session closes, its OrderAcks must
+        be on it (a stop, a receiver that could not store)."""
+        acks, self._order_acks = self._order_acks, []
+        if not acks:
+            return
+        try:
+            enqueue_acknowledgment_list(self.qm, acks)
+        except MQError as exc:  # the senders' next retransmissions schedule new ones
+            log.warning("enqueueing %d OrderAcks failed: %s", len(acks), exc)
+            return
+        self._pick_up(acks, now)
 
     def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
         """The next batch of store work to run, or None (at most one per kind in flight).
@@ -211,6 +260,10 @@ class StoreWorkSide(TransferParts):
             try:
                 outcomes = qm.settle_final_acks(work.settles)
                 for (seq_id, number, message_id, cls), outcome in zip(work.settles, outcomes, strict=True):
+                    found = outcome.message
+                    self._store_settled.append(
+                        (None if found is None else found.destination_queue, seq_id, cls)
+                    )
                     if outcome.message is None:
                         _unmatched_final_acks.log(
                             (qm.guid, cls), logging.WARNING,
@@ -378,6 +431,7 @@ class StoreWorkSide(TransferParts):
                 self._close_for_retry(self._conns.get(self._ack_route.get(key, 0)), closed, now, key)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
+            self._count_store_settled()
             items = (*work.releases, *work.deletes, *work.settles)
             for item, res in zip(items, _pad(outcome, len(items)), strict=True):
                 if res is not None:
@@ -408,6 +462,24 @@ class StoreWorkSide(TransferParts):
                 self._close_for_retry(conn, shut, now)
             if work.acks:
                 self._pick_up(work.acks, now)
+
+    def _count_store_settled(self) -> None:
+        """Count the negative FinalAcks the store settled (or matched nothing for) against
+        their outgoing queue: the destination of the message that waited, else the queue
+        that sent the FinalAck's sequence last (a message without dead_letter or journal
+        left at its OrderAck)."""
+        if not self._store_settled:
+            return
+        by_name = {t.format_name.casefold(): t.queue_id for t in self.outgoing.values()}
+        while self._store_settled:
+            name, seq_id, cls = self._store_settled.popleft()
+            if name is not None:
+                qid = by_name.get(name.casefold())
+            else:
+                owner = self._seq_owner.get(seq_id)
+                qid = owner[0] if owner is not None else None
+            if qid is not None:
+                count_rejection(self.rejections, qid, cls)
 
     @property
     def accepts_waiting(self) -> bool:

@@ -33,7 +33,14 @@ class QueueStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., oldest_arrived_time: _Optional[int] = ...) -> None: ...
 
 class OutgoingQueueStatus(_message.Message):
-    __slots__ = ("format_name", "next_hop", "state", "waiting", "in_flight", "tx_sequence_id", "next_tx_sequence_number", "last_acked_sequence_id", "last_acked_number", "last_unacked_sequence_id", "last_unacked_number", "retry_at", "window", "round_trip")
+    __slots__ = ("format_name", "next_hop", "state", "waiting", "in_flight", "tx_sequence_id", "next_tx_sequence_number", "last_acked_sequence_id", "last_acked_number", "last_unacked_sequence_id", "last_unacked_number", "retry_at", "window", "round_trip", "rejected")
+    class RejectedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     FORMAT_NAME_FIELD_NUMBER: _ClassVar[int]
     NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +55,7 @@ class OutgoingQueueStatus(_message.Message):
     RETRY_AT_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     ROUND_TRIP_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
     format_name: str
     next_hop: str
     state: str
@@ -62,7 +70,8 @@ class OutgoingQueueStatus(_message.Message):
     retry_at: float
     window: int
     round_trip: float
-    def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ..., window: _Optional[int] = ..., round_trip: _Optional[float] = ...) -> None: ...
+    rejected: _containers.ScalarMap[str, int]
+    def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ..., window: _Optional[int] = ..., round_trip: _Optional[float] = ..., rejected: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class IncomingSequenceStatus(_message.Message):
     __slots__ = ("source_qm", "destination", "tx_sequence_id", "tx_sequence_number", "reject_count", "last_access_time")
