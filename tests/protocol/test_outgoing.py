@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from openmsmq.errors import LocalProtocolError
+from openmsmq.protocol.incoming import IncomingSequence, IncomingSequenceSnapshot, SequenceKey
 from openmsmq.protocol.outgoing import (
     AwaitingFinalAck,
     FinalAckIgnored,
@@ -89,10 +92,26 @@ def test_repeated_order_ack_is_a_no_op() -> None:
     ],
 )
 def test_unmatched_order_ack_is_reported(seq: TxSequenceId, number: int, reason: IgnoreReason) -> None:
+    """The receiver's OrderAck carries the acknowledged stream's IncomingTxSequenceID (the
+    seed names OutgoingTxSequenceID: protocol.md §11 item 2): the sender matches it to
+    its sequence and releases; one naming another TxSequenceID (what the receiver's own
+    OutgoingTxSequenceID would be), a number beyond what was sent, or 0 is reported,
+    never applied."""
     o = connected()
     o.add_many([msg(1), msg(2), msg(3)], now=0.0)
+    # What the receiver sends for these three (seed 002's registry, then 3.1.6.9).
+    receiver = IncomingSequence(IncomingSequenceSnapshot(SequenceKey(uuid.UUID(int=1), "q")), 0.0)
+    for m in o.unacked:
+        receiver.receive(m.tx_sequence_id, m.tx_sequence_number, m.previous_tx_sequence_number, 0.0)
+    receiver.messages_stored([(S1, 1), (S1, 2)], 0.1)
+    ack = receiver.handle_timer(0.5)
+    assert ack is not None and (ack.tx_sequence_id, ack.tx_sequence_number) == (S1, 2)
+    assert ack.tx_sequence_id != S2  # not the receiver's own (outgoing) sequence
     assert o.order_ack_received(seq, number, now=1.0) == [OrderAckIgnored(seq, number, reason)]
     assert len(o.unacked) == 3
+    assert o.order_ack_received(ack.tx_sequence_id, ack.tx_sequence_number, now=1.0) == [
+        Released((msg(1), msg(2)))
+    ]
 
 
 def test_order_ack_beyond_transmitted_while_disconnected() -> None:

@@ -334,11 +334,14 @@ class Session:
         direct_address: str | None = None,
         message_id: int = 0,
     ) -> None:
-        """Send an OrderAck (MS-MQQB 3.1.7.17) on this session.
+        """Write an OrderAck packet (MS-MQQB 2.2.4) straight onto this session: the protocol
+        core's form, for a driver without a queue manager (the sans-I/O tests). A queue
+        manager raises Send Transactional Acknowledgment instead (seed 000: built,
+        enqueued, sent from its outgoing queue; ``openmsmq.qm.acknowledgment``).
 
         Destination: ``PRIVATE=<sender QM>\\00000004`` (DQ 0x3) or, for a direct session,
-        ``DIRECT=TCP:<direct_address>\\PRIVATE$\\order_queue$``. UserHeader.DM = 0 as
-        MS-MQQB 2.2.4 requires (protocol.md §11 item 3).
+        ``DIRECT=TCP:<direct_address>\\PRIVATE$\\order_queue$``. UserHeader.DM = 1, the
+        seed's DeliveryGuarantee Recoverable (docs/conformance.md, §11 item 3).
         """
         destination: PrivateQueueFormatNameId | DirectQueueFormatName
         if direct_address is not None:
@@ -354,7 +357,7 @@ class Session:
             destination_qm=destination_qm,
             sent_time=int(now) & 0xFFFFFFFF,
             message_id=message_id,
-            delivery_mode=DeliveryMode.EXPRESS,
+            delivery_mode=DeliveryMode.RECOVERABLE,
         )
         self.send_user_message(packet, now)
 
