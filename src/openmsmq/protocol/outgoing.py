@@ -386,7 +386,7 @@ class OutgoingSequence:
         # progress starts the back-off over. Step 2 ("MUST be incremented by 1" on each
         # OrderAck) is not followed: a backlog of OrderAcks would stretch the wait to 6 h
         # exactly when the peer answers, and a message lost behind an intermediate QM,
-        # which only this timer resends, would wait that long (docs/conformance.md, D6).
+        # which only this timer resends, would wait that long (docs/conformance.md, resend back-off).
         self.resend_interval_index = 0
         self._resend_deadline = (now + self.resend_interval) if (self._unacked and self.connected) else None
         return out
