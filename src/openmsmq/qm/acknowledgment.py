@@ -17,8 +17,10 @@ Readings of the seed text (docs/conformance.md, "Seed 000"):
 * MQMSG_CLASS_NACK_DELETED (0x8001) maps to the Class ``NackPurged``, as the seed's
   table says; MS-MQDMPR gives NackPurged the wire value 0x8001, so the stored class
   value is 0x8001.
-* The OrderAck body's TxSequenceId is the session's OutgoingTxSequenceID, as written
-  (packets.md §12 notes that the sender never reads this field).
+* The OrderAck body's TxSequenceId is ``AckSession.outgoing_tx_sequence_id``, the slot
+  the seed names OutgoingTxSequenceID; the queue manager passes the acknowledged
+  stream's IncomingTxSequenceID there (protocol.md §11 item 2: the sender never reads
+  this field to release, and matches the sequence by it).
 * PrivacyLevel / AuthenticationLevel None: the store's Message has no such attributes;
   a Message it holds is always None / None.
 * A RemoteQMAddress that is neither an IP address nor an SPX address leaves

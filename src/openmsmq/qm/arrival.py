@@ -1,17 +1,26 @@
 """Arrival of a message at its destination queue manager (MS-MQQB 3.1.5.8) and the
 acknowledgments it raises.
 
-:func:`arrival_class` applies the arrival rules to one message and its destination
-queue (protocol.md §7): the message is inserted, or rejected with a NACK class —
+:func:`refusal_class` applies the rules of receipt that come before Transactional
+Message Processing (MS-MQQB 3.1.5.8, in its order) and :func:`arrival_class` those and
+the queue's quota at insertion: the message is inserted, or rejected with a NACK class —
 
-* the destination queue does not exist here ⇒ MQMSG_CLASS_NACK_BAD_DST_Q;
-* the sending QM has no write access to the queue (it is not in the queue's
-  ``allowed_senders``) ⇒ NACK_ACCESS_DENIED (MS-MQQB 3.1.5.8.3);
+* the destination queue does not exist here ⇒ MQMSG_CLASS_NACK_BAD_DST_Q (3.1.5.8.2);
 * a transactional message for a non-transactional queue ⇒ NACK_NOT_TRANSACTIONAL_Q,
   a non-transactional message for a transactional queue ⇒ NACK_NOT_TRANSACTIONAL_MSG
-  (MS-MQQB 3.1.5.8.6 / 1.3.3);
-* TimeToReachQueue passed before arrival ⇒ NACK_REACH_QUEUE_TIMEOUT (MS-MQQB 3.1.5.8.5);
-* Enqueue would exceed the queue's quota ⇒ NACK_Q_EXCEED_QUOTA (MS-MQDMPR 3.1.7.1.9 rStatus 1).
+  (3.1.5.8.2);
+* the sending QM has no write access to the queue (it is not in the queue's
+  ``allowed_senders``) ⇒ NACK_ACCESS_DENIED (3.1.5.8.3);
+* TimeToReachQueue passed before arrival ⇒ NACK_REACH_QUEUE_TIMEOUT (Message
+  Expiration, 3.1.7.1.2: the administration NACK only, no FinalAck);
+* Enqueue would exceed the queue's quota ⇒ NACK_Q_EXCEED_QUOTA (3.1.5.8.8; MS-MQDMPR
+  3.1.7.1.9 rStatus 1).
+
+A transactional message is checked on receipt, before the acceptance rule
+(:class:`ReceiptCheck`, run by the session): one refused there never enters its incoming
+sequence, and :func:`refuse` enqueues its NACKs. A non-transactional one refused with
+negative source journaling also goes to this QM's dead-letter queue
+(:func:`dead_letter_copies`).
 
 :func:`store_arrivals` stores one accepted run of a transactional sequence: the messages
 that pass, the new incoming sequence state, and every acknowledgment they raise — the
@@ -20,10 +29,10 @@ when PA is set, the NACK when NA is set) and, for a rejected transactional messa
 negative FinalAck to the sender's order queue (3.1.7.17) — in ONE store transaction, so
 a crash can lose neither the sequence advance nor the acknowledgment.
 
-A rejected transactional message still advances the incoming sequence: it was received
-in order (MS-MQQB 2.2.4 "received (accepted or rejected)"; protocol.md §5.2): the
-OrderAck covers it and the sender stops resending it; the FinalAck tells the sender it
-never reached the queue.
+A transactional message rejected here was accepted into its sequence before (the queue's
+quota, or a queue deleted or changed between receipt and storing): it still advances the
+incoming sequence, received in order (MS-MQQB 2.2.4 "received (accepted or rejected)"):
+the OrderAck covers it and the FinalAck tells the sender it never reached the queue.
 
 Write access is decided by the message's SourceQueueManager GUID (UserHeader), the one
 sender identity every MS-MQQB message carries; SIDs in a SecurityHeader are not
