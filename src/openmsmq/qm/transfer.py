@@ -473,7 +473,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
         name = destination_key(packet.user.destination_queue, packet.user.queue_manager_address)
         session = ack_session_of(conn, packet.user.source_queue_manager)
         self._refusals.append((message_from_packet(packet, name), ev.message_class, session))
-        self._accept_memo = None
 
     def _on_accepted(self, conn: Conn, ev: TransactionalMessageAccepted, now: float) -> None:
         self._accept_run(conn, deque((ev,)))

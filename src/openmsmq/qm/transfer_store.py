@@ -101,9 +101,10 @@ class StoreWorkSide(TransferParts):
 
         3.1.6.9 sends it only "if the session from which the timer was started is not
         closed". Enqueued, it no longer needs that session; dropping it would leave the
-        sender to its Transactional Ack Wait Timer, which the OrderAcks before stretched
-        (3.1.5.6: up to 6 h). So a closed session's facts, as recorded for the sequence's
-        FinalAcks, address it (docs/conformance.md)."""
+        sender to its Transactional Ack Wait Timer (30 s, more after unanswered resends),
+        or to a resend through an intermediate QM that may never come. So a closed
+        session's facts, as recorded for the sequence's FinalAcks, address it
+        (docs/conformance.md, seed 000)."""
         conn = self._conns.get(self._ack_route.get(ack.key, 0))
         if conn is not None and conn.open and not conn.session.closed:
             facts = ack_session_of(conn, ack.key.source_qm)
