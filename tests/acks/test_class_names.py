@@ -78,8 +78,8 @@ def test_a_rejected_message_has_the_same_name_in_the_log_the_dead_letters_and_th
     with caplog.at_level(logging.INFO):
         net.run_until_quiet()
     # B's log
-    [line] = [r.getMessage() for r in caplog.records if "rejected on arrival" in r.getMessage()]
-    assert line.endswith("rejected on arrival: NACK_BAD_DST_Q (0x8000)")
+    [line] = [r.getMessage() for r in caplog.records if "refused on receipt" in r.getMessage()]
+    assert line.endswith("refused on receipt: NACK_BAD_DST_Q (0x8000)")
     # B's metrics
     value = metrics.registry.get_sample_value
     assert value("openmsmq_messages_rejected_on_arrival_total", {"class": "NACK_BAD_DST_Q"}) == 1

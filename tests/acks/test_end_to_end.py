@@ -47,7 +47,7 @@ def _pair(
 
 
 def _send(qm: QueueManager, dest: str, *, tx: bool = True, **attrs: object) -> Message:
-    m = Message(body=b"order-1", label="o1", admin_queue=ADMIN, **attrs)  # type: ignore[arg-type]
+    m = Message(**{"body": b"order-1", "label": "o1", "admin_queue": ADMIN, **attrs})  # type: ignore[arg-type]
     if not tx:
         return qm.send(dest, m)
     with qm.begin() as t:
@@ -119,15 +119,21 @@ def test_ack_receive_and_positive_final_ack_journals_at_the_sender(net: Net) -> 
 
 
 def test_nack_bad_destination_queue(net: Net) -> None:
+    """MS-MQQB 3.1.5.8.2 refuses a message for a queue that does not exist before
+    Transactional Message Processing (3.1.5.8.6): B's incoming sequence never sees it (no
+    state, no OrderAck); A takes it out of its outgoing queue when the FinalAck comes
+    (3.1.5.7)."""
     a, b = _pair(net, send_insecure_nacks=True)
     sent = _send(a.qm, f"DIRECT=TCP:{B}\\private$\\nosuch", ack_flags=NA, negative_journaling=True)
-    net.run_until_quiet()  # OrderAck'ed although not stored: the outgoing queue empties
+    net.run_until_quiet()  # settled by its FinalAck: the outgoing queue empties
     [ack] = _admin(a)
     assert ack.message_class == MessageClass.NACK_BAD_DST_Q
     assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
     assert ack.body == b"order-1"
     _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_BAD_DST_Q)
-    assert b.transfer.incoming_status()[0].tx_sequence_number == 1  # the sequence advanced
+    assert b.transfer.incoming_status() == [] and b.qm.incoming_sequences() == []  # never accepted
+    [out] = a.transfer.outgoing_status()
+    assert out.last_acked is None  # no OrderAck: the FinalAck took it out
 
 
 def test_arrival_rejections_are_counted_by_class_once_durable(net: Net) -> None:
@@ -153,8 +159,9 @@ def test_nack_bad_destination_queue_admin_needs_send_insecure_nacks(net: Net) ->
 
 
 def test_nack_access_denied(net: Net) -> None:
-    """B's queue admits only another QM as sender: A's message is refused on arrival
-    (MS-MQQB 3.1.5.8.3), the sequence still advances, nothing is stored at B."""
+    """B's queue admits only another QM as sender: A's message is refused on receipt
+    (MS-MQQB 3.1.5.8.3, before the acceptance rule: B's sequence does not move), nothing
+    is stored at B, A settles it by its FinalAck."""
     a = _node(net, A)
     b = _node(net, B, send_insecure_nacks=True)
     a.qm.create_queue("private$\\admin")
@@ -166,9 +173,9 @@ def test_nack_access_denied(net: Net) -> None:
     [ack] = _admin(a)
     _check_admin(ack, sent, a, MessageClass.NACK_ACCESS_DENIED, body=True)
     _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_ACCESS_DENIED)
-    assert b.transfer.incoming_status()[0].tx_sequence_number == 1  # the sequence advanced
+    assert b.qm.incoming_sequences() == []  # refused before the acceptance rule
     [out] = a.transfer.outgoing_status()
-    assert (out.in_flight, out.last_unacked) == (0, None)  # OrderAck'ed, nothing retained
+    assert (out.in_flight, out.last_unacked, out.last_acked) == (0, None, None)  # settled, not OrderAck'ed
 
 
 def test_access_granted_once_the_sender_is_allowed(net: Net) -> None:
@@ -221,6 +228,33 @@ def test_nack_not_transactional_message(net: Net) -> None:
     assert ack.delivery == 1
 
 
+def test_a_non_transactional_dead_letter_message_rejected_by_b_lands_in_bs_dead_letter_queue(
+    net: Net,
+) -> None:
+    """A non-transactional message sent with negative source journaling that the
+    destination QM rejects goes to that QM's dead-letter queue with the class (MS-MQQB
+    3.1.5.8.8 for the quota; MSMQ: the dead-letter queue of the computer that could not
+    deliver it); one sent without it is dropped there. A holds none of them."""
+    a, b = _pair(net, quota_kb=1)
+    b.qm.create_queue("private$\\plain", quota_kb=1)
+    sent = [
+        _send(a.qm, ORDERS, tx=False, delivery=1, negative_journaling=True),  # into a transactional queue
+        _send(a.qm, f"DIRECT=TCP:{B}\\private$\\nosuch", tx=False, delivery=1, negative_journaling=True),
+        _send(a.qm, f"DIRECT=TCP:{B}\\private$\\plain", tx=False, body=b"x" * 2000, negative_journaling=True),
+        _send(a.qm, ORDERS, tx=False, delivery=1),  # no dead_letter: dropped
+    ]
+    net.run_until_quiet()
+    dead = sorted((m.id_uniquifier, m.message_class) for m in _peek(b.qm, names.DEADLETTER))
+    assert dead == sorted(
+        [
+            (sent[0].id_uniquifier, MessageClass.NACK_NOT_TRANSACTIONAL_MSG),
+            (sent[1].id_uniquifier, MessageClass.NACK_BAD_DST_Q),
+            (sent[2].id_uniquifier, MessageClass.NACK_Q_EXCEED_QUOTA),
+        ]
+    )
+    assert _peek(a.qm, names.DEADLETTER) == [] and outgoing_count(a.qm) == 0
+
+
 def test_nack_quota_exceeded(net: Net) -> None:
     a, b = _pair(net, quota_kb=1)
     first = _send(a.qm, ORDERS)
@@ -236,14 +270,24 @@ def test_nack_quota_exceeded(net: Net) -> None:
 
 
 def test_nack_reach_queue_timeout_on_arrival(net: Net) -> None:
+    """Message Expiration comes before Transactional Message Processing (MS-MQQB 3.1.5.8)
+    and raises only the administration NACK (3.1.7.1.2): no FinalAck (2.2.5 lists no
+    NACK_REACH_QUEUE_TIMEOUT for it), B's sequence untouched. The sender's own expiry of
+    the message then dead-letters it there."""
     a, b = _pair(net)
+    b.qm.clock = lambda: net.clock.now + 60  # B's clock is a minute ahead
     sent = _send(a.qm, ORDERS, ack_flags=NA, negative_journaling=True, time_to_reach_queue=5)
-    net.clock.now += 60  # the link was down: it reaches B after TimeToReachQueue
-    net.run_until_quiet()
-    assert _peek(b.qm, "private$\\orders") == []
+    for _ in range(5):  # 3 s: A sends it in time by its clock; B finds it expired
+        net.advance(0.6)
+    assert _peek(b.qm, "private$\\orders") == [] and b.qm.incoming_sequences() == []
     [ack] = _admin(a)
     _check_admin(ack, sent, a, MessageClass.NACK_REACH_QUEUE_TIMEOUT, body=True)
-    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_REACH_QUEUE_TIMEOUT)
+    # No FinalAck came: the message still waits in A's outgoing queue.
+    assert outgoing_count(a.qm) == 1 and _peek(a.qm, names.DEADXACT) == []
+    net.run_until_quiet()  # A's own expiry (TimeToReachQueue at A) ends it
+    [dead] = _peek(a.qm, names.DEADXACT)
+    assert dead.id_uniquifier == sent.id_uniquifier
+    assert dead.message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
 
 
 def test_nack_reach_queue_timeout_in_the_outgoing_queue(net: Net) -> None:
@@ -268,6 +312,23 @@ def test_nack_hop_count_exceeded(net: Net) -> None:
     assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
     assert ack.response_queue.lower() == "direct=tcp:127.0.0.9\\private$\\q"
     assert ack.body == b"order-1"
+
+
+def test_hop_count_final_ack_goes_to_the_sender_through_the_intermediates(net: Net) -> None:
+    """MS-MQQB 3.1.5.8.2: the QM that drops a message whose hop count would exceed 0x1D
+    sends the negative FinalAck "if the packet contains a TransactionHeader", also when
+    the previous hop is not the sender: here B and C bounce it between them (a route
+    loop behind B) and the FinalAck goes back by the sender's GUID, through B, to A,
+    which dead-letters it (it was sent with dead_letter)."""
+    C = "127.0.0.3"
+    a = _node(net, A, routes=(("127.0.0.9", B),))
+    _node(net, B, routes=(("127.0.0.9", C),))
+    _node(net, C, routes=(("127.0.0.9", B),))
+    a.qm.create_queue("private$\\admin")
+    sent = _send(a.qm, "DIRECT=TCP:127.0.0.9\\private$\\q", negative_journaling=True)
+    net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0
+    _final_ack_landed(a, sent, names.DEADXACT, MessageClass.NACK_HOP_COUNT_EXCEEDED)
 
 
 # ---------------------------------------------------------------- NACKs on removal at B
@@ -390,12 +451,12 @@ def test_final_ack_for_an_unknown_message_is_dropped(net: Net, caplog: pytest.Lo
 def test_a_backlog_rejected_by_a_deleted_queue_is_settled_in_batches_and_logged_once(
     net: Net, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """B's queue is deleted with 400 messages on their way: each is rejected on arrival
-    (NACK_BAD_DST_Q) and its negative FinalAck comes back to A. A settles FinalAcks a
+    """B's queue is deleted with 400 messages on their way: each is refused on receipt
+    (NACK_BAD_DST_Q) and its negative FinalAck comes back to A, which settles them a
     batch per store transaction (one commit each was the drain's bottleneck): those sent
     with dead_letter land in A's transactional dead-letter queue, the others are
-    deleted. B logs the first rejection and sums up the rest; A's log has one line for
-    the FinalAcks of deleted messages (their first), not one each."""
+    deleted (MS-MQQB 3.1.5.7: only JN dead-letters). B logs the first refusal and sums
+    up the rest; every FinalAck finds its message (not yet OrderAck'ed: none is)."""
     a, b = _pair(net)
     b.qm.delete_queue("private$\\orders")
     for t in range(8):
@@ -415,10 +476,10 @@ def test_a_backlog_rejected_by_a_deleted_queue_is_settled_in_batches_and_logged_
     assert _peek(a.qm, names.AWAITING_FINAL_ACK) == []
     # 400 FinalAcks (and the releases, the sends): far fewer commits than FinalAcks.
     assert a.qm.store.stats.batches - commits < 40
-    rejected = [r for r in caplog.records if "rejected on arrival" in r.getMessage()]
-    assert len(rejected) == 1
+    refused = [r for r in caplog.records if "refused on receipt" in r.getMessage()]
+    assert len(refused) == 1
     unmatched = [r for r in caplog.records if "no message waits for it" in r.getMessage()]
-    assert len(unmatched) == 1
+    assert unmatched == []
 
 
 def test_a_final_ack_asks_only_the_sequence_that_holds_it(net: Net, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -578,3 +639,58 @@ def test_a_sent_message_that_expires_before_its_order_ack_is_bridged_on_resend(n
     assert got == [first.id_uniquifier, sent[0].id_uniquifier, sent[2].id_uniquifier]
     assert outgoing_count(a.qm) == 0
     assert [m.message_class for m in _admin(a)] == [MessageClass.NACK_REACH_QUEUE_TIMEOUT]
+
+
+def test_every_rejection_class_is_dead_lettered_at_the_sender_and_counted_in_status(net: Net) -> None:
+    """B (and an intermediate) reject A's transactional messages for each reason the code
+    has: each, sent with dead_letter, ends in A's transactional dead-letter queue with its
+    class (MS-MQQB 3.1.5.7), and A's status counts the negative FinalAcks per destination
+    by class. NACK_REACH_QUEUE_TIMEOUT on receipt raises no FinalAck (3.1.7.1.2, 2.2.5):
+    A's own expiry of the message dead-letters it, and the status does not count it."""
+    from openmsmq.remote.status import TransferSnapshot, collect_status
+
+    a = _node(net, A, routes=(("127.0.0.9", B),))
+    b = _node(net, B, routes=(("127.0.0.9", "127.0.0.3"),))
+    _node(net, "127.0.0.3", routes=(("127.0.0.9", B),))  # a route loop behind B
+    b.qm.create_queue("private$\\plain")
+    b.qm.create_queue(
+        "private$\\guarded", transactional=True, allowed_senders=["0f0e0d0c-0b0a-0908-0706-050403020100"]
+    )
+    b.qm.create_queue("private$\\small", transactional=True, quota_kb=1)
+    b.qm.create_queue("private$\\orders", transactional=True)
+    cases = {
+        f"DIRECT=TCP:{B}\\private$\\nosuch": MessageClass.NACK_BAD_DST_Q,
+        f"DIRECT=TCP:{B}\\private$\\plain": MessageClass.NACK_NOT_TRANSACTIONAL_Q,
+        f"DIRECT=TCP:{B}\\private$\\guarded": MessageClass.NACK_ACCESS_DENIED,
+        f"DIRECT=TCP:{B}\\private$\\small": MessageClass.NACK_Q_EXCEED_QUOTA,
+        "DIRECT=TCP:127.0.0.9\\private$\\q": MessageClass.NACK_HOP_COUNT_EXCEEDED,
+    }
+    for dest in cases:
+        body = b"x" * 2000 if dest.endswith("small") else dest.encode()
+        with a.qm.begin() as tx:
+            a.qm.send(dest, Message(body=body, negative_journaling=True), tx)
+    net.run_until_quiet()
+    # Expired on receipt (B's clock runs a minute ahead): no FinalAck; A's expiry ends it.
+    b.qm.clock = lambda: net.clock.now + 60
+    with a.qm.begin() as tx:
+        late = a.qm.send(ORDERS, Message(body=b"late", negative_journaling=True, time_to_reach_queue=5), tx)
+    net.run_until_quiet()
+    dead = {m.destination_queue.lower(): m.message_class for m in _peek(a.qm, names.DEADXACT)}
+    assert dead == {
+        **{d.lower(): c for d, c in cases.items()},
+        ORDERS.lower(): MessageClass.NACK_REACH_QUEUE_TIMEOUT,
+    }
+    assert [m.id_uniquifier for m in _peek(a.qm, names.DEADXACT) if m.destination_queue == ORDERS] == [
+        late.id_uniquifier
+    ]
+    snapshot = TransferSnapshot(tuple(a.transfer.outgoing_status()), tuple(a.transfer.incoming_status()))
+    status = collect_status(a.qm, net.clock.now, snapshot).to_dict()
+    counted = {o["format_name"].lower(): o["rejected"] for o in status["outgoing"] if o["rejected"]}
+    names_ = {
+        MessageClass.NACK_BAD_DST_Q: "NACK_BAD_DST_Q",
+        MessageClass.NACK_NOT_TRANSACTIONAL_Q: "NACK_NOT_TRANSACTIONAL_Q",
+        MessageClass.NACK_ACCESS_DENIED: "NACK_ACCESS_DENIED",
+        MessageClass.NACK_Q_EXCEED_QUOTA: "NACK_Q_EXCEED_QUOTA",
+        MessageClass.NACK_HOP_COUNT_EXCEEDED: "NACK_HOP_COUNT_EXCEEDED",
+    }
+    assert counted == {d.lower(): {names_[c]: 1} for d, c in cases.items()}

@@ -212,10 +212,10 @@ def test_a_private_name_of_no_queue_is_rejected_with_nack_bad_dst_q(net: Net) ->
     with a.qm.begin() as tx:
         a.qm.send(nosuch, Message(body=b"x", admin_queue=ADMIN, ack_flags=AckRequest.NEG_ARRIVAL), tx)
     net.run_until_quiet()
-    # Transferred and refused by B (NACK_BAD_DST_Q FinalAck, MS-MQQB 3.1.5.8.3), not lost
-    # in the outgoing queue; the sequence still advanced.
+    # Transferred and refused by B on receipt (NACK_BAD_DST_Q FinalAck, MS-MQQB 3.1.5.8.2),
+    # not lost in the outgoing queue: its FinalAck took it out; B's sequence never saw it.
     assert outgoing_count(a.qm) == 0
-    assert b.transfer.incoming_status()[0].tx_sequence_number == 1
+    assert b.transfer.incoming_status() == []
 
 
 # ------------------------------------------------------------- two intermediate QMs

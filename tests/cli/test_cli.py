@@ -96,6 +96,23 @@ def test_transactional_send_and_receive(run) -> None:
     assert "hello" not in run("receive", Q, "--transactional", code=1).stdout
 
 
+def test_a_transactional_send_asks_for_negative_source_journaling_by_default(run) -> None:
+    """``send --transactional`` sets dead_letter (UserHeader.JN) unless --no-dead-letter:
+    a transactional message that is not delivered comes back to the sender's
+    transactional dead-letter queue instead of vanishing; a plain send does not."""
+    run("queue", "create", Q, "--transactional")
+    run("queue", "create", P)
+    run("send", Q, "default", "--transactional")
+    run("send", Q, "without", "--transactional", "--no-dead-letter")
+    run("send", P, "plain")
+    run("send", P, "asked", "--dead-letter")
+    got = doc(run("peek", Q, "--count", "5", "--json"))["messages"]
+    assert [(m["body"], m["dead_letter"]) for m in got] == [("default", True), ("without", False)]
+    got = doc(run("peek", P, "--count", "5", "--json"))["messages"]
+    assert [(m["body"], m["dead_letter"]) for m in got] == [("plain", False), ("asked", True)]
+    assert "Default: on with --transactional" in run("send", "--help").output
+
+
 def test_purge(run) -> None:
     run("queue", "create", P)
     run("send", P, "a", "--count", "4")
@@ -106,7 +123,7 @@ def test_purge(run) -> None:
 def test_purge_of_an_outgoing_queue_with_the_queue_manager_stopped(run, tmp_path: Path) -> None:
     far = "DIRECT=TCP:192.0.2.7\\private$\\far"
     run("send", far, "kept", "--count", "2", "--transactional", "--dead-letter")
-    run("send", far, "gone", "--transactional")
+    run("send", far, "gone", "--transactional", "--no-dead-letter")
     listed = doc(run("queue", "list", "--all", "--json"))["queues"]
     assert [q["message_count"] for q in listed if q["kind"] == "outgoing"] == [3]
     fd = take_serve_lock(tmp_path / "data")  # as a running serve holds it

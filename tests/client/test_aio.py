@@ -132,3 +132,18 @@ def test_async_wait_is_woken_by_send(tmp_path: Path, monkeypatch: pytest.MonkeyP
             assert [m.text for m in await waiter] == ["x", "y"]
 
     asyncio.run(main())
+
+
+def test_async_sends_in_a_transaction_ask_for_negative_source_journaling_by_default(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with await _setup(tmp_path / "d") as conn:
+            q = await conn.open_queue(TQ)
+            async with conn.transaction() as tx:
+                await q.send(b"one", tx=tx)
+                await q.send_many([b"two"], tx=tx, dead_letter=False)
+            p = await conn.open_queue(Q)
+            await p.send(b"plain")
+            assert [(m.text, m.dead_letter) for m in await q.peek_many(5)] == [("one", True), ("two", False)]
+            assert [(m.text, m.dead_letter) for m in await p.peek_many(5)] == [("plain", False)]
+
+    asyncio.run(main())

@@ -443,3 +443,22 @@ def test_client_package_exports_resolve_lazily() -> None:
     assert client.INFINITE == types.INFINITE == STORE_INFINITE == 0xFFFFFFFF
     with pytest.raises(AttributeError):
         client.no_such_name  # noqa: B018
+
+
+def test_a_send_in_a_transaction_asks_for_negative_source_journaling_by_default(conn: Connection) -> None:
+    """``dead_letter`` left unset is on for a send in a transaction and off otherwise (the
+    property is honoured either way when given)."""
+    with conn.open_queue(TQ, Access.SEND | Access.PEEK) as q:
+        with conn.transaction() as tx:
+            q.send(b"default", tx=tx)
+            q.send(b"off", tx=tx, dead_letter=False)
+        q.send_many([b"single"], tx=SINGLE_MESSAGE)
+        assert [(m.body, m.dead_letter) for m in q.peek_many(5)] == [
+            (b"default", True),
+            (b"off", False),
+            (b"single", True),
+        ]
+    with conn.open_queue(Q, Access.SEND | Access.PEEK) as q:
+        q.send(b"plain")
+        q.send(b"on", dead_letter=True)
+        assert [(m.body, m.dead_letter) for m in q.peek_many(5)] == [(b"plain", False), (b"on", True)]

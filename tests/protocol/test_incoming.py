@@ -232,6 +232,51 @@ def test_no_ack_before_durable() -> None:
     assert seq.last_order_ack_send_time == 0.7
 
 
+def test_a_deferred_order_ack_goes_once_then_the_timer_governs() -> None:
+    """Seed 002 / 3.1.6.9: OrderAcks follow the Order Ack Send Timer. One that came due
+    while its message was not stored goes out once, when it is; the next durable
+    advance is left to the timer (it used to send an OrderAck each time while anything
+    was pending: 48 OrderAcks in 0.48 s of steady traffic)."""
+    seq = seq_at(S1, 0, now=0.0)
+    seq.receive(S1, 1, 0, now=0.0)
+    assert seq.handle_timer(0.5) is None
+    seq.receive(S1, 2, 1, now=0.6)
+    assert seq.message_stored(S1, 1, now=0.65) == [SendOrderAck(KEY, S1, 1)]  # the deferred one
+    seq.receive(S1, 3, 2, now=0.7)
+    assert seq.message_stored(S1, 2, now=0.75) == []
+    # the timer, restarted by message 3, acknowledges the rest
+    assert seq.get_timer() == pytest.approx(1.2)
+    seq.message_stored(S1, 3, now=0.8)
+    assert seq.handle_timer(1.2) == SendOrderAck(KEY, S1, 3)
+
+
+def test_a_deferred_order_ack_restarts_the_timer_for_what_is_still_being_stored() -> None:
+    seq = seq_at(S1, 0, now=0.0)
+    seq.receive(S1, 1, 0, now=0.0)
+    seq.receive(S1, 2, 1, now=0.1)
+    assert seq.handle_timer(0.6) is None  # nothing durable yet
+    assert seq.message_stored(S1, 1, now=0.7) == [SendOrderAck(KEY, S1, 1)]
+    assert seq.message_stored(S1, 2, now=0.8) == []
+    # nothing else arrives: the timer started with the deferred OrderAck covers message 2
+    assert seq.get_timer() == pytest.approx(1.2)
+    assert seq.handle_timer(1.2) == SendOrderAck(KEY, S1, 2)
+
+
+def test_the_registry_fires_the_timer_a_deferred_order_ack_restarted() -> None:
+    """The registry scans only the sequences whose timer runs: the timer the deferred
+    OrderAck starts for what is still being stored must be among them, or message 2 is
+    never acknowledged (its sender resends it forever)."""
+    reg = IncomingSequences.restore([], now=0.0)
+    reg.receive(KEY, S1, 1, 0, now=0.0)
+    reg.receive(KEY, S1, 2, 1, now=0.1)
+    assert reg.handle_timer(0.6) == []  # nothing durable yet
+    seq = reg.get(KEY, 0.0)
+    assert seq.message_stored(S1, 1, now=0.7) == [SendOrderAck(KEY, S1, 1)]
+    assert seq.message_stored(S1, 2, now=0.8) == []
+    assert reg.get_timer() == pytest.approx(1.2)
+    assert reg.handle_timer(1.2) == [SendOrderAck(KEY, S1, 2)]
+
+
 def test_ack_strictly_in_order_when_4_is_stored_before_3() -> None:
     seq = seq_at(S1, 2, now=0.0)
     seq.receive(S1, 3, 2, now=0.0)

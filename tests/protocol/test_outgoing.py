@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from openmsmq.errors import LocalProtocolError
+from openmsmq.protocol.incoming import IncomingSequence, IncomingSequenceSnapshot, SequenceKey
 from openmsmq.protocol.outgoing import (
     AwaitingFinalAck,
     FinalAckIgnored,
@@ -14,6 +17,7 @@ from openmsmq.protocol.outgoing import (
     OutgoingSequence,
     Released,
     ResendConfig,
+    Settled,
     Transmit,
 )
 from openmsmq.wire.ids import TxSequenceId
@@ -88,10 +92,26 @@ def test_repeated_order_ack_is_a_no_op() -> None:
     ],
 )
 def test_unmatched_order_ack_is_reported(seq: TxSequenceId, number: int, reason: IgnoreReason) -> None:
+    """The receiver's OrderAck carries the acknowledged stream's IncomingTxSequenceID (the
+    seed names OutgoingTxSequenceID: protocol.md §11 item 2): the sender matches it to
+    its sequence and releases; one naming another TxSequenceID (what the receiver's own
+    OutgoingTxSequenceID would be), a number beyond what was sent, or 0 is reported,
+    never applied."""
     o = connected()
     o.add_many([msg(1), msg(2), msg(3)], now=0.0)
+    # What the receiver sends for these three (seed 002's registry, then 3.1.6.9).
+    receiver = IncomingSequence(IncomingSequenceSnapshot(SequenceKey(uuid.UUID(int=1), "q")), 0.0)
+    for m in o.unacked:
+        receiver.receive(m.tx_sequence_id, m.tx_sequence_number, m.previous_tx_sequence_number, 0.0)
+    receiver.messages_stored([(S1, 1), (S1, 2)], 0.1)
+    ack = receiver.handle_timer(0.5)
+    assert ack is not None and (ack.tx_sequence_id, ack.tx_sequence_number) == (S1, 2)
+    assert ack.tx_sequence_id != S2  # not the receiver's own (outgoing) sequence
     assert o.order_ack_received(seq, number, now=1.0) == [OrderAckIgnored(seq, number, reason)]
     assert len(o.unacked) == 3
+    assert o.order_ack_received(ack.tx_sequence_id, ack.tx_sequence_number, now=1.0) == [
+        Released((msg(1), msg(2)))
+    ]
 
 
 def test_order_ack_beyond_transmitted_while_disconnected() -> None:
@@ -148,12 +168,25 @@ def test_final_ack_requested_retention() -> None:
     assert o.awaiting_final_ack == ()
 
 
-def test_final_ack_before_order_ack() -> None:
+def test_a_final_ack_before_the_order_ack_settles_the_message_at_once() -> None:
+    """MS-MQQB 3.1.5.7 moves the message the FinalAck names out of the OutgoingMessageTable
+    too: one the receiver refused before its acceptance rule is never OrderAck'ed, so it
+    leaves the sequence when its FinalAck comes, whatever it asked for, and the messages
+    after it are resent bridged over it (3.1.7.1.3)."""
     o = connected()
-    o.add(msg(1, fa=True), now=0.0)
-    assert o.final_ack_received(S1, 1, 101, 0xC000, now=1.0) == []
-    assert o.order_ack_received(S1, 1, now=2.0) == [Released((msg(1, fa=True),), final_ack_class=0xC000)]
-    assert o.awaiting_final_ack == ()
+    o.add_many([msg(1, fa=True), msg(2), msg(3)], now=0.0)
+    assert o.final_ack_received(S1, 1, 101, 0x8000, now=1.0) == [Settled(msg(1, fa=True), 0x8000)]
+    assert o.final_ack_received(S1, 2, 102, 0x8000, now=1.0) == [Settled(msg(2), 0x8000)]
+    assert [m.tx_sequence_number for m in o.unacked] == [3]
+    assert o.get_timer() == pytest.approx(30.0)
+    (t,) = o.handle_timer(30.0)
+    assert isinstance(t, Transmit)
+    assert [(m.tx_sequence_number, m.previous_tx_sequence_number) for m in t.messages] == [(3, 0)]
+    # a late OrderAck for the settled numbers releases only what is left
+    assert o.order_ack_received(S1, 3, now=32.0) == [Released((msg(3),))]
+    assert o.all_order_acked and o.awaiting_final_ack == ()
+    # a repeated FinalAck finds nothing
+    assert o.final_ack_received(S1, 1, 101, 0x8000, now=33.0)[0].reason == IgnoreReason.UNKNOWN_MESSAGE
 
 
 def test_resend_back_off_table() -> None:
@@ -179,15 +212,38 @@ def test_configurable_resend_table() -> None:
 
 
 def test_progress_resets_back_off() -> None:
+    """The back-off counts resends nothing answered (one step per expiry); an OrderAck
+    that makes progress starts it over, a repeated one changes nothing but TimeOfLastAck
+    and LastAckCount (MS-MQQB 3.1.5.6 step 2 is not followed: docs/conformance.md, D6)."""
     o = connected()
-    o.add_many([msg(1), msg(2)], now=0.0)
+    o.add_many([msg(1), msg(2), msg(3)], now=0.0)
     o.handle_timer(30.0)
     o.handle_timer(60.0)
     assert o.resend_interval_index == 2
     o.order_ack_received(S1, 1, now=70.0)
     assert o.resend_interval_index == 0
     assert o.get_timer() == 100.0
-    assert o.handle_timer(100.0) == [Transmit((msg(2),), resend=True)]
+    o.order_ack_received(S1, 1, now=80.0)  # repeated
+    assert o.resend_interval_index == 0 and o.get_timer() == 100.0
+    assert o.last_ack_count == 2 and o.time_of_last_ack == 80.0
+    assert o.handle_timer(100.0) == [Transmit((msg(2), msg(3)), resend=True)]
+    assert o.resend_interval_index == 1
+
+
+def test_removing_a_message_brings_the_resend_of_the_ones_after_it_forward() -> None:
+    """The messages sent after a removed one named it as their predecessor (3.1.7.1.3):
+    they are resent, bridged, within the first ResendTimerTable entry rather than after
+    the back-off unanswered resends stretched."""
+    o = connected()
+    o.add_many([msg(1), msg(2), msg(3)], now=0.0)
+    for deadline in (30.0, 60.0, 90.0):
+        o.handle_timer(deadline)  # nothing answers: the back-off grows to 300 s
+    assert o.get_timer() == 390.0
+    o.remove(S1, 1, now=100.0)
+    assert o.get_timer() == 130.0
+    (t,) = o.handle_timer(130.0)
+    assert isinstance(t, Transmit)
+    assert [(m.tx_sequence_number, m.previous_tx_sequence_number) for m in t.messages] == [(2, 0), (3, 2)]
 
 
 def test_resend_after_reconnect_in_order() -> None:
@@ -291,9 +347,10 @@ def test_old_sequences_are_forgotten() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_release_matches_the_per_message_rule(seed: int) -> None:
     """OrderAcks over retained messages with gaps (removed numbers), FinalAck requests,
-    early FinalAcks and an equal-but-not-identical TxSequenceID: the events and what is
-    left are those of the per-message rule (every retained message numbered up to the
-    OrderAck's is released, or waits for its FinalAck, in order)."""
+    early FinalAcks (they settle their message at once) and an equal-but-not-identical
+    TxSequenceID: the events and what is left are those of the per-message rule (every
+    retained message numbered up to the OrderAck's is released, or waits for its
+    FinalAck, in order)."""
     import random
 
     rng = random.Random(seed)
@@ -303,8 +360,8 @@ def test_release_matches_the_per_message_rule(seed: int) -> None:
     o.add_many([msg(n, fa=n in fa) for n in numbers_], now=0.0)
     early = {n: 0x4000 for n in fa if rng.random() < 0.5}
     for n, cls in early.items():
-        assert o.final_ack_received(S1, n, 100 + n, cls, now=0.5) == []
-    left = list(numbers_)
+        assert o.final_ack_received(S1, n, 100 + n, cls, now=0.5) == [Settled(msg(n, fa=True), cls)]
+    left = [n for n in numbers_ if n not in early]
     acked = 0
     for step in range(4):
         up_to = min(numbers_[-1], max(1, acked + rng.randint(0, 20)))  # valid, sent
@@ -322,7 +379,6 @@ def test_release_matches_the_per_message_rule(seed: int) -> None:
             want.append(Released(plain))
         if waiting:
             want.append(AwaitingFinalAck(waiting))
-        want += [Released((msg(n, fa=True),), final_ack_class=early[n]) for n in covered if n in early]
         assert got == want
         left = [n for n in left if n > up_to]
         assert [m.tx_sequence_number for m in o.unacked] == left
@@ -349,8 +405,10 @@ def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> Non
     kept = list(range(1, 4001, 2))  # odd numbers retained, even ones never sent
     o.add_many([msg(n, fa=n % 3 == 0) for n in kept], now=0.0)
     o._unacked = _NoScan(o._unacked)
-    for n in (1, 3, 999, 2001, 3999):
-        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == []
+    for n in (1, 3, 999, 3999):
+        assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [
+            Settled(msg(n, fa=n % 3 == 0), 0xC000)
+        ]
     for n in (2, 1000, 4000, 4001):
         assert o.final_ack_received(S1, n, 100 + n, 0xC000, now=1.0) == [
             FinalAckIgnored(S1, n, 100 + n, 0xC000, IgnoreReason.UNKNOWN_MESSAGE)
@@ -363,11 +421,12 @@ def test_final_ack_and_remove_find_the_message_by_bisection_not_by_scan() -> Non
         with pytest.raises(LocalProtocolError):
             o.remove(seq, n)
     assert _NoScan.scans == 0
-    # The early FinalAcks of 3 and 999 (they asked for one) apply when the OrderAck
-    # comes; 1 asked for none: released plainly.
+    # The settled ones are gone from the sequence: the OrderAck releases the rest.
     ev = o.order_ack_received(S1, 999, now=2.0)
-    assert Released((msg(3, fa=True),), final_ack_class=0xC000) in ev
-    assert Released((msg(999, fa=True),), final_ack_class=0xC000) in ev
+    gone = {
+        m.tx_sequence_number for e in ev if isinstance(e, Released | AwaitingFinalAck) for m in e.messages
+    }
+    assert gone == set(range(5, 998, 2))
     assert [m.tx_sequence_number for m in o.unacked][:2] == [1001, 1003]
 
 

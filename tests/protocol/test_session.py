@@ -234,11 +234,13 @@ def test_session_ack_never_releases_transactional() -> None:
     pump(a, b, deadline)
     acks = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
     assert len(acks) == 1
-    assert acks[0].ack_sequence_number == 4
-    # only the express message is released by the session ack; transactional ones are not
+    # The SessionAck covers all four sent (AckSequenceNumber 4: none awaits it any more),
+    # the transactional ones sent with handles 1-3 among them ...
+    assert acks[0].ack_sequence_number == 4 and a.unacked_message_count == 0
+    assert sorted(m.handle for m in out.unacked) == [1, 2, 3]
+    # ... yet only the express message's handle is released: a SessionAck never releases
+    # a transactional message (seed 003); only its OrderAck does (OutgoingSequence).
     assert acks[0].acked_handles == (99,)
-    assert a.unacked_message_count == 0
-    assert [m.tx_sequence_number for m in out.unacked] == [1, 2, 3]
 
 
 def test_duplicates_after_reconnect_are_rejected_and_order_ack_repaired() -> None:

@@ -96,17 +96,62 @@ def test_step2_cancels_the_cleanup_timer(
     assert bodies(qm, TXQ) == []
 
 
-def test_step4_descriptor_gone_is_a_failure_and_puts_the_message_back(
+def test_step4_descriptor_gone_is_a_failure_and_nothing_more(
     core: RemoteReadCore, s: Session, qm: QueueManager
 ) -> None:
+    """Seed 001 step 4: "If not found, return a failure HRESULT, and perform no further
+    actions": the message stays where its transaction holds it; abort puts it back."""
+    fill(qm, TXQ, [b"a"])
+    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    core.begin(s, UOW)
+    core.start_receive(s, h, request_id=1, uow=UOW)
+    # A close racing with the end: the descriptor is gone, the entry still there.
+    s.handles[h].closed = True
+    assert core.end_receive(s, h, [1], ACK, transactional=True) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert available(qm, TXQ) == []  # not put back
+    core.abort(s, UOW)
+    assert available(qm, TXQ) == [b"a"]
+
+
+def test_step4_descriptor_gone_of_a_receive_outside_a_transaction_puts_it_back(
+    core: RemoteReadCore, s: Session, qm: QueueManager
+) -> None:
+    # R_EndReceive: no transaction would ever end that lock, so the message goes back.
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     core.start_receive(s, h, request_id=1)
     assert available(qm, PLAINQ) == []
-    # A close racing with the end: the descriptor is gone, the entry still there.
     s.handles[h].closed = True
-    assert core.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.end_receive(s, h, [1], ACK, transactional=False) == [HResult.MQ_ERROR_INVALID_HANDLE]
     assert available(qm, PLAINQ) == [b"a"]
+
+
+def test_end_receive_and_end_transactional_receive_are_distinct(
+    core: RemoteReadCore, s: Session, qm: QueueManager
+) -> None:
+    """R_EndReceive (iTransactional False) removes an acknowledged message now;
+    R_EndTransactionalReceive (iTransactional True) leaves it to the commit. The method
+    that does not match how a receive started is MQ_ERROR_TRANSACTION_USAGE and the
+    receive stays pending for the right one."""
+    fill(qm, PLAINQ, [b"p"])
+    fill(qm, TXQ, [b"t"])
+    hp = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    ht = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    core.start_receive(s, hp, request_id=1)
+    core.begin(s, UOW)
+    core.start_receive(s, ht, request_id=1, uow=UOW)
+    # the transactional end of a receive outside a transaction: refused, nothing deleted
+    assert core.end_receive(s, hp, [1], ACK, transactional=True) == [HResult.MQ_ERROR_TRANSACTION_USAGE]
+    assert bodies(qm, PLAINQ) == [b"p"] and core.pending_count == 2
+    # the plain end of a transaction's receive: refused, not deleted before the commit
+    assert core.end_receive(s, ht, [1], ACK, transactional=False) == [HResult.MQ_ERROR_TRANSACTION_USAGE]
+    assert bodies(qm, TXQ) == [b"t"] and core.pending_count == 2
+    assert core.end_receive(s, hp, [1], ACK, transactional=False) == [HResult.MQ_OK]
+    assert bodies(qm, PLAINQ) == []  # R_EndReceive: removed now
+    assert core.end_receive(s, ht, [1], ACK, transactional=True) == [HResult.MQ_OK]
+    assert bodies(qm, TXQ) == [b"t"]  # R_EndTransactionalReceive: at commit
+    core.commit(s, UOW)
+    assert bodies(qm, TXQ) == []
 
 
 def test_step6_message_gone_is_message_not_found(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:

@@ -94,6 +94,30 @@ def test_seed_001_error_steps_reach_the_client_typed(qm: QueueManager, connect: 
     assert bodies(qm, TXQ) == [b"b"]
 
 
+def test_end_receive_methods_over_the_network(qm: QueueManager, connect: Connect) -> None:
+    """EndReceive names R_EndReceive or R_EndTransactionalReceive; the client's queue ends
+    each pending receive with the method that matches how it started."""
+    fill(qm, PLAINQ, [b"p"])
+    t = connect()
+    h = t.open_queue(PLAINQ, Access.RECEIVE)
+    p = t.start_receive(h)
+    assert not p.transactional
+    with pytest.raises(MQError) as e:
+        t.end_receive(h, p.request_id, Ack.ACK, transactional=True)
+    assert hr(e) == HResult.MQ_ERROR_TRANSACTION_USAGE
+    assert bodies(qm, PLAINQ) == [b"p"]
+    t.end_receive(h, p.request_id, Ack.ACK, transactional=False)
+    assert bodies(qm, PLAINQ) == []
+    fill(qm, TXQ, [b"t"])
+    with api_connect(t) as conn, conn.open_queue(TXQ, Access.RECEIVE) as q:
+        with conn.transaction() as tx:
+            pending = q.start_receive(timeout=5, tx=tx)
+            assert pending.transactional
+            q.end_receive(pending)  # R_EndTransactionalReceive: removed at commit
+            assert bodies(qm, TXQ) == [b"t"]
+        assert bodies(qm, TXQ) == []
+
+
 def test_batched_two_phase_receive_with_per_message_ack_and_nack(qm: QueueManager, connect: Connect) -> None:
     fill(qm, TXQ, [bytes([i]) for i in range(10)])
     t = connect()

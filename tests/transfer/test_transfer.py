@@ -633,3 +633,29 @@ def test_a_receiver_that_could_not_store_does_not_reopen_the_session_itself_duri
     assert bodies_in(b.qm, Q) == [b"a0", b"a1"]
     assert bodies_in(a.qm, Q) == [b"b0", b"b1"]
     assert outgoing_count(a.qm) == 0 and outgoing_count(b.qm) == 0
+
+
+def test_reject_count_is_persisted_when_a_message_is_rejected(net: Net) -> None:
+    """Seed 002: "The IncomingTransactionalTransferInfo.RejectCount ADM attribute MUST be
+    set to the TxMessageRejectCount" for a message that is not accepted, so it is stored
+    then, and a restart finds it (it came back as 0)."""
+    a, b = _pair(net)
+    send_tx(a.qm, DEST_B, [b"first"])
+    net.run_until_quiet()
+    net.blackhole.add(("127.0.0.2", "127.0.0.1"))  # B's OrderAcks are lost
+    _send_all(a, 1, 3)
+    net.settle()
+    net.blackhole.clear()
+    net.cut("127.0.0.1", "127.0.0.2")
+    net.settle()  # A reconnects and resends the three: duplicates at B
+    (live,) = b.transfer.incoming_status()
+    assert live.reject_count == 3
+    (stored,) = b.qm.incoming_sequences()
+    assert stored.reject_count == 3 and stored.tx_sequence_number == 3
+    b = net.restart("127.0.0.2")
+    assert [s.reject_count for s in b.transfer.incoming_status()] == [3]
+    net.run_until_quiet()
+    _send_all(a, 1, 1)
+    net.run_until_quiet()
+    (after,) = b.qm.incoming_sequences()
+    assert after.reject_count == 0  # an accepted message resets it

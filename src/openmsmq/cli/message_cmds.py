@@ -56,7 +56,14 @@ def _emit_messages(c: CliContext, queue: str, msgs: list[Message]) -> None:
     type=click.Choice(sorted(_ACKS)),
     help="Acknowledgments to request (repeatable; needs --admin-queue).",
 )
-@click.option("--dead-letter", is_flag=True, help="Negative source journaling: dead-letter it on failure.")
+@click.option(
+    "--dead-letter/--no-dead-letter",
+    "dead_letter",
+    default=None,
+    help="Negative source journaling: a copy in a dead-letter queue if it is not delivered (a"
+    " transactional message: this QM's transactional dead-letter queue; another: the dead-letter"
+    " queue of the QM that could not deliver it). Default: on with --transactional, else off.",
+)
 @click.option("--journal", is_flag=True, help="Positive source journaling: journal it once received.")
 @json_option
 @click.pass_context
@@ -71,7 +78,7 @@ def send(
     transactional: bool,
     admin_queue: str,
     acks: tuple[str, ...],
-    dead_letter: bool,
+    dead_letter: bool | None,
     journal: bool,
 ) -> None:
     """Send BODY (or --file, or stdin when neither is given) to QUEUE."""
@@ -84,8 +91,10 @@ def send(
     extra: dict[str, Any] = {}
     if admin_queue:
         extra.update(admin_queue=admin_queue, ack=ack)
-    if dead_letter or journal:
-        extra.update(dead_letter=dead_letter, journal=journal)
+    if dead_letter is not None:
+        extra["dead_letter"] = dead_letter  # else the send's default (on when transactional)
+    if journal:
+        extra["journal"] = True
     if body is not None and path is not None:
         raise click.UsageError("give BODY or --file, not both")
     if body is not None:

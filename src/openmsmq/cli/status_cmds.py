@@ -1,9 +1,10 @@
 """``openmsmq status``: one queue manager at a glance.
 
 Shows the queue manager (GUID, data directory, the endpoints of a running one), queue
-depths with the age of the oldest message, outgoing queues with their transfer state
-and transactional sequence (TxSequenceID, last OrderAck'ed and last unacknowledged
-TxSequenceNumber), incoming sequences (IncomingTxSequenceID / Number, RejectCount,
+depths with the age of the oldest message, outgoing queues with their transfer state,
+transactional sequence (TxSequenceID, last OrderAck'ed and last unacknowledged
+TxSequenceNumber) and the messages their destination rejected since the QM started (by
+the class of their negative FinalAck), incoming sequences (IncomingTxSequenceID / Number, RejectCount,
 LastAccessTime) and the dead-letter counts. The data come from
 :meth:`openmsmq.client.Transport.status` (:mod:`openmsmq.remote.status`): against a
 running queue manager through its remote-read service, with the live transfer state;
@@ -88,7 +89,7 @@ def render_status(st: QMStatus) -> RenderableType:
 
     out = Table(
         "destination", "next hop", "state", "waiting", "in flight", "TxSequenceID", "next no.",
-        "last acked", "last unacked", title="outgoing queues", title_justify="left",
+        "last acked", "last unacked", "rejected", title="outgoing queues", title_justify="left",
     )  # fmt: skip
     for o in st.outgoing:
         state = o.state
@@ -103,6 +104,7 @@ def render_status(st: QMStatus) -> RenderableType:
             _seq_id(o.tx_sequence_id), str(o.next_tx_sequence_number),
             _in_seq(o.last_acked_number, o.last_acked_sequence_id, o.tx_sequence_id),
             _in_seq(o.last_unacked_number, o.last_unacked_sequence_id, o.tx_sequence_id),
+            ", ".join(f"{name} {n}" for name, n in sorted(o.rejected.items())) or "-",
         )  # fmt: skip
     parts.append(out if st.outgoing else Text("outgoing queues: none"))
 

@@ -223,7 +223,8 @@ class AsyncQueue:
         """Send one message."""
         if label is not None:
             props["label"] = label
-        receipts = await self._call(self._transport.send, self.handle, [outgoing(body, **props)], _tid(tx))
+        message = outgoing(body, **props).with_send_defaults(tx is not None)
+        receipts = await self._call(self._transport.send, self.handle, [message], _tid(tx))
         return receipts[0]
 
     async def send_many(
@@ -234,7 +235,7 @@ class AsyncQueue:
         **props: Any,
     ) -> list[SendReceipt]:
         """Send many messages in one hop and one commit."""
-        messages = [outgoing(b, **props) for b in bodies]
+        messages = [outgoing(b, **props).with_send_defaults(tx is not None) for b in bodies]
         return await self._call(self._transport.send, self.handle, messages, _tid(tx))
 
     # ---- receiving -------------------------------------------------------------------------
@@ -249,7 +250,7 @@ class AsyncQueue:
         def undo(f: asyncio.Future[PendingMessage]) -> None:
             if f.cancelled() or f.exception() is not None:
                 return
-            loop.run_in_executor(None, self._nack_quietly, f.result().request_id)
+            loop.run_in_executor(None, self._nack_quietly, f.result())
 
         try:
             return await asyncio.shield(fut)
@@ -257,9 +258,9 @@ class AsyncQueue:
             fut.add_done_callback(undo)
             raise
 
-    def _nack_quietly(self, request_id: int) -> None:
+    def _nack_quietly(self, pending: PendingMessage) -> None:
         with contextlib.suppress(MQError):
-            self._transport.end_receive(self.handle, request_id, Ack.NACK)
+            self._transport.end_receive(self.handle, pending.request_id, Ack.NACK, pending.transactional)
 
     async def start_receive(
         self,
@@ -282,7 +283,9 @@ class AsyncQueue:
         """ACK or NACK a pending receive."""
         if isinstance(ack, bool):
             ack = Ack.ACK if ack else Ack.NACK
-        await self._call(self._transport.end_receive, self.handle, pending.request_id, ack)
+        await self._call(
+            self._transport.end_receive, self.handle, pending.request_id, ack, pending.transactional
+        )
 
     async def receive(
         self, timeout: float | None = None, tx: AsyncTransaction | TransactionId | None = None

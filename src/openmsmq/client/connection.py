@@ -297,7 +297,8 @@ class Queue:
         :class:`Transaction` or :data:`SINGLE_MESSAGE` (a transaction of its own)."""
         if label is not None:
             props["label"] = label
-        return self._transport.send(self.handle, [outgoing(body, **props)], _tx_id(tx))[0]
+        message = outgoing(body, **props).with_send_defaults(tx is not None)
+        return self._transport.send(self.handle, [message], _tx_id(tx))[0]
 
     def send_many(
         self,
@@ -307,7 +308,7 @@ class Queue:
         **props: Any,
     ) -> list[SendReceipt]:
         """Send many messages in one call and one commit; ``props`` apply to every one."""
-        messages = [outgoing(b, **props) for b in bodies]
+        messages = [outgoing(b, **props).with_send_defaults(tx is not None) for b in bodies]
         return self._transport.send(self.handle, messages, _tx_id(tx))
 
     # ---- receiving -------------------------------------------------------------------------
@@ -384,7 +385,7 @@ class Queue:
         """ACK (remove; at commit inside a transaction) or NACK (put back) a pending receive."""
         if isinstance(ack, bool):
             ack = Ack.ACK if ack else Ack.NACK
-        self._transport.end_receive(self.handle, pending.request_id, ack)
+        self._transport.end_receive(self.handle, pending.request_id, ack, pending.transactional)
 
     @contextlib.contextmanager
     def receiving(

@@ -223,11 +223,14 @@ def _messages(reply: pb.ReadReply) -> list[Message]:
     return [_message(m) for m in reply.messages]
 
 
-def _pending(reply: pb.ReadReply) -> list[PendingMessage]:
+def _pending(reply: pb.ReadReply, transactional: bool = False) -> list[PendingMessage]:
     """The (request id, message) pairs of a StartReceive reply, packed or not."""
     if reply.packed:
-        return [PendingMessage(r[13], _make(*r)) for r in decode_messages(reply.packed)]  # type: ignore[arg-type]
-    return [PendingMessage(m.request_id, _message(m)) for m in reply.messages]
+        return [
+            PendingMessage(r[13], _make(*r), transactional)  # type: ignore[arg-type]
+            for r in decode_messages(reply.packed)
+        ]
+    return [PendingMessage(m.request_id, _message(m), transactional) for m in reply.messages]
 
 
 def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
@@ -241,7 +244,7 @@ def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
         app_specific=m.app_specific, body_type=m.body_type, delivery=int(m.delivery),
         time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
         ack_flags=int(m.ack), admin_queue=m.admin_queue, response_queue=m.response_queue,
-        journal=m.journal, dead_letter=m.dead_letter, extension=m.extension,
+        journal=m.journal, dead_letter=bool(m.dead_letter), extension=m.extension,
     )  # fmt: skip
 
 
@@ -520,17 +523,23 @@ class GrpcTransport(Transport):
             timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
             request_id=self._request_ids(max_count), reply_format=PACKED_V1,
         )  # fmt: skip
-        return _pending(self._call_tx(self._stub.StartReceive, req, req.transaction))
+        return _pending(self._call_tx(self._stub.StartReceive, req, req.transaction), tx is not None)
 
-    def end_receive(self, handle: int, request_id: int, ack: Ack) -> None:
-        status = self.end_receive_many(handle, [request_id], ack)[0]
+    def end_receive(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> None:
+        status = self.end_receive_many(handle, [request_id], ack, transactional)[0]
         if status:
             raise MQError(status, f"end of receive {request_id}")
 
-    def end_receive_many(self, handle: int, request_ids: Sequence[int], ack: Ack) -> list[int]:
-        """Batched R_EndReceive / R_EndTransactionalReceive: one HRESULT per request id
-        (0 = MQ_OK), in order."""
-        req = pb.EndReceiveRequest(handle=handle, ack=int(ack), request_ids=list(request_ids))
+    def end_receive_many(
+        self, handle: int, request_ids: Sequence[int], ack: Ack, transactional: bool | None = None
+    ) -> list[int]:
+        """Batched R_EndReceive (``transactional`` False) / R_EndTransactionalReceive
+        (True): one HRESULT per request id (0 = MQ_OK), in order. None: each receive the
+        way it started."""
+        method = {None: pb.END_METHOD_UNSPECIFIED, False: pb.END_RECEIVE, True: pb.END_TRANSACTIONAL_RECEIVE}
+        req = pb.EndReceiveRequest(
+            handle=handle, ack=int(ack), request_ids=list(request_ids), method=method[transactional]
+        )
         return list(self._call(self._stub.EndReceive, req).status)
 
     def cancel_receive(self, handle: int, request_id: int) -> None:

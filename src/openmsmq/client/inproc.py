@@ -121,7 +121,7 @@ def record_from_outgoing(m: OutgoingMessage) -> Record:
         time_to_be_received=m.time_to_be_received,
         ack_flags=int(m.ack),
         positive_journaling=m.journal,
-        negative_journaling=m.dead_letter,
+        negative_journaling=bool(m.dead_letter),
         admin_queue=m.admin_queue,
         response_queue=m.response_queue,
         extension=m.extension,
@@ -599,16 +599,22 @@ class InProcessTransport(Transport):
         with self._lock:
             request_id = next(self._ids)
             h.pending[request_id] = pending
-        return PendingMessage(request_id, message_from_record(pending.message))
+        return PendingMessage(request_id, message_from_record(pending.message), t is not None)
 
-    def end_receive(self, handle: int, request_id: int, ack: Ack) -> None:
+    def end_receive(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> None:
         h = self._handle(handle)
         if not h.pending:
             raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, "no pending receive on this handle")
         with self._lock:
-            pending = h.pending.pop(request_id, None)
-        if pending is None:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"no pending receive {request_id}")
+            pending = h.pending.get(request_id)
+            if pending is None:
+                raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"no pending receive {request_id}")
+            if transactional is not None and transactional != (pending.transaction is not None):
+                # As the remote-read server (RemoteReadCore.end_receive): the other method
+                # than the one that matches is refused, the receive stays pending.
+                which = "R_EndTransactionalReceive" if transactional else "R_EndReceive"
+                raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, f"{which} for receive {request_id}")
+            del h.pending[request_id]
         self.qm.dequeue_end(pending, delete=Ack(ack) == Ack.ACK)
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:

@@ -159,7 +159,9 @@ class Message:
 class PendingMessage:
     """A message locked by a two-phase receive (MS-MQRR R_StartReceive /
     R_StartTransactionalReceive). End it with ACK or NACK by ``request_id``
-    (dwRequestId; PendingRequestEntry, MS-MQRR 3.1.1)."""
+    (dwRequestId; PendingRequestEntry, MS-MQRR 3.1.1). ``transactional``: it was started
+    in a transaction, so it ends with R_EndTransactionalReceive (else R_EndReceive)."""
 
     request_id: int
     message: Message
+    transactional: bool = False

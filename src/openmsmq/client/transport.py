@@ -170,9 +170,12 @@ class Transport(ABC):
         message is locked for this handle until :meth:`end_receive` (or close)."""
 
     @abstractmethod
-    def end_receive(self, handle: int, request_id: int, ack: Ack) -> None:
-        """R_EndReceive / R_EndTransactionalReceive: ACK removes the message (at commit
-        inside a transaction); NACK makes it available again."""
+    def end_receive(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> None:
+        """R_EndReceive (``transactional`` False: ACK removes the message now) or
+        R_EndTransactionalReceive (True: ACK leaves it to the transaction's commit); NACK
+        makes it available again. A receive ended with the method that does not match how
+        it started is MQ_ERROR_TRANSACTION_USAGE and stays pending; None: the method that
+        matches."""
 
     @abstractmethod
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:

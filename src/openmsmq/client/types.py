@@ -8,7 +8,7 @@ are MS-MQRR's own numbers where MS-MQRR defines them (remote-read.md §3).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum, IntFlag
 
 from openmsmq.remote.codes import Action
@@ -124,7 +124,11 @@ class OutgoingMessage:
     """The properties an application sets on a message it sends (MS-MQDMPR 3.1.1.12).
 
     Times are seconds; :data:`INFINITE` means never. ``journal`` asks for positive source
-    journaling, ``dead_letter`` for negative source journaling (dead-letter on failure).
+    journaling, ``dead_letter`` for negative source journaling (dead-letter on failure);
+    ``dead_letter`` None (the default) means yes for a message sent in a transaction and
+    no otherwise (:meth:`with_send_defaults`): a transactional message that cannot be
+    delivered lands in the sender's transactional dead-letter queue instead of vanishing
+    (docs/acknowledgments.md, "Transactional sends").
     """
 
     body: bytes = b""
@@ -144,8 +148,15 @@ class OutgoingMessage:
     admin_queue: str = ""
     response_queue: str = ""
     journal: bool = False
-    dead_letter: bool = False
+    dead_letter: bool | None = None
     extension: bytes = b""
+
+    def with_send_defaults(self, transactional: bool) -> OutgoingMessage:
+        """This message with the defaults of a send in a transaction (``transactional``)
+        or not filled in: ``dead_letter`` None becomes ``transactional``."""
+        if self.dead_letter is not None:
+            return self
+        return replace(self, dead_letter=transactional)
 
 
 @dataclass(frozen=True, slots=True)

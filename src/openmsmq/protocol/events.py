@@ -31,6 +31,7 @@ __all__ = [
     "SessionEvent",
     "SessionState",
     "TransactionalMessageAccepted",
+    "TransactionalMessageRefused",
     "TransactionalMessageRejected",
     "UserMessagePacket",
     "UserMessageReceived",
@@ -161,6 +162,18 @@ class TransactionalMessageRejected:
 
 
 @dataclass(frozen=True, slots=True)
+class TransactionalMessageRefused:
+    """A transactional message for this QM that the rules of receipt before Transactional
+    Message Processing refused (MS-MQQB 3.1.5.8.2 destination and queue kind, 3.1.5.8.3
+    access, 3.1.7.1.2 expiry): "disregard the message and perform no further processing",
+    so the acceptance rule never saw it (the incoming sequence and its Order Ack Send
+    Timer are untouched). The QM raises its NACK of class ``message_class``."""
+
+    packet: UserMessage
+    message_class: int
+
+
+@dataclass(frozen=True, slots=True)
 class ForwardMessage:
     """A message whose final destination is another QM (MS-MQQB 3.1.1.6.2).
 
@@ -238,6 +251,7 @@ SessionEvent = (
     | UserMessageReceived
     | TransactionalMessageAccepted
     | TransactionalMessageRejected
+    | TransactionalMessageRefused
     | ForwardMessage
     | OrderAckReceived
     | FinalAckReceived

@@ -319,9 +319,7 @@ class IncomingSequence:
         # postpone the OrderAck forever.
         deadline = self._order_ack_deadline
         if deadline is None or now - self._last_order_ack_send_time < self._config.maximum_order_ack_delay:
-            self._order_ack_deadline = now + self._config.order_ack_timeout
-            if deadline is None and self._registry is not None:
-                self._registry.armed[self] = None
+            self._start_order_ack_timer(now)
 
         incoming_id = self._incoming.tx_sequence_id
         incoming_no = self._incoming.tx_sequence_number
@@ -425,8 +423,16 @@ class IncomingSequence:
         if head is not None:
             self._durable = _Position(head.tx_sequence_id, head.tx_sequence_number)
         if advanced and self._ack_due:
-            self._ack_due = bool(self._pending)
-            return [self._emit_order_ack(now)]
+            # The deferred OrderAck goes out once, now that the data it covers is durable
+            # (seeds 002/003: never acknowledge what is not on disk); then the Order Ack
+            # Send Timer governs again. What is still being stored is acknowledged by the
+            # timer, started here when nothing restarted it meanwhile (a later durable
+            # advance alone sends nothing, MS-MQQB 3.1.6.9: OrderAcks go when it expires).
+            self._ack_due = False
+            ack = self._emit_order_ack(now)
+            if self._pending and self._order_ack_deadline is None:
+                self._start_order_ack_timer(now)
+            return [ack]
         return []
 
     def store_failed(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:
@@ -496,6 +502,13 @@ class IncomingSequence:
         return self.handle_timer(now)
 
     # ------------------------------------------------------------------ internals
+
+    def _start_order_ack_timer(self, now: float) -> None:
+        """(Re)start the Order Ack Send Timer (MS-MQQB 3.1.6.9): the one place that sets a
+        deadline, so that the registry's scan of running timers always sees it."""
+        self._order_ack_deadline = now + self._config.order_ack_timeout
+        if self._registry is not None:
+            self._registry.armed[self] = None
 
     def _emit_order_ack(self, now: float) -> SendOrderAck:
         self._last_order_ack_send_time = now

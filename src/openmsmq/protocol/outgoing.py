@@ -47,6 +47,7 @@ __all__ = [
     "OutgoingSequence",
     "Released",
     "ResendConfig",
+    "Settled",
     "Transmit",
 ]
 
@@ -123,6 +124,16 @@ class Released:
 
 
 @dataclass(frozen=True, slots=True)
+class Settled:
+    """The FinalAck of a message not OrderAck'ed yet came (MS-MQQB 3.1.5.7): it left the
+    sequence; the QM removes it from its outgoing queue (journal, dead-letter queue or
+    away, by ``final_ack_class`` and its JP/JN flags)."""
+
+    message: OutgoingMessage
+    final_ack_class: int
+
+
+@dataclass(frozen=True, slots=True)
 class AwaitingFinalAck:
     """These messages were OrderAck'ed but wait for their FinalAck (AwaitingFinalACKTable)."""
 
@@ -163,7 +174,7 @@ class FinalAckIgnored:
     reason: IgnoreReason
 
 
-OutgoingEvent = Transmit | Released | AwaitingFinalAck | OrderAckIgnored | FinalAckIgnored
+OutgoingEvent = Transmit | Released | Settled | AwaitingFinalAck | OrderAckIgnored | FinalAckIgnored
 
 _NUMBER = attrgetter("tx_sequence_number")
 _FINAL_ACK_REQUESTED = attrgetter("final_ack_requested")
@@ -188,8 +199,6 @@ class OutgoingSequence:
         self._awaiting: dict[tuple[TxSequenceId, int], OutgoingMessage] = {}
         # How many of _awaiting are of each TxSequenceID (holds_sequence).
         self._awaiting_sids: dict[TxSequenceId, int] = {}
-        # FinalAcks that overtook their OrderAck: position -> class.
-        self._early_final: dict[tuple[TxSequenceId, int], int] = {}
         # Highest number known sent, per sequence; restored messages count as sent.
         self._sent_high: dict[TxSequenceId, int] = {}
         # LastAck (MS-MQQB 3.1.1.3.1.1), per sequence.
@@ -327,9 +336,18 @@ class OutgoingSequence:
         self.connected = False
         self._resend_deadline = None
 
-    def remove(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> OutgoingMessage:
-        """The QM removed an un-acknowledged message (e.g. TimeToReachQueue expired, MS-MQQB
-        3.1.7.1.2); later resends bridge the gap with PreviousTxSequenceNumber."""
+    def remove(
+        self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float | None = None
+    ) -> OutgoingMessage:
+        """The QM removed an un-acknowledged message (TimeToReachQueue expired, MS-MQQB
+        3.1.7.1.2; its FinalAck came, 3.1.5.7); later resends bridge the gap with
+        PreviousTxSequenceNumber (3.1.7.1.3).
+
+        The messages after it that were already sent named it as their predecessor: the
+        receiver refuses them until they are sent again, bridged. With ``now``, the
+        Transactional Ack Wait Timer is brought forward to the first ResendTimerTable
+        entry from now when it would fire later (an OrderAck may have moved the index to
+        6 h, 3.1.5.6)."""
         i = self._index_of(tx_sequence_id, tx_sequence_number)
         if i < 0:
             raise LocalProtocolError(f"no retained message at {(tx_sequence_id, tx_sequence_number)!r}")
@@ -339,6 +357,10 @@ class OutgoingSequence:
         if not self._unacked:
             self._resend_deadline = None
             self.resend_interval_index = 0
+        elif now is not None and self.connected and i < len(self._unacked):
+            soon = now + self._table[0]
+            if self._resend_deadline is None or self._resend_deadline > soon:
+                self._resend_deadline = soon
         return m
 
     def order_ack_received(
@@ -353,13 +375,18 @@ class OutgoingSequence:
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.UNKNOWN_SEQUENCE)]
         if tx_sequence_number > max(high or 0, assigned or 0):
             return [OrderAckIgnored(tx_sequence_id, tx_sequence_number, IgnoreReason.BEYOND_SENT)]
+        # MS-MQQB 3.1.5.6 steps 1 and 5: TimeOfLastAck, LastAckCount.
         self.time_of_last_ack = now
         self.last_ack_count += 1
         if tx_sequence_number <= self._last_ack.get(tx_sequence_id, 0):
             return []  # a repeated OrderAck: nothing new
         self._last_ack[tx_sequence_id] = tx_sequence_number
         out = self._release_through(tx_sequence_id, tx_sequence_number)
-        # Progress: the peer is alive, so the back-off starts over (see docs/conformance.md).
+        # ResendIntervalIndex counts the resends nothing answered: an OrderAck that makes
+        # progress starts the back-off over. Step 2 ("MUST be incremented by 1" on each
+        # OrderAck) is not followed: a backlog of OrderAcks would stretch the wait to 6 h
+        # exactly when the peer answers, and a message lost behind an intermediate QM,
+        # which only this timer resends, would wait that long (docs/conformance.md, resend back-off).
         self.resend_interval_index = 0
         self._resend_deadline = (now + self.resend_interval) if (self._unacked and self.connected) else None
         return out
@@ -385,7 +412,6 @@ class OutgoingSequence:
                 return [Released(tuple(head))] if head else []
         released: list[OutgoingMessage] = []
         waiting: list[OutgoingMessage] = []
-        early: list[tuple[OutgoingMessage, int]] = []
         keep: list[OutgoingMessage] = []
         same: TxSequenceId | None = None  # the retained messages share one object: compare once
         for m in self._unacked:
@@ -395,8 +421,6 @@ class OutgoingSequence:
             if sid is same and m.tx_sequence_number <= tx_sequence_number:
                 if not m.final_ack_requested:
                     released.append(m)
-                elif (cls := self._early_final.pop(m.position, None)) is not None:
-                    early.append((m, cls))
                 else:
                     waiting.append(m)
             else:
@@ -413,7 +437,6 @@ class OutgoingSequence:
             out.append(Released(tuple(released)))
         if waiting:
             out.append(AwaitingFinalAck(tuple(waiting)))
-        out.extend(Released((m,), final_ack_class=cls) for m, cls in early)
         return out
 
     def _forget_removed(self, tx_sequence_id: TxSequenceId, tx_sequence_number: int) -> None:
@@ -433,8 +456,14 @@ class OutgoingSequence:
         now: float,
     ) -> list[OutgoingEvent]:
         """Process a FinalAck body (MS-MQQB 3.1.5.7), matched on (TxSequenceID,
-        TxSequenceNumber, MessageID). The QM journals or dead-letters the released
-        message according to ``final_ack_class`` and the message's JP/JN flags."""
+        TxSequenceNumber, MessageID). The QM journals or dead-letters the message according
+        to ``final_ack_class`` and its JP/JN flags.
+
+        A message awaiting its FinalAck is :class:`Released`. One not OrderAck'ed yet is
+        :class:`Settled`: 3.1.5.7 moves "the message ... in the OutgoingMessageTable" as
+        well, so it leaves the sequence here, its OrderAck never awaited (a message the
+        receiver refused before its acceptance rule gets none), and later resends bridge
+        it (3.1.7.1.3)."""
         pos = (tx_sequence_id, tx_sequence_number)
         m = self._awaiting.get(pos)
         if m is not None and m.message_id == message_id:
@@ -447,10 +476,7 @@ class OutgoingSequence:
             return [Released((m,), final_ack_class=message_class)]
         i = self._index_of(tx_sequence_id, tx_sequence_number)
         if i >= 0 and self._unacked[i].message_id == message_id:
-            if self._unacked[i].final_ack_requested:
-                # The FinalAck overtook the OrderAck: release when the OrderAck comes.
-                self._early_final[pos] = message_class
-            return []
+            return [Settled(self.remove(tx_sequence_id, tx_sequence_number, now), message_class)]
         return [
             FinalAckIgnored(
                 tx_sequence_id, tx_sequence_number, message_id, message_class, IgnoreReason.UNKNOWN_MESSAGE
@@ -465,6 +491,10 @@ class OutgoingSequence:
         if not self._unacked or not self.connected:
             self._resend_deadline = None
             return []
+        # 3.1.6.5 says only "resend"; the ResendTimerTable is indexed by resends (its
+        # entries are Windows' SeqResend13Time / 46Time / 79Time / 10Time, the 1st-3rd,
+        # 4th-6th ... resend; 3.1.5.6 reports the index as EodResendCount): one step per
+        # expiry, and the timer restarts with it.
         self.resend_interval_index = min(self.resend_interval_index + 1, len(self._table) - 1)
         self._resend_deadline = now + self.resend_interval
         return [self._resend_batch()]

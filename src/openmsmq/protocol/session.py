@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from openmsmq.errors import LocalProtocolError, RemoteProtocolError, WireError
 from openmsmq.protocol.events import (
@@ -45,6 +45,7 @@ from openmsmq.protocol.events import (
     SessionEvent,
     SessionState,
     TransactionalMessageAccepted,
+    TransactionalMessageRefused,
     TransactionalMessageRejected,
     UserMessagePacket,
     UserMessageReceived,
@@ -94,6 +95,7 @@ __all__ = [
     "SessionEvent",
     "SessionState",
     "TransactionalMessageAccepted",
+    "TransactionalMessageRefused",
     "TransactionalMessageRejected",
     "UserMessagePacket",
     "UserMessageReceived",
@@ -141,16 +143,22 @@ class Session:
         incoming: IncomingSequences | None = None,
         config: SessionConfig | None = None,
         peer: str = "",
+        arrival_check: Callable[[UserMessage, float], int | None] | None = None,
     ) -> None:
         """Create the session. An initiator sends its EstablishConnection at once:
         ``remote_qm`` is RemoteQMGuid, or None/NULL for a direct format name.
-        ``incoming`` is the QM's shared registry (a private one is made if omitted)."""
+        ``incoming`` is the QM's shared registry (a private one is made if omitted).
+        ``arrival_check(message, now)``: the QM's rules of receipt that come before
+        Transactional Message Processing (MS-MQQB 3.1.5.8.2, 3.1.5.8.3, 3.1.7.1.2), run
+        on each transactional message for this QM before the acceptance rule: a NACK
+        class refuses it (:class:`TransactionalMessageRefused`), None lets it on."""
         self.role = role
         self.local_qm = local_qm
         self.config = config or SessionConfig()
         self.peer = peer
         self.remote_qm: uuid.UUID = remote_qm or NULL_GUID
         self.incoming = incoming if incoming is not None else IncomingSequences()
+        self._arrival_check = arrival_check
         self.error: RemoteProtocolError | None = None
         self._decoder = PacketDecoder()
         self._events: deque[SessionEvent] = deque()
@@ -235,6 +243,19 @@ class Session:
         """Messages held back by the window."""
         return len(self._backlog)
 
+    def unacknowledged_handles(self) -> list[int]:
+        """Handles of the non-transactional messages given to this session that no
+        SessionAck released (sent and awaiting one, or held by the window): after the
+        session closes they go again on another (MS-MQQB 3.1.5.5.1, 3.1.6.1 re-dispatch)."""
+        out = [e.handle for e in self._awaiting_ack if not e.transactional]
+        out += list(self._pending_recoverable.values())
+        for packet, handle in self._backlog:
+            if not isinstance(packet, bytes):
+                message = packet if isinstance(packet, UserMessage) else packet.message
+                if message.transaction is None:
+                    out.append(handle)
+        return out
+
     @property
     def unacked_bytes(self) -> int:
         """Encoded bytes of the UserMessages sent and not yet session-acknowledged (with
@@ -316,11 +337,14 @@ class Session:
         direct_address: str | None = None,
         message_id: int = 0,
     ) -> None:
-        """Send an OrderAck (MS-MQQB 3.1.7.17) on this session.
+        """Write an OrderAck packet (MS-MQQB 2.2.4) straight onto this session: the protocol
+        core's form, for a driver without a queue manager (the sans-I/O tests). A queue
+        manager raises Send Transactional Acknowledgment instead (seed 000: built,
+        enqueued, sent from its outgoing queue; ``openmsmq.qm.acknowledgment``).
 
         Destination: ``PRIVATE=<sender QM>\\00000004`` (DQ 0x3) or, for a direct session,
-        ``DIRECT=TCP:<direct_address>\\PRIVATE$\\order_queue$``. UserHeader.DM = 0 as
-        MS-MQQB 2.2.4 requires (protocol.md §11 item 3).
+        ``DIRECT=TCP:<direct_address>\\PRIVATE$\\order_queue$``. UserHeader.DM = 1, the
+        seed's DeliveryGuarantee Recoverable (docs/conformance.md, §11 item 3).
         """
         destination: PrivateQueueFormatNameId | DirectQueueFormatName
         if direct_address is not None:
@@ -336,7 +360,7 @@ class Session:
             destination_qm=destination_qm,
             sent_time=int(now) & 0xFFFFFFFF,
             message_id=message_id,
-            delivery_mode=DeliveryMode.EXPRESS,
+            delivery_mode=DeliveryMode.RECOVERABLE,
         )
         self.send_user_message(packet, now)
 
@@ -699,11 +723,11 @@ class Session:
             ) % _U16
             if not self._persisted_unacked:
                 self._ack_send_deadline = now + self.recoverable_ack_send_timeout
-            if message.transaction is not None or isinstance(packet, OrderAck):
+            if message.transaction is not None:
                 # Transactional messages are retained by the sender until their OrderAck
-                # whatever the SessionAck says, and OrderAcks are idempotent: acknowledge at
-                # once. A FinalAck is acknowledged at once when it is for this QM
-                # (``_route``), once stored when this QM passes it on.
+                # whatever the SessionAck says: acknowledge at once. An OrderAck or a
+                # FinalAck is acknowledged at once when it is for this QM (``_route``),
+                # once stored when this QM passes it on.
                 self._persisted_unacked.add(recoverable)
         elif big or self.unacked_received_msg_count >= max(1, self._window() // 2):
             # Express: MS-MQQB 3.1.1.6.1 has the receiver acknowledge "at intervals defined
@@ -779,6 +803,8 @@ class Session:
             return
         # An OrderAck or FinalAck wraps its UserMessage; a plain UserMessage is its own message.
         if packet is not message and isinstance(packet, OrderAck):
+            if recoverable is not None:  # idempotent: acknowledged at once
+                self._persisted_unacked.add(recoverable)
             body = packet.body
             self._events.append(
                 OrderAckReceived(message.source_qm, body.tx_sequence_id, body.tx_sequence_number, packet)
@@ -802,6 +828,12 @@ class Session:
         tx = message.transaction
         if tx is None:
             self._events.append(UserMessageReceived(message, recoverable))
+            return
+        check = self._arrival_check
+        if check is not None and (refused := check(message, now)) is not None:
+            # MS-MQQB 3.1.5.8: these rules come before Transactional Message Processing
+            # (3.1.5.8.6) and end with "perform no further processing".
+            self._events.append(TransactionalMessageRefused(message, refused))
             return
         source, queue, qm = user.source_queue_manager, destination, qm_address
         last = self._last_key

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from openmsmq.protocol.events import UserMessagePacket
-from openmsmq.wire.packets import FinalAck, UserMessage
+from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
 
 __all__ = ["AwaitingAck", "covered_by_ack", "recoverable_ack_fields", "stored_before_ack"]
 
@@ -69,9 +69,11 @@ def recoverable_ack_fields(persisted: set[int]) -> tuple[int, int]:
 
 def stored_before_ack(packet: UserMessagePacket, message: UserMessage, recoverable: int | None) -> int | None:
     """The RecoverableMessage number of a packet this QM passes on that waits for the QM
-    to store it before it is acknowledged: a recoverable non-transactional UserMessage or
-    FinalAck (transactional messages and OrderAcks are acknowledged on receipt); else
-    None. 0 is a number like any other (the one after 0xFFFF)."""
+    to store it before it is acknowledged: a recoverable non-transactional UserMessage,
+    OrderAck or FinalAck (transactional messages are acknowledged on receipt: their sender
+    keeps them until the OrderAck); else None. 0 is a number like any other (the one
+    after 0xFFFF). An express OrderAck (UserHeader.DM 0, as MS-MQQB 2.2.4 lays it out)
+    passes on in memory."""
     if packet is message:
         return recoverable if message.transaction is None else None
-    return recoverable if isinstance(packet, FinalAck) else None
+    return recoverable if isinstance(packet, FinalAck | OrderAck) else None

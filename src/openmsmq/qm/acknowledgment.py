@@ -17,8 +17,10 @@ Readings of the seed text (docs/conformance.md, "Seed 000"):
 * MQMSG_CLASS_NACK_DELETED (0x8001) maps to the Class ``NackPurged``, as the seed's
   table says; MS-MQDMPR gives NackPurged the wire value 0x8001, so the stored class
   value is 0x8001.
-* The OrderAck body's TxSequenceId is the session's OutgoingTxSequenceID, as written
-  (packets.md §12 notes that the sender never reads this field).
+* The OrderAck body's TxSequenceId is ``AckSession.outgoing_tx_sequence_id``, the slot
+  the seed names OutgoingTxSequenceID; the queue manager passes the acknowledged
+  stream's IncomingTxSequenceID there (protocol.md §11 item 2: the sender never reads
+  this field to release, and matches the sequence by it).
 * PrivacyLevel / AuthenticationLevel None: the store's Message has no such attributes;
   a Message it holds is always None / None.
 * A RemoteQMAddress that is neither an IP address nor an SPX address leaves
@@ -58,6 +60,7 @@ __all__ = [
     "acknowledgment_sends",
     "build_transactional_acknowledgment",
     "encode_transactional_acknowledgment",
+    "enqueue_acknowledgment_list",
     "enqueue_acknowledgments",
     "send_transactional_acknowledgment",
 ]
@@ -296,6 +299,17 @@ def acknowledgment_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) 
             log.warning("acknowledgment discarded: Open Queue %r failed: %s", dest, exc)
             discarded += len(msgs)
     return sends, discarded
+
+
+def enqueue_acknowledgment_list(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[int, int]:
+    """Open Queue (SendAccess, DenyNone) of each acknowledgment's destination and Enqueue
+    Message To An Open Queue, all in ONE durable store transaction; one whose Open Queue
+    fails is discarded and logged (3.1.7.15 / 3.1.7.17). Returns (enqueued, discarded).
+    Raises :class:`MQError` when the transaction fails (nothing is enqueued then)."""
+    sends, discarded = acknowledgment_sends(qm, acks)
+    if sends:
+        qm.accept_arrivals(None, [], None, sends)
+    return len(sends), discarded
 
 
 def send_transactional_acknowledgment(

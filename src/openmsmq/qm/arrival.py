@@ -1,17 +1,26 @@
 """Arrival of a message at its destination queue manager (MS-MQQB 3.1.5.8) and the
 acknowledgments it raises.
 
-:func:`arrival_class` applies the arrival rules to one message and its destination
-queue (protocol.md §7): the message is inserted, or rejected with a NACK class —
+:func:`refusal_class` applies the rules of receipt that come before Transactional
+Message Processing (MS-MQQB 3.1.5.8, in its order) and :func:`arrival_class` those and
+the queue's quota at insertion: the message is inserted, or rejected with a NACK class —
 
-* the destination queue does not exist here ⇒ MQMSG_CLASS_NACK_BAD_DST_Q;
-* the sending QM has no write access to the queue (it is not in the queue's
-  ``allowed_senders``) ⇒ NACK_ACCESS_DENIED (MS-MQQB 3.1.5.8.3);
+* the destination queue does not exist here ⇒ MQMSG_CLASS_NACK_BAD_DST_Q (3.1.5.8.2);
 * a transactional message for a non-transactional queue ⇒ NACK_NOT_TRANSACTIONAL_Q,
   a non-transactional message for a transactional queue ⇒ NACK_NOT_TRANSACTIONAL_MSG
-  (MS-MQQB 3.1.5.8.6 / 1.3.3);
-* TimeToReachQueue passed before arrival ⇒ NACK_REACH_QUEUE_TIMEOUT (MS-MQQB 3.1.5.8.5);
-* Enqueue would exceed the queue's quota ⇒ NACK_Q_EXCEED_QUOTA (MS-MQDMPR 3.1.7.1.9 rStatus 1).
+  (3.1.5.8.2);
+* the sending QM has no write access to the queue (it is not in the queue's
+  ``allowed_senders``) ⇒ NACK_ACCESS_DENIED (3.1.5.8.3);
+* TimeToReachQueue passed before arrival ⇒ NACK_REACH_QUEUE_TIMEOUT (Message
+  Expiration, 3.1.7.1.2: the administration NACK only, no FinalAck);
+* Enqueue would exceed the queue's quota ⇒ NACK_Q_EXCEED_QUOTA (3.1.5.8.8; MS-MQDMPR
+  3.1.7.1.9 rStatus 1).
+
+A transactional message is checked on receipt, before the acceptance rule
+(:class:`ReceiptCheck`, run by the session): one refused there never enters its incoming
+sequence, and :func:`refuse` enqueues its NACKs. A non-transactional one refused with
+negative source journaling also goes to this QM's dead-letter queue
+(:func:`dead_letter_copies`).
 
 :func:`store_arrivals` stores one accepted run of a transactional sequence: the messages
 that pass, the new incoming sequence state, and every acknowledgment they raise — the
@@ -20,10 +29,10 @@ when PA is set, the NACK when NA is set) and, for a rejected transactional messa
 negative FinalAck to the sender's order queue (3.1.7.17) — in ONE store transaction, so
 a crash can lose neither the sequence advance nor the acknowledgment.
 
-A rejected transactional message still advances the incoming sequence: it was received
-in order (MS-MQQB 2.2.4 "received (accepted or rejected)"; protocol.md §5.2): the
-OrderAck covers it and the sender stops resending it; the FinalAck tells the sender it
-never reached the queue.
+A transactional message rejected here was accepted into its sequence before (the queue's
+quota, or a queue deleted or changed between receipt and storing): it still advances the
+incoming sequence, received in order (MS-MQQB 2.2.4 "received (accepted or rejected)"):
+the OrderAck covers it and the FinalAck tells the sender it never reached the queue.
 
 Write access is decided by the message's SourceQueueManager GUID (UserHeader), the one
 sender identity every MS-MQQB message carries; SIDs in a SecurityHeader are not
@@ -33,15 +42,17 @@ evaluated (docs/acknowledgments.md).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import MQError
 from openmsmq.observability.repeats import RepeatedEvents
+from openmsmq.protocol.events import destination_key
 from openmsmq.qm.ack_admin import build_administration_acknowledgment
 from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
-from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet
+from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.store.records import (
     INFINITE,
     IncomingSequenceState,
@@ -50,10 +61,12 @@ from openmsmq.store.records import (
     QueueType,
     sender_allowed,
 )
-from openmsmq.wire.constants import AckRequest, MessageClass, describe_message_class
+from openmsmq.wire.constants import AckRequest, MessageClass, QueueFormatType, describe_message_class
 from openmsmq.wire.packets import UserMessage
+from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
 
 if TYPE_CHECKING:
+    from openmsmq.qm.handles import QueueHandle
     from openmsmq.qm.manager import QueueManager
 
 __all__ = [
@@ -84,21 +97,86 @@ ARRIVAL_NACK_CLASSES = frozenset(
 )
 
 
-def arrival_class(queue: QueueRecord | None, m: Message, now: int, used_bytes: int) -> int | None:
-    """None when ``m`` may be inserted into ``queue`` (its record, None when it does not
-    exist; ``used_bytes`` = what the queue holds, counting messages accepted before in the
-    same batch), else the NACK class that rejects it (MS-MQQB 3.1.5.8)."""
+def refusal_class(
+    queue: QueueRecord | None,
+    source_qm: uuid.UUID,
+    transactional: bool,
+    sent_time: int,
+    time_to_reach_queue: int,
+    now: int,
+) -> int | None:
+    """The rules of receipt that MS-MQQB 3.1.5.8 applies before Transactional Message
+    Processing (3.1.5.8.6), in its order: General Processing (3.1.5.8.2: the destination
+    queue exists, a transactional message only into a transactional queue and the other
+    way round), Security (3.1.5.8.3: the sender may write to the queue) and Message
+    Expiration (3.1.7.1.2: TimeToReachQueue). None when the message passes them, else the
+    NACK class that refuses it (``queue``: the destination's record, None when it does not
+    exist)."""
     if queue is None or queue.queue_type != QueueType.PRIVATE:
         return MessageClass.NACK_BAD_DST_Q
-    if queue.allowed_senders and not sender_allowed(queue, m.source_machine):
-        return MessageClass.NACK_ACCESS_DENIED
-    if m.transactional and not queue.transactional:
+    if transactional and not queue.transactional:
         return MessageClass.NACK_NOT_TRANSACTIONAL_Q
-    if not m.transactional and queue.transactional:
+    if not transactional and queue.transactional:
         return MessageClass.NACK_NOT_TRANSACTIONAL_MSG
-    ttrq = m.time_to_reach_queue
-    if ttrq != INFINITE and now > m.sent_time + ttrq:
+    if queue.allowed_senders and not sender_allowed(queue, source_qm):
+        return MessageClass.NACK_ACCESS_DENIED
+    if time_to_reach_queue != INFINITE and now > sent_time + time_to_reach_queue:
         return MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    return None
+
+
+class ReceiptCheck:
+    """:func:`refusal_class` for transactional packets addressed to this QM, as the
+    sessions run it before the acceptance rule (MS-MQQB 3.1.5.8). The destination's
+    queue is looked up once per DestinationQueue object (the decoder shares them) and
+    again once it is deleted; the record read is the queue's current one."""
+
+    def __init__(self, qm: QueueManager) -> None:
+        self._qm = qm
+        self._queues: dict[object, QueueHandle] = {}
+
+    def refusal_class(self, message: UserMessage, now: int) -> int | None:
+        """None, or the NACK class that refuses ``message`` on receipt at ``now`` (the
+        QM's clock, seconds since 1970)."""
+        user = message.user
+        dest = user.destination_queue
+        handle = self._queues.get(dest)
+        if handle is None or handle.deleted:
+            handle = self._find(dest, user.queue_manager_address)
+            if handle is not None and len(self._queues) < 4096:
+                self._queues[dest] = handle
+        return refusal_class(
+            None if handle is None else handle.record, user.source_queue_manager, True, user.sent_time,
+            message.time_to_reach_queue, now,
+        )  # fmt: skip
+
+    def _find(self, dest: object, qm_address: uuid.UUID) -> QueueHandle | None:
+        """The local queue a DestinationQueue of a message for this QM names, or None:
+        a direct name by its path, a private one (kind 0x3) by its number here."""
+        if isinstance(dest, DirectQueueFormatName):
+            parts = split_direct(dest.name)
+            return self._qm.find_queue(parts[1]) if parts else None
+        if isinstance(dest, PrivateQueueFormatNameId) and dest.kind == QueueFormatType.PRIVATE_ON_DESTINATION:
+            return self._qm.find_queue(destination_key(dest, qm_address))
+        return None
+
+
+def arrival_class(
+    queue: QueueRecord | None, m: Message, now: int, used_bytes: int, *, expiry: bool = True
+) -> int | None:
+    """None when ``m`` may be inserted into ``queue`` (its record, None when it does not
+    exist; ``used_bytes`` = what the queue holds, counting messages accepted before in the
+    same batch), else the NACK class that rejects it: :func:`refusal_class`, then the
+    queue's quota at insertion (3.1.5.8.8, Enqueue Message rStatus 1). ``expiry`` False:
+    TimeToReachQueue is not looked at (a transactional message was checked on receipt,
+    before it was accepted into its sequence)."""
+    cls = refusal_class(
+        queue, m.source_machine, m.transactional, m.sent_time,
+        m.time_to_reach_queue if expiry else INFINITE, now,
+    )  # fmt: skip
+    if cls is not None:
+        return cls
+    assert queue is not None
     if queue.quota_kb != INFINITE and used_bytes + m.size > queue.quota_kb * 1024:
         return MessageClass.NACK_Q_EXCEED_QUOTA
     return None
@@ -137,7 +215,14 @@ def arrival_acknowledgments(
         built = build_administration_acknowledgment(i_class, m, send_insecure_nacks=send_insecure_nacks)
         if built is not None:
             out.append(built)
-    if m.transactional and m.tx_sequence_number and session is not None:
+    # 3.1.7.1.2 (Message Expiration) raises the administration NACK alone: no FinalAck of
+    # class NACK_REACH_QUEUE_TIMEOUT, which 2.2.5 does not list for FinalAcks.
+    if (
+        m.transactional
+        and m.tx_sequence_number
+        and session is not None
+        and i_class != MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    ):
         out.append(build_transactional_acknowledgment(i_class, session, user_message=m))
     return out
 
@@ -188,13 +273,16 @@ def store_arrivals(
         and rec.quota_kb == INFINITE
     )
     tx_queue = rec.transactional if rec is not None else False
+    # An accepted transactional run passed Message Expiration on receipt, before the
+    # acceptance rule (MS-MQQB 3.1.5.8): its TimeToReachQueue is not looked at again.
+    expiry = state is None
     for m in messages:
         if plain and not m.ack_flags and m.transactional == tx_queue:
             ttrq = m.time_to_reach_queue
-            if ttrq == INFINITE or now <= m.sent_time + ttrq:
+            if not expiry or ttrq == INFINITE or now <= m.sent_time + ttrq:
                 accepted.append(m)
                 continue
-        cls = arrival_class(rec, m, now, used)
+        cls = arrival_class(rec, m, now, used, expiry=expiry)
         if cls is None:
             accepted.append(m)
             used += m.size
@@ -206,7 +294,8 @@ def store_arrivals(
             )  # fmt: skip
         acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)
     ack_sends, discarded = acknowledgment_sends(qm, acks)
-    stored = qm.accept_arrivals(queue if accepted else None, accepted, state, ack_sends)
+    dead = dead_letter_copies(rejected) if rejected else []
+    stored = qm.accept_arrivals(queue if accepted else None, accepted, state, ack_sends, dead_letters=dead)
     if rejected:  # counted once the rejection (the sequence state, the NACKs) is durable
         qm.metrics.count_arrival_rejected(cls for _, cls in rejected)
     return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
@@ -221,8 +310,8 @@ def plain_packet_rows(
 
     That is the common case of :func:`store_arrivals`: a private transactional queue with
     no sender allowlist and no quota, and every packet a message that raises nothing (no
-    acknowledgment asked, within its TimeToReachQueue, no TimeToBeReceived, so its row
-    never expires here). The rows are built straight from the packets
+    acknowledgment asked, no TimeToBeReceived, so its row never expires here; its
+    TimeToReachQueue was checked on receipt). The rows are built straight from the packets
     (:func:`~openmsmq.qm.transfer_codec.arrival_rows`)."""
     try:
         rec: QueueRecord | None = qm.get_queue(queue)
@@ -236,18 +325,10 @@ def plain_packet_rows(
         or rec.quota_kb != INFINITE
     ):
         return None
-    now = qm._now()
     for p in packets:
         # The conditions of store_arrivals' plain branch on the packet's fields
         # (message_from_packet maps them 1:1), and accept_arrivals' "never expires".
-        user = p.user
-        ttrq = p.time_to_reach_queue
-        if (
-            p.transaction is None
-            or p.properties.ack_flags
-            or user.time_to_be_received != INFINITE
-            or (ttrq != INFINITE and now > user.sent_time + ttrq)
-        ):
+        if p.transaction is None or p.properties.ack_flags or p.user.time_to_be_received != INFINITE:
             return None
     return arrival_rows(packets, destination)
 
@@ -267,22 +348,54 @@ def store_packet_messages(
     return store_arrivals(qm, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
 
 
-def hop_count_exceeded(
-    qm: QueueManager, m: Message, session: AckSession | None, *, send_insecure_nacks: bool = False
+def refuse(
+    qm: QueueManager,
+    m: Message,
+    i_class: int,
+    session: AckSession | None,
+    *,
+    send_insecure_nacks: bool = False,
 ) -> int:
-    """A message dropped by this QM as an intermediate hop because its hop count would
-    exceed 0x1D (MS-MQQB 3.1.5.8.2): enqueue its NACK_HOP_COUNT_EXCEEDED acknowledgments
-    (admin NACK when NA is set; FinalAck to the sender when transactional and the session
-    is known). Returns how many were enqueued."""
-    acks = arrival_acknowledgments(
-        MessageClass.NACK_HOP_COUNT_EXCEEDED, m, session, send_insecure_nacks=send_insecure_nacks
-    )
-    if not acks:
-        return 0
+    """A message this QM disregards on receipt with the NACK class ``i_class`` (MS-MQQB
+    3.1.5.8.2 / 3.1.5.8.3 / 3.1.7.1.2, before Transactional Message Processing; a hop
+    count exceeded as an intermediate): enqueue its acknowledgments
+    (:func:`arrival_acknowledgments`) and, for a non-transactional message sent with
+    negative source journaling, its copy in this QM's dead-letter queue
+    (:func:`dead_letter_copies`), in one store transaction. Returns how many
+    acknowledgments were enqueued."""
+    _rejections.log(
+        (qm.guid, m.destination_queue, i_class), logging.INFO,
+        "message %s:%d for %s refused on receipt: %s",
+        m.id_lineage, m.id_uniquifier, m.destination_queue, describe_message_class(i_class),
+    )  # fmt: skip
+    acks = arrival_acknowledgments(i_class, m, session, send_insecure_nacks=send_insecure_nacks)
+    dead = dead_letter_copies([(m, i_class)])
     sends, _ = acknowledgment_sends(qm, acks)
-    if sends:
-        qm.accept_arrivals(None, [], None, sends)
+    if sends or dead:
+        qm.accept_arrivals(None, [], None, sends, dead_letters=dead)
+    qm.metrics.count_arrival_rejected([i_class])
     return len(sends)
 
 
-__all__ += ["hop_count_exceeded", "plain_packet_rows", "store_packet_messages"]
+def dead_letter_copies(rejected: Sequence[tuple[Message, int]]) -> list[Message]:
+    """The copies of rejected non-transactional messages sent with negative source
+    journaling (UserHeader.Flags.JN) that go to this QM's dead-letter queue, their Class
+    set to the NACK class. MS-MQQB 3.1.5.8.8 says so for the queue quota ("the message
+    MUST be inserted into the SystemDeadletterQueue ... of the local QueueManager"); MSMQ
+    does the same whatever the reason: a non-transactional message that cannot be
+    delivered goes to the dead-letter queue of the computer that could not deliver it
+    (PROPID_M_JOURNAL, MQMSG_DEADLETTER). A transactional one is dead-lettered at its
+    source, by its FinalAck (3.1.5.7) or its expiry there (3.1.7.1.2)."""
+    return [
+        replace(m, message_class=cls) for m, cls in rejected if m.negative_journaling and not m.transactional
+    ]
+
+
+__all__ += [
+    "ReceiptCheck",
+    "dead_letter_copies",
+    "plain_packet_rows",
+    "refusal_class",
+    "refuse",
+    "store_packet_messages",
+]

@@ -82,6 +82,31 @@ class DeadLetterMixin:
         rows = self.store.read(lambda c: reads.fetch_for_dead_letter(c, qid, ids, message_class))
         return self._dead_letter_rows(rows)
 
+    def settle_outgoing(self, queue: str | QueueHandle, settles: Sequence[tuple[int, int, int]]) -> int:
+        """FinalAcks for messages of an outgoing queue that no OrderAck covered yet
+        (MS-MQQB 3.1.5.7: "the message ... in the OutgoingMessageTable"), each
+        ``(LookupIdentifier, MessageID, class)``: the message moves to the system journal
+        (JP and class AckReceive), to the transactional dead-letter queue with the class
+        recorded (JN and another class) or away; one whose MessageID differs, no longer
+        stored or locked is skipped. One store transaction. Returns how many left."""
+        self._check_open()
+        qid = self._resolve(queue).record.queue_id
+        wanted = {lid: (message_id, cls) for lid, message_id, cls in settles}
+        found = self.store.read(lambda c: reads.fetch_messages(c, qid, list(wanted)))
+        rows: list[tuple[int, int, int, bool, int]] = []
+        drop: set[int] = set()
+        journal: set[int] = set()
+        for m in found:
+            message_id, cls = wanted[m.lookup_id]
+            if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF:
+                continue
+            rows.append((qid, m.lookup_id, m.size, m.transactional, cls))
+            if cls == MessageClass.ACK_RECEIVE and m.positive_journaling:
+                journal.add(m.lookup_id)
+            elif cls == MessageClass.ACK_RECEIVE or not m.negative_journaling:
+                drop.add(m.lookup_id)
+        return self._dead_letter_rows(rows, deleted=drop, journal=journal)
+
     def _purge_outgoing(self, qs: _QueueState) -> int:
         """Purge an outgoing queue: every message leaves it with the class
         MQMSG_CLASS_NACK_DELETED (0x8001, "deleted by an administrative action before
@@ -119,14 +144,21 @@ class DeadLetterMixin:
                 return total
 
     def _dead_letter_rows(
-        self, rows: list[tuple[int, int, int, bool, int]], *, deleted: Iterable[int] = ()
+        self,
+        rows: list[tuple[int, int, int, bool, int]],
+        *,
+        deleted: Iterable[int] = (),
+        journal: Iterable[int] = (),
     ) -> int:
         """Move (queue_id, lookup_id, size, transactional, class) messages to the
-        dead-letter queues, or delete those in ``deleted`` (their class still reported to
-        the acknowledgments), skipping locked ones; returns how many left their queue."""
+        dead-letter queues, those in ``journal`` to the system journal (class unchanged),
+        or delete those in ``deleted`` (their class still reported to the
+        acknowledgments), skipping locked ones; returns how many left their queue."""
         dead = self._queues[names.DEADLETTER].record.queue_id
         dead_x = self._queues[names.DEADXACT].record.queue_id
         drop = set(deleted)
+        journaled = set(journal)
+        system_journal = self._queues[names.SYSTEM_JOURNAL].record.queue_id
         removes: list[Remove] = []
         held: list[_Receive] = []
         for qid, lookup_id, size, transactional, cls in rows:
@@ -140,6 +172,9 @@ class DeadLetterMixin:
                 qs.drop_prefetch()
                 qs.locked.add(lookup_id)
             held.append(_Receive(qs, Message(lookup_id=lookup_id)))
+            if lookup_id in journaled:
+                removes.append(Remove(qid, lookup_id, size, system_journal, None))
+                continue
             target = None if lookup_id in drop else dead_x if transactional else dead
             removes.append(Remove(qid, lookup_id, size, target, cls))
         if not removes:
@@ -154,7 +189,11 @@ class DeadLetterMixin:
             self._unlock(held)
             raise
         self._unlock(held, removed=True)
-        self.metrics.count_dead_lettered(r.new_class or 0 for r in removes if r.target_queue_id is not None)
-        self._notify([self._by_id[dead], self._by_id[dead_x]])
+        self.metrics.count_dead_lettered(
+            r.new_class or 0
+            for r in removes
+            if r.target_queue_id is not None and r.target_queue_id != system_journal
+        )
+        self._notify([self._by_id[dead], self._by_id[dead_x], self._by_id[system_journal]])
         self._removal_done(events, acks)
         return len(removes)

@@ -129,6 +129,11 @@ class QueueHandle:
         """The queue's current properties."""
         return self._state.record
 
+    @property
+    def deleted(self) -> bool:
+        """The queue was deleted since the handle was opened."""
+        return self._state.deleted
+
 
 class CancelToken:
     """Cancels waiting reads (MS-MQRR R_CancelReceive; closing a handle with reads pending).

@@ -340,6 +340,16 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             return parsed.key
         return self._resolve(queue).record.name
 
+    def find_queue(self, queue: str) -> QueueHandle | None:
+        """A handle of the local queue ``queue`` names, or None when there is none (no
+        store read, and a remote name is never opened: nothing is created)."""
+        if self._is_remote(queue):
+            return None
+        try:
+            return QueueHandle(self._resolve(queue), queue)
+        except MQError:
+            return None
+
     def create_queue(
         self,
         name: str,

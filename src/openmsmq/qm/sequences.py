@@ -8,6 +8,7 @@ inherits :class:`SequencesMixin`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -187,11 +188,15 @@ class SequencesMixin:
         messages: Sequence[Message],
         state: IncomingSequenceState | None,
         acks: Sequence[Send] = (),
+        *,
+        dead_letters: Sequence[Message] = (),
     ) -> list[int]:
         """:meth:`accept_incoming` with the acknowledgments the arrival raised
-        (:mod:`openmsmq.qm.arrival`, rows already stamped) in the same durable store
-        transaction; ``queue`` may be None when no message is inserted (all rejected),
-        ``state`` None for non-transactional arrivals. Returns the messages' LookupIdentifiers."""
+        (:mod:`openmsmq.qm.arrival`, rows already stamped) and the copies of rejected
+        messages for the system dead-letter queue (``dead_letters``, as received with
+        their NACK class) in the same durable store transaction; ``queue`` may be None
+        when no message is inserted (all rejected), ``state`` None for non-transactional
+        arrivals. Returns the messages' LookupIdentifiers."""
         self._check_open()
         sends: list[Send] = []
         notify: list[_QueueState] = []
@@ -210,9 +215,17 @@ class SequencesMixin:
                 state = replace(state, queue_id=qs.record.queue_id)
         count = len(sends)
         sends += acks
+        if dead_letters:
+            dead = self._queues[names.DEADLETTER]
+            for m in dead_letters:
+                row = message_to_row(m)
+                sends.append(_make_send(dead.record.queue_id, row, row[_C_SIZE], None, 0))  # stays there
+            notify.append(dead)
         states = [state] if state is not None else []
         stored = self.store.write(ops.accept_incoming(sends, states, self._now()))
         self.metrics.count_accepted(count)
+        if dead_letters:
+            self.metrics.count_dead_lettered(m.message_class for m in dead_letters)
         notify += [self._by_id[s.queue_id] for s in acks if s.queue_id in self._by_id]
         self._notify(notify)
         return stored[:count]
@@ -257,6 +270,15 @@ class SequencesMixin:
         self._check_open()
         changed: int = self.store.write(ops.update_incoming(deletes, writes))
         return changed
+
+    def record_reject_counts(self, rejects: Sequence[tuple[uuid.UUID, str, int, float]]) -> None:
+        """Persist RejectCount / LastAccessTime of incoming sequences after rejections
+        (``(sender QM, destination, RejectCount, LastAccessTime)``; MS-MQQB 3.1.5.8.6:
+        "IncomingTransactionalTransferInfo.RejectCount MUST be set to the
+        TxMessageRejectCount"), the position left as stored."""
+        self._check_open()
+        if rejects:
+            self.store.write(ops.record_reject_counts(rejects))
 
     def incoming_sequences(self) -> list[IncomingSequenceState]:
         """Every persisted incoming sequence (restore the receiver state at start)."""

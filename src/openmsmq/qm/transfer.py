@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -52,6 +52,7 @@ from openmsmq.protocol.events import (
     SessionConfig,
     SessionEvent,
     TransactionalMessageAccepted,
+    TransactionalMessageRefused,
     TransactionalMessageRejected,
     UserMessagePacket,
     UserMessageReceived,
@@ -61,17 +62,25 @@ from openmsmq.protocol.incoming import (
     IncomingSequences,
     IncomingSequenceSnapshot,
     OrderAckConfig,
-    SendOrderAck,
     SequenceKey,
 )
 from openmsmq.protocol.outgoing import ResendConfig
-from openmsmq.qm.acknowledgment import AckSession
-from openmsmq.qm.arrival import session_of_state
+from openmsmq.qm.acknowledgment import (
+    AckSession,
+)
+from openmsmq.qm.arrival import ReceiptCheck, session_of_state
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transfer_codec import message_from_packet, split_direct
 from openmsmq.qm.transfer_outgoing import OutgoingSide
 from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceReset
-from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, TransferSession, session_key_form
+from openmsmq.qm.transfer_session import (
+    AcceptRoute,
+    Conn,
+    Pending,
+    TransferSession,
+    ack_session_of,
+    session_key_form,
+)
 from openmsmq.qm.transfer_state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
@@ -88,7 +97,7 @@ from openmsmq.qm.transfer_state import (
 from openmsmq.qm.transfer_store import StoreWorkSide
 from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust, SessionTrust
 from openmsmq.store.records import Message
-from openmsmq.wire.constants import QueueFormatType
+from openmsmq.wire.constants import MessageClass, QueueFormatType, message_class_name
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -190,6 +199,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: forwarded (in memory): the way back for OrderAcks and FinalAcks to a QM
         #: several hops away; (GUID, connection) of the last one learned.
         self._reverse: dict[uuid.UUID, str] = {}
+        #: Source QMs whose _reverse entry is the session of that QM itself: a packet of it
+        #: coming back around a route loop does not replace it with the loop's hop.
+        self._reverse_direct: set[uuid.UUID] = set()
+        #: Source QM GUID -> the peer of the session on which its own transactional
+        #: messages arrived (see qm_route).
+        self._senders: dict[uuid.UUID, str] = {}
         self._last_reverse: tuple[object, object] = (None, None)
         self._next_refresh = now
         # Receive side.
@@ -201,6 +216,14 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._accepted_bytes = 0  # the part of it in _accepted
         self._accept_in_flight: AcceptBatch | None = None
         self._ack_route: dict[SequenceKey, int] = {}
+        #: The rules of receipt before the acceptance rule (MS-MQQB 3.1.5.8).
+        self._receipt = ReceiptCheck(qm)
+        #: OrderAcks built and not yet enqueued (MS-MQQB 3.1.7.17): (Message, DestinationForAck).
+        self._order_acks: list[tuple[Message, str]] = []
+        #: Sequences whose last message was rejected by the acceptance rule since the last
+        #: accept batch: key -> (TxMessageRejectCount, LastAccessTime as wall clock),
+        #: persisted with the next batch (MS-MQQB 3.1.5.8.6, RejectCount).
+        self._rejects: dict[SequenceKey, tuple[int, float]] = {}
         #: Peer host (hop_host) -> loop time until which its sessions are refused: a QM whose
         #: messages could not be stored (full disk) resends at once on a new session, so
         #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
@@ -226,7 +249,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._settles: list[tuple[int, int, int, int]] = []
         #: Where each of _settles came from, when the store is to check it (ack-origin).
         self._settle_origins: list[AckOrigin | None] = []
-        self._hop_nacks: list[tuple[Message, AckSession | None]] = []
+        self._final_settles: list[tuple[int, int, int, int]] = []
+        self.rejections: dict[int, Counter[int]] = {}
+        self._store_settled: deque[tuple[str | None, int, int]] = deque()
+        #: Messages disregarded on receipt (their NACKs to enqueue): see StoreLocal.refusals.
+        self._refusals: list[tuple[Message, int, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
         #: queue of their destination before they are acknowledged (format name, message,
         #: connection, RecoverableMessage number).
@@ -265,6 +292,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             peer=peer,
             local_hosts=self.local_hosts,
             trust=trust,
+            arrival_check=self._arrival_check,
         )
         self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address, certified=certified)
         self._retry_at.pop(peer.lower(), None)
@@ -380,9 +408,12 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def flush_order_acks(self, now: float) -> None:
         """Graceful stop, before :meth:`close_all` and once the store work is done: send
-        now the OrderAcks whose Order Ack Send Timer is running (what is durable)."""
+        now the OrderAcks whose Order Ack Send Timer is running (what is durable). They
+        are enqueued here (a store write on the caller's thread) and handed to their
+        sessions at once."""
         for ack in self.incoming.flush_order_acks(now):
             self._send_order_ack(ack, now)
+        self._enqueue_order_acks_now(now)
 
     def close_all(self, now: float) -> None:
         """Graceful stop: close every session."""
@@ -436,10 +467,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._on_accepted(conn, ev, now)
         elif isinstance(ev, TransactionalMessageRejected):
             self._ack_route[ev.result.key] = conn.cid
+            if conn.session.remote_qm == ev.result.key.source_qm:
+                _remember(self._senders, ev.result.key.source_qm, conn.peer)
             self._accept_memo = None
+            self._rejects[ev.result.key] = (ev.result.reject_count, now + self._wall_offset)
             self.stats["rejected"] += 1
             self.metrics.count_rejected(ev.result.reason)
             self.sequences.rejected(ev.result, conn.peer, now)
+        elif isinstance(ev, TransactionalMessageRefused):
+            self._on_refused(conn, ev)
         elif isinstance(ev, OrderAckReceived):
             self._on_order_ack(conn, ev, now)
         elif isinstance(ev, FinalAckReceived):
@@ -483,6 +519,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             else:
                 log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
             self._closing.append(conn.cid)
+            self._reverse_direct.discard(conn.session.remote_qm)
             was_open = conn.open
             conn.open = False
             self.metrics.session_closed(conn.role, ev.reason, was_open=was_open)
@@ -494,6 +531,20 @@ class Transfer(OutgoingSide, StoreWorkSide):
         into a local queue) uses, from its incoming sequence; None when unknown. Thread-safe
         enough for a removal listener on another thread (one dict read)."""
         return self._ack_sessions.get((m.source_machine, m.destination_queue.lower()))
+
+    def _arrival_check(self, message: UserMessage, now: float) -> int | None:
+        """The rules of receipt the sessions run before the acceptance rule."""
+        return self._receipt.refusal_class(message, int(now + self._wall_offset))
+
+    def _on_refused(self, conn: Conn, ev: TransactionalMessageRefused) -> None:
+        """A transactional message refused on receipt: its NACKs (administration NACK,
+        FinalAck to its sender) are enqueued with the next store work."""
+        packet = ev.packet
+        name = destination_key(packet.user.destination_queue, packet.user.queue_manager_address)
+        session = ack_session_of(conn, packet.user.source_queue_manager)
+        if conn.session.remote_qm == packet.user.source_queue_manager:
+            _remember(self._senders, packet.user.source_queue_manager, conn.peer)
+        self._refusals.append((message_from_packet(packet, name), ev.message_class, session))
 
     def _on_accepted(self, conn: Conn, ev: TransactionalMessageAccepted, now: float) -> None:
         self._accept_run(conn, deque((ev,)))
@@ -516,8 +567,18 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 # Once per stream and connection, not per message (SequenceKey and GUID
                 # hashing / comparison are Python-level).
                 self._ack_route[key] = cid
-                memo = self._accept_memo = (key, cid, conn.session.remote_qm == key.source_qm)
+                if conn.session.remote_qm == key.source_qm:
+                    _remember(self._senders, key.source_qm, conn.peer)
+                memo = self._accept_memo = (
+                    key,
+                    cid,
+                    ack_session_of(conn, key.source_qm).direct_format_session,
+                )
                 self.sequences.accepted(key)
+                if self._rejects:
+                    # An acceptance resets TxMessageRejectCount: its state (0) is stored
+                    # with the message, after any rejection before it.
+                    self._rejects.pop(key, None)
             dest = ev.packet.user.destination_queue
             if dest is last_dest:  # the decoder shares direct-name objects
                 path = last_path
@@ -536,7 +597,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     path = key.destination
                     last_dest, last_path = dest, path
             if last_route is None or last_route[0] is not memo or last_route[1] is not path:
-                last_route = (memo, path, AcceptRoute(path, key, conn.peer, memo[2]))
+                last_route = (memo, path, AcceptRoute(path, key, conn.remote_qm_address, memo[2]))
             append((last_route[2], ev))
             count += 1
         self._last_dest, self._last_path, self._last_route = last_dest, last_path, last_route
@@ -588,6 +649,24 @@ class Transfer(OutgoingSide, StoreWorkSide):
         del self._conns[conn.cid]
         if conn.open and self._open_conn(conn.peer) is None:
             self._peer_down(conn.peer)
+        other = self._open_conn(conn.peer)
+        if other is None:
+            return  # the next session sends them all (_peer_up)
+        # Non-transactional messages sent on it and not session-acknowledged go again on
+        # the session that remains to that next hop (MS-MQQB 3.1.5.5.1 re-dispatch):
+        # recoverable ones (acknowledgments among them) would otherwise wait for that
+        # session to close too.
+        handles = set(conn.session.unacknowledged_handles())
+        if handles:
+            for t in self.outgoing.values():
+                if t.next_hop == conn.peer and t.connected:
+                    again = [
+                        m
+                        for lid in t.plain
+                        if lid in handles and isinstance(m := t.messages.get(lid), Message)
+                    ]
+                    if again:
+                        self._transmit(t, again, now, resend=True)
 
     def _open_conn(self, peer: str) -> Conn | None:
         best = None
@@ -625,20 +704,26 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 self.trust.refused(conn.peer, "relay", what, refusal)
                 return
             # The decoder shares GUID objects: a stream costs one dict write, not one each.
-            _remember(self._reverse, source, conn.peer)
+            if conn.session.remote_qm == source:
+                _remember(self._reverse, source, conn.peer)
+                if source in self._reverse:
+                    self._reverse_direct.add(source)
+            elif source not in self._reverse_direct:
+                _remember(self._reverse, source, conn.peer)
             self._last_reverse = (source, conn)
         hops = message.hop_count + 1
         if hops > _MAX_HOPS:
             log.warning("dropping message %s: hop count exceeded", message.message_id)
             if isinstance(packet, UserMessage) and message.properties.message_class == 0:
-                # NACK_HOP_COUNT_EXCEEDED (MS-MQQB 3.1.5.8.2): the admin NACK, and the
-                # FinalAck when the previous hop is the sender itself (direct session).
-                session = None
-                if conn is not None and conn.session.remote_qm == source:
-                    session = AckSession(True, conn.peer, source)
+                # NACK_HOP_COUNT_EXCEEDED (MS-MQQB 3.1.5.8.2): the admin NACK and, "if the
+                # packet contains a TransactionHeader", the FinalAck: back the way the
+                # message came when the previous hop is not its sender (ack_session_of).
+                session = ack_session_of(conn, source) if conn is not None else AckSession(False, "", source)
                 dest = message.destination_queue
                 name = "DIRECT=" + dest.name if isinstance(dest, DirectQueueFormatName) else ""
-                self._hop_nacks.append((message_from_packet(message, name), session))
+                self._refusals.append(
+                    (message_from_packet(message, name), MessageClass.NACK_HOP_COUNT_EXCEEDED, session)
+                )
             return
         user = replace(message.user, flags=(message.user.flags & ~0x1F) | hops)
         message = replace(message, user=user, session=None)
@@ -709,8 +794,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         """Where a PRIVATE=<qm> name goes: ``qm``'s open, verified session here (one this
         QM opened, or one a pin or a certificate vouches for: not a peer's mere claim),
         else a static route for its GUID, else the address of its last verified session,
-        else the previous hop of the last packet from it this QM forwarded (the way
-        back); None if unknown.
+        else the session its transactional messages came on, else the previous hop of the
+        last packet from it this QM forwarded (the way back); None if unknown.
         A learned address of this QM itself (QMs on one address, apart by port) is no
         route: it would only loop back here."""
         for conn in self._conns.values():
@@ -719,17 +804,20 @@ class Transfer(OutgoingSide, StoreWorkSide):
         hop = self.config.next_hop_for_qm(qm)
         if hop is not None:
             return hop
-        for learned in (self._qm_peers.get(qm), self._reverse.get(qm)):
-            if learned is not None and learned not in self.local_hosts:
-                return learned
+        learned = self._qm_peers.get(qm)
+        if learned is not None and learned not in self.local_hosts:
+            return learned
+        # The QM whose transactional messages came on its own session here: the way back
+        # for their acknowledgments (MS-MQQB 3.1.7.17, DestinationForAck PRIVATE=<guid>
+        # for a session that is not direct-format). A bare claim of the GUID, with no
+        # messages, teaches nothing; pinning the GUID keeps others from sending as it.
+        learned = self._senders.get(qm)
+        if learned is not None and learned not in self.local_hosts:
+            return learned
+        learned = self._reverse.get(qm)
+        if learned is not None and learned not in self.local_hosts:
+            return learned
         return None
-
-    def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
-        conn = self._conns.get(self._ack_route.get(ack.key, 0))
-        if conn is None or not conn.open or conn.session.closed:
-            return  # the sender's next retransmission schedules a new one
-        direct = conn.peer if conn.session.remote_qm == ack.key.source_qm else None
-        conn.session.send_order_ack(ack, now, direct_address=direct)
 
     # ------------------------------------------------------------------ incoming sequences
 
@@ -785,6 +873,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     self._retry_at.get(t.next_hop),
                     window=None if conn is None else conn.session.send_window,
                     round_trip=None if conn is None else conn.session.round_trip,
+                    rejected=tuple(
+                        sorted(
+                            (message_class_name(c), n) for c, n in self.rejections.get(t.queue_id, {}).items()
+                        )
+                    ),
                 )
             )
         # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).

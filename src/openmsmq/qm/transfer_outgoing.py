@@ -26,6 +26,7 @@ from openmsmq.protocol.outgoing import (
     OutgoingEvent,
     OutgoingMessage,
     Released,
+    Settled,
     Transmit,
 )
 from openmsmq.qm.acknowledgment import AckSession
@@ -43,7 +44,14 @@ from openmsmq.qm.transfer_codec import (
 )
 from openmsmq.qm.transfer_sequences import IncomingUpkeep
 from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import OutgoingTransfer, PendingRelease, Row, TransferParts, hop_host
+from openmsmq.qm.transfer_state import (
+    OutgoingTransfer,
+    PendingRelease,
+    Row,
+    TransferParts,
+    count_rejection,
+    hop_host,
+)
 from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
 from openmsmq.store.records import COL, Message, QueueType, message_from_row
 from openmsmq.wire._fast import fast_constructor
@@ -169,6 +177,20 @@ class OutgoingSide(TransferParts):
                 t.connected = True
                 t.seq.connection_made(0.0)
         return len(records)
+
+    def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None:
+        """Load at once the outgoing queues (by format name) that acknowledgments were
+        just enqueued to, rather than at the next poll: an OrderAck waits for no poll
+        interval. A queue not taken up yet is found by reading the queue list again."""
+        wanted = {name.casefold() for _, name in enqueued if name}
+        known = {t.format_name.casefold(): t for t in self.outgoing.values()}
+        if wanted - known.keys():
+            self._refresh_queues()
+            known = {t.format_name.casefold(): t for t in self.outgoing.values()}
+        for name in wanted:
+            t = known.get(name)
+            if t is not None:
+                self._load(t, now)
 
     def _private_route(self, qm: uuid.UUID) -> tuple[str, str] | None:
         """(host, next hop) for ``PRIVATE=<qm>\\n`` names (FinalAcks to a sender behind an
@@ -367,6 +389,14 @@ class OutgoingSide(TransferParts):
                     t.pending.extend(ev.messages)
                 t.pending_resend = ev.resend
                 self._transmit_pending(t, now)
+            elif isinstance(ev, Settled):
+                # Its FinalAck came before any OrderAck (MS-MQQB 3.1.5.7): out of the
+                # outgoing queue by its LookupIdentifier, before a later release of the
+                # queue could delete it as OrderAck'ed.
+                om = ev.message
+                t.messages.pop(om.handle, None)
+                self._final_settles.append((t.queue_id, om.handle, om.message_id, ev.final_ack_class))
+                count_rejection(self.rejections, t.queue_id, ev.final_ack_class)
             elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
                 if isinstance(ev, Released) and ev.final_ack_class is not None:
@@ -375,6 +405,7 @@ class OutgoingSide(TransferParts):
                     # FinalAck overtook the OrderAck) is released here; one already
                     # OrderAck'ed waits in the store (its sequence may have moved on).
                     cls = ev.final_ack_class
+                    count_rejection(self.rejections, t.queue_id, cls)
                     self._settles += [
                         (om.tx_sequence_id.value, om.tx_sequence_number, om.message_id, cls)
                         for om in released
@@ -587,7 +618,8 @@ class OutgoingSide(TransferParts):
     def _ack_refusal(self, conn: Conn, source_qm: uuid.UUID, t: OutgoingTransfer) -> str | None:
         """The ``ack-origin`` rule for an OrderAck / FinalAck from ``source_qm`` on ``conn``
         that would settle messages of ``t``: it must come over a session with ``t``'s next
-        hop, from the QM ``t`` sends to (a PRIVATE= name's GUID, or the QM that answered
+        hop, a configured intermediate hop or, for a DIRECT= name reached through another
+        QM, the destination's own session, from the QM ``t`` sends to (a PRIVATE= name's GUID, or the QM that answered
         when this QM dialled the next hop). Any peer could otherwise release a sequence this
         QM sends elsewhere, and the messages would be lost (its TxSequenceID is no secret:
         a time and a counter, MS-MQQB 3.1.1.3.1, sent in clear)."""
@@ -597,8 +629,12 @@ class OutgoingSide(TransferParts):
         destination = t.destination_qm if private else (None if routed else self.trust.answered(hop))
         origin = AckOrigin(conn.peer, conn.address, conn.session.remote_qm, source_qm)
         return self.trust.ack_refusal(
-            origin, t.next_hop, self._hop_addresses.get(hop, ""), destination_qm=destination, routed=routed
-        )
+            origin, t.next_hop, self._hop_addresses.get(hop, ""), destination_qm=destination, routed=routed,
+            destination_host="" if private else t.host,
+            via_intermediate=self.trust.is_intermediate_hop(
+                conn.peer, conn.address, conn.session.remote_qm, self._hop_addresses.get(hop_host(conn.peer), "")
+            ),
+        )  # fmt: skip
 
     def _on_order_ack(self, conn: Conn, ev: OrderAckReceived, now: float) -> None:
         # Only the transfer that has this sequence in flight (see _sequence_blocked): the

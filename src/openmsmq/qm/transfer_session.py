@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from openmsmq.protocol.events import Role, TransactionalMessageAccepted, UserMessagePacket
 from openmsmq.protocol.incoming import SequenceKey
 from openmsmq.protocol.session import Session
+from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.transfer_codec import split_direct
+from openmsmq.qm.transfer_state import hop_host
 from openmsmq.qm.transfer_trust import SessionTrust
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.userheader import DirectQueueFormatName
 
-__all__ = ["AcceptRoute", "Conn", "Pending", "TransferSession", "session_key_form"]
+__all__ = ["AcceptRoute", "Conn", "Pending", "TransferSession", "ack_session_of", "session_key_form"]
 
 
 class TransferSession(Session):
@@ -94,6 +96,26 @@ class Conn:
     #: a pin or a certificate binds it): only such sessions teach this QM where a QM is.
     verified: bool = False
 
+    @property
+    def remote_qm_address(self) -> str:
+        """RemoteQMAddress (MS-MQQB 3.1.1.3.1): the peer's IP address."""
+        return self.address or hop_host(self.peer)
+
+
+def ack_session_of(conn: Conn, source_qm: uuid.UUID) -> AckSession:
+    """The session ADM elements MS-MQQB 3.1.7.17 reads to address a transactional
+    acknowledgment for a message of ``source_qm`` that came on ``conn``.
+
+    DirectFormatSession is the session's (set by the first UserMessage with DQ 0x7 it
+    received, 3.1.5.8.2), RemoteQMAddress its peer's address. Transactional
+    acknowledgments are end to end (seed 003): they answer the QM at the other end of
+    the sequence. When the session's peer is not that QM (the message came through an
+    intermediate), the direct form would name the intermediate's order queue, where no
+    sequence is processed, so the acknowledgment goes to ``PRIVATE=<source QM>\\00000004``
+    whatever the session's DirectFormatSession (docs/conformance.md, seed 000)."""
+    from_sender = conn.session.remote_qm == source_qm
+    return AckSession(conn.session.direct_format_session and from_sender, conn.remote_qm_address, source_qm)
+
 
 @dataclass(frozen=True, slots=True)
 class AcceptRoute:
@@ -104,8 +126,8 @@ class AcceptRoute:
 
     queue: str
     key: SequenceKey
-    #: RemoteQMAddress of the session it came on, and whether that peer is the sender QM
-    #: (DirectFormatSession): where its FinalAcks go (MS-MQQB 3.1.7.17).
+    #: RemoteQMAddress of the session it came on, and DirectFormatSession as
+    #: :func:`ack_session_of` reads it: where its FinalAcks go (MS-MQQB 3.1.7.17).
     peer: str = ""
     direct: bool = False
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,6 +288,9 @@ class AcceptBatch:
     groups: tuple[AcceptGroup, ...]
     #: Body bytes of its messages (Transfer.unstored_bytes).
     nbytes: int = 0
+    #: RejectCount / LastAccessTime of sequences whose last message was rejected, written
+    #: after the groups: (sender QM, destination, RejectCount, LastAccessTime).
+    rejects: tuple[tuple[uuid.UUID, str, int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +315,10 @@ class ReleaseBatch:
     #: outgoing sequence in memory held: the store checks them against the message they
     #: match (Transfer, ``ack-origin``).
     settle_origins: tuple[AckOrigin | None, ...] = ()
+    #: FinalAcks of messages no OrderAck covered: (format name, LookupIdentifier,
+    #: MessageID, class), settled from their outgoing queue before the releases
+    #: (QueueManager.settle_outgoing), for the same reason.
+    final_settles: tuple[tuple[str, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,12 +327,15 @@ class StoreLocal:
     and those this QM stores to forward."""
 
     items: tuple[tuple[str, Message, int, int | None], ...]
-    #: Messages dropped as an intermediate hop (hop count exceeded, MS-MQQB 3.1.5.8.2) with
-    #: the AckSession of the previous hop when it is the sender: their NACKs to enqueue.
-    hop_nacks: tuple[tuple[Message, object], ...] = ()
+    #: Messages disregarded on receipt (MS-MQQB 3.1.5.8.2 / 3.1.5.8.3 / 3.1.7.1.2, or a hop
+    #: count exceeded as an intermediate): (message, NACK class, AckSession of its sender's
+    #: FinalAcks), whose NACKs to enqueue (openmsmq.qm.arrival.refuse).
+    refusals: tuple[tuple[Message, int, object], ...] = ()
     #: Recoverable messages passed on (store and forward): (format name of their
     #: destination, message, connection, recoverable no.), into its outgoing queue.
     forwards: tuple[tuple[str, Message, int, int | None], ...] = ()
+    #: OrderAcks to enqueue (MS-MQQB 3.1.7.17): (transAcknowledgment, DestinationForAck).
+    acks: tuple[tuple[Message, str], ...] = ()
 
 
 StoreWork = AcceptBatch | ReleaseBatch | StoreLocal | SequenceUpkeep
@@ -354,6 +364,9 @@ class OutgoingStatus:
     #: round trip (s; None when the peer opened the session). None when not connected.
     window: int | None = None
     round_trip: float | None = None
+    #: Messages the destination rejected since the QM started (their negative FinalAcks),
+    #: by Message.Class name (MS-MQQB 3.1.7.17): (name, count), by name.
+    rejected: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +384,13 @@ class IncomingStatus:
     last_rejected: tuple[str, TxSequenceId, int, int] | None = None
 
 
+def count_rejection(rejections: dict[int, Counter[int]], queue_id: int, message_class: int) -> None:
+    """Count a negative FinalAck (a NACK class: MQMSG_CLASS_NACK_*, high bit set) of a
+    message of outgoing queue ``queue_id``; positive ones are not rejections."""
+    if message_class & 0x8000:
+        rejections.setdefault(queue_id, Counter())[message_class] += 1
+
+
 class TransferParts:
     """The state both halves of :class:`~openmsmq.qm.transfer.Transfer` use
     (:class:`~openmsmq.qm.transfer_outgoing.OutgoingSide`,
@@ -385,5 +405,13 @@ class TransferParts:
     #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
     _releases: dict[int, PendingRelease]
     _settles: list[tuple[int, int, int, int]]
+    #: Negative FinalAcks per outgoing queue since start: queue id -> class -> count.
+    rejections: dict[int, Counter[int]]
+    #: What the store settled (format name of the message's destination, or None when no
+    #: waiting message matched; TxSequenceID value; class), appended by the store work on
+    #: its thread, counted by the loop (a deque: thread-safe append / popleft).
+    _store_settled: deque[tuple[str | None, int, int]]
+    #: FinalAcks of messages not OrderAck'ed: (queue id, LookupIdentifier, MessageID, class).
+    _final_settles: list[tuple[int, int, int, int]]
     _dead_letters: list[tuple[int, int]]
     _deletes: list[tuple[int, int]]

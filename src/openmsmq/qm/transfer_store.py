@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import replace
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -18,16 +20,20 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
-from openmsmq.qm.acknowledgment import AckSession
+from openmsmq.qm.acknowledgment import (
+    AckSession,
+    build_transactional_acknowledgment,
+    enqueue_acknowledgment_list,
+)
 from openmsmq.qm.arrival import (
-    hop_count_exceeded,
     plain_packet_rows,
+    refuse,
     session_of_state,
     store_arrivals,
     store_packet_messages,
 )
 from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceUpkeep
-from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending
+from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, ack_session_of
 from openmsmq.qm.transfer_state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
@@ -36,6 +42,7 @@ from openmsmq.qm.transfer_state import (
     StoreLocal,
     StoreWork,
     TransferParts,
+    count_rejection,
 )
 from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
 from openmsmq.store.records import IncomingSequenceState, Message
@@ -71,9 +78,12 @@ class StoreWorkSide(TransferParts):
     _expire_due: bool
     _forward_in: list[tuple[str, Message, int, int | None]]
     _local_in_flight: StoreLocal | None
-    _hop_nacks: list[tuple[Message, AckSession | None]]
+    _refusals: list[tuple[Message, int, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
+    _seq_owner: dict[int, tuple[int, float]]
     _ack_route: dict[SequenceKey, int]
+    _order_acks: list[tuple[Message, str]]
+    _rejects: dict[SequenceKey, tuple[int, float]]
     _refuse_until: dict[str, float]
     _store_retry: float
     _settle_origins: list[AckOrigin | None]
@@ -82,10 +92,55 @@ class StoreWorkSide(TransferParts):
 
     if TYPE_CHECKING:
 
-        def _send_order_ack(self, ack: SendOrderAck, now: float) -> None: ...
         def _drain_session(self, conn: Conn, now: float) -> None: ...
         def _refuse(self, conn: Conn, until: float) -> None: ...
         def settle_refusal(self, origin: AckOrigin, m: Message) -> str | None: ...
+        def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None: ...
+
+    def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
+        """The Order Ack Send Timer fired (MS-MQQB 3.1.6.9): raise Send Transactional
+        Acknowledgment (seed 000) with MQMSG_CLASS_ORDER_ACK. The transAcknowledgment
+        Message is built from the facts of the session the sequence's last message came
+        on (:func:`ack_session_of`) and enqueued to DestinationForAck with the next store
+        work (Open Queue + Enqueue Message To An Open Queue); its outgoing queue then
+        carries it like any recoverable message.
+
+        3.1.6.9 sends it only "if the session from which the timer was started is not
+        closed". Enqueued, it no longer needs that session; dropping it would leave the
+        sender to its Transactional Ack Wait Timer (30 s, more after unanswered resends),
+        or to a resend through an intermediate QM that may never come. So a closed
+        session's facts, as recorded for the sequence's FinalAcks, address it
+        (docs/conformance.md, seed 000)."""
+        conn = self._conns.get(self._ack_route.get(ack.key, 0))
+        if conn is not None and conn.open and not conn.session.closed:
+            facts = ack_session_of(conn, ack.key.source_qm)
+        else:
+            recorded = self._ack_sessions.get((ack.key.source_qm, ack.key.destination.lower()))
+            if recorded is None:
+                return  # nothing stored yet: the sender's next retransmission schedules one
+            facts = recorded
+        # The OrderAck Body's TxSequenceId is the acknowledged stream's IncomingTxSequenceID
+        # where the seed names OutgoingTxSequenceID (protocol.md §11 item 2).
+        session = replace(
+            facts,
+            outgoing_tx_sequence_id=ack.tx_sequence_id,
+            incoming_tx_sequence_number=ack.tx_sequence_number,
+        )
+        self._order_acks.append(build_transactional_acknowledgment(MessageClass.ORDER_ACK, session))
+
+    def _enqueue_order_acks_now(self, now: float) -> None:
+        """Enqueue the OrderAcks built so far on the caller's thread (one store write) and
+        hand them to their sessions at once: before a session closes, its OrderAcks must
+        be on it (a stop, a receiver that could not store)."""
+        acks, self._order_acks = self._order_acks, []
+        if not acks:
+            return
+        try:
+            enqueue_acknowledgment_list(self.qm, acks)
+        except MQError as exc:  # the senders' next retransmissions schedule new ones
+            log.warning("enqueueing %d OrderAcks failed: %s", len(acks), exc)
+            return
+        self._pick_up(acks, now)
 
     def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
         """The next batch of store work to run, or None (at most one per kind in flight).
@@ -93,7 +148,7 @@ class StoreWorkSide(TransferParts):
         Accepted messages form a batch once at least ``accept_min`` wait (a driver that
         passes more than 1 also passes 1 after a short wait, see :attr:`accepts_waiting`):
         storing them in fewer, larger transactions costs less per message."""
-        if self._accept_in_flight is None and len(self._accepted) >= max(1, accept_min):
+        if self._accept_in_flight is None and (len(self._accepted) >= max(1, accept_min) or self._rejects):
             # Consecutive messages of one sequence for one queue form one group.
             runs: list[list[Pending]] = []
             head: AcceptRoute | None = None
@@ -120,11 +175,20 @@ class StoreWorkSide(TransferParts):
                 )
                 for run in runs
             )
-            self._accept_in_flight = AcceptBatch(groups, self._accepted_bytes)
+            rejects = tuple(
+                (key.source_qm, key.destination, count, at) for key, (count, at) in self._rejects.items()
+            )
+            self._rejects.clear()
+            self._accept_in_flight = AcceptBatch(groups, self._accepted_bytes, rejects)
             self._accepted_bytes = 0
             return self._accept_in_flight
         if self._release_in_flight is None and (
-            self._releases or self._deletes or self._settles or self._expire_due or self._dead_letters
+            self._releases
+            or self._deletes
+            or self._settles
+            or self._expire_due
+            or self._dead_letters
+            or self._final_settles
         ):
             names = {t.queue_id: t.format_name for t in self.outgoing.values()}
             releases = self._release_steps(names)
@@ -137,9 +201,11 @@ class StoreWorkSide(TransferParts):
                 self.qm.clock() if self._expire_due else None,
                 tuple((names[q], lid) for q, lid in self._dead_letters if q in names),
                 tuple(self._settle_origins) if settles else (),
+                tuple((names[q], lid, mid, cls) for q, lid, mid, cls in self._final_settles if q in names),
             )
             self._expire_due = False
             self._dead_letters.clear()
+            self._final_settles.clear()
             self._deletes.clear()
             if settles:
                 self._settles.clear()
@@ -149,11 +215,19 @@ class StoreWorkSide(TransferParts):
         upkeep = self.sequences.next_work()
         if upkeep is not None:
             return upkeep
-        if self._local_in_flight is None and (self._nontx_in or self._hop_nacks or self._forward_in):
-            work_l = StoreLocal(tuple(self._nontx_in), tuple(self._hop_nacks), tuple(self._forward_in))
+        if self._local_in_flight is None and (
+            self._nontx_in or self._refusals or self._forward_in or self._order_acks
+        ):
+            work_l = StoreLocal(
+                tuple(self._nontx_in),
+                tuple(self._refusals),
+                tuple(self._forward_in),
+                tuple(self._order_acks),
+            )
             self._nontx_in.clear()
-            self._hop_nacks.clear()
+            self._refusals.clear()
             self._forward_in.clear()
+            self._order_acks.clear()
             self._local_in_flight = work_l
             return work_l
         return None
@@ -180,6 +254,11 @@ class StoreWorkSide(TransferParts):
                     qm.dead_letter(name, [lid for _, lid in unsendable], MessageClass.NACK_BAD_DST_Q)
                 except MQError as exc:
                     log.warning("outgoing queue %s: dead-lettering unsendable messages failed: %s", name, exc)
+            for name, settles in groupby(work.final_settles, key=_first):
+                try:
+                    qm.settle_outgoing(name, [(lid, mid, cls) for _, lid, mid, cls in settles])
+                except MQError as exc:
+                    log.warning("outgoing queue %s: settling FinalAcks failed: %s", name, exc)
             # The releases of different outgoing queues share one commit (one fsync).
             out += qm.release_outgoing_many(work.releases)
             # One transaction per queue for what SessionAcks acknowledged (not one each).
@@ -214,7 +293,12 @@ class StoreWorkSide(TransferParts):
                             origin.peer, "ack-origin", f"a FinalAck for {outcome.refused.destination_queue}",
                             refusals.get(i, ""),
                         )  # fmt: skip
-                    elif outcome.message is None:
+                    else:
+                        found = outcome.message
+                        self._store_settled.append(
+                            (None if found is None else found.destination_queue, seq_id, cls)
+                        )
+                    if outcome.refused is None and outcome.message is None:
                         _unmatched_final_acks.log(
                             (qm.guid, cls), logging.WARNING,
                             "FinalAck %s for %s/%d (MessageID %d) dropped: no message waits for it"
@@ -245,10 +329,15 @@ class StoreWorkSide(TransferParts):
                     out += [None] * len(msgs)
                 except MQError as exc:
                     out += [exc] * len(msgs)
-            for dropped, session in work.hop_nacks:
+            if work.acks:
+                try:
+                    enqueue_acknowledgment_list(qm, work.acks)
+                except MQError as exc:  # the sender's next retransmission schedules a new one
+                    log.warning("enqueueing %d OrderAcks failed: %s", len(work.acks), exc)
+            for dropped, cls, session in work.refusals:
                 with contextlib.suppress(MQError):
                     sess = session if isinstance(session, AckSession) else None
-                    hop_count_exceeded(qm, dropped, sess, send_insecure_nacks=insecure)
+                    refuse(qm, dropped, cls, sess, send_insecure_nacks=insecure)
         return out
 
     def _store_accepts(self, work: AcceptBatch) -> list[BaseException | None]:
@@ -298,6 +387,13 @@ class StoreWorkSide(TransferParts):
                 failed.add(g.key)
                 out[i] = exc
         flush()
+        if work.rejects:
+            try:
+                qm.record_reject_counts(work.rejects)
+            except MQError as exc:  # only the counter: nothing of the sequence depends on it
+                log.warning(
+                    "recording the RejectCount of %d incoming sequences failed: %s", len(work.rejects), exc
+                )
         return out
 
     def _close_for_retry(
@@ -323,6 +419,7 @@ class StoreWorkSide(TransferParts):
             ack = self.incoming.get(key, now).flush_order_ack(now)
             if ack is not None:
                 self._send_order_ack(ack, now)
+                self._enqueue_order_acks_now(now)
         conn.session.flush_acknowledgments(now)
         delay = self._store_retry = min(max(self._store_retry * 2, STORE_RETRY_MIN), STORE_RETRY_MAX)
         self._refuse(conn, now + delay)
@@ -371,6 +468,7 @@ class StoreWorkSide(TransferParts):
                 self._close_for_retry(self._conns.get(self._ack_route.get(key, 0)), closed, now, key)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
+            self._count_store_settled()
             items = (*work.releases, *work.deletes, *work.settles)
             for item, res in zip(items, _pad(outcome, len(items)), strict=True):
                 if res is not None:
@@ -399,6 +497,26 @@ class StoreWorkSide(TransferParts):
             shut: set[int] = set()
             for conn in failed_conns:
                 self._close_for_retry(conn, shut, now)
+            if work.acks:
+                self._pick_up(work.acks, now)
+
+    def _count_store_settled(self) -> None:
+        """Count the negative FinalAcks the store settled (or matched nothing for) against
+        their outgoing queue: the destination of the message that waited, else the queue
+        that sent the FinalAck's sequence last (a message without dead_letter or journal
+        left at its OrderAck)."""
+        if not self._store_settled:
+            return
+        by_name = {t.format_name.casefold(): t.queue_id for t in self.outgoing.values()}
+        while self._store_settled:
+            name, seq_id, cls = self._store_settled.popleft()
+            if name is not None:
+                qid = by_name.get(name.casefold())
+            else:
+                owner = self._seq_owner.get(seq_id)
+                qid = owner[0] if owner is not None else None
+            if qid is not None:
+                count_rejection(self.rejections, qid, cls)
 
     @property
     def accepts_waiting(self) -> bool:
@@ -431,7 +549,8 @@ class StoreWorkSide(TransferParts):
         return not (
             self._accepted or self._accept_in_flight or self._releases or self._deletes
             or self._release_in_flight or self._nontx_in or self._forward_in or self._local_in_flight
-            or self._settles or self._hop_nacks or not self.sequences.idle
+            or self._settles or self._refusals or self._rejects or self._order_acks or self._final_settles
+            or not self.sequences.idle
         )  # fmt: skip
 
 

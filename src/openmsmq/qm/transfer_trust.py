@@ -233,6 +233,8 @@ class PeerTrust:
         *,
         destination_qm: uuid.UUID | None,
         routed: bool,
+        destination_host: str = "",
+        via_intermediate: bool = False,
     ) -> str | None:
         """Why an OrderAck / FinalAck from ``origin`` may not be applied to an outgoing
         queue whose next hop is ``next_hop`` (``hop_address``: the address its last
@@ -240,8 +242,26 @@ class PeerTrust:
         name's GUID, or the GUID that answered at the next hop; None when unknown), or
         None. ``routed``: a static route leads to the destination through another QM,
         which carries the destination's acknowledgments (its identity cannot be checked
-        here: the configured hop is trusted for that path)."""
+        here: the configured hop is trusted for that path). ``destination_host``: the host
+        of a DIRECT= destination reached through another QM; the destination's own session
+        from that address, speaking for itself, may acknowledge too (acknowledgments are
+        messages that take their own way back, MS-MQQB 3.1.7.17). ``via_intermediate``: the
+        session is with a configured intermediate hop, trusted to carry other QMs'
+        acknowledgments (the way back may differ from the way there); the acknowledgment
+        must still name the destination QM when it is known."""
         names = {_host(origin.peer), origin.address.lower()} - {""}
+        if via_intermediate:
+            if destination_qm is not None and origin.source_qm != destination_qm:
+                return f"comes from QM {origin.source_qm}, the queue sends to QM {destination_qm}"
+            return None
+        if (
+            routed
+            and destination_host
+            and destination_host.lower() in names
+            and origin.source_qm == origin.session_qm
+            and (destination_qm is None or origin.source_qm == destination_qm)
+        ):
+            return None
         hop = _host(next_hop)
         if hop not in names and (not hop_address or hop_address.lower() not in names):
             return f"came over a session with {origin.peer}, not with the queue's next hop {next_hop}"

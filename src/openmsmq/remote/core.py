@@ -685,17 +685,35 @@ class RemoteReadCore:
         with contextlib.suppress(MQError):
             self.qm.dequeue_end(entry.receive, delete=False)
 
-    def end_receive(self, s: Session, handle: int, request_ids: Sequence[int], ack: int) -> list[int]:
-        """R_EndReceive (MS-MQRR 3.1.4.9) / R_EndTransactionalReceive (3.1.4.15), batched:
-        the seed-001 steps for each request id in order; returns one HRESULT each."""
+    def end_receive(
+        self,
+        s: Session,
+        handle: int,
+        request_ids: Sequence[int],
+        ack: int,
+        transactional: bool | None = None,
+    ) -> list[int]:
+        """R_EndReceive (MS-MQRR 3.1.4.9, ``transactional`` False) or
+        R_EndTransactionalReceive (3.1.4.15, seed 001, ``transactional`` True), batched:
+        the steps for each request id in order; returns one HRESULT each.
+
+        The two differ in Dequeue Message End's iTransactional (False / True). Ending a
+        receive with the other method than the one that matches how it started (in a
+        transaction or not) is MQ_ERROR_TRANSACTION_USAGE, before step 2, so the entry
+        stays for the right call: R_EndReceive would delete a message of a transaction at
+        once, and R_EndTransactionalReceive would leave a message no transaction holds
+        locked for good (docs/conformance.md, seed 001). ``transactional`` None (clients
+        from before the distinction) ends each receive the way it started."""
         if ack not in (RemoteAck.RR_ACK, RemoteAck.RR_NACK):
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"dwAck {ack:#x} (range 1..2)")
         if request_ids:
             self.limits.messages(len(request_ids), "request ids")
         delete = ack == RemoteAck.RR_ACK
-        return [self._end_one(s, handle, rid, delete) for rid in request_ids]
+        return [self._end_one(s, handle, rid, delete, transactional) for rid in request_ids]
 
-    def _end_one(self, s: Session, handle: int, request_id: int, delete: bool) -> int:
+    def _end_one(
+        self, s: Session, handle: int, request_id: int, delete: bool, transactional: bool | None
+    ) -> int:
         with self._lock:
             self._check_session(s)
             d = self._handles.get(handle)
@@ -704,14 +722,21 @@ class RemoteReadCore:
             if (d is not None and d.session is not s) or not self._table.has_handle(handle):
                 return HResult.MQ_ERROR_INVALID_HANDLE
             # Step 2: look up {handle, request id}; remove it and cancel its timer.
-            entry = self._table.remove(handle, request_id)
+            entry = self._table.get(handle, request_id)
             if entry is None:
                 return HResult.MQ_ERROR_INVALID_PARAMETER
+            if transactional is not None and transactional != (entry.tx is not None):
+                return HResult.MQ_ERROR_TRANSACTION_USAGE
+            self._table.remove(handle, request_id)
             outcome = entry.tx.outcome if entry.tx is not None else None
-        # Steps 3-4: the OpenQueueDescriptor. An entry outlives its descriptor only when a
-        # close raced with this call; the message is then put back (safe reading).
+        # Steps 3-4: the OpenQueueDescriptor (gone only when a close raced with this call).
+        # Seed 001: "If not found, return a failure HRESULT, and perform no further
+        # actions": a message of a transaction stays in it (commit removes it, abort puts
+        # it back). R_EndReceive's lock has no transaction to end it: that message is
+        # put back, as the close would have done had it seen the entry.
         if d is None or d.closed:
-            self._put_back(entry)
+            if entry.tx is None:
+                self._put_back(entry)
             return HResult.MQ_ERROR_INVALID_HANDLE
         # Steps 5-6: the message with the entry's LookupIdentifier. A locked message can
         # only leave the queue through its transaction or with its queue.
@@ -721,7 +746,8 @@ class RemoteReadCore:
             # Abort made it available again (maybe locked by another reader since):
             # Dequeue Message End on a position that is not ours.
             return HResult.MQ_ERROR_TRANSACTION_SEQUENCE
-        # Step 7: Dequeue Message End(iDeleteMessage = dwAck == RR_ACK).
+        # Step 7: Dequeue Message End(iDeleteMessage = dwAck == RR_ACK, iTransactional =
+        # whether it is a transaction's: the entry says, and a mismatch was refused above).
         try:
             self.qm.dequeue_end(entry.receive, delete=delete)
         except MQError as exc:

@@ -1,10 +1,20 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class EndMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    END_METHOD_UNSPECIFIED: _ClassVar[EndMethod]
+    END_RECEIVE: _ClassVar[EndMethod]
+    END_TRANSACTIONAL_RECEIVE: _ClassVar[EndMethod]
+END_METHOD_UNSPECIFIED: EndMethod
+END_RECEIVE: EndMethod
+END_TRANSACTIONAL_RECEIVE: EndMethod
 
 class QueueStatus(_message.Message):
     __slots__ = ("name", "kind", "transactional", "message_count", "total_bytes", "oldest_arrived_time")
@@ -23,7 +33,14 @@ class QueueStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., oldest_arrived_time: _Optional[int] = ...) -> None: ...
 
 class OutgoingQueueStatus(_message.Message):
-    __slots__ = ("format_name", "next_hop", "state", "waiting", "in_flight", "tx_sequence_id", "next_tx_sequence_number", "last_acked_sequence_id", "last_acked_number", "last_unacked_sequence_id", "last_unacked_number", "retry_at", "window", "round_trip")
+    __slots__ = ("format_name", "next_hop", "state", "waiting", "in_flight", "tx_sequence_id", "next_tx_sequence_number", "last_acked_sequence_id", "last_acked_number", "last_unacked_sequence_id", "last_unacked_number", "retry_at", "window", "round_trip", "rejected")
+    class RejectedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     FORMAT_NAME_FIELD_NUMBER: _ClassVar[int]
     NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +55,7 @@ class OutgoingQueueStatus(_message.Message):
     RETRY_AT_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     ROUND_TRIP_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
     format_name: str
     next_hop: str
     state: str
@@ -52,7 +70,8 @@ class OutgoingQueueStatus(_message.Message):
     retry_at: float
     window: int
     round_trip: float
-    def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ..., window: _Optional[int] = ..., round_trip: _Optional[float] = ...) -> None: ...
+    rejected: _containers.ScalarMap[str, int]
+    def __init__(self, format_name: _Optional[str] = ..., next_hop: _Optional[str] = ..., state: _Optional[str] = ..., waiting: _Optional[int] = ..., in_flight: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., next_tx_sequence_number: _Optional[int] = ..., last_acked_sequence_id: _Optional[int] = ..., last_acked_number: _Optional[int] = ..., last_unacked_sequence_id: _Optional[int] = ..., last_unacked_number: _Optional[int] = ..., retry_at: _Optional[float] = ..., window: _Optional[int] = ..., round_trip: _Optional[float] = ..., rejected: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class IncomingSequenceStatus(_message.Message):
     __slots__ = ("source_qm", "destination", "tx_sequence_id", "tx_sequence_number", "reject_count", "last_access_time", "last_reject_reason", "last_reject_tx_sequence_id", "last_reject_number", "last_reject_previous")
@@ -333,14 +352,16 @@ class CancelReceiveRequest(_message.Message):
     def __init__(self, handle: _Optional[int] = ..., request_id: _Optional[int] = ...) -> None: ...
 
 class EndReceiveRequest(_message.Message):
-    __slots__ = ("handle", "ack", "request_ids")
+    __slots__ = ("handle", "ack", "request_ids", "method")
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
     handle: int
     ack: int
     request_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, handle: _Optional[int] = ..., ack: _Optional[int] = ..., request_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    method: EndMethod
+    def __init__(self, handle: _Optional[int] = ..., ack: _Optional[int] = ..., request_ids: _Optional[_Iterable[int]] = ..., method: _Optional[_Union[EndMethod, str]] = ...) -> None: ...
 
 class EndReceiveReply(_message.Message):
     __slots__ = ("status",)

@@ -233,7 +233,8 @@ class RemoteReadServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EndReceive(self, request, context):
-        """R_EndReceive [9] / R_EndTransactionalReceive [15], batched: one status per request id.
+        """R_EndReceive [9] / R_EndTransactionalReceive [15] (EndReceiveRequest.method), batched:
+        one status per request id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -54,6 +54,12 @@ MAX_REQUEST_BYTES = 16 * MAX_MESSAGE_BYTES + (1 << 20)
 
 _INFINITE = 0xFFFFFFFF
 _DEFAULT_TTRQ = 0x54600
+#: EndReceiveRequest.method -> RemoteReadCore.end_receive's ``transactional``.
+_END_METHODS: dict[int, bool | None] = {
+    pb.END_METHOD_UNSPECIFIED: None,
+    pb.END_RECEIVE: False,
+    pb.END_TRANSACTIONAL_RECEIVE: True,
+}
 _KIND = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
          QueueType.OUTGOING: "outgoing"}  # fmt: skip
 
@@ -365,8 +371,13 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def EndReceive(self, request: pb.EndReceiveRequest, context: Any) -> pb.EndReceiveReply:
         def fn(s: Session, _c: threading.Event) -> pb.EndReceiveReply:
+            if request.method not in _END_METHODS:
+                raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"EndReceive method {request.method}")
+            transactional = _END_METHODS[request.method]
             return pb.EndReceiveReply(
-                status=self.core.end_receive(s, request.handle, request.request_ids, request.ack)
+                status=self.core.end_receive(
+                    s, request.handle, request.request_ids, request.ack, transactional
+                )
             )
 
         return await self._run(context, fn)

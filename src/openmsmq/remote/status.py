@@ -102,6 +102,11 @@ class OutgoingQueueStatus:
     #: moves at most window / round trip messages a second.
     window: int | None = None
     round_trip: float | None = None
+    #: Messages of this queue its destination rejected since the queue manager started:
+    #: the class of their negative FinalAck (MS-MQQB 3.1.7.17 names, e.g.
+    #: ``NackBadDestQueue``) -> how many. Those sent with ``dead_letter`` are in the
+    #: transactional dead-letter queue with that class (docs/acknowledgments.md).
+    rejected: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +175,7 @@ class QMStatus:
             "queues": [
                 {**asdict(q), "oldest_age": _age(self.time, q.oldest_arrived_time)} for q in self.queues
             ],
-            "outgoing": [asdict(o) for o in self.outgoing],
+            "outgoing": [{**asdict(o), "rejected": dict(o.rejected)} for o in self.outgoing],
             "incoming": [asdict(i) for i in self.incoming],
             "dead_letter": self.dead_letter,
         }
@@ -260,6 +265,7 @@ def collect_status(
                 acked[0].value if acked else None, acked[1] if acked else None,
                 unacked[0].value if unacked else None, unacked[1] if unacked else None,
                 None if o.retry_at is None else o.retry_at + offset, o.window, o.round_trip,
+                dict(o.rejected),
             )
         )  # fmt: skip
     incoming: list[IncomingSequenceStatus] = []
@@ -317,7 +323,7 @@ def status_to_pb(st: QMStatus) -> pb.StatusReply:
                 last_acked_sequence_id=o.last_acked_sequence_id, last_acked_number=o.last_acked_number,
                 last_unacked_sequence_id=o.last_unacked_sequence_id,
                 last_unacked_number=o.last_unacked_number, retry_at=o.retry_at,
-                window=o.window, round_trip=o.round_trip,
+                window=o.window, round_trip=o.round_trip, rejected=dict(o.rejected),
             )
             for o in st.outgoing
         ],
@@ -353,7 +359,7 @@ def status_from_pb(r: pb.StatusReply) -> QMStatus:
                 o.format_name, o.next_hop, o.state, o.waiting, o.in_flight, o.tx_sequence_id,
                 o.next_tx_sequence_number, _opt(o, "last_acked_sequence_id"), _opt(o, "last_acked_number"),
                 _opt(o, "last_unacked_sequence_id"), _opt(o, "last_unacked_number"), _opt(o, "retry_at"),
-                _opt(o, "window"), _opt(o, "round_trip"),
+                _opt(o, "window"), _opt(o, "round_trip"), dict(o.rejected),
             )
             for o in r.outgoing
         ),

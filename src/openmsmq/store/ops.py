@@ -11,6 +11,7 @@ per message.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
@@ -45,6 +46,7 @@ __all__ = [
     "expiry_events",
     "order_key",
     "record_incoming",
+    "record_reject_counts",
     "update_incoming",
     "write_ack_rows",
 ]
@@ -556,8 +558,12 @@ def update_incoming(
         for old, new in writes:
             key = (old.sender_qm.bytes, old.destination.lower())
             if old.tx_sequence_id == 0 and old.tx_sequence_number == 0:
+                # A row at position 0 holds only the RejectCount of a sequence that
+                # accepted nothing yet: still "no row" for a reset.
                 found = conn.execute(
-                    "SELECT 1 FROM incoming_sequences WHERE sender_qm = ? AND destination = ?", key
+                    "SELECT 1 FROM incoming_sequences WHERE sender_qm = ? AND destination = ?"
+                    " AND (tx_sequence_id != 0 OR tx_sequence_number != 0)",
+                    key,
                 ).fetchone()
                 if found is None:
                     _upsert_incoming(conn, [new])
@@ -572,6 +578,26 @@ def update_incoming(
             )  # fmt: skip
             changed += cur.rowcount
         return changed
+
+    return op
+
+
+def record_reject_counts(
+    rejects: Sequence[tuple[uuid.UUID, str, int, float]],
+) -> Callable[[WriteContext], None]:
+    """Persist IncomingTransactionalTransferInfo.RejectCount and LastAccessTime of incoming
+    sequences whose last message was rejected (MS-MQQB 3.1.5.8.6): ``(sender QM,
+    destination, RejectCount, LastAccessTime)``. The sequence position is left as stored
+    (a rejection does not move it; a row that does not exist yet gets position 0)."""
+
+    def op(ctx: WriteContext) -> None:
+        ctx.conn.executemany(
+            "INSERT INTO incoming_sequences (sender_qm, destination, queue_id, tx_sequence_id,"
+            " tx_sequence_number, reject_count, last_access_time) VALUES (?, ?, NULL, 0, 0, ?, ?)"
+            " ON CONFLICT (sender_qm, destination) DO UPDATE"
+            " SET reject_count = excluded.reject_count, last_access_time = excluded.last_access_time",
+            [(qm.bytes, destination.lower(), count, at) for qm, destination, count, at in rejects],
+        )
 
     return op
 

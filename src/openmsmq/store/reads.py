@@ -42,6 +42,7 @@ __all__ = [
     "fetch_expired",
     "fetch_for_dead_letter",
     "fetch_for_purge",
+    "fetch_messages",
     "get_queue",
     "incoming_sequences",
     "list_queues",
@@ -350,6 +351,20 @@ def fetch_for_purge(
         got = ack_wanted(conn, f"m.lookup_id IN ({marks}) AND +m.queue_id = ?", [*chunk, queue_id])
         journaled.update(m.lookup_id for _, m in got if m.negative_journaling)
     return [(queue_id, r[0], r[1], bool(r[2]), message_class, r[0] in journaled) for r in rows]
+
+
+def fetch_messages(conn: sqlite3.Connection, queue_id: int, lookup_ids: list[int]) -> list[Message]:
+    """The messages ``lookup_ids`` of ``queue_id`` still stored (any order)."""
+    out: list[Message] = []
+    for i in range(0, len(lookup_ids), 500):
+        chunk = lookup_ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT {MSG_SELECT} FROM messages m WHERE m.lookup_id IN ({marks}) AND +m.queue_id = ?",
+            [*chunk, queue_id],
+        )
+        out += [message_from_row(r) for r in rows]
+    return out
 
 
 def fetch_for_dead_letter(
