@@ -297,3 +297,47 @@ def test_a_pinned_guid_is_accepted_from_its_networks_only(net: Net) -> None:
     assert not forger.open
     assert _refusals(metrics, "identity") == 1
     assert ForgedPeer(net, b, M).open  # anyone else claiming its own GUID is served as before
+
+
+def test_acknowledgments_may_take_their_own_way_back() -> None:
+    """Acknowledgments are messages routed on their own (MS-MQQB 3.1.7.17), so the way
+    back may differ from the way there: an OrderAck for a queue whose next hop is B is
+    applied from a configured intermediate hop when it names the destination QM, and
+    from the destination's own session for a DIRECT= name reached through B; from any
+    other peer, or naming another QM, it is refused."""
+    from openmsmq.observability.sink import NULL_METRICS
+    from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
+
+    dest_qm, other_qm, hop_qm = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    trust = PeerTrust(TrustConfig(intermediate_hops=("127.0.0.5",)), (), NULL_METRICS)
+
+    def refusal(origin: AckOrigin, *, dest: uuid.UUID | None, routed: bool, host: str = "") -> str | None:
+        via = trust.is_intermediate_hop(origin.peer, origin.address, origin.session_qm)
+        return trust.ack_refusal(
+            origin, B, "", destination_qm=dest, routed=routed, destination_host=host, via_intermediate=via
+        )
+
+    relayed = AckOrigin("127.0.0.5", "127.0.0.5", hop_qm, dest_qm)
+    assert refusal(relayed, dest=dest_qm, routed=False) is None
+    assert refusal(AckOrigin("127.0.0.5", "127.0.0.5", hop_qm, other_qm), dest=dest_qm, routed=False)
+    stranger = AckOrigin("127.0.0.6", "127.0.0.6", dest_qm, dest_qm)
+    assert refusal(stranger, dest=dest_qm, routed=False)
+    own = AckOrigin("127.0.0.4", "127.0.0.4", dest_qm, dest_qm)
+    assert refusal(own, dest=None, routed=True, host="127.0.0.4") is None
+    assert refusal(own, dest=None, routed=True, host="127.0.0.7")  # not that destination's address
+    speaking_for_another = AckOrigin("127.0.0.4", "127.0.0.4", dest_qm, other_qm)
+    assert refusal(speaking_for_another, dest=None, routed=True, host="127.0.0.4")
+
+
+def test_a_senders_order_queue_is_reached_along_the_session_its_messages_came_on(net: Net) -> None:
+    """A sender that dialled B with PRIVATE= names is answered at PRIVATE=<its GUID>: B
+    learns that way back from the session that carried the sender's own transactional
+    messages (a bare claim teaches nothing: test_learned_routes_never_come_from_a_claim)."""
+    b = _b(net)
+    sender = ForgedPeer(net, b, M)
+    assert b.transfer.qm_route(sender.guid) is None
+    sid = TxSequenceId.from_int((int(net.clock.now) << 32) | 1)
+    sender.send(sender.transactional(Q, b"mine", sid, 1, 0))
+    net.advance(1.0)
+    assert bodies_in(b.qm, Q) == [b"mine"]
+    assert b.transfer.qm_route(sender.guid) == M

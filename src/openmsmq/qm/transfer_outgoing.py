@@ -619,10 +619,11 @@ class OutgoingSide(TransferParts):
         """The ``ack-origin`` rule for an OrderAck / FinalAck from ``source_qm`` on ``conn``
         that would settle messages of ``t``: it must come over a session with ``t``'s next
         hop, a configured intermediate hop or, for a DIRECT= name reached through another
-        QM, the destination's own session, from the QM ``t`` sends to (a PRIVATE= name's GUID, or the QM that answered
-        when this QM dialled the next hop). Any peer could otherwise release a sequence this
-        QM sends elsewhere, and the messages would be lost (its TxSequenceID is no secret:
-        a time and a counter, MS-MQQB 3.1.1.3.1, sent in clear)."""
+        QM, the destination's own session, from the QM ``t`` sends to (a PRIVATE= name's
+        GUID, or the QM that answered when this QM dialled the next hop). Any peer could
+        otherwise release a sequence this QM sends elsewhere, and the messages would be lost
+        (its TxSequenceID is no secret: a time and a counter, MS-MQQB 3.1.1.3.1, sent in
+        clear)."""
         hop = hop_host(t.next_hop)
         private = t.destination_qm is not None
         routed = private or hop != t.host.lower()
@@ -632,7 +633,8 @@ class OutgoingSide(TransferParts):
             origin, t.next_hop, self._hop_addresses.get(hop, ""), destination_qm=destination, routed=routed,
             destination_host="" if private else t.host,
             via_intermediate=self.trust.is_intermediate_hop(
-                conn.peer, conn.address, conn.session.remote_qm, self._hop_addresses.get(hop_host(conn.peer), "")
+                conn.peer, conn.address, conn.session.remote_qm,
+                self._hop_addresses.get(hop_host(conn.peer), ""),
             ),
         )  # fmt: skip
 
