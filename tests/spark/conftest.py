@@ -140,6 +140,9 @@ def spark() -> Iterator[Any]:
     # through the launcher, as users are told to (docs/spark.md, "Query start").
     os.environ["PYSPARK_PYTHON"] = launcher_path()
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # This host's name may resolve to loopback, and Spark would then bind to the first
+    # other interface it finds: keep every Spark socket on loopback.
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
     session = (
@@ -152,6 +155,8 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
         .config("spark.sql.streaming.pollingDelay", "10ms")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -21,6 +21,7 @@ def main() -> None:
     from openmsmq.spark import launcher_path, register
 
     os.environ["PYSPARK_PYTHON"] = launcher_path()  # as in conftest.py
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
     spark = (
@@ -30,6 +31,8 @@ def main() -> None:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.pollingDelay", "10ms")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

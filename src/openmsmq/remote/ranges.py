@@ -64,9 +64,10 @@ def _position(value: int, what: str) -> int:
 
 
 def lookup_ranges(
-    qm: QueueManager, principal: Principal, queries: Sequence[RangeQuery]
+    qm: QueueManager, principal: Principal, queries: Sequence[RangeQuery], with_bytes: bool = False
 ) -> list[LookupRange | None]:
     """(first, last, count) per query, in order; None where the range holds no message.
+    ``with_bytes``: also each range's total stored size.
 
     Whole-queue queries (after 0, no through) of several queues come from ONE read
     snapshot; others are read one by one (each watermark is stable on its own).
@@ -78,9 +79,9 @@ def lookup_ranges(
             _position(through, "through")
     if all(after == 0 and through is None for _, after, through in queries):
         names = [q for q, _, _ in queries]
-        found = qm.lookup_ranges(names)
+        found = qm.lookup_ranges(names, with_bytes)
         return [found[q] for q in names]
-    return [qm.lookup_range(q, after, through) for q, after, through in queries]
+    return [qm.lookup_range(q, after, through, with_bytes) for q, after, through in queries]
 
 
 def nth_lookup_id(
