@@ -283,7 +283,8 @@ def test_corrupt_checkpoint_offset_fails_the_query_naming_it(spark: Any, qm: QM,
     query.awaitTermination(120)
     offsets = ck / "offsets" / "0"
     lines = offsets.read_text().splitlines()
-    assert json.loads(lines[-1]) == {"queues": {a: only}}
+    written = json.loads(lines[-1])
+    assert written["queues"] == {a: only} and set(written["qms"]) == {""}
     offsets.write_text("\n".join([*lines[:-1], json.dumps({"queues": {a: -3}})]) + "\n")
     query = start()
     with pytest.raises(Exception, match="checkpoint offset has position -3"):

@@ -15,7 +15,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from openmsmq.client.types import LookupRange, RangeQuery
 from openmsmq.errors import ConfigError
 from openmsmq.spark import source
-from openmsmq.spark.planning import DataLossError, parse_reader_options
+from openmsmq.spark.backend import PeekedMessage, PeekedPage
+from openmsmq.spark.planning import DataLossError, PartitionPlan, parse_reader_options
 
 G1, G2 = "6f1a8a4e-0000-4000-8000-000000000001", "6f1a8a4e-0000-4000-8000-000000000002"
 
@@ -201,3 +202,26 @@ def test_several_queue_managers_one_call_each(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(FakeQM, "available_ranges", down)
     with pytest.raises(ConnectionError):
         reader.latestOffset(end, ReadMaxRows(2))
+
+
+class PagedQM(FakeQM):
+    """A FakeQM whose messages can be peeked (for an executor's partition read)."""
+
+    def peek_page(self, queue: str, after: int, through: int, limit: int) -> PeekedPage:
+        ids = [i for i in self.queues[queue] if after < i <= through][:limit]
+        return PeekedPage.from_messages(
+            [PeekedMessage(i, "{0}\\1", "", b"m", 0, 0, bytes(20), 0, 0, 0, "0") for i in ids]
+        )
+
+
+def test_a_partition_that_reads_fewer_than_planned_has_lost_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    qm = PagedQM(a=[3, 5, 9])
+    monkeypatch.setattr(source, "open_backend", lambda endpoint, options=None: qm)
+    strict = parse_reader_options({"endpoint": "grpc://h:1", "queues": A})
+    plan = PartitionPlan(A, 0, 9, expected=3)
+    assert sum(b.num_rows for b in source.read_partition(strict, {}, plan)) == 3
+    qm.queues[A].remove(5)  # received by someone else between planning and reading
+    with pytest.raises(DataLossError, match=r"1 of the 3 messages planned in LookupIdentifiers \(0, 9\]"):
+        list(source.read_partition(strict, {}, plan))
+    lenient = parse_reader_options({"endpoint": "grpc://h:1", "queues": A, "failOnDataLoss": "false"})
+    assert sum(b.num_rows for b in source.read_partition(lenient, {}, plan)) == 2

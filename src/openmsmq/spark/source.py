@@ -77,7 +77,7 @@ from openmsmq.spark.planning import (
 )
 from openmsmq.spark.schema import READ_SCHEMA_DDL, check_write_schema, row_to_message
 
-if TYPE_CHECKING:  # pyarrow.compute is loaded by executors only (see _read_partition)
+if TYPE_CHECKING:  # pyarrow.compute is loaded by executors only (see read_partition)
     from openmsmq.spark.packed_arrow import ArrowPage
 
 __all__ = ["SHORT_NAME", "OpenMSMQDataSource", "SendReport", "register"]
@@ -211,7 +211,7 @@ def _data_loss(opts: ReaderOptions, message: str) -> None:
     log.warning("openmsmq data source lost messages: %s (failOnDataLoss is false: going on)", message)
 
 
-def _read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: PartitionPlan) -> Iterator[Any]:
+def read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: PartitionPlan) -> Iterator[Any]:
     """Peek every message of ``plan`` page by page, one Arrow record batch per page
     (runs on an executor; see :mod:`openmsmq.spark.arrow`).
 
@@ -376,7 +376,7 @@ class SnapshotReader(DataSourceReader):
         plan = partition.value
         if plan is None:  # Spark's placeholder partition when the snapshot is empty
             return iter(())
-        return _read_partition(self.opts, self.options, plan)
+        return read_partition(self.opts, self.options, plan)
 
 
 class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -538,7 +538,7 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Peek one partition's range as Arrow record batches (executor side; stateless)."""
-        return _read_partition(self.opts, self.options, partition.value)
+        return read_partition(self.opts, self.options, partition.value)
 
     @_plain_errors
     def commit(self, end: dict[str, Any]) -> None:
