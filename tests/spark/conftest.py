@@ -25,7 +25,7 @@ from openmsmq.client import Access, Connection, OutgoingMessage
 from openmsmq.runtime import live_runtime
 
 
-def _java_available() -> bool:
+def java_available() -> bool:
     home = os.environ.get("JAVA_HOME")
     return shutil.which("java") is not None or bool(
         home and os.path.exists(os.path.join(home, "bin", "java"))
@@ -132,7 +132,7 @@ def qm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QM]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A ``local[2,2]`` session (2 cores, a failed task is retried once), UI off, quiet logs."""
-    if not _java_available():
+    if not java_available():
         pytest.skip("Java is not installed (java not on PATH and no JAVA_HOME): Spark tests need a JVM")
     from openmsmq.spark import launcher_path, register
 
