@@ -1,7 +1,8 @@
 """A job submitted with ``spark-submit`` to the standalone cluster of the tests.
 
-    cluster_job.py stream ENDPOINTS QUEUES OUT CHECKPOINT run|drain [MAX_PER_TRIGGER]
+    cluster_job.py stream ENDPOINTS QUEUES OUT CHECKPOINT run|drain MAX_PER_TRIGGER
     cluster_job.py write ENDPOINT QUEUE WRITE_ID ROWS MARKER_DIR REPORT
+    cluster_job.py JOB ARGS... + JOB ARGS...      (several, one after the other, one app)
 
 Its Python has no openmsmq installed: the wheel given to ``--py-files`` brings it to the
 driver and the executors, so the job registers the data source itself
@@ -30,7 +31,7 @@ def session():  # type: ignore[no-untyped-def]
 
     from openmsmq.spark import register
 
-    spark = SparkSession.builder.appName("openmsmq-cluster-" + sys.argv[1]).getOrCreate()
+    spark = SparkSession.builder.appName("openmsmq-cluster").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -101,15 +102,21 @@ def executors_openmsmq(spark) -> list[str]:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     spark = session()
-    kind = sys.argv[1]
-    if kind == "stream":
-        endpoints, queues, out, ck, mode = sys.argv[2:7]
-        stream(spark, endpoints, queues, out, ck, mode, sys.argv[7] if len(sys.argv) > 7 else "1000")
-    elif kind == "write":
-        endpoint, queue, write_id, rows, markers, report = sys.argv[2:8]
-        write(spark, endpoint, queue, write_id, int(rows), markers, report)
-    else:
-        raise SystemExit(f"unknown job {kind!r}")
+    jobs: list[list[str]] = [[]]
+    for arg in sys.argv[1:]:
+        if arg == "+":
+            jobs.append([])
+        else:
+            jobs[-1].append(arg)
+    for kind, *args in jobs:
+        if kind == "stream":
+            endpoints, queues, out, ck, mode, per_trigger = args
+            stream(spark, endpoints, queues, out, ck, mode, per_trigger)
+        elif kind == "write":
+            endpoint, queue, write_id, rows, markers, report = args
+            write(spark, endpoint, queue, write_id, int(rows), markers, report)
+        else:
+            raise SystemExit(f"unknown job {kind!r}")
     spark.stop()
 
 

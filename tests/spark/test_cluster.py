@@ -86,35 +86,38 @@ def test_cluster_streams_two_queue_managers_and_writes_idempotently(
             sent[key] += bodies
     out, ck = tmp_path / "out", tmp_path / "ck"
     endpoints = f"one={qm.endpoint},two={qm2.endpoint}"
-    run_job(
-        spark_cluster,
-        tmp_path / "stream.log",
-        "stream",
-        endpoints,
-        ",".join(sent),
-        str(out),
-        str(ck),
-        "drain",
-        "600",
-    )
+    (dest,) = qm.new_queues("cwrite")
+    rows = 400
+
+    def write_job(attempt: int) -> list[str]:
+        markers = tmp_path / f"markers{attempt}"
+        markers.mkdir()
+        return [
+            "write",
+            qm.endpoint,
+            dest,
+            "job-1",
+            str(rows),
+            str(markers),
+            str(tmp_path / f"write{attempt}.json"),
+        ]
+
+    def check_write(attempt: int) -> None:
+        done = json.loads((tmp_path / f"write{attempt}.json").read_text())
+        assert len(done["killed"]) == 4  # every task's first attempt was killed halfway
+        # Executors import openmsmq from the copy of the wheel Spark shipped to them.
+        shipped = spark_cluster[1]
+        assert all(".zip/openmsmq/" in f and not f.startswith(str(shipped.parent)) for f in done["openmsmq"])
+        assert sorted(qm.bodies(dest)) == sorted(b"row-%d" % i for i in range(rows)), f"run {attempt}"
+
+    # One application: the stream (AvailableNow into Parquet), then the write.
+    stream = ["stream", endpoints, ",".join(sent), str(out), str(ck), "drain", "600"]
+    run_job(spark_cluster, tmp_path / "app1.log", *stream, "+", *write_job(1))
     table = read_table(spark, out)
     for key, bodies in sent.items():
         assert [body for _, body in table[key]] == bodies  # once each, in LookupIdentifier order
     assert qm.lookup_ids(a) == [] and qm2.lookup_ids(b) == []
-
-    (dest,) = qm.new_queues("cwrite")
-    rows = 400
-    for attempt in (1, 2):  # the same writeId twice: the second run adds nothing
-        markers = tmp_path / f"markers{attempt}"
-        markers.mkdir()
-        report = tmp_path / f"write{attempt}.json"
-        run_job(spark_cluster, tmp_path / f"write{attempt}.log", "write", qm.endpoint, dest, "job-1",
-                str(rows), str(markers), str(report))  # fmt: skip
-        done = json.loads(report.read_text())
-        assert len(done["killed"]) == 4  # every task's first attempt was killed halfway
-        # Executors import openmsmq from the copy of the wheel Spark shipped to them.
-        assert all(
-            ".zip/openmsmq/" in f and not f.startswith(str(spark_cluster[1].parent)) for f in done["openmsmq"]
-        )
-        bodies = qm.bodies(dest)
-        assert sorted(bodies) == sorted(b"row-%d" % i for i in range(rows)), f"run {attempt}"
+    check_write(1)
+    # The whole write again, same writeId, in a new application: it adds nothing.
+    run_job(spark_cluster, tmp_path / "app2.log", *write_job(2))
+    check_write(2)
