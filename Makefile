@@ -59,6 +59,10 @@ bench-transfer: $(STAMP)
 bench-spark: $(STAMP)
 	$(BIN)/python bench/spark.py
 
+## make bench-pipeline: QM A -> MS-MQQB -> QM B -> Structured Streaming -> Parquet under sustained load
+bench-pipeline: $(STAMP)
+	$(BIN)/python bench/pipeline.py
+
 ## make wheel: dist/openmsmq-<version>-py3-none-any.whl (what a Spark job ships to executors, docs/spark.md)
 wheel: $(STAMP)
 	rm -rf build
