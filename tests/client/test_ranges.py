@@ -117,7 +117,7 @@ def test_send_idempotent_skips_accepted_identities(transport: Transport) -> None
 def test_ranges_report_stored_bytes_on_request(transport: Transport) -> None:
     t = transport
     send(t, TXQ, [b"a" * 10, b"b" * 20, b"c" * 30])
-    first, second, third = ids(t, TXQ)
+    first, _, third = ids(t, TXQ)
     whole, tail = t.lookup_ranges([RangeQuery(TXQ), RangeQuery(TXQ, first, None)], with_bytes=True)
     assert whole is not None and tail is not None
     assert whole.count == 3 and tail.count == 2
