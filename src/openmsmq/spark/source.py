@@ -358,9 +358,7 @@ class SnapshotReader(DataSourceReader):
         try:
             starts = self.opts.starting_offsets or {}
             ends = self.opts.ending_offsets
-            queries = [
-                (k, starts.get(k, 0), None if ends is None else ends.get(k)) for k in self.opts.queues
-            ]
+            queries = [(k, starts.get(k, 0), None if ends is None else ends.get(k)) for k in self.opts.queues]
             plans: list[PartitionPlan] = []
             for (key, after, _), found in zip(queries, qms.ranges(queries), strict=True):
                 if found is None:
