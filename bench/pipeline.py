@@ -8,9 +8,9 @@ per phase:
 1. *transfer alone*: A's sender commits transactions of ``--per-tx`` orders as fast as it
    can to B's queue; the rate is the messages that arrived in B's queue per second
    (B's queue depth, sampled), nobody reading them.
-2. *source alone*: a sender on B itself fills B's queue as fast as it can while the
-   streaming query reads it into Parquet; the rate is rows committed in Parquet per
-   second.
+2. *source alone*: B's queue holds ``--prefill`` orders, put there before the query
+   starts; the rate is rows committed in Parquet per second while the query drains it,
+   from its first batch's commit to its last one's.
 3. *pipeline*: A's sender offers ``--rate`` orders a second (default: half the transfer
    rate of phase 1, the aim) to B over MS-MQQB while the query reads B's queue into
    Parquet. Reported: rows committed in Parquet per second, the latency of each message
@@ -21,7 +21,7 @@ per phase:
 Rates are taken over the phase after a warm-up of ``--warmup`` seconds. The command,
 the machine (cores, load average before and after) and every figure are printed.
 
-    .venv/bin/python bench/pipeline.py [--seconds 60] [--warmup 10] [--per-tx 100] [--rate N]
+    .venv/bin/python bench/pipeline.py [--seconds 60] [--warmup 10] [--per-tx 100] [--rate N] [--prefill N]
 """
 
 from __future__ import annotations
@@ -106,6 +106,17 @@ class Sender(threading.Thread):
         return self.commits[lo][1]
 
 
+def prefill(qm_dir: Path, queue: str, n: int) -> None:
+    """Put ``n`` orders into ``queue`` on its own queue manager, 5,000 a transaction."""
+    with openmsmq.connect(qm_dir) as conn:
+        q = conn.open_queue(queue, Access.SEND)
+        for start in range(0, n, 5000):
+            with conn.transaction() as tx:
+                q.send_many(
+                    [OutgoingMessage(body=demo.order(i)) for i in range(start, min(n, start + 5000))], tx=tx
+                )
+
+
 def depth(qm_dir: Path, queue: str) -> int:
     with openmsmq.connect(qm_dir) as conn:
         return conn.queue_info(queue).message_count
@@ -132,6 +143,13 @@ def batch_commits(table: Path) -> list[tuple[float, list[Path]]]:
                 files.append(Path(path.removeprefix("file:")))
         out.append((p.stat().st_mtime, files))
     return out
+
+
+def rows_in(file: Path) -> int:
+    import pyarrow.parquet as pq
+
+    rows: int = pq.ParquetFile(file).metadata.num_rows
+    return rows
 
 
 def committed_rows(table: Path) -> list[tuple[int, float]]:
@@ -203,24 +221,25 @@ def run(args: argparse.Namespace, work: Path) -> None:
         spark = demo.spark_session()
         tables = work / "tables"
 
-        # 2. source alone: B fills its own queue while Spark reads it
-        sender = Sender(b_dir, queues["source"], args.per_tx, None)
-        senders.append(sender)
-        sender.start()
+        # 2. source alone: B's queue filled beforehand, drained by the query
+        prefill(b_dir, queues["source"], args.prefill)
         out = tables / "source"
         query = demo.start_stream(spark, endpoint, out, work / "ck-source", queue=queues["source"])
-        time.sleep(args.warmup)
-        r0, t0 = len(committed_rows(out)) if out.exists() else 0, time.time()
-        time.sleep(args.seconds)
-        rows = committed_rows(out)
-        t1 = time.time()
-        sender.stop.set()
-        sender.join(30)
+        deadline = time.monotonic() + args.warmup + args.seconds
+        while time.monotonic() < deadline and depth(b_dir, queues["source"]) > 0:
+            time.sleep(0.5)
+        query.processAllAvailable()
         query.stop()
-        assert sender.error is None, sender.error
-        source_rate = (len(rows) - r0) / (t1 - t0)
-        offered_b = sender.sent / (t1 - t0 + args.warmup)
-        print(f"source alone: {source_rate:,.0f} msgs/s into Parquet (B sending {offered_b:,.0f}/s)")
+        # From the first batch's commit to the last one's: the query start is not counted.
+        per_batch = [(when, sum(rows_in(f) for f in files)) for when, files in batch_commits(out)]
+        first, last = per_batch[0][0], per_batch[-1][0]
+        source_rows = sum(n for _, n in per_batch[1:])
+        source_rate = source_rows / (last - first)
+        print(
+            f"source alone: {source_rate:,.0f} msgs/s into Parquet ({source_rows:,} rows committed "
+            f"{last - first:.1f} s after the first batch; {args.prefill:,} put in B's queue beforehand)",
+            flush=True,
+        )
 
         # 3. the pipeline at the offered rate
         offered = args.rate or transfer_rate / 2
@@ -237,19 +256,22 @@ def run(args: argparse.Namespace, work: Path) -> None:
         rows = committed_rows(out)
         sender.stop.set()
         sender.join(30)
-        query.stop()
         assert sender.error is None, sender.error
+        wait_outgoing_empty(a_dir, 300)
+        query.processAllAvailable()  # the rest, so that no batch is cut by the stop
+        query.stop()
+        drained = len({oid for oid, _ in committed_rows(out)})
         in_window = [(oid, when) for oid, when in rows if w0 <= sender.commit_time(oid) and when <= w1]
         latencies = [when - sender.commit_time(oid) for oid, when in in_window]
         pipeline_rate = (len(rows) - r0) / (w1 - w0)
         ids = [oid for oid, _ in rows]
-        unread = sender.sent - len(set(ids))
         median, p99 = statistics.median(latencies), percentile(latencies, 0.99)
         print(
             f"pipeline: offered {offered:,.0f} msgs/s, {pipeline_rate:,.0f} msgs/s into Parquet; "
             f"latency A commit -> Parquet commit median {median:.3f} s, p99 {p99:.3f} s "
             f"({len(latencies):,} messages sent and committed in the window); "
-            f"duplicates {len(ids) - len(set(ids))}, not in Parquet at the end {unread:,} of {sender.sent:,}"
+            f"duplicates {len(ids) - len(set(ids))}; {sender.sent - len(set(ids)):,} of {sender.sent:,} "
+            f"not yet in Parquet at the window's end, {sender.sent - drained:,} missing after the drain"
         )
         print(
             f"aims: pipeline >= half the transfer: {pipeline_rate:,.0f} vs {transfer_rate / 2:,.0f} msgs/s; "
@@ -275,6 +297,7 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=float, help="orders/s offered to the pipeline (default: half the transfer rate)"
     )
+    parser.add_argument("--prefill", type=int, default=500_000, help="orders the source-alone phase drains")
     parser.add_argument("--keep", type=Path, help="keep data directories and tables in this directory")
     args = parser.parse_args()
     print("$ " + " ".join([Path(sys.executable).name, *sys.argv]))
