@@ -8,7 +8,7 @@ CHAOS_SECONDS ?= 300
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
-.PHONY: all demo test lint typecheck unit crash chaos sim fuzz bench bench-transfer bench-spark proto clean
+.PHONY: all demo test lint typecheck unit crash chaos sim fuzz bench bench-transfer bench-spark bench-pipeline wheel spark-cluster proto clean
 
 all: test
 
@@ -61,8 +61,21 @@ bench-transfer: $(STAMP)
 bench-spark: $(STAMP)
 	$(BIN)/python bench/spark.py
 
+## make bench-pipeline: QM A -> MS-MQQB -> QM B -> Structured Streaming -> Parquet under sustained load
+bench-pipeline: $(STAMP)
+	$(BIN)/python bench/pipeline.py
+
+## make wheel: dist/openmsmq-<version>-py3-none-any.whl (what a Spark job ships to executors, docs/spark.md)
+wheel: $(STAMP)
+	rm -rf build
+	$(BIN)/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
+
+## make spark-cluster: the long standalone-cluster test (executors and drivers SIGKILLed while messages arrive)
+spark-cluster: $(STAMP)
+	OPENMSMQ_SPARK_CLUSTER_LONG=1 $(BIN)/pytest -q -s -m spark tests/spark/test_cluster_chaos.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info
 
 ## make chaos ROUNDS=N CHAOS_SECONDS=S: two real QMs SIGKILLed N times during a 10,000-message transfer, then S seconds through the fault proxy
 chaos: $(STAMP)

@@ -142,12 +142,14 @@ class Sender(threading.Thread):
 
 
 def spark_session() -> Any:
-    """A local SparkSession with the openmsmq source registered."""
-    from openmsmq.spark import launcher_path, register
+    """A local SparkSession; PySpark finds the installed ``openmsmq`` format by itself."""
+    from openmsmq.spark import launcher_path
 
     # Spark's Python processes import the installed pyspark, not pyspark.zip (docs/spark.md).
     os.environ.setdefault("PYSPARK_PYTHON", launcher_path())
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Where this host's name resolves to loopback, Spark would bind to another interface.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     spark = (
@@ -158,14 +160,17 @@ def spark_session() -> Any:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     return spark
 
 
-def start_stream(spark: Any, endpoint: str, orders_dir: Path, ck: Path, available_now: bool = False) -> Any:
+def start_stream(
+    spark: Any, endpoint: str, orders_dir: Path, ck: Path, available_now: bool = False, queue: str = QUEUE
+) -> Any:
     """orders queue on B → parsed order rows → Parquet (exactly once: file sink + checkpoint)."""
     from pyspark.sql import functions as F
 
@@ -173,7 +178,7 @@ def start_stream(spark: Any, endpoint: str, orders_dir: Path, ck: Path, availabl
     df = (
         spark.readStream.format("openmsmq")
         .option("endpoint", endpoint)
-        .option("queues", QUEUE)
+        .option("queues", queue)
         .option("maxMessagesPerTrigger", 5000)
         .option("partitionsPerQueue", 2)
         .option("fetchSize", 5000)

@@ -112,3 +112,17 @@ def test_send_idempotent_skips_accepted_identities(transport: Transport) -> None
     assert t.send_idempotent(TXQ, [], []) == []
     with pytest.raises(MQError):
         t.send_idempotent(TXQ, msgs[:1], [""])
+
+
+def test_ranges_report_stored_bytes_on_request(transport: Transport) -> None:
+    t = transport
+    send(t, TXQ, [b"a" * 10, b"b" * 20, b"c" * 30])
+    first, _, third = ids(t, TXQ)
+    whole, tail = t.lookup_ranges([RangeQuery(TXQ), RangeQuery(TXQ, first, None)], with_bytes=True)
+    assert whole is not None and tail is not None
+    assert whole.count == 3 and tail.count == 2
+    assert whole.bytes is not None and tail.bytes is not None
+    assert whole.bytes - tail.bytes >= 10 and tail.bytes >= 50  # stored size: the body and more
+    (only_count,) = t.lookup_ranges([RangeQuery(TXQ)])
+    assert only_count is not None and only_count.bytes is None  # not asked for: not computed
+    assert t.lookup_ranges([RangeQuery(TXQ, third, None)], with_bytes=True) == [None]

@@ -90,6 +90,15 @@ def test_hot_path_counters_and_labels() -> None:
     assert default_metrics() is default_metrics()
 
 
+def test_range_reader_position_only_rises() -> None:
+    m = Metrics()
+    m.range_removed({"private$\\a": 7, "private$\\b": 3})
+    m.range_removed({"private$\\a": 5})  # a repeated, older removal
+    samples = parse(m.exposition().decode())
+    assert value(samples, "openmsmq_range_reader_position", queue="private$\\a") == 7
+    assert value(samples, "openmsmq_range_reader_position", queue="private$\\b") == 3
+
+
 def test_collector_survives_a_failing_source() -> None:
     def broken() -> list[QueueStat]:
         raise RuntimeError("closed")

@@ -25,7 +25,7 @@ from openmsmq.client import Access, Connection, OutgoingMessage
 from openmsmq.runtime import live_runtime
 
 
-def _java_available() -> bool:
+def java_available() -> bool:
     home = os.environ.get("JAVA_HOME")
     return shutil.which("java") is not None or bool(
         home and os.path.exists(os.path.join(home, "bin", "java"))
@@ -132,7 +132,7 @@ def qm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QM]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A ``local[2,2]`` session (2 cores, a failed task is retried once), UI off, quiet logs."""
-    if not _java_available():
+    if not java_available():
         pytest.skip("Java is not installed (java not on PATH and no JAVA_HOME): Spark tests need a JVM")
     from openmsmq.spark import launcher_path, register
 
@@ -140,6 +140,9 @@ def spark() -> Iterator[Any]:
     # through the launcher, as users are told to (docs/spark.md, "Query start").
     os.environ["PYSPARK_PYTHON"] = launcher_path()
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # This host's name may resolve to loopback, and Spark would then bind to the first
+    # other interface it finds: keep every Spark socket on loopback.
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
     session = (
@@ -152,6 +155,8 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
         .config("spark.sql.streaming.pollingDelay", "10ms")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -7,7 +7,8 @@ The child starts its SparkSession (JVM, Python workers) at once, then waits for 
 the current one runs (a closed stdin without ``go`` ends the child). ``run`` then runs
 until killed (micro-batches of at most 1,000 messages); ``drain`` runs one
 Trigger.AvailableNow query from the checkpoint (it removes from the queues what it
-wrote), then exits 0.
+wrote), then exits 0. The child never calls ``register(spark)``: PySpark's data source
+discovery finds the installed ``pyspark_openmsmq`` module.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import sys
 
 def main() -> None:
     endpoint, queues, out, checkpoint, mode = sys.argv[1:6]
-    from openmsmq.spark import launcher_path, register
+    from openmsmq.spark import launcher_path
 
     os.environ["PYSPARK_PYTHON"] = launcher_path()  # as in conftest.py
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
     spark = (
@@ -30,10 +32,12 @@ def main() -> None:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.pollingDelay", "10ms")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    # No register(spark): PySpark finds format openmsmq itself (module pyspark_openmsmq).
 
     def start(available_now: bool):  # type: ignore[no-untyped-def]
         df = (

@@ -131,7 +131,7 @@ def read_all(monkeypatch: pytest.MonkeyPatch, backend: FakeBackend, plan: Partit
 
     monkeypatch.setattr(source, "open_backend", fake_open)
     opts = parse_reader_options({"endpoint": "grpc://127.0.0.1:1", "queues": "q", "fetchSize": str(fetch)})
-    return list(source._read_partition(opts, {}, plan))
+    return list(source.read_partition(opts, {}, plan))
 
 
 def test_partition_read_pages_through_its_range_only(monkeypatch: pytest.MonkeyPatch) -> None:

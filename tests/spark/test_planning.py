@@ -17,6 +17,7 @@ from openmsmq.spark.planning import (
     StartingPosition,
     allocate_fairly,
     check_monotonic,
+    check_offset_qms,
     check_offset_queues,
     check_user_identity,
     decode_offset,
@@ -30,6 +31,7 @@ from openmsmq.spark.planning import (
 from openmsmq.spark.schema import READ_COLUMNS, check_write_schema, message_to_row, row_to_message
 
 EP = "file:///tmp/x.db"
+G1, G2 = "6f1a8a4e-0000-4000-8000-000000000001", "6f1a8a4e-0000-4000-8000-000000000002"
 
 
 # ------------------------------------------------------------------ options
@@ -94,6 +96,101 @@ def test_reader_options_errors_name_the_option(options: dict[str, str], key: str
     assert fragment in str(info.value)
 
 
+def test_several_queue_managers_by_name() -> None:
+    opts = parse_reader_options(
+        {"endpoints": "qm1=grpc://h1:2105, qm-2=grpc://h2:2105?token=t", "queues": "qm1/private$\\a,qm-2/b"}
+    )
+    assert opts.endpoints == {"qm1": "grpc://h1:2105", "qm-2": "grpc://h2:2105?token=t"}
+    assert opts.queues == ("qm1/private$\\a", "qm-2/b")
+    assert [opts.queue_of(k) for k in opts.queues] == ["private$\\a", "b"]
+    assert opts.endpoint_of("qm-2/b") == "grpc://h2:2105?token=t"
+    assert opts.keys_by_qm() == {"qm1": ["qm1/private$\\a"], "qm-2": ["qm-2/b"]}
+    # One endpoint: queue names are keys as they are, a '/' included.
+    single = parse_reader_options({"endpoint": EP, "queues": "a/b"})
+    assert (single.qm_of("a/b"), single.queue_of("a/b"), single.endpoint_of("a/b")) == ("", "a/b", EP)
+
+
+@pytest.mark.parametrize(
+    ("options", "key", "fragment"),
+    [
+        ({"endpoint": EP, "endpoints": f"q={EP}", "queues": "q/a"}, "endpoints", "not both"),
+        ({"endpoints": "q", "queues": "q/a"}, "endpoints", "NAME=URL"),
+        ({"endpoints": f"q r={EP}", "queues": "q/a"}, "endpoints", "NAME=URL"),
+        ({"endpoints": f"q={EP},q={EP}", "queues": "q/a"}, "endpoints", "twice"),
+        ({"endpoints": "q=localhost:1", "queues": "q/a"}, "endpoints", "must be a URL"),
+        ({"endpoints": f"q={EP}", "queues": "a"}, "queues", "NAME/QUEUE"),
+        ({"endpoints": f"q={EP}", "queues": "z/a"}, "queues", "names queue manager 'z'"),
+        ({"endpoints": f"q={EP}", "queues": "q/a, q/a"}, "queues", "twice"),
+        ({"endpoint": EP, "queues": "a", "endingOffsets": "earliest"}, "endingOffsets", "latest"),
+        ({"endpoint": EP, "queues": "a", "endingOffsets": '{"queues": {"b": 1}}'}, "endingOffsets", "'b'"),
+        (
+            {
+                "endpoint": EP,
+                "queues": "a",
+                "startingOffsets": f'{{"queues": {{"a": 1}}, "qms": {{"": "{G1}"}}}}',
+            },
+            "startingOffsets",
+            "only",
+        ),
+        ({"endpoint": EP, "queues": "a", "failOnDataLoss": "yes"}, "failOnDataLoss", "true or false"),
+        (
+            {"endpoint": EP, "queues": "a", "maxTriggerDelay": "5m"},
+            "maxTriggerDelay",
+            "minMessagesPerTrigger",
+        ),
+        (
+            {"endpoint": EP, "queues": "a", "minMessagesPerTrigger": "5", "maxTriggerDelay": "soon"},
+            "maxTriggerDelay",
+            "duration",
+        ),
+        (
+            {"endpoint": EP, "queues": "a", "minMessagesPerTrigger": "50", "maxMessagesPerTrigger": "10"},
+            "minMessagesPerTrigger",
+            "exceeds",
+        ),
+        (
+            {"endpoint": EP, "queues": "a", "maxMessagesPerTrigger": "5", "maxOffsetsPerTrigger": "6"},
+            "maxOffsetsPerTrigger",
+            "disagree",
+        ),
+    ],
+)
+def test_kafka_like_and_endpoints_option_errors(options: dict[str, str], key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_reader_options(options)
+    assert info.value.key == key
+    assert fragment in str(info.value)
+    assert str(info.value).startswith("openmsmq data source: ")
+
+
+def test_kafka_like_options() -> None:
+    opts = parse_reader_options(
+        {
+            "endpoint": EP,
+            "queues": "a,b",
+            "maxOffsetsPerTrigger": "100",
+            "minMessagesPerTrigger": "10",
+            "maxTriggerDelay": "90s",
+            "failOnDataLoss": "False",
+            "endingOffsets": '{"queues": {"a": 42}}',
+        }
+    )
+    assert (opts.max_messages_per_trigger, opts.min_messages_per_trigger, opts.max_trigger_delay) == (
+        100,
+        10,
+        90,
+    )
+    assert opts.fail_on_data_loss is False and opts.ending_offsets == {"a": 42}
+    defaults = parse_reader_options({"endpoint": EP, "queues": "a"})
+    assert defaults.fail_on_data_loss is True and defaults.max_trigger_delay == 900
+    assert defaults.ending_offsets is None and defaults.min_messages_per_trigger is None
+    for text, seconds in (("500ms", 0.5), ("2m", 120), ("1h", 3600), ("7", 7)):
+        got = parse_reader_options(
+            {"endpoint": EP, "queues": "a", "minMessagesPerTrigger": "1", "maxTriggerDelay": text}
+        )
+        assert got.max_trigger_delay == seconds
+
+
 def test_writer_options() -> None:
     opts = parse_writer_options(
         {"endpoint": EP, "queue": "out", "identityColumn": "id", "sendBatchSize": "7"}
@@ -144,13 +241,50 @@ def test_bad_checkpoint_offsets_are_rejected_naming_the_checkpoint(bad: str) -> 
 
 
 def test_offset_queue_set_and_monotonic_checks() -> None:
-    check_offset_queues(SourceOffset({"a": 1}), ["a", "b"], "checkpoint offset")  # added queue: fine
+    check_offset_queues(SourceOffset({"a": 1, "b": 0}), ["a", "b"], "checkpoint offset")
     with pytest.raises(ConfigError, match="no longer names") as info:
         check_offset_queues(SourceOffset({"a": 1, "gone": 3}), ["a"], "checkpoint offset")
+    assert info.value.key == "queues"
+    # A checkpoint belongs to one set of queues: an added queue fails too, naming it.
+    with pytest.raises(ConfigError, match="names queue 'b', which checkpoint offset does not hold") as info:
+        check_offset_queues(SourceOffset({"a": 1}), ["a", "b"], "checkpoint offset")
     assert info.value.key == "queues"
     check_monotonic(SourceOffset({"a": 1}), SourceOffset({"a": 1, "b": 9}))
     with pytest.raises(ConfigError, match="backwards"):
         check_monotonic(SourceOffset({"a": 5}), SourceOffset({"a": 4}))
+
+
+def test_offsets_carry_queue_manager_guids_and_batch_counts() -> None:
+    off = SourceOffset({"qm1/a": 5, "qm2/b": 0}, {"qm2": G2, "qm1": G1}, {"qm1/a": 3})
+    text = encode_offset(off)
+    assert json.loads(text) == {
+        "queues": {"qm1/a": 5, "qm2/b": 0},
+        "qms": {"qm1": G1, "qm2": G2},
+        "counts": {"qm1/a": 3},
+    }
+    assert decode_offset(text) == off
+    # A checkpoint written before GUIDs and counts were recorded still reads.
+    assert decode_offset('{"queues": {"a": 4}}') == SourceOffset({"a": 4})
+    for bad in ('{"queues": {"a": 1}, "qms": {"": "nope"}}', '{"queues": {"a": 1}, "counts": {"b": 1}}'):
+        with pytest.raises(ConfigError) as info:
+            decode_offset(bad)
+        assert info.value.key == "checkpoint"
+
+
+def test_checkpoint_of_other_queue_managers_fails_naming_the_option() -> None:
+    eps = {"qm1": "grpc://h1:1", "qm2": "grpc://h2:1"}
+    off = SourceOffset({"qm1/a": 1, "qm2/b": 1}, {"qm1": G1, "qm2": G2})
+    check_offset_qms(off, {"qm1": G1, "qm2": G2}, eps)
+    check_offset_qms(SourceOffset({"qm1/a": 1}), {"qm1": G2, "qm2": G1}, eps)  # old checkpoint: no GUIDs
+    with pytest.raises(ConfigError, match=r"queue manager 'qm2' at grpc://h2:1 answers with GUID") as info:
+        check_offset_qms(off, {"qm1": G1, "qm2": G1}, eps)
+    assert info.value.key == "endpoints"
+    with pytest.raises(ConfigError, match="one set of queue managers") as info:
+        check_offset_qms(off, {"qm1": G1}, {"qm1": "grpc://h1:1"})
+    assert info.value.key == "endpoints"
+    with pytest.raises(ConfigError, match="the queue manager answers with GUID") as info:
+        check_offset_qms(SourceOffset({"a": 1}, {"": G1}), {"": G2}, {"": "grpc://h:1"})
+    assert info.value.key == "endpoint"
 
 
 # ------------------------------------------------------------------ admission control

@@ -283,8 +283,40 @@ def test_corrupt_checkpoint_offset_fails_the_query_naming_it(spark: Any, qm: QM,
     query.awaitTermination(120)
     offsets = ck / "offsets" / "0"
     lines = offsets.read_text().splitlines()
-    assert json.loads(lines[-1]) == {"queues": {a: only}}
+    written = json.loads(lines[-1])
+    assert written["queues"] == {a: only} and set(written["qms"]) == {""}
     offsets.write_text("\n".join([*lines[:-1], json.dumps({"queues": {a: -3}})]) + "\n")
     query = start()
     with pytest.raises(Exception, match="checkpoint offset has position -3"):
         query.awaitTermination(120)
+
+
+def test_a_checkpoint_written_before_guids_were_recorded_still_runs(
+    spark: Any, qm: QM, tmp_path: Path
+) -> None:
+    (a,) = qm.new_queues("a")
+    (first,) = qm.send(a, [b"x"])
+    ck = tmp_path / "ck"
+    sink = Collector()
+
+    def run() -> None:
+        query = (
+            stream(spark, qm.endpoint, a)
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(ck))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None, query.exception()
+
+    run()
+    offsets = ck / "offsets" / "0"
+    lines = offsets.read_text().splitlines()
+    offsets.write_text("\n".join([*lines[:-1], json.dumps({"queues": {a: first}})]) + "\n")  # the old form
+    (second,) = qm.send(a, [b"y"])
+    run()
+    assert [rows for _, rows in sink.batches] == [[(a, first, b"x")], [(a, second, b"y")]]
+    assert qm.lookup_ids(a) == []
+    newest = json.loads((ck / "offsets" / "1").read_text().splitlines()[-1])
+    assert newest["queues"] == {a: second} and set(newest["qms"]) == {""}  # the GUID recorded again

@@ -555,12 +555,20 @@ class GrpcTransport(Transport):
 
     # ---- LookupIdentifier ranges (one round trip each) ------------------------------------
 
-    def lookup_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+    def lookup_ranges(
+        self, queries: Sequence[RangeQuery], *, with_bytes: bool = False
+    ) -> list[LookupRange | None]:
         req = pb.LookupRangesRequest(
-            queries=[pb.RangeQuery(queue=q.queue, after=q.after, through=q.through) for q in queries]
+            queries=[pb.RangeQuery(queue=q.queue, after=q.after, through=q.through) for q in queries],
+            with_bytes=with_bytes,
         )
         reply = self._call(self._stub.LookupRanges, req)
-        return [LookupRange(r.first, r.last, r.count) if r.count else None for r in reply.ranges]
+        return [
+            LookupRange(r.first, r.last, r.count, r.bytes if r.HasField("bytes") else None)
+            if r.count
+            else None
+            for r in reply.ranges
+        ]
 
     def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:
         if n < 1:

@@ -622,14 +622,16 @@ class InProcessTransport(Transport):
 
     # ---- LookupIdentifier ranges ----------------------------------------------------------
 
-    def lookup_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+    def lookup_ranges(
+        self, queries: Sequence[RangeQuery], *, with_bytes: bool = False
+    ) -> list[LookupRange | None]:
         self._check_open()
         if all(q.after == 0 and q.through is None for q in queries):
-            found = self.qm.lookup_ranges([q.queue for q in queries])
+            found = self.qm.lookup_ranges([q.queue for q in queries], with_bytes)
             got = [found[q.queue] for q in queries]
         else:
-            got = [self.qm.lookup_range(q.queue, q.after, q.through) for q in queries]
-        return [None if r is None else LookupRange(r.first, r.last, r.count) for r in got]
+            got = [self.qm.lookup_range(q.queue, q.after, q.through, with_bytes) for q in queries]
+        return [None if r is None else LookupRange(r.first, r.last, r.count, r.bytes) for r in got]
 
     def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:
         self._check_open()

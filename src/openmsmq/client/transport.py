@@ -203,9 +203,12 @@ class Transport(ABC):
     # transport checks the caller's permission on each (peek for reads, receive for
     # removal, send for the idempotent send). Each call is one round trip.
 
-    def lookup_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+    def lookup_ranges(
+        self, queries: Sequence[RangeQuery], *, with_bytes: bool = False
+    ) -> list[LookupRange | None]:
         """(first, last, count) of each query's messages, in order; None where there is
-        none. An open-ended query's ``last`` is a stable watermark."""
+        none. An open-ended query's ``last`` is a stable watermark. ``with_bytes``: also
+        each range's total stored size (``LookupRange.bytes``)."""
         raise _unsupported("lookup_ranges")
 
     def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:

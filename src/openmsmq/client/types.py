@@ -215,3 +215,6 @@ class LookupRange:
     first: int
     last: int
     count: int
+    bytes: int | None = None
+    """Total stored size of the range's messages (``with_bytes`` queries only; None when
+    not asked for or the server does not report it)."""

@@ -31,7 +31,7 @@ import threading
 from bisect import bisect_right
 from collections import Counter as _Tally
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
@@ -187,6 +187,13 @@ class Metrics:
             "Times the MS-MQQB node stopped reading for the store.",
             registry=r,
         )
+        self._range_position = Gauge(
+            "openmsmq_range_reader_position",
+            "LookupIdentifier through which a range reader (the Spark source) has committed and "
+            "removed the queue's messages.",
+            ["queue"],
+            registry=r,
+        )
         #: Wall time of one group commit (BEGIN … COMMIT, fsync included).
         self.commit_duration = Histogram(
             "openmsmq_store_commit_duration_seconds",
@@ -210,6 +217,7 @@ class Metrics:
         )
         self._children: dict[tuple[str, str], Any] = {}
         self._children_lock = threading.Lock()
+        self._range_high: dict[str, int] = {}
         self._collectors: list[Collector] = []
         # Per outgoing queue: the highest LookupIdentifier transmitted so far, and the
         # (first, last LookupIdentifier, time) of each first-transmission batch not yet
@@ -275,6 +283,16 @@ class Metrics:
         self._reading_paused.set(1 if paused else 0)
         if paused:
             self._reading_pauses.inc()
+
+    def range_removed(self, positions: Mapping[str, int]) -> None:
+        """A range reader removed through ``positions``: its position per queue (a gauge
+        that only rises: a repeated or older removal leaves it where it is)."""
+        for queue, through in positions.items():
+            child = self._child(self._range_position, "range", queue)
+            with self._children_lock:
+                if through > self._range_high.get(queue, 0):
+                    self._range_high[queue] = through
+                    child.set(through)
 
     def observe_commit(self, ops: int, seconds: float) -> None:
         """One store commit of ``ops`` operations that took ``seconds`` (fsync included)."""

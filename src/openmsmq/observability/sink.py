@@ -14,7 +14,7 @@ may import it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 __all__ = ["NULL_METRICS", "MetricsSink", "NullMetrics"]
@@ -89,6 +89,11 @@ class MetricsSink(Protocol):
         received messages waiting for the store passed ``mqqb.receive_buffer``."""
         ...
 
+    def range_removed(self, positions: Mapping[str, int]) -> None:
+        """A range reader (the Spark source's commit) durably removed every message at or
+        below ``positions[queue]`` (queue name -> LookupIdentifier)."""
+        ...
+
 
 class NullMetrics:
     """A :class:`MetricsSink` that records nothing (the default everywhere)."""
@@ -130,6 +135,9 @@ class NullMetrics:
         """Nothing."""
 
     def reading_paused(self, paused: bool) -> None:
+        """Nothing."""
+
+    def range_removed(self, positions: Mapping[str, int]) -> None:
         """Nothing."""
 
 

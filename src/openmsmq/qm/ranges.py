@@ -78,21 +78,26 @@ class RangesMixin:
 
     # ---- reads by LookupIdentifier range -------------------------------------------------
 
-    def lookup_range(self, queue: QueueRef, after: int = 0, through: int | None = None) -> LookupRange | None:
+    def lookup_range(
+        self, queue: QueueRef, after: int = 0, through: int | None = None, with_bytes: bool = False
+    ) -> LookupRange | None:
         """``(first, last, count)`` of the messages with ``after`` < LookupIdentifier <=
         ``through`` (None: up to the newest), locked and expired ones included; None when
         there is none. With ``through=None``, ``last`` is a stable watermark: no message
-        with a LookupIdentifier <= ``last`` can appear in the queue later."""
+        with a LookupIdentifier <= ``last`` can appear in the queue later. ``with_bytes``:
+        also their total stored size (``LookupRange.bytes``)."""
         qs = self._resolve(queue)
         return self.store.read(
-            lambda c: ranges.lookup_range(c, qs.record.queue_id, _one_band(qs), after, through)
+            lambda c: ranges.lookup_range(c, qs.record.queue_id, _one_band(qs), after, through, with_bytes)
         )
 
-    def lookup_ranges(self, queues: Iterable[QueueRef]) -> dict[QueueRef, LookupRange | None]:
+    def lookup_ranges(
+        self, queues: Iterable[QueueRef], with_bytes: bool = False
+    ) -> dict[QueueRef, LookupRange | None]:
         """:meth:`lookup_range` (whole queue) of several queues from ONE read snapshot."""
         states = [(q, self._resolve(q)) for q in queues]
         specs = [(qs.record.queue_id, _one_band(qs)) for _, qs in states]
-        got = self.store.read(partial(ranges.lookup_ranges, queues=specs))
+        got = self.store.read(partial(ranges.lookup_ranges, queues=specs, with_bytes=with_bytes))
         return {ref: r for (ref, _), r in zip(states, got, strict=True)}
 
     def nth_lookup_id(self, queue: QueueRef, after: int, n: int, through: int | None = None) -> int:
@@ -182,6 +187,9 @@ class RangesMixin:
         got = self._remove_through(targets, fast=True)
         if got is None:
             got = self._remove_through(targets, fast=False)
+        # Durable now: the range reader's position (a gauge per queue) shows how far it
+        # has committed, whether this call removed anything or repeated an earlier one.
+        self.metrics.range_removed({qs.record.name: through for qs, through in targets})
         return got or 0
 
     def _remove_through(self, targets: list[tuple[_QueueState, int]], *, fast: bool) -> int | None:

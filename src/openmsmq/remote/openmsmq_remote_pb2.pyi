@@ -163,20 +163,24 @@ class RangeQuery(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., after: _Optional[int] = ..., through: _Optional[int] = ...) -> None: ...
 
 class LookupRangesRequest(_message.Message):
-    __slots__ = ("queries",)
+    __slots__ = ("queries", "with_bytes")
     QUERIES_FIELD_NUMBER: _ClassVar[int]
+    WITH_BYTES_FIELD_NUMBER: _ClassVar[int]
     queries: _containers.RepeatedCompositeFieldContainer[RangeQuery]
-    def __init__(self, queries: _Optional[_Iterable[_Union[RangeQuery, _Mapping]]] = ...) -> None: ...
+    with_bytes: bool
+    def __init__(self, queries: _Optional[_Iterable[_Union[RangeQuery, _Mapping]]] = ..., with_bytes: _Optional[bool] = ...) -> None: ...
 
 class LookupRangeResult(_message.Message):
-    __slots__ = ("first", "last", "count")
+    __slots__ = ("first", "last", "count", "bytes")
     FIRST_FIELD_NUMBER: _ClassVar[int]
     LAST_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
     first: int
     last: int
     count: int
-    def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+    bytes: int
+    def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., count: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
 
 class LookupRangesReply(_message.Message):
     __slots__ = ("ranges",)

@@ -70,8 +70,10 @@ def lookup_ranges(
     principal: Principal,
     queries: Sequence[RangeQuery],
     limits: RemoteLimits = _DEFAULT_LIMITS,
+    with_bytes: bool = False,
 ) -> list[LookupRange | None]:
     """(first, last, count) per query, in order; None where the range holds no message.
+    ``with_bytes``: also each range's total stored size.
 
     Whole-queue queries (after 0, no through) of several queues come from ONE read
     snapshot; others are read one by one (each watermark is stable on its own).
@@ -84,9 +86,9 @@ def lookup_ranges(
             _position(through, "through")
     if all(after == 0 and through is None for _, after, through in queries):
         names = [q for q, _, _ in queries]
-        found = qm.lookup_ranges(names)
+        found = qm.lookup_ranges(names, with_bytes)
         return [found[q] for q in names]
-    return [qm.lookup_range(q, after, through) for q, after, through in queries]
+    return [qm.lookup_range(q, after, through, with_bytes) for q, after, through in queries]
 
 
 def nth_lookup_id(

@@ -456,12 +456,14 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             queries = [
                 (q.queue, q.after, q.through if q.HasField("through") else None) for q in request.queries
             ]
-            found = ranges.lookup_ranges(self.core.qm, s.principal, queries, self.core.limits)
+            found = ranges.lookup_ranges(
+                self.core.qm, s.principal, queries, self.core.limits, with_bytes=request.with_bytes
+            )
             return pb.LookupRangesReply(
                 ranges=[
-                    pb.LookupRangeResult()
+                    pb.LookupRangeResult(bytes=0 if request.with_bytes else None)
                     if r is None
-                    else pb.LookupRangeResult(first=r.first, last=r.last, count=r.count)
+                    else pb.LookupRangeResult(first=r.first, last=r.last, count=r.count, bytes=r.bytes)
                     for r in found
                 ]
             )

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,7 @@ class OutgoingMessage:
 class Backend(Protocol):
     """Operations the Spark data source performs on a queue manager (see the module contract).
 
-    A backend may also offer ``peek_arrow(queue, after, through, limit)`` returning an
+    A backend may also offer ``peek_arrow(queue, after, through, limit, label)`` returning an
     :class:`~openmsmq.spark.packed_arrow.ArrowPage` (the gRPC :class:`TransportBackend`
     does): the same rows as :meth:`peek_page`, already as an Arrow record batch. The
     partition reader uses it when present.
@@ -194,10 +195,18 @@ class Backend(Protocol):
         """True if ``queue`` (a path name such as ``private$\\orders``) exists on the QM."""
         ...
 
-    def available_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+    def available_ranges(
+        self, queries: Sequence[RangeQuery], *, with_bytes: bool = False
+    ) -> list[LookupRange | None]:
         """For each query, the messages with after < LookupIdentifier <= through (through
         None: up to the stable watermark, contract 1); None where there is none. One
-        round trip. Raises QueueNotFoundError for an unknown queue."""
+        round trip. ``with_bytes``: also their total stored size (``LookupRange.bytes``).
+        Raises QueueNotFoundError for an unknown queue."""
+        ...
+
+    def qm_guid(self) -> str:
+        """The GUID of the queue manager (QueueManager.Identifier, MS-MQDMPR 3.1.1.1), as
+        ``str(uuid.UUID)``: what a checkpoint records to recognise it."""
         ...
 
     def nth_lookup_id(self, queue: str, after: int, n: int) -> int:
@@ -401,11 +410,17 @@ class TransportBackend:
             return False
         return True
 
-    def available_ranges(self, queries: Sequence[RangeQuery]) -> list[LookupRange | None]:
+    def available_ranges(
+        self, queries: Sequence[RangeQuery], *, with_bytes: bool = False
+    ) -> list[LookupRange | None]:
         """Ranges of several queues in one round trip (contract 1)."""
         if not queries:
             return []
-        return self._call(lambda t: t.lookup_ranges(queries))
+        return self._call(lambda t: t.lookup_ranges(queries, with_bytes=with_bytes))
+
+    def qm_guid(self) -> str:
+        """The queue manager's GUID (from its status)."""
+        return str(uuid.UUID(self._call(lambda t: t.status()).qm_guid))
 
     def nth_lookup_id(self, queue: str, after: int, n: int) -> int:
         """LookupIdentifier of the n-th message after ``after``."""
@@ -420,9 +435,13 @@ class TransportBackend:
         """Up to ``limit`` messages in ``(after, through]`` as columns, without removing them."""
         return _page(self._call(lambda t: t.peek_range(queue, after, through, limit)))
 
-    def peek_arrow(self, queue: str, after: int, through: int, limit: int) -> ArrowPage:
+    def peek_arrow(
+        self, queue: str, after: int, through: int, limit: int, label: str | None = None
+    ) -> ArrowPage:
         """:meth:`peek_page` as an Arrow record batch decoded straight from the packed
-        reply (:mod:`openmsmq.spark.packed_arrow`): the same rows, no ``Message`` per row."""
+        reply (:mod:`openmsmq.spark.packed_arrow`): the same rows, no ``Message`` per row.
+        The ``queue`` column holds ``label`` (the queue's key in a query reading several
+        queue managers), else ``queue``."""
         from openmsmq.spark.packed_arrow import ArrowPage, packed_to_page
 
         def call(t: Transport) -> bytes | None:
@@ -430,12 +449,13 @@ class TransportBackend:
             return None if peek_packed is None else peek_packed(queue, after, through, limit)
 
         blob = self._call(call)
+        column = queue if label is None else label
         if blob is None:  # a transport or server without the packed form
             from openmsmq.spark.arrow import page_to_batch
 
             page = self.peek_page(queue, after, through, limit)
-            return ArrowPage(page_to_batch(queue, page), list(page.lookup_id), page.body_bytes)
-        return packed_to_page(queue, blob)
+            return ArrowPage(page_to_batch(column, page), list(page.lookup_id), page.body_bytes)
+        return packed_to_page(column, blob)
 
     def remove_through(self, positions: Mapping[str, int]) -> int:
         """Remove ranges of several queues in one QM transaction (contract 3)."""

@@ -76,6 +76,8 @@ class LookupRange:
     first: int
     last: int
     count: int
+    bytes: int | None = None
+    """Total stored size of the range's messages, when asked for (``with_bytes``)."""
 
 
 class QueueStats(NamedTuple):
@@ -117,19 +119,27 @@ def _snapshot(conn: sqlite3.Connection, bands: int) -> Iterator[None]:
 
 
 def lookup_range(
-    conn: sqlite3.Connection, queue_id: int, transactional: bool, after: int = 0, through: int | None = None
+    conn: sqlite3.Connection,
+    queue_id: int,
+    transactional: bool,
+    after: int = 0,
+    through: int | None = None,
+    with_bytes: bool = False,
 ) -> LookupRange | None:
     """(first, last, count) of the messages with after < LookupIdentifier <= through
-    (None: no bound), locked and expired ones included; None when there is none."""
+    (None: no bound), locked and expired ones included; None when there is none. With
+    ``with_bytes`` also their total stored size (a pass over the rows, not only the
+    ``messages_order`` index: asked for by lag reports, not by every range query)."""
     first: int | None = None
     last = 0
     count = 0
+    nbytes = 0
     bands = _bands(after, through, transactional)
+    what = "min(order_key), max(order_key), count(*)" + (", total(size)" if with_bytes else "")
     with _snapshot(conn, len(bands)):
         for lo, hi in bands:
             row = conn.execute(
-                "SELECT min(order_key), max(order_key), count(*) FROM messages"
-                " WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
+                f"SELECT {what} FROM messages WHERE queue_id = ? AND order_key BETWEEN ? AND ?",
                 (queue_id, lo, hi),
             ).fetchone()
             if row[2]:
@@ -137,15 +147,24 @@ def lookup_range(
                 first = lo_id if first is None else min(first, lo_id)
                 last = max(last, hi_id)
                 count += row[2]
-    return None if first is None else LookupRange(first, last, count)
+                if with_bytes:
+                    nbytes += int(row[3])
+    if first is None:
+        return None
+    return LookupRange(first, last, count, nbytes if with_bytes else None)
 
 
-def lookup_ranges(conn: sqlite3.Connection, queues: Sequence[tuple[int, bool]]) -> list[LookupRange | None]:
+def lookup_ranges(
+    conn: sqlite3.Connection, queues: Sequence[tuple[int, bool]], with_bytes: bool = False
+) -> list[LookupRange | None]:
     """:func:`lookup_range` (whole queue) of each ``(queue_id, transactional)``, all read
     in ONE snapshot (one read transaction on ``conn``)."""
     conn.execute("BEGIN")
     try:
-        return [lookup_range(conn, queue_id, transactional) for queue_id, transactional in queues]
+        return [
+            lookup_range(conn, queue_id, transactional, with_bytes=with_bytes)
+            for queue_id, transactional in queues
+        ]
     finally:
         conn.execute("COMMIT")
 
