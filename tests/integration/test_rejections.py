@@ -29,17 +29,17 @@ pytestmark = pytest.mark.slow
 
 #: B's queues and the class each makes B reject A's transactional message with.
 REJECTED = {
-    "nosuch": "NackBadDestQueue",  # no such queue (MS-MQQB 3.1.5.8.2)
-    "plain": "NackNotTransactionalQueue",  # a non-transactional queue (3.1.5.8.2)
-    "guarded": "NackAccessDenied",  # admits another QM only (3.1.5.8.3)
-    "small": "NackQueueExceedQuota",  # 1 KB quota, a 2 KB message (3.1.5.8.8)
+    "nosuch": "NACK_BAD_DST_Q",  # no such queue (MS-MQQB 3.1.5.8.2)
+    "plain": "NACK_NOT_TRANSACTIONAL_Q",  # a non-transactional queue (3.1.5.8.2)
+    "guarded": "NACK_ACCESS_DENIED",  # admits another QM only (3.1.5.8.3)
+    "small": "NACK_Q_EXCEED_QUOTA",  # 1 KB quota, a 2 KB message (3.1.5.8.8)
 }
 CLASS_VALUES = {
-    "NackBadDestQueue": 0x8000,
-    "NackNotTransactionalQueue": 0x8009,
-    "NackAccessDenied": 0x8004,
-    "NackQueueExceedQuota": 0x8003,
-    "NackNotTransactionalMessage": 0x800A,
+    "NACK_BAD_DST_Q": 0x8000,
+    "NACK_NOT_TRANSACTIONAL_Q": 0x8009,
+    "NACK_ACCESS_DENIED": 0x8004,
+    "NACK_Q_EXCEED_QUOTA": 0x8003,
+    "NACK_NOT_TRANSACTIONAL_MSG": 0x800A,
 }
 
 
@@ -102,11 +102,11 @@ def test_each_rejection_class_lands_in_the_senders_dead_letter_queue_and_in_stat
         assert rejected[_dest("orders").lower()] == {}
         assert status["dead_letter"]["xact"] == len(REJECTED)
         wide = runner.invoke(cli, ["--qm", str(a_dir), "status"], env={"COLUMNS": "400"})
-        assert "NackQueueExceedQuota 1" in wide.stdout
+        assert "NACK_Q_EXCEED_QUOTA 1" in wide.stdout
 
         b_dead = run(b_dir, "dlq", "list", "--json")["dead_letters"]
         assert [(d["dlq"], d["body"], d["class"]) for d in b_dead] == [
-            ("non-xact", "not in a transaction", CLASS_VALUES["NackNotTransactionalMessage"])
+            ("non-xact", "not in a transaction", CLASS_VALUES["NACK_NOT_TRANSACTIONAL_MSG"])
         ]
         got = run(b_dir, "receive", "private$\\orders", "--transactional", "--json")
         assert [m["body"] for m in got["messages"]] == ["fine"]

@@ -342,10 +342,11 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
 
     def find_queue(self, queue: str) -> QueueHandle | None:
         """A handle of the local queue ``queue`` names, or None when there is none (no
-        store read, and a remote name is never opened: nothing is created)."""
-        if self._is_remote(queue):
-            return None
+        store read, and a remote name is never opened: nothing is created). A name that
+        is not a queue name at all (from the network: anything) is no queue either."""
         try:
+            if self._is_remote(queue):
+                return None
             return QueueHandle(self._resolve(queue), queue)
         except MQError:
             return None
