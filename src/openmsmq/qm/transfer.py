@@ -170,6 +170,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._next_cid = 1
         self._closing: list[int] = []
         self.outgoing: dict[int, OutgoingTransfer] = {}
+        self.suspended_names: set[str] = set()
         #: Outgoing queues whose loading paused on a full session backlog (see refill).
         self._held: dict[int, OutgoingTransfer] = {}
         #: The outgoing queue whose messages of a TxSequenceID were loaded last (an
@@ -785,6 +786,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     self._retry_at.get(t.next_hop),
                     window=None if conn is None else conn.session.send_window,
                     round_trip=None if conn is None else conn.session.round_trip,
+                    suspended=t.suspended,
                 )
             )
         # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).

@@ -248,11 +248,14 @@ class OutgoingTransfer:
         #: The TxSequenceID of the transactional messages this queue loaded last (its
         #: entry in Transfer._by_sequence, which holds one per queue).
         self.loaded_sequence: TxSequenceId | None = None
+        #: Suspended by an operator (MSMQ's "Pause" of an outgoing queue): no message is
+        #: loaded for sending and no session is dialled for it (Transfer.suspend_outgoing).
+        self.suspended = False
 
     @property
     def has_work(self) -> bool:
-        """Messages wait for a session to the next hop."""
-        return bool(self.messages) or self.waiting > 0
+        """Messages wait for a session to the next hop (none while suspended)."""
+        return not self.suspended and (bool(self.messages) or self.waiting > 0)
 
     def packet(self, m: Message, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
         """The UserMessage for ``m``."""
@@ -354,6 +357,8 @@ class OutgoingStatus:
     #: round trip (s; None when the peer opened the session). None when not connected.
     window: int | None = None
     round_trip: float | None = None
+    #: Suspended by an operator (Transfer.suspend_outgoing).
+    suspended: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,3 +392,5 @@ class TransferParts:
     _settles: list[tuple[int, int, int, int]]
     _dead_letters: list[tuple[int, int]]
     _deletes: list[tuple[int, int]]
+    #: Format names (case-folded) of the outgoing queues an operator suspended.
+    suspended_names: set[str]
