@@ -60,3 +60,17 @@ def test_a_queue_suspended_before_it_is_taken_up_stays_suspended(net: Net) -> No
     a.transfer.resume_outgoing(DEST_B)
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == [b"m0", b"m1"]
+
+
+def test_session_status_names_each_connection_and_its_direction(net: Net) -> None:
+    a = net.add(A)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    send_tx(a.qm, DEST_B, [b"x"])
+    net.run_until_quiet()
+    (mine,) = a.transfer.session_status()
+    (theirs,) = b.transfer.session_status()
+    assert (mine.role, theirs.role) == ("initiator", "acceptor")
+    assert mine.open and theirs.open
+    assert mine.remote_qm == b.qm.guid and theirs.remote_qm == a.qm.guid
+    assert mine.window > 0 and not mine.tls

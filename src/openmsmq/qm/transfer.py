@@ -80,6 +80,7 @@ from openmsmq.qm.transfer_state import (
     OutgoingTransfer,
     PendingRelease,
     ReleaseBatch,
+    SessionStatus,
     StoreLocal,
     StoreWork,
     TransferConfig,
@@ -795,6 +796,23 @@ class Transfer(OutgoingSide, StoreWorkSide):
             for name in self._unrouted.values()
         ]
         return out
+
+    def session_status(self) -> list[SessionStatus]:
+        """Per connection: peer, direction, handshake state, window and round trip."""
+        return [
+            SessionStatus(
+                c.peer,
+                c.address,
+                c.role.name.lower(),
+                c.open,
+                c.session.remote_qm,
+                c.session.send_window,
+                c.session.round_trip,
+                c.certified is not None,
+            )
+            for c in self._conns.values()
+            if not c.session.closed
+        ]
 
     def incoming_status(self) -> list[IncomingStatus]:
         """Per incoming sequence: IncomingTxSequenceID / Number (durable) and RejectCount."""

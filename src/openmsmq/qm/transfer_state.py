@@ -31,6 +31,7 @@ __all__ = [
     "PendingRelease",
     "ReleaseBatch",
     "Row",
+    "SessionStatus",
     "StoreLocal",
     "StoreWork",
     "TransferConfig",
@@ -359,6 +360,26 @@ class OutgoingStatus:
     round_trip: float | None = None
     #: Suspended by an operator (Transfer.suspend_outgoing).
     suspended: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    """One MS-MQQB connection and its session (for the console's sessions page)."""
+
+    peer: str
+    #: The socket's peer IP.
+    address: str
+    #: ``initiator`` (this QM dialled) or ``acceptor``.
+    role: str
+    #: The handshake finished.
+    open: bool
+    #: The peer's QM GUID (ClientGuid / ServerGuid; nil GUID before the handshake).
+    remote_qm: uuid.UUID
+    #: Send window (packets) and handshake round trip (s; None when the peer dialled).
+    window: int
+    round_trip: float | None
+    #: A TLS connection whose certificate names the peer's QM GUID.
+    tls: bool
 
 
 @dataclass(frozen=True, slots=True)
