@@ -73,7 +73,7 @@ class Actions:
         info = await self.web.run(self.backend.create_queue, path, ctx.field("transactional") == "on",
                                   ctx.field("label"), quota)  # fmt: skip
         self._log(ctx, f"created {info.path}")
-        return self.web.done(ctx, f"Created {info.path}.", f"/queue?name={_q(info.path)}")
+        return await self.web.done(ctx, f"Created {info.path}.", f"/queue?name={_q(info.path)}")
 
     async def confirm_purge(self, ctx: Ctx) -> Response:
         name = ctx.field("name")
@@ -89,7 +89,7 @@ class Actions:
         await self.web.need(ctx, name, "receive")
         n = await self.web.run(self.backend.purge, name)
         self._log(ctx, f"purged {n} message(s) from {name}")
-        return self.web.done(ctx, f"Purged {n} message(s) from {name}.", f"/queue?name={_q(name)}")
+        return await self.web.done(ctx, f"Purged {n} message(s) from {name}.", f"/queue?name={_q(name)}")
 
     async def confirm_delete(self, ctx: Ctx) -> Response:
         name = ctx.field("name")
@@ -105,7 +105,7 @@ class Actions:
         await self.web.need(ctx, name, "admin")
         await self.web.run(self.backend.delete_queue, name)
         self._log(ctx, f"deleted queue {name}")
-        return self.web.done(ctx, f"Deleted {name}.", "/queues")
+        return await self.web.done(ctx, f"Deleted {name}.", "/queues")
 
     async def properties(self, ctx: Ctx) -> Response:
         name = ctx.field("name")
@@ -114,7 +114,7 @@ class Actions:
         await self.web.run(self.backend.set_properties, name, label, _quota(ctx.field("quota_kb")),
                            ctx.field("journal") == "on")  # fmt: skip
         self._log(ctx, f"changed the properties of {name}")
-        return self.web.done(ctx, f"Saved the properties of {name}.", f"/queue?name={_q(name)}")
+        return await self.web.done(ctx, f"Saved the properties of {name}.", f"/queue?name={_q(name)}")
 
     # ---- messages --------------------------------------------------------------------------
 
@@ -124,6 +124,7 @@ class Actions:
         key = await self.web.need(ctx, name, "receive")
         m = await self.web.run(self.backend.receive, name, None)
         self._log(ctx, f"received message {m.lookup_id} from {name}")
+        await self.web.sampler.refresh()
         return self._received(ctx, name, key, m)
 
     async def receive_message(self, ctx: Ctx) -> Response:
@@ -131,6 +132,7 @@ class Actions:
         key = await self.web.need(ctx, name, "receive")
         m = await self.web.run(self.backend.receive, name, number_field(ctx.field("id"), "id"))
         self._log(ctx, f"received message {m.lookup_id} from {name}")
+        await self.web.sampler.refresh()
         return self._received(ctx, name, key, m)
 
     def _received(self, ctx: Ctx, name: str, key: str, m: Message) -> Response:
@@ -144,7 +146,7 @@ class Actions:
         lookup_id = number_field(ctx.field("id"), "id")
         await self.web.run(self.backend.receive, name, lookup_id)
         self._log(ctx, f"deleted message {lookup_id} from {name}")
-        return self.web.done(ctx, f"Deleted message {lookup_id}.", f"/queue?name={_q(name)}")
+        return await self.web.done(ctx, f"Deleted message {lookup_id}.", f"/queue?name={_q(name)}")
 
     # ---- dead letters ----------------------------------------------------------------------
 
@@ -166,7 +168,7 @@ class Actions:
             ctx.session.flash.append(
                 ("error", f"Message {r.letter.message.lookup_id} not requeued: {r.error}")
             )
-        return self.web.done(ctx, f"Requeued {moved} dead letter(s).", "/deadletters")
+        return await self.web.done(ctx, f"Requeued {moved} dead letter(s).", "/deadletters")
 
     async def confirm_purge_dead_letters(self, ctx: Ctx) -> Response:
         for dlq in DEAD_LETTER_QUEUES.values():
@@ -182,7 +184,7 @@ class Actions:
             await self.web.need(ctx, dlq, "receive")
             n += await self.web.run(self.backend.purge, dlq)
         self._log(ctx, f"purged {n} dead letter(s)")
-        return self.web.done(ctx, f"Purged {n} dead letter(s).", "/deadletters")
+        return await self.web.done(ctx, f"Purged {n} dead letter(s).", "/deadletters")
 
     # ---- outgoing queues -------------------------------------------------------------------
 
@@ -201,14 +203,14 @@ class Actions:
         assert self.backend.hooks is not None
         self.backend.hooks.suspend(name)  # on the loop, where the transfer lives
         self._log(ctx, f"suspended outgoing queue {name}")
-        return self.web.done(ctx, f"Suspended {name}.", "/outgoing")
+        return await self.web.done(ctx, f"Suspended {name}.", "/outgoing")
 
     async def resume(self, ctx: Ctx) -> Response:
         name = await self._outgoing(ctx)
         assert self.backend.hooks is not None
         self.backend.hooks.resume(name)
         self._log(ctx, f"resumed outgoing queue {name}")
-        return self.web.done(ctx, f"Resumed {name}.", "/outgoing")
+        return await self.web.done(ctx, f"Resumed {name}.", "/outgoing")
 
 
 def _quota(text: str) -> int | None:

@@ -270,8 +270,10 @@ class ConsoleApp:
             raise HttpError(403, "MQ_ERROR_ACCESS_DENIED", f"{who} may not {perm} on {name}.")
         return key
 
-    def done(self, ctx: Ctx, text: str, to: str) -> Response:
-        """After an action: a message for the next page, and a redirect to ``to``."""
+    async def done(self, ctx: Ctx, text: str, to: str) -> Response:
+        """After an action: the live values read again, a message for the next page, and a
+        redirect to ``to``."""
+        await self.sampler.refresh()
         ctx.session.flash.append(("ok", text))
         return RedirectResponse(to, 303)
 

@@ -130,11 +130,21 @@ class Sampler:
             self.tick.rates = point
         self._last = (now, into, out, commits)
         if self.watchers:
-            stats: list[QueueStats] = await asyncio.to_thread(self.qm.queue_stats)
-            self.tick.queues = {
-                s.name: (s.message_count, s.total_bytes, s.oldest_arrived_time) for s in stats
-            }
-            self.tick.outgoing = self.outgoing_states()
+            await self._read_depths()
+        await self._publish()
+
+    async def refresh(self) -> None:
+        """Read the depths and states again now (after an action changed them), so that the
+        page the action leads to never gets the tick from before it."""
+        await self._read_depths()
+        await self._publish()
+
+    async def _read_depths(self) -> None:
+        stats: list[QueueStats] = await asyncio.to_thread(self.qm.queue_stats)
+        self.tick.queues = {s.name: (s.message_count, s.total_bytes, s.oldest_arrived_time) for s in stats}
+        self.tick.outgoing = self.outgoing_states()
+
+    async def _publish(self) -> None:
         self.tick.number += 1
         async with self._changed:
             self._changed.notify_all()
@@ -146,9 +156,11 @@ class Sampler:
         sent_queues: dict[str, tuple[int, int, int | None]] = {}
         sent_outgoing: dict[str, str] = {}
         seen = -1
+        sent_rates: RatePoint | None = None
         try:
-            if not self.tick.queues:
-                await self.sample()  # the first watcher: depths at once, not in a second
+            # Read now: the last tick may be older than the page this browser just loaded,
+            # whose values it must not set back.
+            await self.refresh()
             while not self.closing:
                 if self.tick.number == seen:
                     async with self._changed:
@@ -161,7 +173,8 @@ class Sampler:
                 sent_queues.update(queues)
                 sent_outgoing.update(outgoing)
                 doc: dict[str, Any] = {"queues": queues, "outgoing": outgoing}
-                if t.rates is not None:
+                if t.rates is not None and t.rates is not sent_rates:
+                    sent_rates = t.rates
                     r = t.rates
                     doc["rates"] = [r.time, r.messages_in, r.messages_out, r.commits]
                 yield f"data: {json.dumps(doc, separators=(',', ':'))}\n\n"
