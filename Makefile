@@ -8,7 +8,7 @@ CHAOS_SECONDS ?= 300
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
-.PHONY: all demo test lint typecheck unit crash chaos sim fuzz bench bench-transfer bench-spark bench-pipeline wheel spark-cluster proto clean
+.PHONY: all demo test lint typecheck unit browser crash chaos sim fuzz bench bench-transfer bench-spark bench-pipeline wheel spark-cluster proto clean
 
 all: test
 
@@ -32,8 +32,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest -q
+
+## make browser: Debian's chromium and chromium-driver for the console's browser tests (as root, when missing)
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	fi
 
 ## make crash ROUNDS=N: the SIGKILL crash tests (store; removals and their acknowledgments) with N rounds
 crash: $(STAMP)

@@ -41,6 +41,7 @@ from openmsmq.errors import ConfigError, quoted
 __all__ = [
     "ENV_PREFIX",
     "Config",
+    "ConsoleConfig",
     "KeyInfo",
     "LoadedConfig",
     "LogConfig",
@@ -564,6 +565,31 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class ConsoleConfig:
+    """``[console]``: the operators' web console (docs/console.md). It signs in with the
+    tokens of ``remote.tokens_file`` and follows ``remote.require_token``."""
+
+    enabled: bool = _key(False, "bool", "Serve the web console (HTTP, or HTTPS with tls_cert and tls_key).")
+    listen_address: str = _key("127.0.0.1", "ip", "IP address the web console binds.")
+    port: int = _key(9180, "int", "Port of the web console (0 = any free port).", lo=0, hi=65535)
+    tls_cert: Path | None = _key(None, "path_or_empty", "PEM certificate chain for HTTPS (with tls_key).")  # noqa: RUF009
+    tls_key: Path | None = _key(None, "path_or_empty", "PEM private key for HTTPS (with tls_cert).")  # noqa: RUF009
+    allow_plaintext: bool = _key(
+        False,
+        "bool",
+        "Allow a console off loopback without HTTPS (only behind a TLS-terminating proxy): its"
+        " tokens and session cookies would cross the network in clear.",
+    )
+    session_timeout: float = _key(
+        1800.0,
+        "duration",
+        "A console session unused this long ends: the browser signs in again.",
+        lo=1,
+        hi=604800,
+    )
+
+
+@dataclass(frozen=True)
 class LogConfig:
     """``[log]``: logging."""
 
@@ -585,6 +611,7 @@ class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     remote: RemoteConfig = field(default_factory=RemoteConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
 
@@ -595,6 +622,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "store": StoreConfig,
     "remote": RemoteConfig,
     "metrics": MetricsConfig,
+    "console": ConsoleConfig,
     "log": LogConfig,
 }
 
@@ -770,6 +798,7 @@ def _check_consistency(c: Config) -> None:
             " remote.allow_plaintext = true behind a TLS-terminating proxy or on an encrypted network;"
             " docs/security.md)",
         )
+    _check_console(c)
     if c.mqqb.advertised_address == "" and ipaddress.ip_address(c.mqqb.listen_address).is_unspecified:
         raise ConfigError("mqqb.advertised_address", "required when mqqb.listen_address is 0.0.0.0 or ::")
     listeners = [
@@ -777,12 +806,35 @@ def _check_consistency(c: Config) -> None:
         ("mqqb.tls_port", c.mqqb.listen_address, c.mqqb.tls_port, c.mqqb.tls),
         ("remote.port", c.remote.listen_address, c.remote.port, c.remote.enabled),
         ("metrics.port", c.metrics.listen_address, c.metrics.port, c.metrics.enabled),
+        ("console.port", c.console.listen_address, c.console.port, c.console.enabled),
     ]
     for i, (key, addr, port, enabled) in enumerate(listeners):
         for other, other_addr, other_port, other_enabled in listeners[:i]:
             overlap = addr == other_addr or "unspecified" in (_kind(addr), _kind(other_addr))
             if enabled and other_enabled and port and port == other_port and overlap:
                 raise ConfigError(key, f"port {port} on {addr} is also {other}")
+
+
+def _check_console(c: Config) -> None:
+    """The console signs in with the remote-read tokens: the same rules as that service."""
+    k = c.console
+    if (k.tls_cert is None) != (k.tls_key is None):
+        missing = "console.tls_key" if k.tls_key is None else "console.tls_cert"
+        raise ConfigError(missing, "console.tls_cert and console.tls_key go together")
+    if not k.enabled or ipaddress.ip_address(k.listen_address).is_loopback:
+        return
+    if c.remote.tokens_file is None:
+        raise ConfigError(
+            "remote.tokens_file", "required when console.listen_address is not a loopback address"
+        )
+    if k.tls_cert is None and not k.allow_plaintext:
+        raise ConfigError(
+            "console.tls_cert",
+            f"required when console.listen_address ({k.listen_address}) is not a loopback address:"
+            " without HTTPS the tokens and session cookies cross the network in clear (set"
+            " console.tls_cert and console.tls_key, or console.allow_plaintext = true behind a"
+            " TLS-terminating proxy; docs/console.md)",
+        )
 
 
 def _kind(address: str) -> str:

@@ -29,7 +29,13 @@ __all__ = ["main", "register", "serve"]
 @click.option("--allow", "allow", multiple=True, help="Allowed peer network CIDR (repeatable).")
 @click.option("--remote-port", type=int, help="Port of the remote-read gRPC service (default 2105; 0 = any).")
 @click.option("--metrics-port", type=int, help="Port of the Prometheus endpoint (default 9181; 0 = any).")
+@click.option(
+    "--console-port", type=int, help="Port of the web console (default 9180; 0 = any); turns it on."
+)
 @click.option("--remote/--no-remote", "remote", default=None, help="Run the remote-read gRPC service.")
+@click.option(
+    "--console/--no-console", "console", default=None, help="Serve the web console (docs/console.md)."
+)
 @click.option("--metrics/--no-metrics", "metrics", default=None, help="Serve Prometheus metrics.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level.")
 @click.pass_context
@@ -43,12 +49,15 @@ def serve(
     allow: tuple[str, ...],
     remote_port: int | None,
     metrics_port: int | None,
+    console_port: int | None,
     remote: bool | None,
+    console: bool | None,
     metrics: bool | None,
     log_level: str | None,
 ) -> None:
     """Run a queue manager until SIGTERM/SIGINT: durable queues, MS-MQQB transfer on TCP 1801,
-    the remote-read gRPC service (2105) and Prometheus metrics (9181).
+    the remote-read gRPC service (2105), Prometheus metrics (9181) and, when turned on, the
+    web console (9180).
 
     ``--listen ADDRESS`` also moves the remote-read and metrics endpoints to ADDRESS unless
     the configuration file or environment names their own address, so that several QMs on
@@ -71,6 +80,12 @@ def serve(
         ("metrics.port", metrics_port, "flag:--metrics-port"),
         ("remote.enabled", remote, "flag:--remote/--no-remote"),
         ("metrics.enabled", metrics, "flag:--metrics/--no-metrics"),
+        ("console.port", console_port, "flag:--console-port"),
+        (
+            "console.enabled",
+            True if console_port is not None and console is None else console,
+            "flag:--console/--no-console" if console is not None else "flag:--console-port",
+        ),
     ):
         if value is not None:
             overrides[key], flags[key] = value, flag
@@ -79,7 +94,7 @@ def serve(
         if listen is not None:
             follow = {
                 key: listen
-                for key in ("remote.listen_address", "metrics.listen_address")
+                for key in ("remote.listen_address", "metrics.listen_address", "console.listen_address")
                 if loaded.sources.get(key) == "default"
             }
             if follow:

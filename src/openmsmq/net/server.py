@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from openmsmq.config import Config, LoadedConfig, config_document, config_keys
+from openmsmq.console import ConsoleServer, start_console, transfer_hooks
 from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.net.tls import client_context, peer_matcher, server_context
@@ -304,6 +305,7 @@ async def serve(
     metrics_server = None
     remote = None
     node: MQQBNode | None = None
+    console: ConsoleServer | None = None
     try:
         with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
             metrics_server = start_metrics_from_config(config.metrics, metrics)
@@ -320,14 +322,20 @@ async def serve(
         with _listening("mqqb.port" if not m.tls else "mqqb.port / mqqb.tls_port", m.listen_address, m.port):
             await node.start()
         host, port = node.address
+        document = config_document(loaded or LoadedConfig(config, dict.fromkeys(_DOTTED, "caller")))
         info = {
             "pid": os.getpid(),
             "qm_guid": str(qm.guid),
             "mqqb": f"{host}:{port}",
             "remote": remote.target if remote is not None else None,
             "metrics": metrics_server.url if metrics_server is not None else None,
-            "config": config_document(loaded or LoadedConfig(config, dict.fromkeys(_DOTTED, "caller"))),
+            "config": document,
         }
+        if config.console.enabled:  # the web console (docs/console.md), on this loop
+            with _listening("console.port", config.console.listen_address, config.console.port):
+                console = start_console(qm, config, metrics, transfer_hooks(transfer, loop, info), document)
+            await console.start()
+            info["console"] = console.url
         if not write_runtime(config.qm.data_dir, info):
             log.error(
                 "cannot write %s/runtime.json (disk full?): serving anyway; programs given this"
@@ -353,10 +361,16 @@ async def serve(
             # that no commit races the flush below (blocking: run off the loop).
             await loop.run_in_executor(None, remote.stop)
             remote = None
+        if console is not None:
+            await console.stop()
+            console = None
         await node.stop()
         node = None
         log.info("stopped the services in %.2f s", loop.time() - started)
     finally:
+        if console is not None:
+            with contextlib.suppress(Exception):
+                await console.stop()
         if node is not None:  # failed while starting or stopping
             with contextlib.suppress(Exception):
                 await node.stop(flush_timeout=1.0)

@@ -89,6 +89,7 @@ from openmsmq.qm.transfer_state import (
     OutgoingTransfer,
     PendingRelease,
     ReleaseBatch,
+    SessionStatus,
     StoreLocal,
     StoreWork,
     TransferConfig,
@@ -179,6 +180,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._next_cid = 1
         self._closing: list[int] = []
         self.outgoing: dict[int, OutgoingTransfer] = {}
+        self.suspended_names: set[str] = set()
         #: Outgoing queues whose loading paused on a full session backlog (see refill).
         self._held: dict[int, OutgoingTransfer] = {}
         #: The outgoing queue whose messages of a TxSequenceID were loaded last (an
@@ -878,6 +880,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                             (message_class_name(c), n) for c, n in self.rejections.get(t.queue_id, {}).items()
                         )
                     ),
+                    suspended=t.suspended,
                 )
             )
         # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).
@@ -886,6 +889,23 @@ class Transfer(OutgoingSide, StoreWorkSide):
             for name in self._unrouted.values()
         ]
         return out
+
+    def session_status(self) -> list[SessionStatus]:
+        """Per connection: peer, direction, handshake state, window and round trip."""
+        return [
+            SessionStatus(
+                c.peer,
+                c.address,
+                c.role.name.lower(),
+                c.open,
+                c.session.remote_qm,
+                c.session.send_window,
+                c.session.round_trip,
+                c.certified is not None,
+            )
+            for c in self._conns.values()
+            if not c.session.closed
+        ]
 
     def incoming_status(self) -> list[IncomingStatus]:
         """Per incoming sequence: IncomingTxSequenceID / Number (durable) and RejectCount."""

@@ -172,6 +172,7 @@ class OutgoingSide(TransferParts):
                 rec.queue_id, rec.display_name, wire, host, hop, handle, self.config.resend, private
             )
             t.waiting = rec.msg_count
+            t.suspended = rec.display_name.casefold() in self.suspended_names
             self.outgoing[rec.queue_id] = t
             if self._peer_open(t.next_hop):
                 t.connected = True
@@ -191,6 +192,26 @@ class OutgoingSide(TransferParts):
             t = known.get(name)
             if t is not None:
                 self._load(t, now)
+
+    def suspend_outgoing(self, format_name: str) -> None:
+        """Suspend the outgoing queue of ``format_name`` (MSMQ's Pause of an outgoing
+        queue): its messages stay stored and none is loaded for sending, nor a session
+        dialled for it, until :meth:`resume_outgoing`. Messages already handed to its
+        sequence before (in flight, up to ``max_in_flight``) finish their exchange, so that
+        the TxSequenceNumbers the receiver has seen stay contiguous (MS-MQQB 3.1.1.3.1).
+        Held in memory: a restarted QM sends from every outgoing queue again."""
+        self.suspended_names.add(format_name.casefold())
+        for t in self.outgoing.values():
+            if t.format_name.casefold() == format_name.casefold():
+                t.suspended = True
+
+    def resume_outgoing(self, format_name: str) -> None:
+        """End :meth:`suspend_outgoing`: the next poll loads the queue's messages."""
+        self.suspended_names.discard(format_name.casefold())
+        for t in self.outgoing.values():
+            if t.format_name.casefold() == format_name.casefold():
+                t.suspended = False
+                t.caught_up = None
 
     def _private_route(self, qm: uuid.UUID) -> tuple[str, str] | None:
         """(host, next hop) for ``PRIVATE=<qm>\\n`` names (FinalAcks to a sender behind an
@@ -266,6 +287,8 @@ class OutgoingSide(TransferParts):
         it may have more ready now. ``high``: the store's highest LookupIdentifier read
         before this call, recorded as ``t.caught_up`` when the load finds no more."""
         t.caught_up = None
+        if t.suspended:
+            return False
         loaded = 0
         cap = max(1, self.config.load_per_poll)
         if t.pending:  # a Transmit still being handed over comes first (order)

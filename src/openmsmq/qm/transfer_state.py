@@ -31,6 +31,7 @@ __all__ = [
     "PendingRelease",
     "ReleaseBatch",
     "Row",
+    "SessionStatus",
     "StoreLocal",
     "StoreWork",
     "TransferConfig",
@@ -248,11 +249,14 @@ class OutgoingTransfer:
         #: The TxSequenceID of the transactional messages this queue loaded last (its
         #: entry in Transfer._by_sequence, which holds one per queue).
         self.loaded_sequence: TxSequenceId | None = None
+        #: Suspended by an operator (MSMQ's "Pause" of an outgoing queue): no message is
+        #: loaded for sending and no session is dialled for it (Transfer.suspend_outgoing).
+        self.suspended = False
 
     @property
     def has_work(self) -> bool:
-        """Messages wait for a session to the next hop."""
-        return bool(self.messages) or self.waiting > 0
+        """Messages wait for a session to the next hop (none while suspended)."""
+        return not self.suspended and (bool(self.messages) or self.waiting > 0)
 
     def packet(self, m: Message, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
         """The UserMessage for ``m``."""
@@ -367,6 +371,28 @@ class OutgoingStatus:
     #: Messages the destination rejected since the QM started (their negative FinalAcks),
     #: by Message.Class name (MS-MQQB 3.1.7.17): (name, count), by name.
     rejected: tuple[tuple[str, int], ...] = ()
+    #: Suspended by an operator (Transfer.suspend_outgoing).
+    suspended: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    """One MS-MQQB connection and its session (for the console's sessions page)."""
+
+    peer: str
+    #: The socket's peer IP.
+    address: str
+    #: ``initiator`` (this QM dialled) or ``acceptor``.
+    role: str
+    #: The handshake finished.
+    open: bool
+    #: The peer's QM GUID (ClientGuid / ServerGuid; nil GUID before the handshake).
+    remote_qm: uuid.UUID
+    #: Send window (packets) and handshake round trip (s; None when the peer dialled).
+    window: int
+    round_trip: float | None
+    #: A TLS connection whose certificate names the peer's QM GUID.
+    tls: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,3 +441,5 @@ class TransferParts:
     _final_settles: list[tuple[int, int, int, int]]
     _dead_letters: list[tuple[int, int]]
     _deletes: list[tuple[int, int]]
+    #: Format names (case-folded) of the outgoing queues an operator suspended.
+    suspended_names: set[str]

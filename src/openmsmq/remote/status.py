@@ -77,7 +77,8 @@ class OutgoingQueueStatus:
     format_name: str
     #: The queue manager the session goes to (empty when the QM is not running).
     next_hop: str
-    #: ``connected``, ``retrying``, ``waiting`` (messages, no session yet), ``idle``,
+    #: ``suspended`` (by an operator), ``connected``, ``retrying``, ``waiting`` (messages,
+    #: no session yet), ``idle``,
     #: ``no route`` (a PRIVATE=<guid> name whose QM cannot be reached yet), or
     #: ``stopped`` (the QM is not running: stored state only).
     state: str
@@ -186,8 +187,10 @@ def _age(now: float, arrived: int | None) -> float | None:
 
 
 def outgoing_state(o: OutgoingStatus) -> str:
-    """``connected`` / ``retrying`` / ``waiting`` / ``idle`` / ``no route`` of a live
-    outgoing queue."""
+    """``suspended`` / ``connected`` / ``retrying`` / ``waiting`` / ``idle`` / ``no route``
+    of a live outgoing queue."""
+    if o.suspended:
+        return "suspended"
     if not o.routed:
         return "no route"
     if o.connected:
