@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import sys
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 import click
 
 from openmsmq.cli.context import CliContext, ctx_of, json_option, message_row
+from openmsmq.cli.interrupt import InterruptGuard
 from openmsmq.cli.receiving import RECEIVE_BATCH, print_messages, receive_batches
-from openmsmq.client import SINGLE_MESSAGE, Access, Message
+from openmsmq.client import SINGLE_MESSAGE, Access, Message, Transaction
 from openmsmq.client.types import AckRequest
 from openmsmq.errors import HResult, MQError, quoted
 
 __all__ = ["peek", "receive", "register", "send"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: ``send --ack`` names: AcknowledgementsRequested bits (MS-MQMQ 2.2.19.3).
 _ACKS = {
@@ -30,6 +34,54 @@ def _emit_messages(c: CliContext, queue: str, msgs: list[Message]) -> None:
         {"queue": queue, "count": len(msgs), "messages": [message_row(m) for m in msgs]},
         lambda: print_messages(msgs),
     )
+
+
+def _by_id_options(fn: F) -> F:
+    fn = click.option(
+        "--correlation-id",
+        "correlation_id",
+        default=None,
+        help="Only the first message with this CorrelationId ({GUID}\\number).",
+    )(fn)
+    return click.option(
+        "--id", "message_id", default=None, help="Only the message with this MessageId ({GUID}\\number)."
+    )(fn)
+
+
+def _one_by_id(
+    c: CliContext,
+    queue: str,
+    message_id: str | None,
+    correlation_id: str | None,
+    remove: bool,
+    transactional: bool,
+) -> None:
+    """The message with a MessageId or CorrelationId, printed; received (``remove``) only
+    once printed: in a transaction committed after the output with ``transactional``."""
+    if message_id is not None and correlation_id is not None:
+        raise click.UsageError("give --id or --correlation-id, not both")
+    conn = c.connection()
+    with conn.open_queue(queue, Access.RECEIVE if remove else Access.PEEK) as q:
+
+        def peek_one() -> Message:
+            if message_id is not None:
+                return q.peek_by_id(message_id)
+            return q.peek_by_correlation_id(correlation_id or "")
+
+        def receive_one(tx: Transaction | None = None) -> Message:
+            if message_id is not None:
+                return q.receive_by_id(message_id, tx)
+            return q.receive_by_correlation_id(correlation_id or "", tx)
+
+        if not remove:
+            _emit_messages(c, queue, [peek_one()])
+            return
+        with InterruptGuard() as guard, guard.critical():
+            if transactional:
+                with conn.transaction() as tx:  # aborted (the message stays) if printing fails
+                    _emit_messages(c, queue, [receive_one(tx)])
+            else:
+                _emit_messages(c, queue, [receive_one()])
 
 
 @click.command()
@@ -147,6 +199,7 @@ def send(
     is_flag=True,
     help=f"Receive in transactions of up to {RECEIVE_BATCH} messages, each committed once printed.",
 )
+@_by_id_options
 @json_option
 @click.pass_context
 def receive(
@@ -156,6 +209,8 @@ def receive(
     timeout: float,
     count: int,
     transactional: bool,
+    message_id: str | None,
+    correlation_id: str | None,
 ) -> None:
     """Receive (remove) up to --count messages from QUEUE (or --admin-queue: acknowledgments,
     shown with their class and the message they acknowledge); none within --timeout is an error.
@@ -167,6 +222,9 @@ def receive(
     loses it, which --transactional prevents."""
     if (queue is None) == (admin_queue is None):
         raise click.UsageError("give QUEUE or --admin-queue (one of them)")
+    if message_id is not None or correlation_id is not None:
+        _one_by_id(ctx_of(ctx), queue or admin_queue or "", message_id, correlation_id, True, transactional)
+        return
     receive_batches(ctx_of(ctx), queue or admin_queue or "", count, timeout, transactional)
 
 
@@ -178,11 +236,22 @@ def receive(
 @click.option(
     "--timeout", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Seconds to wait."
 )
+@_by_id_options
 @json_option
 @click.pass_context
-def peek(ctx: click.Context, queue: str, count: int, timeout: float) -> None:
+def peek(
+    ctx: click.Context,
+    queue: str,
+    count: int,
+    timeout: float,
+    message_id: str | None,
+    correlation_id: str | None,
+) -> None:
     """Show up to --count messages of QUEUE without removing them."""
     c = ctx_of(ctx)
+    if message_id is not None or correlation_id is not None:
+        _one_by_id(c, queue, message_id, correlation_id, False, False)
+        return
     with c.connection().open_queue(queue, Access.PEEK) as q:
         try:
             msgs = q.peek_many(count, timeout)
