@@ -8,10 +8,18 @@ from typing import IO, Any, TypeVar
 
 import click
 
-from openmsmq.cli.context import CliContext, ctx_of, json_option, message_row
+from openmsmq.cli.context import CliContext, CommandError, ctx_of, json_option, message_row
 from openmsmq.cli.interrupt import InterruptGuard
-from openmsmq.cli.receiving import RECEIVE_BATCH, print_messages, receive_batches
-from openmsmq.client import SINGLE_MESSAGE, Access, Message, Transaction
+from openmsmq.cli.receiving import (
+    FORMATS,
+    RECEIVE_BATCH,
+    Output,
+    output_form,
+    peek_follow,
+    receive_batches,
+)
+from openmsmq.cli.sending import LINES_BATCH, NotUtf8Line, line_batches
+from openmsmq.client import SINGLE_MESSAGE, Access, Message, Queue, SendReceipt, Transaction
 from openmsmq.client.types import AckRequest
 from openmsmq.errors import HResult, MQError, quoted
 
@@ -29,11 +37,48 @@ _ACKS = {
 }
 
 
-def _emit_messages(c: CliContext, queue: str, msgs: list[Message]) -> None:
-    c.emit(
-        {"queue": queue, "count": len(msgs), "messages": [message_row(m) for m in msgs]},
-        lambda: print_messages(msgs),
-    )
+def _emit_messages(c: CliContext, queue: str, msgs: list[Message], form: str) -> None:
+    if form == "document":
+        c.emit({"queue": queue, "count": len(msgs), "messages": [message_row(m) for m in msgs]}, lambda: None)
+    elif form == "table" or msgs:
+        Output(form, queue).batch(msgs)
+
+
+def _output_options(fn: F) -> F:
+    fn = click.option(
+        "--body-only", "body_only", is_flag=True, help="Print only the bodies, one per line (--format raw)."
+    )(fn)
+    fn = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default=None,
+        help="table (default), json (one JSON object per message and line), raw (the bodies, one per line).",
+    )(fn)
+    return click.option(
+        "--follow",
+        is_flag=True,
+        help="Keep waiting for messages and print each as it comes, until Ctrl-C (or --count).",
+    )(fn)
+
+
+def _send_lines(q: Queue, props: dict[str, Any]) -> list[SendReceipt]:
+    """Each line of stdin as a message (:mod:`openmsmq.cli.sending`); a batch being sent
+    is finished (and committed) before Ctrl-C or a bad line stops the command."""
+    receipts: list[SendReceipt] = []
+    try:
+        with InterruptGuard() as guard:
+            for batch in line_batches(sys.stdin.buffer):
+                with guard.critical():
+                    receipts += q.send_many(batch, **props)
+    except KeyboardInterrupt:
+        click.echo(f"sent {len(receipts)} message(s) to {q.name} before the interrupt", err=True)
+        raise
+    except NotUtf8Line as exc:
+        raise CommandError(
+            f"{exc}: the {len(receipts)} line(s) before it were sent, it and the lines after it were not"
+        ) from None
+    return receipts
 
 
 def _by_id_options(fn: F) -> F:
@@ -55,6 +100,7 @@ def _one_by_id(
     correlation_id: str | None,
     remove: bool,
     transactional: bool,
+    form: str,
 ) -> None:
     """The message with a MessageId or CorrelationId, printed; received (``remove``) only
     once printed: in a transaction committed after the output with ``transactional``."""
@@ -74,14 +120,14 @@ def _one_by_id(
             return q.receive_by_correlation_id(correlation_id or "", tx)
 
         if not remove:
-            _emit_messages(c, queue, [peek_one()])
+            _emit_messages(c, queue, [peek_one()], form)
             return
         with InterruptGuard() as guard, guard.critical():
             if transactional:
                 with conn.transaction() as tx:  # aborted (the message stays) if printing fails
-                    _emit_messages(c, queue, [receive_one(tx)])
+                    _emit_messages(c, queue, [receive_one(tx)], form)
             else:
-                _emit_messages(c, queue, [receive_one()])
+                _emit_messages(c, queue, [receive_one()], form)
 
 
 @click.command()
@@ -89,7 +135,17 @@ def _one_by_id(
 @click.argument("body", required=False)
 @click.option("--label", default="", help="Message label.")
 @click.option(
-    "--file", "path", type=click.File("rb"), default=None, help="Read the body from a file ('-' = stdin)."
+    "--file",
+    "paths",
+    type=click.File("rb"),
+    multiple=True,
+    help="A message whose body is this file ('-' = stdin); repeat for one message per file.",
+)
+@click.option(
+    "--lines",
+    is_flag=True,
+    help=f"One message per line of stdin (UTF-8), sent as lines come in batches of up to {LINES_BATCH}"
+    " (each one transaction with --transactional).",
 )
 @click.option(
     "--count", type=click.IntRange(min=1), default=1, show_default=True, help="Send N copies (one batch)."
@@ -124,7 +180,8 @@ def send(
     queue: str,
     body: str | None,
     label: str,
-    path: IO[bytes] | None,
+    paths: tuple[IO[bytes], ...],
+    lines: bool,
     count: int,
     priority: int,
     transactional: bool,
@@ -133,7 +190,11 @@ def send(
     dead_letter: bool | None,
     journal: bool,
 ) -> None:
-    """Send BODY (or --file, or stdin when neither is given) to QUEUE."""
+    """Send BODY (or each --file, or each line of stdin with --lines, or stdin when none is
+    given) to QUEUE.
+
+    With --lines a line that is not UTF-8 stops the command (status 1) naming its number:
+    the lines before it are sent, it and the lines after it are not."""
     c = ctx_of(ctx)
     if acks and not admin_queue:
         raise click.UsageError("--ack needs --admin-queue")
@@ -147,23 +208,23 @@ def send(
         extra["dead_letter"] = dead_letter  # else the send's default (on when transactional)
     if journal:
         extra["journal"] = True
-    if body is not None and path is not None:
-        raise click.UsageError("give BODY or --file, not both")
-    if body is not None:
-        data = body.encode("utf-8")
-    elif path is not None:
-        data = path.read()
-    else:
-        data = sys.stdin.buffer.read() if not sys.stdin.isatty() else b""
+    if sum((body is not None, bool(paths), lines)) > 1:
+        raise click.UsageError("give one of BODY, --file, --lines")
+    if lines and count != 1:
+        raise click.UsageError("--count sends copies of one body: not with --lines")
+    extra.update(label=label, priority=priority, tx=SINGLE_MESSAGE if transactional else None)
     conn = c.connection()
     with conn.open_queue(queue, Access.SEND) as q:
-        receipts = q.send_many(
-            [data] * count,
-            label=label,
-            priority=priority,
-            tx=SINGLE_MESSAGE if transactional else None,
-            **extra,
-        )
+        if lines:
+            receipts = _send_lines(q, extra)
+        else:
+            if body is not None:
+                bodies = [body.encode("utf-8")]
+            elif paths:
+                bodies = [f.read() for f in paths]
+            else:
+                bodies = [sys.stdin.buffer.read() if not sys.stdin.isatty() else b""]
+            receipts = q.send_many(bodies * count, **extra)
     if conn.transport.in_process and conn.queue_info(queue).kind == "outgoing":
         click.echo(
             f"warning: the queue manager at {quoted(c.target)} is not running: the message(s) wait"
@@ -192,7 +253,10 @@ def send(
     "--timeout", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Seconds to wait."
 )
 @click.option(
-    "--count", type=click.IntRange(min=1), default=1, show_default=True, help="Receive up to N messages."
+    "--count",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Receive up to N messages (default 1; with --follow: no limit).",
 )
 @click.option(
     "--transactional",
@@ -200,6 +264,7 @@ def send(
     help=f"Receive in transactions of up to {RECEIVE_BATCH} messages, each committed once printed.",
 )
 @_by_id_options
+@_output_options
 @json_option
 @click.pass_context
 def receive(
@@ -207,10 +272,13 @@ def receive(
     queue: str | None,
     admin_queue: str | None,
     timeout: float,
-    count: int,
+    count: int | None,
     transactional: bool,
     message_id: str | None,
     correlation_id: str | None,
+    follow: bool,
+    fmt: str | None,
+    body_only: bool,
 ) -> None:
     """Receive (remove) up to --count messages from QUEUE (or --admin-queue: acknowledgments,
     shown with their class and the message they acknowledge); none within --timeout is an error.
@@ -219,47 +287,69 @@ def receive(
     256. Ctrl-C stops after the batch being printed (exit status 130): a message is either
     printed and removed, or still in its queue. Without --transactional a batch is
     removed as it is received; a process killed (kill -9) between that and the printing
-    loses it, which --transactional prevents."""
+    loses it, which --transactional prevents.
+
+    --follow waits for more messages until Ctrl-C, printing each batch as it comes; the
+    same rule holds for the messages of the batch being printed when Ctrl-C comes."""
     if (queue is None) == (admin_queue is None):
         raise click.UsageError("give QUEUE or --admin-queue (one of them)")
+    c = ctx_of(ctx)
+    form = output_form(c, fmt, body_only)
+    name = queue or admin_queue or ""
     if message_id is not None or correlation_id is not None:
-        _one_by_id(ctx_of(ctx), queue or admin_queue or "", message_id, correlation_id, True, transactional)
+        if follow:
+            raise click.UsageError("--follow receives every message: not with --id / --correlation-id")
+        _one_by_id(c, name, message_id, correlation_id, True, transactional, form)
         return
-    receive_batches(ctx_of(ctx), queue or admin_queue or "", count, timeout, transactional)
+    receive_batches(c, name, count, timeout, transactional, follow=follow, form=form)
 
 
 @click.command()
 @click.argument("queue")
 @click.option(
-    "--count", type=click.IntRange(min=1), default=1, show_default=True, help="Peek up to N messages."
+    "--count",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Peek up to N messages (default 1; with --follow: no limit).",
 )
 @click.option(
     "--timeout", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Seconds to wait."
 )
 @_by_id_options
+@_output_options
 @json_option
 @click.pass_context
 def peek(
     ctx: click.Context,
     queue: str,
-    count: int,
+    count: int | None,
     timeout: float,
     message_id: str | None,
     correlation_id: str | None,
+    follow: bool,
+    fmt: str | None,
+    body_only: bool,
 ) -> None:
-    """Show up to --count messages of QUEUE without removing them."""
+    """Show up to --count messages of QUEUE without removing them (--follow: then each
+    message that arrives, until Ctrl-C)."""
     c = ctx_of(ctx)
+    form = output_form(c, fmt, body_only)
     if message_id is not None or correlation_id is not None:
-        _one_by_id(c, queue, message_id, correlation_id, False, False)
+        if follow:
+            raise click.UsageError("--follow shows every message: not with --id / --correlation-id")
+        _one_by_id(c, queue, message_id, correlation_id, False, False, form)
+        return
+    if follow:
+        peek_follow(c, queue, count, form)
         return
     with c.connection().open_queue(queue, Access.PEEK) as q:
         try:
-            msgs = q.peek_many(count, timeout)
+            msgs = q.peek_many(count or 1, timeout)
         except MQError as exc:
             if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
                 raise
             msgs = []
-    _emit_messages(c, queue, msgs)
+    _emit_messages(c, queue, msgs, form)
 
 
 def register(group: click.Group) -> None:

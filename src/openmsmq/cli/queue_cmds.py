@@ -10,7 +10,7 @@ from rich.table import Table
 
 from openmsmq.cli.context import confirm, ctx_of, json_option, queue_row
 from openmsmq.client import INFINITE, Access, QueueInfo
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 
 __all__ = ["queue", "register"]
 
@@ -86,6 +86,12 @@ def queue() -> None:
     help="Only this QM may send into the queue over MS-MQQB (repeat for more; default: every QM). "
     "Messages from other QMs are rejected with NACK_ACCESS_DENIED.",
 )
+@click.option(
+    "--exist-ok",
+    "exist_ok",
+    is_flag=True,
+    help="A queue NAME that exists already is success, left as it is (for scripts run again).",
+)
 @json_option
 @click.pass_context
 def create(
@@ -96,18 +102,29 @@ def create(
     journal: bool,
     label: str,
     allowed_senders: tuple[str, ...],
+    exist_ok: bool,
 ) -> None:
     """Create the private queue NAME (e.g. 'private$\\orders')."""
     c = ctx_of(ctx)
-    info = c.connection().create_queue(
-        name,
-        transactional=transactional,
-        quota_kb=quota_kb,
-        journal=journal,
-        label=label,
-        allowed_senders=allowed_senders,
-    )
-    c.emit({"created": queue_row(info)}, lambda: click.echo(f"created {info.path}"))
+    try:
+        info = c.connection().create_queue(
+            name,
+            transactional=transactional,
+            quota_kb=quota_kb,
+            journal=journal,
+            label=label,
+            allowed_senders=allowed_senders,
+        )
+    except MQError as exc:
+        if not exist_ok or exc.hresult != HResult.MQ_ERROR_QUEUE_EXISTS:
+            raise
+        info = c.connection().queue_info(name)
+        if info.transactional != transactional:
+            kind = "transactional" if info.transactional else "not transactional"
+            click.echo(f"warning: queue {quoted(name)} exists and is {kind}; it is left as it is", err=True)
+        c.emit({"created": queue_row(info), "existed": True}, lambda: click.echo(f"exists {info.path}"))
+        return
+    c.emit({"created": queue_row(info), "existed": False}, lambda: click.echo(f"created {info.path}"))
 
 
 @queue.command("list")
