@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -10,15 +11,18 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import click
+from rich.console import Console
 
 from openmsmq.client import Connection, Message, QueueInfo, connect
 from openmsmq.errors import ConfigError, MQError, OpenMSMQError
 from openmsmq.redact import redact
 
 __all__ = [
+    "PIPE_WIDTH",
     "CliContext",
     "CommandError",
     "confirm",
+    "console",
     "ctx_of",
     "error_document",
     "json_option",
@@ -27,6 +31,24 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Columns of a table written to a file or a pipe: wide enough that no cell is cut (a
+#: terminal's own width is used on a terminal; ``COLUMNS`` overrides both).
+PIPE_WIDTH = 1000
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console for the command's tables: a terminal's width on a terminal; on a
+    file or a pipe, :data:`PIPE_WIDTH` columns (rich would cut cells at 80: ``desti…``),
+    no colours and no terminal controls, so that ``status | grep`` sees every value."""
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty or os.environ.get("COLUMNS"):
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False)
 
 
 class CommandError(OpenMSMQError):

@@ -36,10 +36,9 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import CliContext, confirm, ctx_of, json_option, message_row
+from openmsmq.cli.context import CliContext, confirm, console, ctx_of, json_option, message_row
 from openmsmq.client import (
     INFINITE,
     Access,
@@ -402,7 +401,7 @@ def _list_table(rows: list[dict[str, Any]]) -> None:
             r["label"],
             _age(r["age_seconds"]),
         )
-    Console().print(table)
+    console().print(table)
 
 
 def _details(r: dict[str, Any]) -> None:
@@ -426,7 +425,7 @@ def _details(r: dict[str, Any]) -> None:
         ("body", r["body"] if r["body"] is not None else "0x" + r["body_hex"]),
     ):
         table.add_row(key, value)
-    Console().print(table)
+    console().print(table)
 
 
 def _kind_options(fn: Any) -> Any:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import confirm, ctx_of, json_option, queue_row
+from openmsmq.cli.context import confirm, console, ctx_of, json_option, queue_row
 from openmsmq.client import INFINITE, Access, QueueInfo
 from openmsmq.errors import HResult, MQError, quoted
 
@@ -34,7 +33,7 @@ def _table(infos: list[QueueInfo]) -> None:
             str(i.total_bytes),
             i.label,
         )
-    Console().print(table)
+    console().print(table)
 
 
 def _details(i: QueueInfo) -> None:
@@ -58,7 +57,7 @@ def _details(i: QueueInfo) -> None:
         table.add_row("destination", i.destination)
     if i.kind == "private":
         table.add_row("allowed senders", "\n".join(i.allowed_senders) or "every QM")
-    Console().print(table)
+    console().print(table)
 
 
 @click.group()

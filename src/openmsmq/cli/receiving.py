@@ -27,11 +27,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from openmsmq.cli.context import CliContext, error_document, message_row
+from openmsmq.cli.context import CliContext, console, error_document, message_row
 from openmsmq.cli.interrupt import InterruptGuard
 from openmsmq.client import Access, Connection, Message, Queue
 from openmsmq.errors import HResult, MQError, OpenMSMQError, quoted
@@ -125,9 +124,9 @@ def print_messages(msgs: list[Message]) -> None:
         if acks:
             row.insert(3, m.acknowledged_message_id or "-")
         table.add_row(str(m.lookup_id), *row)
-    console = Console()
-    with console.capture() as captured:  # rendered as for stdout, written in full by write_out
-        console.print(table)
+    out = console()
+    with out.capture() as captured:  # rendered as for stdout, written in full by write_out
+        out.print(table)
     write_out(captured.get())
 
 
@@ -198,6 +197,26 @@ def _named(exc: OpenMSMQError, queue: str) -> OpenMSMQError:
 
 
 @contextmanager
+def _ending(out: Output, queue: str) -> Iterator[None]:
+    """End ``out`` however the reading ends: Ctrl-C closes the document (``"interrupted":
+    true``) and goes on as KeyboardInterrupt; an error after messages were written goes
+    inside the document begun (status 1); else the document is closed."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        out.end(interrupted=True)
+        raise
+    except OpenMSMQError as raised:
+        exc = _named(raised, queue)
+        if not (out.json and out.count):
+            raise exc from None
+        out.end(interrupted=False, error=exc)  # the error inside the document begun
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from exc
+    out.end(interrupted=False)
+
+
+@contextmanager
 def _progress(queue: str, count: int) -> Iterator[Progress | None]:
     """A progress bar on stderr for a receive of more than one batch, when stderr is a
     terminal and stdout is not (on one terminal the printed messages are the progress)."""
@@ -209,7 +228,7 @@ def _progress(queue: str, count: int) -> Iterator[Progress | None]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console(stderr=True),
         transient=True,
         redirect_stdout=False,
         redirect_stderr=False,
@@ -264,7 +283,7 @@ def receive_batches(
     With ``follow`` it waits for more until Ctrl-C (or ``count`` messages, when given)."""
     out = Output(form or ("document" if c.json else "table"), queue)
     limit = count if count is not None else (sys.maxsize if follow else 1)
-    try:
+    with _ending(out, queue):
         conn = c.connection()  # inside: Ctrl-C while it opens still ends the output
         with (
             InterruptGuard() as guard,
@@ -282,17 +301,6 @@ def receive_batches(
                     _take(q, conn, min(RECEIVE_BATCH, limit - out.count), transactional, out)
                 if progress is not None and task is not None:
                     progress.update(task, completed=out.count)
-    except KeyboardInterrupt:
-        out.end(interrupted=True)
-        raise
-    except OpenMSMQError as raised:
-        exc = _named(raised, queue)
-        if not (c.json and out.count):
-            raise exc from None
-        out.end(interrupted=False, error=exc)  # the error inside the document begun
-        click.echo(f"error: {exc}", err=True)
-        raise click.exceptions.Exit(1) from exc
-    out.end(interrupted=False)
 
 
 def peek_follow(c: CliContext, queue: str, count: int | None, form: str) -> None:
@@ -301,27 +309,16 @@ def peek_follow(c: CliContext, queue: str, count: int | None, form: str) -> None
     cursors see messages that arrive after them), waiting :data:`FOLLOW_SLICE` at a time."""
     out = Output(form, queue)
     limit = count if count is not None else sys.maxsize
-    try:
+    with _ending(out, queue):
         conn = c.connection()
         with conn.open_queue(queue, Access.PEEK) as q, q.cursor() as cursor:
             read = cursor.peek_current
             while out.count < limit:
                 try:
                     m = read(FOLLOW_SLICE)
-                except MQError as exc:
-                    if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                except MQError as waited:
+                    if waited.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
                         raise
                     continue
                 out.batch([m])
                 read = cursor.peek_next
-    except KeyboardInterrupt:
-        out.end(interrupted=True)
-        raise
-    except OpenMSMQError as raised:
-        exc = _named(raised, queue)
-        if not (out.json and out.count):
-            raise exc from None
-        out.end(interrupted=False, error=exc)
-        click.echo(f"error: {exc}", err=True)
-        raise click.exceptions.Exit(1) from exc
-    out.end(interrupted=False)
