@@ -27,6 +27,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.serve",
     "openmsmq.cli.status_cmds",
     "openmsmq.cli.sequence_cmds",
+    "openmsmq.cli.outgoing_cmds",
 ]
 
 

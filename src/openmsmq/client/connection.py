@@ -19,10 +19,10 @@ from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.selection import (
     by_correlation_id,
     by_message_id,
+    hinting,
     open_handle,
     queue_name,
     take_message,
-    with_hint,
 )
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
 from openmsmq.client.types import (
@@ -534,7 +534,8 @@ class Connection:
 
     def delete_queue(self, name: str) -> None:
         """Delete a queue and its messages."""
-        self.transport.delete_queue(queue_name(name))
+        with hinting(queue_name(name)):
+            self.transport.delete_queue(queue_name(name))
 
     def purge_outgoing(self, format_name: str) -> int:
         """Purge this QM's outgoing queue to the remote queue ``format_name`` (as ``queue
@@ -550,13 +551,26 @@ class Connection:
 
     def queue_info(self, name: str) -> QueueInfo:
         """Properties and counts of a queue."""
-        try:
+        with hinting(queue_name(name)):
             return self.transport.queue_info(queue_name(name))
-        except MQError as exc:
-            hinted = with_hint(exc, queue_name(name))
-            if hinted is exc:
-                raise
-            raise hinted from None
+
+    def set_queue_properties(self, name: str, **changes: Any) -> QueueInfo:
+        """Change properties of the private queue ``name`` (MQSetQueueProperties): ``label``,
+        ``quota_kb`` (INFINITE: no limit), ``journal``, ``journal_quota_kb``,
+        ``base_priority``, ``allowed_senders``; only those given change. Returns the queue."""
+        with hinting(queue_name(name)):
+            return self.transport.set_queue_properties(queue_name(name), **changes)
+
+    def suspend_outgoing(self, format_name: str) -> QueueInfo:
+        """Suspend the outgoing queue to ``format_name`` (Suspend-MsmqOutgoingQueue): its
+        messages stay stored and none is sent until :meth:`resume_outgoing` or a restart
+        of the queue manager. Needs a running queue manager (its ``grpc://`` service, or
+        its data directory while ``openmsmq serve`` runs)."""
+        return self.transport.set_outgoing_state(queue_name(format_name), True)
+
+    def resume_outgoing(self, format_name: str) -> QueueInfo:
+        """Resume an outgoing queue :meth:`suspend_outgoing` suspended."""
+        return self.transport.set_outgoing_state(queue_name(format_name), False)
 
     def transaction(self) -> Transaction:
         """Begin a transaction (``with conn.transaction() as tx: ...``)."""

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from openmsmq.client.message import Message
 from openmsmq.client.transport import Transport
@@ -33,6 +34,7 @@ __all__ = [
     "by_message_id",
     "did_you_mean",
     "find_message",
+    "hinting",
     "object_id",
     "open_handle",
     "queue_name",
@@ -83,6 +85,18 @@ def with_hint(exc: MQError, name: str) -> MQError:
     if hint is None or exc.hresult not in codes:
         return exc
     return MQError(exc.hresult, f"{exc.message}; did you mean {quoted(hint)}?")
+
+
+@contextmanager
+def hinting(name: str) -> Iterator[None]:
+    """Raise an error about queue ``name`` with :func:`with_hint`'s suggestion added."""
+    try:
+        yield
+    except MQError as exc:
+        hinted = with_hint(exc, name)
+        if hinted is exc:
+            raise
+        raise hinted from None
 
 
 def object_id(value: str | bytes, what: str) -> bytes:
@@ -172,7 +186,7 @@ def open_handle(
     queue of another QM (a remote format name, which MSMQ opens for sending without a
     connection to it; reading it needs the remote-read transport to that QM)."""
     name = queue_name(name)
-    try:
+    with hinting(name):
         if access is not None:
             return name, transport.open_queue(name, access, share), Access(access)
         both = Access.SEND | Access.RECEIVE
@@ -188,8 +202,3 @@ def open_handle(
             ):
                 raise
         return name, transport.open_queue(name, Access.SEND, share), Access.SEND
-    except MQError as exc:
-        hinted = with_hint(exc, name)
-        if hinted is exc:
-            raise
-        raise hinted from None

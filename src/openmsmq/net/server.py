@@ -41,6 +41,7 @@ __all__ = [
     "GC_THRESHOLDS",
     "loop_factory",
     "net_config",
+    "outgoing_control",
     "run",
     "sequence_resetter",
     "serve",
@@ -226,6 +227,24 @@ def sequence_resetter(
     return reset
 
 
+def outgoing_control(
+    transfer: Transfer, loop: asyncio.AbstractEventLoop, timeout: float = 5.0
+) -> Callable[[str, bool], None]:
+    """A thread-safe suspend (True) / resume (False) of ``transfer``'s outgoing queues for
+    the remote-read ``SetOutgoingState`` rpc (``openmsmq outgoing suspend|resume``)."""
+
+    async def on_loop(format_name: str, suspended: bool) -> None:
+        if suspended:
+            transfer.suspend_outgoing(format_name)
+        else:
+            transfer.resume_outgoing(format_name)
+
+    def control(format_name: str, suspended: bool) -> None:
+        asyncio.run_coroutine_threadsafe(on_loop(format_name, suspended), loop).result(timeout)
+
+    return control
+
+
 def _lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
@@ -345,6 +364,7 @@ async def serve(
         if remote is not None:
             remote.status_provider = transfer_snapshot(transfer, loop, info)
             remote.sequence_resetter = sequence_resetter(transfer, loop)
+            remote.outgoing_control = outgoing_control(transfer, loop)
         log.info(
             "queue manager %s serving %s: mqqb %s:%d, remote %s, metrics %s",
             qm.guid, config.qm.data_dir, host, port, info["remote"], info["metrics"],
@@ -357,6 +377,7 @@ async def serve(
         if remote is not None:
             remote.status_provider = None  # the loop is about to wait in the stops below
             remote.sequence_resetter = None
+            remote.outgoing_control = None
             # Stop accepting remote calls and abort the clients' transactions first, so
             # that no commit races the flush below (blocking: run off the loop).
             await loop.run_in_executor(None, remote.stop)
