@@ -21,12 +21,14 @@ from openmsmq.console import ConsoleServer, start_console, transfer_hooks
 from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.net.tls import client_context, peer_matcher, server_context
+from openmsmq.observability.health import queue_manager_health
 from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig
 from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.names import DEADLETTER
 from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.qm.transfer_sequences import SequenceReset
@@ -321,13 +323,14 @@ async def serve(
         store_options=store_options(config),
     )
     collector = metrics.attach_queue_manager(qm)
+    health = queue_manager_health(lambda: qm.get_queue(DEADLETTER), loop.call_soon_threadsafe)
     metrics_server = None
     remote = None
     node: MQQBNode | None = None
     console: ConsoleServer | None = None
     try:
         with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
-            metrics_server = start_metrics_from_config(config.metrics, metrics)
+            metrics_server = start_metrics_from_config(config.metrics, metrics, health)
         transfer = Transfer(qm, transfer_config(config), loop.time(), metrics=metrics)
         # MS-MQQB 3.1.7.2 / 3.1.7.17: acknowledgments when messages leave their queue;
         # FinalAcks go to the sender recorded with each incoming sequence.
@@ -369,9 +372,11 @@ async def serve(
             "queue manager %s serving %s: mqqb %s:%d, remote %s, metrics %s",
             qm.guid, config.qm.data_dir, host, port, info["remote"], info["metrics"],
         )  # fmt: skip
+        health.listening()
         if ready is not None:
             ready(node, qm)
         await stop.wait()
+        health.stopping()
         started = loop.time()
         write_runtime(config.qm.data_dir, {**info, "state": "stopping"})  # best effort
         if remote is not None:
