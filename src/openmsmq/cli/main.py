@@ -28,6 +28,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.status_cmds",
     "openmsmq.cli.sequence_cmds",
     "openmsmq.cli.outgoing_cmds",
+    "openmsmq.cli.completion_cmds",
 ]
 
 
