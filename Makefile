@@ -44,6 +44,11 @@ deploy-tools:
 		else echo "systemd-analyze is missing: install Debian's systemd (tests/deploy needs it)"; fi; \
 	fi
 
+## make docs-cli: regenerate the command reference of docs/cli.md from the commands' --help
+## (tests/cli/test_reference.py fails while it is stale)
+docs-cli: $(STAMP)
+	$(BIN)/python -m openmsmq.cli.reference --write docs/cli.md
+
 ## make dist: the wheel dist/openmsmq-<version>-py3-none-any.whl (pip install it; tests/packaging installs it
 ## into a fresh virtualenv)
 dist: wheel
