@@ -7,15 +7,17 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import click
 from rich.console import Console
 
-from openmsmq.client import Connection, Message, QueueInfo, connect
 from openmsmq.errors import ConfigError, MQError, OpenMSMQError
 from openmsmq.redact import redact
+
+if TYPE_CHECKING:  # the client (and the store under it) loads when a command connects
+    from openmsmq.client import Connection, Message, QueueInfo
 
 __all__ = [
     "PIPE_WIDTH",
@@ -81,6 +83,8 @@ class CliContext:
         A client command never creates a queue manager: a data directory without one is
         an error naming it (``openmsmq init`` and ``openmsmq serve`` create them)."""
         if self._conn is None:
+            from openmsmq.client import connect
+
             self._conn = connect(self.target, create=False)
         return self._conn
 

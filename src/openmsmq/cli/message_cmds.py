@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,9 +19,11 @@ from openmsmq.cli.receiving import (
     receive_batches,
 )
 from openmsmq.cli.sending import LINES_BATCH, NotUtf8Line, line_batches
-from openmsmq.client import SINGLE_MESSAGE, Access, Message, Queue, SendReceipt, Transaction
-from openmsmq.client.types import AckRequest
+from openmsmq.client.types import Access, AckRequest
 from openmsmq.errors import HResult, MQError, quoted
+
+if TYPE_CHECKING:
+    from openmsmq.client import Message, Queue, SendReceipt, Transaction
 
 __all__ = ["peek", "receive", "register", "send"]
 
@@ -212,6 +214,8 @@ def send(
         raise click.UsageError("give one of BODY, --file, --lines")
     if lines and count != 1:
         raise click.UsageError("--count sends copies of one body: not with --lines")
+    from openmsmq.client import SINGLE_MESSAGE
+
     extra.update(label=label, priority=priority, tx=SINGLE_MESSAGE if transactional else None)
     conn = c.connection()
     with conn.open_queue(queue, Access.SEND) as q:

@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from openmsmq.cli.context import confirm, console, ctx_of, json_option, queue_row
-from openmsmq.client import INFINITE, Access, QueueInfo
+from openmsmq.client.types import INFINITE, Access, QueueInfo
 from openmsmq.errors import HResult, MQError, quoted
 
 __all__ = ["queue", "register"]

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -32,8 +32,11 @@ from rich.table import Table
 
 from openmsmq.cli.context import CliContext, console, error_document, message_row
 from openmsmq.cli.interrupt import InterruptGuard
-from openmsmq.client import Access, Connection, Message, Queue
+from openmsmq.client.types import Access
 from openmsmq.errors import HResult, MQError, OpenMSMQError, quoted
+
+if TYPE_CHECKING:
+    from openmsmq.client import Connection, Message, Queue
 
 __all__ = [
     "FOLLOW_SLICE",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -67,9 +68,13 @@ def commands(group: click.Group) -> list[tuple[list[str], click.Command, click.C
     out: list[tuple[list[str], click.Command, click.Context]] = []
 
     def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
-        ctx = click.Context(
-            cmd, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH
-        )
+        # the command's own settings (the group's ``-h``), as click applies them when it runs
+        settings: dict[str, Any] = {
+            **cmd.context_settings,
+            "terminal_width": WIDTH,
+            "max_content_width": WIDTH,
+        }
+        ctx = click.Context(cmd, info_name=path[-1], parent=parent, **settings)
         out.append((path, cmd, ctx))
         if isinstance(cmd, click.Group):
             for name in sorted(cmd.commands):

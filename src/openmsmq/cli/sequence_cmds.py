@@ -9,12 +9,16 @@ sender's messages where the sender's next message is accepted, after a confirmat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.table import Table
 
 from openmsmq.cli.context import console, ctx_of, json_option
 from openmsmq.errors import HResult, MQError
-from openmsmq.remote.status import IncomingSequenceStatus
+
+if TYPE_CHECKING:
+    from openmsmq.remote.status import IncomingSequenceStatus
 
 __all__ = ["parse_position", "register", "sequence"]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Group, RenderableType
@@ -29,7 +30,9 @@ from rich.table import Table
 from rich.text import Text
 
 from openmsmq.cli.context import console, ctx_of, json_option
-from openmsmq.remote.status import QMStatus
+
+if TYPE_CHECKING:
+    from openmsmq.remote.status import QMStatus
 
 __all__ = ["format_age", "register", "render_status", "status"]
 
