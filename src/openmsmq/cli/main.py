@@ -29,6 +29,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.sequence_cmds",
     "openmsmq.cli.outgoing_cmds",
     "openmsmq.cli.completion_cmds",
+    "openmsmq.cli.backup_cmds",
 ]
 
 

@@ -26,6 +26,7 @@ WIDTH = 100
 
 #: One example per command (its path after ``openmsmq``).
 EXAMPLES: dict[str, list[str]] = {
+    "backup": ["openmsmq --qm /var/lib/openmsmq backup /backup/openmsmq-2026-01-31.db"],
     "completion": ["openmsmq completion bash --install", 'eval "$(openmsmq completion bash)"'],
     "config show": ["openmsmq --qm /var/lib/openmsmq config show"],
     "dlq list": ["openmsmq dlq list --limit 20"],
