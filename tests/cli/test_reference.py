@@ -44,6 +44,7 @@ def _parse(argv: list[str]) -> None:
 def test_every_example_is_accepted_by_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # the files examples name (--file opens its file)
     (tmp_path / "order.xml").write_text("<order/>")
+    (tmp_path / "orders.jsonl").write_text("")
     for path, lines in EXAMPLES.items():
         for line in lines:
             m = re.search(r"openmsmq ([^|)\"]*?)(?:\s*>.*)?(?:$|[|)\"])", line)

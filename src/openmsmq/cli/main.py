@@ -30,6 +30,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.outgoing_cmds",
     "openmsmq.cli.completion_cmds",
     "openmsmq.cli.backup_cmds",
+    "openmsmq.cli.export_cmds",
 ]
 
 

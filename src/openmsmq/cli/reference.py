@@ -41,6 +41,8 @@ EXAMPLES: dict[str, list[str]] = {
         "openmsmq peek 'private$\\orders' --follow --body-only",
     ],
     "queue create": ["openmsmq queue create 'private$\\orders' --transactional --exist-ok"],
+    "queue export": ["openmsmq queue export 'private$\\orders' orders.jsonl"],
+    "queue import": ["openmsmq --qm /var/lib/qm2 queue import 'private$\\orders' orders.jsonl"],
     "queue delete": ["openmsmq queue delete 'private$\\orders'"],
     "queue list": ["openmsmq queue list --all"],
     "queue purge": ["openmsmq queue purge 'private$\\orders' --yes"],
