@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import click
+from rich.console import Console
 
-from openmsmq.client import Connection, Message, QueueInfo, connect
 from openmsmq.errors import ConfigError, MQError, OpenMSMQError
 from openmsmq.redact import redact
 
+if TYPE_CHECKING:  # the client (and the store under it) loads when a command connects
+    from openmsmq.client import Connection, Message, QueueInfo
+
 __all__ = [
+    "PIPE_WIDTH",
     "CliContext",
     "CommandError",
     "confirm",
+    "console",
     "ctx_of",
     "error_document",
     "json_option",
@@ -27,6 +33,24 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Columns of a table written to a file or a pipe: wide enough that no cell is cut (a
+#: terminal's own width is used on a terminal; ``COLUMNS`` overrides both).
+PIPE_WIDTH = 1000
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console for the command's tables: a terminal's width on a terminal; on a
+    file or a pipe, :data:`PIPE_WIDTH` columns (rich would cut cells at 80: ``desti…``),
+    no colours and no terminal controls, so that ``status | grep`` sees every value."""
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty or os.environ.get("COLUMNS"):
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, highlight=False)
 
 
 class CommandError(OpenMSMQError):
@@ -59,6 +83,8 @@ class CliContext:
         A client command never creates a queue manager: a data directory without one is
         an error naming it (``openmsmq init`` and ``openmsmq serve`` create them)."""
         if self._conn is None:
+            from openmsmq.client import connect
+
             self._conn = connect(self.target, create=False)
         return self._conn
 

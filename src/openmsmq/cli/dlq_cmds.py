@@ -32,26 +32,18 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import CliContext, confirm, ctx_of, json_option, message_row
-from openmsmq.client import (
-    INFINITE,
-    Access,
-    Ack,
-    Connection,
-    Message,
-    OutgoingMessage,
-    PendingMessage,
-    Queue,
-    Seek,
-)
+from openmsmq.cli.context import CliContext, confirm, console, ctx_of, json_option, message_row
+from openmsmq.client.types import INFINITE, Access, Ack, OutgoingMessage
 from openmsmq.errors import HResult, MQError, quoted
+
+if TYPE_CHECKING:
+    from openmsmq.client import Connection, Message, PendingMessage, Queue
 from openmsmq.wire.constants import describe_message_class
 
 __all__ = [
@@ -195,7 +187,7 @@ def find_dead_letter(conn: Connection, ident: str, kinds: Iterable[str]) -> Dead
         for kind in kinds:
             with conn.open_queue(DEAD_LETTER_QUEUES[kind], Access.PEEK) as q:
                 try:
-                    return DeadLetter(kind, q.peek_by_lookup_id(lookup_id, Seek.CURRENT))
+                    return DeadLetter(kind, q.peek_by_lookup_id(lookup_id))
                 except MQError as exc:
                     if exc.hresult != HResult.MQ_ERROR_MESSAGE_NOT_FOUND:
                         raise
@@ -291,7 +283,7 @@ def _requeue_xact(
     try:
         for letter in batch:
             try:
-                m = dlq.receive_by_lookup_id(letter.message.lookup_id, Seek.CURRENT, tx=tx)
+                m = dlq.receive_by_lookup_id(letter.message.lookup_id, tx=tx)
             except MQError as exc:
                 # Received, purged or locked by someone else since it was listed.
                 gone.append(RequeueResult(letter, dest.name, error=_error_text(exc)))
@@ -321,7 +313,7 @@ def _requeue_plain(
     try:
         for letter in batch:
             try:
-                locked.append(dlq.start_receive(lookup_id=letter.message.lookup_id, action=Seek.CURRENT))
+                locked.append(dlq.start_receive(lookup_id=letter.message.lookup_id))
             except MQError as exc:
                 results.append(RequeueResult(letter, dest.name, error=_error_text(exc)))
         try:
@@ -402,7 +394,7 @@ def _list_table(rows: list[dict[str, Any]]) -> None:
             r["label"],
             _age(r["age_seconds"]),
         )
-    Console().print(table)
+    console().print(table)
 
 
 def _details(r: dict[str, Any]) -> None:
@@ -426,7 +418,7 @@ def _details(r: dict[str, Any]) -> None:
         ("body", r["body"] if r["body"] is not None else "0x" + r["body_hex"]),
     ):
         table.add_row(key, value)
-    Console().print(table)
+    console().print(table)
 
 
 def _kind_options(fn: Any) -> Any:
@@ -546,7 +538,7 @@ def purge(ctx: click.Context, idents: tuple[str, ...], yes: bool, xact: bool, no
         counts = dict.fromkeys(kinds, 0)
         for letter in letters:
             with conn.open_queue(letter.queue, Access.RECEIVE) as q:
-                q.receive_by_lookup_id(letter.message.lookup_id, Seek.CURRENT)
+                q.receive_by_lookup_id(letter.message.lookup_id)
             counts[letter.kind] += 1
     else:
         confirm("delete every message of " + " and ".join(DEAD_LETTER_QUEUES[k] for k in kinds), yes)

@@ -27,6 +27,10 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.serve",
     "openmsmq.cli.status_cmds",
     "openmsmq.cli.sequence_cmds",
+    "openmsmq.cli.outgoing_cmds",
+    "openmsmq.cli.completion_cmds",
+    "openmsmq.cli.backup_cmds",
+    "openmsmq.cli.export_cmds",
 ]
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import confirm, ctx_of, json_option, queue_row
-from openmsmq.client import INFINITE, Access, QueueInfo
-from openmsmq.errors import HResult, MQError
+from openmsmq.cli.context import confirm, console, ctx_of, json_option, queue_row
+from openmsmq.client.types import INFINITE, Access, QueueInfo
+from openmsmq.errors import HResult, MQError, quoted
 
 __all__ = ["queue", "register"]
 
@@ -34,7 +34,7 @@ def _table(infos: list[QueueInfo]) -> None:
             str(i.total_bytes),
             i.label,
         )
-    Console().print(table)
+    console().print(table)
 
 
 def _details(i: QueueInfo) -> None:
@@ -58,7 +58,7 @@ def _details(i: QueueInfo) -> None:
         table.add_row("destination", i.destination)
     if i.kind == "private":
         table.add_row("allowed senders", "\n".join(i.allowed_senders) or "every QM")
-    Console().print(table)
+    console().print(table)
 
 
 @click.group()
@@ -86,6 +86,12 @@ def queue() -> None:
     help="Only this QM may send into the queue over MS-MQQB (repeat for more; default: every QM). "
     "Messages from other QMs are rejected with NACK_ACCESS_DENIED.",
 )
+@click.option(
+    "--exist-ok",
+    "exist_ok",
+    is_flag=True,
+    help="A queue NAME that exists already is success, left as it is (for scripts run again).",
+)
 @json_option
 @click.pass_context
 def create(
@@ -96,18 +102,29 @@ def create(
     journal: bool,
     label: str,
     allowed_senders: tuple[str, ...],
+    exist_ok: bool,
 ) -> None:
     """Create the private queue NAME (e.g. 'private$\\orders')."""
     c = ctx_of(ctx)
-    info = c.connection().create_queue(
-        name,
-        transactional=transactional,
-        quota_kb=quota_kb,
-        journal=journal,
-        label=label,
-        allowed_senders=allowed_senders,
-    )
-    c.emit({"created": queue_row(info)}, lambda: click.echo(f"created {info.path}"))
+    try:
+        info = c.connection().create_queue(
+            name,
+            transactional=transactional,
+            quota_kb=quota_kb,
+            journal=journal,
+            label=label,
+            allowed_senders=allowed_senders,
+        )
+    except MQError as exc:
+        if not exist_ok or exc.hresult != HResult.MQ_ERROR_QUEUE_EXISTS:
+            raise
+        info = c.connection().queue_info(name)
+        if info.transactional != transactional:
+            kind = "transactional" if info.transactional else "not transactional"
+            click.echo(f"warning: queue {quoted(name)} exists and is {kind}; it is left as it is", err=True)
+        c.emit({"created": queue_row(info), "existed": True}, lambda: click.echo(f"exists {info.path}"))
+        return
+    c.emit({"created": queue_row(info), "existed": False}, lambda: click.echo(f"created {info.path}"))
 
 
 @queue.command("list")
@@ -129,6 +146,80 @@ def show(ctx: click.Context, name: str) -> None:
     """Show the properties and counts of queue NAME."""
     c = ctx_of(ctx)
     info = c.connection().queue_info(name)
+    c.emit({"queue": queue_row(info)}, lambda: _details(info))
+
+
+class _Quota(click.ParamType[int]):
+    """A quota in KB, or ``unlimited``."""
+
+    name = "KB|unlimited"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().casefold()
+        if text in ("unlimited", "infinite", "none"):
+            return INFINITE
+        try:
+            kb = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number of KB nor 'unlimited'", param, ctx)
+        if not 0 <= kb < INFINITE:
+            self.fail(f"{kb} is out of range (0 to {INFINITE - 1}, or 'unlimited')", param, ctx)
+        return kb
+
+
+@queue.command("set")
+@click.argument("name")
+@click.option("--label", default=None, help="Queue label (up to 124 characters).")
+@click.option("--quota", "quota_kb", type=_Quota(), default=None, help="Quota in KB, or 'unlimited'.")
+@click.option("--journal/--no-journal", default=None, help="Copy received messages to the queue's journal.")
+@click.option("--journal-quota", "journal_quota_kb", type=_Quota(), default=None, help="Journal quota in KB.")
+@click.option(
+    "--base-priority", type=click.IntRange(-32768, 32767), default=None, help="BasePriority of the queue."
+)
+@click.option(
+    "--allow-sender",
+    "allowed_senders",
+    multiple=True,
+    metavar="QM_GUID",
+    help="Replace the QMs that may send into the queue over MS-MQQB with these (repeat for more).",
+)
+@click.option("--allow-every-sender", is_flag=True, help="Let every QM send into the queue again.")
+@json_option
+@click.pass_context
+def set_(
+    ctx: click.Context,
+    name: str,
+    label: str | None,
+    quota_kb: int | None,
+    journal: bool | None,
+    journal_quota_kb: int | None,
+    base_priority: int | None,
+    allowed_senders: tuple[str, ...],
+    allow_every_sender: bool,
+) -> None:
+    """Change properties of the private queue NAME (only those given), as MSMQ's
+    MQSetQueueProperties; works on a running queue manager too. Shows the queue then."""
+    if allowed_senders and allow_every_sender:
+        raise click.UsageError("give --allow-sender or --allow-every-sender, not both")
+    changes: dict[str, Any] = {
+        k: v
+        for k, v in (
+            ("label", label),
+            ("quota_kb", quota_kb),
+            ("journal", journal),
+            ("journal_quota_kb", journal_quota_kb),
+            ("base_priority", base_priority),
+        )
+        if v is not None
+    }
+    if allowed_senders or allow_every_sender:
+        changes["allowed_senders"] = list(allowed_senders)
+    if not changes:
+        raise click.UsageError("nothing to set: give at least one option (see --help)")
+    c = ctx_of(ctx)
+    info = c.connection().set_queue_properties(name, **changes)
     c.emit({"queue": queue_row(info)}, lambda: _details(info))
 
 

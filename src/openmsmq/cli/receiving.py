@@ -24,22 +24,38 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from openmsmq.cli.context import CliContext, error_document, message_row
+from openmsmq.cli.context import CliContext, console, error_document, message_row
 from openmsmq.cli.interrupt import InterruptGuard
-from openmsmq.client import Access, Connection, Message, Queue
-from openmsmq.errors import HResult, MQError, OpenMSMQError
+from openmsmq.client.types import Access
+from openmsmq.errors import HResult, MQError, OpenMSMQError, quoted
 
-__all__ = ["RECEIVE_BATCH", "print_messages", "receive_batches", "write_out"]
+if TYPE_CHECKING:
+    from openmsmq.client import Connection, Message, Queue
+
+__all__ = [
+    "FOLLOW_SLICE",
+    "FORMATS",
+    "RECEIVE_BATCH",
+    "Output",
+    "output_form",
+    "peek_follow",
+    "print_messages",
+    "receive_batches",
+    "write_bytes",
+    "write_out",
+]
 
 #: Messages received, printed and committed per step of a receive.
 RECEIVE_BATCH = 256
+#: Seconds one wait for messages of ``--follow`` lasts before it waits again (a wait is
+#: a peek: Ctrl-C ends it at once; the slice bounds each call to the queue manager).
+FOLLOW_SLICE = 1.0
 _PREVIEW = 60
 
 
@@ -69,9 +85,30 @@ def write_out(text: str) -> None:
         out.flush()
         return
     out.flush()  # whatever was written before, first
-    view = memoryview(text.encode(out.encoding or "utf-8", errors="replace"))
+    _write_fd(fd, text.encode(out.encoding or "utf-8", errors="replace"))
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def write_bytes(data: bytes) -> None:
+    """Write ``data`` to stdout as it is, in full and flushed (see :func:`write_out`)."""
+    out = sys.stdout
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        buffer = getattr(out, "buffer", None)
+        if buffer is None:
+            out.write(data.decode("utf-8", errors="replace"))
+        else:
+            buffer.write(data)
+        out.flush()
+        return
+    out.flush()
+    _write_fd(fd, data)
 
 
 def print_messages(msgs: list[Message]) -> None:
@@ -90,18 +127,37 @@ def print_messages(msgs: list[Message]) -> None:
         if acks:
             row.insert(3, m.acknowledged_message_id or "-")
         table.add_row(str(m.lookup_id), *row)
-    console = Console()
-    with console.capture() as captured:  # rendered as for stdout, written in full by write_out
-        console.print(table)
+    out = console()
+    with out.capture() as captured:  # rendered as for stdout, written in full by write_out
+        out.print(table)
     write_out(captured.get())
 
 
-class _Output:
-    """The messages of a receive on stdout, batch by batch, each written in full before
-    :meth:`batch` returns (:func:`write_out`)."""
+#: ``--format`` of receive and peek: a table per batch, one JSON object per message and
+#: line (JSON Lines), the bodies alone (each followed by a newline).
+FORMATS = ("table", "json", "raw")
 
-    def __init__(self, json_output: bool, queue: str) -> None:
-        self.json = json_output
+
+def output_form(c: CliContext, fmt: str | None, body_only: bool) -> str:
+    """The output of a receive or peek: ``fmt`` (``--format``), ``raw`` for ``--body-only``,
+    else ``document`` (one JSON document) with ``--json``, else ``table``."""
+    if body_only:
+        if fmt not in (None, "raw"):
+            raise click.UsageError(f"--body-only is --format raw, not --format {fmt}")
+        return "raw"
+    if fmt is not None:
+        return fmt
+    return "document" if c.json else "table"
+
+
+class Output:
+    """The messages of a receive or peek on stdout, batch by batch, each written in full
+    before :meth:`batch` returns (:func:`write_out`), in one of :data:`FORMATS` or as one
+    JSON document (``document``, the ``--json`` form)."""
+
+    def __init__(self, form: str, queue: str) -> None:
+        self.form = form
+        self.json = form == "document"
         self.queue = queue
         self.count = 0
         self._started = False
@@ -113,6 +169,10 @@ class _Output:
         if self.json:
             lines = ",\n".join("    " + json.dumps(message_row(m), ensure_ascii=False) for m in msgs)
             write_out(self._head() + ("," if self._started else "") + "\n" + lines)
+        elif self.form == "json":
+            write_out("".join(json.dumps(message_row(m), ensure_ascii=False) + "\n" for m in msgs))
+        elif self.form == "raw":
+            write_bytes(b"".join(m.body + b"\n" for m in msgs))
         else:
             print_messages(msgs)
         self._started = True
@@ -132,6 +192,33 @@ class _Output:
         write_out(self._head() + "\n  ],\n" + fields + "\n}\n")
 
 
+def _named(exc: OpenMSMQError, queue: str) -> OpenMSMQError:
+    """A queue deleted while the command reads it, named as the user typed it."""
+    if isinstance(exc, MQError) and exc.hresult == HResult.MQ_ERROR_QUEUE_DELETED:
+        return MQError(exc.hresult, f"queue {quoted(queue)} was deleted while it was being read")
+    return exc
+
+
+@contextmanager
+def _ending(out: Output, queue: str) -> Iterator[None]:
+    """End ``out`` however the reading ends: Ctrl-C closes the document (``"interrupted":
+    true``) and goes on as KeyboardInterrupt; an error after messages were written goes
+    inside the document begun (status 1); else the document is closed."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        out.end(interrupted=True)
+        raise
+    except OpenMSMQError as raised:
+        exc = _named(raised, queue)
+        if not (out.json and out.count):
+            raise exc from None
+        out.end(interrupted=False, error=exc)  # the error inside the document begun
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from exc
+    out.end(interrupted=False)
+
+
 @contextmanager
 def _progress(queue: str, count: int) -> Iterator[Progress | None]:
     """A progress bar on stderr for a receive of more than one batch, when stderr is a
@@ -144,7 +231,7 @@ def _progress(queue: str, count: int) -> Iterator[Progress | None]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console(stderr=True),
         transient=True,
         redirect_stdout=False,
         redirect_stderr=False,
@@ -165,7 +252,7 @@ def _wait(q: Queue, timeout: float, first: bool) -> bool:
     return True
 
 
-def _take(q: Queue, conn: Connection, n: int, transactional: bool, out: _Output) -> int:
+def _take(q: Queue, conn: Connection, n: int, transactional: bool, out: Output) -> int:
     """Receive up to ``n`` available messages and print them; with ``transactional`` the
     receive commits after the print. Returns how many (0: taken by another reader)."""
     try:
@@ -183,33 +270,58 @@ def _take(q: Queue, conn: Connection, n: int, transactional: bool, out: _Output)
     return len(msgs)
 
 
-def receive_batches(c: CliContext, queue: str, count: int, timeout: float, transactional: bool) -> None:
+def receive_batches(
+    c: CliContext,
+    queue: str,
+    count: int | None,
+    timeout: float,
+    transactional: bool,
+    *,
+    follow: bool = False,
+    form: str | None = None,
+) -> None:
     """Receive up to ``count`` messages of ``queue`` and print them, batch by batch (see the
     module text); stops when a wait of ``timeout`` finds none. None at all is
-    MQ_ERROR_IO_TIMEOUT; Ctrl-C is :exc:`KeyboardInterrupt` once the output is complete."""
-    out = _Output(c.json, queue)
-    try:
+    MQ_ERROR_IO_TIMEOUT; Ctrl-C is :exc:`KeyboardInterrupt` once the output is complete.
+    With ``follow`` it waits for more until Ctrl-C (or ``count`` messages, when given)."""
+    out = Output(form or ("document" if c.json else "table"), queue)
+    limit = count if count is not None else (sys.maxsize if follow else 1)
+    with _ending(out, queue):
         conn = c.connection()  # inside: Ctrl-C while it opens still ends the output
         with (
             InterruptGuard() as guard,
             conn.open_queue(queue, Access.RECEIVE) as q,
-            _progress(queue, count) as progress,
+            _progress(queue, 0 if follow else limit) as progress,
         ):
-            task = progress.add_task("receive", total=count) if progress is not None else None
-            while out.count < count:
-                if not _wait(q, timeout, first=out.count == 0):
+            task = progress.add_task("receive", total=limit) if progress is not None else None
+            while out.count < limit:
+                if follow:
+                    if not _wait(q, FOLLOW_SLICE, first=False):
+                        continue
+                elif not _wait(q, timeout, first=out.count == 0):
                     break
                 with guard.critical():
-                    _take(q, conn, min(RECEIVE_BATCH, count - out.count), transactional, out)
+                    _take(q, conn, min(RECEIVE_BATCH, limit - out.count), transactional, out)
                 if progress is not None and task is not None:
                     progress.update(task, completed=out.count)
-    except KeyboardInterrupt:
-        out.end(interrupted=True)
-        raise
-    except OpenMSMQError as exc:
-        if not (c.json and out.count):
-            raise
-        out.end(interrupted=False, error=exc)  # the error inside the document begun
-        click.echo(f"error: {exc}", err=True)
-        raise click.exceptions.Exit(1) from exc
-    out.end(interrupted=False)
+
+
+def peek_follow(c: CliContext, queue: str, count: int | None, form: str) -> None:
+    """Print the messages of ``queue`` without removing them, then each one that arrives,
+    until Ctrl-C (or ``count`` messages): a cursor of its own walks the queue (MS-MQRR
+    cursors see messages that arrive after them), waiting :data:`FOLLOW_SLICE` at a time."""
+    out = Output(form, queue)
+    limit = count if count is not None else sys.maxsize
+    with _ending(out, queue):
+        conn = c.connection()
+        with conn.open_queue(queue, Access.PEEK) as q, q.cursor() as cursor:
+            read = cursor.peek_current
+            while out.count < limit:
+                try:
+                    m = read(FOLLOW_SLICE)
+                except MQError as waited:
+                    if waited.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
+                        raise
+                    continue
+                out.batch([m])
+                read = cursor.peek_next

@@ -9,13 +9,16 @@ sender's messages where the sender's next message is accepted, after a confirmat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
 from rich.table import Table
 
-from openmsmq.cli.context import ctx_of, json_option
+from openmsmq.cli.context import console, ctx_of, json_option
 from openmsmq.errors import HResult, MQError
-from openmsmq.remote.status import IncomingSequenceStatus
+
+if TYPE_CHECKING:
+    from openmsmq.remote.status import IncomingSequenceStatus
 
 __all__ = ["parse_position", "register", "sequence"]
 
@@ -93,7 +96,7 @@ def list_sequences(ctx: click.Context) -> None:
                 i.source_qm, i.destination, _seq_id(i.tx_sequence_id), str(i.tx_sequence_number),
                 str(i.reject_count), last,
             )  # fmt: skip
-        Console().print(table if st.incoming else "incoming sequences: none")
+        console().print(table if st.incoming else "incoming sequences: none")
         if not st.transfer:
             click.echo("(the QM is not running: the rejections it saw are not known)")
 

@@ -11,7 +11,9 @@ running queue manager through its remote-read service, with the live transfer st
 against a stopped one in this process, with the stored sequence state only.
 
 ``--json`` prints :meth:`~openmsmq.remote.status.QMStatus.to_dict` (stable keys);
-``--watch [SECONDS]`` refreshes until Ctrl-C (with ``--json``: one document per line).
+``--watch [SECONDS]`` refreshes until Ctrl-C (with ``--json``: one document per line; into
+a file or a pipe: every frame in full, each under a line with its time). Tables written
+to a file or a pipe are not cut to 80 columns.
 """
 
 from __future__ import annotations
@@ -19,15 +21,18 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from openmsmq.cli.context import ctx_of, json_option
-from openmsmq.remote.status import QMStatus
+from openmsmq.cli.context import console, ctx_of, json_option
+
+if TYPE_CHECKING:
+    from openmsmq.remote.status import QMStatus
 
 __all__ = ["format_age", "register", "render_status", "status"]
 
@@ -150,7 +155,7 @@ def status(ctx: click.Context, watch: float | None, count: int | None) -> None:
     transport = c.connection().transport
     if watch is None:
         st = transport.status()
-        c.emit(st.to_dict(), lambda: Console().print(render_status(st)))
+        c.emit(st.to_dict(), lambda: console().print(render_status(st)))
         return
     # Ctrl-C ends a watch: exit status 130, as for every command.
     shown = 0
@@ -161,7 +166,20 @@ def status(ctx: click.Context, watch: float | None, count: int | None) -> None:
             click.echo(json.dumps(transport.status().to_dict(), ensure_ascii=False))
             shown += 1
         return
-    with Live(render_status(transport.status()), auto_refresh=False) as live:
+    out = console()
+    if not out.is_terminal:
+        # Into a file or a pipe every frame is written in full, one after the other, each
+        # under a line with its time: what a terminal would only show in place.
+        while count is None or shown < count:
+            if shown:
+                time.sleep(watch)
+            frame = render_status(transport.status())
+            out.print(f"--- {datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')} UTC")
+            out.print(frame)
+            out.file.flush()
+            shown += 1
+        return
+    with Live(render_status(transport.status()), auto_refresh=False, console=out) as live:
         shown = 1
         while count is None or shown < count:
             time.sleep(watch)

@@ -40,6 +40,7 @@ from openmsmq.client.connection import (
     outgoing,
 )
 from openmsmq.client.message import Message, PendingMessage
+from openmsmq.client.selection import by_correlation_id, by_message_id, open_handle, queue_name, take_message
 from openmsmq.client.transport import Transport
 from openmsmq.client.types import (
     INFINITE,
@@ -380,6 +381,42 @@ class AsyncQueue:
         )
         return result[0]
 
+    async def _by(self, wanted: Callable[[Message], bool], what: str, receive: bool, tx: Any) -> Message:
+        tid = _tid(tx)
+
+        def take(lookup_id: int) -> Message:
+            return self._transport.read(
+                self.handle, _RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid
+            )[0]
+
+        return await self._call(
+            take_message, self._transport, self.handle, wanted, take if receive else None, what
+        )
+
+    async def peek_by_id(self, message_id: str | bytes) -> Message:
+        """The message with this MessageId, not removed (see :meth:`openmsmq.client.Queue.peek_by_id`)."""
+        return await self._by(by_message_id(message_id), f"MessageId {message_id!s}", False, None)
+
+    async def receive_by_id(
+        self, message_id: str | bytes, tx: AsyncTransaction | TransactionId | None = None
+    ) -> Message:
+        """Receive the message with this MessageId (MessageNotFoundError when there is none)."""
+        return await self._by(by_message_id(message_id), f"MessageId {message_id!s}", True, tx)
+
+    async def peek_by_correlation_id(self, correlation_id: str | bytes) -> Message:
+        """The first message with this CorrelationId, not removed."""
+        return await self._by(
+            by_correlation_id(correlation_id), f"CorrelationId {correlation_id!s}", False, None
+        )
+
+    async def receive_by_correlation_id(
+        self, correlation_id: str | bytes, tx: AsyncTransaction | TransactionId | None = None
+    ) -> Message:
+        """Receive the first message with this CorrelationId (MessageNotFoundError when none)."""
+        return await self._by(
+            by_correlation_id(correlation_id), f"CorrelationId {correlation_id!s}", True, tx
+        )
+
     async def reject(self, message: Message, tx: AsyncTransaction | TransactionId) -> None:
         """Mark a message received in ``tx`` as rejected (NACK_RECEIVE_REJECTED at commit)."""
         tid = _tid(tx)
@@ -422,12 +459,13 @@ class AsyncConnection:
     async def open_queue(
         self,
         name: str,
-        access: Access = Access.SEND | Access.RECEIVE,
+        access: Access | None = None,
         share: ShareMode = ShareMode.DENY_NONE,
     ) -> AsyncQueue:
-        """Open a queue by path or format name."""
-        handle = await asyncio.to_thread(self.transport.open_queue, name, access, share)
-        return AsyncQueue(self.transport, name, handle, Access(access), ShareMode(share))
+        """Open a queue by path or format name (see :meth:`openmsmq.client.Connection.open_queue`:
+        ``FormatName:`` accepted; default access send and receive, send for another QM's queue)."""
+        name, handle, opened = await asyncio.to_thread(open_handle, self.transport, name, access, share)
+        return AsyncQueue(self.transport, name, handle, opened, ShareMode(share))
 
     async def create_queue(
         self,
@@ -443,7 +481,7 @@ class AsyncConnection:
         """Create a private queue (``allowed_senders``: see :meth:`Connection.create_queue`)."""
         return await asyncio.to_thread(
             self.transport.create_queue,
-            path,
+            queue_name(path),
             transactional=transactional,
             label=label,
             quota_kb=quota_kb,
@@ -454,7 +492,7 @@ class AsyncConnection:
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue and its messages."""
-        await asyncio.to_thread(self.transport.delete_queue, name)
+        await asyncio.to_thread(self.transport.delete_queue, queue_name(name))
 
     async def list_queues(self, *, include_system: bool = False) -> list[QueueInfo]:
         """Private queues (and system ones when asked)."""
@@ -462,7 +500,7 @@ class AsyncConnection:
 
     async def queue_info(self, name: str) -> QueueInfo:
         """Properties and counts of a queue."""
-        return await asyncio.to_thread(self.transport.queue_info, name)
+        return await asyncio.to_thread(self.transport.queue_info, queue_name(name))
 
     def transaction(self) -> AsyncTransaction:
         """A transaction, begun by ``async with`` (or ``await tx.begin()``)."""

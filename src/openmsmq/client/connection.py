@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from openmsmq.client.message import Message, PendingMessage
+from openmsmq.client.selection import (
+    by_correlation_id,
+    by_message_id,
+    hinting,
+    open_handle,
+    queue_name,
+    take_message,
+)
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
 from openmsmq.client.types import (
     INFINITE,
@@ -363,6 +371,39 @@ class Queue:
             self.handle, _RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=_tx_id(tx)
         )[0]
 
+    # ---- by MessageId / CorrelationId (System.Messaging's ReceiveById, PeekById, ...) ----
+
+    def _by(self, wanted: Callable[[Message], bool], what: str, receive: bool, tx: Any) -> Message:
+        def take(lookup_id: int) -> Message:
+            return self.receive_by_lookup_id(lookup_id, Seek.CURRENT, tx)
+
+        return take_message(self._transport, self.handle, wanted, take if receive else None, what)
+
+    def peek_by_id(self, message_id: str | bytes) -> Message:
+        """The message whose MessageId is ``message_id`` (``{GUID}\\n`` as
+        :attr:`Message.message_id` shows it, or its 20 bytes), without removing it. None
+        in the queue: :class:`~openmsmq.errors.MessageNotFoundError`."""
+        return self._by(by_message_id(message_id), f"MessageId {message_id!s}", False, None)
+
+    def receive_by_id(
+        self, message_id: str | bytes, tx: Transaction | TransactionId | None = None
+    ) -> Message:
+        """Receive the message whose MessageId is ``message_id`` (in ``tx`` or not); found
+        by browsing the queue as it is now. None: MessageNotFoundError."""
+        return self._by(by_message_id(message_id), f"MessageId {message_id!s}", True, tx)
+
+    def peek_by_correlation_id(self, correlation_id: str | bytes) -> Message:
+        """The first message whose CorrelationId is ``correlation_id`` (``{GUID}\\n`` or 20
+        bytes), without removing it. None: MessageNotFoundError."""
+        return self._by(by_correlation_id(correlation_id), f"CorrelationId {correlation_id!s}", False, None)
+
+    def receive_by_correlation_id(
+        self, correlation_id: str | bytes, tx: Transaction | TransactionId | None = None
+    ) -> Message:
+        """Receive the first message whose CorrelationId is ``correlation_id``. None:
+        MessageNotFoundError."""
+        return self._by(by_correlation_id(correlation_id), f"CorrelationId {correlation_id!s}", True, tx)
+
     # ---- two-phase receive -----------------------------------------------------------------
 
     def start_receive(
@@ -450,13 +491,15 @@ class Connection:
     def open_queue(
         self,
         name: str,
-        access: Access = Access.SEND | Access.RECEIVE,
+        access: Access | None = None,
         share: ShareMode = ShareMode.DENY_NONE,
     ) -> Queue:
         """Open a queue by path name (``private$\\orders``, ``.\\private$\\orders``) or format
-        name (``DIRECT=OS:host\\private$\\orders``, ``PRIVATE=guid\\n``)."""
-        handle = self.transport.open_queue(name, access, share)
-        return Queue(self.transport, name, handle, Access(access), ShareMode(share))
+        name (``DIRECT=OS:host\\private$\\orders``, ``PRIVATE=guid\\n``, also with
+        System.Messaging's ``FormatName:`` before it). The default access is send and
+        receive for a queue of this QM, send for a queue of another QM."""
+        name, handle, opened = open_handle(self.transport, name, access, share)
+        return Queue(self.transport, name, handle, opened, ShareMode(share))
 
     def create_queue(
         self,
@@ -476,7 +519,7 @@ class Connection:
         sender); messages from other QMs are rejected with NACK_ACCESS_DENIED."""
         try:
             return self.transport.create_queue(
-                path,
+                queue_name(path),
                 transactional=transactional,
                 label=label,
                 quota_kb=quota_kb,
@@ -486,12 +529,13 @@ class Connection:
             )
         except MQError as exc:
             if exist_ok and exc.hresult == HResult.MQ_ERROR_QUEUE_EXISTS:
-                return self.transport.queue_info(path)
+                return self.transport.queue_info(queue_name(path))
             raise
 
     def delete_queue(self, name: str) -> None:
         """Delete a queue and its messages."""
-        self.transport.delete_queue(name)
+        with hinting(queue_name(name)):
+            self.transport.delete_queue(queue_name(name))
 
     def purge_outgoing(self, format_name: str) -> int:
         """Purge this QM's outgoing queue to the remote queue ``format_name`` (as ``queue
@@ -499,7 +543,7 @@ class Connection:
         (0x8001); those sent with ``dead_letter`` go to the dead-letter queues, the others
         are deleted. Only with the queue manager stopped (an in-process connection to its
         data directory). Returns how many left the queue."""
-        return self.transport.purge_outgoing(format_name)
+        return self.transport.purge_outgoing(queue_name(format_name))
 
     def list_queues(self, *, include_system: bool = False) -> list[QueueInfo]:
         """Private queues (with ``include_system``: system, journal and outgoing ones too)."""
@@ -507,7 +551,26 @@ class Connection:
 
     def queue_info(self, name: str) -> QueueInfo:
         """Properties and counts of a queue."""
-        return self.transport.queue_info(name)
+        with hinting(queue_name(name)):
+            return self.transport.queue_info(queue_name(name))
+
+    def set_queue_properties(self, name: str, **changes: Any) -> QueueInfo:
+        """Change properties of the private queue ``name`` (MQSetQueueProperties): ``label``,
+        ``quota_kb`` (INFINITE: no limit), ``journal``, ``journal_quota_kb``,
+        ``base_priority``, ``allowed_senders``; only those given change. Returns the queue."""
+        with hinting(queue_name(name)):
+            return self.transport.set_queue_properties(queue_name(name), **changes)
+
+    def suspend_outgoing(self, format_name: str) -> QueueInfo:
+        """Suspend the outgoing queue to ``format_name`` (Suspend-MsmqOutgoingQueue): its
+        messages stay stored and none is sent until :meth:`resume_outgoing` or a restart
+        of the queue manager. Needs a running queue manager (its ``grpc://`` service, or
+        its data directory while ``openmsmq serve`` runs)."""
+        return self.transport.set_outgoing_state(queue_name(format_name), True)
+
+    def resume_outgoing(self, format_name: str) -> QueueInfo:
+        """Resume an outgoing queue :meth:`suspend_outgoing` suspended."""
+        return self.transport.set_outgoing_state(queue_name(format_name), False)
 
     def transaction(self) -> Transaction:
         """Begin a transaction (``with conn.transaction() as tx: ...``)."""

@@ -429,6 +429,28 @@ class GrpcTransport(Transport):
     def queue_info(self, name: str) -> QueueInfo:
         return _queue_info(self._call(self._stub.GetQueueInfo, pb.QueueName(name=name)))
 
+    def set_queue_properties(self, name: str, **changes: Any) -> QueueInfo:
+        unknown = set(changes) - {
+            "label",
+            "quota_kb",
+            "journal",
+            "journal_quota_kb",
+            "base_priority",
+            "allowed_senders",
+        }
+        if unknown:
+            raise MQError(HResult.MQ_ERROR_PROPERTY_NOTALLOWED, f"not settable: {', '.join(sorted(unknown))}")
+        senders = changes.pop("allowed_senders", None)
+        req = pb.SetQueuePropertiesRequest(name=name, **changes)
+        if senders is not None:
+            req.set_allowed_senders = True
+            req.allowed_senders.extend(senders)
+        return _queue_info(self._call(self._stub.SetQueueProperties, req))
+
+    def set_outgoing_state(self, format_name: str, suspended: bool) -> QueueInfo:
+        req = pb.OutgoingStateRequest(format_name=format_name, suspended=suspended)
+        return _queue_info(self._call(self._stub.SetOutgoingState, req))
+
     # ---- handles -------------------------------------------------------------------------
 
     def open_queue(self, name: str, access: Access, share: ShareMode = ShareMode.DENY_NONE) -> int:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
@@ -356,6 +356,26 @@ class InProcessTransport(Transport):
     def queue_info(self, name: str) -> QueueInfo:
         self._check_open()
         return queue_info_from_record(self.qm.get_queue(name))
+
+    def set_queue_properties(self, name: str, **changes: Any) -> QueueInfo:
+        self._check_open()
+        if self.qm.get_queue(name).queue_type != QueueType.PRIVATE:
+            raise MQError(
+                HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
+                f"{quoted(name)} is not a private queue: only those have settable properties",
+            )
+        if changes:
+            self.qm.set_queue_properties(name, **changes)
+        return queue_info_from_record(self.qm.get_queue(name))
+
+    def set_outgoing_state(self, format_name: str, suspended: bool) -> QueueInfo:
+        self._check_open()
+        raise MQError(
+            HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE,
+            f"no MS-MQQB transfer runs on this store: {'suspending' if suspended else 'resuming'}"
+            f" {quoted(format_name)} acts on a running queue manager ('openmsmq serve'), and"
+            " lasts until it stops",
+        )
 
     # ---- handles -------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.types import (
@@ -256,6 +256,21 @@ class Transport(ABC):
         checking the sender (docs/operations.md). Returns (ID, number) before and after.
         Not abstract: the default raises MQ_ERROR_UNSUPPORTED_OPERATION."""
         raise _unsupported("reset_incoming_sequence")
+
+    # ---- administration (openmsmq queue set, openmsmq outgoing) --------------------------
+
+    def set_queue_properties(self, name: str, **changes: Any) -> QueueInfo:
+        """Change properties of the private queue ``name``: ``label``, ``quota_kb``,
+        ``journal``, ``journal_quota_kb``, ``base_priority``, ``allowed_senders`` (only those
+        given). Returns the queue as it is then. Not abstract: the default raises
+        MQ_ERROR_UNSUPPORTED_OPERATION."""
+        raise _unsupported("set_queue_properties")
+
+    def set_outgoing_state(self, format_name: str, suspended: bool) -> QueueInfo:
+        """Suspend (``suspended``) or resume the outgoing queue to ``format_name`` in the
+        running transfer (held in memory: a restarted QM sends from every outgoing queue).
+        Not abstract: the default raises MQ_ERROR_UNSUPPORTED_OPERATION."""
+        raise _unsupported("set_outgoing_state")
 
     # ---- lifecycle -----------------------------------------------------------------------
 

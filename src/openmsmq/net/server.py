@@ -21,12 +21,14 @@ from openmsmq.console import ConsoleServer, start_console, transfer_hooks
 from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.net.tls import client_context, peer_matcher, server_context
+from openmsmq.observability.health import queue_manager_health
 from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig
 from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.names import DEADLETTER
 from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.qm.transfer_sequences import SequenceReset
@@ -41,6 +43,7 @@ __all__ = [
     "GC_THRESHOLDS",
     "loop_factory",
     "net_config",
+    "outgoing_control",
     "run",
     "sequence_resetter",
     "serve",
@@ -226,6 +229,24 @@ def sequence_resetter(
     return reset
 
 
+def outgoing_control(
+    transfer: Transfer, loop: asyncio.AbstractEventLoop, timeout: float = 5.0
+) -> Callable[[str, bool], None]:
+    """A thread-safe suspend (True) / resume (False) of ``transfer``'s outgoing queues for
+    the remote-read ``SetOutgoingState`` rpc (``openmsmq outgoing suspend|resume``)."""
+
+    async def on_loop(format_name: str, suspended: bool) -> None:
+        if suspended:
+            transfer.suspend_outgoing(format_name)
+        else:
+            transfer.resume_outgoing(format_name)
+
+    def control(format_name: str, suspended: bool) -> None:
+        asyncio.run_coroutine_threadsafe(on_loop(format_name, suspended), loop).result(timeout)
+
+    return control
+
+
 def _lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
@@ -302,13 +323,14 @@ async def serve(
         store_options=store_options(config),
     )
     collector = metrics.attach_queue_manager(qm)
+    health = queue_manager_health(lambda: qm.get_queue(DEADLETTER), loop.call_soon_threadsafe)
     metrics_server = None
     remote = None
     node: MQQBNode | None = None
     console: ConsoleServer | None = None
     try:
         with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
-            metrics_server = start_metrics_from_config(config.metrics, metrics)
+            metrics_server = start_metrics_from_config(config.metrics, metrics, health)
         transfer = Transfer(qm, transfer_config(config), loop.time(), metrics=metrics)
         # MS-MQQB 3.1.7.2 / 3.1.7.17: acknowledgments when messages leave their queue;
         # FinalAcks go to the sender recorded with each incoming sequence.
@@ -345,18 +367,22 @@ async def serve(
         if remote is not None:
             remote.status_provider = transfer_snapshot(transfer, loop, info)
             remote.sequence_resetter = sequence_resetter(transfer, loop)
+            remote.outgoing_control = outgoing_control(transfer, loop)
         log.info(
             "queue manager %s serving %s: mqqb %s:%d, remote %s, metrics %s",
             qm.guid, config.qm.data_dir, host, port, info["remote"], info["metrics"],
         )  # fmt: skip
+        health.listening()
         if ready is not None:
             ready(node, qm)
         await stop.wait()
+        health.stopping()
         started = loop.time()
         write_runtime(config.qm.data_dir, {**info, "state": "stopping"})  # best effort
         if remote is not None:
             remote.status_provider = None  # the loop is about to wait in the stops below
             remote.sequence_resetter = None
+            remote.outgoing_control = None
             # Stop accepting remote calls and abort the clients' transactions first, so
             # that no commit races the flush below (blocking: run off the loop).
             await loop.run_in_executor(None, remote.stop)

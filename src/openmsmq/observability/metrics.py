@@ -37,12 +37,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from openmsmq import __version__
 from openmsmq.config import MetricsConfig
+from openmsmq.observability.health import Health, serve_http, with_health
 from openmsmq.observability.logging import log_event
 from openmsmq.wire.constants import message_class_name
 
@@ -588,23 +589,30 @@ class MetricsServer:
 
 
 def start_metrics_server(
-    registry: CollectorRegistry | Metrics, address: str = "127.0.0.1", port: int = 9181
+    registry: CollectorRegistry | Metrics,
+    address: str = "127.0.0.1",
+    port: int = 9181,
+    health: Health | None = None,
 ) -> MetricsServer:
     """Serve ``registry`` (or a :class:`Metrics`' registry) at ``http://address:port/metrics``
-    from a daemon thread; port 0 picks a free port (see :attr:`MetricsServer.port`).
+    from a daemon thread; port 0 picks a free port (see :attr:`MetricsServer.port`). With
+    ``health``, ``/ready`` and ``/live`` too (:mod:`openmsmq.observability.health`).
 
     Raises OSError when the address cannot be bound.
     """
     reg = registry.registry if isinstance(registry, Metrics) else registry
-    server, thread = start_http_server(port, addr=address, registry=reg)
+    app = make_wsgi_app(reg)
+    server, thread = serve_http(with_health(app, health) if health is not None else app, address, port)
     handle = MetricsServer(server, thread)
     log_event(_log, "metrics_listening", address=handle.address, port=handle.port)
     return handle
 
 
-def start_metrics_from_config(config: MetricsConfig, metrics: Metrics | None = None) -> MetricsServer | None:
+def start_metrics_from_config(
+    config: MetricsConfig, metrics: Metrics | None = None, health: Health | None = None
+) -> MetricsServer | None:
     """Start the endpoint as ``[metrics]`` says; None when ``enabled`` is false. Serves
-    ``metrics`` or :func:`default_metrics`."""
+    ``metrics`` or :func:`default_metrics`, and ``health``'s ``/ready`` and ``/live``."""
     if not config.enabled:
         return None
-    return start_metrics_server(metrics or default_metrics(), config.listen_address, config.port)
+    return start_metrics_server(metrics or default_metrics(), config.listen_address, config.port, health)

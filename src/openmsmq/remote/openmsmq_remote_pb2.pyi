@@ -16,6 +16,34 @@ END_METHOD_UNSPECIFIED: EndMethod
 END_RECEIVE: EndMethod
 END_TRANSACTIONAL_RECEIVE: EndMethod
 
+class SetQueuePropertiesRequest(_message.Message):
+    __slots__ = ("name", "label", "quota_kb", "journal", "journal_quota_kb", "base_priority", "set_allowed_senders", "allowed_senders")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
+    BASE_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    SET_ALLOWED_SENDERS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_SENDERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    label: str
+    quota_kb: int
+    journal: bool
+    journal_quota_kb: int
+    base_priority: int
+    set_allowed_senders: bool
+    allowed_senders: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., base_priority: _Optional[int] = ..., set_allowed_senders: _Optional[bool] = ..., allowed_senders: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class OutgoingStateRequest(_message.Message):
+    __slots__ = ("format_name", "suspended")
+    FORMAT_NAME_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    format_name: str
+    suspended: bool
+    def __init__(self, format_name: _Optional[str] = ..., suspended: _Optional[bool] = ...) -> None: ...
+
 class QueueStatus(_message.Message):
     __slots__ = ("name", "kind", "transactional", "message_count", "total_bytes", "oldest_arrived_time")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -165,6 +165,16 @@ class RemoteReadStub:
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceRequest.SerializeToString,
                 response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceReply.FromString,
                 _registered_method=True)
+        self.SetQueueProperties = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/SetQueueProperties',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SetQueuePropertiesRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.FromString,
+                _registered_method=True)
+        self.SetOutgoingState = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/SetOutgoingState',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.OutgoingStateRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.FromString,
+                _registered_method=True)
 
 
 class RemoteReadServicer:
@@ -372,6 +382,22 @@ class RemoteReadServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetQueueProperties(self, request, context):
+        """Change properties of a queue (MSMQ's MQSetQueueProperties; needs "admin" on it):
+        only the fields present change. Returns the queue as it is then.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetOutgoingState(self, request, context):
+        """Suspend or resume an outgoing queue of the running transfer (MSMQ's
+        Suspend-MsmqOutgoingQueue / Resume-MsmqOutgoingQueue; needs "admin" on it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RemoteReadServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -504,6 +530,16 @@ def add_RemoteReadServicer_to_server(servicer, server):
                     servicer.ResetIncomingSequence,
                     request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceRequest.FromString,
                     response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceReply.SerializeToString,
+            ),
+            'SetQueueProperties': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQueueProperties,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SetQueuePropertiesRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.SerializeToString,
+            ),
+            'SetOutgoingState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetOutgoingState,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.OutgoingStateRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1209,6 +1245,60 @@ class RemoteRead:
             '/openmsmq.remote.v1.RemoteRead/ResetIncomingSequence',
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceRequest.SerializeToString,
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.ResetSequenceReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQueueProperties(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/SetQueueProperties',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.SetQueuePropertiesRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetOutgoingState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/SetOutgoingState',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.OutgoingStateRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.QueueInfo.FromString,
             options,
             channel_credentials,
             insecure,

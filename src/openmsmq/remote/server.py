@@ -32,9 +32,9 @@ from openmsmq.errors import HResult, LimitError, MQError
 from openmsmq.observability.refusals import Refusals
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import MAX_MESSAGE_BYTES, Message, QueueManager, QueueRecord, QueueType
+from openmsmq.remote import admin, ranges
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
-from openmsmq.remote import ranges
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, Session
@@ -206,6 +206,8 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         self.status_provider: Callable[[], Callable[[], TransferSnapshot] | None] = lambda: None
         #: Returns the incoming-sequence resetter (see RemoteServer.sequence_resetter).
         self.sequence_resetter: Callable[[], SequenceResetter | None] = lambda: None
+        #: Returns the outgoing-queue control (see RemoteServer.outgoing_control).
+        self.outgoing_control: Callable[[], admin.OutgoingControl | None] = lambda: None
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -554,6 +556,33 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
         return await self._run(context, fn)
 
+    # ---- administration (openmsmq.remote.admin) ------------------------------------------
+
+    async def SetQueueProperties(self, request: pb.SetQueuePropertiesRequest, context: Any) -> pb.QueueInfo:
+        changes: dict[str, Any] = {
+            field: getattr(request, field)
+            for field in ("label", "quota_kb", "journal", "journal_quota_kb", "base_priority")
+            if request.HasField(field)
+        }
+        if request.set_allowed_senders:
+            changes["allowed_senders"] = list(request.allowed_senders)
+
+        def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
+            return queue_info_to_pb(
+                admin.set_queue_properties(self.core.qm, s.principal, request.name, changes)
+            )
+
+        return await self._run(context, fn)
+
+    async def SetOutgoingState(self, request: pb.OutgoingStateRequest, context: Any) -> pb.QueueInfo:
+        def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
+            rec = admin.set_outgoing_state(
+                self.core.qm, s.principal, request.format_name, request.suspended, self.outgoing_control()
+            )
+            return queue_info_to_pb(rec)
+
+        return await self._run(context, fn)
+
 
 #: Resets an incoming sequence of the running transfer: (sender QM, destination as listed,
 #: TxSequenceID, TxSequenceNumber; 0, 0 forgets it) -> its (ID, number) before and after.
@@ -623,6 +652,9 @@ class RemoteServer:
         #: Called (from a worker thread) by the ``ResetIncomingSequence`` rpc; ``openmsmq
         #: serve`` sets it (:func:`openmsmq.net.server.sequence_resetter`).
         self.sequence_resetter: SequenceResetter | None = None
+        #: Called (from a worker thread) by the ``SetOutgoingState`` rpc; ``openmsmq serve``
+        #: sets it (:func:`openmsmq.net.server.outgoing_control`).
+        self.outgoing_control: admin.OutgoingControl | None = None
 
     @property
     def target(self) -> str:
@@ -667,6 +699,7 @@ class RemoteServer:
         servicer = _Servicer(self.core, self.tokens, self._pool, self._wait_pool, self.refusals)
         servicer.status_provider = lambda: self.status_provider
         servicer.sequence_resetter = lambda: self.sequence_resetter
+        servicer.outgoing_control = lambda: self.outgoing_control
         pb_grpc.add_RemoteReadServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:

@@ -1,0 +1,45 @@
+"""``openmsmq backup DEST``: a consistent copy of a queue manager's store, running or not
+(:mod:`openmsmq.store.backup`; restore: docs/operations.md, "Backup")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from openmsmq.cli.context import CommandError, ctx_of, json_option
+from openmsmq.errors import quoted
+from openmsmq.runtime import STORE_FILE, holds_queue_manager
+
+__all__ = ["backup", "register"]
+
+
+@click.command("backup")
+@click.argument("destination", type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+def backup(ctx: click.Context, destination: Path) -> None:
+    """Copy the store of --qm (a data directory; its queue manager may be running) to
+    DESTINATION, a new file: a consistent snapshot of every transaction committed when the
+    copy began. Restore: stop the queue manager, put the copy in as openmsmq.db."""
+    from openmsmq.store.backup import backup_database
+
+    c = ctx_of(ctx)
+    directory = c.data_directory()
+    if directory is None:
+        raise CommandError(
+            f"backup reads the store file: give --qm the data directory, not {quoted(c.target)}"
+            " (run it on the queue manager's host)"
+        )
+    if not holds_queue_manager(Path(directory)):
+        raise CommandError(f"no queue manager at {quoted(directory)}: nothing to back up")
+    size = backup_database(Path(directory) / STORE_FILE, destination)
+    c.emit(
+        {"backup": str(destination), "bytes": size},
+        lambda: click.echo(f"backed up {directory} to {destination} ({size:,} bytes)"),
+    )
+
+
+def register(group: click.Group) -> None:
+    """Add ``backup`` to the ``openmsmq`` group."""
+    group.add_command(backup)
