@@ -36,9 +36,9 @@ import uuid
 
 from tests.transfer.harness import Clock, Net, outgoing_count
 
-from openmsmq.qm.transfer import Transfer
-from openmsmq.qm.transfer_codec import message_from_packet, packet_from_message
 from openmsmq.store.records import Message
+from openmsmq.transfer.codec import message_from_packet, packet_from_message
+from openmsmq.transfer.engine import Transfer
 from openmsmq.wire import DirectQueueFormatName, PacketDecoder, TxSequenceId, encode_packets
 
 DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"

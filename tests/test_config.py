@@ -19,7 +19,7 @@ from openmsmq.config import (
     with_overrides,
 )
 from openmsmq.errors import ConfigError
-from openmsmq.qm.transfer import TransferConfig, routes_from
+from openmsmq.transfer.engine import TransferConfig, routes_from
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,8 @@ import pytest
 
 from openmsmq.errors import IOTimeoutError
 from openmsmq.qm import IncomingSequenceState, Message, QueueManager, QueueType
-from openmsmq.qm.ack_admin import AcknowledgmentListener, attach_acknowledgments
-from openmsmq.qm.acknowledgment import AckSession
+from openmsmq.transfer.ack_admin import AcknowledgmentListener, attach_acknowledgments
+from openmsmq.transfer.acknowledgments import AckSession
 from openmsmq.wire.constants import AckRequest
 from openmsmq.wire.ids import ObjectId
 from tests.clock import Clock

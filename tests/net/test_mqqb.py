@@ -10,8 +10,8 @@ import pytest
 
 from openmsmq.net import MQQBNode, NetConfig, allow_networks
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import Transfer, TransferConfig
 
 A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 Q = "private$\\orders"

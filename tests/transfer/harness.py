@@ -12,8 +12,8 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from tests.clock import Clock
 
 

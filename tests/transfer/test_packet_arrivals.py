@@ -15,10 +15,10 @@ import pytest
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import QueueManager
-from openmsmq.qm.arrival import ArrivalResult, plain_packet_rows, store_arrivals, store_packet_messages
-from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, packet_from_message
 from openmsmq.store import ops
 from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.transfer.arrival import ArrivalResult, plain_packet_rows, store_arrivals, store_packet_messages
+from openmsmq.transfer.codec import arrival_rows, message_from_packet, packet_from_message
 from openmsmq.wire import PacketDecoder, encode_packets
 from openmsmq.wire.packets import UserMessage
 
@@ -173,9 +173,9 @@ def test_a_failed_run_fails_the_later_runs_of_its_sequence_in_the_same_batch(tmp
     (storing it would move the sequence past the missing messages); another sequence is
     stored."""
     from openmsmq.protocol.incoming import SequenceKey
-    from openmsmq.qm.transfer import Transfer, TransferConfig
-    from openmsmq.qm.transfer_state import AcceptBatch, AcceptGroup
     from openmsmq.store.records import IncomingSequenceState as State
+    from openmsmq.transfer.engine import Transfer, TransferConfig
+    from openmsmq.transfer.state import AcceptBatch, AcceptGroup
 
     full, other = "private$\\full", "private$\\other"
     with QueueManager(tmp_path / "qm", clock=lambda: 1_700_000_100.0) as qm:

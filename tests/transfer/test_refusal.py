@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.protocol.events import Role
-from openmsmq.qm.transfer_state import hop_host, split_hop
-from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+from openmsmq.transfer.state import hop_host, split_hop
+from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
 from .harness import Net, bodies_in, failing_accepts, outgoing_count, send_tx
 

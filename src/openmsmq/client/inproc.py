@@ -46,10 +46,10 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.remote.reads import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.runtime import STORE_FILE, holds_queue_manager, take_serve_lock
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record", "record_from_outgoing"]

@@ -25,16 +25,16 @@ from openmsmq.observability.metrics import default_metrics, start_metrics_from_c
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig
 from openmsmq.protocol.outgoing import ResendConfig
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.options import StoreOptions
-from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
-from openmsmq.qm.transfer_sequences import SequenceReset
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
 from openmsmq.store.records import INFINITE
+from openmsmq.transfer.ack_admin import attach_acknowledgments
+from openmsmq.transfer.engine import Transfer, TransferConfig, routes_from
+from openmsmq.transfer.sequences import SequenceReset
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.ids import TxSequenceId
 
 __all__ = [

@@ -322,7 +322,7 @@ class Session:
         A packet may be given as its encoded bytes when it is a *transactional*
         UserMessage (so recoverable: a transactional message is never express) without a
         SessionHeader: the sender's outgoing queues encode their messages straight from
-        the stored rows (``qm.transfer_codec.row_encoder``). It is counted and
+        the stored rows (``transfer.codec.row_encoder``). It is counted and
         acknowledged exactly as the same packet given as a value."""
         if self.state is not SessionState.OPEN:
             raise LocalProtocolError(f"send_user_message in state {self.state.name}")
@@ -340,7 +340,7 @@ class Session:
         """Write an OrderAck packet (MS-MQQB 2.2.4) straight onto this session: the protocol
         core's form, for a driver without a queue manager (the sans-I/O tests). A queue
         manager raises Send Transactional Acknowledgment instead (seed 000: built,
-        enqueued, sent from its outgoing queue; ``openmsmq.qm.acknowledgment``).
+        enqueued, sent from its outgoing queue; ``openmsmq.transfer.acknowledgments``).
 
         Destination: ``PRIVATE=<sender QM>\\00000004`` (DQ 0x3) or, for a direct session,
         ``DIRECT=TCP:<direct_address>\\PRIVATE$\\order_queue$``. UserHeader.DM = 1, the

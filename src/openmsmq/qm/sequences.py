@@ -192,7 +192,7 @@ class SequencesMixin:
         dead_letters: Sequence[Message] = (),
     ) -> list[int]:
         """:meth:`accept_incoming` with the acknowledgments the arrival raised
-        (:mod:`openmsmq.qm.arrival`, rows already stamped) and the copies of rejected
+        (:mod:`openmsmq.transfer.arrival`, rows already stamped) and the copies of rejected
         messages for the system dead-letter queue (``dead_letters``, as received with
         their NACK class) in the same durable store transaction; ``queue`` may be None
         when no message is inserted (all rejected), ``state`` None for non-transactional
@@ -234,7 +234,7 @@ class SequencesMixin:
         self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState
     ) -> list[int]:
         """:meth:`accept_arrivals` of messages already as store rows that never expire here
-        and raise no acknowledgment (:func:`openmsmq.qm.arrival.plain_packet_rows`):
+        and raise no acknowledgment (:func:`openmsmq.transfer.arrival.plain_packet_rows`):
         inserted with ``state`` in one durable store transaction, ArrivedTime now (written
         into the rows, which the call takes over). Returns their LookupIdentifiers."""
         self._check_open()

@@ -1,5 +1,5 @@
 """The MS-MQQB session as the transfer uses it, and the transfer's per-connection and
-per-accepted-message records (see :mod:`openmsmq.qm.transfer`)."""
+per-accepted-message records (see :mod:`openmsmq.transfer.engine`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from openmsmq.protocol.events import Role, TransactionalMessageAccepted, UserMessagePacket
 from openmsmq.protocol.incoming import SequenceKey
 from openmsmq.protocol.session import Session
-from openmsmq.qm.acknowledgment import AckSession
-from openmsmq.qm.transfer_codec import split_direct
-from openmsmq.qm.transfer_state import hop_host
-from openmsmq.qm.transfer_trust import SessionTrust
+from openmsmq.transfer.acknowledgments import AckSession
+from openmsmq.transfer.codec import split_direct
+from openmsmq.transfer.state import hop_host
+from openmsmq.transfer.trust import SessionTrust
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.userheader import DirectQueueFormatName
 
@@ -36,7 +36,7 @@ class TransferSession(Session):
         self._remote_names: dict[str, bool] = {}
 
     def _identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
-        """The ``identity`` rule (transfer_trust.PeerTrust.identity_refusal)."""
+        """The ``identity`` rule (transfer.trust.PeerTrust.identity_refusal)."""
         return None if self.trust is None else self.trust.identity_refusal(remote_qm)
 
     def _admit_source(self, source: uuid.UUID, packet: UserMessagePacket) -> bool:

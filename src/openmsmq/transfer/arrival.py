@@ -50,9 +50,6 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.events import destination_key
-from openmsmq.qm.ack_admin import build_administration_acknowledgment
-from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
-from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.store.records import (
     INFINITE,
     IncomingSequenceState,
@@ -61,6 +58,13 @@ from openmsmq.store.records import (
     QueueType,
     sender_allowed,
 )
+from openmsmq.transfer.ack_admin import build_administration_acknowledgment
+from openmsmq.transfer.acknowledgments import (
+    AckSession,
+    acknowledgment_sends,
+    build_transactional_acknowledgment,
+)
+from openmsmq.transfer.codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.wire.constants import AckRequest, MessageClass, QueueFormatType, describe_message_class
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -312,7 +316,7 @@ def plain_packet_rows(
     no sender allowlist and no quota, and every packet a message that raises nothing (no
     acknowledgment asked, no TimeToBeReceived, so its row never expires here; its
     TimeToReachQueue was checked on receipt). The rows are built straight from the packets
-    (:func:`~openmsmq.qm.transfer_codec.arrival_rows`)."""
+    (:func:`~openmsmq.transfer.codec.arrival_rows`)."""
     try:
         rec: QueueRecord | None = qm.get_queue(queue)
     except MQError:

@@ -1,4 +1,4 @@
-"""Sender side of :class:`~openmsmq.qm.transfer.Transfer`: outgoing queues loaded from the
+"""Sender side of :class:`~openmsmq.transfer.engine.Transfer`: outgoing queues loaded from the
 store into their :class:`~openmsmq.protocol.outgoing.OutgoingSequence`, transmitted on the
 next hop's session, released on OrderAcks (DESIGN invariant 3) and settled on FinalAcks.
 
@@ -29,22 +29,22 @@ from openmsmq.protocol.outgoing import (
     Settled,
     Transmit,
 )
-from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.qm.transfer_codec import (
+from openmsmq.store.records import COL, Message, QueueType, message_from_row
+from openmsmq.transfer.acknowledgments import AckSession
+from openmsmq.transfer.codec import (
     _sequence_id,
     direct_name,
     may_exceed_packet,
     message_expire_at,
     outgoing_fields,
-    private_name,
     row_encoder,
     row_expire_at,
     split_direct,
 )
-from openmsmq.qm.transfer_sequences import IncomingUpkeep
-from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import (
+from openmsmq.transfer.sequences import IncomingUpkeep
+from openmsmq.transfer.session import Conn
+from openmsmq.transfer.state import (
     OutgoingTransfer,
     PendingRelease,
     Row,
@@ -52,10 +52,10 @@ from openmsmq.qm.transfer_state import (
     count_rejection,
     hop_host,
 )
-from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
-from openmsmq.store.records import COL, Message, QueueType, message_from_row
+from openmsmq.transfer.trust import AckOrigin, PeerTrust
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
+from openmsmq.wire.remote_names import private_name
 
 __all__ = ["OutgoingSide"]
 
@@ -79,7 +79,7 @@ _BEYOND = IgnoreReason.BEYOND_SENT
 
 
 class OutgoingSide(TransferParts):
-    """The sender half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
+    """The sender half of :class:`~openmsmq.transfer.engine.Transfer` (a mixin)."""
 
     metrics: MetricsSink
     _next_refresh: float
@@ -336,7 +336,7 @@ class OutgoingSide(TransferParts):
             for row in rows:
                 if row[_TX] and row[_NUMBER]:
                     # The row itself is retained until sent: its packet is encoded from it
-                    # (transfer_codec.row_encoder), no Message is built.
+                    # (transfer.codec.row_encoder), no Message is built.
                     lookup_id, sequence, number, previous, uniquifier, final, expiry = outgoing_fields(row)
                     if expiry < earliest:
                         earliest = expiry

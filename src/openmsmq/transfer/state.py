@@ -1,5 +1,5 @@
 """Values of the transfer between queue managers: configuration, per-outgoing-queue state,
-store work items and status records (see :mod:`openmsmq.qm.transfer`)."""
+store work items and status records (see :mod:`openmsmq.transfer.engine`)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, ResendConfig
 from openmsmq.qm.manager import QueueHandle, QueueManager
-from openmsmq.qm.transfer_codec import RowEncoder, message_from_packet, packet_from_message
-from openmsmq.qm.transfer_sequences import SequenceUpkeep
-from openmsmq.qm.transfer_trust import AckOrigin, TrustConfig
 from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.transfer.codec import RowEncoder, message_from_packet, packet_from_message
+from openmsmq.transfer.sequences import SequenceUpkeep
+from openmsmq.transfer.trust import AckOrigin, TrustConfig
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -214,7 +214,7 @@ class OutgoingTransfer:
         #: is read back for a resend), so a large window of retained messages costs little
         #: memory.
         self.messages: dict[int, Row | Message | None] = {}
-        #: Encodes this queue's stored rows into packets (transfer_codec.row_encoder), made
+        #: Encodes this queue's stored rows into packets (transfer.codec.row_encoder), made
         #: at the first send (it needs the QM's GUID).
         self.encode_row: RowEncoder | None = None
         #: Non-transactional messages loaded, in order (released by SessionAck).
@@ -268,8 +268,8 @@ class AcceptGroup:
     """Accepted messages of one sequence for one queue, stored with ``state`` in one op.
 
     They travel as the received packets: the store work builds their rows straight from
-    them (:func:`openmsmq.qm.arrival.plain_packet_rows`, else
-    :func:`~openmsmq.qm.arrival.store_packet_messages`)."""
+    them (:func:`openmsmq.transfer.arrival.plain_packet_rows`, else
+    :func:`~openmsmq.transfer.arrival.store_packet_messages`)."""
 
     queue: str
     key: SequenceKey
@@ -333,7 +333,7 @@ class StoreLocal:
     items: tuple[tuple[str, Message, int, int | None], ...]
     #: Messages disregarded on receipt (MS-MQQB 3.1.5.8.2 / 3.1.5.8.3 / 3.1.7.1.2, or a hop
     #: count exceeded as an intermediate): (message, NACK class, AckSession of its sender's
-    #: FinalAcks), whose NACKs to enqueue (openmsmq.qm.arrival.refuse).
+    #: FinalAcks), whose NACKs to enqueue (openmsmq.transfer.arrival.refuse).
     refusals: tuple[tuple[Message, int, object], ...] = ()
     #: Recoverable messages passed on (store and forward): (format name of their
     #: destination, message, connection, recoverable no.), into its outgoing queue.
@@ -418,9 +418,9 @@ def count_rejection(rejections: dict[int, Counter[int]], queue_id: int, message_
 
 
 class TransferParts:
-    """The state both halves of :class:`~openmsmq.qm.transfer.Transfer` use
-    (:class:`~openmsmq.qm.transfer_outgoing.OutgoingSide`,
-    :class:`~openmsmq.qm.transfer_store.StoreWorkSide`), declared once; ``Transfer.__init__``
+    """The state both halves of :class:`~openmsmq.transfer.engine.Transfer` use
+    (:class:`~openmsmq.transfer.sender.OutgoingSide`,
+    :class:`~openmsmq.transfer.store_work.StoreWorkSide`), declared once; ``Transfer.__init__``
     sets it."""
 
     qm: QueueManager

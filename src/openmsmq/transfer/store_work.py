@@ -1,4 +1,4 @@
-"""Store work of :class:`~openmsmq.qm.transfer.Transfer`: accepted messages stored in
+"""Store work of :class:`~openmsmq.transfer.engine.Transfer`: accepted messages stored in
 batches with their incoming sequence state (reported durable to the protocol only after
 the commit, seed 003), releases of OrderAck'ed messages, local (non-transactional)
 arrivals. At most one work item of each kind is in flight.
@@ -20,21 +20,22 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
-from openmsmq.qm.acknowledgment import (
+from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.transfer.acknowledgments import (
     AckSession,
     build_transactional_acknowledgment,
     enqueue_acknowledgment_list,
 )
-from openmsmq.qm.arrival import (
+from openmsmq.transfer.arrival import (
     plain_packet_rows,
     refuse,
     session_of_state,
     store_arrivals,
     store_packet_messages,
 )
-from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceUpkeep
-from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, ack_session_of
-from openmsmq.qm.transfer_state import (
+from openmsmq.transfer.sequences import IncomingUpkeep, SequenceUpkeep
+from openmsmq.transfer.session import AcceptRoute, Conn, Pending, ack_session_of
+from openmsmq.transfer.state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
     AcceptGroup,
@@ -44,8 +45,7 @@ from openmsmq.qm.transfer_state import (
     TransferParts,
     count_rejection,
 )
-from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
-from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.transfer.trust import AckOrigin, PeerTrust
 from openmsmq.wire.constants import MessageClass, describe_message_class
 from openmsmq.wire.ids import TxSequenceId
 
@@ -65,7 +65,7 @@ _unmatched_final_acks = RepeatedEvents(log)
 
 
 class StoreWorkSide(TransferParts):
-    """The store-work half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
+    """The store-work half of :class:`~openmsmq.transfer.engine.Transfer` (a mixin)."""
 
     incoming: IncomingSequences
     _conns: dict[int, Conn]
@@ -347,7 +347,7 @@ class StoreWorkSide(TransferParts):
         with many queues, paid one fsync per sequence (4,000 queues of one message each:
         4,000 commits). Others take the full arrival rules (MS-MQQB 3.1.5.8: rejected
         messages are consumed in order, their NACKs enqueued in the same transaction,
-        openmsmq.qm.arrival) one at a time. A group after a failed one of its sequence
+        openmsmq.transfer.arrival) one at a time. A group after a failed one of its sequence
         fails too (its state would skip the failed messages)."""
         qm = self.qm
         insecure = self.config.send_insecure_nacks

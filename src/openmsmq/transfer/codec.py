@@ -1,5 +1,5 @@
 """Conversions between stored :class:`~openmsmq.store.records.Message` values and MS-MQQB
-UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.qm.transfer`).
+UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.transfer.engine`).
 
 DIRECT=TCP: and DIRECT=OS: destinations travel (``DirectQueueFormatName``, MS-MQMQ
 2.2.18.1.5.2), and ``PRIVATE=<guid>\\n`` ones (``PrivateQueueFormatNameId`` with the GUID
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from openmsmq.errors import HResult, LocalProtocolError, MQError, quoted
+from openmsmq.errors import HResult, LocalProtocolError, MQError
 from openmsmq.store.props import (
     CORRELATION,
     GFLAGS_AT,
@@ -43,12 +43,12 @@ from openmsmq.store.records import (
 )
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_PACKET_SIZE, QueueFormatType
-from openmsmq.wire.format_name import PrivateFormatName, parse_format_name
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.message import encode_direct_transactional
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.properties import MessagePropertiesHeader, cached_label_wire, label_wire
+from openmsmq.wire.remote_names import wire_queue
 from openmsmq.wire.userheader import (
     DirectQueueFormatName,
     PrivateQueueFormatName,
@@ -61,7 +61,6 @@ from openmsmq.wire.userheader import (
 __all__ = [
     "RowEncoder",
     "arrival_rows",
-    "check_remote_names",
     "direct_host",
     "direct_name",
     "may_exceed_packet",
@@ -70,7 +69,6 @@ __all__ = [
     "packet_from_message",
     "row_encoder",
     "split_direct",
-    "wire_queue",
 ]
 
 
@@ -85,20 +83,6 @@ def direct_name(format_name: str) -> str | None:
     if split_direct(rest) is None:
         return None
     return rest
-
-
-def private_name(format_name: str) -> tuple[uuid.UUID, int] | None:
-    """``PRIVATE=<guid>\\<hex number>`` → (QM GUID, PrivateQueueIdentifier); None for any
-    other name (a journal suffix included: journals do not travel)."""
-    if format_name[:8].upper() != "PRIVATE=":
-        return None
-    try:
-        parsed = parse_format_name(format_name)
-    except MQError:
-        return None
-    if not isinstance(parsed, PrivateFormatName) or parsed.journal_suffix:
-        return None
-    return parsed.machine_guid, parsed.queue_number
 
 
 def split_direct(wire_name: str) -> tuple[str, str] | None:
@@ -359,57 +343,6 @@ def row_encoder(
 def _general_path(row: Sequence[Any], previous: int) -> None:
     """The :data:`RowEncoder` that sends every row through :func:`packet_from_message`."""
     return None
-
-
-def wire_queue(format_name: str) -> DirectQueueFormatName | PrivateQueueFormatName | None:
-    """An admin / response queue format name as its UserHeader field (MS-MQMQ 2.2.19.2):
-    ``DIRECT=…`` as a DirectQueueFormatName (type 0x7), ``PRIVATE=<guid>\\<hex>`` as a
-    PrivateQueueFormatName (0x6, which names the hosting QM whoever sends). None for a
-    name that cannot travel (a path name, ``PUBLIC=``, a journal): the send path refuses
-    those for remote queues (:func:`check_remote_names`)."""
-    if format_name[:7].upper() == "DIRECT=":
-        return DirectQueueFormatName(format_name[7:])
-    private = private_name(format_name)
-    if private is None:
-        return None
-    return PrivateQueueFormatName(private[0], private[1])
-
-
-def check_remote_names(m: Message, max_bytes: int) -> None:
-    """Refuse (MQError) a message to a remote queue whose admin or response queue name
-    cannot travel in its packet (:func:`wire_queue`: MQ_ERROR_ILLEGAL_FORMATNAME), or
-    whose packet would exceed the 4 MiB PacketSize limit once those names, UTF-16 in
-    the UserHeader, are added to what ``max_bytes`` already allows for
-    (MQ_ERROR_INSUFFICIENT_RESOURCES). Called only for messages that have such a name."""
-    names = 0
-    for what, name in (("admin", m.admin_queue), ("response", m.response_queue)):
-        if not name:
-            continue
-        q = wire_queue(name)
-        if q is None:
-            raise MQError(
-                HResult.MQ_ERROR_ILLEGAL_FORMATNAME,
-                f"{what} queue {quoted(name)}: a message to a remote queue carries only a DIRECT= or"
-                " PRIVATE=<QM GUID>\\<number> admin or response queue",
-            )
-        if isinstance(q, DirectQueueFormatName):
-            try:
-                names += len(direct_queue_wire(q))
-            except struct.error:  # over the u16 Count of the field
-                raise MQError(
-                    HResult.MQ_ERROR_ILLEGAL_FORMATNAME,
-                    f"{what} queue name of {len(name)} characters is too long",
-                ) from None
-        else:
-            names += 20
-    size = m.size + names
-    if size > max_bytes:
-        raise MQError(
-            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-            f"message of {m.size} bytes with {names} bytes of admin and response queue names"
-            f" exceeds the {max_bytes:,} bytes a message to a remote queue may have (its"
-            " MS-MQQB packet, headers included, is at most 4 MiB)",
-        )
 
 
 #: More than the fixed headers, SessionHeader and padding of a UserMessage take.
