@@ -65,6 +65,7 @@ from openmsmq.protocol.incoming import (
     SequenceKey,
 )
 from openmsmq.protocol.outgoing import ResendConfig
+from openmsmq.protocol.session import Session
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import Message
 from openmsmq.transfer.acknowledgments import (
@@ -78,7 +79,7 @@ from openmsmq.transfer.session import (
     AcceptRoute,
     Conn,
     Pending,
-    TransferSession,
+    TransferRouting,
     ack_session_of,
     session_key_form,
 )
@@ -285,16 +286,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
         trust = SessionTrust(
             self.trust, peer, address, role, self._hop_addresses.get(hop_host(peer), ""), certified
         )
-        session = TransferSession(
+        session = Session(
             role,
             self.qm.guid,
             now,
             incoming=self.incoming,
             config=self.config.session,
             peer=peer,
-            local_hosts=self.local_hosts,
-            trust=trust,
             arrival_check=self._arrival_check,
+            routing=TransferRouting(self.local_hosts, trust),
         )
         self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address, certified=certified)
         self._retry_at.pop(peer.lower(), None)

@@ -283,7 +283,7 @@ class PeerTrust:
 
 class SessionTrust:
     """The trust rules as one session applies them while it decodes (given to
-    :class:`~openmsmq.transfer.session.TransferSession`): whether its peer's identity
+    :class:`~openmsmq.transfer.session.TransferRouting`): whether its peer's identity
     is acceptable, and whether it may carry other QMs' messages. ``certified`` is the QM
     GUID of the peer's TLS certificate, when the connection is TLS."""
 
