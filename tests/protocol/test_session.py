@@ -296,7 +296,6 @@ def test_direct_format_null_address_is_local() -> None:
     assert b.direct_format_session
 
 
-
 class _ForwardOther:
     """A routing policy that sends every direct name of host "c" on, refuses a source
     other than the session's QM, and counts how often it is asked."""
