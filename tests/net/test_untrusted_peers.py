@@ -22,9 +22,9 @@ import pytest
 
 from openmsmq.config import load_config
 from openmsmq.net import MQQBNode, NetConfig
-from openmsmq.net.server import net_config
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
+from openmsmq.server.options import net_config
 from openmsmq.store.records import Message
 from openmsmq.transfer.engine import Transfer, TransferConfig
 from openmsmq.wire.constants import PACKET_SIGNATURE, PACKET_VERSION
