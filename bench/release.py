@@ -44,7 +44,7 @@ def fill(qm: QueueManager, count: int, body: bytes) -> tuple[QueueHandle, int, i
 
 def release(qm: QueueManager, backlog: tuple[QueueHandle, int, int]) -> Any:
     handle, last, _ = backlog
-    return qm.release_outgoing(handle, last, return_ids=False)
+    return qm.sequence_store().release_outgoing(handle, last, return_ids=False)
 
 
 def check(qm: QueueManager, backlog: tuple[QueueHandle, int, int], result: Any) -> int:

@@ -74,13 +74,13 @@ def test_a_large_release_is_deleted_a_chunk_per_store_transaction(
     b = net.add("127.0.0.2")
     b.qm.create_queue(Q, transactional=True)
     calls: list[list[int]] = []
-    real = a.qm.release_outgoing_many
+    real = a.transfer.sequence_store.release_outgoing_many
 
     def spy(releases):  # type: ignore[no-untyped-def]
         calls.append([n for _, n in releases])
         return real(releases)
 
-    monkeypatch.setattr(a.qm, "release_outgoing_many", spy)
+    monkeypatch.setattr(a.transfer.sequence_store, "release_outgoing_many", spy)
     _send_all(a, 2, 5)  # ten messages, one sequence
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(2, 5)
@@ -586,7 +586,7 @@ def test_recoverable_messages_a_qm_could_not_store_are_resent_on_a_new_session(
     dest = net.add("127.0.0.3", trust=hops("127.0.0.2")) if hop else b
     dest.qm.create_queue("private$\\plain")
     if hop:  # B stores what it forwards in its outgoing queue to C
-        full = _raising_while_full(monkeypatch, b.qm, "accept_arrivals")
+        full = _raising_while_full(monkeypatch, b.transfer.sequence_store, "accept_arrivals")
     else:
         full = _raising_while_full(monkeypatch, transfer_store, "store_arrivals")
     sent = [f"r{i}".encode() for i in range(10)]

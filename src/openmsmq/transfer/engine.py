@@ -145,6 +145,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
     ) -> None:
         self.qm = qm
         self.config = config
+        #: The store operations of the sequences (release, settlement, acceptance).
+        self.sequence_store = qm.sequence_store()
         self.metrics = metrics if metrics is not None else qm.metrics
         self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
         qm.set_local_addresses(self.local_hosts)
