@@ -49,10 +49,10 @@ _DOTTED = tuple(k.dotted for k in config_keys())
 #: Cyclic-GC thresholds while serving (CPython's defaults are 700, 10, 10). A sender
 #: retains a position object per message until its OrderAck (hundreds of thousands in
 #: flight) and both sides allocate a few short-lived values per message, so with the
-#: defaults the collector ran a young collection every ~100 messages and re-traversed
-#: the retained window often: about 10 us of CPU per transferred message (17% of the
-#: transfer, measured with gc.callbacks). Reference counting frees all of these values;
-#: the collector is only for rare cycles, so it can run far less often.
+#: defaults the collector runs a young collection every few hundred allocations and
+#: re-traverses the retained window often, a sizeable share of the transfer's CPU
+#: (gc.callbacks shows it). Reference counting frees all of these values; the collector
+#: is only for rare cycles, so it can run far less often.
 GC_THRESHOLDS = (50_000, 50, 100)
 
 

@@ -71,9 +71,9 @@ _SIZE = COL["size"]
 #: the largest, so that the first read is small whatever the sizes are.
 _PROBE_SIZE = 4 * 1024 * 1024
 #: What a message loaded into memory costs beyond its stored size (its Message or row,
-#: their objects): about 1,020 bytes of Python heap for a 256-byte message, measured
-#: with tracemalloc (100,000 loaded). Without it, 32 MiB of ``queued_bytes`` loaded
-#: 100,000 small messages for a peer that was away and serve's peak RSS reached 280 MB.
+#: their objects: about a kilobyte of Python heap, as tracemalloc shows). Counted by
+#: stored size alone, ``queued_bytes`` would let a backlog of small messages for a peer
+#: that is away fill the heap many times over what it names.
 _LOADED_OVERHEAD = 1024
 _BEYOND = IgnoreReason.BEYOND_SENT
 
@@ -126,8 +126,8 @@ class OutgoingSide(TransferParts):
             self._next_refresh = now + max(cfg.queue_refresh, listed * cfg.queue_refresh_per_queue)
         # One indexed read tells whether anything was committed since the last poll:
         # a queue that was caught up then is skipped, so an idle QM with thousands of
-        # outgoing queues does not read each of them every poll (4,000 queues took 44 %
-        # of a core while idle).
+        # outgoing queues does not read each of them every poll (an idle QM would spend
+        # a large part of a core on it).
         high = self.qm.high_lookup_id()
         more = False
         for t in self.outgoing.values():

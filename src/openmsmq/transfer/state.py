@@ -45,11 +45,10 @@ __all__ = [
 Row = tuple[Any, ...]
 
 #: What a received message waiting for the store costs beyond its body (its packet,
-#: headers and acceptance objects): about 950 bytes of Python heap for a 256-byte body,
-#: measured with tracemalloc. ``Transfer.unstored_bytes`` counts it per message, so
-#: ``TransferConfig.unstored_bytes`` (mqqb.receive_buffer) bounds the memory: counted by
-#: body size alone, 64 MiB held about 260,000 small messages and serve's peak RSS reached
-#: 366-411 MB.
+#: headers and acceptance objects: about a kilobyte of Python heap, as tracemalloc
+#: shows). ``Transfer.unstored_bytes`` counts it per message, so
+#: ``TransferConfig.unstored_bytes`` (mqqb.receive_buffer) bounds the memory; counted by
+#: body size alone, small messages would hold several times what it names.
 RECEIVED_OVERHEAD = 1024
 
 
@@ -116,8 +115,8 @@ class TransferConfig:
     are built shortly before they are sent instead of for the whole committed backlog;
     ``queue_refresh``: seconds between looks for new outgoing queues, at least;
     ``queue_refresh_per_queue``: and at least this many seconds per queue listed at the
-    last look (reading the queue list costs about 5 µs per queue, so 0.5 ms per queue
-    keeps it under 1 % of a core for any number of queues);
+    last look (reading the queue list costs a few microseconds per queue: this bounds its
+    share of a core whatever the number of queues);
     ``sequence_quarantine``: seconds a TxSequenceID stays reserved to the outgoing queue
     that used it last (see ``Transfer._sequence_blocked``); ``send_insecure_nacks``:
     SendInsecureNacks for arrival NACKs; ``queued_bytes``: message bytes an outgoing
