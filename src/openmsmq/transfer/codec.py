@@ -68,6 +68,7 @@ __all__ = [
     "outgoing_fields",
     "packet_from_message",
     "row_encoder",
+    "sequence_id_of",
     "split_direct",
 ]
 
@@ -133,7 +134,7 @@ _NULL_CORRELATION = bytes(20)
 _last_sequence: tuple[int, TxSequenceId] = (0, TxSequenceId(0, 0))
 
 
-def _sequence_id(value: int) -> TxSequenceId:
+def sequence_id_of(value: int) -> TxSequenceId:
     """TxSequenceId.from_int, reusing the last value (consecutive messages share it)."""
     global _last_sequence
     last = _last_sequence
@@ -167,9 +168,9 @@ def packet_from_message(
         if prev is None:
             prev = m.tx_previous_sequence_number
         flags = (m.final_ack_required << 1) | (m.first_in_transaction << 2) | (m.last_in_transaction << 3)
-        # _sequence_id inlined: consecutive messages share their TxSequenceId.
+        # sequence_id_of inlined: consecutive messages share their TxSequenceId.
         last = _last_sequence
-        sequence_id = last[1] if last[0] == m.tx_sequence_id else _sequence_id(m.tx_sequence_id)
+        sequence_id = last[1] if last[0] == m.tx_sequence_id else sequence_id_of(m.tx_sequence_id)
         transaction = _new_tx(sequence_id, m.tx_sequence_number, prev, flags, None)
         priority = 0
         delivery = 1

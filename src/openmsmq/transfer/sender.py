@@ -33,13 +33,13 @@ from openmsmq.qm.manager import QueueHandle
 from openmsmq.store.records import COL, Message, QueueType, message_from_row
 from openmsmq.transfer.acknowledgments import AckSession
 from openmsmq.transfer.codec import (
-    _sequence_id,
     direct_name,
     may_exceed_packet,
     message_expire_at,
     outgoing_fields,
     row_encoder,
     row_expire_at,
+    sequence_id_of,
     split_direct,
 )
 from openmsmq.transfer.sequences import IncomingUpkeep
@@ -345,7 +345,7 @@ class OutgoingSide(TransferParts):
                     # consecutive messages' sequence IDs by identity first).
                     tx.append(
                         _new_outgoing_message(
-                            _sequence_id(sequence), number, previous, uniquifier, final, lookup_id
+                            sequence_id_of(sequence), number, previous, uniquifier, final, lookup_id
                         )
                     )
                 else:
