@@ -36,9 +36,9 @@ import uuid
 
 from tests.transfer.harness import Clock, Net, outgoing_count
 
-from openmsmq.qm.transfer import Transfer
-from openmsmq.qm.transfer_codec import message_from_packet, packet_from_message
 from openmsmq.store.records import Message
+from openmsmq.transfer.codec import message_from_packet, packet_from_message
+from openmsmq.transfer.engine import Transfer
 from openmsmq.wire import DirectQueueFormatName, PacketDecoder, TxSequenceId, encode_packets
 
 DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"
@@ -100,7 +100,7 @@ def main() -> None:
     ap.add_argument("--codec", action="store_true", help="also time the transfer codec alone")
     args = ap.parse_args()
     n = args.messages - args.messages % 100
-    gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (net/server.py tune_gc)
+    gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (server/serve.py tune_gc)
     acc: collections.defaultdict[str, float] = collections.defaultdict(float)
     _instrument(acc)
     work = tempfile.TemporaryDirectory(prefix="openmsmq-bench-cpu-")  # removed at the end

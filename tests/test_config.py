@@ -19,7 +19,7 @@ from openmsmq.config import (
     with_overrides,
 )
 from openmsmq.errors import ConfigError
-from openmsmq.qm.transfer import TransferConfig, routes_from
+from openmsmq.transfer.engine import TransferConfig, routes_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -361,7 +361,7 @@ def test_docs_example_loads(tmp_path: Path) -> None:
 
 
 def test_protocol_keys_reach_the_transfer() -> None:
-    from openmsmq.net.server import transfer_config
+    from openmsmq.server.options import transfer_config
 
     default = transfer_config(load_config(None, {}, {}).config)
     assert default.send_insecure_nacks is False
@@ -377,7 +377,7 @@ def test_openmsmq_qm_is_the_command_lines_variable_not_a_key() -> None:
 
 
 def test_buffer_keys_reach_the_transfer() -> None:
-    from openmsmq.net.server import transfer_config
+    from openmsmq.server.options import transfer_config
 
     default = transfer_config(load_config(None, {}, {}).config)
     assert (default.queued_bytes, default.unstored_bytes) == (32 << 20, 64 << 20)
@@ -392,8 +392,8 @@ def test_buffer_keys_reach_the_transfer() -> None:
 def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
     # Before, serve opened its QM without the [store] keys: every one of them was ignored.
     from openmsmq.errors import MQError
-    from openmsmq.net.server import store_options
     from openmsmq.qm import Message, QueueManager
+    from openmsmq.server.options import store_options
 
     env = {
         "OPENMSMQ_STORE_SYNCHRONOUS": "EXTRA",
@@ -443,7 +443,7 @@ def test_the_queue_manager_quota_counts_every_queue(tmp_path: Path) -> None:
 
 
 def test_trust_keys_pins_and_tls_reach_the_transfer_and_the_node(tmp_path: Path) -> None:
-    from openmsmq.net.server import transfer_config
+    from openmsmq.server.options import transfer_config
 
     guid = "5b1f7a52-0000-4000-8000-000000000001"
     env = {

@@ -18,7 +18,7 @@ import random
 import sys
 
 from openmsmq.qm import Message, QueueManager
-from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.constants import AckRequest
 
 SOURCE = "private$\\src"

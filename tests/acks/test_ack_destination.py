@@ -14,8 +14,8 @@ import struct
 import uuid
 from collections.abc import Callable
 
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire import FinalAck, OrderAck
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.packets import Packet

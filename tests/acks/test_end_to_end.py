@@ -15,10 +15,10 @@ import pytest
 from openmsmq.observability.metrics import Metrics
 from openmsmq.protocol.outgoing import OutgoingSequence
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
-from openmsmq.qm.acknowledgment import AckSession, send_transactional_acknowledgment
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import INFINITE, Message
+from openmsmq.transfer.ack_admin import attach_acknowledgments
+from openmsmq.transfer.acknowledgments import AckSession, send_transactional_acknowledgment
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId, TxSequenceId
 from tests.acks.nodes import acked_node as _node

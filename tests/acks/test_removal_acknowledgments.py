@@ -20,8 +20,8 @@ import pytest
 
 from openmsmq.errors import IOTimeoutError
 from openmsmq.qm import IncomingSequenceState, Message, QueueManager, QueueType
-from openmsmq.qm.ack_admin import AcknowledgmentListener, attach_acknowledgments
-from openmsmq.qm.acknowledgment import AckSession
+from openmsmq.transfer.ack_admin import AcknowledgmentListener, attach_acknowledgments
+from openmsmq.transfer.acknowledgments import AckSession
 from openmsmq.wire.constants import AckRequest
 from openmsmq.wire.ids import ObjectId
 from tests.clock import Clock
@@ -206,7 +206,7 @@ def test_final_ack_to_the_sender_order_queue(tmp_path: Path) -> None:
             sent_time=999_000,
         )
         state = IncomingSequenceState(REMOTE_QM, incoming.destination_queue, None, seq_id, 3, 0, 0.0)
-        qm.accept_incoming("private$\\txorders", [incoming], state)
+        qm.sequence_store().accept_incoming("private$\\txorders", [incoming], state)
         with qm.begin() as tx:
             qm.receive("private$\\txorders", tx=tx)
         destination = "DIRECT=TCP:192.0.2.10\\PRIVATE$\\order_queue$"

@@ -18,10 +18,10 @@ import uuid
 import pytest
 
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.remote.status import outgoing_state
 from openmsmq.store.records import Message
+from openmsmq.transfer.ack_admin import attach_acknowledgments
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.constants import AckRequest, MessageClass
 from tests.acks.nodes import acked_node
 from tests.transfer.harness import Net, Node, outgoing_count

@@ -17,7 +17,7 @@ import pytest
 
 from openmsmq.errors import LocalProtocolError
 from openmsmq.qm import Message, QueueManager, QueueType
-from openmsmq.qm.acknowledgment import (
+from openmsmq.transfer.acknowledgments import (
     CLASS_NAMES,
     CLASS_VALUES,
     TRANSACTIONAL_ACK_CLASSES,
@@ -27,7 +27,7 @@ from openmsmq.qm.acknowledgment import (
     encode_transactional_acknowledgment,
     send_transactional_acknowledgment,
 )
-from openmsmq.qm.transfer_codec import direct_name, packet_from_message
+from openmsmq.transfer.codec import direct_name, packet_from_message
 from openmsmq.wire import FinalAck, OrderAck, decode_packet
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import ObjectId, TxSequenceId
@@ -408,7 +408,7 @@ def test_discarded_when_open_queue_fails(
     qm: QueueManager, session: AckSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     before = [(q.name, q.msg_count) for q in qm.list_queues(include_system=True)]
-    with caplog.at_level(logging.WARNING, logger="openmsmq.qm.acknowledgment"):
+    with caplog.at_level(logging.WARNING, logger="openmsmq.transfer.acknowledgments"):
         assert not send_transactional_acknowledgment(qm, 0x4000, session, user_message=STORED)
     assert [(q.name, q.msg_count) for q in qm.list_queues(include_system=True)] == before
     assert any("Open Queue" in r.getMessage() for r in caplog.records)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.ack_admin import attach_acknowledgments
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
 from tests.serve_proc import A, B, free_port

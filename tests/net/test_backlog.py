@@ -8,8 +8,8 @@ from pathlib import Path
 
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import Transfer, TransferConfig
 
 from .test_mqqb import DEST_B, A, B, Q, _free_port, _outgoing, _wait_for
 

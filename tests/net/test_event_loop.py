@@ -16,8 +16,8 @@ import uvloop
 from openmsmq.config import load_config
 from openmsmq.errors import ConfigError
 from openmsmq.net.mqqb import MQQBNode
-from openmsmq.net.server import loop_factory, run
 from openmsmq.qm import Message, QueueManager
+from openmsmq.server.serve import loop_factory, run
 
 
 def test_the_default_loop_is_uvloop() -> None:

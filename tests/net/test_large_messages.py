@@ -19,8 +19,8 @@ import pytest
 
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from tests.net.test_mqqb import DEST_B, Q, _count, _free_port, _outgoing, _run, _wait_for
 
 A, B = "127.0.0.1", "127.0.0.2"

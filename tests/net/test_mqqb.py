@@ -10,8 +10,8 @@ import pytest
 
 from openmsmq.net import MQQBNode, NetConfig, allow_networks
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import Transfer, TransferConfig
 
 A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 Q = "private$\\orders"
@@ -233,7 +233,7 @@ def test_the_connection_cap_follows_the_open_file_limit(
     plus a reserve, and lowers the cap (with a warning) when the hard limit is too low."""
     import resource
 
-    from openmsmq.net import server
+    from openmsmq.server import options as server
 
     limits = {"soft": 1024, "hard": 4096}
     monkeypatch.setattr(resource, "getrlimit", lambda _r: (limits["soft"], limits["hard"]))
@@ -242,10 +242,10 @@ def test_the_connection_cap_follows_the_open_file_limit(
         limits["soft"] = value[0]
 
     monkeypatch.setattr(resource, "setrlimit", setrlimit)
-    assert server.connection_limit(1000) == 1000 and limits["soft"] == 1000 + server._FD_RESERVE
+    assert server.connection_limit(1000) == 1000 and limits["soft"] == 1000 + server.FD_RESERVE
     limits.update(soft=1024, hard=1024)
     with caplog.at_level("WARNING", logger="openmsmq.serve"):
-        assert server.connection_limit(1000) == 1024 - server._FD_RESERVE
+        assert server.connection_limit(1000) == 1024 - server.FD_RESERVE
     assert any("lowered to 768" in r.getMessage() for r in caplog.records)
 
 

@@ -22,8 +22,8 @@ from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.net.tls import certified_qm, client_context, peer_matcher, server_context
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from openmsmq.wire.ids import TxSequenceId
 from tests.net.peer_socket import SocketPeer
 from tests.serve_proc import free_port

@@ -296,6 +296,67 @@ def test_direct_format_null_address_is_local() -> None:
     assert b.direct_format_session
 
 
+class _ForwardOther:
+    """A routing policy that sends every direct name of host "c" on, refuses a source
+    other than the session's QM, and counts how often it is asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
+        return None
+
+    def source_refusal(self, source: uuid.UUID, remote_qm: uuid.UUID) -> str | None:
+        return None if source == remote_qm else f"{source} is not {remote_qm}"
+
+    def forwards(self, destination: object, qm_address: uuid.UUID) -> bool | None:
+        self.asked += 1
+        assert isinstance(destination, DirectQueueFormatName)
+        return destination.name.lower().startswith("tcp:c\\")
+
+
+def _with_routing(routing: _ForwardOther) -> tuple[Session, Session]:
+    a = Session(Role.INITIATOR, QM_A, 0.0, remote_qm=None, peer="B")
+    b = Session(Role.ACCEPTOR, QM_B, 0.0, peer="A", incoming=IncomingSequences(), routing=routing)
+    pump(a, b, 0.0)
+    drain(a), drain(b)
+    return a, b
+
+
+def test_the_routing_policy_given_to_the_session_decides_what_goes_on() -> None:
+    routing = _ForwardOther()
+    a, b = _with_routing(routing)
+    other = DirectQueueFormatName("TCP:c\\PRIVATE$\\orders")
+    a.send_user_message(tx_packet(msg(1), dest_qm=None, queue=other), 0.0)
+    pump(a, b, 0.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, ForwardMessage)
+    here = DirectQueueFormatName("TCP:127.0.0.1\\PRIVATE$\\orders")
+    for n in (1, 2):  # one destination object: the policy is asked for it once
+        a.send_user_message(tx_packet(msg(n), dest_qm=None, queue=here), 0.0)
+        pump(a, b, 0.0)
+    evs = drain(b)
+    assert [type(e) for e in evs] == [TransactionalMessageAccepted] * 2
+    assert routing.asked == 2
+
+
+def test_the_routing_policy_refuses_a_source_that_is_not_the_peer() -> None:
+    a, b = _with_routing(_ForwardOther())
+    packet = UserMessage.build(
+        source_qm=QM_C,
+        message_id=msg(1).message_id,
+        destination_queue=QUEUE,
+        body=b"x",
+        sent_time=1_700_000_000,
+        destination_qm=QM_B,
+    )
+    a.send_user_message(packet, 0.0)
+    pump(a, b, 0.0)
+    assert b.closed
+    (ev,) = [e for e in drain(b) if isinstance(e, ConnectionClosed)]
+    assert ev.rule == "source-qm"
+
+
 # ---------------------------------------------------------------- window and timers
 
 

@@ -502,7 +502,7 @@ def test_send_to_remote_goes_to_outgoing_queue_with_sequence(qm: QueueManager) -
     assert msgs[0].destination_queue == dest
     state = qm.outgoing_sequence(out)
     assert state.next_tx_sequence_number == 3
-    removed, state = qm.release_outgoing(out, 2)
+    removed, state = qm.sequence_store().release_outgoing(out, 2)
     assert len(removed) == 2 and state.next_tx_sequence_number == 1
 
 

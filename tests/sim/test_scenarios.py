@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.qm.transfer import ReleaseBatch, StoreWork
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import ReleaseBatch, StoreWork
 
 from .checker import Flow
 from .model import FaultConfig

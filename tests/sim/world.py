@@ -3,7 +3,7 @@
 Topology (fixed): A (127.0.0.2) sends to B (127.0.0.3) directly and to C (127.0.0.4) through
 B (a static route: B is an intermediate hop); C sends to A directly. Each QM is the real
 :class:`~openmsmq.qm.manager.QueueManager` (``threaded=False``: every store operation
-commits in the caller's thread) composed with the real :class:`~openmsmq.qm.transfer.Transfer`
+commits in the caller's thread) composed with the real :class:`~openmsmq.transfer.engine.Transfer`
 (protocol sessions, outgoing and incoming sequences). Only the clock, the network, the
 store latency and the applications are simulated.
 
@@ -30,9 +30,9 @@ from openmsmq.protocol import incoming as incoming_module
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transaction import PendingReceive, Transaction
-from openmsmq.qm.transfer import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.store.records import Message, QueueType
+from openmsmq.transfer.engine import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
+from openmsmq.transfer.trust import TrustConfig
 
 from .byzantine import FORGED, Byzantine
 from .byzantine import NAME as BYZANTINE

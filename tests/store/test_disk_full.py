@@ -25,8 +25,8 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm import Message, QueueManager, QueueType
 from openmsmq.qm.options import StoreOptions
-from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.space import RESERVE_FILE
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from tests.serve_proc import free_port
 
 RESERVE = 1 << 20

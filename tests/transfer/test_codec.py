@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.qm.transfer_codec import (
+from openmsmq.store.records import INFINITE, Message, message_from_row, message_to_row
+from openmsmq.transfer.codec import (
     arrival_rows,
     message_from_packet,
     outgoing_fields,
@@ -24,7 +25,6 @@ from openmsmq.qm.transfer_codec import (
     row_encoder,
     row_expire_at,
 )
-from openmsmq.store.records import INFINITE, Message, message_from_row, message_to_row
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import UserMessage, decode_packet

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import Message
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.constants import AckRequest, MessageClass
 
 from .harness import Net, Node, bodies_in, outgoing_count, send_tx

@@ -10,10 +10,10 @@ import pytest
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import manager as qm_manager
 from openmsmq.qm import names
-from openmsmq.qm.transfer import AcceptBatch
-from openmsmq.qm.transfer_state import RECEIVED_OVERHEAD
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.store.records import Message
+from openmsmq.transfer.engine import AcceptBatch
+from openmsmq.transfer.state import RECEIVED_OVERHEAD
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
@@ -74,13 +74,13 @@ def test_a_large_release_is_deleted_a_chunk_per_store_transaction(
     b = net.add("127.0.0.2")
     b.qm.create_queue(Q, transactional=True)
     calls: list[list[int]] = []
-    real = a.qm.release_outgoing_many
+    real = a.transfer.sequence_store.release_outgoing_many
 
     def spy(releases):  # type: ignore[no-untyped-def]
         calls.append([n for _, n in releases])
         return real(releases)
 
-    monkeypatch.setattr(a.qm, "release_outgoing_many", spy)
+    monkeypatch.setattr(a.transfer.sequence_store, "release_outgoing_many", spy)
     _send_all(a, 2, 5)  # ten messages, one sequence
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(2, 5)
@@ -490,7 +490,7 @@ def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
     up to 6 h after many resends). What was stored before the failure is OrderAck'ed
     before the close; nothing is acknowledged before it is stored; every message arrives
     once and in order."""
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a, b = _pair(net)
     start = net.clock.now
@@ -529,7 +529,7 @@ def test_a_failed_batch_gives_back_the_bytes_of_the_acceptances_dropped_behind_i
     dropped with it (A resends them); what they counted in ``unstored_bytes`` (body and
     per-message overhead) is given back and what other sequences' waiting messages count
     stays, so the bound that stops reading does not drift."""
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a, b = _pair(net)
     c = net.add("127.0.0.3")
@@ -578,15 +578,15 @@ def test_recoverable_messages_a_qm_could_not_store_are_resent_on_a_new_session(
     out and the message waited for good (two serve processes, B on a tmpfs that filled:
     39,007 of 60,000 still at A 90 s after the disk grew). Now B closes the session and
     refuses A for the back-off; A resends on its next session, once each."""
-    from openmsmq.qm import transfer_store
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer import store_work as transfer_store
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),) if hop else ())
     b = net.add("127.0.0.2", routes=RELAY_C if hop else ())
     dest = net.add("127.0.0.3", trust=hops("127.0.0.2")) if hop else b
     dest.qm.create_queue("private$\\plain")
     if hop:  # B stores what it forwards in its outgoing queue to C
-        full = _raising_while_full(monkeypatch, b.qm, "accept_arrivals")
+        full = _raising_while_full(monkeypatch, b.transfer.sequence_store, "accept_arrivals")
     else:
         full = _raising_while_full(monkeypatch, transfer_store, "store_arrivals")
     sent = [f"r{i}".encode() for i in range(10)]
@@ -609,7 +609,7 @@ def test_a_receiver_that_could_not_store_does_not_reopen_the_session_itself_duri
     reopening it at once would bring A's resend straight back into B's full store, again
     and again. During the back-off B opens no session to A either; afterwards both
     directions finish, every message once and in order."""
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a, b = _pair(net)
     a.qm.create_queue(Q, transactional=True)

@@ -46,10 +46,10 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.remote.reads import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.runtime import STORE_FILE, holds_queue_manager, take_serve_lock
+from openmsmq.server.node import open_node
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record", "record_from_outgoing"]
@@ -223,10 +223,9 @@ def _acquire(data_dir: Path | None, qm: QueueManager | None) -> tuple[Path, _Sha
             key = data_dir.resolve()
             shared = _registry.get(key)
             if shared is None:
-                qm = QueueManager(key)
                 # Administration acknowledgments of receives, purges and expiry here too,
                 # as under serve (FinalAcks need the session a message came in on: none).
-                attach_acknowledgments(qm)
+                qm = open_node(key).qm
                 shared = _Shared(qm, owned=True)
                 _registry[key] = shared
         shared.refs += 1

@@ -26,9 +26,9 @@ from openmsmq.client.inproc import InProcessTransport, message_from_record
 from openmsmq.client.transport import SINGLE_MESSAGE
 from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer_state import SessionStatus
 from openmsmq.remote.auth import Principal
 from openmsmq.remote.status import QMStatus, TransferSnapshot, collect_status
+from openmsmq.transfer.state import SessionStatus
 
 __all__ = ["PREVIEW_BYTES", "Backend", "Page", "TransferHooks", "body_preview", "not_found_text"]
 

@@ -113,7 +113,7 @@ class DeadLetterMixin:
         reaching the queue", MS-MQMQ 2.2.18.1.6; the ADM calls it NackPurged). One sent
         with negative source journaling (``dead_letter``) goes to the dead-letter queue,
         the others are deleted; one that asked for negative arrival acknowledgments gets
-        its NACK, as when its TimeToReachQueue passes there (:mod:`openmsmq.qm.ack_admin`).
+        its NACK, as when its TimeToReachQueue passes there (:mod:`openmsmq.transfer.ack_admin`).
         Passes of :data:`EXPIRY_PASS` messages in queue order, one transaction each.
         Returns how many left.
 

@@ -40,7 +40,6 @@ from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
 from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
-from openmsmq.qm.transfer_codec import check_remote_names
 from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
 from openmsmq.store.db import Store
@@ -56,6 +55,7 @@ from openmsmq.store.records import (
     stamped_rows,
 )
 from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.remote_names import check_remote_names
 
 __all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueManager", "canonical_senders"]
 
@@ -547,7 +547,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         if outgoing and check_names:
             for m in messages:
                 if m.admin_queue or m.response_queue:  # they travel in the packet too
-                    check_remote_names(m, limit)
+                    check_remote_names(m.admin_queue, m.response_queue, m.size, limit)
         out: list[Send] = []
         append = out.append
         for m, row in zip(messages, rows, strict=True):

@@ -1,9 +1,11 @@
-"""The queue manager's side of MS-MQQB transactional sequences (issue 4 seams).
+"""The queue manager's side of MS-MQQB transactional sequences.
 
-Outgoing numbering and release on OrderAck (MS-MQQB 3.1.5.6), FinalAck settlement
-(3.1.5.7), incoming acceptance stored with the incoming sequence state in one durable
-transaction (seed 002). Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager`
-inherits :class:`SequencesMixin`.
+:class:`SequenceStore` holds the store operations only the transfer performs: release on
+OrderAck (MS-MQQB 3.1.5.6), FinalAck settlement (3.1.5.7), incoming acceptance stored with
+the incoming sequence state in one durable transaction (seed 002). The transfer gets one
+from :meth:`QueueManager.sequence_store` and owns it. :class:`SequencesMixin` keeps on the
+queue manager what status, the CLI and clients read or reset: the persisted outgoing and
+incoming sequence states.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from openmsmq.store.records import (
 from openmsmq.store.writes import WriteContext
 from openmsmq.wire._fast import fast_constructor
 
-__all__ = ["SequencesMixin"]
+__all__ = ["SequenceStore", "SequencesMixin"]
 
 QueueRef = str | QueueHandle
 
@@ -43,7 +45,7 @@ _make_send = fast_constructor(Send)
 
 
 class SequencesMixin:
-    """Outgoing sequences, OrderAck release, FinalAck settlement, incoming acceptance."""
+    """Persisted outgoing and incoming sequence states, and the :class:`SequenceStore`."""
 
     if TYPE_CHECKING:
         store: Store
@@ -57,10 +59,77 @@ class SequencesMixin:
         def _notify(self, states: Iterable[_QueueState]) -> None: ...
         def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send: ...
 
+    def sequence_store(self) -> SequenceStore:
+        """The store operations of the transfer's sequences over this queue manager's
+        queues (:class:`SequenceStore`): the transfer, and the acknowledgment listener, make
+        one each and own it."""
+        return SequenceStore(
+            self.store,
+            self.metrics,
+            queues=self._queues,
+            by_id=self._by_id,
+            resolve=self._resolve,
+            check_open=self._check_open,
+            now=self._now,
+            notify=self._notify,
+            send_record=self._send_record,
+        )
+
     def outgoing_sequence(self, queue: QueueRef) -> OutgoingSequenceState:
         """Persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
         qs = self._resolve(queue)
         return self.store.read(lambda c: reads.outgoing_sequence(c, qs.record.queue_id))
+
+    def update_incoming_sequences(
+        self,
+        deletes: Sequence[IncomingSequenceState],
+        writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]] = (),
+    ) -> int:
+        """Delete persisted incoming sequences and rewrite others (``(expected, new)``: an
+        operator's reset), in one store transaction; each only while it still holds the
+        state given (TxSequenceID and number; 0 / 0 for "no row"), so a sequence that
+        accepted a message since keeps its newer state. Returns how many rows changed."""
+        self._check_open()
+        changed: int = self.store.write(ops.update_incoming(deletes, writes))
+        return changed
+
+    def incoming_sequences(self) -> list[IncomingSequenceState]:
+        """Every persisted incoming sequence (restore the receiver state at start)."""
+        self._check_open()
+        return self.store.read(reads.incoming_sequences)
+
+
+class SequenceStore:
+    """Outgoing release on OrderAck, FinalAck settlement, incoming acceptance: the store
+    operations of MS-MQQB transactional sequences, over one queue manager's queues.
+
+    Made by :meth:`SequencesMixin.sequence_store` with what it needs of the queue manager:
+    its store and metrics, its queue tables (name / queue id -> queue state), and the
+    functions that resolve a queue, check that it is open, give the store's clock, wake
+    waiting readers and build a stored send (TimeToBeReceived / TimeToReachQueue)."""
+
+    def __init__(
+        self,
+        store: Store,
+        metrics: MetricsSink,
+        *,
+        queues: dict[str, _QueueState],
+        by_id: dict[int, _QueueState],
+        resolve: Callable[[QueueRef], _QueueState],
+        check_open: Callable[[], None],
+        now: Callable[[], int],
+        notify: Callable[[Iterable[_QueueState]], None],
+        send_record: Callable[[_QueueState, list[Any], Message, int], Send],
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self._queues = queues
+        self._by_id = by_id
+        self._resolve = resolve
+        self._check_open = check_open
+        self._now = now
+        self._notify = notify
+        self._send_record = send_record
 
     def delete_sent(self, queue: QueueRef, lookup_ids: Sequence[int]) -> int:
         """Delete non-transactional messages of an outgoing queue that the next hop's
@@ -192,7 +261,7 @@ class SequencesMixin:
         dead_letters: Sequence[Message] = (),
     ) -> list[int]:
         """:meth:`accept_incoming` with the acknowledgments the arrival raised
-        (:mod:`openmsmq.qm.arrival`, rows already stamped) and the copies of rejected
+        (:mod:`openmsmq.transfer.arrival`, rows already stamped) and the copies of rejected
         messages for the system dead-letter queue (``dead_letters``, as received with
         their NACK class) in the same durable store transaction; ``queue`` may be None
         when no message is inserted (all rejected), ``state`` None for non-transactional
@@ -234,7 +303,7 @@ class SequencesMixin:
         self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState
     ) -> list[int]:
         """:meth:`accept_arrivals` of messages already as store rows that never expire here
-        and raise no acknowledgment (:func:`openmsmq.qm.arrival.plain_packet_rows`):
+        and raise no acknowledgment (:func:`openmsmq.transfer.arrival.plain_packet_rows`):
         inserted with ``state`` in one durable store transaction, ArrivedTime now (written
         into the rows, which the call takes over). Returns their LookupIdentifiers."""
         self._check_open()
@@ -258,19 +327,6 @@ class SequencesMixin:
         self._check_open()
         self.store.write(ops.record_incoming(states))
 
-    def update_incoming_sequences(
-        self,
-        deletes: Sequence[IncomingSequenceState],
-        writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]] = (),
-    ) -> int:
-        """Delete persisted incoming sequences and rewrite others (``(expected, new)``: an
-        operator's reset), in one store transaction; each only while it still holds the
-        state given (TxSequenceID and number; 0 / 0 for "no row"), so a sequence that
-        accepted a message since keeps its newer state. Returns how many rows changed."""
-        self._check_open()
-        changed: int = self.store.write(ops.update_incoming(deletes, writes))
-        return changed
-
     def record_reject_counts(self, rejects: Sequence[tuple[uuid.UUID, str, int, float]]) -> None:
         """Persist RejectCount / LastAccessTime of incoming sequences after rejections
         (``(sender QM, destination, RejectCount, LastAccessTime)``; MS-MQQB 3.1.5.8.6:
@@ -279,8 +335,3 @@ class SequencesMixin:
         self._check_open()
         if rejects:
             self.store.write(ops.record_reject_counts(rejects))
-
-    def incoming_sequences(self) -> list[IncomingSequenceState]:
-        """Every persisted incoming sequence (restore the receiver state at start)."""
-        self._check_open()
-        return self.store.read(reads.incoming_sequences)

@@ -646,14 +646,14 @@ class RemoteServer:
         self._started = threading.Event()
         self._start_error: BaseException | None = None
         #: Called (from a worker thread) by the ``Status`` rpc for the live transfer state;
-        #: ``openmsmq serve`` sets it (:func:`openmsmq.net.server.transfer_snapshot`). None:
+        #: ``openmsmq serve`` sets it (:func:`openmsmq.server.serve.transfer_snapshot`). None:
         #: status shows stored sequence state only.
         self.status_provider: Callable[[], TransferSnapshot] | None = None
         #: Called (from a worker thread) by the ``ResetIncomingSequence`` rpc; ``openmsmq
-        #: serve`` sets it (:func:`openmsmq.net.server.sequence_resetter`).
+        #: serve`` sets it (:func:`openmsmq.server.serve.sequence_resetter`).
         self.sequence_resetter: SequenceResetter | None = None
         #: Called (from a worker thread) by the ``SetOutgoingState`` rpc; ``openmsmq serve``
-        #: sets it (:func:`openmsmq.net.server.outgoing_control`).
+        #: sets it (:func:`openmsmq.server.serve.outgoing_control`).
         self.outgoing_control: admin.OutgoingControl | None = None
 
     @property

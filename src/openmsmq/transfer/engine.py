@@ -24,8 +24,8 @@ thread under asyncio) and reports back with :meth:`Transfer.store_work_done`. At
 most one work item of each kind is in flight, so accepted messages of one sequence
 commit in acceptance order, and whatever arrives meanwhile forms the next batch.
 
-The sender half lives in :mod:`openmsmq.qm.transfer_outgoing`, the store work in
-:mod:`openmsmq.qm.transfer_store` (mixins of :class:`Transfer`); this module keeps the
+The sender half lives in :mod:`openmsmq.transfer.sender`, the store work in
+:mod:`openmsmq.transfer.store_work` (mixins of :class:`Transfer`); this module keeps the
 connections, timers, the receive side and forwarding.
 """
 
@@ -65,23 +65,25 @@ from openmsmq.protocol.incoming import (
     SequenceKey,
 )
 from openmsmq.protocol.outgoing import ResendConfig
-from openmsmq.qm.acknowledgment import (
+from openmsmq.protocol.session import Session
+from openmsmq.qm.manager import QueueManager
+from openmsmq.store.records import Message
+from openmsmq.transfer.acknowledgments import (
     AckSession,
 )
-from openmsmq.qm.arrival import ReceiptCheck, session_of_state
-from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer_codec import message_from_packet, split_direct
-from openmsmq.qm.transfer_outgoing import OutgoingSide
-from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceReset
-from openmsmq.qm.transfer_session import (
+from openmsmq.transfer.arrival import ReceiptCheck, session_of_state
+from openmsmq.transfer.codec import message_from_packet, split_direct
+from openmsmq.transfer.sender import OutgoingSide
+from openmsmq.transfer.sequences import IncomingUpkeep, SequenceReset
+from openmsmq.transfer.session import (
     AcceptRoute,
     Conn,
     Pending,
-    TransferSession,
+    TransferRouting,
     ack_session_of,
     session_key_form,
 )
-from openmsmq.qm.transfer_state import (
+from openmsmq.transfer.state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
     IncomingStatus,
@@ -95,9 +97,8 @@ from openmsmq.qm.transfer_state import (
     TransferConfig,
     hop_host,
 )
-from openmsmq.qm.transfer_store import StoreWorkSide
-from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust, SessionTrust
-from openmsmq.store.records import Message
+from openmsmq.transfer.store_work import StoreWorkSide
+from openmsmq.transfer.trust import AckOrigin, PeerTrust, SessionTrust
 from openmsmq.wire.constants import MessageClass, QueueFormatType, message_class_name
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
@@ -144,6 +145,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
     ) -> None:
         self.qm = qm
         self.config = config
+        #: The store operations of the sequences (release, settlement, acceptance).
+        self.sequence_store = qm.sequence_store()
         self.metrics = metrics if metrics is not None else qm.metrics
         self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
         qm.set_local_addresses(self.local_hosts)
@@ -187,10 +190,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: OrderAck names only the sequence): checked, not trusted (see _on_order_ack).
         self._by_sequence: dict[TxSequenceId, OutgoingTransfer] = {}
         #: A message was found expired before it was sent: run the expiry pass with the
-        #: next release (transfer_outgoing._expired_unsent).
+        #: next release (transfer.sender).
         self._expire_due = False
         #: Messages that cannot be put into a packet (queue_id, LookupIdentifier): moved
-        #: to the dead-letter queues with the next release (transfer_outgoing._unsendable).
+        #: to the dead-letter queues with the next release (transfer.sender).
         self._dead_letters: list[tuple[int, int]] = []
         #: Outgoing queues not taken up for want of a route (warned about once).
         self._unrouted: dict[int, str] = {}
@@ -285,16 +288,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
         trust = SessionTrust(
             self.trust, peer, address, role, self._hop_addresses.get(hop_host(peer), ""), certified
         )
-        session = TransferSession(
+        session = Session(
             role,
             self.qm.guid,
             now,
             incoming=self.incoming,
             config=self.config.session,
             peer=peer,
-            local_hosts=self.local_hosts,
-            trust=trust,
             arrival_check=self._arrival_check,
+            routing=TransferRouting(self.local_hosts, trust),
         )
         self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address, certified=certified)
         self._retry_at.pop(peer.lower(), None)

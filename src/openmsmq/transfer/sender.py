@@ -1,4 +1,4 @@
-"""Sender side of :class:`~openmsmq.qm.transfer.Transfer`: outgoing queues loaded from the
+"""Sender side of :class:`~openmsmq.transfer.engine.Transfer`: outgoing queues loaded from the
 store into their :class:`~openmsmq.protocol.outgoing.OutgoingSequence`, transmitted on the
 next hop's session, released on OrderAcks (DESIGN invariant 3) and settled on FinalAcks.
 
@@ -29,22 +29,22 @@ from openmsmq.protocol.outgoing import (
     Settled,
     Transmit,
 )
-from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.qm.transfer_codec import (
-    _sequence_id,
+from openmsmq.store.records import COL, Message, QueueType, message_from_row
+from openmsmq.transfer.acknowledgments import AckSession
+from openmsmq.transfer.codec import (
     direct_name,
     may_exceed_packet,
     message_expire_at,
     outgoing_fields,
-    private_name,
     row_encoder,
     row_expire_at,
+    sequence_id_of,
     split_direct,
 )
-from openmsmq.qm.transfer_sequences import IncomingUpkeep
-from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import (
+from openmsmq.transfer.sequences import IncomingUpkeep
+from openmsmq.transfer.session import Conn
+from openmsmq.transfer.state import (
     OutgoingTransfer,
     PendingRelease,
     Row,
@@ -52,10 +52,10 @@ from openmsmq.qm.transfer_state import (
     count_rejection,
     hop_host,
 )
-from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
-from openmsmq.store.records import COL, Message, QueueType, message_from_row
+from openmsmq.transfer.trust import AckOrigin, PeerTrust
 from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
+from openmsmq.wire.remote_names import private_name
 
 __all__ = ["OutgoingSide"]
 
@@ -71,15 +71,15 @@ _SIZE = COL["size"]
 #: the largest, so that the first read is small whatever the sizes are.
 _PROBE_SIZE = 4 * 1024 * 1024
 #: What a message loaded into memory costs beyond its stored size (its Message or row,
-#: their objects): about 1,020 bytes of Python heap for a 256-byte message, measured
-#: with tracemalloc (100,000 loaded). Without it, 32 MiB of ``queued_bytes`` loaded
-#: 100,000 small messages for a peer that was away and serve's peak RSS reached 280 MB.
+#: their objects: about a kilobyte of Python heap, as tracemalloc shows). Counted by
+#: stored size alone, ``queued_bytes`` would let a backlog of small messages for a peer
+#: that is away fill the heap many times over what it names.
 _LOADED_OVERHEAD = 1024
 _BEYOND = IgnoreReason.BEYOND_SENT
 
 
 class OutgoingSide(TransferParts):
-    """The sender half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
+    """The sender half of :class:`~openmsmq.transfer.engine.Transfer` (a mixin)."""
 
     metrics: MetricsSink
     _next_refresh: float
@@ -126,8 +126,8 @@ class OutgoingSide(TransferParts):
             self._next_refresh = now + max(cfg.queue_refresh, listed * cfg.queue_refresh_per_queue)
         # One indexed read tells whether anything was committed since the last poll:
         # a queue that was caught up then is skipped, so an idle QM with thousands of
-        # outgoing queues does not read each of them every poll (4,000 queues took 44 %
-        # of a core while idle).
+        # outgoing queues does not read each of them every poll (an idle QM would spend
+        # a large part of a core on it).
         high = self.qm.high_lookup_id()
         more = False
         for t in self.outgoing.values():
@@ -336,7 +336,7 @@ class OutgoingSide(TransferParts):
             for row in rows:
                 if row[_TX] and row[_NUMBER]:
                     # The row itself is retained until sent: its packet is encoded from it
-                    # (transfer_codec.row_encoder), no Message is built.
+                    # (transfer.codec.row_encoder), no Message is built.
                     lookup_id, sequence, number, previous, uniquifier, final, expiry = outgoing_fields(row)
                     if expiry < earliest:
                         earliest = expiry
@@ -345,7 +345,7 @@ class OutgoingSide(TransferParts):
                     # consecutive messages' sequence IDs by identity first).
                     tx.append(
                         _new_outgoing_message(
-                            _sequence_id(sequence), number, previous, uniquifier, final, lookup_id
+                            sequence_id_of(sequence), number, previous, uniquifier, final, lookup_id
                         )
                     )
                 else:

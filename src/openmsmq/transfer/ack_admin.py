@@ -24,15 +24,15 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from openmsmq.qm.acknowledgment import (
+from openmsmq.store.ops import RemovedMessage, Send
+from openmsmq.store.records import INFINITE, Message, QueueType
+from openmsmq.transfer.acknowledgments import (
     CLASS_NAMES,
     AckSession,
     acknowledgment_sends,
     build_transactional_acknowledgment,
     enqueue_acknowledgments,
 )
-from openmsmq.store.ops import RemovedMessage, Send
-from openmsmq.store.records import INFINITE, Message, QueueType
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
 

@@ -50,9 +50,6 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.events import destination_key
-from openmsmq.qm.ack_admin import build_administration_acknowledgment
-from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
-from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.store.records import (
     INFINITE,
     IncomingSequenceState,
@@ -61,6 +58,13 @@ from openmsmq.store.records import (
     QueueType,
     sender_allowed,
 )
+from openmsmq.transfer.ack_admin import build_administration_acknowledgment
+from openmsmq.transfer.acknowledgments import (
+    AckSession,
+    acknowledgment_sends,
+    build_transactional_acknowledgment,
+)
+from openmsmq.transfer.codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.wire.constants import AckRequest, MessageClass, QueueFormatType, describe_message_class
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -68,6 +72,7 @@ from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNa
 if TYPE_CHECKING:
     from openmsmq.qm.handles import QueueHandle
     from openmsmq.qm.manager import QueueManager
+    from openmsmq.qm.sequences import SequenceStore
 
 __all__ = [
     "ARRIVAL_NACK_CLASSES",
@@ -240,6 +245,7 @@ class ArrivalResult:
 
 def store_arrivals(
     qm: QueueManager,
+    sequences: SequenceStore,
     queue: str,
     messages: Sequence[Message],
     state: IncomingSequenceState | None,
@@ -295,7 +301,9 @@ def store_arrivals(
         acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)
     ack_sends, discarded = acknowledgment_sends(qm, acks)
     dead = dead_letter_copies(rejected) if rejected else []
-    stored = qm.accept_arrivals(queue if accepted else None, accepted, state, ack_sends, dead_letters=dead)
+    stored = sequences.accept_arrivals(
+        queue if accepted else None, accepted, state, ack_sends, dead_letters=dead
+    )
     if rejected:  # counted once the rejection (the sequence state, the NACKs) is durable
         qm.metrics.count_arrival_rejected(cls for _, cls in rejected)
     return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
@@ -312,7 +320,7 @@ def plain_packet_rows(
     no sender allowlist and no quota, and every packet a message that raises nothing (no
     acknowledgment asked, no TimeToBeReceived, so its row never expires here; its
     TimeToReachQueue was checked on receipt). The rows are built straight from the packets
-    (:func:`~openmsmq.qm.transfer_codec.arrival_rows`)."""
+    (:func:`~openmsmq.transfer.codec.arrival_rows`)."""
     try:
         rec: QueueRecord | None = qm.get_queue(queue)
     except MQError:
@@ -335,6 +343,7 @@ def plain_packet_rows(
 
 def store_packet_messages(
     qm: QueueManager,
+    sequences: SequenceStore,
     queue: str,
     packets: Sequence[UserMessage],
     destination: str,
@@ -345,11 +354,12 @@ def store_packet_messages(
     """:func:`store_arrivals` of the packets as messages: the full arrival rules, for a
     run :func:`plain_packet_rows` gave no rows for."""
     messages = [message_from_packet(p, destination) for p in packets]
-    return store_arrivals(qm, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
+    return store_arrivals(qm, sequences, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
 
 
 def refuse(
     qm: QueueManager,
+    sequences: SequenceStore,
     m: Message,
     i_class: int,
     session: AckSession | None,
@@ -372,7 +382,7 @@ def refuse(
     dead = dead_letter_copies([(m, i_class)])
     sends, _ = acknowledgment_sends(qm, acks)
     if sends or dead:
-        qm.accept_arrivals(None, [], None, sends, dead_letters=dead)
+        sequences.accept_arrivals(None, [], None, sends, dead_letters=dead)
     qm.metrics.count_arrival_rejected([i_class])
     return len(sends)
 

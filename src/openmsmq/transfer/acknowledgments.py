@@ -50,6 +50,7 @@ from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNa
 
 if TYPE_CHECKING:
     from openmsmq.qm.manager import QueueManager
+    from openmsmq.qm.sequences import SequenceStore
 
 __all__ = [
     "CLASS_NAMES",
@@ -301,14 +302,16 @@ def acknowledgment_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) 
     return sends, discarded
 
 
-def enqueue_acknowledgment_list(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[int, int]:
+def enqueue_acknowledgment_list(
+    qm: QueueManager, sequences: SequenceStore, acks: Sequence[tuple[Message, str]]
+) -> tuple[int, int]:
     """Open Queue (SendAccess, DenyNone) of each acknowledgment's destination and Enqueue
     Message To An Open Queue, all in ONE durable store transaction; one whose Open Queue
     fails is discarded and logged (3.1.7.15 / 3.1.7.17). Returns (enqueued, discarded).
     Raises :class:`MQError` when the transaction fails (nothing is enqueued then)."""
     sends, discarded = acknowledgment_sends(qm, acks)
     if sends:
-        qm.accept_arrivals(None, [], None, sends)
+        sequences.accept_arrivals(None, [], None, sends)
     return len(sends), discarded
 
 
