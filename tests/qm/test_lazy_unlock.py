@@ -1,5 +1,5 @@
 """The locks of durably removed messages are dropped without waiting for the queue's
-condition (QueueManager._unlock_ids, _QueueState.settle).
+condition (QueueManager._unlock_ids, QueueState.settle).
 
 A committing receive whose queue condition is held by another thread leaves its ids in
 ``qs.removed``; whoever holds the condition next drops them before reading ``locked``.

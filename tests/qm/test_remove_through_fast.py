@@ -274,7 +274,7 @@ def test_receivers_racing_remove_through(tmp_path: Path, seed: int, aborts: bool
             assert len(received) + removed == total  # each message consumed exactly once
             assert counts.received == total
         qs = qm._by_id[qm.get_queue(TX).queue_id]
-        with qs.cond:  # the locks of received messages are dropped lazily (_QueueState.settle)
+        with qs.cond:  # the locks of received messages are dropped lazily (QueueState.settle)
             qs.settle()
         assert qs.locked == set()
     finally:

@@ -64,8 +64,8 @@ from openmsmq.protocol.session_acks import (
     recoverable_ack_fields,
     stored_before_ack,
 )
-from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_HANDSHAKE_PACKET_SIZE, DeliveryMode, OperatingSystemFlag
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.packets import (

@@ -10,8 +10,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from openmsmq.qm import names
-from openmsmq.qm.handles import _QueueState
-from openmsmq.qm.transaction import _Receive
+from openmsmq.qm.handles import QueueState
+from openmsmq.qm.transaction import Receive
 from openmsmq.store import ops, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import AckRows, Remove, RemovedMessage, Send
@@ -36,18 +36,18 @@ class DeadLetterMixin:
         store: Store
         metrics: MetricsSink
         _stop: threading.Event
-        _by_id: dict[int, _QueueState]
-        _queues: dict[str, _QueueState]
+        _by_id: dict[int, QueueState]
+        _queues: dict[str, QueueState]
         _commit_hooks: dict[
             Callable[[list[RemovedMessage]], None], Callable[[list[RemovedMessage]], list[Send]]
         ]
 
         def _check_open(self) -> None: ...
-        def _resolve(self, queue: str | QueueHandle) -> _QueueState: ...
+        def _resolve(self, queue: str | QueueHandle) -> QueueState: ...
         def _ack_rows(self, events: list[RemovedMessage]) -> AckRows | None: ...
         def _removal_done(self, events: list[RemovedMessage], acks: AckRows | None) -> None: ...
-        def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+        def _unlock(self, receives: Iterable[Receive], *, removed: bool = False) -> None: ...
+        def _notify(self, states: Iterable[QueueState]) -> None: ...
 
     def expire(self, now: float, limit: int = 10000) -> int:
         """Move messages whose TimeToBeReceived / TimeToReachQueue passed to the dead-letter
@@ -107,7 +107,7 @@ class DeadLetterMixin:
                 drop.add(m.lookup_id)
         return self._dead_letter_rows(rows, deleted=drop, journal=journal)
 
-    def _purge_outgoing(self, qs: _QueueState) -> int:
+    def _purge_outgoing(self, qs: QueueState) -> int:
         """Purge an outgoing queue: every message leaves it with the class
         MQMSG_CLASS_NACK_DELETED (0x8001, "deleted by an administrative action before
         reaching the queue", MS-MQMQ 2.2.18.1.6; the ADM calls it NackPurged). One sent
@@ -160,7 +160,7 @@ class DeadLetterMixin:
         journaled = set(journal)
         system_journal = self._queues[names.SYSTEM_JOURNAL].record.queue_id
         removes: list[Remove] = []
-        held: list[_Receive] = []
+        held: list[Receive] = []
         for qid, lookup_id, size, transactional, cls in rows:
             qs = self._by_id.get(qid)
             if qs is None:
@@ -171,7 +171,7 @@ class DeadLetterMixin:
                     continue
                 qs.drop_prefetch()
                 qs.locked.add(lookup_id)
-            held.append(_Receive(qs, Message(lookup_id=lookup_id)))
+            held.append(Receive(qs, Message(lookup_id=lookup_id)))
             if lookup_id in journaled:
                 removes.append(Remove(qid, lookup_id, size, system_journal, None))
                 continue

@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from openmsmq.errors import MQError
-from openmsmq.qm.handles import _QueueState
-from openmsmq.qm.transaction import _Receive
+from openmsmq.qm.handles import QueueState
+from openmsmq.qm.transaction import Receive
 from openmsmq.store import ops
 from openmsmq.store.db import Store
 from openmsmq.store.ops import AckRows, Remove, RemovedMessage, Send
@@ -37,11 +37,11 @@ class LocksMixin:
         _commit_hooks: dict[
             Callable[[list[RemovedMessage]], None], Callable[[list[RemovedMessage]], list[Send]]
         ]
-        _by_id: dict[int, _QueueState]
+        _by_id: dict[int, QueueState]
 
-        def _removes_for(self, receives: Sequence[_Receive]) -> list[Remove]: ...
+        def _removes_for(self, receives: Sequence[Receive]) -> list[Remove]: ...
         def _emit(self, events: list[RemovedMessage], *, hooked: bool = False) -> None: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+        def _notify(self, states: Iterable[QueueState]) -> None: ...
 
     def _ack_rows(self, events: list[RemovedMessage]) -> AckRows | None:
         """The commit hooks' acknowledgment rows for ``events`` (removals about to be
@@ -70,12 +70,12 @@ class LocksMixin:
         else:
             self._emit(events)
 
-    def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None:
+    def _unlock(self, receives: Iterable[Receive], *, removed: bool = False) -> None:
         """Drop the locks of ``receives``. Unless their messages were ``removed`` from the
         queue (durably deleted or moved), they are available again: the queue's head hint
         (:meth:`ReadsMixin._head_select`) is dropped so the next head read starts at
         the head."""
-        by_queue: dict[_QueueState, list[int]] = {}
+        by_queue: dict[QueueState, list[int]] = {}
         for r in receives:
             ids = by_queue.get(r.queue)
             if ids is None:
@@ -84,12 +84,12 @@ class LocksMixin:
                 ids.append(r.message.lookup_id)
         self._unlock_ids(by_queue, removed=removed)
 
-    def _unlock_ids(self, by_queue: dict[_QueueState, list[int]], *, removed: bool = False) -> None:
+    def _unlock_ids(self, by_queue: dict[QueueState, list[int]], *, removed: bool = False) -> None:
         """:meth:`_unlock` of LookupIdentifiers grouped by queue.
 
         The locks of ``removed`` messages are dropped without waiting for the queue's
         condition: the ids go to ``qs.removed`` and whoever holds the condition next
-        drops them (:meth:`_QueueState.settle`, called before ``locked`` is read), this
+        drops them (:meth:`QueueState.settle`, called before ``locked`` is read), this
         thread at once if the condition is free. Their rows are gone and LookupIdentifiers
         are never reused, so until then a stale lock hides nothing. With 8 threads
         receiving 1 message per transaction, the second wait for the condition per
@@ -111,14 +111,14 @@ class LocksMixin:
                 if qs.purge_pending:
                     qs.purge_pending.difference_update(ids)
 
-    def _release(self, receives: Sequence[_Receive]) -> None:
+    def _release(self, receives: Sequence[Receive]) -> None:
         """Put locked messages back (Transaction Abort / NACK); PurgePending ones are deleted.
 
         A purge or ``remove_through`` may mark a message PurgePending while this runs
         (between the look at the marks and the unlock): such a message stays locked at
         the unlock and is deleted in a second round, so the mark is never dropped."""
         handled: set[int] = set()
-        pending: Sequence[_Receive] = receives
+        pending: Sequence[Receive] = receives
         while pending:
             purged = [
                 r for r in pending if r.message.lookup_id in r.queue.purge_pending and not r.queue.deleted
@@ -145,12 +145,12 @@ class LocksMixin:
             pending = self._unlock_released(pending, handled)
         self._notify(r.queue for r in receives)
 
-    def _unlock_released(self, receives: Sequence[_Receive], handled: set[int]) -> list[_Receive]:
+    def _unlock_released(self, receives: Sequence[Receive], handled: set[int]) -> list[Receive]:
         """Unlock released messages (available again: the head hint is dropped), except
         those marked PurgePending after ``handled`` was looked at: they stay locked and
         are returned, for :meth:`_release` to delete."""
-        late: list[_Receive] = []
-        by_queue: dict[_QueueState, list[_Receive]] = {}
+        late: list[Receive] = []
+        by_queue: dict[QueueState, list[Receive]] = {}
         for r in receives:
             by_queue.setdefault(r.queue, []).append(r)
         for qs, rs in by_queue.items():

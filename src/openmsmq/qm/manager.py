@@ -33,13 +33,13 @@ from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.dead_letters import DeadLetterMixin
-from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, _Cursor, _QueueState
+from openmsmq.qm.handles import CancelToken, Cursor, CursorAction, LookupAction, QueueHandle, QueueState
 from openmsmq.qm.locks import NACK_Q_PURGED, LocksMixin
 from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
-from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
+from openmsmq.qm.transaction import ACK_RECEIVE, Receive, Transaction
 from openmsmq.qm.transfer_codec import check_remote_names
 from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
@@ -55,7 +55,7 @@ from openmsmq.store.records import (
     message_uniquifier,
     stamped_rows,
 )
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 
 __all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueManager", "canonical_senders"]
 
@@ -131,11 +131,11 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._lock = threading.RLock()
         self._closed = False
-        self._queues: dict[str, _QueueState] = {}
+        self._queues: dict[str, QueueState] = {}
         #: Local queue names (as the caller wrote them) already resolved by a send.
-        self._send_names: dict[str, _QueueState] = {}
-        self._by_id: dict[int, _QueueState] = {}
-        self._cursors: dict[int, _Cursor] = {}
+        self._send_names: dict[str, QueueState] = {}
+        self._by_id: dict[int, QueueState] = {}
+        self._cursors: dict[int, Cursor] = {}
         self._next_handle = 1
         self._uniq_next = 0
         self._uniq_end = 0
@@ -224,8 +224,8 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
 
     # ---- queues --------------------------------------------------------------------------
 
-    def _add_state(self, rec: QueueRecord) -> _QueueState:
-        qs = _QueueState(rec)
+    def _add_state(self, rec: QueueRecord) -> QueueState:
+        qs = QueueState(rec)
         self._queues[rec.name] = qs
         self._by_id[rec.queue_id] = qs
         return qs
@@ -280,7 +280,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
     def _is_local_host(self, host: str | None) -> bool:
         return host is None or host.casefold() in self._local_hosts
 
-    def _resolve(self, queue: QueueRef) -> _QueueState:
+    def _resolve(self, queue: QueueRef) -> QueueState:
         self._check_open()
         if isinstance(queue, QueueHandle):
             if queue._state.deleted:
@@ -288,7 +288,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             return queue._state
         parsed = names.parse_name(queue)
         with self._lock:
-            qs: _QueueState | None = None
+            qs: QueueState | None = None
             if parsed.key is not None and self._is_local_host(parsed.computer):
                 qs = self._queues.get(parsed.key)
             elif parsed.private_number is not None and parsed.qm_guid == self.guid:
@@ -509,7 +509,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
 
     def _prepare(
         self,
-        qs: _QueueState,
+        qs: QueueState,
         messages: Sequence[Message],
         transactional: bool,
         name: str,
@@ -561,7 +561,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 append(_make_send(qid, row, row[_C_SIZE], now + ttrq, NACK_REACH_QUEUE_TIMEOUT))
         return out
 
-    def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send:
+    def _send_record(self, qs: QueueState, row: list[Any], m: Message, sent: int) -> Send:
         """Attach the absolute expiry: TimeToBeReceived in a destination queue
         (NackReceiveTimeout); in an outgoing queue also TimeToReachQueue (NackReachQueueTimeout).
         Times count from ``sent`` (SentTime)."""
@@ -645,7 +645,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self._notify([qs])
         return sends, lookup_ids
 
-    def _notify(self, states: Iterable[_QueueState]) -> None:
+    def _notify(self, states: Iterable[QueueState]) -> None:
         """Wake the reads waiting on these queues (after messages became available)."""
         for qs in set(states):
             # No read in progress: nobody to wake, skip the condition (qs.readers).
@@ -660,7 +660,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self._check_open()
         return Transaction(self)
 
-    def _removes_for(self, receives: Sequence[_Receive]) -> list[Remove]:
+    def _removes_for(self, receives: Sequence[Receive]) -> list[Remove]:
         out = []
         make = _make_remove
         rec = None
@@ -676,8 +676,8 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
 
     def _commit(
         self,
-        sends: list[tuple[_QueueState, list[Send]]],
-        received: Sequence[tuple[_QueueState, Sequence[Message]]],
+        sends: list[tuple[QueueState, list[Send]]],
+        received: Sequence[tuple[QueueState, Sequence[Message]]],
         reasons: dict[int, int] | None = None,
     ) -> list[int]:
         """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation; ``sends`` holds
@@ -698,7 +698,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
             if sends:
                 self._notify(map(_first, sends))  # C iteration: no generator frame
             return stored
-        held: dict[_QueueState, list[int]] = {}
+        held: dict[QueueState, list[int]] = {}
         events: list[RemovedMessage] = []
         removes: list[Remove] = []
         deletes: list[ops.DeleteMany] = []
@@ -733,7 +733,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 size = sum([len(m.body) + 2 * len(m.label) + len(m.extension) for m in msgs])  # Message.size
                 deletes.append(_make_delete_many(qid, ids, size))
             else:
-                removes += self._removes_for([_Receive(qs, m) for m in msgs])
+                removes += self._removes_for([Receive(qs, m) for m in msgs])
         if events:
             rows = list(rows)
             for hook in list(self._commit_hooks.values()):

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import MetricsSink
-from openmsmq.qm.handles import QueueHandle, _QueueState
-from openmsmq.qm.transaction import ACK_RECEIVE, _Receive
+from openmsmq.qm.handles import QueueHandle, QueueState
+from openmsmq.qm.transaction import ACK_RECEIVE, Receive
 from openmsmq.store import ops, ranges, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
 from openmsmq.store.records import Message, QueueType
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 
 __all__ = ["LookupRange", "QueueStats", "RangesMixin"]
 
@@ -46,7 +46,7 @@ _SPAN_SLACK = 4096
 DEFAULT_IDENTITY_RETENTION = 7 * 24 * 3600
 
 
-def _one_band(qs: _QueueState) -> bool:
+def _one_band(qs: QueueState) -> bool:
     """True when every message of the queue has priority 0 (a transactional private
     queue: MS-MQDMPR forces PR to 0 with a TransactionHeader), so one band suffices."""
     rec = qs.record
@@ -65,15 +65,15 @@ class RangesMixin:
         identity_retention: int
         metrics: MetricsSink
 
-        def _resolve(self, queue: QueueRef) -> _QueueState: ...
+        def _resolve(self, queue: QueueRef) -> QueueState: ...
         def _check_open(self) -> None: ...
         def _now(self) -> int: ...
         def _is_remote(self, name: str) -> bool: ...
         def _prepare(
-            self, qs: _QueueState, messages: Sequence[Message], transactional: bool, name: str
+            self, qs: QueueState, messages: Sequence[Message], transactional: bool, name: str
         ) -> list[Send]: ...
-        def _unlock(self, receives: Iterable[_Receive]) -> None: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+        def _unlock(self, receives: Iterable[Receive]) -> None: ...
+        def _notify(self, states: Iterable[QueueState]) -> None: ...
         def _emit(self, events: list[RemovedMessage]) -> None: ...
 
     # ---- reads by LookupIdentifier range -------------------------------------------------
@@ -192,16 +192,16 @@ class RangesMixin:
         self.metrics.range_removed({qs.record.name: through for qs, through in targets})
         return got or 0
 
-    def _remove_through(self, targets: list[tuple[_QueueState, int]], *, fast: bool) -> int | None:
+    def _remove_through(self, targets: list[tuple[QueueState, int]], *, fast: bool) -> int | None:
         """One attempt of :meth:`remove_through`; None (nothing changed) when a span of
         the fast path held a message that wants acknowledgments."""
         # Locked ids per queue: plain ints (a range for a span), no Message per id (this
         # runs for every message a Spark micro-batch commits).
-        held: list[tuple[_QueueState, Collection[int]]] = []
+        held: list[tuple[QueueState, Collection[int]]] = []
         spans: list[tuple[int, bool, int, int]] = []
         removes: list[Remove] = []
-        marked: list[tuple[_QueueState, int]] = []
-        acks: list[tuple[_QueueState, int]] = []
+        marked: list[tuple[QueueState, int]] = []
+        acks: list[tuple[QueueState, int]] = []
         for qs, through in targets:
             qid = qs.record.queue_id
             rec = qs.record
@@ -227,7 +227,7 @@ class RangesMixin:
                         # that no receive, expiry or purge takes one of its messages before
                         # the DELETE is durable. Ids of the span that are not this queue's
                         # are locked here harmlessly: a message never enters a queue under
-                        # an id it had before (ops._apply_removes gives moves a new one).
+                        # an id it had before (ops.apply_removes gives moves a new one).
                         span_ids = range(first, last + 1)
                         locked.update(span_ids)
                         held.append((qs, span_ids))
@@ -280,11 +280,11 @@ class RangesMixin:
         self._emit(events)
         return removed
 
-    def _resolve_id(self, queue_id: int | None) -> _QueueState:
-        by_id: dict[int, _QueueState] = self._by_id  # type: ignore[attr-defined]
+    def _resolve_id(self, queue_id: int | None) -> QueueState:
+        by_id: dict[int, QueueState] = self._by_id  # type: ignore[attr-defined]
         return by_id[queue_id or 0]
 
-    def _ack_events(self, acks: list[tuple[_QueueState, int]]) -> list[RemovedMessage]:
+    def _ack_events(self, acks: list[tuple[QueueState, int]]) -> list[RemovedMessage]:
         """AckReceive events of removed messages that asked for acknowledgments (read
         before the removal, while they are locked)."""
         out = []

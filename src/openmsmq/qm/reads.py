@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm.handles import (
-    _PREFETCH,
-    _PREFETCH_BYTES,
+    PREFETCH,
+    PREFETCH_BYTES,
     CancelToken,
+    Cursor,
     CursorAction,
     LookupAction,
     QueueHandle,
-    _Cursor,
-    _QueueState,
+    QueueState,
 )
-from openmsmq.qm.transaction import PendingReceive, Transaction, _Receive
+from openmsmq.qm.transaction import PendingReceive, Receive, Transaction
 from openmsmq.store import reads
 from openmsmq.store.db import Store
 from openmsmq.store.records import INFINITE, Message, QueueType
@@ -38,13 +38,13 @@ _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
 def _read_ahead(found: list[tuple[int, Message]]) -> list[tuple[int, Message]] | None:
     """What a head receive keeps of the messages it read beyond the first: those up to
     the first that can expire (the read-ahead is handed out without looking at the
-    clock) and within :data:`_PREFETCH_BYTES`, last first (``list.pop`` order)."""
+    clock) and within :data:`PREFETCH_BYTES`, last first (``list.pop`` order)."""
     kept: list[tuple[int, Message]] = []
     size = 0
     for entry in found[1:]:
         m = entry[1]
         size += len(m.body)
-        if m.time_to_be_received != INFINITE or size > _PREFETCH_BYTES:
+        if m.time_to_be_received != INFINITE or size > PREFETCH_BYTES:
             break
         kept.append(entry)
     kept.reverse()
@@ -62,28 +62,28 @@ class ReadsMixin:
     if TYPE_CHECKING:
         store: Store
         _lock: threading.RLock
-        _cursors: dict[int, _Cursor]
+        _cursors: dict[int, Cursor]
         _next_handle: int
 
-        def _resolve(self, queue: QueueRef) -> _QueueState: ...
+        def _resolve(self, queue: QueueRef) -> QueueState: ...
         def _check_open(self) -> None: ...
         def _now(self) -> int: ...
         def _commit(
             self,
             sends: list[Any],
-            received: Sequence[tuple[_QueueState, Sequence[Message]]],
+            received: Sequence[tuple[QueueState, Sequence[Message]]],
             reasons: dict[int, int] | None = None,
         ) -> list[int]: ...
-        def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None: ...
-        def _unlock_ids(self, by_queue: dict[_QueueState, list[int]], *, removed: bool = False) -> None: ...
-        def _release(self, receives: Sequence[_Receive]) -> None: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+        def _unlock(self, receives: Iterable[Receive], *, removed: bool = False) -> None: ...
+        def _unlock_ids(self, by_queue: dict[QueueState, list[int]], *, removed: bool = False) -> None: ...
+        def _release(self, receives: Sequence[Receive]) -> None: ...
+        def _notify(self, states: Iterable[QueueState]) -> None: ...
 
     # ---- receiving -----------------------------------------------------------------------
 
     def _take(
         self,
-        qs: _QueueState,
+        qs: QueueState,
         select: Select,
         *,
         timeout: float | None,
@@ -135,13 +135,13 @@ class ReadsMixin:
                 cancel._leave(cond)
 
     def _finish(
-        self, qs: _QueueState, found: list[tuple[int, Message]], tx: Transaction | None
+        self, qs: QueueState, found: list[tuple[int, Message]], tx: Transaction | None
     ) -> list[Message]:
         """Complete a destructive read of locked messages: hand them to ``tx``, or delete now."""
         msgs = [m for _, m in found]
         if tx is not None:
             if not tx._add_receives(qs, msgs):
-                self._release([_Receive(qs, m) for m in msgs])
+                self._release([Receive(qs, m) for m in msgs])
                 tx._check_active()
             return msgs
         try:
@@ -152,7 +152,7 @@ class ReadsMixin:
             raise
         return msgs
 
-    def _check_receive(self, qs: _QueueState, tx: Transaction | None) -> None:
+    def _check_receive(self, qs: QueueState, tx: Transaction | None) -> None:
         if tx is not None:
             tx._check_active()
             if not qs.record.transactional:
@@ -161,7 +161,7 @@ class ReadsMixin:
                 )
 
     def _head_select(
-        self, qs: _QueueState, limit: int, *, advance: bool = False, max_bytes: int | None = None
+        self, qs: QueueState, limit: int, *, advance: bool = False, max_bytes: int | None = None
     ) -> Select:
         """The first ``limit`` available messages, read from the queue's head hint.
 
@@ -176,7 +176,7 @@ class ReadsMixin:
         # A transactional private queue holds priority 0 only (MS-MQDMPR forces PR to 0
         # with a TransactionHeader): no higher-priority band to read before the hint.
         one_band = rec.transactional and rec.queue_type == QueueType.PRIVATE
-        # A receive of one message from such a queue reads ahead (see _PREFETCH).
+        # A receive of one message from such a queue reads ahead (see PREFETCH).
         single = advance and one_band and limit == 1
 
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
@@ -215,7 +215,7 @@ class ReadsMixin:
                 # can expire (nothing of it would be kept), fewer for large ones.
                 m = found[0][1]
                 qs.ahead = (
-                    min(_PREFETCH, _PREFETCH_BYTES // max(1, len(m.body)))
+                    min(PREFETCH, PREFETCH_BYTES // max(1, len(m.body)))
                     if m.time_to_be_received == INFINITE
                     else 0
                 )
@@ -367,7 +367,7 @@ class ReadsMixin:
         with self._lock:
             handle = self._next_handle
             self._next_handle += 1
-            self._cursors[handle] = _Cursor(qs)
+            self._cursors[handle] = Cursor(qs)
         return handle
 
     def close_cursor(self, handle: int) -> None:
@@ -376,14 +376,14 @@ class ReadsMixin:
             if self._cursors.pop(handle, None) is None:
                 raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
 
-    def _get_cursor(self, handle: int) -> _Cursor:
+    def _get_cursor(self, handle: int) -> Cursor:
         with self._lock:
             cur = self._cursors.get(handle)
         if cur is None:
             raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
         return cur
 
-    def _cursor_select(self, cur: _Cursor, action: CursorAction, limit: int) -> Select:
+    def _cursor_select(self, cur: Cursor, action: CursorAction, limit: int) -> Select:
         qid = cur.queue.record.queue_id
 
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
@@ -421,7 +421,7 @@ class ReadsMixin:
 
     # ---- by LookupIdentifier -------------------------------------------------------------
 
-    def _lookup_select(self, qs: _QueueState, lookup_id: int, action: LookupAction, peek: bool) -> Select:
+    def _lookup_select(self, qs: QueueState, lookup_id: int, action: LookupAction, peek: bool) -> Select:
         qid = qs.record.queue_id
 
         def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
@@ -497,7 +497,7 @@ class ReadsMixin:
             qs, select, timeout=timeout, lock=True, cancel=cancel, head=lookup_id is None
         )
         if tx is not None and not tx._add_receives(qs, [msg]):
-            self._release([_Receive(qs, msg)])
+            self._release([Receive(qs, msg)])
             tx._check_active()
         return PendingReceive(msg, qs, tx)
 
@@ -522,7 +522,7 @@ class ReadsMixin:
         select = self._head_select(qs, max_count, advance=True, max_bytes=max_bytes)
         msgs = [m for _, m in self._take(qs, select, timeout=timeout, lock=True, cancel=cancel, head=True)]
         if tx is not None and not tx._add_receives(qs, msgs):
-            self._release([_Receive(qs, m) for m in msgs])
+            self._release([Receive(qs, m) for m in msgs])
             tx._check_active()
         return [PendingReceive(m, qs, tx) for m in msgs]
 
@@ -538,7 +538,7 @@ class ReadsMixin:
         if pending.ended:
             raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "receive already ended")
         pending.ended = True
-        receive = _Receive(pending.queue, pending.message)
+        receive = Receive(pending.queue, pending.message)
         if pending.transaction is not None:
             if not delete and pending.transaction._drop_receive(pending.lookup_id) is not None:
                 self._release([receive])

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.ops import Send
 from openmsmq.store.records import COL, Message
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 
 if TYPE_CHECKING:
-    from openmsmq.qm.handles import _QueueState
+    from openmsmq.qm.handles import QueueState
     from openmsmq.qm.manager import QueueManager
 
 __all__ = ["PendingReceive", "Transaction", "TransactionState"]
@@ -53,10 +53,10 @@ class TransactionState(Enum):
 
 
 @dataclass(eq=False)
-class _Receive:
+class Receive:
     """TransactionalOperation{Dequeue} (MS-MQDMPR 3.1.1.14): a locked message."""
 
-    queue: _QueueState
+    queue: QueueState
     message: Message
     reason: int = ACK_RECEIVE
 
@@ -70,7 +70,7 @@ class PendingReceive:
     """
 
     message: Message
-    queue: _QueueState
+    queue: QueueState
     transaction: Transaction | None
     ended: bool = field(default=False)
 
@@ -92,13 +92,13 @@ class Transaction:
         self._lock = threading.Lock()
         self.state = TransactionState.ACTIVE
         #: One entry per send call: its queue and its Sends (no tuple per message).
-        self._sends: list[tuple[_QueueState, list[Send]]] = []
+        self._sends: list[tuple[QueueState, list[Send]]] = []
         #: One entry per receive call: its queue and the messages it locked (no object
         #: per message) — until a call needs single receives (:meth:`_indexed`).
-        self._batches: list[tuple[_QueueState, list[Message]]] = []
+        self._batches: list[tuple[QueueState, list[Message]]] = []
         #: The receives by LookupIdentifier once :meth:`_indexed` built it (then used
         #: instead of ``_batches``), else None.
-        self._receives: dict[int, _Receive] | None = None
+        self._receives: dict[int, Receive] | None = None
 
     # ---- called by the QueueManager ----------------------------------------------------
 
@@ -106,12 +106,12 @@ class Transaction:
         if self.state is not TransactionState.ACTIVE:
             raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"transaction is {self.state.value}")
 
-    def _add_sends(self, queue: _QueueState, sends: list[Send]) -> None:
+    def _add_sends(self, queue: QueueState, sends: list[Send]) -> None:
         with self._lock:
             self._check_active()
             self._sends.append((queue, sends))
 
-    def _add_receives(self, queue: _QueueState, messages: list[Message]) -> bool:
+    def _add_receives(self, queue: QueueState, messages: list[Message]) -> bool:
         """Record locked messages; False if the transaction ended meanwhile (caller unlocks)."""
         with self._lock:
             if self.state is not TransactionState.ACTIVE:
@@ -122,30 +122,30 @@ class Transaction:
                 self._batches.append((queue, list(messages)))
             else:
                 for m in messages:
-                    index[m.lookup_id] = _Receive(queue, m)
+                    index[m.lookup_id] = Receive(queue, m)
             return True
 
-    def _indexed(self) -> dict[int, _Receive]:
+    def _indexed(self) -> dict[int, Receive]:
         """The receives by LookupIdentifier (call under ``_lock``). Built from the batches,
         in receive order, by the first call that needs one receive (a DequeueReason, an
         RR_NACK); later receives go straight into it."""
         index = self._receives
         if index is None:
-            index = self._receives = {m.lookup_id: _Receive(q, m) for q, ms in self._batches for m in ms}
+            index = self._receives = {m.lookup_id: Receive(q, m) for q, ms in self._batches for m in ms}
             self._batches = []
         return index
 
-    def _drop_receive(self, lookup_id: int) -> _Receive | None:
+    def _drop_receive(self, lookup_id: int) -> Receive | None:
         with self._lock:
             return self._indexed().pop(lookup_id, None)
 
-    def _held(self) -> tuple[list[tuple[_QueueState, list[Message]]], dict[int, int] | None]:
+    def _held(self) -> tuple[list[tuple[QueueState, list[Message]]], dict[int, int] | None]:
         """(call under ``_lock``) The receives as (queue, messages) runs in receive order,
         and the DequeueReasons that are not AckReceive (None when there is none)."""
         index = self._receives
         if index is None:
             return list(self._batches), None
-        runs: list[tuple[_QueueState, list[Message]]] = []
+        runs: list[tuple[QueueState, list[Message]]] = []
         reasons: dict[int, int] = {}
         for r in index.values():
             if runs and runs[-1][0] is r.queue:
@@ -198,7 +198,7 @@ class Transaction:
             self.state = TransactionState.COMMITTING
             sends = list(self._sends)
             if self._receives is None:  # _held(), inline: receives kept as batches
-                received: list[tuple[_QueueState, list[Message]]] = list(self._batches)
+                received: list[tuple[QueueState, list[Message]]] = list(self._batches)
                 reasons = None
             else:
                 received, reasons = self._held()
@@ -217,7 +217,7 @@ class Transaction:
             stored = self._qm._commit(sends, received, reasons)
         except BaseException:
             self.state = TransactionState.ABORTED
-            self._qm._release([_Receive(q, m) for q, ms in received for m in ms])
+            self._qm._release([Receive(q, m) for q, ms in received for m in ms])
             raise
         self.state = TransactionState.COMMITTED
         return stored
@@ -228,7 +228,7 @@ class Transaction:
             self._check_active()
             self.state = TransactionState.ABORTED
             received, _ = self._held()
-        self._qm._release([_Receive(q, m) for q, ms in received for m in ms])
+        self._qm._release([Receive(q, m) for q, ms in received for m in ms])
 
     def __enter__(self) -> Transaction:
         return self

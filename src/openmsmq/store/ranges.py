@@ -13,7 +13,7 @@ by the single writer thread inside the SQLite transaction that inserts the messa
 batches commit one after the other. A reader's snapshot therefore holds every message
 of every committed batch and nothing of a later one, and a later batch only gets
 higher identifiers. Messages moved into a queue (journal, dead-letter) get a new
-identifier at the move (:func:`openmsmq.store.ops._apply_removes`). So once a snapshot
+identifier at the move (:func:`openmsmq.store.ops.apply_removes`). So once a snapshot
 shows ``last`` for a queue, no message with a LookupIdentifier <= ``last`` can appear
 in that queue later.
 """
@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from openmsmq.store.ops import Remove, Send, _apply_removes, _insert_messages
+from openmsmq.store.ops import Remove, Send, apply_removes, insert_messages
 from openmsmq.store.reads import take_up_to_bytes
 from openmsmq.store.records import (
     COL,
@@ -355,7 +355,7 @@ def remove_spans(
                     return None
                 nbytes += int(size)
             work.append((qid, bands, nbytes))
-        _apply_removes(ctx, removes)
+        apply_removes(ctx, removes)
         removed = len(removes)
         for qid, bands, nbytes in work:
             count = sum(
@@ -416,7 +416,7 @@ def send_idempotent(
         if mark_transaction and keep:
             keep[0] = _with_tx_flag(keep[0], 1)
             keep[-1] = _with_tx_flag(keep[-1], 2)
-        ids = iter(_insert_messages(ctx, keep, None))
+        ids = iter(insert_messages(ctx, keep, None))
         _prune(conn, now - retention, 2 * len(sends) + 64)
         return [next(ids) if fresh else None for fresh in slots]
 
