@@ -56,7 +56,7 @@ def drain(qm: QueueManager) -> list[bytes]:
 
 
 def state(qm: QueueManager) -> Any:
-    return qm._resolve(TX)
+    return qm.queues.resolve(TX)
 
 
 @pytest.fixture

@@ -125,18 +125,24 @@ class QueueHandle:
     """An opened queue (OpenQueueDescriptor, MS-MQDMPR 3.1.1.16). Operations through a
     handle whose queue was deleted fail with MQ_ERROR_QUEUE_DELETED."""
 
-    _state: QueueState
+    #: The in-memory state of the queue (shared by every handle of it).
+    state: QueueState
     format_name: str
 
     @property
     def record(self) -> QueueRecord:
         """The queue's current properties."""
-        return self._state.record
+        return self.state.record
 
     @property
     def deleted(self) -> bool:
         """The queue was deleted since the handle was opened."""
-        return self._state.deleted
+        return self.state.deleted
+
+    @property
+    def _state(self) -> QueueState:
+        """Former name of :attr:`state`, for the transfer modules that still read it."""
+        return self.state
 
 
 class CancelToken:

@@ -10,6 +10,7 @@ message it had locked is simply back and none of its sends exist (recovery).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
@@ -22,7 +23,18 @@ from openmsmq.wire.fast import fast_constructor
 
 if TYPE_CHECKING:
     from openmsmq.qm.handles import QueueState
-    from openmsmq.qm.manager import QueueManager
+
+#: The commit of a transaction's work: (queue, Sends) per send call, (queue, locked
+#: messages) per receive call, the DequeueReasons other than AckReceive -> the stored
+#: LookupIdentifiers of the sends.
+CommitWork = Callable[
+    [
+        list[tuple["QueueState", list[Send]]],
+        Sequence[tuple["QueueState", Sequence[Message]]],
+        dict[int, int] | None,
+    ],
+    list[int],
+]
 
 __all__ = ["PendingReceive", "Transaction", "TransactionState"]
 
@@ -87,8 +99,11 @@ class Transaction:
     aborting an ended transaction raises MQ_ERROR_TRANSACTION_SEQUENCE.
     """
 
-    def __init__(self, qm: QueueManager) -> None:
-        self._qm = qm
+    def __init__(self, commit: CommitWork, release: Callable[[Sequence[Receive]], None]) -> None:
+        #: Writes the transaction's work in one store operation (the QueueManager's commit).
+        self._commit_work = commit
+        #: Puts locked messages back (the lock table's release).
+        self._release = release
         self._lock = threading.Lock()
         self.state = TransactionState.ACTIVE
         #: One entry per send call: its queue and its Sends (no tuple per message).
@@ -100,18 +115,18 @@ class Transaction:
         #: instead of ``_batches``), else None.
         self._receives: dict[int, Receive] | None = None
 
-    # ---- called by the QueueManager ----------------------------------------------------
+    # ---- called by the QueueManager and its reader -------------------------------------
 
-    def _check_active(self) -> None:
+    def check_active(self) -> None:
         if self.state is not TransactionState.ACTIVE:
             raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"transaction is {self.state.value}")
 
-    def _add_sends(self, queue: QueueState, sends: list[Send]) -> None:
+    def add_sends(self, queue: QueueState, sends: list[Send]) -> None:
         with self._lock:
-            self._check_active()
+            self.check_active()
             self._sends.append((queue, sends))
 
-    def _add_receives(self, queue: QueueState, messages: list[Message]) -> bool:
+    def add_receives(self, queue: QueueState, messages: list[Message]) -> bool:
         """Record locked messages; False if the transaction ended meanwhile (caller unlocks)."""
         with self._lock:
             if self.state is not TransactionState.ACTIVE:
@@ -135,7 +150,7 @@ class Transaction:
             self._batches = []
         return index
 
-    def _drop_receive(self, lookup_id: int) -> Receive | None:
+    def drop_receive(self, lookup_id: int) -> Receive | None:
         with self._lock:
             return self._indexed().pop(lookup_id, None)
 
@@ -176,7 +191,7 @@ class Transaction:
         Raises MQ_ERROR_TRANSACTION_USAGE if this transaction did not receive it.
         """
         with self._lock:
-            self._check_active()
+            self.check_active()
             op = self._indexed().get(lookup_id)
             if op is None:
                 raise MQError(
@@ -194,7 +209,7 @@ class Transaction:
         aborted (locks released) and the error is raised.
         """
         with self._lock:
-            self._check_active()
+            self.check_active()
             self.state = TransactionState.COMMITTING
             sends = list(self._sends)
             if self._receives is None:  # _held(), inline: receives kept as batches
@@ -214,10 +229,10 @@ class Transaction:
                 q, chunk = sends[-1]
                 sends[-1] = (q, [*chunk[:-1], _with_flag(chunk[-1], 2)])
         try:
-            stored = self._qm._commit(sends, received, reasons)
+            stored = self._commit_work(sends, received, reasons)
         except BaseException:
             self.state = TransactionState.ABORTED
-            self._qm._release([Receive(q, m) for q, ms in received for m in ms])
+            self._release([Receive(q, m) for q, ms in received for m in ms])
             raise
         self.state = TransactionState.COMMITTED
         return stored
@@ -225,10 +240,10 @@ class Transaction:
     def abort(self) -> None:
         """Drop every send; put every received message back where it was."""
         with self._lock:
-            self._check_active()
+            self.check_active()
             self.state = TransactionState.ABORTED
             received, _ = self._held()
-        self._qm._release([Receive(q, m) for q, ms in received for m in ms])
+        self._release([Receive(q, m) for q, ms in received for m in ms])
 
     def __enter__(self) -> Transaction:
         return self
