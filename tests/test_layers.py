@@ -5,6 +5,8 @@
   spark, console, cli). A new package needs a row here; a new dependency needs a reason.
 * No module imports an underscore name from another module, imports a private module, or
   reads an underscore attribute of a module it imported (``ops._apply_removes``).
+* No two modules import each other, directly or through others, at module level (under
+  ``TYPE_CHECKING`` too): a value type both need lives in a module of its own.
 
 The checks read the files with :mod:`ast` (nothing is imported), so they also cover code
 behind ``TYPE_CHECKING`` and imports inside functions.
@@ -190,6 +192,69 @@ def private_violations(
     return found
 
 
+def module_imports(path: Path, root: Path, modules: set[str]) -> set[str]:
+    """The openmsmq modules ``path`` imports at module level (in ``if`` / ``try`` blocks
+    too, not inside functions); ``from package import module`` imports the module."""
+    package = module_name(path, root) if is_package(path) else module_name(path, root).rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                target = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join([*base, target] if target else base)
+                subs = {f"{target}.{a.name}" for a in node.names} & modules
+                found.update(subs)
+                if len(subs) < len(node.names) and target in modules:
+                    found.add(target)
+
+    visit(ast.parse(path.read_text(), filename=str(path)).body)
+    return found
+
+
+def import_cycles(root: Path = SRC) -> list[list[str]]:
+    """The sets of modules that import each other (strongly connected, more than one)."""
+    files = {module_name(p, root): p for p in source_files(root)}
+    graph = {m: module_imports(p, root, set(files)) - {m} for m, p in files.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's strongly connected components
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in order:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in order:
+            connect(v)
+    return cycles
+
+
 def test_every_package_has_a_row_and_imports_only_lower_layers() -> None:
     packages = {layer(module_name(p, SRC)) for p in source_files()}
     assert packages - set(MAY_IMPORT) == set(), "add the new package to MAY_IMPORT"
@@ -198,6 +263,10 @@ def test_every_package_has_a_row_and_imports_only_lower_layers() -> None:
 
 def test_no_private_name_crosses_a_module_boundary() -> None:
     assert private_violations() == []
+
+
+def test_no_import_cycles() -> None:
+    assert import_cycles() == []
 
 
 @pytest.mark.parametrize("package", sorted(PENDING_FORBIDDEN))
@@ -226,6 +295,18 @@ def tree(tmp_path: Path) -> Path:
 def test_the_checks_pass_on_the_copy(tree: Path) -> None:
     assert layer_violations(tree) == []
     assert private_violations(tree) == []
+    assert import_cycles(tree) == []
+
+
+def test_a_planted_cycle_fails(tree: Path) -> None:
+    sends = tree / "store/sends.py"
+    write(tree, "store/sends.py", sends.read_text() + "\nfrom openmsmq.store import ops\n")
+    arrow = tree / "spark/arrow.py"
+    write(tree, "spark/arrow.py", arrow.read_text() + "\nif TYPE_CHECKING:\n    from . import source\n")
+    cycles = import_cycles(tree)
+    assert len(cycles) == 2
+    assert any({"openmsmq.store.ops", "openmsmq.store.sends"} <= set(c) for c in cycles)
+    assert any({"openmsmq.spark.arrow", "openmsmq.spark.source"} <= set(c) for c in cycles)
 
 
 def test_a_planted_upward_import_fails(tree: Path) -> None:

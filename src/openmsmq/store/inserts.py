@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.store.records import COL, MESSAGE_COLUMNS
 
 if TYPE_CHECKING:
-    from openmsmq.store.ops import Send
+    from openmsmq.store.sends import Send
 
 __all__ = ["insert_numbered", "insert_plain", "insert_rows"]
 

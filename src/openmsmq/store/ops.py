@@ -27,10 +27,9 @@ from openmsmq.store.records import (
     Message,
     QueueType,
     from_i64,
-    message_from_row,
-    message_to_row,
     to_i64,
 )
+from openmsmq.store.sends import Send
 from openmsmq.store.writes import WriteContext
 
 __all__ = [
@@ -67,32 +66,6 @@ _ARRIVED = COL["arrived_time"]
 def order_key(priority: int, lookup_id: int) -> int:
     """Queue position: priority (higher first), then LookupIdentifier (MS-MQDMPR 3.1.1.2)."""
     return ((7 - priority) << 56) | lookup_id
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """A message to insert in ``queue_id``, already as a row (:func:`message_to_row`).
-
-    The op fills the LookupIdentifier (and ArrivedTime / sequence numbers) into the row
-    at commit; build one with :meth:`of`.
-    """
-
-    queue_id: int
-    row: list[Any]
-    size: int
-    #: Absolute expiry (s since 1970) or None; ``expire_class`` is the Nack class then.
-    expire_at: int | None = None
-    expire_class: int = 0
-
-    @classmethod
-    def of(cls, queue_id: int, message: Message, expire_at: int | None = None, expire_class: int = 0) -> Send:
-        """A Send of ``message``."""
-        return cls(queue_id, message_to_row(message), message.size, expire_at, expire_class)
-
-    @property
-    def message(self) -> Message:
-        """The message as it is (or will be) stored."""
-        return message_from_row(self.row)
 
 
 @dataclass(frozen=True, slots=True)
