@@ -665,6 +665,12 @@ class QueueManager(SequencesMixin):
         """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range_rows`."""
         return self.ranges.peek_range_rows(queue, after_lookup_id, limit, through, max_bytes)
 
+    def peek_range_limited(
+        self, queue: QueueRef, after_lookup_id: int, limit: int, through: int | None, max_bytes: int
+    ) -> list[Message]:
+        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range_limited`."""
+        return self.ranges.peek_range_limited(queue, after_lookup_id, limit, through, max_bytes)
+
     def high_lookup_id(self) -> int:
         """See :meth:`~openmsmq.qm.ranges.RangeReader.high_lookup_id`."""
         return self.ranges.high_lookup_id()

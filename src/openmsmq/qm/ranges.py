@@ -35,7 +35,7 @@ from openmsmq.store import ops, ranges, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
-from openmsmq.store.records import Message, QueueType
+from openmsmq.store.records import Message, QueueType, message_from_row
 from openmsmq.wire.fast import fast_constructor
 
 __all__ = ["LookupRange", "Prepare", "QueueStats", "RangeReader"]
@@ -163,6 +163,16 @@ class RangeReader:
         return self._store.read(
             lambda c: ranges.fetch_rows_through(c, qid, one, after_lookup_id, through, limit, max_bytes)
         )
+
+    def peek_range_limited(
+        self, queue: QueueRef, after_lookup_id: int, limit: int, through: int | None, max_bytes: int
+    ) -> list[Message]:
+        """:meth:`peek_range` with no message after the one whose size brings the total
+        read past ``max_bytes`` (the remote-read reply's bound)."""
+        return [
+            message_from_row(r)
+            for r in self.peek_range_rows(queue, after_lookup_id, limit, through, max_bytes)
+        ]
 
     def high_lookup_id(self) -> int:
         """The highest LookupIdentifier of any stored message (0 when none): it grows with
