@@ -16,11 +16,11 @@ from openmsmq.store.records import Message, QueueRecord
 __all__ = ["CancelToken", "Cursor", "CursorAction", "LookupAction", "QueueHandle", "QueueState"]
 
 #: Messages a head receive of one message reads beyond it from a transactional private
-#: queue, kept for the next receives (:attr:`QueueState.prefetch`): with 8 threads receiving
-#: 1 message per transaction, each read of the head (under the queue's condition, on a
-#: read connection whose cache the commits between reads invalidate) took 36 us of CPU.
-#: 31 rather than 7: one receive in 32 reads the head (the others wait for the condition
-#: meanwhile) instead of one in 8; 56-66 us of CPU per receive instead of 69-83.
+#: queue, kept for the next receives (:attr:`QueueState.prefetch`): with many threads
+#: receiving one message per transaction, each read of the head (under the queue's
+#: condition, on a read connection whose cache the commits between reads invalidate) is
+#: costly, and the others wait for the condition meanwhile; with 31 only one receive in
+#: 32 reads the head (docs/benchmarks.md has the figures).
 PREFETCH = 31
 #: Bytes of bodies kept read ahead per queue at most.
 PREFETCH_BYTES = 64 * 1024

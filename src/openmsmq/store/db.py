@@ -56,10 +56,10 @@ _WAIT_BACKOFF = 16
 #: Seconds a write waits for the write lock that another connection to the file holds
 #: (another process on the same data directory) before it fails (SQLITE_BUSY).
 LOCK_WAIT = 30.0
-#: SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms between
-#: tries. A process releasing a large OrderAck'ed range commits chunk after chunk with
-#: well under a millisecond between them, so a writer on that schedule waited for all
-#: of them (a sending application's longest transaction: 335 ms). After opening, the
+#: SQLite's own busy handler sleeps ever longer between tries (up to 100 ms). A process
+#: releasing a large OrderAck'ed range commits chunk after chunk with well under a
+#: millisecond between them, so a writer on that schedule waited for all of them. After
+#: opening, the
 #: writer connection's busy timeout is _BUSY_SLICE_MS and BEGIN IMMEDIATE is tried again
 #: every _LOCK_POLL seconds until LOCK_WAIT.
 _BUSY_SLICE_MS = 2
@@ -213,9 +213,9 @@ class Store:
         # Debian's SQLite is built with SECURE_DELETE (secure_delete=1 by default): every
         # page a DELETE frees is overwritten with zeros and written to the WAL. FAST
         # (SQLite's own default build is 0) still zeroes deleted cells on the pages a
-        # DELETE writes anyway, but leaves freed pages as they are until reused: A's
-        # release of 100,000 retained 256-byte messages wrote 55 MB of WAL with 1, 29 MB
-        # with FAST, and its COMMIT took 95 ms of CPU instead of 56 (docs/store.md).
+        # DELETE writes anyway, but leaves freed pages as they are until reused: a large
+        # release writes about half the WAL and its COMMIT takes much less CPU
+        # (docs/store.md).
         conn.execute("PRAGMA secure_delete=FAST")
         return conn
 
@@ -733,9 +733,8 @@ class Store:
         In WAL mode a connection discards its whole page cache at the start of a read
         when another connection has committed since its last one; the writer's cache
         holds the pages its own commits wrote. A head read after each commit otherwise
-        re-reads every page it touches: receiving 30,000 messages 100 per transaction
-        (strace, 2026-11-25) made 29 ``pread64`` per commit with the read connection, 12
-        with this (docs/store.md "Round 5"). Anything else (concurrent committers, a
+        re-reads every page it touches (``pread64`` calls per commit, as strace shows,
+        fall by more than half with this; docs/store.md). Anything else (concurrent committers, a
         running batch) reads on this thread's read connection, as :meth:`read`.
         """
         if (

@@ -108,7 +108,7 @@ def release_outgoing(
     released set-based in one pass over it: one ``DELETE`` of the rows that asked for
     nothing (``NOT ack_wanted``: the common case), then a look at what is left of the
     range (only rows with ``ack_wanted``) to move the FinalAck ones and delete the rest.
-    No RETURNING (SQLite collects every returned row: ~30 % of the statement's CPU), no
+    No RETURNING (SQLite collects every returned row, a large share of the statement), no
     separate scan for ``ack_wanted`` rows before it. Same state as the listed path
     (``tests/qm/test_release_outgoing.py``)."""
 
@@ -117,8 +117,8 @@ def release_outgoing(
         state = outgoing_sequence(conn, queue_id)
         sid = to_i64(state.tx_sequence_id)
         # Only the released prefix of the queue is read, not the backlog behind it: with
-        # a backlog of N, each release walked all N rows (10 M committed messages drained
-        # in quadratic time, the writer blocked ~0.7 us per row left behind each time).
+        # a backlog of N, each release walked all N rows (a long backlog drained in
+        # quadratic time, the writer blocked for every row left behind each time).
         where = (
             "queue_id = ? AND order_key BETWEEN ? AND ? AND tx_sequence_id = ?"
             " AND tx_sequence_number BETWEEN 1 AND ?"

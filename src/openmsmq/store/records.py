@@ -152,7 +152,7 @@ class Message:
 
 
 #: Message(...) stores its fields as plain slot stores (openmsmq.wire.fast.fast_init): the
-#: generated frozen __init__ (one object.__setattr__ per field) cost ~3 µs per message sent.
+#: generated frozen __init__ (one object.__setattr__ per field) is costly per message sent.
 Message.__init__ = fast_init(Message)  # type: ignore[method-assign]
 
 
@@ -383,7 +383,7 @@ def _row(
             HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"message property out of range: {exc}"
         ) from exc
     # props is a bytearray: sqlite3 binds a bytearray directly but sends bytes through its
-    # adapter lookup (about 0.3 us per value; Python 3.11).
+    # adapter lookup.
     if g & RARE:
         props = _join_bytearray((head, guids, label, admin, response, dest, extension, sender_id))
     else:
@@ -395,8 +395,7 @@ def _row(
         body = bytearray(body)
     seq_id = m.tx_sequence_id
     # Flags are bound as plain ints, never bool: sqlite3 binds only exact ints directly
-    # and sends a bool through its adapter lookup, measured at ~0.25 us per bool per row
-    # (SQLite 3.40, Python 3.11): 3.20 -> 2.69 us per 100-row executemany row.
+    # and sends a bool through its adapter lookup, a cost per bool per row.
     return [
         m.lookup_id,
         priority,
@@ -418,10 +417,9 @@ _pack_props = _PROPS.pack
 _pack_rare = RARE_LENGTHS.pack
 _unpack_rare = RARE_LENGTHS.unpack_from
 #: A body up to this size goes into its row as a ``bytearray``: sqlite3 binds a
-#: ``bytearray`` directly but sends ``bytes`` through its adapter lookup (``SELECT ?``
-#: x100: 406-412 ns per 256-byte ``bytes`` value, 138-152 per ``bytearray``), while
-#: ``bytearray(body)`` took 81 ns at 256 bytes and 136 at 8 KiB (Python 3.11, SQLite
-#: 3.40, 2026-11-25). Larger bodies stay ``bytes``: the copy would cost more.
+#: ``bytearray`` directly but sends ``bytes`` through its adapter lookup, and up to this
+#: size ``bytearray(body)`` costs less than that lookup. Larger bodies stay ``bytes``:
+#: the copy would cost more.
 BODY_COPY_MAX = 8192
 #: Joins into a new bytearray (the empty separator is never changed).
 _join_bytearray = bytearray().join
@@ -594,9 +592,8 @@ _MessageBuilder = slot_builder(Message)
 #: ``((7 - priority) << 56) | lookup_id``, set at insert and kept by every move), without
 #: ``ack_wanted`` and ``size`` (the decoder does not use them), and with
 #: ``message_class``, ``transactional`` and ``tx_flags`` as one value, ``class_flags``
-#: (:data:`KEYED_SELECT`). Every value a row carries costs sqlite3 a value object:
-#: measured on 100-row head reads (warm cache, 2026-11-25) 1.99-2.05 us per row with the
-#: 14 columns, 1.54-1.59 with 10; 1.15-1.19 -> 1.03-1.06 with these 8.
+#: (:data:`KEYED_SELECT`). Every value a row carries costs sqlite3 a value object, so a
+#: head read selects as few columns as it can.
 _NOT_KEYED = ("lookup_id", "priority", "ack_wanted", "size", "message_class", "transactional", "tx_flags")
 KEYED_COLUMNS: tuple[str, ...] = (
     "order_key",
@@ -647,9 +644,8 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
     The receive path's decoder (a head read returns up to ``limit`` rows): the loop
     stores each field of the Message straight into a builder instance (the
     :func:`openmsmq.wire.fast.slot_builder` of Message) instead of calling the fast
-    constructor with 34 arguments, and reads the three GUIDs as one cached block.
-    Measured on 100 received rows (timeit, 2026-11-25): 1.66-1.73 us per row for
-    ``(r[0], message_from_row(r[1:]))``, 0.91-0.92 us here. Results are equal to
+    constructor with 34 arguments, and reads the three GUIDs as one cached block: much
+    cheaper than ``(r[0], message_from_row(r[1:]))``. Results are equal to
     message_from_row's (tests/store/test_keyed_messages.py).
     """
     builder = _MessageBuilder
