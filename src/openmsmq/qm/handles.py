@@ -173,11 +173,13 @@ class CancelToken:
             with cond:
                 cond.notify_all()
 
-    def _enter(self, cond: threading.Condition) -> None:
+    def enter(self, cond: threading.Condition) -> None:
+        """A read starts waiting on ``cond``: :meth:`cancel` wakes it."""
         with self._lock:
             self._conds[cond] = self._conds.get(cond, 0) + 1
 
-    def _leave(self, cond: threading.Condition) -> None:
+    def leave(self, cond: threading.Condition) -> None:
+        """The read that :meth:`enter` registered is done waiting on ``cond``."""
         with self._lock:
             n = self._conds.get(cond, 0) - 1
             if n > 0:

@@ -103,7 +103,7 @@ class Reader:
         deadline = None if timeout is None else time.monotonic() + timeout
         cond = qs.cond
         if cancel is not None:
-            cancel._enter(cond)
+            cancel.enter(cond)
         try:
             with cond:
                 # Counted before the first select: a commit that this select does not see
@@ -137,7 +137,7 @@ class Reader:
                     qs.readers -= 1
         finally:
             if cancel is not None:
-                cancel._leave(cond)
+                cancel.leave(cond)
 
     def _finish(
         self, qs: QueueState, found: list[tuple[int, Message]], tx: Transaction | None
