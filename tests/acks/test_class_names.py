@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from openmsmq.cli.dlq_cmds import iter_dead_letters
 from openmsmq.cli.main import cli
 from openmsmq.client import connect
+from openmsmq.client.dead_letters import iter_dead_letters
 from openmsmq.client.inproc import InProcessTransport
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm import QueueManager, names

@@ -116,10 +116,6 @@ class QueueState:
                 self.purge_pending.difference_update(ids)
 
 
-#: Former name of :class:`QueueState`, for modules of the transfer that still import it.
-_QueueState = QueueState
-
-
 @dataclass(frozen=True, eq=False)
 class QueueHandle:
     """An opened queue (OpenQueueDescriptor, MS-MQDMPR 3.1.1.16). Operations through a
@@ -138,11 +134,6 @@ class QueueHandle:
     def deleted(self) -> bool:
         """The queue was deleted since the handle was opened."""
         return self.state.deleted
-
-    @property
-    def _state(self) -> QueueState:
-        """Former name of :attr:`state`, for the transfer modules that still read it."""
-        return self.state
 
 
 class CancelToken:

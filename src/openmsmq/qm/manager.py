@@ -4,7 +4,8 @@ Reads (receive, peek, cursors, lookups, two-phase receive) live in
 :mod:`openmsmq.qm.reads`; LookupIdentifier ranges, idempotent send and queue statistics
 (the Spark and metrics seams) in :mod:`openmsmq.qm.ranges`; the MS-MQQB sequence seams
 (OrderAck release, FinalAck settlement, incoming acceptance) in
-:mod:`openmsmq.qm.sequences`. :class:`QueueManager` inherits all three.
+:mod:`openmsmq.qm.sequences`, which the transfer owns. :class:`QueueManager` is a façade
+over these collaborators.
 
 Threading model (details in docs/store.md): every public method is thread-safe and
 blocking. Each queue has one :class:`threading.Condition` that guards its in-memory
@@ -38,16 +39,18 @@ from openmsmq.qm.reads import Reader
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import CommitHook, Listener, RemovalEvents
 from openmsmq.qm.sending import Sender
-from openmsmq.qm.sequences import SequencesMixin
+from openmsmq.qm.sequences import SequenceStore
 from openmsmq.qm.transaction import ACK_RECEIVE, PendingReceive, Transaction
 from openmsmq.runtime import STORE_FILE
-from openmsmq.store import queues, reads
+from openmsmq.store import ops, queues, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import RemovedMessage, Send
 from openmsmq.store.records import (
     INFINITE,
     MAX_MESSAGE_BYTES,
+    IncomingSequenceState,
     Message,
+    OutgoingSequenceState,
     QueueRecord,
     QueueType,
     message_uniquifier,
@@ -62,7 +65,7 @@ NACK_Q_DELETED = 0xC000
 _PURGE_PASS = 20_000
 
 
-class QueueManager(SequencesMixin):
+class QueueManager:
     """A queue manager over a data directory (``openmsmq.db`` inside it).
 
     ``threaded=False`` runs the store without its writer thread (deterministic
@@ -115,9 +118,6 @@ class QueueManager(SequencesMixin):
         #: The queues in memory (:class:`~openmsmq.qm.registry.QueueRegistry`).
         self.queues = QueueRegistry(self.guid, self.computer_name)
         self._lock = self.queues.lock
-        # The registry's dictionaries, under the names the sequence seams read.
-        self._queues = self.queues.by_name
-        self._by_id = self.queues.by_id
         #: Removal listeners and commit hooks (:class:`~openmsmq.qm.removals.RemovalEvents`).
         self.removals = RemovalEvents(self.queues)
         #: Locks of received messages (:class:`~openmsmq.qm.locks.LockTable`).
@@ -204,7 +204,7 @@ class QueueManager(SequencesMixin):
             if self.queues.closed:
                 return
             self.queues.closed = True
-            states = list(self._by_id.values())
+            states = list(self.queues.by_id.values())
         self._stop.set()
         if self._expirer is not None:
             self._expirer.join()
@@ -244,7 +244,7 @@ class QueueManager(SequencesMixin):
             (names.AWAITING_FINAL_ACK, True, None),
         ]
         for key, transactional, number in wanted:
-            if key not in self._queues:
+            if key not in self.queues.by_name:
                 rec = self.store.write(
                     queues.create_queue(
                         name=key,
@@ -291,7 +291,7 @@ class QueueManager(SequencesMixin):
         if self._is_remote(queue):
             rec = self.store.write(queues.ensure_outgoing_queue(queue.strip(), self._now()))
             with self._lock:
-                qs = self._by_id.get(rec.queue_id) or self.queues.add(rec)
+                qs = self.queues.by_id.get(rec.queue_id) or self.queues.add(rec)
             return QueueHandle(qs, queue)
         return QueueHandle(self._resolve(queue), queue)
 
@@ -389,8 +389,8 @@ class QueueManager(SequencesMixin):
         with self._lock:
             events = self.store.write(queues.delete_queue(qs.record.queue_id, NACK_Q_DELETED, acks))
             doomed = [qs]
-            if qs.record.journal_queue_id in self._by_id:
-                doomed.append(self._by_id[qs.record.journal_queue_id or 0])
+            if qs.record.journal_queue_id in self.queues.by_id:
+                doomed.append(self.queues.by_id[qs.record.journal_queue_id or 0])
             self.queues.drop(doomed)
             for s in doomed:
                 with s.cond:
@@ -477,6 +477,36 @@ class QueueManager(SequencesMixin):
     def dead_letter(self, queue: QueueRef, lookup_ids: Sequence[int], message_class: int) -> int:
         """See :meth:`DeadLetters.dead_letter`."""
         return self.dead_letters.dead_letter(queue, lookup_ids, message_class)
+
+    # ---- MS-MQQB sequence states -----------------------------------------------------------
+    def sequence_store(self) -> SequenceStore:
+        """The store operations of the transfer's sequences over this queue manager's queues
+        (:class:`~openmsmq.qm.sequences.SequenceStore`): the transfer, and the acknowledgment
+        listener, make one each and own it."""
+        return SequenceStore(self.store, self.metrics, self.queues, self.sender, self.now)
+
+    def outgoing_sequence(self, queue: QueueRef) -> OutgoingSequenceState:
+        """Persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
+        qid = self._resolve(queue).record.queue_id
+        return self.store.read(lambda c: reads.outgoing_sequence(c, qid))
+
+    def update_incoming_sequences(
+        self,
+        deletes: Sequence[IncomingSequenceState],
+        writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]] = (),
+    ) -> int:
+        """Delete persisted incoming sequences and rewrite others (``(expected, new)``: an
+        operator's reset), in one store transaction; each only while it still holds the
+        state given (TxSequenceID and number; 0 / 0 for "no row"), so a sequence that
+        accepted a message since keeps its newer state. Returns how many rows changed."""
+        self._check_open()
+        changed: int = self.store.write(ops.update_incoming(deletes, writes))
+        return changed
+
+    def incoming_sequences(self) -> list[IncomingSequenceState]:
+        """Every persisted incoming sequence (restore the receiver state at start)."""
+        self._check_open()
+        return self.store.read(reads.incoming_sequences)
 
     def settle_outgoing(self, queue: QueueRef, settles: Sequence[tuple[int, int, int]]) -> int:
         """See :meth:`DeadLetters.settle_outgoing`."""
@@ -710,9 +740,6 @@ class QueueManager(SequencesMixin):
     ) -> list[Send]:
         """See :meth:`~openmsmq.qm.sending.Sender.prepare`."""
         return self.sender.prepare(qs, messages, transactional, name, check_names=check_names)
-
-    #: Former name of :meth:`prepare_sends`, for the acknowledgment writer of the transfer.
-    _prepare = prepare_sends
 
     def _send_record(self, qs: QueueState, row: list[Any], m: Message, sent: int) -> Send:
         return self.sender.send_record(qs, row, m, sent)

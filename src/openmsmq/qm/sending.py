@@ -17,12 +17,12 @@ from openmsmq.qm.locks import LockTable, removes_for
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import RemovalEvents
 from openmsmq.qm.transaction import ACK_RECEIVE, Receive, Transaction
-from openmsmq.wire.remote_names import check_remote_names
 from openmsmq.store import ops, queues
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import COL, INFINITE, MAX_MESSAGE_BYTES, Message, QueueType, stamped_rows
 from openmsmq.wire.fast import fast_constructor
+from openmsmq.wire.remote_names import check_remote_names
 
 __all__ = ["NACK_REACH_QUEUE_TIMEOUT", "NACK_RECEIVE_TIMEOUT", "Sender"]
 

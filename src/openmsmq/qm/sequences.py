@@ -3,23 +3,24 @@
 :class:`SequenceStore` holds the store operations only the transfer performs: release on
 OrderAck (MS-MQQB 3.1.5.6), FinalAck settlement (3.1.5.7), incoming acceptance stored with
 the incoming sequence state in one durable transaction (seed 002). The transfer gets one
-from :meth:`QueueManager.sequence_store` and owns it. :class:`SequencesMixin` keeps on the
-queue manager what status, the CLI and clients read or reset: the persisted outgoing and
-incoming sequence states.
+from :meth:`QueueManager.sequence_store` and owns it; what status, the CLI and clients read
+or reset (the persisted outgoing and incoming sequence states) stays on the queue manager.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openmsmq.errors import MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm import names
-from openmsmq.qm.handles import QueueHandle, _QueueState
-from openmsmq.store import ops, outgoing, reads
+from openmsmq.qm.handles import QueueState
+from openmsmq.qm.registry import QueueRef, QueueRegistry
+from openmsmq.qm.sending import Sender
+from openmsmq.store import ops, outgoing
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Send
 from openmsmq.store.records import (
@@ -32,11 +33,9 @@ from openmsmq.store.records import (
     message_to_row,
 )
 from openmsmq.store.writes import WriteContext
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 
-__all__ = ["SequenceStore", "SequencesMixin"]
-
-QueueRef = str | QueueHandle
+__all__ = ["SequenceStore"]
 
 _C_SIZE = COL["size"]
 _OUTGOING = QueueType.OUTGOING
@@ -44,92 +43,33 @@ _OUTGOING = QueueType.OUTGOING
 _make_send = fast_constructor(Send)
 
 
-class SequencesMixin:
-    """Persisted outgoing and incoming sequence states, and the :class:`SequenceStore`."""
-
-    if TYPE_CHECKING:
-        store: Store
-        metrics: MetricsSink
-        _queues: dict[str, _QueueState]
-        _by_id: dict[int, _QueueState]
-
-        def _resolve(self, queue: QueueRef) -> _QueueState: ...
-        def _check_open(self) -> None: ...
-        def _now(self) -> int: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
-        def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send: ...
-
-    def sequence_store(self) -> SequenceStore:
-        """The store operations of the transfer's sequences over this queue manager's
-        queues (:class:`SequenceStore`): the transfer, and the acknowledgment listener, make
-        one each and own it."""
-        return SequenceStore(
-            self.store,
-            self.metrics,
-            queues=self._queues,
-            by_id=self._by_id,
-            resolve=self._resolve,
-            check_open=self._check_open,
-            now=self._now,
-            notify=self._notify,
-            send_record=self._send_record,
-        )
-
-    def outgoing_sequence(self, queue: QueueRef) -> OutgoingSequenceState:
-        """Persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
-        qs = self._resolve(queue)
-        return self.store.read(lambda c: reads.outgoing_sequence(c, qs.record.queue_id))
-
-    def update_incoming_sequences(
-        self,
-        deletes: Sequence[IncomingSequenceState],
-        writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]] = (),
-    ) -> int:
-        """Delete persisted incoming sequences and rewrite others (``(expected, new)``: an
-        operator's reset), in one store transaction; each only while it still holds the
-        state given (TxSequenceID and number; 0 / 0 for "no row"), so a sequence that
-        accepted a message since keeps its newer state. Returns how many rows changed."""
-        self._check_open()
-        changed: int = self.store.write(ops.update_incoming(deletes, writes))
-        return changed
-
-    def incoming_sequences(self) -> list[IncomingSequenceState]:
-        """Every persisted incoming sequence (restore the receiver state at start)."""
-        self._check_open()
-        return self.store.read(reads.incoming_sequences)
-
-
 class SequenceStore:
     """Outgoing release on OrderAck, FinalAck settlement, incoming acceptance: the store
     operations of MS-MQQB transactional sequences, over one queue manager's queues.
 
-    Made by :meth:`SequencesMixin.sequence_store` with what it needs of the queue manager:
-    its store and metrics, its queue tables (name / queue id -> queue state), and the
-    functions that resolve a queue, check that it is open, give the store's clock, wake
-    waiting readers and build a stored send (TimeToBeReceived / TimeToReachQueue)."""
+    Made by :meth:`QueueManager.sequence_store` from the queue manager's collaborators: its
+    store and metrics, its :class:`~openmsmq.qm.registry.QueueRegistry` (queue states by
+    name and id, name resolution, waking waiting readers), its
+    :class:`~openmsmq.qm.sending.Sender` (stored sends with TimeToBeReceived /
+    TimeToReachQueue) and the store's clock."""
 
     def __init__(
         self,
         store: Store,
         metrics: MetricsSink,
-        *,
-        queues: dict[str, _QueueState],
-        by_id: dict[int, _QueueState],
-        resolve: Callable[[QueueRef], _QueueState],
-        check_open: Callable[[], None],
+        registry: QueueRegistry,
+        sender: Sender,
         now: Callable[[], int],
-        notify: Callable[[Iterable[_QueueState]], None],
-        send_record: Callable[[_QueueState, list[Any], Message, int], Send],
     ) -> None:
         self.store = store
         self.metrics = metrics
-        self._queues = queues
-        self._by_id = by_id
-        self._resolve = resolve
-        self._check_open = check_open
+        self._queues = registry.by_name
+        self._by_id = registry.by_id
+        self._resolve = registry.resolve
+        self._check_open = registry.check_open
         self._now = now
-        self._notify = notify
-        self._send_record = send_record
+        self._notify = registry.notify
+        self._send_record = sender.send_record
 
     def delete_sent(self, queue: QueueRef, lookup_ids: Sequence[int]) -> int:
         """Delete non-transactional messages of an outgoing queue that the next hop's
@@ -182,7 +122,7 @@ class SequenceStore:
         self._check_open()
         now = self._now()
         out: list[BaseException | None] = [None] * len(runs)
-        planned: list[tuple[int, _QueueState, int]] = []  # (run, queue, rows)
+        planned: list[tuple[int, QueueState, int]] = []  # (run, queue, rows)
         fns = []
         for i, (queue, rows, state) in enumerate(runs):
             try:
@@ -192,7 +132,7 @@ class SequenceStore:
                 continue
             planned.append((i, qs, len(rows)))
             fns.append(fn)
-        stored: list[_QueueState] = []
+        stored: list[QueueState] = []
         count = 0
         for (i, qs, n), res in zip(planned, self.store.write_each(fns), strict=True):
             if isinstance(res, MQError):
@@ -268,7 +208,7 @@ class SequenceStore:
         arrivals. Returns the messages' LookupIdentifiers."""
         self._check_open()
         sends: list[Send] = []
-        notify: list[_QueueState] = []
+        notify: list[QueueState] = []
         if queue is not None and messages:
             qs = self._resolve(queue)
             qid = qs.record.queue_id
@@ -315,7 +255,7 @@ class SequenceStore:
 
     def _arrival_rows_op(
         self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState, now: int
-    ) -> tuple[_QueueState, Callable[[WriteContext], list[int]]]:
+    ) -> tuple[QueueState, Callable[[WriteContext], list[int]]]:
         """The queue and the store operation of :meth:`accept_arrival_rows`."""
         qs = self._resolve(queue)
         qid = qs.record.queue_id

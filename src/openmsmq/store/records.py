@@ -733,9 +733,3 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
         m.__class__ = message
         append((order_key, m))
     return out
-
-
-#: Former names, for the transfer codec until it imports the public ones.
-_guid_bytes = GUID_BYTES
-_bytes_of = guid_bytes_of
-_BODY_COPY_MAX = BODY_COPY_MAX

@@ -201,7 +201,7 @@ class AcknowledgmentListener:
     def _from_outgoing_queue(self, queue_id: int) -> bool:
         # The QM keeps its queue states by id; a deleted queue is gone from it already,
         # so its type is unknown here (RemovedMessage does not carry it).
-        state = self.qm._by_id.get(queue_id)
+        state = self.qm.queues.get(queue_id)
         return state is not None and state.record.queue_type == QueueType.OUTGOING
 
 

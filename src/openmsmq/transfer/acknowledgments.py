@@ -295,7 +295,7 @@ def acknowledgment_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) 
     for dest, msgs in by_dest.items():
         try:
             handle = qm.open_queue(dest)
-            sends += qm._prepare(handle._state, msgs, False, dest, check_names=False)
+            sends += qm.prepare_sends(handle.state, msgs, False, dest, check_names=False)
         except MQError as exc:
             log.warning("acknowledgment discarded: Open Queue %r failed: %s", dest, exc)
             discarded += len(msgs)

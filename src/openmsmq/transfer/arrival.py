@@ -261,7 +261,7 @@ def store_arrivals(
         rec = qm.get_queue(queue)
     except MQError:
         rec = None
-    now = qm._now()
+    now = qm.now()
     used = rec.total_bytes if rec is not None else 0
     session = session_of_state(state) if state is not None else None
     accepted: list[Message] = []

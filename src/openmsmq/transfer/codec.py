@@ -33,16 +33,16 @@ from openmsmq.store.props import (
     split_guids,
 )
 from openmsmq.store.records import (
-    _BODY_COPY_MAX,
+    BODY_COPY_MAX,
+    GUID_BYTES,
     INFINITE,
     PROPS,
     Message,
-    _bytes_of,
-    _guid_bytes,
+    guid_bytes_of,
     message_to_row,
 )
-from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_PACKET_SIZE, QueueFormatType
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.message import encode_direct_transactional
@@ -453,7 +453,7 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
     paths give equal rows on generated packets."""
     dest = destination_format_name.encode()
     dest_len = len(dest)
-    gb = _guid_bytes
+    gb = GUID_BYTES
     blocks = guid_blocks
     rows: list[list[Any]] = []
     append = rows.append
@@ -475,14 +475,14 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
         bflags = p.base_flags
         tflags = tx.flags
         lineage = user.source_queue_manager
-        lineage_bytes = gb.get(lineage.int) or _bytes_of(lineage)
+        lineage_bytes = gb.get(lineage.int) or guid_bytes_of(lineage)
         qm = user.queue_manager_address
         # Message bits as message_to_row packs them: PositiveJournaling (UserHeader.Flags
         # JP, 0x200), NegativeJournaling (JN, 0x100), Trace (BaseHeader.Flags TR, 0x100),
         # FinalAck required (TransactionHeader.Flags FA, 0x2).
         bits = (uflags >> 9 & 1) | (uflags >> 7 & 2) | (bflags >> 6 & 4) | (tflags << 2 & 8)
         ack_flags = props.ack_flags
-        qm_bytes = gb.get(qm.int) or _bytes_of(qm)
+        qm_bytes = gb.get(qm.int) or guid_bytes_of(qm)
         # props' GUIDs (openmsmq.store.props): the source QM is the lineage here.
         g, guids = blocks.get((lineage_bytes, qm_bytes, lineage_bytes)) or guid_block(
             lineage_bytes, qm_bytes, lineage_bytes
@@ -503,7 +503,7 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
         seq = tx.tx_sequence_id
         seq_id = (seq.timestamp << 32) | seq.ordinal  # TxSequenceId.value, inlined
         body: bytes | bytearray = props.body
-        if len(body) <= _BODY_COPY_MAX:
+        if len(body) <= BODY_COPY_MAX:
             # Bound as a bytearray, as message_to_row binds it: sqlite3 sends bytes through
             # its adapter lookup, a bytearray straight (cheaper per inserted row).
             body = bytearray(body)

@@ -53,7 +53,7 @@ from openmsmq.transfer.state import (
     hop_host,
 )
 from openmsmq.transfer.trust import AckOrigin, PeerTrust
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.remote_names import private_name
 
