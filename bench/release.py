@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _removal import arguments, run_rounds  # bench/_removal.py: the shared timing loop
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.qm.handles import QueueHandle
 
 DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"
@@ -34,7 +34,7 @@ def fill(qm: QueueManager, count: int, body: bytes) -> tuple[QueueHandle, int, i
     TxSequenceNumber, the TxSequenceID before the release)."""
     for start in range(0, count, 100):
         with qm.begin() as tx:
-            qm.send_many(DEST, [Message(body=body) for _ in range(min(100, count - start))], tx)
+            qm.send_many(DEST, [MessageRecord(body=body) for _ in range(min(100, count - start))], tx)
     (rec,) = [q for q in qm.list_queues(include_system=True) if q.destination_format_name]
     handle = qm.open_queue(rec.display_name)  # as serve A opens it (transfer/sender.py)
     state = qm.outgoing_sequence(handle)

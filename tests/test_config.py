@@ -392,7 +392,7 @@ def test_buffer_keys_reach_the_transfer() -> None:
 def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
     # Before, serve opened its QM without the [store] keys: every one of them was ignored.
     from openmsmq.errors import MQError
-    from openmsmq.qm import Message, QueueManager
+    from openmsmq.qm import MessageRecord, QueueManager
     from openmsmq.server.options import store_options
 
     env = {
@@ -412,9 +412,9 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
         rec = qm.create_queue("private$\\q")
         assert rec.quota_kb == 1024  # the default quota
         assert qm.create_queue("private$\\big", quota_kb=5000).quota_kb == 5000
-        qm.send("private$\\q", Message(body=bytes(64 * 1024)))
+        qm.send("private$\\q", MessageRecord(body=bytes(64 * 1024)))
         with pytest.raises(MQError) as err:
-            qm.send("private$\\q", Message(body=bytes(64 * 1024 + 1)))
+            qm.send("private$\\q", MessageRecord(body=bytes(64 * 1024 + 1)))
         assert "store.max_message_size" in str(err.value)
     default = store_options(load_config(None, {}, {}).config)
     assert (default.synchronous, default.max_commit_wait) == ("FULL", 0.002)
@@ -425,20 +425,20 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
 
 def test_the_queue_manager_quota_counts_every_queue(tmp_path: Path) -> None:
     from openmsmq.errors import HResult, MQError
-    from openmsmq.qm import Message, QueueManager, StoreOptions
+    from openmsmq.qm import MessageRecord, QueueManager, StoreOptions
 
     with QueueManager(tmp_path / "qm", store_options=StoreOptions(qm_quota_bytes=10_000)) as qm:
         qm.create_queue("private$\\a")
         qm.create_queue("private$\\b", transactional=True)
-        qm.send("private$\\a", Message(body=bytes(6_000)))
+        qm.send("private$\\a", MessageRecord(body=bytes(6_000)))
         with pytest.raises(MQError) as err, qm.begin() as tx:  # 6,000 + 5,000 > 10,000
-            qm.send("private$\\b", Message(body=bytes(5_000)), tx)
+            qm.send("private$\\b", MessageRecord(body=bytes(5_000)), tx)
         assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         assert "queue manager quota" in str(err.value)
         assert qm.get_queue("private$\\b").msg_count == 0  # nothing of it stored
         qm.receive("private$\\a")  # frees 6,000
         with qm.begin() as tx:
-            qm.send("private$\\b", Message(body=bytes(5_000)), tx)
+            qm.send("private$\\b", MessageRecord(body=bytes(5_000)), tx)
         assert qm.get_queue("private$\\b").msg_count == 1
 
 

@@ -17,7 +17,7 @@ import os
 import random
 import sys
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.constants import AckRequest
 
@@ -42,7 +42,7 @@ def main() -> None:
         qm.send_many(
             SOURCE,
             [
-                Message(
+                MessageRecord(
                     body=t.encode(),
                     admin_queue=ADMIN_FORMAT_NAME,
                     ack_flags=AckRequest.NEG_RECEIVE,

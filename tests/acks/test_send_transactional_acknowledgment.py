@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.qm import Message, QueueManager, QueueType
+from openmsmq.qm import MessageRecord, QueueManager, QueueType
 from openmsmq.transfer.acknowledgments import (
     CLASS_NAMES,
     CLASS_VALUES,
@@ -41,7 +41,7 @@ DIRECT = AckSession(True, "192.0.2.10", REMOTE_QM, SEQ, 42)
 ROUTED = AckSession(False, "192.0.2.10", REMOTE_QM, SEQ, 42)
 
 # A stored transactional message that arrived from SOURCE_QM (iUserMessage).
-STORED = Message(
+STORED = MessageRecord(
     body=b"payload",
     label="order 1",
     transactional=True,
@@ -125,14 +125,14 @@ class Layout:
         return self.raw[self.mph + 88 :]
 
 
-def encoded(ack: Message, destination: str) -> Layout:
+def encoded(ack: MessageRecord, destination: str) -> Layout:
     packet = encode_transactional_acknowledgment(ack, destination, source_qm=SOURCE_QM, message_id=5)
     raw = packet.encode()
     assert len(raw) == struct.unpack_from("<I", raw, 8)[0]  # BaseHeader.PacketSize
     return Layout(raw)
 
 
-def build(i_class: int, session: AckSession = DIRECT) -> tuple[Message, str]:
+def build(i_class: int, session: AckSession = DIRECT) -> tuple[MessageRecord, str]:
     if i_class == 0x00FF:
         return build_transactional_acknowledgment(i_class, session)
     return build_transactional_acknowledgment(i_class, session, user_message=STORED)
@@ -167,7 +167,7 @@ def test_class_outside_the_table_is_refused(value: int) -> None:
 # (row of the seed's second table, the built Message's attribute, expected, the same on the
 # wire, expected). PrivacyLevel and AuthenticationLevel are not attributes of the store's
 # Message: they are checked on the wire only.
-AttrRow = tuple[str, Callable[[Message], object] | None, object, Callable[[Layout], object], object]
+AttrRow = tuple[str, Callable[[MessageRecord], object] | None, object, Callable[[Layout], object], object]
 ATTRIBUTE_TABLE: list[AttrRow] = [
     ("Priority=Zero", lambda m: m.priority, 0, lambda p: p.base_flags() & 0x0007, 0),
     ("TracingRequested=FALSE", lambda m: m.tracing, False, lambda p: p.base_flags() & 0x0120, 0),

@@ -10,7 +10,7 @@ import pytest
 
 from openmsmq.net import MQQBNode, NetConfig, allow_networks
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.engine import Transfer, TransferConfig
 
 A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
@@ -72,7 +72,7 @@ class QM:
 
 def _send(qm: QueueManager, n: int, prefix: str) -> None:
     tx = qm.begin()
-    qm.send_many(DEST_B, [Message(body=f"{prefix}{i}".encode()) for i in range(n)], tx)
+    qm.send_many(DEST_B, [MessageRecord(body=f"{prefix}{i}".encode()) for i in range(n)], tx)
     tx.commit()
 
 
@@ -175,7 +175,7 @@ def test_a_connection_to_a_refused_peer_is_dropped_whatever_name_the_route_gives
         until = loop.time() + 1.0
         b.node.transfer._refuse_until[A] = until
         tx = b.qm.begin()
-        b.qm.send_many(f"DIRECT=TCP:{A}\\PRIVATE$\\orders", [Message(body=b"b0")], tx)
+        b.qm.send_many(f"DIRECT=TCP:{A}\\PRIVATE$\\orders", [MessageRecord(body=b"b0")], tx)
         tx.commit()
         await _wait_for(lambda: any("connection to 127.0.0.1" in r.getMessage() for r in caplog.records))
         await asyncio.sleep(0.3)

@@ -25,7 +25,7 @@ from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
 from openmsmq.server.options import net_config
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.engine import Transfer, TransferConfig
 from openmsmq.wire.constants import PACKET_SIGNATURE, PACKET_VERSION
 from tests.serve_proc import free_port
@@ -72,7 +72,9 @@ class Node:
 
 def _send(qm: QueueManager, n: int) -> None:
     with qm.begin() as tx:
-        qm.send_many(f"DIRECT=TCP:{B}\\PRIVATE$\\orders", [Message(body=b"m%d" % i) for i in range(n)], tx)
+        qm.send_many(
+            f"DIRECT=TCP:{B}\\PRIVATE$\\orders", [MessageRecord(body=b"m%d" % i) for i in range(n)], tx
+        )
 
 
 async def _until(pred: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

@@ -24,7 +24,7 @@ from openmsmq.protocol.events import (
     UserMessageReceived,
 )
 from openmsmq.protocol.incoming import IncomingSequences
-from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, Released, Transmit
+from openmsmq.protocol.outgoing import OutgoingSequence, Released, RetainedMessage, Transmit
 from openmsmq.protocol.session import Session
 from openmsmq.wire.headers import SessionHeader, TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
@@ -64,7 +64,7 @@ def pair(
     return a, b
 
 
-def tx_packet(m: OutgoingMessage, dest_qm: uuid.UUID | None = QM_B, queue: object = QUEUE) -> UserMessage:
+def tx_packet(m: RetainedMessage, dest_qm: uuid.UUID | None = QM_B, queue: object = QUEUE) -> UserMessage:
     return UserMessage.build(
         source_qm=QM_A,
         message_id=m.message_id,
@@ -97,8 +97,8 @@ def send_transmits(s: Session, events: Sequence[object], now: float) -> None:
             s.send_user_message(tx_packet(m), now, handle=m.handle)
 
 
-def msg(n: int) -> OutgoingMessage:
-    return OutgoingMessage(SEQ, n, n - 1, message_id=n, handle=n)
+def msg(n: int) -> RetainedMessage:
+    return RetainedMessage(SEQ, n, n - 1, message_id=n, handle=n)
 
 
 # ---------------------------------------------------------------- establishment

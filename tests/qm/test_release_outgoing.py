@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from openmsmq.qm import Message, QueueHandle, QueueManager, names
+from openmsmq.qm import MessageRecord, QueueHandle, QueueManager, names
 from openmsmq.store import outgoing
 
 DEST = "DIRECT=TCP:192.0.2.9\\private$\\orders"
@@ -21,10 +21,10 @@ LOCAL = "private$\\local"
 def _outgoing(tmp_path: Path, name: str) -> tuple[QueueManager, QueueHandle]:
     qm = QueueManager(tmp_path / name)
     with qm.begin() as tx:
-        qm.send_many(DEST, [Message(body=b"x" * (i + 1), label="l" * i) for i in range(5)], tx)
-    wanted = Message(body=b"journal", positive_journaling=True)  # moved aside, not deleted
+        qm.send_many(DEST, [MessageRecord(body=b"x" * (i + 1), label="l" * i) for i in range(5)], tx)
+    wanted = MessageRecord(body=b"journal", positive_journaling=True)  # moved aside, not deleted
     with qm.begin() as tx:
-        qm.send_many(DEST, [wanted, Message(body=b"last")], tx)
+        qm.send_many(DEST, [wanted, MessageRecord(body=b"last")], tx)
     return qm, qm.open_queue(DEST)
 
 
@@ -85,13 +85,16 @@ def _mixed(path: Path) -> tuple[QueueManager, QueueHandle]:
         with qm.begin() as tx:
             qm.send_many(
                 DEST,
-                [Message(body=b"t%d" % j * (j + 1), label="l" * j, **_FLAGS[j]) for j in range(i, i + 3)],
+                [
+                    MessageRecord(body=b"t%d" % j * (j + 1), label="l" * j, **_FLAGS[j])
+                    for j in range(i, i + 3)
+                ],
                 tx,
             )
-        qm.send(DEST, Message(body=b"n%d" % i, priority=i % 8, ack_flags=1 if i == 3 else 0))
+        qm.send(DEST, MessageRecord(body=b"n%d" % i, priority=i % 8, ack_flags=1 if i == 3 else 0))
         with qm.begin() as tx:
-            qm.send(OTHER, Message(body=b"o%d" % i), tx)
-            qm.send(LOCAL, Message(body=b"l%d" % i), tx)
+            qm.send(OTHER, MessageRecord(body=b"o%d" % i), tx)
+            qm.send(LOCAL, MessageRecord(body=b"l%d" % i), tx)
     return qm, qm.open_queue(DEST)
 
 
@@ -175,7 +178,7 @@ def test_release_everything_starts_a_new_sequence_and_zeroes_bytes(tmp_path: Pat
 def test_delete_sent_deletes_in_one_transaction_and_skips_what_is_gone(tmp_path: Path) -> None:
     qm = QueueManager(tmp_path / "qm")
     dest = "DIRECT=TCP:127.0.0.9\\PRIVATE$\\plain"
-    ids = [lid for _u, lid in qm.send_many_ids(dest, [Message(body=b"x" * (i + 1)) for i in range(5)])]
+    ids = [lid for _u, lid in qm.send_many_ids(dest, [MessageRecord(body=b"x" * (i + 1)) for i in range(5)])]
     handle = qm.open_queue(dest)
     batches = qm.store.stats.batches
     gone = max(ids) + 1000  # never existed (or expired meanwhile)

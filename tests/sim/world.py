@@ -29,7 +29,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transaction import PendingReceive, Transaction
-from openmsmq.store.records import Message, QueueType
+from openmsmq.store.records import MessageRecord, QueueType
 from openmsmq.transfer.engine import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
 from openmsmq.transfer.trust import TrustConfig
 
@@ -497,7 +497,7 @@ class World:
                     if same and cur.tx_sequence_number != prev.tx_sequence_number + 1:
                         raise SimFailure("sequence-state", f"{node.name}: {flow.name} numbering broken")
 
-    def _outgoing(self, node: SimNode, flow: Flow) -> list[Message]:
+    def _outgoing(self, node: SimNode, flow: Flow) -> list[MessageRecord]:
         assert node.qm is not None
         for rec in node.qm.list_queues(include_system=True):
             if rec.queue_type == QueueType.OUTGOING and rec.display_name.lower() == flow.format_name.lower():
@@ -555,7 +555,7 @@ class World:
         tx = node.qm.begin()
         txno = self.stats.committed_tx + self.stats.aborted_tx + self.open_sends
         bodies = [flow.new_body(txno) for _ in range(self.rng.randint(1, 4))]
-        node.qm.send_many(flow.format_name, [Message(body=b, label=flow.name) for b in bodies], tx)
+        node.qm.send_many(flow.format_name, [MessageRecord(body=b, label=flow.name) for b in bodies], tx)
         r = self.rng.random()
         outcome = "commit" if r < 0.85 else "abort" if r < 0.95 else "abandon"
         self.open_sends += 1

@@ -12,7 +12,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.engine import Transfer, TransferConfig
 from tests.clock import Clock
 
@@ -221,7 +221,7 @@ class Net:
 def send_tx(qm: QueueManager, destination: str, bodies: list[bytes]) -> None:
     """Send ``bodies`` in one transaction."""
     tx = qm.begin()
-    qm.send_many(destination, [Message(body=b, label=str(i)) for i, b in enumerate(bodies)], tx)
+    qm.send_many(destination, [MessageRecord(body=b, label=str(i)) for i, b in enumerate(bodies)], tx)
     tx.commit()
 
 

@@ -17,7 +17,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.qm import QueueManager
 from openmsmq.qm.sequences import SequenceStore
 from openmsmq.store import ops
-from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.store.records import IncomingSequenceState, MessageRecord
 from openmsmq.transfer.arrival import ArrivalResult, plain_packet_rows, store_arrivals, store_packet_messages
 from openmsmq.transfer.codec import arrival_rows, message_from_packet, packet_from_message
 from openmsmq.wire import PacketDecoder, encode_packets
@@ -35,8 +35,9 @@ def _packets(n: int, **fields: object) -> list[UserMessage]:
               "sent_time": 1_700_000_000, "id_lineage": SENDER, "source_machine": SENDER,
               **fields}  # fmt: skip
     ms = [
-        Message(body=bytes([i % 256]) * (100 + i), tx_sequence_number=i, tx_previous_sequence_number=i - 1,
-                id_uniquifier=i, final_ack_required=i % 2 == 0, **common)  # type: ignore[arg-type]
+        MessageRecord(body=bytes([i % 256]) * (100 + i), tx_sequence_number=i,
+                      tx_previous_sequence_number=i - 1, id_uniquifier=i, final_ack_required=i % 2 == 0,
+                      **common)  # type: ignore[arg-type]
         for i in range(1, n + 1)
     ]  # fmt: skip
     out = list(PacketDecoder().feed(encode_packets([packet_from_message(m, WIRE, SENDER) for m in ms])))
@@ -173,7 +174,7 @@ def test_runs_of_many_sequences_share_one_commit_and_fail_alone(tmp_path: Path) 
         dests = [f"DIRECT=TCP:192.0.2.9\\private$\\o{i}" for i in range(10)]
         for d in dests:
             with qm.begin() as tx:
-                qm.send_many(d, [Message(body=b"x")] * 5, tx)
+                qm.send_many(d, [MessageRecord(body=b"x")] * 5, tx)
         batches = qm.store.stats.batches
         res = qm.sequence_store().release_outgoing_many(
             [(d, 3) for d in dests] + [("DIRECT=TCP:192.0.2.9\\private$\\none", 1)]

@@ -10,7 +10,7 @@ import pytest
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import names
 from openmsmq.qm import sending as qm_sending
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.engine import AcceptBatch
 from openmsmq.transfer.state import RECEIVED_OVERHEAD
 from openmsmq.transfer.trust import TrustConfig
@@ -225,7 +225,7 @@ def test_intermediate_stores_recoverable_messages_before_acknowledging_them(net:
     dest = "DIRECT=TCP:127.0.0.3\\private$\\plain"
     c_is_down = ("127.0.0.2", "127.0.0.3")
     net.blackhole.add(c_is_down)  # B cannot reach C yet: the messages wait at B
-    sent = [a.qm.send(dest, Message(body=b"p%d" % i, delivery=1)) for i in range(5)]
+    sent = [a.qm.send(dest, MessageRecord(body=b"p%d" % i, delivery=1)) for i in range(5)]
     net.settle()
     for _ in range(5):
         net.advance(0.6)
@@ -251,7 +251,7 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     a, b = _pair(net)
     b.qm.create_queue("private$\\plain")
     dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
-    a.qm.send(dest, Message(body=b"first", delivery=1))
+    a.qm.send(dest, MessageRecord(body=b"first", delivery=1))
     net.run_until_quiet()
     (sa,) = [c.session for c in a.transfer._conns.values()]
     (sb,) = [c.session for c in b.transfer._conns.values()]
@@ -260,7 +260,7 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     sb.recoverable_message_received_count = sb.last_acked_recoverable_msg_seq_number = 0xFFFE
     b.hold_store = True
     for i in range(3):  # numbered 0xFFFF, 0, 1
-        a.qm.send(dest, Message(body=b"p%d" % i, delivery=1))
+        a.qm.send(dest, MessageRecord(body=b"p%d" % i, delivery=1))
     net.settle()
     for _ in range(5):
         net.advance(0.6)
@@ -280,7 +280,9 @@ def test_messages_loaded_for_a_peer_that_is_away_stay_within_queued_bytes_of_mem
     a = net.add("127.0.0.1", queued_bytes=bound)  # B never comes up
     dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
     for t in range(0, 6000, 500):
-        a.qm.send_many(dest, [Message(body=b"%08d" % i + bytes(248), delivery=1) for i in range(t, t + 500)])
+        a.qm.send_many(
+            dest, [MessageRecord(body=b"%08d" % i + bytes(248), delivery=1) for i in range(t, t + 500)]
+        )
     gc.collect()
     tracemalloc.start()
     try:
@@ -346,9 +348,9 @@ def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_
     a.qm.create_queue("private$\\local", transactional=True)
     four_mib = bytes(4 * 1024 * 1024)
     with a.qm.begin() as tx:  # a local queue takes a 4 MiB body
-        a.qm.send("private$\\local", Message(body=four_mib), tx)
+        a.qm.send("private$\\local", MessageRecord(body=four_mib), tx)
     with pytest.raises(MQError) as err, a.qm.begin() as tx:
-        a.qm.send(DEST_B, Message(body=four_mib), tx)
+        a.qm.send(DEST_B, MessageRecord(body=four_mib), tx)
     assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert "remote queue" in str(err.value)
     # A body within the headroom kept for the headers is transferred, and what follows too.
@@ -375,7 +377,7 @@ def test_a_stored_message_that_cannot_be_sent_is_dead_lettered_not_left_blocking
     too_large = bytes(4 * 1024 * 1024 - 16)
 
     def send(bodies: list[bytes]) -> None:
-        msgs = [Message(body=body, delivery=1) for body in bodies]
+        msgs = [MessageRecord(body=body, delivery=1) for body in bodies]
         if transactional:
             with a.qm.begin() as tx:
                 a.qm.send_many(dest, msgs, tx)
@@ -405,7 +407,7 @@ def test_non_transactional_arrivals_and_releases_are_stored_in_runs(net: Net) ->
     b = net.add("127.0.0.2")
     b.qm.create_queue("private$\\plain")
     dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
-    a.qm.send_many(dest, [Message(body=b"p%d" % i, delivery=1) for i in range(200)])
+    a.qm.send_many(dest, [MessageRecord(body=b"p%d" % i, delivery=1) for i in range(200)])
     a_before, b_before = a.qm.store.stats.batches, b.qm.store.stats.batches
     net.run_until_quiet()
     assert [m.body for m in b.qm.peek_range("private$\\plain", 0, 1000)] == [b"p%d" % i for i in range(200)]
@@ -435,7 +437,7 @@ def test_non_transactional_messages_travel_and_leave_on_session_ack(net: Net) ->
     a = net.add("127.0.0.1")
     b = net.add("127.0.0.2")
     b.qm.create_queue("private$\\plain")
-    plain = [Message(body=f"p{i}".encode()) for i in range(10)]
+    plain = [MessageRecord(body=f"p{i}".encode()) for i in range(10)]
     a.qm.send_many("DIRECT=TCP:127.0.0.2\\PRIVATE$\\plain", plain)
     net.run_until_quiet()
     net.advance(15.0)  # Session Ack Send Timer (AckWaitTimeout / 2)
@@ -590,7 +592,9 @@ def test_recoverable_messages_a_qm_could_not_store_are_resent_on_a_new_session(
     else:
         full = _raising_while_full(monkeypatch, transfer_store, "store_arrivals")
     sent = [f"r{i}".encode() for i in range(10)]
-    a.qm.send_many(f"DIRECT=TCP:{dest.address}\\PRIVATE$\\plain", [Message(body=x, delivery=1) for x in sent])
+    a.qm.send_many(
+        f"DIRECT=TCP:{dest.address}\\PRIVATE$\\plain", [MessageRecord(body=x, delivery=1) for x in sent]
+    )
     net.settle()
     assert bodies_in(dest.qm, "private$\\plain") == [] and outgoing_count(a.qm) == 10
     assert b.transfer.refusing("127.0.0.1", net.clock.now)

@@ -37,8 +37,8 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import HResult, MQError, quoted
-from openmsmq.qm import Message as Record
 from openmsmq.qm import (
+    MessageRecord,
     PendingReceive,
     QueueHandle,
     QueueManager,
@@ -67,7 +67,7 @@ _KIND = {
 # ---- value mapping ---------------------------------------------------------------------------
 
 
-def message_from_record(m: Record) -> Message:
+def message_from_record(m: MessageRecord) -> Message:
     """The public view of a stored message."""
     return Message(
         body=m.body,
@@ -100,7 +100,7 @@ def message_from_record(m: Record) -> Message:
     )
 
 
-def record_from_outgoing(m: OutgoingMessage) -> Record:
+def record_from_outgoing(m: OutgoingMessage) -> MessageRecord:
     """The QM record for a message to send (the QM assigns identity, times and position)."""
     if len(m.correlation_id) > 20:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
@@ -109,7 +109,7 @@ def record_from_outgoing(m: OutgoingMessage) -> Record:
     for name in ("time_to_reach_queue", "time_to_be_received"):
         if not 0 <= getattr(m, name) <= INFINITE:
             raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"{name} must be a u32 of seconds")
-    return Record(
+    return MessageRecord(
         body=bytes(m.body),
         label=m.label,
         priority=m.priority,
@@ -768,7 +768,7 @@ class InProcessTransport(Transport):
         _release(self._key, self._shared)
 
 
-def _message_id(m: Record) -> str:
+def _message_id(m: MessageRecord) -> str:
     return str(ObjectId(m.id_lineage, m.id_uniquifier))
 
 

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import IntEnum
 
-from openmsmq.store.records import Message, QueueRecord
+from openmsmq.store.records import MessageRecord, QueueRecord
 
 __all__ = ["CancelToken", "Cursor", "CursorAction", "LookupAction", "QueueHandle", "QueueState"]
 
@@ -89,7 +89,7 @@ class QueueState:
         #: of one message (``ReadsMixin._head_select``), last first; None when there are
         #: none. Neither locked nor removed: any other lock, release, purge or delete on
         #: the queue drops them (:meth:`drop_prefetch`). Under ``cond``.
-        self.prefetch: list[tuple[int, Message]] | None = None
+        self.prefetch: list[tuple[int, MessageRecord]] | None = None
         #: How many messages the next head read of one message reads ahead (set from
         #: the message it found: none for one that can expire or a large one).
         self.ahead = PREFETCH

@@ -49,7 +49,7 @@ from openmsmq.store.records import (
     INFINITE,
     MAX_MESSAGE_BYTES,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     OutgoingSequenceState,
     QueueRecord,
     QueueType,
@@ -522,7 +522,7 @@ class QueueManager:
         timeout: float | None = 0.0,
         cursor: int | None = None,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """See :meth:`~openmsmq.qm.reads.Reader.receive`."""
         return self.reader.receive(queue, tx=tx, timeout=timeout, cursor=cursor, cancel=cancel)
 
@@ -535,7 +535,7 @@ class QueueManager:
         timeout: float | None = 0.0,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """See :meth:`~openmsmq.qm.reads.Reader.receive_many`."""
         return self.reader.receive_many(
             queue, max_count, tx=tx, timeout=timeout, cancel=cancel, max_bytes=max_bytes
@@ -549,7 +549,7 @@ class QueueManager:
         cursor: int | None = None,
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """See :meth:`~openmsmq.qm.reads.Reader.peek`."""
         return self.reader.peek(queue, timeout=timeout, cursor=cursor, action=action, cancel=cancel)
 
@@ -563,9 +563,9 @@ class QueueManager:
         advance: bool = False,
         tx: Transaction | None = None,
         timeout: float | None = 0.0,
-        first_read: Callable[[Callable[[float | None], Message]], Message] | None = None,
+        first_read: Callable[[Callable[[float | None], MessageRecord]], MessageRecord] | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """See :meth:`~openmsmq.qm.reads.Reader.read_through_cursor`."""
         return self.reader.read_through_cursor(
             queue,
@@ -589,7 +589,7 @@ class QueueManager:
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """See :meth:`~openmsmq.qm.reads.Reader.peek_many`."""
         return self.reader.peek_many(
             queue,
@@ -611,7 +611,7 @@ class QueueManager:
 
     def peek_by_lookup_id(
         self, queue: QueueRef, lookup_id: int, action: LookupAction = LookupAction.CURRENT
-    ) -> Message:
+    ) -> MessageRecord:
         """See :meth:`~openmsmq.qm.reads.Reader.peek_by_lookup_id`."""
         return self.reader.peek_by_lookup_id(queue, lookup_id, action)
 
@@ -622,7 +622,7 @@ class QueueManager:
         action: LookupAction = LookupAction.CURRENT,
         *,
         tx: Transaction | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """See :meth:`~openmsmq.qm.reads.Reader.receive_by_lookup_id`."""
         return self.reader.receive_by_lookup_id(queue, lookup_id, action, tx=tx)
 
@@ -680,7 +680,7 @@ class QueueManager:
 
     def peek_range(
         self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range`."""
         return self.ranges.peek_range(queue, after_lookup_id, limit, through)
 
@@ -697,7 +697,7 @@ class QueueManager:
 
     def peek_range_limited(
         self, queue: QueueRef, after_lookup_id: int, limit: int, through: int | None, max_bytes: int
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range_limited`."""
         return self.ranges.peek_range_limited(queue, after_lookup_id, limit, through, max_bytes)
 
@@ -714,7 +714,7 @@ class QueueManager:
         return self.ranges.remove_through(positions)
 
     def send_idempotent(
-        self, queue: QueueRef, messages: Sequence[Message], identities: Sequence[str]
+        self, queue: QueueRef, messages: Sequence[MessageRecord], identities: Sequence[str]
     ) -> list[int | None]:
         """See :meth:`~openmsmq.qm.ranges.RangeReader.send_idempotent`."""
         return self.ranges.send_idempotent(queue, messages, identities)
@@ -732,7 +732,7 @@ class QueueManager:
     def prepare_sends(
         self,
         qs: QueueState,
-        messages: Sequence[Message],
+        messages: Sequence[MessageRecord],
         transactional: bool,
         name: str,
         *,
@@ -741,10 +741,10 @@ class QueueManager:
         """See :meth:`~openmsmq.qm.sending.Sender.prepare`."""
         return self.sender.prepare(qs, messages, transactional, name, check_names=check_names)
 
-    def _send_record(self, qs: QueueState, row: list[Any], m: Message, sent: int) -> Send:
+    def _send_record(self, qs: QueueState, row: list[Any], m: MessageRecord, sent: int) -> Send:
         return self.sender.send_record(qs, row, m, sent)
 
-    def send(self, queue: QueueRef, message: Message, tx: Transaction | None = None) -> Message:
+    def send(self, queue: QueueRef, message: MessageRecord, tx: Transaction | None = None) -> MessageRecord:
         """Send one message; returns it with its Identifier, SentTime and (outside a
         transaction, where it is durable on return) its LookupIdentifier. See :meth:`send_many`."""
         sends, lookup_ids = self.sender.send(queue, [message], tx)
@@ -752,7 +752,7 @@ class QueueManager:
         return replace(stored, lookup_id=lookup_ids[0]) if lookup_ids else stored
 
     def send_many(
-        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None = None
+        self, queue: QueueRef, messages: Sequence[MessageRecord], tx: Transaction | None = None
     ) -> list[int]:
         """Send messages to a local queue or a remote format name (its outgoing queue).
 
@@ -766,7 +766,7 @@ class QueueManager:
         return _uniquifiers_of(sends)
 
     def send_many_ids(
-        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None = None
+        self, queue: QueueRef, messages: Sequence[MessageRecord], tx: Transaction | None = None
     ) -> list[tuple[int, int]]:
         """:meth:`send_many` returning ``(uniquifier, LookupIdentifier)`` pairs. Outside a
         transaction the LookupIdentifiers are final (the messages are durable); inside
@@ -788,7 +788,7 @@ class QueueManager:
     def _commit(
         self,
         sends: list[tuple[QueueState, list[Send]]],
-        received: Sequence[tuple[QueueState, Sequence[Message]]],
+        received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
         reasons: dict[int, int] | None = None,
     ) -> list[int]:
         return self.sender.commit(sends, received, reasons)

@@ -20,7 +20,7 @@ from openmsmq.qm.transaction import ACK_RECEIVE, Receive, Transaction
 from openmsmq.store import ops, queues
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
-from openmsmq.store.records import COL, INFINITE, MAX_MESSAGE_BYTES, Message, QueueType, stamped_rows
+from openmsmq.store.records import COL, INFINITE, MAX_MESSAGE_BYTES, MessageRecord, QueueType, stamped_rows
 from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.remote_names import check_remote_names
 
@@ -89,7 +89,7 @@ class Sender:
     def prepare(
         self,
         qs: QueueState,
-        messages: Sequence[Message],
+        messages: Sequence[MessageRecord],
         transactional: bool,
         name: str,
         *,
@@ -140,7 +140,7 @@ class Sender:
                 append(_make_send(qid, row, row[_C_SIZE], now + ttrq, NACK_REACH_QUEUE_TIMEOUT))
         return out
 
-    def send_record(self, qs: QueueState, row: list[Any], m: Message, sent: int) -> Send:
+    def send_record(self, qs: QueueState, row: list[Any], m: MessageRecord, sent: int) -> Send:
         """Attach the absolute expiry: TimeToBeReceived in a destination queue
         (NackReceiveTimeout); in an outgoing queue also TimeToReachQueue (NackReachQueueTimeout).
         Times count from ``sent`` (SentTime)."""
@@ -155,7 +155,7 @@ class Sender:
         return _make_send(qs.record.queue_id, row, row[_C_SIZE], at, cls)
 
     def send(
-        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None
+        self, queue: QueueRef, messages: Sequence[MessageRecord], tx: Transaction | None
     ) -> tuple[list[Send], list[int]]:
         registry = self._queues
         known = registry.sent_to(queue) if isinstance(queue, str) else None
@@ -192,7 +192,7 @@ class Sender:
     def commit(
         self,
         sends: list[tuple[QueueState, list[Send]]],
-        received: Sequence[tuple[QueueState, Sequence[Message]]],
+        received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
         reasons: dict[int, int] | None = None,
     ) -> list[int]:
         """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation; ``sends`` holds

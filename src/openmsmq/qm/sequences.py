@@ -27,7 +27,7 @@ from openmsmq.store.records import (
     COL,
     INFINITE,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     OutgoingSequenceState,
     QueueType,
     message_to_row,
@@ -147,7 +147,7 @@ class SequenceStore:
     def settle_final_acks(
         self,
         final_acks: Sequence[tuple[int, int, int, int]],
-        accept: Callable[[int, Message], bool] | None = None,
+        accept: Callable[[int, MessageRecord], bool] | None = None,
     ) -> list[outgoing.FinalAckOutcome]:
         """FinalAcks for messages of this QM (MS-MQQB 3.1.5.7), each ``(TxSequenceID,
         TxSequenceNumber, MessageID, class)``, settled in one store transaction: the
@@ -178,7 +178,7 @@ class SequenceStore:
         return outcomes
 
     def accept_incoming(
-        self, queue: QueueRef, messages: Sequence[Message], state: IncomingSequenceState
+        self, queue: QueueRef, messages: Sequence[MessageRecord], state: IncomingSequenceState
     ) -> list[int]:
         """Store accepted incoming transactional messages (as sent: Identifier, sequence
         fields kept) together with the new incoming sequence state, atomically and durably
@@ -194,11 +194,11 @@ class SequenceStore:
     def accept_arrivals(
         self,
         queue: QueueRef | None,
-        messages: Sequence[Message],
+        messages: Sequence[MessageRecord],
         state: IncomingSequenceState | None,
         acks: Sequence[Send] = (),
         *,
-        dead_letters: Sequence[Message] = (),
+        dead_letters: Sequence[MessageRecord] = (),
     ) -> list[int]:
         """:meth:`accept_incoming` with the acknowledgments the arrival raised
         (:mod:`openmsmq.transfer.arrival`, rows already stamped) and the copies of rejected

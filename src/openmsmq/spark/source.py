@@ -50,8 +50,8 @@ from openmsmq.spark.arrow import page_to_batch
 from openmsmq.spark.backend import (
     Backend,
     LookupRange,
-    OutgoingMessage,
     RangeQuery,
+    WriterMessage,
     open_backend,
 )
 from openmsmq.spark.planning import (
@@ -591,7 +591,7 @@ def _send_rows(
     partition_id = ctx.partitionId() if ctx is not None else 0
     backend = open_backend(opts.endpoint, options)
     total = sent = 0
-    batch: list[OutgoingMessage] = []
+    batch: list[WriterMessage] = []
     try:
         for index, row in enumerate(rows):
             values = dict(zip(fields, row, strict=True))

@@ -53,7 +53,7 @@ from openmsmq.protocol.events import destination_key
 from openmsmq.store.records import (
     INFINITE,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     QueueRecord,
     QueueType,
     sender_allowed,
@@ -167,7 +167,7 @@ class ReceiptCheck:
 
 
 def arrival_class(
-    queue: QueueRecord | None, m: Message, now: int, used_bytes: int, *, expiry: bool = True
+    queue: QueueRecord | None, m: MessageRecord, now: int, used_bytes: int, *, expiry: bool = True
 ) -> int | None:
     """None when ``m`` may be inserted into ``queue`` (its record, None when it does not
     exist; ``used_bytes`` = what the queue holds, counting messages accepted before in the
@@ -200,16 +200,16 @@ def session_of_state(state: IncomingSequenceState) -> AckSession:
 
 def arrival_acknowledgments(
     i_class: int | None,
-    m: Message,
+    m: MessageRecord,
     session: AckSession | None,
     *,
     send_insecure_nacks: bool = False,
-) -> list[tuple[Message, str]]:
+) -> list[tuple[MessageRecord, str]]:
     """The (acknowledgment, destination) pairs the arrival of ``m`` raises: ``i_class``
     None = inserted (ACK_REACH_QUEUE when PA is set), else rejected with that class (the
     NACK to the admin queue when NA is set; a FinalAck for a transactional message when
     the sender's session is known)."""
-    out: list[tuple[Message, str]] = []
+    out: list[tuple[MessageRecord, str]] = []
     if i_class is None:
         if m.ack_flags & AckRequest.POS_ARRIVAL:
             built = build_administration_acknowledgment(MessageClass.ACK_REACH_QUEUE, m)
@@ -238,7 +238,7 @@ class ArrivalResult:
     (message, NACK class) of the rejected ones, acknowledgments enqueued / discarded."""
 
     stored: tuple[int, ...]
-    rejected: tuple[tuple[Message, int], ...]
+    rejected: tuple[tuple[MessageRecord, int], ...]
     acks_sent: int
     acks_discarded: int
 
@@ -247,7 +247,7 @@ def store_arrivals(
     qm: QueueManager,
     sequences: SequenceStore,
     queue: str,
-    messages: Sequence[Message],
+    messages: Sequence[MessageRecord],
     state: IncomingSequenceState | None,
     *,
     send_insecure_nacks: bool = False,
@@ -264,9 +264,9 @@ def store_arrivals(
     now = qm.now()
     used = rec.total_bytes if rec is not None else 0
     session = session_of_state(state) if state is not None else None
-    accepted: list[Message] = []
-    rejected: list[tuple[Message, int]] = []
-    acks: list[tuple[Message, str]] = []
+    accepted: list[MessageRecord] = []
+    rejected: list[tuple[MessageRecord, int]] = []
+    acks: list[tuple[MessageRecord, str]] = []
     # The common case, checked once per run: a private queue with no sender allowlist and
     # no quota. A message of the queue's kind (transactional or not), within its
     # TimeToReachQueue and asking for no acknowledgment is then inserted and raises
@@ -360,7 +360,7 @@ def store_packet_messages(
 def refuse(
     qm: QueueManager,
     sequences: SequenceStore,
-    m: Message,
+    m: MessageRecord,
     i_class: int,
     session: AckSession | None,
     *,
@@ -387,7 +387,7 @@ def refuse(
     return len(sends)
 
 
-def dead_letter_copies(rejected: Sequence[tuple[Message, int]]) -> list[Message]:
+def dead_letter_copies(rejected: Sequence[tuple[MessageRecord, int]]) -> list[MessageRecord]:
     """The copies of rejected non-transactional messages sent with negative source
     journaling (UserHeader.Flags.JN) that go to this QM's dead-letter queue, their Class
     set to the NACK class. MS-MQQB 3.1.5.8.8 says so for the queue quota ("the message

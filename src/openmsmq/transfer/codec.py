@@ -37,7 +37,7 @@ from openmsmq.store.records import (
     GUID_BYTES,
     INFINITE,
     PROPS,
-    Message,
+    MessageRecord,
     guid_bytes_of,
     message_to_row,
 )
@@ -144,7 +144,7 @@ def sequence_id_of(value: int) -> TxSequenceId:
 
 
 def packet_from_message(
-    m: Message,
+    m: MessageRecord,
     destination: str | DirectQueueFormatName | PrivateQueueFormatNameId,
     source_qm: uuid.UUID,
     previous_tx_sequence_number: int | None = None,
@@ -241,7 +241,7 @@ def row_expire_at(row: Sequence[Any]) -> int | None:
     return sent + min(ttrq, ttbr)  # INFINITE is the largest value: the other one wins
 
 
-def message_expire_at(m: Message) -> int | None:
+def message_expire_at(m: MessageRecord) -> int | None:
     """:func:`row_expire_at` of a :class:`Message`."""
     ttl = min(m.time_to_reach_queue, m.time_to_be_received)
     return None if ttl == INFINITE else m.sent_time + ttl
@@ -350,7 +350,7 @@ def _general_path(row: Sequence[Any], previous: int) -> None:
 _HEADERS_BOUND = 4096
 
 
-def may_exceed_packet(m: Message, destination: str) -> bool:
+def may_exceed_packet(m: MessageRecord, destination: str) -> bool:
     """Whether ``m``'s packet to ``destination`` might exceed the 4 MiB PacketSize limit
     (an upper bound of its size does): only then is encoding it a check worth its cost."""
     names = len(m.admin_queue) + len(m.response_queue) + len(destination)
@@ -392,12 +392,12 @@ _RECEIVED_FIELDS = (
     "final_ack_required", "transactional", "tx_sequence_id", "tx_sequence_number",
     "tx_previous_sequence_number", "first_in_transaction", "last_in_transaction",
 )  # fmt: skip
-_new_received = fast_constructor(Message, fields=_RECEIVED_FIELDS)
-_D_ADMIN_QUEUE = Message.__dataclass_fields__["admin_queue"].default
-_D_RESPONSE_QUEUE = Message.__dataclass_fields__["response_queue"].default
+_new_received = fast_constructor(MessageRecord, fields=_RECEIVED_FIELDS)
+_D_ADMIN_QUEUE = MessageRecord.__dataclass_fields__["admin_queue"].default
+_D_RESPONSE_QUEUE = MessageRecord.__dataclass_fields__["response_queue"].default
 
 
-def message_from_packet(p: UserMessage, destination_format_name: str) -> Message:
+def message_from_packet(p: UserMessage, destination_format_name: str) -> MessageRecord:
     """The message to store at the final destination, as sent: Identifier, SentTime and
     the transactional sequence fields are kept (the QM assigns LookupIdentifier and
     ArrivedTime)."""
@@ -421,7 +421,7 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
         previous = tx.previous_tx_sequence_number
         first = tflags & 0x4 != 0
         last = tflags & 0x8 != 0
-    message: Message = _new_received(
+    message: MessageRecord = _new_received(
         props.body, props.label or "", bflags & 0x7, props.message_class, props.body_type,
         props.correlation_id, props.application_tag, (uflags >> 5) & 0x3, p.time_to_reach_queue,
         user.time_to_be_received, props.ack_flags, uflags & 0x200 != 0, uflags & 0x100 != 0,
@@ -434,8 +434,8 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
     return message
 
 
-_D_LOOKUP_ID = Message.__dataclass_fields__["lookup_id"].default
-_D_ARRIVED_TIME = Message.__dataclass_fields__["arrived_time"].default
+_D_LOOKUP_ID = MessageRecord.__dataclass_fields__["lookup_id"].default
+_D_ARRIVED_TIME = MessageRecord.__dataclass_fields__["arrived_time"].default
 _pack_props = PROPS.pack
 _join_bytearray = bytearray().join
 

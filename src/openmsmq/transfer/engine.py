@@ -67,7 +67,7 @@ from openmsmq.protocol.incoming import (
 from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.protocol.session import Session
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.acknowledgments import (
     AckSession,
 )
@@ -224,7 +224,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: The rules of receipt before the acceptance rule (MS-MQQB 3.1.5.8).
         self._receipt = ReceiptCheck(qm)
         #: OrderAcks built and not yet enqueued (MS-MQQB 3.1.7.17): (Message, DestinationForAck).
-        self._order_acks: list[tuple[Message, str]] = []
+        self._order_acks: list[tuple[MessageRecord, str]] = []
         #: Sequences whose last message was rejected by the acceptance rule since the last
         #: accept batch: key -> (TxMessageRejectCount, LastAccessTime as wall clock),
         #: persisted with the next batch (MS-MQQB 3.1.5.8.6, RejectCount).
@@ -247,7 +247,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: (memo, path, route) of the last accepted message: its route is shared while
         #: the memo object and the path are the same.
         self._last_route: tuple[object, str, AcceptRoute] | None = None
-        self._nontx_in: list[tuple[str, Message, int, int | None]] = []
+        self._nontx_in: list[tuple[str, MessageRecord, int, int | None]] = []
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
         self._releases: dict[int, PendingRelease] = {}
@@ -258,11 +258,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self.rejections: dict[int, Counter[int]] = {}
         self._store_settled: deque[tuple[str | None, int, int]] = deque()
         #: Messages disregarded on receipt (their NACKs to enqueue): see StoreLocal.refusals.
-        self._refusals: list[tuple[Message, int, AckSession | None]] = []
+        self._refusals: list[tuple[MessageRecord, int, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
         #: queue of their destination before they are acknowledged (format name, message,
         #: connection, RecoverableMessage number).
-        self._forward_in: list[tuple[str, Message, int, int | None]] = []
+        self._forward_in: list[tuple[str, MessageRecord, int, int | None]] = []
         self._deletes: list[tuple[int, int]] = []
         self._release_in_flight: ReleaseBatch | None = None
         # Forwarding (intermediate hop).
@@ -530,7 +530,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if was_open and self._open_conn(conn.peer) is None:
                 self._peer_down(conn.peer)
 
-    def ack_session_for(self, m: Message) -> AckSession | None:
+    def ack_session_for(self, m: MessageRecord) -> AckSession | None:
         """The :class:`AckSession` a FinalAck for ``m`` (a message that arrived over MS-MQQB
         into a local queue) uses, from its incoming sequence; None when unknown. Thread-safe
         enough for a removal listener on another thread (one dict read)."""
@@ -642,7 +642,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if t.next_hop == peer and not t.connected:
                 t.connected = True
                 self._outgoing_events(t, t.seq.connection_made(now), now)
-                plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), Message)]
+                plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), MessageRecord)]
                 self._transmit(t, plain, now, resend=True)
         buf = self._forward.get(peer)
         conn = self._open_conn(peer)
@@ -667,7 +667,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     again = [
                         m
                         for lid in t.plain
-                        if lid in handles and isinstance(m := t.messages.get(lid), Message)
+                        if lid in handles and isinstance(m := t.messages.get(lid), MessageRecord)
                     ]
                     if again:
                         self._transmit(t, again, now, resend=True)

@@ -24,13 +24,13 @@ from openmsmq.protocol.outgoing import (
     IgnoreReason,
     OrderAckIgnored,
     OutgoingEvent,
-    OutgoingMessage,
     Released,
+    RetainedMessage,
     Settled,
     Transmit,
 )
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.store.records import COL, Message, QueueType, message_from_row
+from openmsmq.store.records import COL, MessageRecord, QueueType, message_from_row
 from openmsmq.transfer.acknowledgments import AckSession
 from openmsmq.transfer.codec import (
     direct_name,
@@ -62,7 +62,7 @@ __all__ = ["OutgoingSide"]
 log = logging.getLogger("openmsmq.transfer")
 
 #: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
-_new_outgoing_message = fast_constructor(OutgoingMessage)
+_new_outgoing_message = fast_constructor(RetainedMessage)
 #: Columns of a stored row (store.records.ROW_COLUMNS) the loader tests.
 _TX = COL["transactional"]
 _NUMBER = COL["tx_sequence_number"]
@@ -329,8 +329,8 @@ class OutgoingSide(TransferParts):
             t.loaded_through = rows[-1][0]
             loaded += len(rows)
             t.mean_size = max(1, sum([r[_SIZE] for r in rows]) // len(rows))
-            tx: list[OutgoingMessage] = []
-            plain: list[Message] = []
+            tx: list[RetainedMessage] = []
+            plain: list[MessageRecord] = []
             retained = t.messages
             earliest = t.earliest_expiry
             for row in rows:
@@ -475,7 +475,7 @@ class OutgoingSide(TransferParts):
             self._transmit_chunk(t, conn, [pending.popleft() for _ in range(n)], t.pending_resend, now)
 
     def _transmit_chunk(
-        self, t: OutgoingTransfer, conn: Conn, messages: list[OutgoingMessage], resend: bool, now: float
+        self, t: OutgoingTransfer, conn: Conn, messages: list[RetainedMessage], resend: bool, now: float
     ) -> None:
         retained = t.messages
         # A transactional message's content is dropped once sent (the store keeps
@@ -505,12 +505,12 @@ class OutgoingSide(TransferParts):
                 # MS-MQQB 3.1.7.1.2: not sent once expired (a row only looked at
                 # when one retained row may be due, see ``check``).
                 row: Row | None = None
-                plain: Message | None = None
+                plain: MessageRecord | None = None
                 if type(m) is tuple:
                     row = m
                     expire_at = row_expire_at(m) if check else None
                 else:
-                    plain = cast(Message, m)
+                    plain = cast(MessageRecord, m)
                     expire_at = message_expire_at(plain)
                 if expire_at is not None and wall >= expire_at:
                     self._expired_unsent(t, om)
@@ -587,7 +587,7 @@ class OutgoingSide(TransferParts):
             log.info("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
         return found, complete
 
-    def _expired_unsent(self, t: OutgoingTransfer, om: OutgoingMessage) -> None:
+    def _expired_unsent(self, t: OutgoingTransfer, om: RetainedMessage) -> None:
         """MS-MQQB 3.1.7.1.2: a message whose TimeToReachQueue (or TimeToBeReceived) passed
         before it was sent is not sent. It leaves the sequence (later messages bridge it,
         3.1.7.1.3) and the QM's expiry pass, run before the next release of this queue
@@ -598,7 +598,7 @@ class OutgoingSide(TransferParts):
         log.info("outgoing queue %s: message %d expired before it was sent", t.format_name, om.handle)
 
     def _unsendable(
-        self, t: OutgoingTransfer, handle: int, exc: BaseException, om: OutgoingMessage | None = None
+        self, t: OutgoingTransfer, handle: int, exc: BaseException, om: RetainedMessage | None = None
     ) -> None:
         """A message that cannot be put into a packet (say one over the 4 MiB PacketSize
         limit, stored before the send path refused such messages) would hold up its
@@ -612,7 +612,7 @@ class OutgoingSide(TransferParts):
             t.format_name, handle, exc,
         )  # fmt: skip
 
-    def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float, *, resend: bool) -> None:
+    def _transmit(self, t: OutgoingTransfer, msgs: list[MessageRecord], now: float, *, resend: bool) -> None:
         conn = self._open_conn(t.next_hop)
         if conn is None:
             return
@@ -712,7 +712,7 @@ class OutgoingSide(TransferParts):
         )
         self._settle_origins.append(AckOrigin(conn.peer, conn.address, conn.session.remote_qm, ev.source_qm))
 
-    def settle_refusal(self, origin: AckOrigin, m: Message) -> str | None:
+    def settle_refusal(self, origin: AckOrigin, m: MessageRecord) -> str | None:
         """The ``ack-origin`` rule for a FinalAck from ``origin`` that matched ``m``, a
         message waiting in the store for it (see :meth:`_ack_refusal`; called on the store
         thread: it reads the configuration and single dict entries only). For a
@@ -769,7 +769,7 @@ class OutgoingSide(TransferParts):
                 t.seq.connection_lost()
 
 
-def _drop_unsent(t: OutgoingTransfer, handle: int, om: OutgoingMessage | None = None) -> None:
+def _drop_unsent(t: OutgoingTransfer, handle: int, om: RetainedMessage | None = None) -> None:
     """Forget a loaded message that will not be sent (expired, unsendable): out of the
     sequence when it is transactional (``om``; later messages bridge it, MS-MQQB
     3.1.7.1.3) and out of what is loaded. The store removes it with the next release."""

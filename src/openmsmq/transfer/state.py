@@ -11,9 +11,9 @@ from typing import Any
 
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
-from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, ResendConfig
+from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig, RetainedMessage
 from openmsmq.qm.manager import QueueHandle, QueueManager
-from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.store.records import IncomingSequenceState, MessageRecord
 from openmsmq.transfer.codec import RowEncoder, message_from_packet, packet_from_message
 from openmsmq.transfer.sequences import SequenceUpkeep
 from openmsmq.transfer.trust import AckOrigin, TrustConfig
@@ -65,7 +65,7 @@ class PendingRelease:
     #: Messages released since the last chunk end.
     counted: int = 0
 
-    def add(self, released: tuple[OutgoingMessage, ...], chunk: int) -> None:
+    def add(self, released: tuple[RetainedMessage, ...], chunk: int) -> None:
         """Record ``released`` (one Released event's messages, in increasing order)."""
         self.through = max(self.through, released[-1].tx_sequence_number)
         total = self.counted + len(released)
@@ -212,7 +212,7 @@ class OutgoingTransfer:
         #: non-transactional one; None once a transactional message was sent (its content
         #: is read back for a resend), so a large window of retained messages costs little
         #: memory.
-        self.messages: dict[int, Row | Message | None] = {}
+        self.messages: dict[int, Row | MessageRecord | None] = {}
         #: Encodes this queue's stored rows into packets (transfer.codec.row_encoder), made
         #: at the first send (it needs the QM's GUID).
         self.encode_row: RowEncoder | None = None
@@ -234,7 +234,7 @@ class OutgoingTransfer:
         self.earliest_expiry = math.inf
         #: The rest of the last Transmit, waiting for room in the session (Transfer.refill),
         #: whether a message of it was removed (the rest is bridged) and whether it resends.
-        self.pending: deque[OutgoingMessage] = deque()
+        self.pending: deque[RetainedMessage] = deque()
         self.pending_bridged = False
         self.pending_resend = False
         #: Mean stored size of the messages of the last read (0 before the first): turns
@@ -257,7 +257,7 @@ class OutgoingTransfer:
         """Messages wait for a session to the next hop (none while suspended)."""
         return not self.suspended and (bool(self.messages) or self.waiting > 0)
 
-    def packet(self, m: Message, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
+    def packet(self, m: MessageRecord, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
         """The UserMessage for ``m``."""
         return packet_from_message(m, self.wire_destination, source_qm, previous, self.destination_qm)
 
@@ -278,7 +278,7 @@ class AcceptGroup:
     state: IncomingSequenceState
 
     @property
-    def messages(self) -> tuple[Message, ...]:
+    def messages(self) -> tuple[MessageRecord, ...]:
         """The messages as they are stored (built on each access: for tests and the simulator)."""
         dest = self.key.destination
         return tuple([message_from_packet(p, dest) for p in self.packets])
@@ -329,16 +329,16 @@ class StoreLocal:
     """Non-transactional messages for local queues: (queue, message, connection, recoverable no.),
     and those this QM stores to forward."""
 
-    items: tuple[tuple[str, Message, int, int | None], ...]
+    items: tuple[tuple[str, MessageRecord, int, int | None], ...]
     #: Messages disregarded on receipt (MS-MQQB 3.1.5.8.2 / 3.1.5.8.3 / 3.1.7.1.2, or a hop
     #: count exceeded as an intermediate): (message, NACK class, AckSession of its sender's
     #: FinalAcks), whose NACKs to enqueue (openmsmq.transfer.arrival.refuse).
-    refusals: tuple[tuple[Message, int, object], ...] = ()
+    refusals: tuple[tuple[MessageRecord, int, object], ...] = ()
     #: Recoverable messages passed on (store and forward): (format name of their
     #: destination, message, connection, recoverable no.), into its outgoing queue.
-    forwards: tuple[tuple[str, Message, int, int | None], ...] = ()
+    forwards: tuple[tuple[str, MessageRecord, int, int | None], ...] = ()
     #: OrderAcks to enqueue (MS-MQQB 3.1.7.17): (transAcknowledgment, DestinationForAck).
-    acks: tuple[tuple[Message, str], ...] = ()
+    acks: tuple[tuple[MessageRecord, str], ...] = ()
 
 
 StoreWork = AcceptBatch | ReleaseBatch | StoreLocal | SequenceUpkeep

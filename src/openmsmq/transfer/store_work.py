@@ -21,7 +21,7 @@ from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
 from openmsmq.qm.sequences import SequenceStore
-from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.store.records import IncomingSequenceState, MessageRecord
 from openmsmq.transfer.acknowledgments import (
     AckSession,
     build_transactional_acknowledgment,
@@ -76,15 +76,15 @@ class StoreWorkSide(TransferParts):
     unstored_bytes: int
     _accepted_bytes: int
     _accept_in_flight: AcceptBatch | None
-    _nontx_in: list[tuple[str, Message, int, int | None]]
+    _nontx_in: list[tuple[str, MessageRecord, int, int | None]]
     _expire_due: bool
-    _forward_in: list[tuple[str, Message, int, int | None]]
+    _forward_in: list[tuple[str, MessageRecord, int, int | None]]
     _local_in_flight: StoreLocal | None
-    _refusals: list[tuple[Message, int, AckSession | None]]
+    _refusals: list[tuple[MessageRecord, int, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
     _seq_owner: dict[int, tuple[int, float]]
     _ack_route: dict[SequenceKey, int]
-    _order_acks: list[tuple[Message, str]]
+    _order_acks: list[tuple[MessageRecord, str]]
     _rejects: dict[SequenceKey, tuple[int, float]]
     _refuse_until: dict[str, float]
     _store_retry: float
@@ -96,7 +96,7 @@ class StoreWorkSide(TransferParts):
 
         def _drain_session(self, conn: Conn, now: float) -> None: ...
         def _refuse(self, conn: Conn, until: float) -> None: ...
-        def settle_refusal(self, origin: AckOrigin, m: Message) -> str | None: ...
+        def settle_refusal(self, origin: AckOrigin, m: MessageRecord) -> str | None: ...
         def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None: ...
 
     def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
@@ -278,7 +278,7 @@ class StoreWorkSide(TransferParts):
                 origins = work.settle_origins
                 refusals: dict[int, str] = {}
 
-                def accept(i: int, m: Message) -> bool:
+                def accept(i: int, m: MessageRecord) -> bool:
                     origin = origins[i] if i < len(origins) else None
                     refusal = None if origin is None else self.settle_refusal(origin, m)
                     if refusal is not None:
