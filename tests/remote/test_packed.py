@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from openmsmq.client import grpc_transport as gt
-from openmsmq.client.message import MessageRecord as ClientMessage
+from openmsmq.client.message import Message as ClientMessage
 from openmsmq.client.types import AckRequest, Delivery
 from openmsmq.errors import MQError
 from openmsmq.qm import MessageRecord, QueueManager
