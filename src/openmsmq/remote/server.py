@@ -291,13 +291,13 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     # ---- session -------------------------------------------------------------------------
 
-    async def RemoteSession(
+    async def Session(
         self, request_iterator: AsyncIterator[pb.SessionPing], context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
         try:
             principal = self._principal(context)
         except _CallError as exc:
-            self._refused(context, "RemoteSession", exc, None)
+            self._refused(context, "Session", exc, None)
             await context.abort(
                 exc.code, exc.message, trailing_metadata=((HRESULT_KEY, f"{exc.hresult:08X}"),)
             )
