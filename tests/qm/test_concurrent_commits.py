@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.qm import MessageRecord, QueueManager
-from openmsmq.qm import reads as qm_reads
+from openmsmq.qm import MessageRecord, QueueManager, reader
 
 
 @pytest.fixture
@@ -25,7 +24,7 @@ def test_every_waiting_receive_is_woken_by_the_send(
     """A commit notifies a queue only while a read is in progress on it
     (``QueueState.readers``): no wake-up may be lost. The periodic re-check is pushed
     out of reach, so a lost one would leave its receiver waiting."""
-    monkeypatch.setattr(qm_reads, "_WAKE_SLICE", 3600.0)
+    monkeypatch.setattr(reader, "_WAKE_SLICE", 3600.0)
     qm.create_queue("private$\\w", transactional=True)
     for i in range(200):
         got: list[MessageRecord] = []

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from openmsmq.errors import IOTimeoutError
-from openmsmq.qm import MessageRecord, QueueManager
-from openmsmq.qm import ranges as qm_ranges
+from openmsmq.qm import MessageRecord, QueueManager, range_reader
 from openmsmq.store.ops import RemovedMessage
 from tests.clock import Clock
 
@@ -98,7 +97,7 @@ def positions(qm: QueueManager) -> list[dict[str, int]]:
 def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int | None]]:
     """Results of every remove_spans operation run (None: fell back per message)."""
     got: list[int | None] = []
-    real = qm_ranges.ranges.remove_spans
+    real = range_reader.ranges.remove_spans
 
     def wrapped(*args: Any, **kwargs: Any) -> Callable[[Any], int | None]:
         op = real(*args, **kwargs)
@@ -110,7 +109,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int | None]]:
 
         return run
 
-    monkeypatch.setattr(qm_ranges.ranges, "remove_spans", wrapped)
+    monkeypatch.setattr(range_reader.ranges, "remove_spans", wrapped)
     yield got
 
 

@@ -13,7 +13,7 @@ from openmsmq.client.types import AckRequest, Delivery
 from openmsmq.errors import MQError
 from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote import openmsmq_remote_pb2 as pb
-from openmsmq.remote import ranges
+from openmsmq.remote import range_calls
 from openmsmq.remote.auth import ALLOW_ALL
 from openmsmq.remote.packed import decode_messages, encode_messages, encode_rows
 from openmsmq.remote.server import message_to_pb, read_reply
@@ -128,5 +128,5 @@ def test_peek_range_packed_equals_the_message_path(qm: QueueManager) -> None:
             (ids[1], None, 7),
             (ids[-1], None, 5),
         ):
-            want = encode_messages(ranges.peek_range(qm, ALLOW_ALL, queue, after, through, limit))
-            assert ranges.peek_range_packed(qm, ALLOW_ALL, queue, after, through, limit) == want
+            want = encode_messages(range_calls.peek_range(qm, ALLOW_ALL, queue, after, through, limit))
+            assert range_calls.peek_range_packed(qm, ALLOW_ALL, queue, after, through, limit) == want

@@ -46,7 +46,7 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
-from openmsmq.remote.reads import SEEK
+from openmsmq.remote.read_calls import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.runtime import STORE_FILE, holds_queue_manager, take_serve_lock
 from openmsmq.server.node import open_node

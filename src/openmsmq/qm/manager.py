@@ -1,8 +1,8 @@
 """The queue manager: queues, messages, local transactions, cursors, expiry.
 
 Reads (receive, peek, cursors, lookups, two-phase receive) live in
-:mod:`openmsmq.qm.reads`; LookupIdentifier ranges, idempotent send and queue statistics
-(the Spark and metrics seams) in :mod:`openmsmq.qm.ranges`; the MS-MQQB sequence seams
+:mod:`openmsmq.qm.reader`; LookupIdentifier ranges, idempotent send and queue statistics
+(the Spark and metrics seams) in :mod:`openmsmq.qm.range_reader`; the MS-MQQB sequence seams
 (OrderAck release, FinalAck settlement, incoming acceptance) in
 :mod:`openmsmq.qm.sequences`, which the transfer owns. :class:`QueueManager` is a façade
 over these collaborators.
@@ -34,8 +34,8 @@ from openmsmq.qm.dead_letters import DeadLetters, Expirer
 from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, QueueState
 from openmsmq.qm.locks import NACK_Q_PURGED, LockTable
 from openmsmq.qm.options import StoreOptions
-from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, LookupRange, QueueStats, RangeReader
-from openmsmq.qm.reads import Reader
+from openmsmq.qm.range_reader import DEFAULT_IDENTITY_RETENTION, LookupRange, QueueStats, RangeReader
+from openmsmq.qm.reader import Reader
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import CommitHook, Listener, RemovalEvents
 from openmsmq.qm.sending import Sender
@@ -139,9 +139,9 @@ class QueueManager:
             self.open_queue,
             min(opts.max_message_bytes, MAX_MESSAGE_BYTES),
         )
-        #: Receive, peek, cursors, two-phase receive (:class:`~openmsmq.qm.reads.Reader`).
+        #: Receive, peek, cursors, two-phase receive (:class:`~openmsmq.qm.reader.Reader`).
         self.reader = Reader(self.store, self.queues, self.locks, clock, self.sender.commit)
-        #: Ranges, idempotent send, statistics (:class:`~openmsmq.qm.ranges.RangeReader`).
+        #: Ranges, idempotent send, statistics (:class:`~openmsmq.qm.range_reader.RangeReader`).
         self.ranges = RangeReader(
             self.store,
             self.metrics,
@@ -523,7 +523,7 @@ class QueueManager:
         cursor: int | None = None,
         cancel: CancelToken | None = None,
     ) -> MessageRecord:
-        """See :meth:`~openmsmq.qm.reads.Reader.receive`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.receive`."""
         return self.reader.receive(queue, tx=tx, timeout=timeout, cursor=cursor, cancel=cancel)
 
     def receive_many(
@@ -536,7 +536,7 @@ class QueueManager:
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
     ) -> list[MessageRecord]:
-        """See :meth:`~openmsmq.qm.reads.Reader.receive_many`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.receive_many`."""
         return self.reader.receive_many(
             queue, max_count, tx=tx, timeout=timeout, cancel=cancel, max_bytes=max_bytes
         )
@@ -550,7 +550,7 @@ class QueueManager:
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
     ) -> MessageRecord:
-        """See :meth:`~openmsmq.qm.reads.Reader.peek`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.peek`."""
         return self.reader.peek(queue, timeout=timeout, cursor=cursor, action=action, cancel=cancel)
 
     def read_through_cursor(
@@ -566,7 +566,7 @@ class QueueManager:
         first_read: Callable[[Callable[[float | None], MessageRecord]], MessageRecord] | None = None,
         max_bytes: int | None = None,
     ) -> list[MessageRecord]:
-        """See :meth:`~openmsmq.qm.reads.Reader.read_through_cursor`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.read_through_cursor`."""
         return self.reader.read_through_cursor(
             queue,
             cursor,
@@ -590,7 +590,7 @@ class QueueManager:
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
     ) -> list[MessageRecord]:
-        """See :meth:`~openmsmq.qm.reads.Reader.peek_many`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.peek_many`."""
         return self.reader.peek_many(
             queue,
             max_count,
@@ -602,17 +602,17 @@ class QueueManager:
         )
 
     def create_cursor(self, queue: QueueRef) -> int:
-        """See :meth:`~openmsmq.qm.reads.Reader.create_cursor`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.create_cursor`."""
         return self.reader.create_cursor(queue)
 
     def close_cursor(self, handle: int) -> None:
-        """See :meth:`~openmsmq.qm.reads.Reader.close_cursor`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.close_cursor`."""
         return self.reader.close_cursor(handle)
 
     def peek_by_lookup_id(
         self, queue: QueueRef, lookup_id: int, action: LookupAction = LookupAction.CURRENT
     ) -> MessageRecord:
-        """See :meth:`~openmsmq.qm.reads.Reader.peek_by_lookup_id`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.peek_by_lookup_id`."""
         return self.reader.peek_by_lookup_id(queue, lookup_id, action)
 
     def receive_by_lookup_id(
@@ -623,7 +623,7 @@ class QueueManager:
         *,
         tx: Transaction | None = None,
     ) -> MessageRecord:
-        """See :meth:`~openmsmq.qm.reads.Reader.receive_by_lookup_id`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.receive_by_lookup_id`."""
         return self.reader.receive_by_lookup_id(queue, lookup_id, action, tx=tx)
 
     def dequeue_begin(
@@ -636,7 +636,7 @@ class QueueManager:
         action: LookupAction = LookupAction.CURRENT,
         cancel: CancelToken | None = None,
     ) -> PendingReceive:
-        """See :meth:`~openmsmq.qm.reads.Reader.dequeue_begin`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.dequeue_begin`."""
         return self.reader.dequeue_begin(
             queue, tx=tx, timeout=timeout, lookup_id=lookup_id, action=action, cancel=cancel
         )
@@ -651,13 +651,13 @@ class QueueManager:
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
     ) -> list[PendingReceive]:
-        """See :meth:`~openmsmq.qm.reads.Reader.dequeue_begin_many`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.dequeue_begin_many`."""
         return self.reader.dequeue_begin_many(
             queue, max_count, tx=tx, timeout=timeout, cancel=cancel, max_bytes=max_bytes
         )
 
     def dequeue_end(self, pending: PendingReceive, delete: bool) -> None:
-        """See :meth:`~openmsmq.qm.reads.Reader.dequeue_end`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.dequeue_end`."""
         return self.reader.dequeue_end(pending, delete)
 
     # ---- LookupIdentifier ranges, idempotent send, statistics (RangeReader) --------------
@@ -665,23 +665,23 @@ class QueueManager:
     def lookup_range(
         self, queue: QueueRef, after: int = 0, through: int | None = None, with_bytes: bool = False
     ) -> LookupRange | None:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.lookup_range`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.lookup_range`."""
         return self.ranges.lookup_range(queue, after, through, with_bytes)
 
     def lookup_ranges(
         self, queues: Iterable[QueueRef], with_bytes: bool = False
     ) -> dict[QueueRef, LookupRange | None]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.lookup_ranges`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.lookup_ranges`."""
         return self.ranges.lookup_ranges(queues, with_bytes)
 
     def nth_lookup_id(self, queue: QueueRef, after: int, n: int, through: int | None = None) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.nth_lookup_id`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.nth_lookup_id`."""
         return self.ranges.nth_lookup_id(queue, after, n, through)
 
     def peek_range(
         self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
     ) -> list[MessageRecord]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_range`."""
         return self.ranges.peek_range(queue, after_lookup_id, limit, through)
 
     def peek_range_rows(
@@ -692,39 +692,39 @@ class QueueManager:
         through: int | None = None,
         max_bytes: int | None = None,
     ) -> list[tuple[Any, ...]]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range_rows`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_range_rows`."""
         return self.ranges.peek_range_rows(queue, after_lookup_id, limit, through, max_bytes)
 
     def peek_range_limited(
         self, queue: QueueRef, after_lookup_id: int, limit: int, through: int | None, max_bytes: int
     ) -> list[MessageRecord]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range_limited`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_range_limited`."""
         return self.ranges.peek_range_limited(queue, after_lookup_id, limit, through, max_bytes)
 
     def high_lookup_id(self) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.high_lookup_id`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.high_lookup_id`."""
         return self.ranges.high_lookup_id()
 
     def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_outgoing_rows`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_outgoing_rows`."""
         return self.ranges.peek_outgoing_rows(queue, after_lookup_id, limit)
 
     def remove_through(self, positions: Mapping[QueueRef, int]) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.remove_through`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.remove_through`."""
         return self.ranges.remove_through(positions)
 
     def send_idempotent(
         self, queue: QueueRef, messages: Sequence[MessageRecord], identities: Sequence[str]
     ) -> list[int | None]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.send_idempotent`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.send_idempotent`."""
         return self.ranges.send_idempotent(queue, messages, identities)
 
     def prune_identities(self, now: float | None = None, limit: int = 10000) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.prune_identities`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.prune_identities`."""
         return self.ranges.prune_identities(now, limit)
 
     def queue_stats(self) -> list[QueueStats]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.queue_stats`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.queue_stats`."""
         return self.ranges.queue_stats()
 
     # ---- sending -------------------------------------------------------------------------

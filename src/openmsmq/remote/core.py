@@ -12,7 +12,7 @@ service calls them from worker threads. Waits are cut into short slices so that
 R_CancelReceive, a closed handle or an ended session stop them promptly. Timers run
 when the owner calls :meth:`RemoteReadCore.run_timers` (with ``now`` from the core's
 clock, so tests can drive them). The read primitives that need none of this state
-(parameter checks, the sliced wait, cursor batches) are in :mod:`openmsmq.remote.reads`.
+(parameter checks, the sliced wait, cursor batches) are in :mod:`openmsmq.remote.read_calls`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from openmsmq.remote.pending import (
     PendingRequestEntry,
     PendingRequestTable,
 )
-from openmsmq.remote.reads import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
+from openmsmq.remote.read_calls import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
 from openmsmq.remote.session import (
     OpenQueueDescriptor,
     RemoteSession,

@@ -32,7 +32,7 @@ from openmsmq.errors import HResult, LimitError, MQError
 from openmsmq.observability.refusals import Refusals
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import MAX_MESSAGE_BYTES, MessageRecord, QueueManager, QueueRecord, QueueType
-from openmsmq.remote import admin, ranges
+from openmsmq.remote import admin, range_calls
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
@@ -453,14 +453,14 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def GetQueueInfo(self, request: pb.QueueName, context: Any) -> pb.QueueInfo:
         return await self._run(context, lambda s, _c: queue_info_to_pb(self.core.queue_info(s, request.name)))
 
-    # ---- LookupIdentifier ranges (openmsmq.remote.ranges) --------------------------------
+    # ---- LookupIdentifier ranges (openmsmq.remote.range_calls) --------------------------------
 
     async def LookupRanges(self, request: pb.LookupRangesRequest, context: Any) -> pb.LookupRangesReply:
         def fn(s: RemoteSession, _c: threading.Event) -> pb.LookupRangesReply:
             queries = [
                 (q.queue, q.after, q.through if q.HasField("through") else None) for q in request.queries
             ]
-            found = ranges.lookup_ranges(
+            found = range_calls.lookup_ranges(
                 self.core.qm, s.principal, queries, self.core.limits, with_bytes=request.with_bytes
             )
             return pb.LookupRangesReply(
@@ -477,7 +477,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def NthLookupId(self, request: pb.NthLookupIdRequest, context: Any) -> pb.NthLookupIdReply:
         def fn(s: RemoteSession, _c: threading.Event) -> pb.NthLookupIdReply:
             through = request.through if request.HasField("through") else None
-            lid = ranges.nth_lookup_id(
+            lid = range_calls.nth_lookup_id(
                 self.core.qm, s.principal, request.queue, request.after, request.n, through
             )
             return pb.NthLookupIdReply(lookup_id=lid)
@@ -490,14 +490,14 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             args = (self.core.qm, s.principal, request.queue, request.after, through, request.max_count,
                     self.core.limits)  # fmt: skip
             if request.reply_format == PACKED_V1:
-                return pb.ReadReply(packed=ranges.peek_range_packed(*args))
-            return read_reply(ranges.peek_range(*args), request.reply_format)
+                return pb.ReadReply(packed=range_calls.peek_range_packed(*args))
+            return read_reply(range_calls.peek_range(*args), request.reply_format)
 
         return await self._run(context, fn)
 
     async def RemoveThrough(self, request: pb.RemoveThroughRequest, context: Any) -> pb.RemoveThroughReply:
         def fn(s: RemoteSession, _c: threading.Event) -> pb.RemoveThroughReply:
-            count = ranges.remove_through(
+            count = range_calls.remove_through(
                 self.core.qm, s.principal, dict(request.positions), self.core.limits
             )
             return pb.RemoveThroughReply(count=count)
@@ -509,7 +509,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             if request.messages:  # before the messages are converted
                 self.core.limits.messages(len(request.messages), "messages")
             records = [record_from_pb(o) for o in request.messages]
-            got = ranges.send_idempotent(
+            got = range_calls.send_idempotent(
                 self.core.qm, s.principal, request.queue, records, list(request.identities), self.core.limits
             )
             return pb.SendIdempotentReply(lookup_ids=[lid or 0 for lid in got])

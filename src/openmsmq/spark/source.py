@@ -259,7 +259,7 @@ def read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: Partit
             seen += len(page)
             seen_bytes += page.body_bytes
             # A page may be shorter than asked without being the last: the server stops
-            # a reply at 64 MiB of bodies (openmsmq.remote.reads.REPLY_BYTES). Only an
+            # a reply at 64 MiB of bodies (openmsmq.remote.read_calls.REPLY_BYTES). Only an
             # empty page (above) or reaching ``through`` ends the partition.
             if after < plan.through:
                 limit = page_limit(opts.fetch_size, seen, seen_bytes)

@@ -22,7 +22,7 @@ from openmsmq.qm import LookupRange, MessageRecord, QueueHandle, QueueManager, Q
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.packed import encode_rows
-from openmsmq.remote.reads import REPLY_BYTES
+from openmsmq.remote.read_calls import REPLY_BYTES
 
 __all__ = [
     "RangeQuery",
