@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import MQError
-from openmsmq.remote import openmsmq_remote_pb2 as pb
 
 if TYPE_CHECKING:  # the client decodes a status without loading the queue manager or the store
     from openmsmq.qm import QueueManager
+    from openmsmq.remote import openmsmq_remote_pb2 as pb
     from openmsmq.transfer.state import IncomingStatus, OutgoingStatus
 
 __all__ = [
@@ -308,6 +308,9 @@ def collect_status(
 
 def status_to_pb(st: QMStatus) -> pb.StatusReply:
     """A :class:`QMStatus` as the protobuf :class:`StatusReply`."""
+    # Imported here: a local ``openmsmq status`` never needs the protobuf classes.
+    from openmsmq.remote import openmsmq_remote_pb2 as pb
+
     return pb.StatusReply(
         qm_guid=st.qm_guid, data_dir=st.data_dir, running=st.running, transfer=st.transfer,
         pid=st.pid or 0, endpoints=dict(st.endpoints), time=st.time,
