@@ -53,6 +53,9 @@ class TransferSnapshot:
     pid: int | None = None
     #: Where the services listen: ``mqqb``, ``remote``, ``metrics`` (runtime.json).
     endpoints: Mapping[str, str] = field(default_factory=dict)
+    #: Format names (case-folded) of the outgoing queues an operator suspended, also
+    #: those the transfer has not taken up yet.
+    suspended: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,9 +256,15 @@ def collect_status(
             continue  # deleted meanwhile
         o = live.get(fmt.casefold())
         if o is None:
+            if snapshot is None:
+                state = "stopped"
+            elif fmt.casefold() in snapshot.suspended:
+                state = "suspended"
+            else:
+                state = "idle" if not count else "waiting"
             outgoing.append(
                 OutgoingQueueStatus(
-                    fmt, "", "stopped" if snapshot is None else "idle" if not count else "waiting",
+                    fmt, "", state,
                     count, 0, stored.tx_sequence_id, stored.next_tx_sequence_number,
                 )
             )  # fmt: skip
