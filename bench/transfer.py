@@ -161,7 +161,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
 # --------------------------------------------------------------------------- processes
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A TCP port free on both 127.0.0.1 and 127.0.0.2 (bounded tries)."""
     for _ in range(50):
         with socket.socket() as s:
@@ -236,9 +236,12 @@ class Proc:
         return None if self.counter is None else self.counter.count()
 
 
-def _serve(name: str, workdir: Path, data: Path, address: str, port: int, fsyncs: str) -> Proc:
+def serve(name: str, workdir: Path, data: Path, address: str, port: int, fsyncs: str) -> Proc:
+    """``openmsmq serve`` on ``address:port`` over ``data``; its remote-read service on a free
+    port of the same address (what ``openmsmq.connect(data)`` reaches), no metrics."""
     argv = [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(data),
-            "--listen", address, "--port", str(port), "--log-level", "warning"]  # fmt: skip
+            "--listen", address, "--port", str(port), "--log-level", "warning",
+            "--remote-port", str(free_port()), "--no-metrics"]  # fmt: skip
     p = Proc(name, workdir, argv, fsyncs)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -265,13 +268,13 @@ def run_openmsmq(
     a_dir, b_dir = work / "a", work / "b"
     with QueueManager(b_dir) as qb:
         qb.create_queue(QUEUE, transactional=True)
-    port = _free_port()
+    port = free_port()
     procs: list[Proc] = []
     notes: list[str] = []
     try:
-        b = _serve("serve-b", work, b_dir, B, port, fsyncs)
+        b = serve("serve-b", work, b_dir, B, port, fsyncs)
         procs.append(b)
-        a = _serve("serve-a", work, a_dir, A, port, fsyncs)
+        a = serve("serve-a", work, a_dir, A, port, fsyncs)
         procs.append(a)
         argv = [sys.executable, str(Path(__file__).resolve()), "--sender-role", str(a_dir),
                 "--messages", str(n), "--body-size", str(body_size), "--per-tx", str(per_tx),
