@@ -59,11 +59,12 @@ class NetConfig:
     address to ``host`` so that the peer sees this QM's address. ``backoff_min`` /
     ``backoff_max``: Session Retry Connect wait, doubling (MS-MQQB 3.1.2.3).
     ``poll_interval``: how often outgoing queues are checked for new commits.
-    ``accept_batch_min`` / ``accept_batch_wait``: accepted messages are stored once that
-    many wait, or that many seconds after fewer started waiting (a transaction of 64
-    messages cost ~10.5 µs of CPU per message, one of 256 ~7.5 µs; with rows built from
-    the packets, 256 ~5.0 µs and 512 ~4.3 µs, docs/transfer.md; the OrderAck waits
-    OrderAckTimeout, 500 ms, after the last message anyway).
+    ``accept_batch_min`` / ``accept_batch_wait``: while the incoming stream is dense (the
+    last batch stored held at least half of ``accept_batch_min``), accepted messages are
+    stored once that many wait, or that many seconds after fewer started waiting: a larger
+    transaction costs less CPU per message (docs/transfer.md). Otherwise they are stored
+    at once: a sparse stream forms small batches anyway, and holding them would only
+    delay when the destination's readers can take them.
     ``feed_bytes``: a read larger than this is handed to the protocol in slices of this
     size, and what each slice produced is written before the next is processed (0: the
     whole read at once).
@@ -256,6 +257,9 @@ class MQQBNode:
         #: Reading from every connection paused: received messages wait for the store
         #: beyond TransferConfig.unstored_bytes (Transfer.reading_wanted).
         self._reading_paused = False
+        #: The last accept batch held at least half of accept_batch_min: the stream is
+        #: dense enough for holding accepted messages to gather a larger batch.
+        self._dense_accepts = False
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
@@ -463,12 +467,14 @@ class MQQBNode:
                 proto.transport.close()
             elif proto is None:
                 t.connection_lost(cid, self.now())
-        # Accepted messages wait for a larger batch (accept_batch_min), at most
-        # accept_batch_wait; never while stopping.
-        hold = not (self._flush_accepts or self._stopping)
+        # Accepted messages of a dense stream wait for a larger batch (accept_batch_min),
+        # at most accept_batch_wait; never while stopping.
+        hold = self._dense_accepts and not (self._flush_accepts or self._stopping)
         accept_min = self.config.accept_batch_min if hold else 1
         while (work := t.next_store_work(accept_min=accept_min)) is not None:
             if isinstance(work, AcceptBatch):
+                size = sum([len(g.packets) for g in work.groups])
+                self._dense_accepts = 2 * size >= self.config.accept_batch_min
                 self._flush_accepts = False
                 if self._hold_handle is not None:
                     self._hold_handle.cancel()
