@@ -13,6 +13,7 @@ the pump writes each connection's pending packets with one ``transport.write``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import ssl
@@ -260,6 +261,10 @@ class MQQBNode:
         #: The last accept batch held at least half of accept_batch_min: the stream is
         #: dense enough for holding accepted messages to gather a larger batch.
         self._dense_accepts = False
+        #: A wake-up of the poll is scheduled (outgoing_committed), not yet run, and the
+        #: outgoing queues committed into since the last one.
+        self._poll_wanted = False
+        self._committed_queues: set[int] = set()
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
@@ -343,6 +348,31 @@ class MQQBNode:
                 reuse_address=True,
             )
             log.info("MS-MQQB over TLS listener on %s:%d", *self.tls_address)
+        self.transfer.qm.add_outgoing_listener(self.outgoing_committed)
+        self._poll()
+
+    def outgoing_committed(self, queue_id: int) -> None:
+        """Messages were committed into outgoing queue ``queue_id`` in this process (any
+        thread): poll at once rather than at the next poll_interval. One wake-up at a time:
+        the queue is recorded before the flag is read, and the wake-up clears the flag
+        before it takes the recorded queues, so no commit is missed."""
+        self._committed_queues.add(queue_id)
+        if self._poll_wanted or self._stopping:
+            return
+        self._poll_wanted = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
+            self.loop.call_soon_threadsafe(self._poll_now)
+
+    def _poll_now(self) -> None:
+        self._poll_wanted = False
+        committed, self._committed_queues = self._committed_queues, set()
+        if self._stopping:
+            return
+        # A queue the transfer does not know yet (the first send to a destination) is
+        # found by listing the queues: done by this poll instead of the next refresh.
+        self.transfer.take_up_queues(committed)
+        if self._poll_handle is not None:
+            self._poll_handle.cancel()
         self._poll()
 
     @property
@@ -370,6 +400,7 @@ class MQQBNode:
         is redone by the next OrderAck after the restart.
         """
         self._stopping = True
+        self.transfer.qm.remove_outgoing_listener(self.outgoing_committed)
         if self._server is not None:
             self._server.close()
         if self._tls_server is not None:

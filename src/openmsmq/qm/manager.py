@@ -140,6 +140,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self._uniq_next = 0
         self._uniq_end = 0
         self._listeners: list[Callable[[list[RemovedMessage]], None]] = []
+        self._outgoing_listeners: list[Callable[[int], None]] = []
         # Listeners whose acknowledgments for a transaction's receives are written in the
         # transaction's own commit: listener -> its hook (see add_commit_hook).
         self._commit_hooks: dict[
@@ -196,6 +197,18 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
                 self.prune_identities()
             except MQError:
                 continue  # store trouble: try again next round
+
+    def add_outgoing_listener(self, fn: Callable[[int], None]) -> None:
+        """Call ``fn(queue_id)`` after a commit put messages into an outgoing queue, in the thread
+        that committed: the transfer driver loads them at once instead of at its next poll
+        of the outgoing queues (commits of other processes are seen by that poll only).
+        ``fn`` must be cheap and thread-safe."""
+        self._outgoing_listeners.append(fn)
+
+    def remove_outgoing_listener(self, fn: Callable[[int], None]) -> None:
+        """Undo :meth:`add_outgoing_listener` (no error if ``fn`` was not added)."""
+        with contextlib.suppress(ValueError):
+            self._outgoing_listeners.remove(fn)
 
     def add_removal_listener(self, fn: Callable[[list[RemovedMessage]], None]) -> None:
         """Call ``fn(events)`` after messages that asked for acknowledgments, journaling or a
@@ -648,6 +661,9 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
     def _notify(self, states: Iterable[_QueueState]) -> None:
         """Wake the reads waiting on these queues (after messages became available)."""
         for qs in set(states):
+            if qs.record.queue_type == _OUTGOING:
+                for fn in self._outgoing_listeners:
+                    fn(qs.record.queue_id)
             # No read in progress: nobody to wake, skip the condition (qs.readers).
             if qs.readers:
                 with qs.cond:
