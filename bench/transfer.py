@@ -123,7 +123,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int, d
     median, 99th percentile and longest of its transactions' durations, begin to commit
     returned, in ms).
     """
-    from openmsmq.qm import Message, QueueManager
+    from openmsmq.qm import MessageRecord, QueueManager
 
     qm = QueueManager(a_dir)
     qm.open_queue(DEST)
@@ -150,7 +150,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int, d
                     began = clock()
                     tx = qm.begin()
                     i = sent[k]
-                    batch = [Message(body=_body(k, j, body_size)) for j in range(i, i + per_tx)]
+                    batch = [MessageRecord(body=_body(k, j, body_size)) for j in range(i, i + per_tx)]
                     qm.send_many(DEST, batch, tx)
                     tx.commit()
                     sent[k] = i + per_tx
@@ -158,7 +158,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int, d
             for i in range(0, len(mine), per_tx):
                 began = clock()
                 tx = qm.begin()
-                qm.send_many(DEST, [Message(body=b) for b in mine[i : i + per_tx]], tx)
+                qm.send_many(DEST, [MessageRecord(body=b) for b in mine[i : i + per_tx]], tx)
                 tx.commit()
                 mine_durations.append(clock() - began)
             sent[k] += len(mine)

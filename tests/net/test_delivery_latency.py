@@ -11,8 +11,8 @@ from pathlib import Path
 
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
 
 from .test_mqqb import DEST_B, A, B, Q, _free_port, _wait_for
 
@@ -43,7 +43,7 @@ async def _nodes(
 
 def _send(qm: QueueManager, bodies: list[bytes]) -> None:
     tx = qm.begin()
-    qm.send_many(DEST_B, [Message(body=b) for b in bodies], tx)
+    qm.send_many(DEST_B, [MessageRecord(body=b) for b in bodies], tx)
     tx.commit()
 
 
