@@ -633,6 +633,9 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     prod, cons = s.run(rate, n, args.body_size, args.max_batch, timeout)
                     f = figures(s.name, rate, n, warm, prod, cons)
+                except TimeoutError as exc:
+                    failure = f"DID NOT KEEP UP with the offered load ({exc})"
+                    f = Figures(s.name, rate, 0, problems=[failure])
                 except Exception as exc:
                     failure = f"RUN FAILED: {type(exc).__name__}: {str(exc)[:500]}"
                     f = Figures(s.name, rate, 0, problems=[failure])
