@@ -539,8 +539,6 @@ class Figures:
 def figures(system: str, rate: int, n: int, warm: int, prod: dict[str, Any], cons: dict[str, Any]) -> Figures:
     """Check the run (every message once, in order, nothing left) and, if it passed, build
     the histogram of consumer stamp - producer stamp over the messages after the warm-up."""
-    from hdrh.histogram import HdrHistogram
-
     f = Figures(system, rate, n - warm, late=prod["late"], max_late_ms=prod["max_late_ms"])
     sent, got = prod["stamps"], cons["stamps"]
     missing = sum(1 for k in range(n) if not got[k] or not sent[k])
@@ -550,6 +548,8 @@ def figures(system: str, rate: int, n: int, warm: int, prod: dict[str, Any], con
             f" duplicated or redelivered, {missing} without both stamps, {cons.get('left', 0)} left"
         )
         return f
+    from hdrh.histogram import HdrHistogram
+
     hist = HdrHistogram(1, 120_000_000, 3)  # µs
     for k in range(warm, n):
         us = (got[k] - sent[k]) // 1000
