@@ -13,6 +13,7 @@ the pump writes each connection's pending packets with one ``transport.write``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ipaddress
 import logging
@@ -264,7 +265,7 @@ class MQQBNode:
         #: A wake-up of the poll is scheduled (outgoing_committed), not yet run, and the
         #: outgoing queues committed into since the last one.
         self._poll_wanted = False
-        self._committed_queues: set[int] = set()
+        self._committed_queues: collections.deque[int] = collections.deque()
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
@@ -354,9 +355,10 @@ class MQQBNode:
     def outgoing_committed(self, queue_id: int) -> None:
         """Messages were committed into outgoing queue ``queue_id`` in this process (any
         thread): poll at once rather than at the next poll_interval. One wake-up at a time:
-        the queue is recorded before the flag is read, and the wake-up clears the flag
-        before it takes the recorded queues, so no commit is missed."""
-        self._committed_queues.add(queue_id)
+        the queue is recorded (deque appends and pops are atomic) before the flag is read,
+        and the wake-up clears the flag before it takes the recorded queues, so no commit
+        is missed."""
+        self._committed_queues.append(queue_id)
         if self._poll_wanted or self._stopping:
             return
         self._poll_wanted = True
@@ -365,7 +367,8 @@ class MQQBNode:
 
     def _poll_now(self) -> None:
         self._poll_wanted = False
-        committed, self._committed_queues = self._committed_queues, set()
+        pending = self._committed_queues
+        committed = {pending.popleft() for _ in range(len(pending))}
         if self._stopping:
             return
         # A queue the transfer does not know yet (the first send to a destination) is
