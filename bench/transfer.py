@@ -3,7 +3,7 @@
     .venv/bin/python bench/transfer.py [--messages 100000] [--body-size 256] [--per-tx 100]
                                        [--senders 1] [--single N] [--no-peers]
                                        [--fsyncs auto|perf|strace|none] [--timeout 600] [--repeat 3]
-                                       [--disk-flushes N]
+                                       [--disk-flushes N] [--duration SECONDS]
 
 Two real ``openmsmq serve`` processes run on 127.0.0.1 (QM A) and 127.0.0.2 (QM B), each
 over its own temporary data directory with the durable store (WAL, synchronous=FULL).
@@ -34,6 +34,11 @@ The main figure is the median of ``--repeat`` runs (all are listed), as for the 
 8 if left at 1). Then the RabbitMQ quorum queue and Redis Streams runs of
 ``bench/peers.py`` move the same messages (skipped with a note if a server cannot be
 installed or started; ``--no-peers`` skips both), and the ratios are printed.
+``--duration S`` measures sustained throughput instead of a burst: the application
+commits for S seconds as fast as it can, the figure is from its first send to the last
+message stored at B, with the messages stored at B in each second while it sent (median,
+lowest, highest) and the OrderAck tail after the last message reported apart (seed 003's
+OrderAckTimeout); the peers then move as many messages as openmsmq moved.
 ``--disk-flushes N`` runs everything, the peers included, on an emulated disk that
 completes N flushes per second (``bench/README.md``).
 """
@@ -83,11 +88,16 @@ class TransferResult:
     notes: list[str]
     #: CPU seconds (user + system, all threads) each process used in the window.
     cpu: dict[str, float]
+    #: ``--duration``: seconds the application sent for (0: a burst of ``messages``).
+    duration: float = 0.0
+    #: ``--duration``: messages stored at B in each whole second while the application sent.
+    per_second: tuple[int, ...] = ()
 
     @property
     def msgs_per_s(self) -> float:
-        """End to end: first send to last OrderAck."""
-        return self.messages / self.acked_s
+        """A burst: first send to last OrderAck. ``--duration``: first send to the last
+        message stored at B (the OrderAck tail after it is reported apart)."""
+        return self.messages / (self.stored_s if self.duration else self.acked_s)
 
     @property
     def fsyncs_total(self) -> int | None:
@@ -104,19 +114,24 @@ def _body(sender: int, seq: int, size: int) -> bytes:
 # --------------------------------------------------------------------------- sender process
 
 
-def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -> None:
-    """The application: commit ``n`` messages to DEST on A's data directory, then report.
+def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int, duration: float = 0.0) -> None:
+    """The application: commit ``n`` messages to DEST on A's data directory, then report;
+    with ``duration``, commit for that many seconds instead (as fast as it can).
 
     Protocol with the parent on stdin/stdout: prints ``ready``, waits for a line on stdin,
-    sends, prints one JSON line (t0, t_committed, tx_ms: the median, 99th percentile and
-    longest of its transactions' durations, begin to commit returned, in ms).
+    sends, prints one JSON line (t0, t_committed, sent: the messages committed, tx_ms: the
+    median, 99th percentile and longest of its transactions' durations, begin to commit
+    returned, in ms).
     """
     from openmsmq.qm import MessageRecord, QueueManager
 
     qm = QueueManager(a_dir)
     qm.open_queue(DEST)
     share = [n // senders + (1 if k < n % senders else 0) for k in range(senders)]
+    if duration:
+        share = [0] * senders  # bodies are built per transaction until the time is up
     bodies = [[_body(k, i, body_size) for i in range(share[k])] for k in range(senders)]
+    sent = [0] * senders
     print("ready", flush=True)
     sys.stdin.readline()
     errors: list[BaseException] = []
@@ -129,12 +144,24 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
         try:
             start.wait()
             mine = bodies[k]
+            if duration:
+                until = clock() + duration
+                while clock() < until:
+                    began = clock()
+                    tx = qm.begin()
+                    i = sent[k]
+                    batch = [MessageRecord(body=_body(k, j, body_size)) for j in range(i, i + per_tx)]
+                    qm.send_many(DEST, batch, tx)
+                    tx.commit()
+                    sent[k] = i + per_tx
+                    mine_durations.append(clock() - began)
             for i in range(0, len(mine), per_tx):
                 began = clock()
                 tx = qm.begin()
                 qm.send_many(DEST, [MessageRecord(body=b) for b in mine[i : i + per_tx]], tx)
                 tx.commit()
                 mine_durations.append(clock() - began)
+            sent[k] += len(mine)
         except BaseException as exc:
             errors.append(exc)
         durations.extend(mine_durations)
@@ -153,7 +180,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
     tx_ms = [
         round(durations[min(len(durations) - 1, int(q * len(durations)))] * 1000, 2) for q in (0.5, 0.99, 1.0)
     ]
-    print(json.dumps({"t0": t0, "t_committed": t1, "tx_ms": tx_ms}), flush=True)
+    print(json.dumps({"t0": t0, "t_committed": t1, "sent": sum(sent), "tx_ms": tx_ms}), flush=True)
     sys.stdin.readline()  # stay alive until the parent has closed the fsync window
     qm.close()
 
@@ -161,7 +188,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
 # --------------------------------------------------------------------------- processes
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A TCP port free on both 127.0.0.1 and 127.0.0.2 (bounded tries)."""
     for _ in range(50):
         with socket.socket() as s:
@@ -236,9 +263,12 @@ class Proc:
         return None if self.counter is None else self.counter.count()
 
 
-def _serve(name: str, workdir: Path, data: Path, address: str, port: int, fsyncs: str) -> Proc:
+def serve(name: str, workdir: Path, data: Path, address: str, port: int, fsyncs: str) -> Proc:
+    """``openmsmq serve`` on ``address:port`` over ``data``; its remote-read service on a free
+    port of the same address (what ``openmsmq.connect(data)`` reaches), no metrics."""
     argv = [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(data),
-            "--listen", address, "--port", str(port), "--log-level", "warning"]  # fmt: skip
+            "--listen", address, "--port", str(port), "--log-level", "warning",
+            "--remote-port", str(free_port()), "--no-metrics"]  # fmt: skip
     p = Proc(name, workdir, argv, fsyncs)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -256,26 +286,35 @@ def _ro(data: Path) -> sqlite3.Connection:
 
 
 def run_openmsmq(
-    n: int, body_size: int, per_tx: int, senders: int, *, fsyncs: str, timeout: float, poll: float
+    n: int,
+    body_size: int,
+    per_tx: int,
+    senders: int,
+    *,
+    fsyncs: str,
+    timeout: float,
+    poll: float,
+    duration: float = 0.0,
 ) -> TransferResult:
-    """One openmsmq A → B run (see the module docstring)."""
+    """One openmsmq A → B run (see the module docstring); with ``duration`` the application
+    sends for that many seconds and ``n`` is what it sent."""
     from openmsmq.qm import QueueManager
 
     work = Path(tempfile.mkdtemp(prefix="openmsmq-bench-transfer-"))
     a_dir, b_dir = work / "a", work / "b"
     with QueueManager(b_dir) as qb:
         qb.create_queue(QUEUE, transactional=True)
-    port = _free_port()
+    port = free_port()
     procs: list[Proc] = []
     notes: list[str] = []
     try:
-        b = _serve("serve-b", work, b_dir, B, port, fsyncs)
+        b = serve("serve-b", work, b_dir, B, port, fsyncs)
         procs.append(b)
-        a = _serve("serve-a", work, a_dir, A, port, fsyncs)
+        a = serve("serve-a", work, a_dir, A, port, fsyncs)
         procs.append(a)
         argv = [sys.executable, str(Path(__file__).resolve()), "--sender-role", str(a_dir),
                 "--messages", str(n), "--body-size", str(body_size), "--per-tx", str(per_tx),
-                "--senders", str(senders)]  # fmt: skip
+                "--senders", str(senders), "--sender-duration", str(duration)]  # fmt: skip
         s = Proc("sender", work, argv, fsyncs, stdin=True)
         procs.append(s)
         assert s.proc.stdout is not None and s.proc.stdin is not None
@@ -296,13 +335,18 @@ def run_openmsmq(
         reader = threading.Thread(target=lambda: report.update(json.loads(out.readline() or "{}")))
         reader.start()
         t_stored = t_acked = None
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout + duration
+        samples: list[tuple[float, int]] = []  # (time, messages at B) while polling
         while t_acked is None:
             now = time.monotonic()
             if now > deadline:
                 raise TimeoutError(f"transfer not finished after {timeout:.0f} s")
+            if duration:
+                # What was sent is known once the application has reported.
+                n = int(report["sent"]) if report else sys.maxsize
             if t_stored is None:
                 row = cb.execute("SELECT msg_count FROM queues WHERE name = ?", (QUEUE,)).fetchone()
+                samples.append((now, row[0] if row else 0))
                 if row and row[0] >= n:
                     t_stored = now
             if t_stored is not None:
@@ -333,7 +377,9 @@ def run_openmsmq(
         for p in procs:
             p.stop()
         t0 = report["t0"]
+        n = int(report["sent"])
         counts = {p.name: p.fsyncs() for p in procs}
+        per_second = _per_second(samples, t0, report["t_committed"])
         notes.extend(_verify(b_dir, n, senders))
         p50, p99, longest = report["tx_ms"]
         notes.append(
@@ -358,6 +404,8 @@ def run_openmsmq(
             counts,
             notes,
             cpu,
+            duration,
+            per_second,
         )
     finally:
         for p in procs:
@@ -365,6 +413,19 @@ def run_openmsmq(
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _per_second(samples: list[tuple[float, int]], t0: float, t_end: float) -> tuple[int, ...]:
+    """Messages stored at B in each whole second from ``t0`` while the application sent
+    (until ``t_end``), from the polled counter (the last sample at or before each mark)."""
+    marks: list[int] = []
+    second, last = 1, 0
+    for t, count in samples:
+        while t - t0 >= second and t0 + second <= t_end:
+            marks.append(last)
+            second += 1
+        last = count
+    return tuple(b - a for a, b in zip([0, *marks], marks, strict=False))
 
 
 def _verify(b_dir: Path, n: int, senders: int) -> list[str]:
@@ -402,13 +463,31 @@ def format_transfer(r: TransferResult, runs: list[TransferResult] | None = None)
         r.notes.append(f"runs: {', '.join(f'{x.msgs_per_s:,.0f}' for x in runs)} msgs/s (median shown)")
     tot = r.fsyncs_total
     per = "" if tot is None else f" = {tot / r.messages:.4f} per message"
+    if r.duration:
+        steady = sorted(r.per_second)
+        spread = (
+            f"; stored at B per second while sending: median {steady[len(steady) // 2]:,},"
+            f" lowest {steady[0]:,}, highest {steady[-1]:,}"
+            if steady
+            else ""
+        )
+        head = (
+            f"openmsmq A->B sustained ({r.per_tx}/tx, {r.duration:g} s of sending):"
+            f" {r.msgs_per_s:,.0f} msgs/s first send to last stored at B ({r.messages:,} x {r.body_size} B)"
+            f"{spread}\n"
+            f"    OrderAck tail apart: last OrderAck {r.acked_s - r.stored_s:.2f} s after the last message"
+            f" was stored at B (end to end {r.messages / r.acked_s:,.0f} msgs/s)\n"
+        )
+    else:
+        head = (
+            f"openmsmq A->B ({r.per_tx}/tx, {r.senders} sender thread{'s' if r.senders > 1 else ''}):"
+            f" {r.msgs_per_s:,.0f} msgs/s end to end  ({r.messages:,} x {r.body_size} B,"
+            f" last OrderAck at {r.acked_s:.2f} s)\n"
+        )
     parts = ", ".join(f"{k} {'n/a' if v is None else f'{v:,}'}" for k, v in r.fsyncs.items())
     cpu = ", ".join(f"{k} {v / r.messages * 1e6:.1f} us" for k, v in r.cpu.items())
     return (
-        f"openmsmq A->B ({r.per_tx}/tx, {r.senders} sender thread{'s' if r.senders > 1 else ''}):"
-        f" {r.msgs_per_s:,.0f} msgs/s end to end  ({r.messages:,} x {r.body_size} B,"
-        f" last OrderAck at {r.acked_s:.2f} s)\n"
-        f"    all committed at A {r.committed_s:.2f} s ({r.messages / r.committed_s:,.0f}/s),"
+        head + f"    all committed at A {r.committed_s:.2f} s ({r.messages / r.committed_s:,.0f}/s),"
         f" all stored at B {r.stored_s:.2f} s ({r.messages / r.stored_s:,.0f}/s),"
         f" last OrderAck {r.acked_s:.2f} s\n"
         f"    fsyncs: {'n/a' if tot is None else f'{tot:,}'}{per} ({parts})\n"
@@ -430,13 +509,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
     ap.add_argument("--poll", type=float, default=0.005, help="seconds between counter reads")
     ap.add_argument("--repeat", type=int, default=3, help="runs of the main figure (the median is shown)")
+    ap.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        help="sustained: the application sends for this many seconds (--messages is then ignored);"
+        " the peers move as many messages as openmsmq did",
+    )
     ap.add_argument("--sender-role", help=argparse.SUPPRESS)
+    ap.add_argument("--sender-duration", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--disk-flushes", type=float, help=setup.DISK_FLUSHES_HELP)
     args = ap.parse_args(argv)
     if args.disk_flushes and not args.sender_role:
         setup.run_on_slow_disk(args.disk_flushes, argv)
     if args.sender_role:
-        sender_main(args.sender_role, args.messages, args.body_size, args.per_tx, args.senders)
+        sender_main(
+            args.sender_role, args.messages, args.body_size, args.per_tx, args.senders, args.sender_duration
+        )
         return 0
     if args.body_size < 12:
         ap.error("--body-size must be at least 12 (the body carries sender and sequence numbers)")
@@ -458,7 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     protocol = load_config(None, dict(os.environ), {}).config.protocol
     print(f"# session window {protocol.window_size} packets (protocol.window_size)", flush=True)
     kw = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
-    main_run, runs = median_run(args.repeat, args.messages, args.body_size, args.per_tx, args.senders, **kw)
+    main_run, runs = median_run(
+        args.repeat, args.messages, args.body_size, args.per_tx, args.senders, duration=args.duration, **kw
+    )
     print(format_transfer(main_run, runs), flush=True)
     if args.single:
         threads = args.senders if args.senders > 1 else 8
@@ -471,7 +562,13 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name, run in (("RabbitMQ", peers.run_rabbitmq), ("Redis", peers.run_redis)):
         try:
-            r = run(args.messages, args.body_size, fsyncs=args.fsyncs, timeout=args.timeout)
+            r = run(
+                main_run.messages,
+                args.body_size,
+                fsyncs=args.fsyncs,
+                timeout=args.timeout + args.duration * 10,
+                repeat=args.repeat,
+            )
         except Exception as exc:  # a peer that cannot be installed or started is skipped
             print(f"# {name} skipped: {type(exc).__name__}: {str(exc).strip()[:500]}", flush=True)
             continue

@@ -13,6 +13,8 @@ the pump writes each connection's pending packets with one ``transport.write``.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import ipaddress
 import logging
 import ssl
@@ -59,11 +61,12 @@ class NetConfig:
     address to ``host`` so that the peer sees this QM's address. ``backoff_min`` /
     ``backoff_max``: Session Retry Connect wait, doubling (MS-MQQB 3.1.2.3).
     ``poll_interval``: how often outgoing queues are checked for new commits.
-    ``accept_batch_min`` / ``accept_batch_wait``: accepted messages are stored once that
-    many wait, or that many seconds after fewer started waiting (a transaction of 64
-    messages cost ~10.5 µs of CPU per message, one of 256 ~7.5 µs; with rows built from
-    the packets, 256 ~5.0 µs and 512 ~4.3 µs, docs/transfer.md; the OrderAck waits
-    OrderAckTimeout, 500 ms, after the last message anyway).
+    ``accept_batch_min`` / ``accept_batch_wait``: while the incoming stream is dense (the
+    last batch stored held at least half of ``accept_batch_min``), accepted messages are
+    stored once that many wait, or that many seconds after fewer started waiting: a larger
+    transaction costs less CPU per message (docs/transfer.md). Otherwise they are stored
+    at once: a sparse stream forms small batches anyway, and holding them would only
+    delay when the destination's readers can take them.
     ``feed_bytes``: a read larger than this is handed to the protocol in slices of this
     size, and what each slice produced is written before the next is processed (0: the
     whole read at once).
@@ -256,6 +259,13 @@ class MQQBNode:
         #: Reading from every connection paused: received messages wait for the store
         #: beyond TransferConfig.unstored_bytes (Transfer.reading_wanted).
         self._reading_paused = False
+        #: The last accept batch held at least half of accept_batch_min: the stream is
+        #: dense enough for holding accepted messages to gather a larger batch.
+        self._dense_accepts = False
+        #: A wake-up of the poll is scheduled (outgoing_committed), not yet run, and the
+        #: outgoing queues committed into since the last one.
+        self._poll_wanted = False
+        self._committed_queues: collections.deque[int] = collections.deque()
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
@@ -339,6 +349,33 @@ class MQQBNode:
                 reuse_address=True,
             )
             log.info("MS-MQQB over TLS listener on %s:%d", *self.tls_address)
+        self.transfer.qm.add_outgoing_listener(self.outgoing_committed)
+        self._poll()
+
+    def outgoing_committed(self, queue_id: int) -> None:
+        """Messages were committed into outgoing queue ``queue_id`` in this process (any
+        thread): poll at once rather than at the next poll_interval. One wake-up at a time:
+        the queue is recorded (deque appends and pops are atomic) before the flag is read,
+        and the wake-up clears the flag before it takes the recorded queues, so no commit
+        is missed."""
+        self._committed_queues.append(queue_id)
+        if self._poll_wanted or self._stopping:
+            return
+        self._poll_wanted = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
+            self.loop.call_soon_threadsafe(self._poll_now)
+
+    def _poll_now(self) -> None:
+        self._poll_wanted = False
+        pending = self._committed_queues
+        committed = {pending.popleft() for _ in range(len(pending))}
+        if self._stopping:
+            return
+        # A queue the transfer does not know yet (the first send to a destination) is
+        # found by listing the queues: done by this poll instead of the next refresh.
+        self.transfer.take_up_queues(committed)
+        if self._poll_handle is not None:
+            self._poll_handle.cancel()
         self._poll()
 
     @property
@@ -366,6 +403,7 @@ class MQQBNode:
         is redone by the next OrderAck after the restart.
         """
         self._stopping = True
+        self.transfer.qm.remove_outgoing_listener(self.outgoing_committed)
         if self._server is not None:
             self._server.close()
         if self._tls_server is not None:
@@ -463,12 +501,14 @@ class MQQBNode:
                 proto.transport.close()
             elif proto is None:
                 t.connection_lost(cid, self.now())
-        # Accepted messages wait for a larger batch (accept_batch_min), at most
-        # accept_batch_wait; never while stopping.
-        hold = not (self._flush_accepts or self._stopping)
+        # Accepted messages of a dense stream wait for a larger batch (accept_batch_min),
+        # at most accept_batch_wait; never while stopping.
+        hold = self._dense_accepts and not (self._flush_accepts or self._stopping)
         accept_min = self.config.accept_batch_min if hold else 1
         while (work := t.next_store_work(accept_min=accept_min)) is not None:
             if isinstance(work, AcceptBatch):
+                size = sum([len(g.packets) for g in work.groups])
+                self._dense_accepts = 2 * size >= self.config.accept_batch_min
                 self._flush_accepts = False
                 if self._hold_handle is not None:
                     self._hold_handle.cancel()

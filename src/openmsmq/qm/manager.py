@@ -219,6 +219,17 @@ class QueueManager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def add_outgoing_listener(self, fn: Callable[[int], None]) -> None:
+        """Call ``fn(queue_id)`` after a commit put messages into an outgoing queue, in the
+        thread that committed: the transfer driver loads them at once instead of at its
+        next poll of the outgoing queues (commits of other processes are seen by that poll
+        only). ``fn`` must be cheap and thread-safe."""
+        self.queues.add_outgoing_listener(fn)
+
+    def remove_outgoing_listener(self, fn: Callable[[int], None]) -> None:
+        """Undo :meth:`add_outgoing_listener` (no error if ``fn`` was not added)."""
+        self.queues.remove_outgoing_listener(fn)
+
     def add_removal_listener(self, fn: Callable[[list[RemovedMessage]], None]) -> None:
         """Call ``fn(events)`` after messages that asked for acknowledgments, journaling or a
         FinalAck leave a queue (received, purged, queue deleted, expired) — the seam for

@@ -8,7 +8,7 @@ import contextlib
 import ipaddress
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm import names
@@ -42,6 +42,8 @@ class QueueRegistry:
         self._local_hosts = {computer_name, "localhost", "127.0.0.1", "::1", "."}
         # Local queue names (as the caller wrote them) already resolved by a send.
         self._send_names: dict[str, QueueState] = {}
+        # Called with the QueueIdentifier after a commit into an outgoing queue.
+        self._outgoing_listeners: list[Callable[[int], None]] = []
 
     def check_open(self) -> None:
         """MQ_ERROR_SERVICE_NOT_AVAILABLE once the QM is closed."""
@@ -140,10 +142,22 @@ class QueueRegistry:
         """The current set of local host names (compared by identity by :meth:`remember_send_name`)."""
         return self._local_hosts
 
-    @staticmethod
-    def notify(states: Iterable[QueueState]) -> None:
-        """Wake the reads waiting on these queues (after messages became available)."""
+    def add_outgoing_listener(self, fn: Callable[[int], None]) -> None:
+        """Call ``fn(queue_id)`` from :meth:`notify` for each outgoing queue in it."""
+        self._outgoing_listeners.append(fn)
+
+    def remove_outgoing_listener(self, fn: Callable[[int], None]) -> None:
+        """Undo :meth:`add_outgoing_listener` (no error if ``fn`` was not added)."""
+        with contextlib.suppress(ValueError):
+            self._outgoing_listeners.remove(fn)
+
+    def notify(self, states: Iterable[QueueState]) -> None:
+        """Wake the reads waiting on these queues (after messages became available) and
+        tell the outgoing listeners about the outgoing queues among them."""
         for qs in set(states):
+            if qs.record.queue_type == QueueType.OUTGOING:
+                for fn in self._outgoing_listeners:
+                    fn(qs.record.queue_id)
             # No read in progress: nobody to wake, skip the condition (qs.readers).
             if qs.readers:
                 with qs.cond:

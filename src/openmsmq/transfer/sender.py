@@ -136,6 +136,12 @@ class OutgoingSide(TransferParts):
             more = self._load(t, now, high) or more
         return more
 
+    def take_up_queues(self, queue_ids: Iterable[int]) -> None:
+        """Make the next :meth:`poll` list the queues if one of ``queue_ids`` (outgoing
+        queues committed into) is not taken up yet, rather than at the next refresh."""
+        if any(q not in self.outgoing for q in queue_ids):
+            self._next_refresh = float("-inf")
+
     def _refresh_queues(self) -> int:
         """Take up new outgoing queues; returns how many queues were listed."""
         records = self.qm.list_queues(include_system=True)

@@ -1,0 +1,111 @@
+"""What must not bound delivery: the poll interval for a commit made in this process, and
+the accept batch's hold for a sparse stream (docs/transfer.md, "How a message travels").
+
+Each test sets the bound it checks to an hour, so that only the mechanism under test can
+deliver the message within the bounded wait."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from openmsmq.net import MQQBNode, NetConfig
+from openmsmq.qm.manager import QueueManager
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
+
+from .test_mqqb import DEST_B, A, B, Q, _free_port, _wait_for
+
+HOUR = 3600.0
+
+
+async def _nodes(
+    tmp_path: Path, *, poll_interval: float, accept_batch_wait: float, accept_batch_min: int = 512
+) -> tuple[QueueManager, QueueManager, MQQBNode, MQQBNode]:
+    port = _free_port()
+    qa = QueueManager(tmp_path / "a", integrity_check=False)
+    qb = QueueManager(tmp_path / "b", integrity_check=False)
+    qb.create_queue(Q, transactional=True)
+    loop = asyncio.get_running_loop()
+
+    def net(host: str) -> NetConfig:
+        return NetConfig(
+            host=host, port=port, backoff_min=0.05, backoff_max=0.2, poll_interval=poll_interval,
+            accept_batch_min=accept_batch_min, accept_batch_wait=accept_batch_wait,
+        )  # fmt: skip
+
+    node_a = MQQBNode(Transfer(qa, TransferConfig(local_addresses=(A,)), loop.time()), net(A))
+    node_b = MQQBNode(Transfer(qb, TransferConfig(local_addresses=(B,)), loop.time()), net(B))
+    await node_b.start()
+    await node_a.start()
+    return qa, qb, node_a, node_b
+
+
+def _send(qm: QueueManager, bodies: list[bytes]) -> None:
+    tx = qm.begin()
+    qm.send_many(DEST_B, [MessageRecord(body=b) for b in bodies], tx)
+    tx.commit()
+
+
+def test_a_commit_in_this_process_is_sent_without_waiting_for_the_poll_interval(tmp_path: Path) -> None:
+    async def main() -> None:
+        qa, qb, node_a, node_b = await _nodes(tmp_path, poll_interval=HOUR, accept_batch_wait=0.005)
+        try:
+            # The node's first poll (at start) found nothing; the next is an hour away.
+            await asyncio.sleep(0.05)
+            for k in range(3):  # each commit is noticed, not only the first
+                await asyncio.to_thread(_send, qa, [f"m{k}".encode()])
+                await _wait_for(lambda k=k: qb.get_queue(Q).msg_count == k + 1)  # type: ignore[misc]
+        finally:
+            await node_a.stop()
+            await node_b.stop()
+        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2"]
+        qa.close()
+        qb.close()
+
+    asyncio.run(main())
+
+
+def test_a_sparse_stream_is_stored_without_waiting_for_the_accept_batch(tmp_path: Path) -> None:
+    async def main() -> None:
+        # Outgoing queues are polled often; accepted messages could be held for an hour.
+        qa, qb, node_a, node_b = await _nodes(tmp_path, poll_interval=0.02, accept_batch_wait=HOUR)
+        try:
+            for k in range(3):
+                _send(qa, [f"m{k}".encode()])
+                await _wait_for(lambda k=k: qb.get_queue(Q).msg_count == k + 1)  # type: ignore[misc]
+        finally:
+            await node_a.stop()
+            await node_b.stop()
+        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2"]
+        qa.close()
+        qb.close()
+
+    asyncio.run(main())
+
+
+def test_a_dense_stream_still_gathers_larger_batches(tmp_path: Path) -> None:
+    """With accept_batch_min 2 every stored batch counts as dense (at least half of it):
+    after the first message, stored at once, the next is held for a larger batch (an hour
+    at most here) and goes with the one after it."""
+
+    async def main() -> None:
+        qa, qb, node_a, node_b = await _nodes(
+            tmp_path, poll_interval=0.02, accept_batch_wait=HOUR, accept_batch_min=2
+        )
+        try:
+            _send(qa, [b"m0"])
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 1)
+            _send(qa, [b"m1"])
+            await _wait_for(lambda: node_b.transfer.accepts_waiting)  # accepted, held
+            assert qb.get_queue(Q).msg_count == 1
+            _send(qa, [b"m2"])
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 3)
+        finally:
+            await node_a.stop()
+            await node_b.stop()
+        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2"]
+        qa.close()
+        qb.close()
+
+    asyncio.run(main())
