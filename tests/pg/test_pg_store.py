@@ -113,7 +113,8 @@ def test_a_database_of_another_application_is_refused_and_left_as_it_is(pg_dsn: 
 def _set_lease(dsn: str, guid: uuid.UUID, epoch: int) -> None:
     with psycopg.connect(dsn) as conn:
         conn.execute(
-            "INSERT INTO qm_lease (qm_guid, epoch, holder, expires_at, since) VALUES (%s, %s, 'test', now(), now())"
+            "INSERT INTO qm_lease (qm_guid, epoch, holder, expires_at, since)"
+            " VALUES (%s, %s, 'test', now(), now())"
             " ON CONFLICT (qm_guid) DO UPDATE SET epoch = excluded.epoch",
             (str(guid), epoch),
         )

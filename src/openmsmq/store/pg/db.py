@@ -24,11 +24,12 @@ optional fencing epoch (``fencing_epoch``, settable at any time with :meth:`fenc
 While it is set, every write transaction first locks the QM's ``qm_lease`` row ``FOR
 SHARE`` (in the head statement, before any operation runs; the row's ``qm_guid`` is the
 GUID of ``qm_state`` as text, ``str(uuid.UUID)``) and compares its epoch: a missing row
-(or no QM state yet) or another epoch fails the whole batch with :class:`~openmsmq.errors.FencedError` and commits
-nothing. A takeover updates the row (``UPDATE qm_lease SET epoch = epoch + 1 ...``),
-which waits for every fenced transaction holding the share lock and makes every later
-one see the new epoch: after a takeover commits, the former active can commit nothing.
-The HA layer owns acquiring and renewing the lease; the store owns the check.
+(or no QM state yet) or another epoch fails the whole batch with
+:class:`~openmsmq.errors.FencedError` and commits nothing. A takeover updates the row
+(``UPDATE qm_lease SET epoch = epoch + 1 ...``), which waits for every fenced
+transaction holding the share lock and makes every later one see the new epoch: after a
+takeover commits, the former active can commit nothing. The HA layer owns acquiring and
+renewing the lease; the store owns the check.
 
 A lost connection. Before COMMIT: nothing is committed; the batch is run again once on a
 new connection, then failed with :class:`~openmsmq.errors.StorageError`. During COMMIT
@@ -371,7 +372,8 @@ class PgStore:
         # state in the same statement.
         row = conn.execute(
             "SELECT s.sequential_id, pg_current_xact_id()::text,"
-            " (SELECT l.epoch FROM qm_lease l WHERE l.qm_guid = encode(s.qm_guid, 'hex')::uuid::text FOR SHARE)"
+            " (SELECT l.epoch FROM qm_lease l"
+            "  WHERE l.qm_guid = encode(s.qm_guid, 'hex')::uuid::text FOR SHARE)"
             " FROM qm_state s WHERE s.id = 1 FOR UPDATE OF s"
         ).fetchone()
         if row is None:  # no QM state: no lease can name this QM
