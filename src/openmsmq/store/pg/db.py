@@ -74,7 +74,7 @@ LOOKUP_ID_BLOCK = 65536
 _BACKOFF_MIN = 0.05
 _BACKOFF_MAX = 1.0
 #: Idle read connections kept for reuse.
-_POOL_MAX = 8
+_POOL_MAX = 16
 
 
 def describe_dsn(dsn: str) -> str:
