@@ -5,7 +5,8 @@ log: every committed message present exactly once or consumed exactly once by a
 committed receive, nothing aborted or uncommitted visible, an in-doubt transaction
 (killed inside commit) either wholly applied or not at all, and LookupIdentifiers
 never repeated across restarts. ``OPENMSMQ_CRASH_ROUNDS`` sets the number of kills
-(default 30; ``make crash ROUNDS=N``).
+(default 30; ``make crash ROUNDS=N``). It runs on both store backends: SQLite, and
+PostgreSQL (the killed process's connection drops inside its transactions and COMMITs).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import os
 import random
 from pathlib import Path
 
+import pytest
+
 from openmsmq.qm import QueueManager
 from tests.sigkill import run_and_kill
+from tests.store.crash_driver import store_options
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 ROUNDS = int(os.environ.get("OPENMSMQ_CRASH_ROUNDS", "30"))
@@ -35,8 +39,8 @@ def _records(path: Path) -> list[dict]:
     return out
 
 
-def _snapshot(data_dir: Path) -> dict[str, dict[str, int]]:
-    with QueueManager(data_dir) as qm:
+def _snapshot(data_dir: Path, dsn: str | None) -> dict[str, dict[str, int]]:
+    with QueueManager(data_dir, store_options=store_options(dsn)) as qm:
         snap: dict[str, dict[str, int]] = {}
         for q in QUEUES:
             try:
@@ -97,7 +101,8 @@ def _reconcile(model: dict[str, set[str]], records: list[dict], actual: dict[str
         _apply(model, rec, applied)
 
 
-def test_sigkill_rounds(tmp_path: Path) -> None:
+def test_sigkill_rounds(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    dsn = request.getfixturevalue("pg_dsn") if backend == "postgresql" else None
     rng = random.Random(int(os.environ.get("OPENMSMQ_CRASH_SEED", "1")))
     data_dir = tmp_path / "qm"
     model: dict[str, set[str]] = {q: set() for q in QUEUES}
@@ -106,11 +111,11 @@ def test_sigkill_rounds(tmp_path: Path) -> None:
     commits = 0
     for rnd in range(ROUNDS):
         log = tmp_path / f"log{rnd}"
-        args = [str(data_dir), str(log), str(rnd), str(rng.randrange(1 << 30))]
+        args = [str(data_dir), str(log), str(rnd), str(rng.randrange(1 << 30)), *([dsn] if dsn else [])]
         run_and_kill(DRIVER, args, lambda log=log: len(_records(log)), rng.randint(3, 80))
         records = _records(log)
         assert records, "driver made no progress"
-        actual = _snapshot(data_dir)
+        actual = _snapshot(data_dir, dsn)
         _reconcile(model, records, actual)
         for q in QUEUES:
             missing, unexpected = model[q] - set(actual[q]), set(actual[q]) - model[q]
