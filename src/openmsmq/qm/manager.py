@@ -39,11 +39,10 @@ from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
+from openmsmq.qm.store_choice import StoreChoice
 from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
 from openmsmq.qm.transfer_codec import check_remote_names
-from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
-from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import (
     COL,
@@ -117,16 +116,8 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.identity_retention = int(identity_retention)
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
-        self.store = Store(
-            self.data_dir / STORE_FILE,
-            threaded=threaded,
-            integrity_check=integrity_check,
-            max_commit_wait=opts.max_commit_wait,
-            synchronous=opts.synchronous,
-            max_batch_ops=opts.max_batch_ops,
-            qm_quota=opts.qm_quota_bytes,
-            disk_reserve=opts.disk_reserve,
-        )
+        choice = StoreChoice(self.data_dir, opts)
+        self.store = choice.open(threaded=threaded, integrity_check=integrity_check)
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._lock = threading.RLock()
@@ -147,6 +138,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         ] = {}
         try:
             self.guid: uuid.UUID = self.store.write(queues.init_qm_state(uuid.uuid4(), self._now()))
+            choice.record(self.guid)
             for rec in self.store.read(reads.list_queues):
                 self._add_state(rec)
             self._create_system_queues()
