@@ -263,7 +263,8 @@ def main() -> None:
             f" 1/tx ({args.senders} senders) {_median(res['pg_rt1']):.2f}"
         )
         print(
-            f"{'PostgreSQL server CPU per message, 100/tx:':<46}send {_median(res['pg_srv_send_cpu']):.1f} us, "
+            f"{'PostgreSQL server CPU per message, 100/tx:':<46}"
+            f"send {_median(res['pg_srv_send_cpu']):.1f} us, "
             f"receive {_median(res['pg_srv_recv_cpu']):.1f} us (PostgreSQL's processes, median)"
         )
 
