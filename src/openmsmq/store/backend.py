@@ -84,6 +84,7 @@ def open_store(
     dsn: str | None = None,
     threaded: bool = True,
     max_batch_ops: int = 1024,
+    max_commit_wait: float = 0.002,
     qm_quota: int | None = None,
     expected_guid: uuid.UUID | None = None,
     sqlite_options: dict[str, Any] | None = None,
