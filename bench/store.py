@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.qm.options import StoreOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -139,7 +139,7 @@ def batched(
     latency drifts."""
     q = "private$\\batched"
     qm.create_queue(q, transactional=True)
-    msgs = [Message(body=BODY)] * per_tx
+    msgs = [MessageRecord(body=BODY)] * per_tx
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range(n // per_tx):
         with qm.begin() as tx:
@@ -165,7 +165,7 @@ def concurrent_single(
     ``workers`` threads. CPU is the whole process's (all threads)."""
     q = "private$\\single"
     qm.create_queue(q, transactional=True)
-    msg = Message(body=BODY)
+    msg = MessageRecord(body=BODY)
     per_worker = n // workers
 
     def sender() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.options import StoreOptions
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from tests.pgserver import PgServer
 from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count
 
@@ -51,7 +51,9 @@ def test_a_postgresql_restart_during_a_transfer_loses_and_duplicates_nothing(
         try:
             for t in range(TXS):
                 with sender_qm.begin() as tx:
-                    sender_qm.send_many(DEST, [Message(body=f"{t}-{i}".encode()) for i in range(PER_TX)], tx)
+                    sender_qm.send_many(
+                        DEST, [MessageRecord(body=f"{t}-{i}".encode()) for i in range(PER_TX)], tx
+                    )
                 committed[0] += PER_TX
                 time.sleep(0.05)
         except BaseException as exc:  # reported by the main thread
