@@ -253,7 +253,7 @@ def test_a_store_that_cannot_be_read_refuses_nothing(tmp_path: Path, monkeypatch
 
         monkeypatch.setattr(qm, "get_queue", unreadable)
         with pytest.raises(StorageError):
-            store_arrivals(qm, "private$\\b", messages, _state(3))
+            store_arrivals(qm, qm.sequence_store(), "private$\\b", messages, _state(3))
         with pytest.raises(StorageError):
             plain_packet_rows(qm, "private$\\b", _packets(3), "DIRECT=" + WIRE)
         monkeypatch.undo()
