@@ -3,7 +3,8 @@
     .venv/bin/python bench/transfer.py [--messages 100000] [--body-size 256] [--per-tx 100]
                                        [--senders 1] [--single N] [--no-peers]
                                        [--fsyncs auto|perf|strace|none] [--timeout 600] [--repeat 3]
-                                       [--disk-flushes N] [--duration SECONDS]
+                                       [--disk-flushes N] [--duration SECONDS] [--store sqlite|postgresql]
+                                       [--dsn DSN]
 
 Two real ``openmsmq serve`` processes run on 127.0.0.1 (QM A) and 127.0.0.2 (QM B), each
 over its own temporary data directory with the durable store (WAL, synchronous=FULL).
@@ -28,6 +29,10 @@ the sender) with kernel counters, the same way as for the peers (``perf stat`` o
 fsync/fdatasync/syncfs tracepoints, strace as a fallback; see ``bench/_peer_setup.py``).
 Afterwards B's queue is read back: every message exactly once and in each sender's
 order, or the run is marked CHECK FAILED.
+
+``--store postgresql``: B's store is PostgreSQL (a new database per run on a server
+started for the run from Debian's binaries, ``fsync=on``, or on ``--dsn``); A stays on
+SQLite. B's counter is then read over a PostgreSQL connection.
 
 The main figure is the median of ``--repeat`` runs (all are listed), as for the peers.
 ``--single N`` adds a run of N messages at 1 per transaction (``--senders`` threads,
@@ -58,6 +63,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,6 +291,21 @@ def _ro(data: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{data / 'openmsmq.db'}?mode=ro", uri=True, timeout=30, isolation_level=None)
 
 
+class _PgCount:
+    """``SELECT ... FROM queues`` of B's PostgreSQL store, as ``_ro`` gives it for SQLite."""
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.conn.execute(sql.replace("?", "%s"), params)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def run_openmsmq(
     n: int,
     body_size: int,
@@ -295,14 +316,19 @@ def run_openmsmq(
     timeout: float,
     poll: float,
     duration: float = 0.0,
+    b_dsn: Callable[[], str] | None = None,
 ) -> TransferResult:
     """One openmsmq A → B run (see the module docstring); with ``duration`` the application
-    sends for that many seconds and ``n`` is what it sent."""
+    sends for that many seconds and ``n`` is what it sent; ``b_dsn``: B's store is a new
+    PostgreSQL database it gives (store.backend = "postgresql"), else SQLite."""
     from openmsmq.qm import QueueManager
+    from openmsmq.qm.options import StoreOptions
 
     work = Path(tempfile.mkdtemp(prefix="openmsmq-bench-transfer-"))
     a_dir, b_dir = work / "a", work / "b"
-    with QueueManager(b_dir) as qb:
+    dsn = b_dsn() if b_dsn is not None else None
+    b_store = StoreOptions(backend="postgresql", dsn=dsn) if dsn else StoreOptions()
+    with QueueManager(b_dir, store_options=b_store) as qb:  # serve B finds its database in b_dir
         qb.create_queue(QUEUE, transactional=True)
     port = free_port()
     procs: list[Proc] = []
@@ -321,7 +347,7 @@ def run_openmsmq(
         if s.proc.stdout.readline().strip() != "ready":
             s.proc.wait(30)
             s.check()
-        ca, cb = _ro(a_dir), _ro(b_dir)
+        ca, cb = _ro(a_dir), (_PgCount(dsn) if dsn else _ro(b_dir))
         cpu0 = {p.name: p.cpu_seconds() for p in procs}
         for p in procs:
             if p.counter is not None:
@@ -428,6 +454,35 @@ def _per_second(samples: list[tuple[float, int]], t0: float, t_end: float) -> tu
     return tuple(b - a for a, b in zip([0, *marks], marks, strict=False))
 
 
+def _pg_databases(dsn: str | None) -> Callable[[], str]:
+    """A function giving a new database per run on ``dsn``'s server, or on a server
+    started for the run (stopped at exit)."""
+    import atexit
+    import itertools
+
+    import psycopg
+
+    if dsn is None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from tests.pgserver import PgServer
+
+        server = PgServer(fsync=True)
+        server.start()
+        atexit.register(server.cleanup)
+        dsn = server.dsn()
+    admin = dsn
+    numbers = itertools.count(1)
+
+    def new() -> str:
+        name = f"bench_transfer_{os.getpid()}_{next(numbers)}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return admin.rsplit("/", 1)[0] + "/" + name
+
+    return new
+
+
 def _verify(b_dir: Path, n: int, senders: int) -> list[str]:
     """B holds every message once, in each sender's order; returns notes."""
     from openmsmq.qm import QueueManager
@@ -519,6 +574,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sender-role", help=argparse.SUPPRESS)
     ap.add_argument("--sender-duration", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--disk-flushes", type=float, help=setup.DISK_FLUSHES_HELP)
+    ap.add_argument(
+        "--store", choices=("sqlite", "postgresql"), default="sqlite",
+        help="B's store; postgresql: a PostgreSQL server started for the run (fsync on), or --dsn",
+    )  # fmt: skip
+    ap.add_argument("--dsn", default=None, help="with --store postgresql: a server to use (CREATEDB)")
     args = ap.parse_args(argv)
     if args.disk_flushes and not args.sender_role:
         setup.run_on_slow_disk(args.disk_flushes, argv)
@@ -546,7 +606,13 @@ def main(argv: list[str] | None = None) -> int:
     # window moves the figure (64 before 2026-11-26, 1,024 since; docs/transfer.md).
     protocol = load_config(None, dict(os.environ), {}).config.protocol
     print(f"# session window {protocol.window_size} packets (protocol.window_size)", flush=True)
-    kw = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
+    kw: dict[str, Any] = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
+    if args.store == "postgresql":
+        pg = _pg_databases(args.dsn)
+        kw["b_dsn"] = pg
+        print(
+            f"# B's store: PostgreSQL ({'--dsn' if args.dsn else 'a server started for the run, fsync on'})"
+        )
     main_run, runs = median_run(
         args.repeat, args.messages, args.body_size, args.per_tx, args.senders, duration=args.duration, **kw
     )

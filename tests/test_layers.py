@@ -39,7 +39,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "datadir": frozenset(),
     "redact": frozenset(),
     "config_values": frozenset({"errors"}),
-    "config": frozenset({"errors", "config_values"}),
+    # redact: the DSN (store.dsn) is shown without its password wherever config is rendered.
+    "config": frozenset({"errors", "config_values", "redact"}),
     "runtime": frozenset({"datadir"}),
     "openmsmq": frozenset({"client"}),  # the root package: ``openmsmq.connect``, imported lazily
     "wire": frozenset({"errors", "lazy"}),

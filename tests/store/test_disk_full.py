@@ -29,6 +29,10 @@ from openmsmq.store.space import RESERVE_FILE
 from openmsmq.transfer.engine import Transfer, TransferConfig
 from tests.serve_proc import free_port
 
+#: SQLite only: the SQLite file on a full disk and its space reserve (PostgreSQL's disk is
+#: the database server's).
+pytestmark = pytest.mark.sqlite_only
+
 RESERVE = 1 << 20
 BODY = os.urandom(2000)
 Q = "private$\\q"

@@ -16,6 +16,9 @@ from openmsmq.store import inserts, schema
 from openmsmq.store.ops import Send
 from openmsmq.store.records import COL, MessageRecord, stamped_rows, to_i64
 
+#: SQLite only: compares the multi-row INSERT forms on a bare sqlite3 connection, statement by statement.
+pytestmark = pytest.mark.sqlite_only
+
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from openmsmq.qm import MessageRecord, QueueManager
+from openmsmq.qm.options import StoreOptions
 from openmsmq.store import records
 from openmsmq.store.records import (
     KEYED_COLUMNS,
@@ -134,10 +135,10 @@ def test_slot_builder_refuses_what_it_cannot_build() -> None:
     assert slot_builder(MessageRecord) is not None
 
 
-def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
+def test_received_messages_equal_peeked_ones(tmp_path: Path, qm_store: StoreOptions) -> None:
     """Through the QM: receive_many (head read, keyed_messages) returns what
     peek_range (message_from_row) shows, with and without locked rows to skip."""
-    with QueueManager(tmp_path / "qm", integrity_check=False) as qm:
+    with QueueManager(tmp_path / "qm", integrity_check=False, store_options=qm_store) as qm:
         qm.create_queue("private$\\q", transactional=True)
         msgs = [dataclasses.replace(m, priority=0) for m in _variants()] * 3
         with qm.begin() as tx:
@@ -156,7 +157,7 @@ def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
         assert sorted(got, key=lambda m: m.lookup_id) == shown
 
 
-def test_reads_of_every_priority_and_of_moved_messages(tmp_path: Path) -> None:
+def test_reads_of_every_priority_and_of_moved_messages(tmp_path: Path, qm_store: StoreOptions) -> None:
     """A non-transactional queue holds all eight priorities (order_key bands); its journal
     holds moved messages (new LookupIdentifiers, same priority part). Head reads, cursor
     reads and reads by LookupIdentifier (keyed_messages) return what peek_range
@@ -164,7 +165,7 @@ def test_reads_of_every_priority_and_of_moved_messages(tmp_path: Path) -> None:
     from openmsmq.qm import CursorAction, LookupAction
 
     name = "private$\\n"
-    with QueueManager(tmp_path / "qm", integrity_check=False) as qm:
+    with QueueManager(tmp_path / "qm", integrity_check=False, store_options=qm_store) as qm:
         qm.create_queue(name, journal=True)
         variants = _variants()
         for i, m in enumerate(variants):

@@ -16,6 +16,9 @@ from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.runtime import RUNTIME_FILE, SERVE_LOCK, take_serve_lock, write_runtime
 from tests.serve_proc import ServeProcess, free_port
 
+#: SQLite only: modes of the files in the data directory, where SQLite keeps its database.
+pytestmark = pytest.mark.sqlite_only
+
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)

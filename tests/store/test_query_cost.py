@@ -21,6 +21,10 @@ from openmsmq.store import MessageRecord, Store, ops, outgoing, queues, ranges, 
 from openmsmq.store.writes import WriteContext
 from tests.store.support import private_queue
 
+#: SQLite only: counts SQLite virtual-machine steps of the store's statements (a query-plan
+#: property of SQLite's indexes; PostgreSQL plans its own).
+pytestmark = pytest.mark.sqlite_only
+
 SMALL, LARGE = 1_000, 30_000
 
 

@@ -234,3 +234,29 @@ def test_a_failed_run_fails_the_later_runs_of_its_sequence_in_the_same_batch(tmp
         assert qm.get_queue(full).msg_count == 0
         assert qm.get_queue(other).msg_count == 20
         assert {s.destination for s in qm.incoming_sequences()} == {"direct=b"}
+
+
+def test_a_store_that_cannot_be_read_refuses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The destination queue's record cannot be read (a store failure, a database
+    restarting): the arrival raises StorageError and stores nothing, so the sender sends
+    the messages again. Taken for "no such queue", a read failure stored the run as
+    NACK_BAD_DST_Q rejections, and the sending QM dead-lettered messages that B would
+    have taken a moment later."""
+    from openmsmq.errors import StorageError
+
+    with QueueManager(tmp_path / "qm") as qm:
+        qm.create_queue("private$\\b", transactional=True)
+        messages = [message_from_packet(p, "DIRECT=" + WIRE) for p in _packets(3)]
+
+        def unreadable(queue: object) -> object:
+            raise MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, "store: database unreachable")
+
+        monkeypatch.setattr(qm, "get_queue", unreadable)
+        with pytest.raises(StorageError):
+            store_arrivals(qm, qm.sequence_store(), "private$\\b", messages, _state(3))
+        with pytest.raises(StorageError):
+            plain_packet_rows(qm, "private$\\b", _packets(3), "DIRECT=" + WIRE)
+        monkeypatch.undo()
+        assert qm.get_queue("private$\\b").msg_count == 0
+        assert qm.incoming_sequences() == []  # no sequence state moved
+        assert [q.name for q in qm.list_queues(include_system=True) if q.msg_count] == []

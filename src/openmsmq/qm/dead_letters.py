@@ -17,7 +17,7 @@ from openmsmq.qm.registry import QueueRegistry
 from openmsmq.qm.removals import RemovalEvents
 from openmsmq.qm.transaction import Receive
 from openmsmq.store import ops, reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Remove
 from openmsmq.store.records import MessageRecord
 from openmsmq.wire.constants import MessageClass
@@ -36,7 +36,7 @@ class DeadLetters:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreBackend,
         metrics: MetricsSink,
         queues: QueueRegistry,
         removals: RemovalEvents,

@@ -13,7 +13,7 @@ from openmsmq.qm.registry import QueueRegistry
 from openmsmq.qm.removals import RemovalEvents
 from openmsmq.qm.transaction import Receive
 from openmsmq.store import ops
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Remove, RemovedMessage
 from openmsmq.store.records import MessageRecord
 from openmsmq.wire.fast import fast_constructor
@@ -51,7 +51,7 @@ class LockTable:
     NACK; PurgePending messages deleted when their lock ends (with the acknowledgments
     of that removal written in its own transaction)."""
 
-    def __init__(self, store: Store, queues: QueueRegistry, removals: RemovalEvents) -> None:
+    def __init__(self, store: StoreBackend, queues: QueueRegistry, removals: RemovalEvents) -> None:
         self._store = store
         self._queues = queues
         self._removals = removals

@@ -40,10 +40,10 @@ from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import CommitHook, Listener, RemovalEvents
 from openmsmq.qm.sending import Sender
 from openmsmq.qm.sequences import SequenceStore
+from openmsmq.qm.store_choice import StoreChoice
 from openmsmq.qm.transaction import ACK_RECEIVE, PendingReceive, Transaction
-from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import RemovedMessage, Send
 from openmsmq.store.records import (
     INFINITE,
@@ -96,22 +96,15 @@ class QueueManager:
         self.data_dir = private_dir(data_dir)  # 0700: every message body is in it
         self._clock = clock
         self.computer_name = (computer_name or socket.gethostname()).casefold()
-        self.store = Store(
-            self.data_dir / STORE_FILE,
-            threaded=threaded,
-            integrity_check=integrity_check,
-            max_commit_wait=opts.max_commit_wait,
-            synchronous=opts.synchronous,
-            max_batch_ops=opts.max_batch_ops,
-            qm_quota=opts.qm_quota_bytes,
-            disk_reserve=opts.disk_reserve,
-        )
+        choice = StoreChoice(self.data_dir, opts)
+        self.store: StoreBackend = choice.open(threaded=threaded, integrity_check=integrity_check)
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._uniq_next = 0
         self._uniq_end = 0
         try:
             self.guid: uuid.UUID = self.store.write(queues.init_qm_state(uuid.uuid4(), self._now()))
+            choice.record(self.guid)
         except BaseException:
             self.store.close()
             raise

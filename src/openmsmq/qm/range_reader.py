@@ -32,7 +32,7 @@ from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import RemovalEvents
 from openmsmq.qm.transaction import ACK_RECEIVE
 from openmsmq.store import ops, ranges, reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
 from openmsmq.store.records import MessageRecord, QueueType, message_from_row
@@ -71,7 +71,7 @@ class RangeReader:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreBackend,
         metrics: MetricsSink,
         queues: QueueRegistry,
         locks: LockTable,

@@ -29,7 +29,7 @@ from openmsmq.qm.locks import LockTable
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.transaction import CommitWork, PendingReceive, Receive, Transaction
 from openmsmq.store import reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.records import INFINITE, MessageRecord, QueueType
 
 __all__ = ["Reader"]
@@ -65,7 +65,7 @@ class Reader:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreBackend,
         queues: QueueRegistry,
         locks: LockTable,
         clock: Callable[[], float],

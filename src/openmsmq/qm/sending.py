@@ -18,7 +18,7 @@ from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import RemovalEvents
 from openmsmq.qm.transaction import ACK_RECEIVE, Receive, Transaction
 from openmsmq.store import ops, queues
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import COL, INFINITE, MAX_MESSAGE_BYTES, MessageRecord, QueueType, stamped_rows
 from openmsmq.wire.fast import fast_constructor
@@ -49,7 +49,7 @@ class Sender:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreBackend,
         metrics: MetricsSink,
         queues: QueueRegistry,
         locks: LockTable,

@@ -21,7 +21,7 @@ from openmsmq.qm.handles import QueueState
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.sending import Sender
 from openmsmq.store import ops, outgoing
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Send
 from openmsmq.store.records import (
     COL,
@@ -55,7 +55,7 @@ class SequenceStore:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreBackend,
         metrics: MetricsSink,
         registry: QueueRegistry,
         sender: Sender,

@@ -125,6 +125,8 @@ def store_options(config: Config) -> StoreOptions:
     st = config.store
     quota = INFINITE if st.default_queue_quota is None else max(1, st.default_queue_quota // 1024)
     return StoreOptions(
+        backend=st.backend,
+        dsn=st.dsn,
         synchronous=st.synchronous,
         max_commit_wait=st.group_commit_max_wait,
         max_message_bytes=st.max_message_size,

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from openmsmq.errors import MQError
+from openmsmq.errors import MQError, StorageError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.events import destination_key
 from openmsmq.store.records import (
@@ -259,6 +259,11 @@ def store_arrivals(
     rec: QueueRecord | None
     try:
         rec = qm.get_queue(queue)
+    except StorageError:
+        # The store could not be read (a database restarting): nothing is decided about
+        # these messages, the caller stores nothing and the sender sends them again. Taken
+        # for "no such queue" it made every message of the run a NACK_BAD_DST_Q.
+        raise
     except MQError:
         rec = None
     now = qm.now()
@@ -323,6 +328,8 @@ def plain_packet_rows(
     (:func:`~openmsmq.transfer.codec.arrival_rows`)."""
     try:
         rec: QueueRecord | None = qm.get_queue(queue)
+    except StorageError:
+        raise  # nothing decided (see store_arrivals)
     except MQError:
         rec = None
     if (
