@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import grpc
 
+from openmsmq.client.grpc_steps import ConsumerAhead, StepStream, StepsUnsupported, failure
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
 from openmsmq.client.types import (
@@ -275,6 +276,7 @@ class GrpcTransport(Transport):
         server_name: str | None = None,
         connect_timeout: float = 10.0,
         ping_interval: float | None = None,
+        prefetch: bool | None = None,
     ) -> None:
         #: The target as given, its secrets masked (a token in the query): it appears in
         #: messages and logs.
@@ -288,6 +290,8 @@ class GrpcTransport(Transport):
         if root_certificates is None and ca:
             root_certificates = Path(ca).read_bytes()
         server_name = server_name or query.get("server_name")
+        if prefetch is None:
+            prefetch = query.get("prefetch", "1").lower() not in ("0", "false", "no")
         if tls is None:
             tls = query.get("tls", "").lower() in ("1", "true", "yes") or root_certificates is not None
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
@@ -335,6 +339,9 @@ class GrpcTransport(Transport):
         self.session_timeout: float = first.session_timeout
         self._md = (*self._auth, (SESSION_KEY, self.session_id))
         self._session_ready.set()
+        #: Read, StartReceive, EndReceive, Commit and Abort over one stream (grpc_steps).
+        self._steps = StepStream(lambda it: self._stub.Steps(it, metadata=self._md), error_from_rpc)
+        self._ahead = ConsumerAhead(self._steps, self._request_ids, _messages, prefetch=prefetch)
         self._reader = threading.Thread(target=self._drain, name="openmsmq-grpc-session", daemon=True)
         self._reader.start()
 
@@ -358,24 +365,59 @@ class GrpcTransport(Transport):
         except grpc.RpcError:
             return  # the session is gone; the next call reports MQ_ERROR_STALE_HANDLE
 
-    def _call(self, method: Callable[..., R], request: Any) -> R:
+    def _call(self, method: Callable[..., R], request: Any, step: str = "") -> R:
+        """Call ``method``; an op the step stream carries (``step``: its StepOp field)
+        goes over the stream when it is free. Whatever the consumer loop owes or holds
+        ahead is settled first (grpc_steps)."""
         if self._closed:
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+        if self._steps.supported and self._steps.lock.acquire(blocking=False):
+            try:
+                if self._ahead.busy:
+                    self._ahead.settle()
+                if step:
+                    return self._step(step, request)  # type: ignore[no-any-return]
+            except StepsUnsupported:
+                pass  # a server without the stream: the unary call below
+            finally:
+                self._steps.lock.release()
         try:
             return method(request, metadata=self._md)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from None
 
-    def _call_tx(self, method: Callable[..., R], request: Any, uow: bytes) -> R:
+    def _step(self, kind: str, request: Any) -> Any:
+        """One op over the step stream (caller holds its lock); its reply as the rpc's."""
+        res = self._steps.exchange([pb.StepOp(**{kind: request})])[0]
+        if kind == "end_receive" and len(res.end_receive.status) == len(request.request_ids):
+            return res.end_receive  # per-id statuses, as the EndReceive rpc answers
+        if res.hresult:
+            raise failure(res)
+        return res.read if kind in ("read", "start_receive") else pb.Empty()
+
+    def _claim(self, handle: int, uow: bytes, ack: bool) -> tuple[int, Message] | None:
+        """The message the last commit took ahead for this receive (grpc_steps), if any;
+        with ``ack`` its RR_ACK is owed to the commit."""
+        if not uow or not self._steps.lock.acquire(blocking=False):
+            return None
+        try:
+            got = self._ahead.claim(handle, uow)
+            if got is not None and ack:
+                self._ahead.owe(uow, handle, got[0])
+            return got
+        finally:
+            self._steps.lock.release()
+
+    def _call_tx(self, method: Callable[..., R], request: Any, uow: bytes, step: str = "") -> R:
         """:meth:`_call` for a request carrying transaction ``uow``. The server creates a
         transaction it does not know on a receive or send (MS-MQRR 3.1.4.13 step 6), so the
         first call carrying a fresh transaction begins it there; once one succeeded the
         transaction is known. After a failed first call it may or may not exist there:
         :meth:`_settle` makes sure it does."""
         if not uow or uow not in self._fresh:
-            return self._call(method, request)
+            return self._call(method, request, step)
         try:
-            reply = self._call(method, request)
+            reply = self._call(method, request, step)
         except MQError:
             self._settle(uow)
             raise
@@ -485,6 +527,7 @@ class GrpcTransport(Transport):
                 HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
                 f"a send of {req.ByteSize()} bytes exceeds {MAX_REQUEST_BYTES}: send fewer messages per call",
             )
+        self._ahead.note(req.transaction, 0)
         reply = self._call_tx(self._stub.Send, req, req.transaction)
         return [
             SendReceipt(str(ObjectId(uuid.UUID(bytes=r.id_lineage), r.id_uniquifier)), r.lookup_id)
@@ -504,12 +547,17 @@ class GrpcTransport(Transport):
     ) -> list[Message]:
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        uow = _uow(tx)
+        head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
+        if head and (got := self._claim(handle, uow, ack=True)) is not None:
+            return [got[1]]
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
-            timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
+            timeout_ms=_timeout_ms(timeout), transaction=uow, max_count=max_count,
             reply_format=PACKED_V1,
         )  # fmt: skip
-        return _messages(self._call_tx(self._stub.Read, req, req.transaction))
+        self._ahead.note(uow, handle if head else 0)
+        return _messages(self._call_tx(self._stub.Read, req, uow, "read"))
 
     def start_receive(
         self,
@@ -540,12 +588,21 @@ class GrpcTransport(Transport):
         messages locked in one call, each with its own request id (waits for the first)."""
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        uow = _uow(tx)
+        head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
+        if head and (got := self._claim(handle, uow, ack=False)) is not None:
+            self._ahead.started(uow, handle, got[0])
+            return [PendingMessage(got[0], got[1], True)]
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
-            timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
+            timeout_ms=_timeout_ms(timeout), transaction=uow, max_count=max_count,
             request_id=self._request_ids(max_count), reply_format=PACKED_V1,
         )  # fmt: skip
-        return _pending(self._call_tx(self._stub.StartReceive, req, req.transaction), tx is not None)
+        self._ahead.note(uow, handle if head else 0)
+        got_all = _pending(self._call_tx(self._stub.StartReceive, req, uow, "start_receive"), tx is not None)
+        if head and uow and len(got_all) == 1:
+            self._ahead.started(uow, handle, got_all[0].request_id)
+        return got_all
 
     def end_receive(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> None:
         status = self.end_receive_many(handle, [request_id], ack, transactional)[0]
@@ -558,11 +615,17 @@ class GrpcTransport(Transport):
         """Batched R_EndReceive (``transactional`` False) / R_EndTransactionalReceive
         (True): one HRESULT per request id (0 = MQ_OK), in order. None: each receive the
         way it started."""
+        if transactional is not False and self._steps.lock.acquire(blocking=False):
+            try:  # an RR_ACK of a transactional receive travels with its commit (grpc_steps)
+                if self._ahead.defer_ack(handle, list(request_ids), int(ack)):
+                    return [0]
+            finally:
+                self._steps.lock.release()
         method = {None: pb.END_METHOD_UNSPECIFIED, False: pb.END_RECEIVE, True: pb.END_TRANSACTIONAL_RECEIVE}
         req = pb.EndReceiveRequest(
             handle=handle, ack=int(ack), request_ids=list(request_ids), method=method[transactional]
         )
-        return list(self._call(self._stub.EndReceive, req).status)
+        return list(self._call(self._stub.EndReceive, req, "end_receive").status)
 
     def cancel_receive(self, handle: int, request_id: int) -> None:
         """R_CancelReceive: end a waiting receive with MQ_ERROR_OPERATION_CANCELLED."""
@@ -570,6 +633,7 @@ class GrpcTransport(Transport):
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         uow = _uow(tx)
+        self._ahead.note(uow, 0)
         if uow in self._fresh:  # nothing received in it yet: let the server say so
             self._settle(uow)
         req = pb.SetAckClassRequest(transaction=uow, lookup_id=lookup_id, message_class=message_class)
@@ -676,6 +740,9 @@ class GrpcTransport(Transport):
         (it holds nothing); ending it twice raises MQ_ERROR_TRANSACTION_SEQUENCE."""
         if self._closed:
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+        ahead = self._ahead.begin()
+        if ahead is not None:  # begun on the server by the last commit (grpc_steps)
+            return TransactionId(uuid.UUID(bytes=ahead))
         tid = TransactionId()
         self._fresh.add(tid.uow.bytes)
         return tid
@@ -700,12 +767,35 @@ class GrpcTransport(Transport):
             raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, "SINGLE_MESSAGE is not a transaction to commit")
         uow = tx.uow.bytes
         if not self._end_here(uow):
-            self._call(self._stub.Commit, pb.TransactionRequest(transaction=uow))
+            self._end_tx(uow, commit=True)
 
     def abort(self, tx: TransactionId) -> None:
         uow = tx.uow.bytes
         if not self._end_here(uow):
-            self._call(self._stub.Abort, pb.TransactionRequest(transaction=uow))
+            self._end_tx(uow, commit=False)
+
+    def _end_tx(self, uow: bytes, *, commit: bool) -> None:
+        """Commit or abort ``uow`` over the step stream (with what the consumer loop owes
+        it, and the next receive ahead), or with the unary call when the stream is busy."""
+        if self._closed:
+            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+        if self._steps.supported and self._steps.lock.acquire(blocking=False):
+            try:
+                if commit:
+                    self._ahead.commit(uow)
+                else:
+                    self._ahead.abort(uow)
+                return
+            except StepsUnsupported:
+                pass
+            finally:
+                self._steps.lock.release()
+        ahead = self._ahead.take(uow)
+        if commit and ahead is not None and ahead.message is not None:
+            # Taken ahead and never asked for: give it back before the commit deletes it.
+            self.end_receive_many(ahead.handle, [ahead.request_id], Ack.NACK, True)
+        rpc = self._stub.Commit if commit else self._stub.Abort
+        self._call(rpc, pb.TransactionRequest(transaction=uow))
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -716,6 +806,8 @@ class GrpcTransport(Transport):
             if self._closed:
                 return
             self._closed = True
+        self._ahead.close()
+        self._steps.drop()
         self._stop.put(None)
         self._reader.join(timeout=5.0)  # the stream ends after the server's rundown
         self._channel.close()
