@@ -263,7 +263,10 @@ class GrpcTransport(Transport):
 
     ``connect_timeout``: seconds to reach the server (then
     MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE). ``ping_interval``: seconds between session
-    pings (default: a third of the server's session timeout).
+    pings (default: a third of the server's session timeout). ``steps`` (``?steps=0``):
+    False sends every call as a call of its own instead of over the step stream;
+    ``prefetch`` (``?prefetch=0``): False makes commits take no message ahead
+    (:mod:`openmsmq.client.grpc_steps`).
     """
 
     def __init__(
@@ -276,6 +279,7 @@ class GrpcTransport(Transport):
         server_name: str | None = None,
         connect_timeout: float = 10.0,
         ping_interval: float | None = None,
+        steps: bool | None = None,
         prefetch: bool | None = None,
     ) -> None:
         #: The target as given, its secrets masked (a token in the query): it appears in
@@ -290,8 +294,11 @@ class GrpcTransport(Transport):
         if root_certificates is None and ca:
             root_certificates = Path(ca).read_bytes()
         server_name = server_name or query.get("server_name")
+        off = ("0", "false", "no")
+        if steps is None:
+            steps = query.get("steps", "1").lower() not in off
         if prefetch is None:
-            prefetch = query.get("prefetch", "1").lower() not in ("0", "false", "no")
+            prefetch = steps and query.get("prefetch", "1").lower() not in off
         if tls is None:
             tls = query.get("tls", "").lower() in ("1", "true", "yes") or root_certificates is not None
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
@@ -341,6 +348,7 @@ class GrpcTransport(Transport):
         self._session_ready.set()
         #: Read, StartReceive, EndReceive, Commit and Abort over one stream (grpc_steps).
         self._steps = StepStream(lambda it: self._stub.Steps(it, metadata=self._md), error_from_rpc)
+        self._steps.supported = steps
         self._ahead = ConsumerAhead(self._steps, self._request_ids, _messages, prefetch=prefetch)
         self._reader = threading.Thread(target=self._drain, name="openmsmq-grpc-session", daemon=True)
         self._reader.start()
