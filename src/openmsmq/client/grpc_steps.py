@@ -8,22 +8,27 @@ costs about half a unary call's setup on both ends).
 :class:`ConsumerAhead` makes the loop users write, ``begin; receive one; process;
 commit``, one round trip per transaction without a change to that loop:
 
+* the commit of a transaction that received exactly one message from a queue's head (and
+  did nothing else) carries, in the same request and after the commit, the same receive
+  from that handle into a new transaction the client picks (MS-MQRR 3.1.4.13 step 6
+  creates it on the server). The application never sees that transaction: when its next
+  transaction's first op is a receive of one message from the same handle, the message
+  already here is returned and the application's transaction is carried by the one
+  begun ahead from then on (its XACTUOW on the wire; the application's id is unchanged).
+  Anything else first gives the message back by aborting the transaction begun ahead
+  (the message goes back to its place: order is kept). A message taken ahead and not
+  asked for within :data:`HOLD` seconds goes back the same way, from a thread of the
+  connection, so a consumer that stops consuming keeps nothing locked;
 * the acknowledgment of a transactional two-phase receive (R_EndTransactionalReceive
-  RR_ACK) is not sent on its own: it travels with the commit of its transaction, in the
-  same request and before it. Its effect is only seen at commit anyway (the message is
-  deleted then); should it fail, the commit does not run and the transaction aborts;
-* the commit of a transaction that received exactly one message from a queue's head
-  carries the next R_StartTransactionalReceive from that handle, into a new transaction
-  the client picks (MS-MQRR 3.1.4.13 step 6 creates it). The next :meth:`begin` hands
-  out that transaction, and a receive of one message from the same handle in it is
-  answered from the reply already here. Anything else first gives the message back
-  (RR_NACK, and the transaction is aborted if nobody began it): the message is never
-  seen by the application unless it asks for it, and its order is kept. A message taken
-  ahead and not asked for within :data:`HOLD` seconds goes back the same way, from a
-  thread of the connection, so a consumer that stops consuming keeps nothing locked.
+  RR_ACK, what the asyncio client's ``receive`` sends) is held back and travels with the
+  commit of its transaction, before it in the same request. Its effect is only seen at
+  commit (the message is deleted then); should it fail, the commit does not run and the
+  transaction aborts. One held back longer than a quarter of the server's Pending Request
+  Cleanup Timer (or :data:`HOLD`) is sent on its own, so slow processing never meets the
+  timer.
 
 A client that vanishes loses nothing: the session's rundown aborts its transactions,
-including one begun ahead (MS-MQRR 3.1.6).
+the one begun ahead included (MS-MQRR 3.1.6).
 """
 
 from __future__ import annotations
@@ -132,24 +137,27 @@ def failure(result: pb.StepResult) -> MQError:
 
 @dataclass
 class _Ahead:
-    """A transaction begun ahead by a commit, with the message its receive locked."""
+    """A transaction begun ahead by a commit, and the message its receive took."""
 
+    #: The transaction's XACTUOW on the server.
     uow: bytes
     handle: int
+    #: "read" (R_StartReceive + R_EndReceive in the transaction) or "start" (a pending
+    #: R_StartTransactionalReceive under ``request_id``).
+    kind: str
     request_id: int
-    message: Message | None
+    message: Message
     at: float
-    #: begin() handed it out.
-    given: bool = False
 
 
 @dataclass
 class _Owed:
-    """Acknowledgments (RR_ACK) of transactional receives, sent with the commit."""
+    """RR_ACKs of transactional receives of ``uow`` (server XACTUOW), held for its commit."""
 
     uow: bytes
     handle: int
     request_ids: list[int]
+    since: float
 
 
 class ConsumerAhead:
@@ -157,8 +165,9 @@ class ConsumerAhead:
 
     ``stream``: the connection's :class:`StepStream`; ``request_ids(n)``: n consecutive
     request ids; ``decode``: the messages of a ReadReply; ``prefetch``: whether commits
-    take the next message ahead. Every method runs with :attr:`StepStream.lock` held by
-    the caller, except :meth:`begin` and the release thread (which takes it itself).
+    take the next message ahead; ``cleanup``: the server's Pending Request Cleanup Timer
+    (seconds, 0 unknown). Methods that may exchange run with :attr:`StepStream.lock` held
+    by the caller; the release thread takes it itself.
     """
 
     def __init__(
@@ -169,128 +178,112 @@ class ConsumerAhead:
         *,
         prefetch: bool = True,
         hold: float = HOLD,
+        cleanup: float = 0.0,
     ) -> None:
         self.stream = stream
         self.prefetch = prefetch
         self.hold = hold
+        #: Longest an RR_ACK is held back.
+        self.ack_hold = min(hold, cleanup / 4) if cleanup > 0 else hold
         self._request_ids = request_ids
         self._decode = decode
-        self._state = threading.Lock()  # guards _ahead against begin() from other threads
+        self._state = threading.Lock()  # guards _ahead and _owed against the release thread
         self._ahead: _Ahead | None = None
         self._owed: _Owed | None = None
-        #: A transactional StartReceive of one message whose RR_ACK may wait for the commit.
+        #: A transactional StartReceive of one message whose RR_ACK may be held back.
         self._started: tuple[bytes, int, int] | None = None
         #: Transactions that failed an acknowledgment sent ahead of their commit.
         self._doomed: dict[bytes, MQError] = {}
-        #: uow -> handle for transactions whose only op was one receive from the head of
-        #: that handle; 0 once they did anything else.
-        self._shape: OrderedDict[bytes, int] = OrderedDict()
+        #: The application's XACTUOW -> the one begun ahead that carries it.
+        self._alias: dict[bytes, bytes] = {}
+        #: server uow -> (handle, "read" | "start") for transactions whose only op was one
+        #: receive from the head of that handle; (0, "") once they did anything else.
+        self._shape: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
         self._wake = threading.Event()
         self._closed = False
         self._releaser: threading.Thread | None = None
 
-    # ---- begin ---------------------------------------------------------------------------
+    # ---- the application's transactions -------------------------------------------------
 
-    def begin(self) -> bytes | None:
-        """The transaction begun ahead, if one waits for the application (it exists on
-        the server, maybe with a message locked for it); None: pick a new one."""
-        with self._state:
-            a = self._ahead
-            if a is None or a.given:
-                return None
-            a.given = True
-            return a.uow
+    def server_uow(self, uow: bytes) -> bytes:
+        """The XACTUOW that carries the application's transaction ``uow`` on the wire."""
+        return self._alias.get(uow, uow) if uow else uow
 
-    def take(self, uow: bytes) -> _Ahead | None:
-        """Forget what was taken ahead into ``uow`` (its commit or abort goes without the
-        stream) and return it."""
-        with self._state:
-            a = self._ahead
-            if a is None or a.uow != uow:
-                return None
-            self._ahead = None
-            return a
+    def forget(self, uow: bytes) -> bytes:
+        """End the application's ``uow`` here; return its XACTUOW on the wire."""
+        return self._alias.pop(uow, uow)
 
-    # ---- what a transaction did ---------------------------------------------------------
-
-    def note(self, uow: bytes, handle: int) -> None:
-        """Record an op of transaction ``uow``: ``handle`` for a receive of one message
-        from its head, 0 for anything else."""
+    def note(self, uow: bytes, handle: int, kind: str = "") -> None:
+        """Record an op of (server) transaction ``uow``: ``handle`` and ``kind`` for a
+        receive of one message from its head, 0 for anything else."""
         if not uow:
             return
         shape = self._shape
-        shape[uow] = handle if uow not in shape else 0
+        shape[uow] = (handle, kind) if uow not in shape else (0, "")
         while len(shape) > _SHAPES:
             shape.popitem(last=False)
 
-    def claim(self, handle: int, uow: bytes) -> tuple[int, Message] | None:
-        """The message taken ahead for a receive of one message from ``handle``'s head in
-        ``uow``, if there is one: (request id, message). Its RR_ACK is then owed."""
+    def claim(self, handle: int, uow: bytes, kind: str) -> tuple[int, Message] | None:
+        """The message taken ahead for the first op of the application's transaction
+        ``uow`` (new, nothing sent in it yet), a receive of one message from ``handle``'s
+        head of ``kind``: (request id, message); ``uow`` is carried by the transaction
+        begun ahead from now on."""
         with self._state:
             a = self._ahead
-            if (
-                a is None
-                or not a.given
-                or a.uow != uow
-                or a.handle != handle
-                or a.message is None
-                or time.monotonic() - a.at > self.hold
-            ):
+            if a is None or a.handle != handle or a.kind != kind or time.monotonic() - a.at > self.hold:
                 return None
             self._ahead = None
-            msg = a.message
-        self.note(uow, handle)
-        return a.request_id, msg
+        self._alias[uow] = a.uow
+        self.note(a.uow, handle, kind)
+        if kind == "start":
+            self._started = (a.uow, handle, a.request_id)
+        return a.request_id, a.message
 
     def started(self, uow: bytes, handle: int, request_id: int) -> None:
-        """A transactional StartReceive of one message (its RR_ACK may be deferred)."""
+        """A transactional StartReceive of one message in (server) ``uow``: its RR_ACK may
+        be held back for the commit."""
         self._started = (uow, handle, request_id)
 
     def defer_ack(self, handle: int, request_ids: list[int], ack: int) -> bool:
-        """Owe the RR_ACK of a transactional receive started by :meth:`started` until its
-        commit; False when it must be sent now."""
+        """Hold back the RR_ACK of the receive :meth:`started` recorded for its commit;
+        False when it must be sent now."""
         st = self._started
-        if (
-            ack != RemoteAck.RR_ACK
-            or st is None
-            or len(request_ids) != 1
-            or st[1:] != (handle, request_ids[0])
-        ):
+        if ack != RemoteAck.RR_ACK or st is None or list(request_ids) != [st[2]] or st[1] != handle:
             return False
         self._started = None
-        self.owe(st[0], handle, request_ids[0])
-        return True
-
-    def owe(self, uow: bytes, handle: int, request_id: int) -> None:
-        """Owe the RR_ACK of request ``request_id`` of ``uow`` until the commit."""
         owed = self._owed
-        if owed is not None and (owed.uow != uow or owed.handle != handle):
+        if owed is not None and (owed.uow != st[0] or owed.handle != handle):
             self.settle()
             owed = None
-        if owed is None:
-            self._owed = _Owed(uow, handle, [request_id])
-        else:
-            owed.request_ids.append(request_id)
+        with self._state:
+            if owed is None:
+                self._owed = _Owed(st[0], handle, [st[2]], time.monotonic())
+            else:
+                owed.request_ids.append(st[2])
+        self._start_releaser()
+        return True
 
     # ---- settling (before any other call) ------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        """Whether something is owed or held ahead."""
-        return self._owed is not None or self._ahead is not None or self._started is not None
+        """Whether something is held back or taken ahead."""
+        return self._owed is not None or self._ahead is not None
 
     def settle(self, keep: bytes | None = None) -> None:
-        """Send what is owed (acknowledgments) and give back what was taken ahead and not
-        claimed, before a call that is not the consumer loop's. ``keep``: a transaction
-        whose acknowledgments may wait for its commit (the caller's own)."""
+        """Send the RR_ACKs held back and give back what was taken ahead, before a call
+        that is not the consumer loop's. ``keep``: a (server) transaction whose RR_ACKs
+        may still wait for its commit."""
         self._started = None
-        owed = self._owed
-        if owed is not None and owed.uow != keep:
-            self._owed = None
-            self._send_acks(owed)
         with self._state:
-            a = self._ahead
-            self._ahead = None
+            owed = self._owed
+            if owed is not None and owed.uow != keep:
+                self._owed = None
+            else:
+                owed = None
+            a, self._ahead = self._ahead, None
+        if owed is not None:
+            self._send_acks(owed)
         if a is not None:
             self._give_back(a)
 
@@ -304,9 +297,9 @@ class ConsumerAhead:
             self._doomed[owed.uow] = failure(results[-1])
 
     def _give_back(self, a: _Ahead) -> None:
-        """RR_NACK the message taken ahead; abort its transaction if nobody began it."""
+        """Abort the transaction begun ahead: its message goes back to its place."""
         ops: list[pb.StepOp] = []
-        if a.message is not None:
+        if a.kind == "start":  # end the pending entry too (else it waits for its timer)
             ops.append(
                 pb.StepOp(
                     end_receive=pb.EndReceiveRequest(
@@ -317,38 +310,40 @@ class ConsumerAhead:
                     )
                 )
             )
-        if not a.given:
-            ops.append(pb.StepOp(abort=pb.TransactionRequest(transaction=a.uow)))
-        if ops:
-            # A failure leaves the session's rundown or the cleanup timer to put it back.
-            with contextlib.suppress(MQError):
-                self.stream.exchange(ops)
+        ops.append(pb.StepOp(abort=pb.TransactionRequest(transaction=a.uow)))
+        # A failure leaves it to the session's rundown (the stream or the server is gone).
+        with contextlib.suppress(MQError):
+            self.stream.exchange(ops)
 
     # ---- commit and abort ----------------------------------------------------------------
 
     def commit(self, uow: bytes) -> None:
-        """Commit ``uow``: its owed acknowledgments first, then the commit, then (for a
-        transaction that received one message from a handle's head) the next receive from
-        that handle into a new transaction, all in one request."""
+        """Commit (server) ``uow``: its held-back RR_ACKs first, then the commit, then (for
+        a transaction whose only op was one receive from a handle's head) the same receive
+        into a new transaction, all in one request."""
         doomed = self._doomed.pop(uow, None)
-        handle = self._shape.pop(uow, 0)
+        handle, kind = self._shape.pop(uow, (0, ""))
         if doomed is not None:
             self._abort_quietly(uow)
             raise doomed
         self.settle(keep=uow)
-        owed, self._owed = self._owed, None
+        with self._state:
+            owed, self._owed = self._owed, None
         ops: list[pb.StepOp] = [] if owed is None else [_ack_op(owed)]
         ops.append(pb.StepOp(commit=pb.TransactionRequest(transaction=uow)))
         nxt = b""
         rid = 0
         if handle and self.prefetch and not self._closed:
             nxt = uuid.uuid4().bytes
-            rid = self._request_ids(1)
-            start = pb.ReadRequest(
+            read = pb.ReadRequest(
                 handle=handle, action=_RECEIVE, timeout_ms=0, transaction=nxt, max_count=1,
-                request_id=rid, reply_format=PACKED_V1,
+                reply_format=PACKED_V1,
             )  # fmt: skip
-            ops.append(pb.StepOp(start_receive=start))
+            if kind == "start":
+                rid = read.request_id = self._request_ids(1)
+                ops.append(pb.StepOp(start_receive=read))
+            else:
+                ops.append(pb.StepOp(read=read))
         results = self.stream.exchange(ops)
         n_before = len(ops) - (2 if nxt else 1)
         for i, res in enumerate(results[: n_before + 1]):
@@ -357,35 +352,27 @@ class ConsumerAhead:
                     self._abort_quietly(uow)
                 raise failure(res)
         if nxt and len(results) == len(ops):
-            self._took_ahead(nxt, handle, rid, results[-1])
+            self._took_ahead(nxt, handle, kind or "read", rid, results[-1])
 
-    def _took_ahead(self, uow: bytes, handle: int, request_id: int, res: pb.StepResult) -> None:
-        if res.hresult == 0:
-            got = self._decode(res.read)
-            if not got:
-                return
-            a = _Ahead(uow, handle, request_id, got[0], time.monotonic())
-        elif res.hresult == HResult.MQ_ERROR_IO_TIMEOUT:
-            # Nothing to take: the transaction exists (empty) and is handed out as is.
-            a = _Ahead(uow, handle, 0, None, time.monotonic())
-        else:
-            return  # the receive failed before or after creating it: the rundown ends it
+    def _took_ahead(self, uow: bytes, handle: int, kind: str, request_id: int, res: pb.StepResult) -> None:
+        got = self._decode(res.read) if res.hresult == 0 else []
+        if not got:
+            # Nothing to take (MQ_ERROR_IO_TIMEOUT: the queue is empty), or the receive
+            # failed: the transaction begun ahead holds nothing; end it.
+            with contextlib.suppress(MQError):
+                self.stream.exchange([pb.StepOp(abort=pb.TransactionRequest(transaction=uow))])
+            return
         with self._state:
-            self._ahead = a
-        if a.message is not None:
-            self._start_releaser()
-            self._wake.set()
+            self._ahead = _Ahead(uow, handle, kind, request_id, got[0], time.monotonic())
+        self._start_releaser()
 
     def abort(self, uow: bytes) -> None:
-        """Abort ``uow`` (messages taken ahead into it go back with it)."""
+        """Abort (server) ``uow``."""
         self._doomed.pop(uow, None)
         self._shape.pop(uow, None)
-        if self._owed is not None and self._owed.uow == uow:
-            self._owed = None
         with self._state:
-            a = self._ahead
-            if a is not None and a.uow == uow:
-                self._ahead = None
+            if self._owed is not None and self._owed.uow == uow:
+                self._owed = None
         self.settle(keep=uow)
         results = self.stream.exchange([pb.StepOp(abort=pb.TransactionRequest(transaction=uow))])
         if results and results[-1].hresult:
@@ -395,39 +382,68 @@ class ConsumerAhead:
         with contextlib.suppress(MQError):
             self.stream.exchange([pb.StepOp(abort=pb.TransactionRequest(transaction=uow))])
 
+    def take(self, uow: bytes) -> None:
+        """Forget what is held for (server) ``uow``: its commit or abort goes without the
+        stream (RR_ACKs held back are not needed there: the commit deletes what the
+        transaction received)."""
+        with self._state:
+            if self._owed is not None and self._owed.uow == uow:
+                self._owed = None
+        self._shape.pop(uow, None)
+
     # ---- giving back what nobody asked for -----------------------------------------------
 
     def _start_releaser(self) -> None:
+        self._wake.set()
         if self._releaser is None:
             self._releaser = threading.Thread(
                 target=self._release_loop, name="openmsmq-grpc-ahead", daemon=True
             )
             self._releaser.start()
 
+    def _due(self) -> float | None:
+        """Seconds until something held is due (<= 0: now); None: nothing held."""
+        now = time.monotonic()
+        with self._state:
+            dues = []
+            if self._ahead is not None:
+                dues.append(self._ahead.at + self.hold - now)
+            if self._owed is not None:
+                dues.append(self._owed.since + self.ack_hold - now)
+        return min(dues) if dues else None
+
     def _release_loop(self) -> None:
         while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            while not self._closed:
+            due = self._due()
+            if due is None:
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            if due > 0:
+                self._wake.wait(due)
+                self._wake.clear()
+                continue
+            if not self.stream.lock.acquire(timeout=self.hold):
+                continue  # a call is in flight; it settles or claims what is held
+            try:
+                now = time.monotonic()
                 with self._state:
                     a = self._ahead
-                if a is None or a.message is None:
-                    break
-                due = a.at + self.hold - time.monotonic()
-                if due > 0:
-                    time.sleep(min(due, self.hold))
-                    continue
-                if not self.stream.lock.acquire(timeout=self.hold):
-                    continue
-                try:
-                    with self._state:
-                        stale = self._ahead is a
-                        if stale:
-                            self._ahead = None
-                    if stale:
-                        self._give_back(a)
-                finally:
-                    self.stream.lock.release()
+                    if a is not None and now - a.at >= self.hold:
+                        self._ahead = None
+                    else:
+                        a = None
+                    owed = self._owed
+                    if owed is not None and now - owed.since >= self.ack_hold:
+                        self._owed = None
+                    else:
+                        owed = None
+                if a is not None:
+                    self._give_back(a)
+                if owed is not None:
+                    self._send_acks(owed)
+            finally:
+                self.stream.lock.release()
 
     def close(self) -> None:
         """Stop the release thread (the session's end gives everything back)."""

@@ -349,7 +349,9 @@ class GrpcTransport(Transport):
         #: Read, StartReceive, EndReceive, Commit and Abort over one stream (grpc_steps).
         self._steps = StepStream(lambda it: self._stub.Steps(it, metadata=self._md), error_from_rpc)
         self._steps.supported = steps
-        self._ahead = ConsumerAhead(self._steps, self._request_ids, _messages, prefetch=prefetch)
+        self._ahead = ConsumerAhead(
+            self._steps, self._request_ids, _messages, prefetch=prefetch, cleanup=first.pending_cleanup
+        )
         self._reader = threading.Thread(target=self._drain, name="openmsmq-grpc-session", daemon=True)
         self._reader.start()
 
@@ -403,18 +405,22 @@ class GrpcTransport(Transport):
             raise failure(res)
         return res.read if kind in ("read", "start_receive") else pb.Empty()
 
-    def _claim(self, handle: int, uow: bytes, ack: bool) -> tuple[int, Message] | None:
-        """The message the last commit took ahead for this receive (grpc_steps), if any;
-        with ``ack`` its RR_ACK is owed to the commit."""
-        if not uow or not self._steps.lock.acquire(blocking=False):
+    def _claim(self, handle: int, uow: bytes, kind: str) -> tuple[int, Message] | None:
+        """The message the last commit took ahead (grpc_steps) for the first op of the new
+        transaction ``uow``, a receive of one message from ``handle``'s head, if any."""
+        if uow not in self._fresh or not self._steps.lock.acquire(blocking=False):
             return None
         try:
-            got = self._ahead.claim(handle, uow)
-            if got is not None and ack:
-                self._ahead.owe(uow, handle, got[0])
+            got = self._ahead.claim(handle, uow, kind)
+            if got is not None:
+                self._fresh.discard(uow)  # carried by the transaction begun ahead
             return got
         finally:
             self._steps.lock.release()
+
+    def _wire(self, tx: TransactionId | None) -> bytes:
+        """The XACTUOW that carries ``tx`` on the wire (grpc_steps: maybe one begun ahead)."""
+        return self._ahead.server_uow(_uow(tx))
 
     def _call_tx(self, method: Callable[..., R], request: Any, uow: bytes, step: str = "") -> R:
         """:meth:`_call` for a request carrying transaction ``uow``. The server creates a
@@ -529,7 +535,9 @@ class GrpcTransport(Transport):
     ) -> list[SendReceipt]:
         if not messages:
             return []
-        req = pb.SendRequest(handle=handle, transaction=_uow(tx), messages=[_outgoing(m) for m in messages])
+        req = pb.SendRequest(
+            handle=handle, transaction=self._wire(tx), messages=[_outgoing(m) for m in messages]
+        )
         if req.ByteSize() > MAX_REQUEST_BYTES:
             raise MQError(
                 HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
@@ -555,16 +563,16 @@ class GrpcTransport(Transport):
     ) -> list[Message]:
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
-        uow = _uow(tx)
         head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
-        if head and (got := self._claim(handle, uow, ack=True)) is not None:
+        if head and tx is not None and (got := self._claim(handle, _uow(tx), "read")) is not None:
             return [got[1]]
+        uow = self._wire(tx)
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
             timeout_ms=_timeout_ms(timeout), transaction=uow, max_count=max_count,
             reply_format=PACKED_V1,
         )  # fmt: skip
-        self._ahead.note(uow, handle if head else 0)
+        self._ahead.note(uow, handle if head else 0, "read")
         return _messages(self._call_tx(self._stub.Read, req, uow, "read"))
 
     def start_receive(
@@ -596,17 +604,16 @@ class GrpcTransport(Transport):
         messages locked in one call, each with its own request id (waits for the first)."""
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
-        uow = _uow(tx)
         head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
-        if head and (got := self._claim(handle, uow, ack=False)) is not None:
-            self._ahead.started(uow, handle, got[0])
+        if head and tx is not None and (got := self._claim(handle, _uow(tx), "start")) is not None:
             return [PendingMessage(got[0], got[1], True)]
+        uow = self._wire(tx)
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
             timeout_ms=_timeout_ms(timeout), transaction=uow, max_count=max_count,
             request_id=self._request_ids(max_count), reply_format=PACKED_V1,
         )  # fmt: skip
-        self._ahead.note(uow, handle if head else 0)
+        self._ahead.note(uow, handle if head else 0, "start")
         got_all = _pending(self._call_tx(self._stub.StartReceive, req, uow, "start_receive"), tx is not None)
         if head and uow and len(got_all) == 1:
             self._ahead.started(uow, handle, got_all[0].request_id)
@@ -640,7 +647,7 @@ class GrpcTransport(Transport):
         self._call(self._stub.CancelReceive, pb.CancelReceiveRequest(handle=handle, request_id=request_id))
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
-        uow = _uow(tx)
+        uow = self._wire(tx)
         self._ahead.note(uow, 0)
         if uow in self._fresh:  # nothing received in it yet: let the server say so
             self._settle(uow)
@@ -748,9 +755,6 @@ class GrpcTransport(Transport):
         (it holds nothing); ending it twice raises MQ_ERROR_TRANSACTION_SEQUENCE."""
         if self._closed:
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
-        ahead = self._ahead.begin()
-        if ahead is not None:  # begun on the server by the last commit (grpc_steps)
-            return TransactionId(uuid.UUID(bytes=ahead))
         tid = TransactionId()
         self._fresh.add(tid.uow.bytes)
         return tid
@@ -775,12 +779,12 @@ class GrpcTransport(Transport):
             raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, "SINGLE_MESSAGE is not a transaction to commit")
         uow = tx.uow.bytes
         if not self._end_here(uow):
-            self._end_tx(uow, commit=True)
+            self._end_tx(self._ahead.forget(uow), commit=True)
 
     def abort(self, tx: TransactionId) -> None:
         uow = tx.uow.bytes
         if not self._end_here(uow):
-            self._end_tx(uow, commit=False)
+            self._end_tx(self._ahead.forget(uow), commit=False)
 
     def _end_tx(self, uow: bytes, *, commit: bool) -> None:
         """Commit or abort ``uow`` over the step stream (with what the consumer loop owes
@@ -798,10 +802,7 @@ class GrpcTransport(Transport):
                 pass
             finally:
                 self._steps.lock.release()
-        ahead = self._ahead.take(uow)
-        if commit and ahead is not None and ahead.message is not None:
-            # Taken ahead and never asked for: give it back before the commit deletes it.
-            self.end_receive_many(ahead.handle, [ahead.request_id], Ack.NACK, True)
+        self._ahead.take(uow)
         rpc = self._stub.Commit if commit else self._stub.Abort
         self._call(rpc, pb.TransactionRequest(transaction=uow))
 

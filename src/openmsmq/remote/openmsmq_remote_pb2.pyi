@@ -294,14 +294,16 @@ class SessionPing(_message.Message):
     def __init__(self, seq: _Optional[int] = ...) -> None: ...
 
 class SessionPong(_message.Message):
-    __slots__ = ("session_id", "session_timeout", "seq")
+    __slots__ = ("session_id", "session_timeout", "seq", "pending_cleanup")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CLEANUP_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     session_timeout: float
     seq: int
-    def __init__(self, session_id: _Optional[str] = ..., session_timeout: _Optional[float] = ..., seq: _Optional[int] = ...) -> None: ...
+    pending_cleanup: float
+    def __init__(self, session_id: _Optional[str] = ..., session_timeout: _Optional[float] = ..., seq: _Optional[int] = ..., pending_cleanup: _Optional[float] = ...) -> None: ...
 
 class OpenQueueRequest(_message.Message):
     __slots__ = ("queue", "access", "share_mode")

@@ -279,7 +279,11 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         context.add_done_callback(lambda _ctx: self.core.close_session(session.id))
         try:
             await context.write(
-                pb.SessionPong(session_id=session.id, session_timeout=self.core.session_timeout)
+                pb.SessionPong(
+                    session_id=session.id,
+                    session_timeout=self.core.session_timeout,
+                    pending_cleanup=self.core.cleanup_timeout,
+                )
             )
             while True:
                 ping = await context.read()
