@@ -199,9 +199,18 @@ class ConsumerAhead:
         #: server uow -> (handle, "read" | "start") for transactions whose only op was one
         #: receive from the head of that handle; (0, "") once they did anything else.
         self._shape: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
+        #: Transactions begun ahead that took nothing (the queue was empty): aborted by
+        #: the next request on the stream, ahead of its own ops.
+        self._empty: list[bytes] = []
         self._wake = threading.Event()
         self._closed = False
         self._releaser: threading.Thread | None = None
+
+    def lead_ops(self) -> list[pb.StepOp]:
+        """Ops the next request carries before its own: aborts of empty transactions
+        begun ahead (they cannot fail but with the session, which fails the request)."""
+        empty, self._empty = self._empty, []
+        return [pb.StepOp(abort=pb.TransactionRequest(transaction=u)) for u in empty]
 
     # ---- the application's transactions -------------------------------------------------
 
@@ -329,7 +338,9 @@ class ConsumerAhead:
         self.settle(keep=uow)
         with self._state:
             owed, self._owed = self._owed, None
-        ops: list[pb.StepOp] = [] if owed is None else [_ack_op(owed)]
+        ops = self.lead_ops()
+        if owed is not None:
+            ops.append(_ack_op(owed))
         ops.append(pb.StepOp(commit=pb.TransactionRequest(transaction=uow)))
         nxt = b""
         rid = 0
@@ -348,7 +359,7 @@ class ConsumerAhead:
         n_before = len(ops) - (2 if nxt else 1)
         for i, res in enumerate(results[: n_before + 1]):
             if res.hresult:
-                if i < n_before:  # an acknowledgment failed: the commit did not run
+                if i < n_before:  # an acknowledgment (or a lead abort) failed: no commit ran
                     self._abort_quietly(uow)
                 raise failure(res)
         if nxt and len(results) == len(ops):
@@ -358,9 +369,8 @@ class ConsumerAhead:
         got = self._decode(res.read) if res.hresult == 0 else []
         if not got:
             # Nothing to take (MQ_ERROR_IO_TIMEOUT: the queue is empty), or the receive
-            # failed: the transaction begun ahead holds nothing; end it.
-            with contextlib.suppress(MQError):
-                self.stream.exchange([pb.StepOp(abort=pb.TransactionRequest(transaction=uow))])
+            # failed: the transaction begun ahead holds nothing; the next request ends it.
+            self._empty.append(uow)
             return
         with self._state:
             self._ahead = _Ahead(uow, handle, kind, request_id, got[0], time.monotonic())
@@ -374,7 +384,8 @@ class ConsumerAhead:
             if self._owed is not None and self._owed.uow == uow:
                 self._owed = None
         self.settle(keep=uow)
-        results = self.stream.exchange([pb.StepOp(abort=pb.TransactionRequest(transaction=uow))])
+        ops = [*self.lead_ops(), pb.StepOp(abort=pb.TransactionRequest(transaction=uow))]
+        results = self.stream.exchange(ops)
         if results and results[-1].hresult:
             raise failure(results[-1])
 

@@ -398,7 +398,11 @@ class GrpcTransport(Transport):
 
     def _step(self, kind: str, request: Any) -> Any:
         """One op over the step stream (caller holds its lock); its reply as the rpc's."""
-        res = self._steps.exchange([pb.StepOp(**{kind: request})])[0]
+        lead = self._ahead.lead_ops()
+        results = self._steps.exchange([*lead, pb.StepOp(**{kind: request})])
+        res = results[-1]
+        if len(results) <= len(lead):  # a lead op failed (the session is gone)
+            raise failure(res)
         if kind == "end_receive" and len(res.end_receive.status) == len(request.request_ids):
             return res.end_receive  # per-id statuses, as the EndReceive rpc answers
         if res.hresult:
