@@ -15,7 +15,6 @@ that cannot be reached raises MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import queue
@@ -29,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import grpc
 
+from openmsmq.client import grpc_replies
 from openmsmq.client.grpc_steps import ConsumerAhead, StepStream, StepsUnsupported, failure
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
@@ -36,8 +36,6 @@ from openmsmq.client.types import (
     INFINITE,
     Access,
     Ack,
-    AckRequest,
-    Delivery,
     LookupRange,
     OutgoingMessage,
     QueueInfo,
@@ -53,13 +51,7 @@ from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
 from openmsmq.remote.packed import (
-    FLAG_DEAD_LETTER,
-    FLAG_FIRST_IN_TRANSACTION,
-    FLAG_JOURNAL,
-    FLAG_LAST_IN_TRANSACTION,
-    FLAG_TRANSACTIONAL,
     PACKED_V1,
-    decode_messages,
 )
 from openmsmq.remote.status import QMStatus, status_from_pb
 from openmsmq.wire.ids import ObjectId
@@ -109,129 +101,6 @@ def _timeout_ms(timeout: float | None) -> int:
     if timeout <= 0:
         return 0
     return min(INFINITE_TIMEOUT_MS - 1, max(1, round(timeout * 1000)))
-
-
-_GUID_TEXT: dict[bytes, str] = {}
-_ACKS = {i: AckRequest(i) for i in range(16)}
-_DELIVERY = {0: Delivery.EXPRESS, 1: Delivery.RECOVERABLE}
-
-
-def _guid(raw: bytes) -> str:
-    """``{GUID}`` text of 16 RFC 4122 bytes, memoised (a batch has few distinct QM GUIDs)."""
-    text = _GUID_TEXT.get(raw)
-    if text is None:
-        if len(_GUID_TEXT) > 4096:
-            _GUID_TEXT.clear()
-        text = _GUID_TEXT[raw] = f"{{{uuid.UUID(bytes=raw)}}}" if len(raw) == 16 else "{}"
-    return text
-
-
-# Message fields from a packed record (openmsmq.remote.packed): the record's names are
-# the parameters of the generated ``make``; a Message field missing here gets its default.
-_RECORD = [
-    "lookup_id", "uniq", "message_class", "priority", "app_specific", "body_type", "delivery",
-    "sent_time", "arrived_time", "ttrq", "ttbr", "ack_flags", "flags", "request_id", "tx_seq_id",
-    "tx_seq_num", "lineage", "source", "body", "label", "corr", "dest", "admin", "resp", "ext",
-]  # fmt: skip
-_FIELD_SOURCE = {
-    "body": "body", "label": "label", "lookup_id": "lookup_id",
-    "message_id": "_guid(lineage) + _BACKSLASH + str(uniq)",
-    "message_class": "message_class", "priority": "priority", "correlation_id": "corr",
-    "app_specific": "app_specific", "body_type": "body_type",
-    "delivery": "_DELIVERY.get(delivery, _EXPRESS)", "sent_time": "sent_time",
-    "arrived_time": "arrived_time", "time_to_reach_queue": "ttrq", "time_to_be_received": "ttbr",
-    "queue": "dest", "admin_queue": "admin", "response_queue": "resp",
-    "ack": "_ACKS[ack_flags & 0x0F]", "journal": f"flags & {FLAG_JOURNAL} != 0",
-    "dead_letter": f"flags & {FLAG_DEAD_LETTER} != 0",
-    "transactional": f"flags & {FLAG_TRANSACTIONAL} != 0",
-    "first_in_transaction": f"flags & {FLAG_FIRST_IN_TRANSACTION} != 0",
-    "last_in_transaction": f"flags & {FLAG_LAST_IN_TRANSACTION} != 0",
-    "source_machine": "_guid(source)", "extension": "ext",
-    "tx_sequence_id": "tx_seq_id", "tx_sequence_number": "tx_seq_num",
-}  # fmt: skip
-
-
-def _record_maker() -> Callable[..., Message]:
-    """``make(*record) -> Message`` for a packed record, generated once.
-
-    The hot path of batched receives: a frozen dataclass's ``__init__`` sets its fields
-    through ``object.__setattr__``; for the slotted :class:`Message` the generated
-    function stores straight into the slots (half the cost per message), giving an
-    object equal to ``Message(...)`` with the same values. Falls back to the constructor
-    should :class:`Message` stop being a plain slotted dataclass.
-    """
-    env: dict[str, Any] = {
-        "Message": Message, "_guid": _guid, "_BACKSLASH": "\\", "_DELIVERY": _DELIVERY,
-        "_EXPRESS": Delivery.EXPRESS, "_ACKS": _ACKS, "_new": object.__new__,
-    }  # fmt: skip
-    values: list[tuple[str, str]] = []
-    for f in dataclasses.fields(Message):
-        expr = _FIELD_SOURCE.get(f.name)
-        if expr is None:  # a field this transport does not carry: its default
-            if f.default is not dataclasses.MISSING:
-                env[f"_default_{f.name}"] = f.default
-                expr = f"_default_{f.name}"
-            elif f.default_factory is not dataclasses.MISSING:
-                env[f"_factory_{f.name}"] = f.default_factory
-                expr = f"_factory_{f.name}()"
-            else:
-                raise TypeError(f"Message.{f.name} has no default and no packed source")
-        values.append((f.name, expr))
-    fast = (
-        "__slots__" in Message.__dict__
-        and not hasattr(Message, "__post_init__")
-        and all(f.init for f in dataclasses.fields(Message))
-    )
-    lines = [f"def make({', '.join(_RECORD)}):"]
-    if fast:
-        lines.append("    o = _new(Message)")
-        for name, expr in values:
-            env[f"_set_{name}"] = getattr(Message, name).__set__
-            lines.append(f"    _set_{name}(o, {expr})")
-        lines.append("    return o")
-    else:
-        lines.append("    return Message(" + ", ".join(f"{n}={e}" for n, e in values) + ")")
-    exec("\n".join(lines), env)  # source built above from field names only
-    make: Callable[..., Message] = env["make"]
-    return make
-
-
-_make = _record_maker()
-
-
-def _message(m: pb.Message) -> Message:
-    """A :class:`Message` from the ``repeated Message`` form (servers without packing)."""
-    flags = (
-        (FLAG_JOURNAL if m.positive_journaling else 0)
-        | (FLAG_DEAD_LETTER if m.negative_journaling else 0)
-        | (FLAG_TRANSACTIONAL if m.transactional else 0)
-        | (FLAG_FIRST_IN_TRANSACTION if m.first_in_transaction else 0)
-        | (FLAG_LAST_IN_TRANSACTION if m.last_in_transaction else 0)
-    )
-    return _make(
-        m.lookup_id, m.id_uniquifier, m.message_class, m.priority, m.app_specific, m.body_type,
-        m.delivery, m.sent_time, m.arrived_time, m.time_to_reach_queue, m.time_to_be_received,
-        m.ack_flags, flags, m.request_id, m.tx_sequence_id, m.tx_sequence_number, m.id_lineage,
-        m.source_machine, m.body, m.label, m.correlation_id, m.destination_queue, m.admin_queue,
-        m.response_queue, m.extension,
-    )  # fmt: skip
-
-
-def _messages(reply: pb.ReadReply) -> list[Message]:
-    """The messages of a :class:`ReadReply`, packed or not."""
-    if reply.packed:
-        return [_make(*r) for r in decode_messages(reply.packed)]
-    return [_message(m) for m in reply.messages]
-
-
-def _pending(reply: pb.ReadReply, transactional: bool = False) -> list[PendingMessage]:
-    """The (request id, message) pairs of a StartReceive reply, packed or not."""
-    if reply.packed:
-        return [
-            PendingMessage(r[13], _make(*r), transactional)  # type: ignore[arg-type]
-            for r in decode_messages(reply.packed)
-        ]
-    return [PendingMessage(m.request_id, _message(m), transactional) for m in reply.messages]
 
 
 def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
@@ -350,7 +219,11 @@ class GrpcTransport(Transport):
         self._steps = StepStream(lambda it: self._stub.Steps(it, metadata=self._md), error_from_rpc)
         self._steps.supported = steps
         self._ahead = ConsumerAhead(
-            self._steps, self._request_ids, _messages, prefetch=prefetch, cleanup=first.pending_cleanup
+            self._steps,
+            self._request_ids,
+            grpc_replies.messages,
+            prefetch=prefetch,
+            cleanup=first.pending_cleanup,
         )
         self._reader = threading.Thread(target=self._drain, name="openmsmq-grpc-session", daemon=True)
         self._reader.start()
@@ -577,7 +450,7 @@ class GrpcTransport(Transport):
             reply_format=PACKED_V1,
         )  # fmt: skip
         self._ahead.note(uow, handle if head else 0, "read")
-        return _messages(self._call_tx(self._stub.Read, req, uow, "read"))
+        return grpc_replies.messages(self._call_tx(self._stub.Read, req, uow, "read"))
 
     def start_receive(
         self,
@@ -618,7 +491,8 @@ class GrpcTransport(Transport):
             request_id=self._request_ids(max_count), reply_format=PACKED_V1,
         )  # fmt: skip
         self._ahead.note(uow, handle if head else 0, "start")
-        got_all = _pending(self._call_tx(self._stub.StartReceive, req, uow, "start_receive"), tx is not None)
+        reply = self._call_tx(self._stub.StartReceive, req, uow, "start_receive")
+        got_all = grpc_replies.pending(reply, tx is not None)
         if head and uow and len(got_all) == 1:
             self._ahead.started(uow, handle, got_all[0].request_id)
         return got_all
@@ -690,7 +564,7 @@ class GrpcTransport(Transport):
         req = pb.PeekRangeRequest(
             queue=queue, after=after, through=through, max_count=max_count, reply_format=PACKED_V1
         )
-        return _messages(self._call(self._stub.PeekRange, req))
+        return grpc_replies.messages(self._call(self._stub.PeekRange, req))
 
     def peek_range_packed(
         self, queue: str, after: int = 0, through: int | None = None, max_count: int = 1000
