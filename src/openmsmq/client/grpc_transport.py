@@ -6,6 +6,8 @@
 * ``token=...`` bearer token (or the ``OPENMSMQ_REMOTE_TOKEN`` environment variable);
 * ``tls=1`` use TLS with the system roots, ``ca=/path/ca.pem`` with these roots,
   ``server_name=...`` the name the certificate must carry (tests, IP addresses).
+* ``steps=0`` one gRPC call per operation instead of the step stream, ``prefetch=0`` no
+  message taken ahead by a commit (:mod:`openmsmq.client.grpc_steps`, docs/remote.md).
 
 The transport opens a session stream at connect and pings on it, so the server notices
 a vanished client (its transactions are aborted, its pending receives put back). Server
