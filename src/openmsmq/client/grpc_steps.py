@@ -259,11 +259,10 @@ class ConsumerAhead:
         st = self._started
         if ack != RemoteAck.RR_ACK or st is None or list(request_ids) != [st[2]] or st[1] != handle:
             return False
-        self._started = None
         owed = self._owed
         if owed is not None and (owed.uow != st[0] or owed.handle != handle):
-            self.settle()
-            owed = None
+            return False  # another transaction's are held: this one goes now
+        self._started = None
         with self._state:
             if owed is None:
                 self._owed = _Owed(st[0], handle, [st[2]], time.monotonic())

@@ -499,6 +499,18 @@ class GrpcTransport(Transport):
             self._ahead.started(uow, handle, got_all[0].request_id)
         return got_all
 
+    def ready_receive(self, handle: int, tx: TransactionId) -> PendingMessage | None:
+        got = self._claim(handle, _uow(tx), "start")
+        return None if got is None else PendingMessage(got[0], got[1], True)
+
+    def hold_end(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> bool:
+        if transactional is False or not self._steps.lock.acquire(blocking=False):
+            return False
+        try:  # an RR_ACK of a transactional receive travels with its commit (grpc_steps)
+            return self._ahead.defer_ack(handle, [request_id], int(ack))
+        finally:
+            self._steps.lock.release()
+
     def end_receive(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> None:
         status = self.end_receive_many(handle, [request_id], ack, transactional)[0]
         if status:
@@ -510,12 +522,8 @@ class GrpcTransport(Transport):
         """Batched R_EndReceive (``transactional`` False) / R_EndTransactionalReceive
         (True): one HRESULT per request id (0 = MQ_OK), in order. None: each receive the
         way it started."""
-        if transactional is not False and self._steps.lock.acquire(blocking=False):
-            try:  # an RR_ACK of a transactional receive travels with its commit (grpc_steps)
-                if self._ahead.defer_ack(handle, list(request_ids), int(ack)):
-                    return [0]
-            finally:
-                self._steps.lock.release()
+        if len(request_ids) == 1 and self.hold_end(handle, request_ids[0], ack, transactional):
+            return [0]
         method = {None: pb.END_METHOD_UNSPECIFIED, False: pb.END_RECEIVE, True: pb.END_TRANSACTIONAL_RECEIVE}
         req = pb.EndReceiveRequest(
             handle=handle, ack=int(ack), request_ids=list(request_ids), method=method[transactional]
