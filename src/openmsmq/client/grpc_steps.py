@@ -87,8 +87,18 @@ class StepStream:
         self.lock = threading.Lock()
         #: False once the server answered UNIMPLEMENTED.
         self.supported = True
+        #: True while the release thread holds :attr:`lock` to give a message back.
+        self.releasing = False
         self._requests: queue.SimpleQueue[pb.StepRequest | None] | None = None
         self._replies: Any = None
+
+    def acquire(self) -> bool:
+        """Take :attr:`lock` if it is free, or once the release thread is done with it (a
+        message it gives back is back before the caller's op runs, so order is kept);
+        False when another call is using the stream."""
+        if self.lock.acquire(blocking=False):
+            return True
+        return self.releasing and self.lock.acquire(timeout=30.0)
 
     @staticmethod
     def _iterate(requests: queue.SimpleQueue[pb.StepRequest | None]) -> Iterator[pb.StepRequest]:
@@ -436,6 +446,7 @@ class ConsumerAhead:
             if not self.stream.lock.acquire(timeout=self.hold):
                 continue  # a call is in flight; it settles or claims what is held
             try:
+                self.stream.releasing = True
                 now = time.monotonic()
                 with self._state:
                     a = self._ahead
@@ -453,6 +464,7 @@ class ConsumerAhead:
                 if owed is not None:
                     self._send_acks(owed)
             finally:
+                self.stream.releasing = False
                 self.stream.lock.release()
 
     def close(self) -> None:

@@ -256,7 +256,7 @@ class GrpcTransport(Transport):
         ahead is settled first (grpc_steps)."""
         if self._closed:
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
-        if self._steps.supported and self._steps.lock.acquire(blocking=False):
+        if self._steps.supported and self._steps.acquire():
             try:
                 if self._ahead.busy:
                     self._ahead.settle()
@@ -284,10 +284,12 @@ class GrpcTransport(Transport):
             raise failure(res)
         return res.read if kind in ("read", "start_receive") else pb.Empty()
 
-    def _claim(self, handle: int, uow: bytes, kind: str) -> tuple[int, Message] | None:
+    def _claim(self, handle: int, uow: bytes, kind: str, wait: bool = True) -> tuple[int, Message] | None:
         """The message the last commit took ahead (grpc_steps) for the first op of the new
         transaction ``uow``, a receive of one message from ``handle``'s head, if any."""
-        if uow not in self._fresh or not self._steps.lock.acquire(blocking=False):
+        if uow not in self._fresh:
+            return None
+        if not (self._steps.acquire() if wait else self._steps.lock.acquire(blocking=False)):
             return None
         try:
             got = self._ahead.claim(handle, uow, kind)
@@ -500,7 +502,7 @@ class GrpcTransport(Transport):
         return got_all
 
     def ready_receive(self, handle: int, tx: TransactionId) -> PendingMessage | None:
-        got = self._claim(handle, _uow(tx), "start")
+        got = self._claim(handle, _uow(tx), "start", wait=False)  # an event loop may call it
         return None if got is None else PendingMessage(got[0], got[1], True)
 
     def hold_end(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> bool:
@@ -679,7 +681,7 @@ class GrpcTransport(Transport):
         it, and the next receive ahead), or with the unary call when the stream is busy."""
         if self._closed:
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
-        if self._steps.supported and self._steps.lock.acquire(blocking=False):
+        if self._steps.supported and self._steps.acquire():
             try:
                 if commit:
                     self._ahead.commit(uow)
