@@ -215,6 +215,49 @@ def test_the_step_stream_and_the_unary_calls_agree(
     assert left[0] == left[1]
 
 
+ASYNC_SCRIPT = ["loop", "loop", "abort", "loop", "peek", "nack", "loop", "many", "loop", "abort", "loop"]
+
+
+async def _apply_async(conn: aio.AsyncConnection, q: aio.AsyncQueue, op: str) -> object:
+    try:
+        if op == "peek":
+            return (await q.peek(timeout=0)).body
+        if op == "many":
+            async with conn.transaction() as tx:
+                return [m.body for m in await q.receive_many(2, timeout=0, tx=tx)]
+        tx = await conn.transaction().begin()
+        if op == "nack":
+            p = await q.start_receive(timeout=0, tx=tx)
+            await q.end_receive(p, Ack.NACK)
+            await tx.commit()
+            return p.message.body
+        body = (await q.receive(timeout=0, tx=tx)).body
+        await (tx.abort() if op == "abort" else tx.commit())
+        return body
+    except MQError as exc:
+        return int(exc.hresult)
+
+
+def test_the_asyncio_client_sees_the_same_on_both_paths(qm: QueueManager, server: RemoteServer) -> None:
+    async def run(query: str, queue: str) -> list[object]:
+        conn = await aio.connect(server.target + query)
+        q = await conn.open_queue(queue, Access.RECEIVE)
+        out = [await _apply_async(conn, q, op) for op in ASYNC_SCRIPT]
+        await conn.close()
+        return out
+
+    seen, left = [], []
+    for n, query in enumerate(("?steps=0", "")):
+        queue = f"private$\\aio-{n}"
+        qm.create_queue(queue, transactional=True)
+        fill(qm, queue, numbered(8))
+        seen.append(asyncio.run(run(query, queue)))
+        left.append(bodies(qm, queue))
+    assert seen[0] == seen[1]
+    assert seen[0][:4] == [b"m000", b"m001", b"m002", b"m002"]  # the abort put m002 back
+    assert left[0] == left[1]
+
+
 def test_an_abort_puts_the_claimed_message_back_in_order(qm: QueueManager, connect: Connect) -> None:
     fill(qm, TXQ, [b"a", b"b", b"c"])
     conn = Connection(connect())
