@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from openmsmq.client import Access, Ack, Connection, aio
 from openmsmq.client.grpc_steps import StepStream
 from openmsmq.client.grpc_transport import GrpcTransport, error_from_rpc
 from openmsmq.errors import HResult, IOTimeoutError, MQError
+from openmsmq.observability.metrics import Metrics
 from openmsmq.qm import QueueManager
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
@@ -422,8 +424,14 @@ peeker-token-2  private$\\tx=peek
 
 
 @pytest.fixture
-def guarded(qm: QueueManager) -> Iterator[RemoteServer]:
-    srv = RemoteServer(qm, port=0, tokens=parse_tokens(TOKENS), limits=RemoteLimits(max_batch_messages=10))
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture
+def guarded(qm: QueueManager, metrics: Metrics) -> Iterator[RemoteServer]:
+    limits = RemoteLimits(max_batch_messages=10)
+    srv = RemoteServer(qm, port=0, tokens=parse_tokens(TOKENS), limits=limits, metrics=metrics)
     srv.start()
     try:
         yield srv
@@ -478,7 +486,10 @@ def test_permissions_are_those_of_the_handle(qm: QueueManager, guarded: RemoteSe
     assert bodies(qm, TXQ) == [b"a"]
 
 
-def test_limits_are_checked_before_any_op_runs(qm: QueueManager, guarded: RemoteServer) -> None:
+def test_limits_are_checked_before_any_op_runs(
+    qm: QueueManager, guarded: RemoteServer, metrics: Metrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="openmsmq.remote")
     fill(qm, TXQ, numbered(20))
     t = GrpcTransport(guarded.target + "?token=reader-token-1")
     try:
@@ -488,6 +499,11 @@ def test_limits_are_checked_before_any_op_runs(qm: QueueManager, guarded: Remote
             t.read(h, tx=tx, max_count=11)  # remote.max_batch_messages is 10 here
         assert err.value.hresult == HResult.MQ_ERROR_INVALID_PARAMETER
         assert "remote.max_batch_messages" in str(err.value)
+        refused = metrics.registry.get_sample_value(
+            "openmsmq_refusals_total", {"rule": "remote.max_batch_messages"}
+        )
+        assert refused == 1  # counted and logged as the unary call's refusal is
+        assert any("refused Read" in r.getMessage() for r in caplog.records)
         uow = os.urandom(16)
         ops = [pb.StepOp(read=pb.ReadRequest(handle=h, max_count=1, transaction=uow))] * (MAX_STEP_OPS + 1)
         md = (("authorization", "Bearer reader-token-1"), (SESSION_KEY, t.session_id))
