@@ -213,6 +213,8 @@ class ConsumerAhead:
         #: the next request on the stream, ahead of its own ops.
         self._empty: list[bytes] = []
         self._wake = threading.Event()
+        #: The release thread waits with no deadline (nothing was held when it looked).
+        self._idle = True
         self._closed = False
         self._releaser: threading.Thread | None = None
 
@@ -414,7 +416,8 @@ class ConsumerAhead:
     # ---- giving back what nobody asked for -----------------------------------------------
 
     def _start_releaser(self) -> None:
-        self._wake.set()
+        if self._idle:  # a release thread waiting with a deadline finds the new one itself
+            self._wake.set()
         if self._releaser is None:
             self._releaser = threading.Thread(
                 target=self._release_loop, name="openmsmq-grpc-ahead", daemon=True
@@ -434,11 +437,13 @@ class ConsumerAhead:
 
     def _release_loop(self) -> None:
         while not self._closed:
+            self._idle = True
             due = self._due()
             if due is None:
                 self._wake.wait()
                 self._wake.clear()
                 continue
+            self._idle = False
             if due > 0:
                 self._wake.wait(due)
                 self._wake.clear()
