@@ -114,7 +114,7 @@ class AsyncTransaction:
     async def begin(self) -> AsyncTransaction:
         """Begin (done by ``async with``)."""
         if self._id is None:
-            self._id = await asyncio.to_thread(self._transport.begin)
+            self._id = self._transport.begin()  # no I/O (Transport.begin): no worker thread
             self.state = "active"
         return self
 

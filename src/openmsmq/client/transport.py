@@ -198,7 +198,8 @@ class Transport(ABC):
 
     @abstractmethod
     def begin(self) -> TransactionId:
-        """Start a transaction."""
+        """Start a transaction. Never waits for I/O (the remote transport picks the
+        XACTUOW locally), so an event loop may call it."""
 
     @abstractmethod
     def commit(self, tx: TransactionId) -> None:
