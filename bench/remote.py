@@ -47,7 +47,7 @@ from peers import machine_header
 
 from openmsmq.client import SINGLE_MESSAGE, Access, Ack, OutgoingMessage
 from openmsmq.client.grpc_transport import GrpcTransport
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.server import RemoteServer
 
 BODY = bytes(256)
@@ -57,7 +57,7 @@ QUEUE = "private$\\bench"
 def fill(qm: QueueManager, n: int) -> None:
     for i in range(0, n, 5000):
         with qm.begin() as t:
-            qm.send_many(QUEUE, [Message(body=BODY) for _ in range(min(5000, n - i))], t)
+            qm.send_many(QUEUE, [MessageRecord(body=BODY) for _ in range(min(5000, n - i))], t)
 
 
 def rate(n: int, fn: Callable[[], int]) -> float:
@@ -157,7 +157,7 @@ def fill_numbered(qm: QueueManager, n: int) -> None:
     """``n`` messages whose bodies carry their sequence number (the loop's check)."""
     for i in range(0, n, 5000):
         with qm.begin() as t:
-            qm.send_many(QUEUE, [Message(body=loop.body(j)) for j in range(i, min(n, i + 5000))], t)
+            qm.send_many(QUEUE, [MessageRecord(body=loop.body(j)) for j in range(i, min(n, i + 5000))], t)
 
 
 #: The client paths the loop alternates: the unary calls (as clients did before the step

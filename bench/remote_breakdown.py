@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _consumer_loop as loop
 from peers import machine_header
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.server import RemoteServer
 
 QUEUE = "private$\\bench"
@@ -108,7 +108,7 @@ def _client(target: str, n: int, go: Any, out: Any) -> None:
 def run_path(qm: QueueManager, srv: RemoteServer, path: str, n: int, clients: int, sink: _Commits) -> str:
     for i in range(0, n, 5000):
         with qm.begin() as t:
-            qm.send_many(QUEUE, [Message(body=bytes(256)) for _ in range(min(5000, n - i))], t)
+            qm.send_many(QUEUE, [MessageRecord(body=bytes(256)) for _ in range(min(5000, n - i))], t)
     core = srv.core
     waits: list[float] = []
     real_commit = core.commit

@@ -20,10 +20,10 @@ import threading
 from collections.abc import Callable
 
 from openmsmq.errors import HResult, LimitError, MQError
-from openmsmq.qm import Message
+from openmsmq.qm import MessageRecord
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote.auth import Principal
-from openmsmq.remote.core import RemoteReadCore, Session
+from openmsmq.remote.core import RemoteReadCore, RemoteSession
 from openmsmq.remote.packed import PACKED_V1, encode_messages
 
 __all__ = [
@@ -59,7 +59,7 @@ Refused = Callable[[str, MQError], None]
 # ---- replies ---------------------------------------------------------------------------------
 
 
-def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
+def message_to_pb(m: MessageRecord, request_id: int = 0) -> pb.Message:
     """A stored message as the protobuf :class:`Message`."""
     return pb.Message(
         body=m.body, label=m.label, lookup_id=m.lookup_id, id_lineage=m.id_lineage.bytes,
@@ -77,7 +77,9 @@ def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
     )  # fmt: skip
 
 
-def read_reply(msgs: list[Message], reply_format: int, request_ids: list[int] | None = None) -> pb.ReadReply:
+def read_reply(
+    msgs: list[MessageRecord], reply_format: int, request_ids: list[int] | None = None
+) -> pb.ReadReply:
     """The :class:`ReadReply` for ``msgs``: packed (``reply_format`` 1, one ``bytes``
     field for the whole batch) or as ``repeated Message``."""
     if reply_format == PACKED_V1:
@@ -90,7 +92,9 @@ def read_reply(msgs: list[Message], reply_format: int, request_ids: list[int] | 
 # ---- the calls -------------------------------------------------------------------------------
 
 
-def read(core: RemoteReadCore, s: Session, request: pb.ReadRequest, cancel: threading.Event) -> pb.ReadReply:
+def read(
+    core: RemoteReadCore, s: RemoteSession, request: pb.ReadRequest, cancel: threading.Event
+) -> pb.ReadReply:
     """Read: R_StartReceive + R_EndReceive(RR_ACK) in one call."""
     msgs = core.read(
         s, request.handle, request.action, lookup_id=request.lookup_id, cursor=request.cursor,
@@ -101,7 +105,7 @@ def read(core: RemoteReadCore, s: Session, request: pb.ReadRequest, cancel: thre
 
 
 def start_receive(
-    core: RemoteReadCore, s: Session, request: pb.ReadRequest, cancel: threading.Event
+    core: RemoteReadCore, s: RemoteSession, request: pb.ReadRequest, cancel: threading.Event
 ) -> pb.ReadReply:
     """StartReceive: R_StartReceive / R_StartTransactionalReceive, batched."""
     got = core.start_receive(
@@ -112,7 +116,7 @@ def start_receive(
     return read_reply([m for _, m in got], request.reply_format, [rid for rid, _ in got])
 
 
-def end_receive(core: RemoteReadCore, s: Session, request: pb.EndReceiveRequest) -> pb.EndReceiveReply:
+def end_receive(core: RemoteReadCore, s: RemoteSession, request: pb.EndReceiveRequest) -> pb.EndReceiveReply:
     """EndReceive: R_EndReceive / R_EndTransactionalReceive, one status per request id."""
     if request.method not in _END_METHODS:
         raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"EndReceive method {request.method}")
@@ -121,13 +125,13 @@ def end_receive(core: RemoteReadCore, s: Session, request: pb.EndReceiveRequest)
     return pb.EndReceiveReply(status=status)
 
 
-def commit(core: RemoteReadCore, s: Session, request: pb.TransactionRequest) -> pb.Empty:
+def commit(core: RemoteReadCore, s: RemoteSession, request: pb.TransactionRequest) -> pb.Empty:
     """Commit: durable when it returns (concurrent commits share the store's fsync)."""
     core.commit(s, request.transaction)
     return pb.Empty()
 
 
-def abort(core: RemoteReadCore, s: Session, request: pb.TransactionRequest) -> pb.Empty:
+def abort(core: RemoteReadCore, s: RemoteSession, request: pb.TransactionRequest) -> pb.Empty:
     """Abort: sends dropped, received messages back in place."""
     core.abort(s, request.transaction)
     return pb.Empty()
@@ -147,7 +151,7 @@ def waits(request: pb.StepRequest) -> bool:
     return False
 
 
-def _run_op(core: RemoteReadCore, s: Session, op: pb.StepOp, cancel: threading.Event) -> pb.StepResult:
+def _run_op(core: RemoteReadCore, s: RemoteSession, op: pb.StepOp, cancel: threading.Event) -> pb.StepResult:
     kind = op.WhichOneof("op")
     if kind == "read":
         return pb.StepResult(read=read(core, s, op.read, cancel))
