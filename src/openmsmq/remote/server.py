@@ -398,17 +398,11 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         try:
             principal = self._principal(context)
             session = self._session(context, principal)
-        except _CallError as exc:
-            self._refused(context, "Steps", exc, principal)
-            await context.abort(
-                exc.code, exc.message, trailing_metadata=((HRESULT_KEY, f"{exc.hresult:08X}"),)
-            )
-            return
-        except MQError as exc:
-            await context.abort(
-                status_for(exc.hresult), exc.message or str(exc),
-                trailing_metadata=((HRESULT_KEY, f"{int(exc.hresult):08X}"),),
-            )  # fmt: skip
+        except (_CallError, MQError) as exc:
+            err = exc if isinstance(exc, _CallError) else _CallError(exc.hresult, exc.message or str(exc))
+            self._refused(context, "Steps", err, principal)
+            trailer = ((HRESULT_KEY, f"{err.hresult:08X}"),)
+            await context.abort(err.code, err.message, trailing_metadata=trailer)
             return
         who = principal
 
