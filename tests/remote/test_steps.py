@@ -103,10 +103,13 @@ def test_the_sync_consumer_loop_is_one_round_trip_per_transaction(
 
 
 def test_the_asyncio_consumer_loop_is_one_round_trip_per_transaction(
-    qm: QueueManager, server: RemoteServer, monkeypatch: pytest.MonkeyPatch
+    qm: QueueManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill(qm, TXQ, numbered(21))
     calls = Calls(monkeypatch)
+    # The server's own cleanup timer (the fixture's 0.3 s would leave a message started
+    # ahead 75 ms for the next receive: grpc_steps gives it back sooner than the timer).
+    server = RemoteServer(qm, port=0).start()
 
     async def main() -> list[bytes]:
         conn = await aio.connect(server.target)
@@ -119,7 +122,10 @@ def test_the_asyncio_consumer_loop_is_one_round_trip_per_transaction(
         await conn.close()
         return got
 
-    assert asyncio.run(main()) == numbered(21)
+    try:
+        assert asyncio.run(main()) == numbered(21)
+    finally:
+        server.stop(grace=0.2)
     # R_StartTransactionalReceive, then its RR_ACK, the commit and the next start together.
     assert calls.counts["stream start_receive"] == 1
     assert calls.counts["stream end_receive+commit+start_receive"] == 21

@@ -251,7 +251,7 @@ class ConsumerAhead:
         begun ahead from now on."""
         with self._state:
             a = self._ahead
-            if a is None or a.handle != handle or a.kind != kind or time.monotonic() - a.at > self.hold:
+            if a is None or a.handle != handle or a.kind != kind or time.monotonic() - a.at > self._held(a):
                 return None
             self._ahead = None
         self._alias[uow] = a.uow
@@ -259,6 +259,11 @@ class ConsumerAhead:
         if kind == "start":
             self._started = (a.uow, handle, a.request_id)
         return a.request_id, a.message
+
+    def _held(self, a: _Ahead) -> float:
+        """How long ``a`` may wait for the application: a pending receive ("start") less
+        than its Pending Request Cleanup Timer, so that its RR_ACK finds it."""
+        return self.ack_hold if a.kind == "start" else self.hold
 
     def started(self, uow: bytes, handle: int, request_id: int) -> None:
         """A transactional StartReceive of one message in (server) ``uow``: its RR_ACK may
@@ -430,7 +435,7 @@ class ConsumerAhead:
         with self._state:
             dues = []
             if self._ahead is not None:
-                dues.append(self._ahead.at + self.hold - now)
+                dues.append(self._ahead.at + self._held(self._ahead) - now)
             if self._owed is not None:
                 dues.append(self._owed.since + self.ack_hold - now)
         return min(dues) if dues else None
@@ -455,7 +460,7 @@ class ConsumerAhead:
                 now = time.monotonic()
                 with self._state:
                     a = self._ahead
-                    if a is not None and now - a.at >= self.hold:
+                    if a is not None and now - a.at >= self._held(a):
                         self._ahead = None
                     else:
                         a = None
