@@ -421,6 +421,28 @@ def test_processing_longer_than_the_cleanup_timer_still_commits(
     assert bodies(qm, TXQ) == []
 
 
+def test_a_receive_started_ahead_is_not_handed_out_after_its_cleanup_timer(
+    qm: QueueManager, server: RemoteServer
+) -> None:
+    """The fixture's cleanup timer is 0.3 s: a message started ahead and asked for later
+    has gone back; the receive takes it afresh and the commit succeeds."""
+    fill(qm, TXQ, [b"a", b"b", b"c"])
+
+    async def main() -> list[bytes]:
+        conn = await aio.connect(server.target)
+        q = await conn.open_queue(TXQ, Access.RECEIVE)
+        got = []
+        for _ in range(3):
+            async with conn.transaction() as tx:
+                got.append((await q.receive(timeout=5, tx=tx)).body)
+            await asyncio.sleep(0.8)  # the application does something else meanwhile
+        await conn.close()
+        return got
+
+    assert asyncio.run(main()) == [b"a", b"b", b"c"]
+    assert bodies(qm, TXQ) == []
+
+
 # ---- permissions, limits, typed errors -----------------------------------------------------------
 
 TOKENS = """
