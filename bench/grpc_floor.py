@@ -123,9 +123,8 @@ def main() -> None:
         for kind in ("unary", "stream"):
             for clients in (1, args.clients):
                 per, total = run(port, kind, args.exchanges, clients)
-                print(
-                    f"{kind:<6} {clients} client(s): {per:,.0f} µs per exchange, {total:,.0f} exchanges/s in all"
-                )
+                line = f"{per:,.0f} µs per exchange, {total:,.0f} exchanges/s in all"
+                print(f"{kind:<6} {clients} client(s): {line}")
     finally:
         server.terminate()
         server.join(10)
