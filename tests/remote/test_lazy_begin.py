@@ -27,7 +27,7 @@ def test_begin_is_local_until_a_call_carries_it(
     qm: QueueManager, server: RemoteServer, connect: Connect
 ) -> None:
     fill(qm, TXQ, [b"a", b"b"])
-    t = connect()
+    t = connect(prefetch=False)  # a commit begins no next transaction ahead (test_steps.py)
     h = t.open_queue(TXQ, Access.RECEIVE)
     tx = t.begin()
     assert server_txs(server, t) == 0

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from openmsmq.client import grpc_transport as gt
+from openmsmq.client import grpc_replies
 from openmsmq.client.message import Message as ClientMessage
 from openmsmq.client.types import AckRequest, Delivery
 from openmsmq.errors import MQError
@@ -42,8 +42,8 @@ def rich(i: int) -> MessageRecord:
 
 def test_packed_and_repeated_replies_give_equal_client_messages() -> None:
     msgs = [rich(i) for i in range(3)] + [MessageRecord(body=b"")]
-    packed = gt._messages(read_reply(msgs, 1))
-    repeated = gt._messages(read_reply(msgs, 0))  # what a server without packing sends
+    packed = grpc_replies.messages(read_reply(msgs, 1))
+    repeated = grpc_replies.messages(read_reply(msgs, 0))  # what a server without packing sends
     assert packed == repeated
     assert all(type(m) is ClientMessage for m in packed)
     m = packed[1]
@@ -70,7 +70,7 @@ def test_packed_and_repeated_replies_give_equal_client_messages() -> None:
 def test_request_ids_travel_in_both_forms() -> None:
     msgs = [rich(i) for i in range(3)]
     for form in (0, 1):
-        got = gt._pending(read_reply(msgs, form, [7, 8, 9]))
+        got = grpc_replies.pending(read_reply(msgs, form, [7, 8, 9]))
         assert [p.request_id for p in got] == [7, 8, 9]
         assert [p.message.lookup_id for p in got] == [m.lookup_id for m in msgs]
     assert [r[13] for r in decode_messages(encode_messages(msgs))] == [0, 0, 0]
@@ -83,7 +83,7 @@ def test_empty_and_malformed_blobs() -> None:
         list(decode_messages(blob[:-1]))  # a field cut short
     with pytest.raises(MQError):
         list(decode_messages(blob[:10]))  # a header cut short
-    assert gt._messages(pb.ReadReply()) == []
+    assert grpc_replies.messages(pb.ReadReply()) == []
 
 
 def test_message_to_pb_is_still_served_for_old_clients() -> None:

@@ -6,9 +6,10 @@ import uuid
 
 import pytest
 
-from openmsmq.client import grpc_transport as gt
+from openmsmq.client import grpc_replies
 from openmsmq.errors import MQError
 from openmsmq.qm import MessageRecord
+from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote.packed import encode_messages
 from openmsmq.spark.arrow import ARROW_SCHEMA, page_to_batch
 from openmsmq.spark.backend import _page
@@ -35,7 +36,7 @@ def message(i: int) -> MessageRecord:
 
 def old_path(msgs: list[MessageRecord]) -> tuple[object, list[int], int]:
     """What the source did before: client Messages, then columns, then the batch."""
-    page = _page(gt._messages(gt.pb.ReadReply(packed=encode_messages(msgs))))
+    page = _page(grpc_replies.messages(pb.ReadReply(packed=encode_messages(msgs))))
     return page_to_batch(QUEUE, page), list(page.lookup_id), page.body_bytes
 
 

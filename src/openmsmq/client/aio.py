@@ -121,7 +121,7 @@ class AsyncTransaction:
     async def begin(self) -> AsyncTransaction:
         """Begin (done by ``async with``)."""
         if self._id is None:
-            self._id = await asyncio.to_thread(self._transport.begin)
+            self._id = self._transport.begin()  # no I/O (Transport.begin): no worker thread
             self.state = "active"
         return self
 
@@ -280,6 +280,10 @@ class AsyncQueue:
     ) -> PendingMessage:
         """First phase of a receive (see :meth:`openmsmq.client.Queue.start_receive`)."""
         tid = _tid(tx)
+        if lookup_id is None and tid is not None:
+            ready = self._transport.ready_receive(self.handle, tid)
+            if ready is not None:  # held by the transport already: no worker thread
+                return ready
         if lookup_id is not None:
             return await self._start_guarded(0.0, tid, action=RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id)
         result: PendingMessage = await _sliced(lambda wait: self._start_guarded(wait, tid), timeout)
@@ -289,6 +293,8 @@ class AsyncQueue:
         """ACK or NACK a pending receive."""
         if isinstance(ack, bool):
             ack = Ack.ACK if ack else Ack.NACK
+        if self._transport.hold_end(self.handle, pending.request_id, ack, pending.transactional):
+            return  # carried by the commit: no worker thread
         await self._call(
             self._transport.end_receive, self.handle, pending.request_id, ack, pending.transactional
         )

@@ -6,6 +6,8 @@
 * ``token=...`` bearer token (or the ``OPENMSMQ_REMOTE_TOKEN`` environment variable);
 * ``tls=1`` use TLS with the system roots, ``ca=/path/ca.pem`` with these roots,
   ``server_name=...`` the name the certificate must carry (tests, IP addresses).
+* ``steps=0`` one gRPC call per operation instead of the step stream, ``prefetch=0`` no
+  message taken ahead by a commit (:mod:`openmsmq.client.grpc_steps`, docs/remote.md).
 
 The transport opens a session stream at connect and pings on it, so the server notices
 a vanished client (its transactions are aborted, its pending receives put back). Server
@@ -15,7 +17,6 @@ that cannot be reached raises MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import queue
@@ -29,14 +30,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import grpc
 
+from openmsmq.client import grpc_replies
+from openmsmq.client.grpc_steps import ConsumerAhead, StepStream, StepsUnsupported, failure
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
 from openmsmq.client.types import (
     INFINITE,
     Access,
     Ack,
-    AckRequest,
-    Delivery,
     LookupRange,
     OutgoingMessage,
     QueueInfo,
@@ -51,15 +52,7 @@ from openmsmq.redact import redact
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
-from openmsmq.remote.packed import (
-    FLAG_DEAD_LETTER,
-    FLAG_FIRST_IN_TRANSACTION,
-    FLAG_JOURNAL,
-    FLAG_LAST_IN_TRANSACTION,
-    FLAG_TRANSACTIONAL,
-    PACKED_V1,
-    decode_messages,
-)
+from openmsmq.remote.packed import PACKED_V1
 from openmsmq.remote.status import QMStatus, status_from_pb
 from openmsmq.wire.ids import ObjectId
 
@@ -110,129 +103,6 @@ def _timeout_ms(timeout: float | None) -> int:
     return min(INFINITE_TIMEOUT_MS - 1, max(1, round(timeout * 1000)))
 
 
-_GUID_TEXT: dict[bytes, str] = {}
-_ACKS = {i: AckRequest(i) for i in range(16)}
-_DELIVERY = {0: Delivery.EXPRESS, 1: Delivery.RECOVERABLE}
-
-
-def _guid(raw: bytes) -> str:
-    """``{GUID}`` text of 16 RFC 4122 bytes, memoised (a batch has few distinct QM GUIDs)."""
-    text = _GUID_TEXT.get(raw)
-    if text is None:
-        if len(_GUID_TEXT) > 4096:
-            _GUID_TEXT.clear()
-        text = _GUID_TEXT[raw] = f"{{{uuid.UUID(bytes=raw)}}}" if len(raw) == 16 else "{}"
-    return text
-
-
-# Message fields from a packed record (openmsmq.remote.packed): the record's names are
-# the parameters of the generated ``make``; a Message field missing here gets its default.
-_RECORD = [
-    "lookup_id", "uniq", "message_class", "priority", "app_specific", "body_type", "delivery",
-    "sent_time", "arrived_time", "ttrq", "ttbr", "ack_flags", "flags", "request_id", "tx_seq_id",
-    "tx_seq_num", "lineage", "source", "body", "label", "corr", "dest", "admin", "resp", "ext",
-]  # fmt: skip
-_FIELD_SOURCE = {
-    "body": "body", "label": "label", "lookup_id": "lookup_id",
-    "message_id": "_guid(lineage) + _BACKSLASH + str(uniq)",
-    "message_class": "message_class", "priority": "priority", "correlation_id": "corr",
-    "app_specific": "app_specific", "body_type": "body_type",
-    "delivery": "_DELIVERY.get(delivery, _EXPRESS)", "sent_time": "sent_time",
-    "arrived_time": "arrived_time", "time_to_reach_queue": "ttrq", "time_to_be_received": "ttbr",
-    "queue": "dest", "admin_queue": "admin", "response_queue": "resp",
-    "ack": "_ACKS[ack_flags & 0x0F]", "journal": f"flags & {FLAG_JOURNAL} != 0",
-    "dead_letter": f"flags & {FLAG_DEAD_LETTER} != 0",
-    "transactional": f"flags & {FLAG_TRANSACTIONAL} != 0",
-    "first_in_transaction": f"flags & {FLAG_FIRST_IN_TRANSACTION} != 0",
-    "last_in_transaction": f"flags & {FLAG_LAST_IN_TRANSACTION} != 0",
-    "source_machine": "_guid(source)", "extension": "ext",
-    "tx_sequence_id": "tx_seq_id", "tx_sequence_number": "tx_seq_num",
-}  # fmt: skip
-
-
-def _record_maker() -> Callable[..., Message]:
-    """``make(*record) -> Message`` for a packed record, generated once.
-
-    The hot path of batched receives: a frozen dataclass's ``__init__`` sets its fields
-    through ``object.__setattr__``; for the slotted :class:`Message` the generated
-    function stores straight into the slots (half the cost per message), giving an
-    object equal to ``Message(...)`` with the same values. Falls back to the constructor
-    should :class:`Message` stop being a plain slotted dataclass.
-    """
-    env: dict[str, Any] = {
-        "Message": Message, "_guid": _guid, "_BACKSLASH": "\\", "_DELIVERY": _DELIVERY,
-        "_EXPRESS": Delivery.EXPRESS, "_ACKS": _ACKS, "_new": object.__new__,
-    }  # fmt: skip
-    values: list[tuple[str, str]] = []
-    for f in dataclasses.fields(Message):
-        expr = _FIELD_SOURCE.get(f.name)
-        if expr is None:  # a field this transport does not carry: its default
-            if f.default is not dataclasses.MISSING:
-                env[f"_default_{f.name}"] = f.default
-                expr = f"_default_{f.name}"
-            elif f.default_factory is not dataclasses.MISSING:
-                env[f"_factory_{f.name}"] = f.default_factory
-                expr = f"_factory_{f.name}()"
-            else:
-                raise TypeError(f"Message.{f.name} has no default and no packed source")
-        values.append((f.name, expr))
-    fast = (
-        "__slots__" in Message.__dict__
-        and not hasattr(Message, "__post_init__")
-        and all(f.init for f in dataclasses.fields(Message))
-    )
-    lines = [f"def make({', '.join(_RECORD)}):"]
-    if fast:
-        lines.append("    o = _new(Message)")
-        for name, expr in values:
-            env[f"_set_{name}"] = getattr(Message, name).__set__
-            lines.append(f"    _set_{name}(o, {expr})")
-        lines.append("    return o")
-    else:
-        lines.append("    return Message(" + ", ".join(f"{n}={e}" for n, e in values) + ")")
-    exec("\n".join(lines), env)  # source built above from field names only
-    make: Callable[..., Message] = env["make"]
-    return make
-
-
-_make = _record_maker()
-
-
-def _message(m: pb.Message) -> Message:
-    """A :class:`Message` from the ``repeated Message`` form (servers without packing)."""
-    flags = (
-        (FLAG_JOURNAL if m.positive_journaling else 0)
-        | (FLAG_DEAD_LETTER if m.negative_journaling else 0)
-        | (FLAG_TRANSACTIONAL if m.transactional else 0)
-        | (FLAG_FIRST_IN_TRANSACTION if m.first_in_transaction else 0)
-        | (FLAG_LAST_IN_TRANSACTION if m.last_in_transaction else 0)
-    )
-    return _make(
-        m.lookup_id, m.id_uniquifier, m.message_class, m.priority, m.app_specific, m.body_type,
-        m.delivery, m.sent_time, m.arrived_time, m.time_to_reach_queue, m.time_to_be_received,
-        m.ack_flags, flags, m.request_id, m.tx_sequence_id, m.tx_sequence_number, m.id_lineage,
-        m.source_machine, m.body, m.label, m.correlation_id, m.destination_queue, m.admin_queue,
-        m.response_queue, m.extension,
-    )  # fmt: skip
-
-
-def _messages(reply: pb.ReadReply) -> list[Message]:
-    """The messages of a :class:`ReadReply`, packed or not."""
-    if reply.packed:
-        return [_make(*r) for r in decode_messages(reply.packed)]
-    return [_message(m) for m in reply.messages]
-
-
-def _pending(reply: pb.ReadReply, transactional: bool = False) -> list[PendingMessage]:
-    """The (request id, message) pairs of a StartReceive reply, packed or not."""
-    if reply.packed:
-        return [
-            PendingMessage(r[13], _make(*r), transactional)  # type: ignore[arg-type]
-            for r in decode_messages(reply.packed)
-        ]
-    return [PendingMessage(m.request_id, _message(m), transactional) for m in reply.messages]
-
-
 def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
     if not 0 <= m.app_specific <= 0xFFFFFFFF:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "app_specific must be a u32")
@@ -262,7 +132,10 @@ class GrpcTransport(Transport):
 
     ``connect_timeout``: seconds to reach the server (then
     MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE). ``ping_interval``: seconds between session
-    pings (default: a third of the server's session timeout).
+    pings (default: a third of the server's session timeout). ``steps`` (``?steps=0``):
+    False sends every call as a call of its own instead of over the step stream;
+    ``prefetch`` (``?prefetch=0``): False makes commits take no message ahead
+    (:mod:`openmsmq.client.grpc_steps`).
     """
 
     def __init__(
@@ -275,6 +148,8 @@ class GrpcTransport(Transport):
         server_name: str | None = None,
         connect_timeout: float = 10.0,
         ping_interval: float | None = None,
+        steps: bool | None = None,
+        prefetch: bool | None = None,
     ) -> None:
         #: The target as given, its secrets masked (a token in the query): it appears in
         #: messages and logs.
@@ -288,6 +163,11 @@ class GrpcTransport(Transport):
         if root_certificates is None and ca:
             root_certificates = Path(ca).read_bytes()
         server_name = server_name or query.get("server_name")
+        off = ("0", "false", "no")
+        if steps is None:
+            steps = query.get("steps", "1").lower() not in off
+        if prefetch is None:
+            prefetch = steps and query.get("prefetch", "1").lower() not in off
         if tls is None:
             tls = query.get("tls", "").lower() in ("1", "true", "yes") or root_certificates is not None
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
@@ -335,6 +215,16 @@ class GrpcTransport(Transport):
         self.session_timeout: float = first.session_timeout
         self._md = (*self._auth, (SESSION_KEY, self.session_id))
         self._session_ready.set()
+        #: Read, StartReceive, EndReceive, Commit and Abort over one stream (grpc_steps).
+        self._steps = StepStream(lambda it: self._stub.Steps(it, metadata=self._md), error_from_rpc)
+        self._steps.supported = steps
+        self._ahead = ConsumerAhead(
+            self._steps,
+            self._request_ids,
+            grpc_replies.messages,
+            prefetch=prefetch,
+            cleanup=first.pending_cleanup,
+        )
         self._reader = threading.Thread(target=self._drain, name="openmsmq-grpc-session", daemon=True)
         self._reader.start()
 
@@ -358,24 +248,69 @@ class GrpcTransport(Transport):
         except grpc.RpcError:
             return  # the session is gone; the next call reports MQ_ERROR_STALE_HANDLE
 
-    def _call(self, method: Callable[..., R], request: Any) -> R:
+    def _call(self, method: Callable[..., R], request: Any, step: str = "") -> R:
+        """Call ``method``; an op the step stream carries (``step``: its StepOp field)
+        goes over the stream when it is free. Whatever the consumer loop owes or holds
+        ahead is settled first (grpc_steps)."""
         if self._closed:
             raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+        if self._steps.supported and self._steps.acquire():
+            try:
+                if self._ahead.busy:
+                    self._ahead.settle()
+                if step:
+                    return self._step(step, request)  # type: ignore[no-any-return]
+            except StepsUnsupported:
+                pass  # a server without the stream: the unary call below
+            finally:
+                self._steps.lock.release()
         try:
             return method(request, metadata=self._md)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from None
 
-    def _call_tx(self, method: Callable[..., R], request: Any, uow: bytes) -> R:
+    def _step(self, kind: str, request: Any) -> Any:
+        """One op over the step stream (caller holds its lock); its reply as the rpc's."""
+        lead = self._ahead.lead_ops()
+        results = self._steps.exchange([*lead, pb.StepOp(**{kind: request})])
+        res = results[-1]
+        if len(results) <= len(lead):  # a lead op failed (the session is gone)
+            raise failure(res)
+        if kind == "end_receive" and len(res.end_receive.status) == len(request.request_ids):
+            return res.end_receive  # per-id statuses, as the EndReceive rpc answers
+        if res.hresult:
+            raise failure(res)
+        return res.read if kind in ("read", "start_receive") else pb.Empty()
+
+    def _claim(self, handle: int, uow: bytes, kind: str, wait: bool = True) -> tuple[int, Message] | None:
+        """The message the last commit took ahead (grpc_steps) for the first op of the new
+        transaction ``uow``, a receive of one message from ``handle``'s head, if any."""
+        if uow not in self._fresh:
+            return None
+        if not (self._steps.acquire() if wait else self._steps.lock.acquire(blocking=False)):
+            return None
+        try:
+            got = self._ahead.claim(handle, uow, kind)
+            if got is not None:
+                self._fresh.discard(uow)  # carried by the transaction begun ahead
+            return got
+        finally:
+            self._steps.lock.release()
+
+    def _wire(self, tx: TransactionId | None) -> bytes:
+        """The XACTUOW that carries ``tx`` on the wire (grpc_steps: maybe one begun ahead)."""
+        return self._ahead.server_uow(_uow(tx))
+
+    def _call_tx(self, method: Callable[..., R], request: Any, uow: bytes, step: str = "") -> R:
         """:meth:`_call` for a request carrying transaction ``uow``. The server creates a
         transaction it does not know on a receive or send (MS-MQRR 3.1.4.13 step 6), so the
         first call carrying a fresh transaction begins it there; once one succeeded the
         transaction is known. After a failed first call it may or may not exist there:
         :meth:`_settle` makes sure it does."""
         if not uow or uow not in self._fresh:
-            return self._call(method, request)
+            return self._call(method, request, step)
         try:
-            reply = self._call(method, request)
+            reply = self._call(method, request, step)
         except MQError:
             self._settle(uow)
             raise
@@ -479,12 +414,15 @@ class GrpcTransport(Transport):
     ) -> list[SendReceipt]:
         if not messages:
             return []
-        req = pb.SendRequest(handle=handle, transaction=_uow(tx), messages=[_outgoing(m) for m in messages])
+        req = pb.SendRequest(
+            handle=handle, transaction=self._wire(tx), messages=[_outgoing(m) for m in messages]
+        )
         if req.ByteSize() > MAX_REQUEST_BYTES:
             raise MQError(
                 HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
                 f"a send of {req.ByteSize()} bytes exceeds {MAX_REQUEST_BYTES}: send fewer messages per call",
             )
+        self._ahead.note(req.transaction, 0)
         reply = self._call_tx(self._stub.Send, req, req.transaction)
         return [
             SendReceipt(str(ObjectId(uuid.UUID(bytes=r.id_lineage), r.id_uniquifier)), r.lookup_id)
@@ -504,12 +442,17 @@ class GrpcTransport(Transport):
     ) -> list[Message]:
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
+        if head and tx is not None and (got := self._claim(handle, _uow(tx), "read")) is not None:
+            return [got[1]]
+        uow = self._wire(tx)
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
-            timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
+            timeout_ms=_timeout_ms(timeout), transaction=uow, max_count=max_count,
             reply_format=PACKED_V1,
         )  # fmt: skip
-        return _messages(self._call_tx(self._stub.Read, req, req.transaction))
+        self._ahead.note(uow, handle if head else 0, "read")
+        return grpc_replies.messages(self._call_tx(self._stub.Read, req, uow, "read"))
 
     def start_receive(
         self,
@@ -540,12 +483,33 @@ class GrpcTransport(Transport):
         messages locked in one call, each with its own request id (waits for the first)."""
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+        head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
+        if head and tx is not None and (got := self._claim(handle, _uow(tx), "start")) is not None:
+            return [PendingMessage(got[0], got[1], True)]
+        uow = self._wire(tx)
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
-            timeout_ms=_timeout_ms(timeout), transaction=_uow(tx), max_count=max_count,
+            timeout_ms=_timeout_ms(timeout), transaction=uow, max_count=max_count,
             request_id=self._request_ids(max_count), reply_format=PACKED_V1,
         )  # fmt: skip
-        return _pending(self._call_tx(self._stub.StartReceive, req, req.transaction), tx is not None)
+        self._ahead.note(uow, handle if head else 0, "start")
+        reply = self._call_tx(self._stub.StartReceive, req, uow, "start_receive")
+        got_all = grpc_replies.pending(reply, tx is not None)
+        if head and uow and len(got_all) == 1:
+            self._ahead.started(uow, handle, got_all[0].request_id)
+        return got_all
+
+    def ready_receive(self, handle: int, tx: TransactionId) -> PendingMessage | None:
+        got = self._claim(handle, _uow(tx), "start", wait=False)  # an event loop may call it
+        return None if got is None else PendingMessage(got[0], got[1], True)
+
+    def hold_end(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> bool:
+        if transactional is False or not self._steps.lock.acquire(blocking=False):
+            return False
+        try:  # an RR_ACK of a transactional receive travels with its commit (grpc_steps)
+            return self._ahead.defer_ack(handle, [request_id], int(ack))
+        finally:
+            self._steps.lock.release()
 
     def end_receive(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> None:
         status = self.end_receive_many(handle, [request_id], ack, transactional)[0]
@@ -558,18 +522,21 @@ class GrpcTransport(Transport):
         """Batched R_EndReceive (``transactional`` False) / R_EndTransactionalReceive
         (True): one HRESULT per request id (0 = MQ_OK), in order. None: each receive the
         way it started."""
+        if len(request_ids) == 1 and self.hold_end(handle, request_ids[0], ack, transactional):
+            return [0]
         method = {None: pb.END_METHOD_UNSPECIFIED, False: pb.END_RECEIVE, True: pb.END_TRANSACTIONAL_RECEIVE}
         req = pb.EndReceiveRequest(
             handle=handle, ack=int(ack), request_ids=list(request_ids), method=method[transactional]
         )
-        return list(self._call(self._stub.EndReceive, req).status)
+        return list(self._call(self._stub.EndReceive, req, "end_receive").status)
 
     def cancel_receive(self, handle: int, request_id: int) -> None:
         """R_CancelReceive: end a waiting receive with MQ_ERROR_OPERATION_CANCELLED."""
         self._call(self._stub.CancelReceive, pb.CancelReceiveRequest(handle=handle, request_id=request_id))
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
-        uow = _uow(tx)
+        uow = self._wire(tx)
+        self._ahead.note(uow, 0)
         if uow in self._fresh:  # nothing received in it yet: let the server say so
             self._settle(uow)
         req = pb.SetAckClassRequest(transaction=uow, lookup_id=lookup_id, message_class=message_class)
@@ -607,7 +574,7 @@ class GrpcTransport(Transport):
         req = pb.PeekRangeRequest(
             queue=queue, after=after, through=through, max_count=max_count, reply_format=PACKED_V1
         )
-        return _messages(self._call(self._stub.PeekRange, req))
+        return grpc_replies.messages(self._call(self._stub.PeekRange, req))
 
     def peek_range_packed(
         self, queue: str, after: int = 0, through: int | None = None, max_count: int = 1000
@@ -700,12 +667,32 @@ class GrpcTransport(Transport):
             raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, "SINGLE_MESSAGE is not a transaction to commit")
         uow = tx.uow.bytes
         if not self._end_here(uow):
-            self._call(self._stub.Commit, pb.TransactionRequest(transaction=uow))
+            self._end_tx(self._ahead.forget(uow), commit=True)
 
     def abort(self, tx: TransactionId) -> None:
         uow = tx.uow.bytes
         if not self._end_here(uow):
-            self._call(self._stub.Abort, pb.TransactionRequest(transaction=uow))
+            self._end_tx(self._ahead.forget(uow), commit=False)
+
+    def _end_tx(self, uow: bytes, *, commit: bool) -> None:
+        """Commit or abort ``uow`` over the step stream (with what the consumer loop owes
+        it, and the next receive ahead), or with the unary call when the stream is busy."""
+        if self._closed:
+            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+        if self._steps.supported and self._steps.acquire():
+            try:
+                if commit:
+                    self._ahead.commit(uow)
+                else:
+                    self._ahead.abort(uow)
+                return
+            except StepsUnsupported:
+                pass
+            finally:
+                self._steps.lock.release()
+        self._ahead.take(uow)
+        rpc = self._stub.Commit if commit else self._stub.Abort
+        self._call(rpc, pb.TransactionRequest(transaction=uow))
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -716,6 +703,8 @@ class GrpcTransport(Transport):
             if self._closed:
                 return
             self._closed = True
+        self._ahead.close()
+        self._steps.drop()
         self._stop.put(None)
         self._reader.join(timeout=5.0)  # the stream ends after the server's rundown
         self._channel.close()

@@ -177,6 +177,18 @@ class Transport(ABC):
         it started is MQ_ERROR_TRANSACTION_USAGE and stays pending; None: the method that
         matches."""
 
+    def ready_receive(self, handle: int, tx: TransactionId) -> PendingMessage | None:
+        """:meth:`start_receive` of one message from the head in ``tx`` when the transport
+        already holds it, without blocking (an event loop may call it); None: call
+        :meth:`start_receive`."""
+        return None
+
+    def hold_end(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> bool:
+        """:meth:`end_receive` when the transport can carry it with a later call (an RR_ACK
+        of a transactional receive, with its commit), without blocking; False: call
+        :meth:`end_receive`."""
+        return False
+
     @abstractmethod
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         """R_SetUserAcknowledgementClass (MS-MQRR 3.1.4.14): 0xC004 marks a message
@@ -186,7 +198,8 @@ class Transport(ABC):
 
     @abstractmethod
     def begin(self) -> TransactionId:
-        """Start a transaction."""
+        """Start a transaction. Never waits for I/O (the remote transport picks the
+        XACTUOW locally), so an event loop may call it."""
 
     @abstractmethod
     def commit(self, tx: TransactionId) -> None:

@@ -294,14 +294,16 @@ class SessionPing(_message.Message):
     def __init__(self, seq: _Optional[int] = ...) -> None: ...
 
 class SessionPong(_message.Message):
-    __slots__ = ("session_id", "session_timeout", "seq")
+    __slots__ = ("session_id", "session_timeout", "seq", "pending_cleanup")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CLEANUP_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     session_timeout: float
     seq: int
-    def __init__(self, session_id: _Optional[str] = ..., session_timeout: _Optional[float] = ..., seq: _Optional[int] = ...) -> None: ...
+    pending_cleanup: float
+    def __init__(self, session_id: _Optional[str] = ..., session_timeout: _Optional[float] = ..., seq: _Optional[int] = ..., pending_cleanup: _Optional[float] = ...) -> None: ...
 
 class OpenQueueRequest(_message.Message):
     __slots__ = ("queue", "access", "share_mode")
@@ -478,6 +480,44 @@ class TransactionRequest(_message.Message):
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     transaction: bytes
     def __init__(self, transaction: _Optional[bytes] = ...) -> None: ...
+
+class StepOp(_message.Message):
+    __slots__ = ("read", "start_receive", "end_receive", "commit", "abort")
+    READ_FIELD_NUMBER: _ClassVar[int]
+    START_RECEIVE_FIELD_NUMBER: _ClassVar[int]
+    END_RECEIVE_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    ABORT_FIELD_NUMBER: _ClassVar[int]
+    read: ReadRequest
+    start_receive: ReadRequest
+    end_receive: EndReceiveRequest
+    commit: TransactionRequest
+    abort: TransactionRequest
+    def __init__(self, read: _Optional[_Union[ReadRequest, _Mapping]] = ..., start_receive: _Optional[_Union[ReadRequest, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveRequest, _Mapping]] = ..., commit: _Optional[_Union[TransactionRequest, _Mapping]] = ..., abort: _Optional[_Union[TransactionRequest, _Mapping]] = ...) -> None: ...
+
+class StepRequest(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedCompositeFieldContainer[StepOp]
+    def __init__(self, ops: _Optional[_Iterable[_Union[StepOp, _Mapping]]] = ...) -> None: ...
+
+class StepResult(_message.Message):
+    __slots__ = ("hresult", "details", "read", "end_receive")
+    HRESULT_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    END_RECEIVE_FIELD_NUMBER: _ClassVar[int]
+    hresult: int
+    details: str
+    read: ReadReply
+    end_receive: EndReceiveReply
+    def __init__(self, hresult: _Optional[int] = ..., details: _Optional[str] = ..., read: _Optional[_Union[ReadReply, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveReply, _Mapping]] = ...) -> None: ...
+
+class StepReply(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[StepResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[StepResult, _Mapping]]] = ...) -> None: ...
 
 class Message(_message.Message):
     __slots__ = ("body", "label", "lookup_id", "id_lineage", "id_uniquifier", "message_class", "priority", "correlation_id", "app_specific", "body_type", "delivery", "sent_time", "arrived_time", "time_to_reach_queue", "time_to_be_received", "destination_queue", "admin_queue", "response_queue", "ack_flags", "positive_journaling", "negative_journaling", "transactional", "first_in_transaction", "last_in_transaction", "source_machine", "extension", "request_id", "tx_sequence_id", "tx_sequence_number")

@@ -110,6 +110,11 @@ class RemoteReadStub:
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.TransactionRequest.SerializeToString,
                 response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.FromString,
                 _registered_method=True)
+        self.Steps = channel.stream_stream(
+                '/openmsmq.remote.v1.RemoteRead/Steps',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StepRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StepReply.FromString,
+                _registered_method=True)
         self.CreateQueue = channel.unary_unary(
                 '/openmsmq.remote.v1.RemoteRead/CreateQueue',
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.CreateQueueRequest.SerializeToString,
@@ -289,6 +294,16 @@ class RemoteReadServicer:
 
     def Abort(self, request, context):
         """DTC abort (MS-MQDMPR 3.1.7.1.10 Transaction Abort): received messages go back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Steps(self, request_iterator, context):
+        """The step stream (no MS-MQRR method: it carries them): Read, StartReceive, EndReceive,
+        Commit and Abort of the caller's session, as the rpcs of those names do, over one
+        stream per client instead of one call each. Each StepRequest is answered by one
+        StepReply, in order; a failed op answers with its HRESULT and the stream goes on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -475,6 +490,11 @@ def add_RemoteReadServicer_to_server(servicer, server):
                     servicer.Abort,
                     request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.TransactionRequest.FromString,
                     response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.SerializeToString,
+            ),
+            'Steps': grpc.stream_stream_rpc_method_handler(
+                    servicer.Steps,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StepRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.StepReply.SerializeToString,
             ),
             'CreateQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateQueue,
@@ -948,6 +968,33 @@ class RemoteRead:
             '/openmsmq.remote.v1.RemoteRead/Abort',
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.TransactionRequest.SerializeToString,
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Steps(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/Steps',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.StepRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.StepReply.FromString,
             options,
             channel_credentials,
             insecure,

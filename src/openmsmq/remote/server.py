@@ -32,18 +32,27 @@ from openmsmq.errors import HResult, LimitError, MQError
 from openmsmq.observability.refusals import Refusals
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm import MAX_MESSAGE_BYTES, MessageRecord, QueueManager, QueueRecord, QueueType
-from openmsmq.remote import admin, range_calls
+from openmsmq.remote import admin, range_calls, steps
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, RemoteSession
 from openmsmq.remote.limits import RemoteLimits, check_count, check_name
-from openmsmq.remote.packed import PACKED_V1, encode_messages
+from openmsmq.remote.packed import PACKED_V1
 from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
+from openmsmq.remote.steps import message_to_pb, read_reply
 
-__all__ = ["HRESULT_KEY", "SESSION_KEY", "RemoteServer", "start_remote_server", "status_for"]
+__all__ = [
+    "HRESULT_KEY",
+    "SESSION_KEY",
+    "RemoteServer",
+    "message_to_pb",
+    "read_reply",
+    "start_remote_server",
+    "status_for",
+]
 
 log = logging.getLogger("openmsmq.remote")
 
@@ -54,12 +63,6 @@ MAX_REQUEST_BYTES = 16 * MAX_MESSAGE_BYTES + (1 << 20)
 
 _INFINITE = 0xFFFFFFFF
 _DEFAULT_TTRQ = 0x54600
-#: EndReceiveRequest.method -> RemoteReadCore.end_receive's ``transactional``.
-_END_METHODS: dict[int, bool | None] = {
-    pb.END_METHOD_UNSPECIFIED: None,
-    pb.END_RECEIVE: False,
-    pb.END_TRANSACTIONAL_RECEIVE: True,
-}
 _KIND = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
          QueueType.OUTGOING: "outgoing"}  # fmt: skip
 
@@ -124,36 +127,6 @@ class _CallError(Exception):
 
 
 # ---- value mapping ---------------------------------------------------------------------------
-
-
-def message_to_pb(m: MessageRecord, request_id: int = 0) -> pb.Message:
-    """A stored message as the protobuf :class:`Message`."""
-    return pb.Message(
-        body=m.body, label=m.label, lookup_id=m.lookup_id, id_lineage=m.id_lineage.bytes,
-        id_uniquifier=m.id_uniquifier, message_class=m.message_class, priority=m.priority,
-        correlation_id=m.correlation_id, app_specific=m.app_specific, body_type=m.body_type,
-        delivery=m.delivery, sent_time=m.sent_time, arrived_time=m.arrived_time,
-        time_to_reach_queue=m.time_to_reach_queue, time_to_be_received=m.time_to_be_received,
-        destination_queue=m.destination_queue, admin_queue=m.admin_queue,
-        response_queue=m.response_queue, ack_flags=m.ack_flags,
-        positive_journaling=m.positive_journaling, negative_journaling=m.negative_journaling,
-        transactional=m.transactional, first_in_transaction=m.first_in_transaction,
-        last_in_transaction=m.last_in_transaction, source_machine=m.source_machine.bytes,
-        extension=m.extension, request_id=request_id, tx_sequence_id=m.tx_sequence_id,
-        tx_sequence_number=m.tx_sequence_number,
-    )  # fmt: skip
-
-
-def read_reply(
-    msgs: list[MessageRecord], reply_format: int, request_ids: list[int] | None = None
-) -> pb.ReadReply:
-    """The :class:`ReadReply` for ``msgs``: packed (``reply_format`` 1, one ``bytes``
-    field for the whole batch) or as ``repeated Message``."""
-    if reply_format == PACKED_V1:
-        return pb.ReadReply(packed=encode_messages(msgs, request_ids))
-    if request_ids is None:
-        return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
-    return pb.ReadReply(messages=[message_to_pb(m, rid) for rid, m in zip(request_ids, msgs, strict=True)])
 
 
 def record_from_pb(o: pb.OutgoingMessage) -> MessageRecord:
@@ -306,7 +279,11 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         context.add_done_callback(lambda _ctx: self.core.close_session(session.id))
         try:
             await context.write(
-                pb.SessionPong(session_id=session.id, session_timeout=self.core.session_timeout)
+                pb.SessionPong(
+                    session_id=session.id,
+                    session_timeout=self.core.session_timeout,
+                    pending_cleanup=self.core.cleanup_timeout,
+                )
             )
             while True:
                 ping = await context.read()
@@ -348,23 +325,13 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadReply:
         def fn(s: RemoteSession, cancel: threading.Event) -> pb.ReadReply:
-            msgs = self.core.read(
-                s, request.handle, request.action, lookup_id=request.lookup_id, cursor=request.cursor,
-                timeout_ms=request.timeout_ms, uow=request.transaction, max_count=request.max_count or 1,
-                request_id=request.request_id, cancel=cancel,
-            )  # fmt: skip
-            return read_reply(msgs, request.reply_format)
+            return steps.read(self.core, s, request, cancel)
 
         return await self._run(context, fn, waits=request.timeout_ms != 0)
 
     async def StartReceive(self, request: pb.ReadRequest, context: Any) -> pb.ReadReply:
         def fn(s: RemoteSession, cancel: threading.Event) -> pb.ReadReply:
-            got = self.core.start_receive(
-                s, request.handle, request.action, request_id=request.request_id,
-                lookup_id=request.lookup_id, cursor=request.cursor, timeout_ms=request.timeout_ms,
-                uow=request.transaction, max_count=request.max_count or 1, cancel=cancel,
-            )  # fmt: skip
-            return read_reply([m for _, m in got], request.reply_format, [rid for rid, _ in got])
+            return steps.start_receive(self.core, s, request, cancel)
 
         return await self._run(context, fn, waits=request.timeout_ms != 0)
 
@@ -375,14 +342,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def EndReceive(self, request: pb.EndReceiveRequest, context: Any) -> pb.EndReceiveReply:
         def fn(s: RemoteSession, _c: threading.Event) -> pb.EndReceiveReply:
-            if request.method not in _END_METHODS:
-                raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"EndReceive method {request.method}")
-            transactional = _END_METHODS[request.method]
-            return pb.EndReceiveReply(
-                status=self.core.end_receive(
-                    s, request.handle, request.request_ids, request.ack, transactional
-                )
-            )
+            return steps.end_receive(self.core, s, request)
 
         return await self._run(context, fn)
 
@@ -418,10 +378,55 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         )
 
     async def Commit(self, request: pb.TransactionRequest, context: Any) -> pb.Empty:
-        return await self._run(context, _done(lambda s: self.core.commit(s, request.transaction)))
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.Empty:
+            return steps.commit(self.core, s, request)
+
+        return await self._run(context, fn)
 
     async def Abort(self, request: pb.TransactionRequest, context: Any) -> pb.Empty:
-        return await self._run(context, _done(lambda s: self.core.abort(s, request.transaction)))
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.Empty:
+            return steps.abort(self.core, s, request)
+
+        return await self._run(context, fn)
+
+    async def Steps(
+        self, request_iterator: AsyncIterator[pb.StepRequest], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        """The step stream (openmsmq.remote.steps): authenticated and bound to its session
+        once, at its opening; each request runs in one worker hop and is answered in order."""
+        principal: Principal | None = None
+        try:
+            principal = self._principal(context)
+            session = self._session(context, principal)
+        except (_CallError, MQError) as exc:
+            err = exc if isinstance(exc, _CallError) else _CallError(exc.hresult, exc.message or str(exc))
+            self._refused(context, "Steps", err, principal)
+            trailer = ((HRESULT_KEY, f"{err.hresult:08X}"),)
+            await context.abort(err.code, err.message, trailing_metadata=trailer)
+            return
+        who = principal
+
+        def refused(rpc: str, exc: MQError) -> None:
+            error = _CallError(exc.hresult, exc.message or str(exc))
+            if isinstance(exc, LimitError):
+                error.rule = exc.limit
+            self._refused(context, rpc, error, who)
+
+        loop = asyncio.get_running_loop()
+        cancel = threading.Event()
+        try:
+            while True:
+                request = await context.read()
+                if request is grpc.aio.EOF:
+                    return
+                pool = self.wait_pool if steps.waits(request) else self.pool
+                reply = await loop.run_in_executor(
+                    pool, steps.run_steps, self.core, session.id, principal, request, cancel, refused
+                )
+                await context.write(reply)
+        except asyncio.CancelledError:
+            cancel.set()  # the client went away: stop a waiting receive
+            raise
 
     # ---- administration ------------------------------------------------------------------
 
