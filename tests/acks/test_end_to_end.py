@@ -535,8 +535,8 @@ def test_receive_acknowledgment_is_written_in_the_receive_commit(net: Net) -> No
     def crash(events: list[object]) -> None:
         calls.append(len(events))
 
-    b.qm._listeners[-1] = crash  # what runs after the commit is lost in a crash
-    b.qm._commit_hooks.pop(listener)
+    b.qm.removals._listeners[-1] = crash  # what runs after the commit is lost in a crash
+    b.qm.removals.hooks.pop(listener)
     with b.qm.begin() as tx:
         b.qm.receive("private$\\orders", tx=tx)
     assert calls == [1]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import manager as qm_manager
+from openmsmq.qm import sending as qm_sending
 from openmsmq.store.records import MAX_MESSAGE_BYTES, Message
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
@@ -79,7 +79,7 @@ def test_a_name_that_cannot_travel_is_refused_at_send(net: Net, field: str, name
 def test_admin_and_response_names_count_against_the_packet_size(net: Net) -> None:
     a, b = _pair(net)
     reply = f"DIRECT=TCP:{A}\\private$\\" + "r" * 3000  # 6 KB in UTF-16
-    room = MAX_MESSAGE_BYTES - qm_manager._REMOTE_HEADROOM - 2 * len(ORDERS)
+    room = MAX_MESSAGE_BYTES - qm_sending.REMOTE_HEADROOM - 2 * len(ORDERS)
     with a.qm.begin() as tx, pytest.raises(MQError) as err:
         a.qm.send(ORDERS, Message(body=bytes(room), response_queue=reply), tx)
     assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES

@@ -23,7 +23,7 @@ def test_every_waiting_receive_is_woken_by_the_send(
     qm: QueueManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A commit notifies a queue only while a read is in progress on it
-    (``_QueueState.readers``): no wake-up may be lost. The periodic re-check is pushed
+    (``QueueState.readers``): no wake-up may be lost. The periodic re-check is pushed
     out of reach, so a lost one would leave its receiver waiting."""
     monkeypatch.setattr(qm_reads, "_WAKE_SLICE", 3600.0)
     qm.create_queue("private$\\w", transactional=True)

@@ -138,7 +138,7 @@ def test_send_many_returns_each_uniquifier_also_across_the_u32_wrap(qm: QueueMan
     first = qm.send_many("private$\\u", [Message(body=b"a"), Message(body=b"b")])
     assert first[1] == first[0] + 1
     # The store never hands out a block across the wrap; force one in memory.
-    qm._uniq_next, qm._uniq_end = 0xFFFFFFFE, 0xFFFFFFFE + 100
+    qm.sender._uniq_next, qm.sender._uniq_end = 0xFFFFFFFE, 0xFFFFFFFE + 100
     msgs = [Message(body=bytes([i]), time_to_be_received=5000 * i or 0xFFFFFFFF) for i in range(4)]
     got = qm.send_many("private$\\u", msgs)
     assert got == [0xFFFFFFFE, 0xFFFFFFFF, 1, 2]

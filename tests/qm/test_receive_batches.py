@@ -177,6 +177,6 @@ def test_delete_lookup_ids_deletes_exactly_the_ids_given() -> None:
     ]
     for ids in cases:
         conn = _delete_table(table)
-        ops._delete_lookup_ids(conn, ids)
+        ops.delete_lookup_ids(conn, ids)
         left = [r[0] for r in conn.execute("SELECT lookup_id FROM messages ORDER BY lookup_id")]
         assert left == [i for i in table if i not in set(ids)], ids

@@ -43,7 +43,7 @@ def test_mark_set_during_the_abort_deletes_the_message(tmp_path: Path, threaded:
             qm.send_many(TX, [Message(body=b) for b in (b"a", b"b", b"c")], tx)
         held = qm.begin()
         first = qm.receive(TX, tx=held)
-        qs = qm._resolve(TX)
+        qs = qm.queues.resolve(TX)
         real = qs.cond
         returned: list[int] = []
         # remove_through finds the first message locked by ``held`` and marks it

@@ -127,12 +127,13 @@ def run_both(tmp_path: Path, threaded: bool, ack_at: int | None = None) -> tuple
                     n = qm.remove_through(pos)
                 else:
                     targets = sorted(
-                        ((qm._resolve(q), t) for q, t in pos.items()), key=lambda x: x[0].record.queue_id
+                        ((qm.queues.resolve(q), t) for q, t in pos.items()),
+                        key=lambda x: x[0].record.queue_id,
                     )
-                    n = qm._remove_through(targets, fast=False)
+                    n = qm.ranges._remove_through(targets, fast=False)
                 steps.append((n, counts.received, snapshot(qm)))
             steps.append([(e.queue_id, e.message.body, e.reason) for e in events])
-            assert all(not qs.locked and not qs.purge_pending for qs in qm._by_id.values())
+            assert all(not qs.locked and not qs.purge_pending for qs in qm.queues.by_id.values())
             results.append(steps)
         finally:
             qm.close()
@@ -273,8 +274,8 @@ def test_receivers_racing_remove_through(tmp_path: Path, seed: int, aborts: bool
         else:
             assert len(received) + removed == total  # each message consumed exactly once
             assert counts.received == total
-        qs = qm._by_id[qm.get_queue(TX).queue_id]
-        with qs.cond:  # the locks of received messages are dropped lazily (_QueueState.settle)
+        qs = qm.queues.by_id[qm.get_queue(TX).queue_id]
+        with qs.cond:  # the locks of received messages are dropped lazily (QueueState.settle)
             qs.settle()
         assert qs.locked == set()
     finally:

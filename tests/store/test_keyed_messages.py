@@ -21,7 +21,7 @@ from openmsmq.store.records import (
     message_from_row,
     message_to_row,
 )
-from openmsmq.wire._fast import slot_builder
+from openmsmq.wire.fast import slot_builder
 from tests.store.support import every_attribute_message
 
 _QM = uuid.uuid4()

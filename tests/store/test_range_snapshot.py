@@ -68,7 +68,7 @@ def _setup(qm: QueueManager) -> tuple[int, Callable[[], None]]:
         # read last), the second with the higher LookupIdentifier.
         qm.send_many(QUEUE, [Message(body=b"late-7", priority=7), Message(body=b"late-0", priority=0)])
 
-    queue_id = qm._resolve(QUEUE).record.queue_id
+    queue_id = qm.queues.resolve(QUEUE).record.queue_id
     return queue_id, commit
 
 

@@ -49,9 +49,9 @@ def test_uniquifier_and_sent_time_read_at_their_offsets() -> None:
 
 
 def test_small_bodies_bind_as_bytearray_and_read_back_as_bytes() -> None:
-    """sqlite3 binds a bytearray without its adapter lookup: a body up to _BODY_COPY_MAX
+    """sqlite3 binds a bytearray without its adapter lookup: a body up to BODY_COPY_MAX
     goes into the row as one; the Message read from any row has a bytes body."""
-    limit = records._BODY_COPY_MAX
+    limit = records.BODY_COPY_MAX
     bodies = [b"", b"x" * 10, bytes(limit), bytes(limit + 1)]
     msgs = [Message(body=b) for b in bodies]
     rows = stamped_rows(msgs, True, uuid.uuid4(), 1, 1_700_000_000, "private$\\q")

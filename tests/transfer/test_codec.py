@@ -182,9 +182,9 @@ def test_arrival_rows_equal_message_to_row(ms: list[Message], no_label: bool) ->
 def test_arrival_rows_bind_small_bodies_as_bytearray() -> None:
     """As message_to_row: a body up to the copy limit goes into the row as a bytearray,
     which sqlite3 binds without its adapter lookup (a received body is bytes)."""
-    from openmsmq.store.records import _BODY_COPY_MAX
+    from openmsmq.store.records import BODY_COPY_MAX
 
-    bodies = [b"", bytes(256), bytes(_BODY_COPY_MAX), bytes(_BODY_COPY_MAX + 1)]
+    bodies = [b"", bytes(256), bytes(BODY_COPY_MAX), bytes(BODY_COPY_MAX + 1)]
     ms = [
         Message(body=b, transactional=True, tx_sequence_id=(7 << 32) | 1, tx_sequence_number=i + 1)
         for i, b in enumerate(bodies)

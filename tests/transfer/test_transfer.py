@@ -8,8 +8,8 @@ import tracemalloc
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import manager as qm_manager
 from openmsmq.qm import names
+from openmsmq.qm import sending as qm_sending
 from openmsmq.qm.transfer import AcceptBatch
 from openmsmq.qm.transfer_state import RECEIVED_OVERHEAD
 from openmsmq.qm.transfer_trust import TrustConfig
@@ -371,7 +371,7 @@ def test_a_stored_message_that_cannot_be_sent_is_dead_lettered_not_left_blocking
     b.qm.create_queue("private$\\plain")
     plain = ("DIRECT=TCP:127.0.0.2\\private$\\plain", "private$\\plain")
     dest, queue = (DEST_B, Q) if transactional else plain
-    monkeypatch.setattr(qm_manager, "_REMOTE_HEADROOM", -(1 << 20))  # the old limit: 4 MiB
+    monkeypatch.setattr(qm_sending, "REMOTE_HEADROOM", -(1 << 20))  # the old limit: 4 MiB
     too_large = bytes(4 * 1024 * 1024 - 16)
 
     def send(bodies: list[bytes]) -> None:

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from openmsmq.store.records import Message
-from openmsmq.wire._fast import fast_init
+from openmsmq.wire.fast import fast_init
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

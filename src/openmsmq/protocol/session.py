@@ -64,8 +64,8 @@ from openmsmq.protocol.session_acks import (
     recoverable_ack_fields,
     stored_before_ack,
 )
-from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_HANDSHAKE_PACKET_SIZE, DeliveryMode, OperatingSystemFlag
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.packets import (
@@ -102,7 +102,7 @@ __all__ = [
 ]
 
 _U16 = 0x10000
-#: DeliveryMode.RECOVERABLE as a plain int (an IntEnum member lookup per message costs ~60 ns).
+#: DeliveryMode.RECOVERABLE as a plain int (no IntEnum member lookup per message).
 _DM_RECOVERABLE = int(DeliveryMode.RECOVERABLE)
 #: RecoverableAckTimeout range, ms (MS-MQQB 2.2.2.1, 3.1.5.3.2).
 _RECOVERABLE_ACK_MIN_MS = 0x1F4
@@ -116,8 +116,8 @@ _ACK_BYTES = 1024 * 1024
 #: peer received but has not yet acknowledged as stored. RecoverableMsgSeqNumber is 16
 #: bits (MS-MQQB 2.2.1): a number reused while its first message still waited for its
 #: stored-acknowledgment made the two indistinguishable, and the older one was never
-#: released (a receiver whose store lagged 65,536 messages behind its receipts left tens of
-#: thousands in the sender's outgoing queue for good). Half the number space.
+#: released (a receiver whose store lagged a whole number space behind its receipts left
+#: those messages in the sender's outgoing queue for good). Half the number space.
 _RECOVERABLE_AHEAD_MAX = 0x8000
 _OPEN = SessionState.OPEN
 _CLOSED = SessionState.CLOSED

@@ -13,17 +13,17 @@ from enum import IntEnum
 
 from openmsmq.store.records import Message, QueueRecord
 
-__all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle"]
+__all__ = ["CancelToken", "Cursor", "CursorAction", "LookupAction", "QueueHandle", "QueueState"]
 
 #: Messages a head receive of one message reads beyond it from a transactional private
-#: queue, kept for the next receives (:attr:`_QueueState.prefetch`): with 8 threads receiving
-#: 1 message per transaction, each read of the head (under the queue's condition, on a
-#: read connection whose cache the commits between reads invalidate) took 36 us of CPU.
-#: 31 rather than 7: one receive in 32 reads the head (the others wait for the condition
-#: meanwhile) instead of one in 8; 56-66 us of CPU per receive instead of 69-83.
-_PREFETCH = 31
+#: queue, kept for the next receives (:attr:`QueueState.prefetch`): with many threads
+#: receiving one message per transaction, each read of the head (under the queue's
+#: condition, on a read connection whose cache the commits between reads invalidate) is
+#: costly, and the others wait for the condition meanwhile; with 31 only one receive in
+#: 32 reads the head (docs/benchmarks.md has the figures).
+PREFETCH = 31
 #: Bytes of bodies kept read ahead per queue at most.
-_PREFETCH_BYTES = 64 * 1024
+PREFETCH_BYTES = 64 * 1024
 
 
 class LookupAction(IntEnum):
@@ -50,7 +50,7 @@ class CursorAction(IntEnum):
     NEXT = 1
 
 
-class _QueueState:
+class QueueState:
     """In-memory state of one queue: its record, lock set, waiters. Never per message on disk."""
 
     __slots__ = (
@@ -92,7 +92,7 @@ class _QueueState:
         self.prefetch: list[tuple[int, Message]] | None = None
         #: How many messages the next head read of one message reads ahead (set from
         #: the message it found: none for one that can expire or a large one).
-        self.ahead = _PREFETCH
+        self.ahead = PREFETCH
 
     def drop_prefetch(self) -> None:
         """Forget the messages read ahead (with ``cond`` held): a lock taken by another
@@ -116,23 +116,33 @@ class _QueueState:
                 self.purge_pending.difference_update(ids)
 
 
+#: Former name of :class:`QueueState`, for modules of the transfer that still import it.
+_QueueState = QueueState
+
+
 @dataclass(frozen=True, eq=False)
 class QueueHandle:
     """An opened queue (OpenQueueDescriptor, MS-MQDMPR 3.1.1.16). Operations through a
     handle whose queue was deleted fail with MQ_ERROR_QUEUE_DELETED."""
 
-    _state: _QueueState
+    #: The in-memory state of the queue (shared by every handle of it).
+    state: QueueState
     format_name: str
 
     @property
     def record(self) -> QueueRecord:
         """The queue's current properties."""
-        return self._state.record
+        return self.state.record
 
     @property
     def deleted(self) -> bool:
         """The queue was deleted since the handle was opened."""
-        return self._state.deleted
+        return self.state.deleted
+
+    @property
+    def _state(self) -> QueueState:
+        """Former name of :attr:`state`, for the transfer modules that still read it."""
+        return self.state
 
 
 class CancelToken:
@@ -163,11 +173,13 @@ class CancelToken:
             with cond:
                 cond.notify_all()
 
-    def _enter(self, cond: threading.Condition) -> None:
+    def enter(self, cond: threading.Condition) -> None:
+        """A read starts waiting on ``cond``: :meth:`cancel` wakes it."""
         with self._lock:
             self._conds[cond] = self._conds.get(cond, 0) + 1
 
-    def _leave(self, cond: threading.Condition) -> None:
+    def leave(self, cond: threading.Condition) -> None:
+        """The read that :meth:`enter` registered is done waiting on ``cond``."""
         with self._lock:
             n = self._conds.get(cond, 0) - 1
             if n > 0:
@@ -177,6 +189,6 @@ class CancelToken:
 
 
 @dataclass(eq=False)
-class _Cursor:
-    queue: _QueueState
+class Cursor:
+    queue: QueueState
     key: int | None = None

@@ -23,7 +23,6 @@ from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.packed import encode_rows
 from openmsmq.remote.reads import REPLY_BYTES
-from openmsmq.store.records import message_from_row
 
 __all__ = [
     "RangeQuery",
@@ -115,8 +114,7 @@ def peek_range(
     LookupIdentifier order; nothing removed or locked."""
     limits.messages(max_count, "max_count")
     _checked(qm, principal, queue, Permission.PEEK)
-    rows = qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
-    return [message_from_row(r) for r in rows]
+    return qm.peek_range_limited(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
 
 
 def peek_range_packed(

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from openmsmq.errors import ConfigError
-from openmsmq.spark.backend import OutgoingMessage, PeekedMessage
+from openmsmq.spark.pages import OutgoingMessage, PeekedMessage
 
 __all__ = [
     "READ_COLUMNS",
