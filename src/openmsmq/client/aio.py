@@ -384,7 +384,7 @@ class AsyncQueue:
 
         def take(lookup_id: int) -> Message:
             return self._transport.read(
-                self.handle, _RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid
+                self.handle, RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid
             )[0]
 
         return await self._call(

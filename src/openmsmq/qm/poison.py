@@ -36,6 +36,7 @@ from openmsmq.qm.transaction import Receive, Transaction
 from openmsmq.store import moves as store_moves
 from openmsmq.store.db import Store
 from openmsmq.store.moves import AbortedCount, Move
+from openmsmq.store.ops import Send
 from openmsmq.store.records import Message, QueueType
 
 __all__ = ["NACK_RECEIVE_REJECTED", "PendingMove", "Poison"]
@@ -73,6 +74,7 @@ class Poison:
         locks: LockTable,
         dead_letters: DeadLetters,
         lock_message: Callable[[QueueState, int], Message],
+        commit: Callable[..., list[int]],
         clock: Callable[[], float],
     ) -> None:
         self._store = store
@@ -81,6 +83,7 @@ class Poison:
         self._locks = locks
         self._dead_letters = dead_letters
         self._lock_message = lock_message
+        self._commit = commit
         #: Seconds since 1970 (due times of retry cycles).
         self.clock = clock
         self._policies: dict[str, RetryPolicy | None] = {}
@@ -110,7 +113,9 @@ class Poison:
             if qs is not None and not qs.deleted:
                 return qs
             rec = self._store.write(
-                store_moves.ensure_subqueue(parent.record, sub, f"{parent.record.display_name};{sub}", self._now())
+                store_moves.ensure_subqueue(
+                    parent.record, sub, f"{parent.record.display_name};{sub}", self._now()
+                )
             )
             return self._queues.by_id.get(rec.queue_id) or self._queues.add(rec)
 
@@ -121,7 +126,9 @@ class Poison:
             return [
                 s
                 for s in self._queues.by_id.values()
-                if s.record.queue_type == QueueType.SUBQUEUE and s.record.parent_queue_id == pid and not s.deleted
+                if s.record.queue_type == QueueType.SUBQUEUE
+                and s.record.parent_queue_id == pid
+                and not s.deleted
             ]
 
     def _target(self, source: QueueState, to: str) -> QueueState:
@@ -181,23 +188,16 @@ class Poison:
                     HResult.MQ_ERROR_TRANSACTION_USAGE,
                     f"queue {source.record.display_name} is not transactional",
                 )
-            own = tx.drop_receive(lookup_id)
-            if own is not None and own.queue is source:
-                target = self._target(source, to) if own is not None else None
-                assert target is not None
-                tx.add_move(PendingMove(source, own.message, target))
-                return 0
-            if own is not None:  # received from another queue: give it back to tx
-                tx.add_receives(own.queue, [own.message])
         target = self._target(source, to)
-        with source.cond:
-            source.settle()
-            held = lookup_id in source.locked
-        if held:
-            raise MQError(
-                HResult.MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION,
-                f"message {lookup_id} of {source.record.display_name} is held by another transaction or reader",
-            )
+        if tx is not None:
+            # A message this transaction received from the queue: moved instead (WCF's
+            # poison handling receives, then moves in the same transaction).
+            own = tx.drop_receive(lookup_id)
+            if own is not None:
+                if not tx.add_move(PendingMove(own.queue, own.message, target)):
+                    self._locks.release([own])
+                    tx.check_active()
+                return 0
         message = self._lock_message(source, lookup_id)
         if tx is not None:
             if not tx.add_move(PendingMove(source, message, target)):
@@ -214,9 +214,22 @@ class Poison:
         self._moved([PendingMove(source, message, target)])
         return int(new)
 
-    def moves_of(self, pending: Sequence[PendingMove]) -> list[Move]:
-        """The store moves of a committing transaction's pending moves."""
-        return [Move(p.source.record.queue_id, p.target.record.queue_id, p.message.lookup_id) for p in pending]
+    def commit_with_moves(
+        self,
+        sends: list[tuple[QueueState, list[Send]]],
+        received: Sequence[tuple[QueueState, Sequence[Message]]],
+        reasons: dict[int, int] | None,
+        moves: Sequence[PendingMove],
+    ) -> list[int]:
+        """Transaction Commit of a transaction that moves messages: its sends, receives and
+        moves in one store operation (the sender's commit), then the moved messages'
+        locks dropped."""
+        store_moves_of = [
+            Move(p.source.record.queue_id, p.target.record.queue_id, p.message.lookup_id) for p in moves
+        ]
+        stored = self._commit(sends, received, reasons, store_moves_of)
+        self._moved(moves)
+        return stored
 
     def _moved(self, pending: Sequence[PendingMove]) -> None:
         """After moves are durable: drop their locks, wake readers of the targets."""
@@ -339,7 +352,7 @@ class Poison:
                 elif d is Disposition.DROP:
                     self._store.write(store_moves.drop_messages(qs.record.queue_id, [lid]))
                     log.warning(
-                        "poison message %d of %s dropped after its last retry cycle (receive_error_handling=drop)",
+                        "poison message %d of %s dropped after its last retry cycle (drop)",
                         lid, qs.record.display_name,
                     )  # fmt: skip
             except MQError:

@@ -225,7 +225,9 @@ def ensure_subqueue(
                 private_number=parent.private_number,
                 with_journal=False,
             )(ctx)
-            conn.execute("UPDATE queues SET parent_queue_id = ? WHERE queue_id = ?", (parent.queue_id, rec.queue_id))
+            conn.execute(
+                "UPDATE queues SET parent_queue_id = ? WHERE queue_id = ?", (parent.queue_id, rec.queue_id)
+            )
             qid = rec.queue_id
         else:
             qid = int(row[0])

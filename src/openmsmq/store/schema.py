@@ -155,8 +155,23 @@ def _compact_props(conn: sqlite3.Connection) -> None:
 _Step = str | Callable[[sqlite3.Connection], None]
 _V6: list[_Step] = [_compact_props]
 
+_V7: list[_Step] = [
+    # A queue's retry policy (openmsmq.qm.retry_policy): '' = none.
+    "ALTER TABLE queues ADD COLUMN retry_policy TEXT NOT NULL DEFAULT ''",
+    # When a message parked in a ;retry subqueue returns to its queue (openmsmq.store.moves):
+    # stored, so that a retry cycle survives a restart. Keyed by the message's
+    # LookupIdentifier in the subqueue (never reused: a row left by a message received
+    # from the subqueue meanwhile matches nothing and is dropped when due).
+    """CREATE TABLE retry_due (
+  lookup_id INTEGER PRIMARY KEY,
+  queue_id INTEGER NOT NULL,
+  due_at REAL NOT NULL
+)""",
+    "CREATE INDEX retry_due_at ON retry_due (due_at)",
+]
+
 #: Migration steps; index i brings the schema from version i to i + 1.
-_MIGRATIONS: list[Sequence[_Step]] = [_V1, _V2, _V3, _V4, _V5, _V6]
+_MIGRATIONS: list[Sequence[_Step]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
