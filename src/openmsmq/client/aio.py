@@ -383,9 +383,9 @@ class AsyncQueue:
         tid = _tid(tx)
 
         def take(lookup_id: int) -> Message:
-            return self._transport.read(
-                self.handle, RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid
-            )[0]
+            return self._transport.read(self.handle, RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid)[
+                0
+            ]
 
         return await self._call(
             take_message, self._transport, self.handle, wanted, take if receive else None, what

@@ -207,13 +207,16 @@ def _message(m: pb.Message) -> Message:
         | (FLAG_FIRST_IN_TRANSACTION if m.first_in_transaction else 0)
         | (FLAG_LAST_IN_TRANSACTION if m.last_in_transaction else 0)
     )
-    return _make(
+    out = _make(
         m.lookup_id, m.id_uniquifier, m.message_class, m.priority, m.app_specific, m.body_type,
         m.delivery, m.sent_time, m.arrived_time, m.time_to_reach_queue, m.time_to_be_received,
         m.ack_flags, flags, m.request_id, m.tx_sequence_id, m.tx_sequence_number, m.id_lineage,
         m.source_machine, m.body, m.label, m.correlation_id, m.destination_queue, m.admin_queue,
         m.response_queue, m.extension,
     )  # fmt: skip
+    if m.abort_count or m.move_count:  # not in the packed form: the server then sends this one
+        out = dataclasses.replace(out, abort_count=m.abort_count, move_count=m.move_count)
+    return out
 
 
 def _messages(reply: pb.ReadReply) -> list[Message]:
@@ -254,6 +257,7 @@ def _queue_info(q: pb.QueueInfo) -> QueueInfo:
         journal=q.journal, journal_quota_kb=q.journal_quota_kb, private_number=q.private_number,
         created_time=q.created_time, modify_time=q.modify_time, message_count=q.message_count,
         total_bytes=q.total_bytes, destination=q.destination, allowed_senders=tuple(q.allowed_senders),
+        retry_policy=q.retry_policy,
     )  # fmt: skip
 
 
@@ -437,6 +441,7 @@ class GrpcTransport(Transport):
             "journal_quota_kb",
             "base_priority",
             "allowed_senders",
+            "retry_policy",
         }
         if unknown:
             raise MQError(HResult.MQ_ERROR_PROPERTY_NOTALLOWED, f"not settable: {', '.join(sorted(unknown))}")
@@ -567,6 +572,24 @@ class GrpcTransport(Transport):
     def cancel_receive(self, handle: int, request_id: int) -> None:
         """R_CancelReceive: end a waiting receive with MQ_ERROR_OPERATION_CANCELLED."""
         self._call(self._stub.CancelReceive, pb.CancelReceiveRequest(handle=handle, request_id=request_id))
+
+    def move_message(
+        self,
+        handle: int,
+        lookup_id: int,
+        to: str,
+        tx: TransactionId | None = None,
+        return_after: float | None = None,
+    ) -> int:
+        uow = b""
+        if tx is not None:
+            uow = _uow(tx)
+            if uow in self._fresh:  # nothing done in it yet: the server creates it now
+                self._settle(uow)
+        req = pb.MoveMessageRequest(
+            handle=handle, transaction=uow, lookup_id=lookup_id, to=to, return_after=return_after or 0.0
+        )
+        return int(self._call(self._stub.MoveMessage, req).lookup_id)
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         uow = _uow(tx)

@@ -61,6 +61,7 @@ _KIND = {
     QueueType.SYSTEM: "system",
     QueueType.JOURNAL: "journal",
     QueueType.OUTGOING: "outgoing",
+    QueueType.SUBQUEUE: "subqueue",
 }
 
 
@@ -97,6 +98,8 @@ def message_from_record(m: Record) -> Message:
         extension=m.extension,
         tx_sequence_id=m.tx_sequence_id,
         tx_sequence_number=m.tx_sequence_number,
+        abort_count=m.abort_count,
+        move_count=m.move_count,
     )
 
 
@@ -145,6 +148,7 @@ def queue_info_from_record(r: QueueRecord) -> QueueInfo:
         total_bytes=r.total_bytes,
         destination=r.destination_format_name or "",
         allowed_senders=tuple(r.allowed_senders.split(",")) if r.allowed_senders else (),
+        retry_policy=r.retry_policy,
     )
 
 
@@ -639,6 +643,19 @@ class InProcessTransport(Transport):
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         self._tx(tx).set_dequeue_reason(lookup_id, message_class)
+
+    def move_message(
+        self,
+        handle: int,
+        lookup_id: int,
+        to: str,
+        tx: TransactionId | None = None,
+        return_after: float | None = None,
+    ) -> int:
+        h = self._handle(handle)
+        self._need(h, h.access.can_receive, "receive (a move needs it)")
+        txn = None if tx is None else self._tx(tx)
+        return self.qm.move_message(h.qm_handle, lookup_id, to, txn, return_after=return_after)
 
     # ---- LookupIdentifier ranges ----------------------------------------------------------
 

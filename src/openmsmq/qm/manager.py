@@ -746,9 +746,17 @@ class QueueManager(SequencesMixin):
                 ) from None
             raise
 
-    def move_message(self, queue: QueueRef, lookup_id: int, to: str, tx: Transaction | None = None) -> int:
+    def move_message(
+        self,
+        queue: QueueRef,
+        lookup_id: int,
+        to: str,
+        tx: Transaction | None = None,
+        *,
+        return_after: float | None = None,
+    ) -> int:
         """See :meth:`~openmsmq.qm.poison.Poison.move`."""
-        return self.poison.move(queue, lookup_id, to, tx)
+        return self.poison.move(queue, lookup_id, to, tx, return_after=return_after)
 
     def subqueues(self, queue: QueueRef) -> list[QueueRecord]:
         """The subqueues of a queue that exist (created by the first move into each)."""

@@ -30,7 +30,7 @@ from openmsmq.qm.dead_letters import DeadLetters
 from openmsmq.qm.handles import QueueState
 from openmsmq.qm.locks import LockTable
 from openmsmq.qm.registry import QueueRef, QueueRegistry
-from openmsmq.qm.retry_policy import Disposition, RetryPolicy
+from openmsmq.qm.retry_policy import MAX_RETRY_CYCLE_DELAY, Disposition, RetryPolicy
 from openmsmq.qm.subqueues import POISON, RETRY, check_subqueue_name, split_key
 from openmsmq.qm.transaction import Receive, Transaction
 from openmsmq.store import moves as store_moves
@@ -57,6 +57,20 @@ class PendingMove:
     source: QueueState
     message: Message
     target: QueueState
+    #: When it returns to its queue (seconds since 1970; a move into ``;retry``), else None.
+    due_at: float | None = None
+
+    @property
+    def move(self) -> Move:
+        """The store's move."""
+        back = self.target.record.parent_queue_id if self.due_at is not None else None
+        return Move(
+            self.source.record.queue_id,
+            self.target.record.queue_id,
+            self.message.lookup_id,
+            self.due_at,
+            back,
+        )
 
 
 class Poison:
@@ -161,13 +175,38 @@ class Poison:
             )
         return target
 
+    def _due(self, target: QueueState, return_after: float | None) -> float | None:
+        """The due time of a move with ``return_after``; only a move into a subqueue returns."""
+        if return_after is None:
+            return None
+        if isinstance(return_after, bool) or not isinstance(return_after, int | float):
+            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"return_after {quoted(return_after)}")
+        if target.record.queue_type != QueueType.SUBQUEUE:
+            raise MQError(HResult.MQ_ERROR_ILLEGAL_OPERATION, "only a message moved into a subqueue returns")
+        if not 0 <= return_after <= MAX_RETRY_CYCLE_DELAY:
+            raise MQError(
+                HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE,
+                f"return_after {return_after!r}: must be 0..{MAX_RETRY_CYCLE_DELAY:.0f} seconds",
+            )
+        return self.clock() + return_after
+
     # ---- Move Message ----------------------------------------------------------------------
 
-    def move(self, queue: QueueRef, lookup_id: int, to: str, tx: Transaction | None = None) -> int:
+    def move(
+        self,
+        queue: QueueRef,
+        lookup_id: int,
+        to: str,
+        tx: Transaction | None = None,
+        *,
+        return_after: float | None = None,
+    ) -> int:
         """Move Message: move message ``lookup_id`` of ``queue`` to ``to`` (see
         :meth:`_target`). Outside a transaction it is durable on return and the message's new
         LookupIdentifier is returned; inside ``tx`` it happens at commit (0 is returned; a
-        message ``tx`` received is moved instead of received).
+        message ``tx`` received is moved instead of received). ``return_after`` (seconds,
+        a move into a subqueue): the message returns to its queue then, as a retry cycle
+        does (the due time is stored with the move).
 
         Errors, nothing changed: MQ_ERROR_ILLEGAL_OPERATION (unrelated queue, same queue),
         MQ_ERROR_ILLEGAL_QUEUE_PATHNAME (bad subqueue name), MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION
@@ -189,24 +228,25 @@ class Poison:
                     f"queue {source.record.display_name} is not transactional",
                 )
         target = self._target(source, to)
+        due = self._due(target, return_after)
         if tx is not None:
             # A message this transaction received from the queue: moved instead (WCF's
             # poison handling receives, then moves in the same transaction).
             own = tx.drop_receive(lookup_id)
             if own is not None:
-                if not tx.add_move(PendingMove(own.queue, own.message, target)):
+                if not tx.add_move(PendingMove(own.queue, own.message, target, due)):
                     self._locks.release([own])
                     tx.check_active()
                 return 0
         message = self._lock_message(source, lookup_id)
         if tx is not None:
-            if not tx.add_move(PendingMove(source, message, target)):
+            if not tx.add_move(PendingMove(source, message, target, due)):
                 self._locks.release([Receive(source, message)])
                 tx.check_active()
             return 0
         try:
             (new,) = self._store.write(
-                store_moves.move_messages([Move(source.record.queue_id, target.record.queue_id, lookup_id)])
+                store_moves.move_messages([PendingMove(source, message, target, due).move])
             )
         except BaseException:
             self._locks.release([Receive(source, message)])
@@ -224,10 +264,7 @@ class Poison:
         """Transaction Commit of a transaction that moves messages: its sends, receives and
         moves in one store operation (the sender's commit), then the moved messages'
         locks dropped."""
-        store_moves_of = [
-            Move(p.source.record.queue_id, p.target.record.queue_id, p.message.lookup_id) for p in moves
-        ]
-        stored = self._commit(sends, received, reasons, store_moves_of)
+        stored = self._commit(sends, received, reasons, [p.move for p in moves])
         self._moved(moves)
         return stored
 

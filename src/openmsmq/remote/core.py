@@ -788,6 +788,22 @@ class RemoteReadCore:
                     raise
         raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, f"message {lookup_id} is in no transaction")
 
+    def move(
+        self, s: Session, handle: int, uow: bytes, lookup_id: int, to: str, return_after: float | None = None
+    ) -> int:
+        """R_MoveMessage (MS-MQRR 3.1.4.10): move message ``lookup_id`` of the handle's
+        queue to ``to`` (one of its subqueues, the queue itself, or another subqueue of the
+        same queue), inside transaction ``uow`` when one is given. The handle needs
+        RECEIVE access (STATUS_ACCESS_DENIED); the rules and errors are
+        :meth:`openmsmq.qm.QueueManager.move_message`'s. Returns the new
+        LookupIdentifier (0 inside a transaction: known at its commit)."""
+        d = self._desc(s, handle)
+        if not d.access.can_receive:
+            raise _err(HResult.STATUS_ACCESS_DENIED, "R_MoveMessage needs RECEIVE_ACCESS")
+        check_name(to, "move destination")
+        txn = self._tx(s, uow, create=False).txn if uow else None
+        return self.qm.move_message(d.qm_handle, lookup_id, to, txn, return_after=return_after)
+
     # ---- administration ------------------------------------------------------------------
 
     def _need(self, s: Session, queue: str, perm: Permission) -> None:

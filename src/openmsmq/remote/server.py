@@ -140,14 +140,16 @@ def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
         transactional=m.transactional, first_in_transaction=m.first_in_transaction,
         last_in_transaction=m.last_in_transaction, source_machine=m.source_machine.bytes,
         extension=m.extension, request_id=request_id, tx_sequence_id=m.tx_sequence_id,
-        tx_sequence_number=m.tx_sequence_number,
+        tx_sequence_number=m.tx_sequence_number, abort_count=m.abort_count, move_count=m.move_count,
     )  # fmt: skip
 
 
 def read_reply(msgs: list[Message], reply_format: int, request_ids: list[int] | None = None) -> pb.ReadReply:
     """The :class:`ReadReply` for ``msgs``: packed (``reply_format`` 1, one ``bytes``
-    field for the whole batch) or as ``repeated Message``."""
-    if reply_format == PACKED_V1:
+    field for the whole batch) or as ``repeated Message``. A batch holding a message with an
+    AbortCount or a MoveCount is always ``repeated Message``: the packed form does not
+    carry them (a client reads both forms)."""
+    if reply_format == PACKED_V1 and not any([m.abort_count or m.move_count for m in msgs]):
         return pb.ReadReply(packed=encode_messages(msgs, request_ids))
     if request_ids is None:
         return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
@@ -186,6 +188,7 @@ def queue_info_to_pb(r: QueueRecord) -> pb.QueueInfo:
         created_time=r.created_time, modify_time=r.modify_time, message_count=r.msg_count,
         total_bytes=r.total_bytes, destination=r.destination_format_name or "",
         allowed_senders=r.allowed_senders.split(",") if r.allowed_senders else [],
+        retry_policy=r.retry_policy,
     )  # fmt: skip
 
 
@@ -393,6 +396,14 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
         return await self._run(context, fn)
 
+    async def MoveMessage(self, request: pb.MoveMessageRequest, context: Any) -> pb.MoveMessageReply:
+        def fn(s: Session, _c: threading.Event) -> pb.MoveMessageReply:
+            after = request.return_after or None
+            lid = self.core.move(s, request.handle, request.transaction, request.lookup_id, request.to, after)
+            return pb.MoveMessageReply(lookup_id=lid)
+
+        return await self._run(context, fn)
+
     # ---- sending and transactions --------------------------------------------------------
 
     async def Send(self, request: pb.SendRequest, context: Any) -> pb.SendReply:
@@ -488,7 +499,9 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             args = (self.core.qm, s.principal, request.queue, request.after, through, request.max_count,
                     self.core.limits)  # fmt: skip
             if request.reply_format == PACKED_V1:
-                return pb.ReadReply(packed=ranges.peek_range_packed(*args))
+                packed = ranges.peek_range_packed(*args)
+                if packed is not None:
+                    return pb.ReadReply(packed=packed)
             return read_reply(ranges.peek_range(*args), request.reply_format)
 
         return await self._run(context, fn)
@@ -561,7 +574,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def SetQueueProperties(self, request: pb.SetQueuePropertiesRequest, context: Any) -> pb.QueueInfo:
         changes: dict[str, Any] = {
             field: getattr(request, field)
-            for field in ("label", "quota_kb", "journal", "journal_quota_kb", "base_priority")
+            for field in ("label", "quota_kb", "journal", "journal_quota_kb", "base_priority", "retry_policy")
             if request.HasField(field)
         }
         if request.set_allowed_senders:
