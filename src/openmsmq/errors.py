@@ -258,7 +258,7 @@ class MQError(OpenMSMQError):
 class PoisonMessageError(OpenMSMQError):
     """A message failed its last retry cycle and its queue's (or the consumer's) retry
     policy says ``fault``: it stays where it is (``queue``, ``lookup_id``) until someone
-    moves, receives or purges it (openmsmq.qm.retry_policy)."""
+    moves, receives or purges it (openmsmq.retry_policy)."""
 
     def __init__(self, queue: str, lookup_id: int, abort_count: int, move_count: int) -> None:
         self.queue = queue

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm.retry_policy import Disposition, ReceiveErrorHandling, RetryPolicy
+from openmsmq.retry_policy import Disposition, ReceiveErrorHandling, RetryPolicy
 
 
 def _walk(policy: RetryPolicy) -> list[Disposition]:

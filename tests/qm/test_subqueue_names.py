@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm.subqueues import check_subqueue_name, split_key, subqueue_key
+from openmsmq.wire.subqueues import check_subqueue_name, split_key, subqueue_key
 
 
 def test_keys() -> None:

@@ -192,7 +192,7 @@ class QueueInfo:
     destination: str = ""
     #: QM GUIDs allowed to send into the queue over MS-MQQB; empty = every sender.
     allowed_senders: tuple[str, ...] = ()
-    #: The retry policy, ``count,cycles,delay,handling`` (openmsmq.qm.retry_policy); "" = none.
+    #: The retry policy, ``count,cycles,delay,handling`` (openmsmq.retry_policy); "" = none.
     retry_policy: str = ""
 
 

@@ -40,7 +40,7 @@ class MetricsSink(Protocol):
 
     def count_poison(self, queue: str, disposition: str) -> None:
         """A queue's retry policy handled one message: ``retry``, ``poison``, ``reject``
-        or ``drop`` (openmsmq.qm.retry_policy.Disposition)."""
+        or ``drop`` (openmsmq.retry_policy.Disposition)."""
         ...
 
     def observe_commit(self, ops: int, seconds: float) -> None:

@@ -38,10 +38,10 @@ from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, LookupRange, QueueSta
 from openmsmq.qm.reads import Reader
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import CommitHook, Listener, RemovalEvents
-from openmsmq.qm.retry_policy import RetryPolicy
 from openmsmq.qm.sending import Sender
 from openmsmq.qm.sequences import SequencesMixin
 from openmsmq.qm.transaction import ACK_RECEIVE, PendingReceive, Transaction
+from openmsmq.retry_policy import RetryPolicy
 from openmsmq.runtime import STORE_FILE
 from openmsmq.store import queues, reads
 from openmsmq.store.db import Store
@@ -348,7 +348,7 @@ class QueueManager(SequencesMixin):
         """Create a private queue ``private$\\name`` (and its journal queue).
 
         ``retry_policy``: what happens to a message whose receives keep being aborted
-        (:mod:`openmsmq.qm.retry_policy`; transactional queues only); None: nothing.
+        (:mod:`openmsmq.retry_policy`; transactional queues only); None: nothing.
 
         ``allowed_senders``: the QM GUIDs that may send into it over MS-MQQB (empty: every
         sender); a message from another QM is rejected with NACK_ACCESS_DENIED.

@@ -70,7 +70,7 @@ class ParsedName:
     qm_guid: uuid.UUID | None = None
     private_number: int | None = None
     is_format_name: bool = False
-    #: The subqueue named after ``;`` (canonical, openmsmq.qm.subqueues), else ''; the
+    #: The subqueue named after ``;`` (canonical, openmsmq.wire.subqueues), else ''; the
     #: key is then ``private$\\name;subqueue``.
     subqueue: str = ""
 

@@ -3,10 +3,10 @@
 - :meth:`Poison.move` is Move Message (MS-MQRR 3.1.4.10): a message moves between a queue
   and one of its subqueues (either way) or between two subqueues of one queue, by
   LookupIdentifier, inside a transaction (at its commit) or alone; a subqueue is created
-  by the first move into it (:mod:`openmsmq.qm.subqueues`).
+  by the first move into it (:mod:`openmsmq.wire.subqueues`).
 - :meth:`Poison.abort` is what a transaction abort does with its received messages:
   AbortCount + 1 each, durably, then the queue's retry policy
-  (:mod:`openmsmq.qm.retry_policy`) applied to the new counts: to ``;retry``, to
+  (:mod:`openmsmq.retry_policy`) applied to the new counts: to ``;retry``, to
   ``;poison``, to the dead-letter queue (reject) or away (drop).
 - :meth:`Poison.return_due` brings messages whose retry-cycle delay passed back from
   ``;retry`` (the due times are stored: a restart keeps them).
@@ -30,14 +30,14 @@ from openmsmq.qm.dead_letters import DeadLetters
 from openmsmq.qm.handles import QueueState
 from openmsmq.qm.locks import LockTable
 from openmsmq.qm.registry import QueueRef, QueueRegistry
-from openmsmq.qm.retry_policy import MAX_RETRY_CYCLE_DELAY, Disposition, RetryPolicy
-from openmsmq.qm.subqueues import POISON, RETRY, check_subqueue_name, split_key
 from openmsmq.qm.transaction import Receive, Transaction
+from openmsmq.retry_policy import MAX_RETRY_CYCLE_DELAY, Disposition, RetryPolicy
 from openmsmq.store import moves as store_moves
 from openmsmq.store.db import Store
 from openmsmq.store.moves import AbortedCount, Move
 from openmsmq.store.ops import Send
 from openmsmq.store.records import Message, QueueType
+from openmsmq.wire.subqueues import POISON, RETRY, check_subqueue_name, split_key
 
 __all__ = ["NACK_RECEIVE_REJECTED", "PendingMove", "Poison"]
 

@@ -25,7 +25,7 @@ from enum import IntFlag
 from pathlib import Path
 
 from openmsmq.errors import ConfigError, quoted
-from openmsmq.qm.subqueues import split_key
+from openmsmq.wire.subqueues import split_key
 
 __all__ = ["ALLOW_ALL", "Permission", "Principal", "TokenTable", "load_tokens", "parse_tokens"]
 

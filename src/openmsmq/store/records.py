@@ -149,7 +149,7 @@ class Message:
     first_in_transaction: bool = False
     last_in_transaction: bool = False
     #: AbortCount: transactional receives of the message aborted since it last moved (the
-    #: SubqueueHeader's AbortCounter, MS-MQRR 2.2.5; openmsmq.qm.retry_policy).
+    #: SubqueueHeader's AbortCounter, MS-MQRR 2.2.5; openmsmq.retry_policy).
     abort_count: int = 0
     #: MoveCount: how often the message moved between its queue and subqueues.
     move_count: int = 0

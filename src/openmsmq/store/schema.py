@@ -156,7 +156,7 @@ _Step = str | Callable[[sqlite3.Connection], None]
 _V6: list[_Step] = [_compact_props]
 
 _V7: list[_Step] = [
-    # A queue's retry policy (openmsmq.qm.retry_policy): '' = none.
+    # A queue's retry policy (openmsmq.retry_policy): '' = none.
     "ALTER TABLE queues ADD COLUMN retry_policy TEXT NOT NULL DEFAULT ''",
     # When a message parked in a ;retry subqueue returns to its queue (openmsmq.store.moves):
     # stored, so that a retry cycle survives a restart. Keyed by the message's
