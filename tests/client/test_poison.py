@@ -179,12 +179,12 @@ def test_move_and_counts_through_the_client(conn: Connection, qm: QueueManager) 
         assert (got.body, got.abort_count, got.move_count) == (b"m0", 1, 0)
         new = q.move(got.lookup_id, "poison")
         assert new > m.lookup_id
-        with conn.transaction() as tx:  # back, inside a transaction
-            with conn.open_queue(Q + ";poison", Access.RECEIVE) as p:
-                moved = p.peek(timeout=0)
-                assert (moved.lookup_id, moved.abort_count, moved.move_count) == (new, 0, 1)
-                assert moved.to_dict()["move_count"] == 1
-                assert p.move(new, Q, tx=tx) == 0
+        # Back, inside a transaction.
+        with conn.transaction() as tx, conn.open_queue(Q + ";poison", Access.RECEIVE) as p:
+            moved = p.peek(timeout=0)
+            assert (moved.lookup_id, moved.abort_count, moved.move_count) == (new, 0, 1)
+            assert moved.to_dict()["move_count"] == 1
+            assert p.move(new, Q, tx=tx) == 0
         assert [b.body for b in q.peek_many(10)][-1] == b"m0"
         with pytest.raises(MQError) as err:
             q.move(new, "nope;x")
