@@ -31,6 +31,7 @@ COMMAND_MODULES: list[str] = [
     "openmsmq.cli.completion_cmds",
     "openmsmq.cli.backup_cmds",
     "openmsmq.cli.export_cmds",
+    "openmsmq.cli.poison_cmds",
 ]
 
 

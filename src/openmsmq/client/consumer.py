@@ -44,6 +44,7 @@ class ConsumedQueue(Protocol):
 
     def reject(self, message: Message, tx: Any) -> None: ...
 
+
 __all__ = ["ConsumeStats", "ConsumedQueue", "consume"]
 
 log = logging.getLogger("openmsmq.client.consumer")

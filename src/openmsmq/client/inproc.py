@@ -47,6 +47,7 @@ from openmsmq.qm import (
     Transaction,
 )
 from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.qm.sending import refuse_subqueue
 from openmsmq.remote.reads import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.runtime import STORE_FILE, holds_queue_manager, take_serve_lock
@@ -394,6 +395,7 @@ class InProcessTransport(Transport):
                 HResult.MQ_ERROR_UNSUPPORTED_ACCESS_MODE, "deny-receive needs receive or peek access"
             )
         if access.can_send:
+            refuse_subqueue(name)  # nothing is sent to a subqueue: refused at open, as MSMQ does
             qh = self.qm.open_queue(name)
         else:
             # Reading never creates an outgoing queue (MS-MQDMPR 3.1.7.1.5 step 4).

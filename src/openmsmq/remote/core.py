@@ -34,6 +34,7 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
+from openmsmq.qm.sending import refuse_subqueue
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.codes import (
     NACK_RECEIVE_REJECTED,
@@ -228,6 +229,7 @@ class RemoteReadCore:
             needed |= Permission.PEEK
         if mode & AccessMode.SEND:
             needed |= Permission.SEND
+            refuse_subqueue(check_name(name))  # nothing is sent to a subqueue (refused at open)
         # Permissions first, on the canonical name, before anything is written: opening a
         # remote format name for send creates its outgoing queue, and the rules match
         # canonical names (``.\\PRIVATE$\\X`` is ``private$\\x``).
