@@ -17,6 +17,7 @@ from openmsmq.client.grpc_transport import GrpcTransport
 from openmsmq.client.inproc import InProcessTransport
 from openmsmq.client.message import Message
 from openmsmq.errors import HResult, MQError, PoisonMessageError
+from openmsmq.qm import Message as Message_
 from openmsmq.qm import QueueManager
 from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.poison import NACK_RECEIVE_REJECTED
@@ -193,3 +194,39 @@ def test_move_and_counts_through_the_client(conn: Connection, qm: QueueManager) 
     with pytest.raises(MQError) as err:
         conn.open_queue(Q + ";poison", Access.SEND)
     assert err.value.hresult == HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
+
+
+def test_status_and_metrics_count_poison_and_retry(tmp_path: Path, clock: Clock) -> None:
+    from prometheus_client import generate_latest
+
+    from openmsmq.observability.metrics import Metrics, QueueManagerCollector
+    from openmsmq.remote.status import collect_status
+
+    metrics = Metrics()
+    with QueueManager(tmp_path / "m", clock=clock, metrics=metrics) as qm:
+        policy = RetryPolicy(receive_retry_count=0, max_retry_cycles=1, retry_cycle_delay=DELAY)
+        qm.create_queue(Q, transactional=True, retry_policy=policy)
+        with qm.begin() as tx:
+            qm.send_many(Q, [Message_(body=b) for b in (b"a", b"b", b"c")], tx)
+        for _ in range(2):  # a: to ;retry; b: to ;retry, back, then to ;poison
+            tx = qm.begin()
+            qm.receive(Q, tx=tx)
+            tx.abort()
+        clock.now += DELAY
+        qm.return_due()
+        while qm.peek(Q).body != b"b":
+            with qm.begin() as tx:
+                qm.receive(Q, tx=tx)
+        tx = qm.begin()
+        qm.receive(Q, tx=tx)
+        tx.abort()
+        status = {q.name: (q.kind, q.message_count) for q in collect_status(qm, clock.now).queues}
+        assert status[Q + ";poison"] == ("subqueue", 1)
+        assert status[Q + ";retry"] == ("subqueue", 0)
+        collector = QueueManagerCollector.for_queue_manager(qm)
+        metrics.registry.register(collector)
+        text = generate_latest(metrics.registry).decode()
+        collector.close()
+    assert 'openmsmq_queue_messages{kind="subqueue",queue="private$\\\\orders;poison"} 1.0' in text
+    assert 'openmsmq_poison_messages_total{disposition="retry",queue="private$\\\\orders"} 2.0' in text
+    assert 'openmsmq_poison_messages_total{disposition="poison",queue="private$\\\\orders"} 1.0' in text

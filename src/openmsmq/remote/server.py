@@ -61,7 +61,7 @@ _END_METHODS: dict[int, bool | None] = {
     pb.END_TRANSACTIONAL_RECEIVE: True,
 }
 _KIND = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
-         QueueType.OUTGOING: "outgoing"}  # fmt: skip
+         QueueType.OUTGOING: "outgoing", QueueType.SUBQUEUE: "subqueue"}  # fmt: skip
 
 _STATUS: dict[int, grpc.StatusCode] = {
     HResult.MQ_ERROR_INVALID_PARAMETER: grpc.StatusCode.INVALID_ARGUMENT,
