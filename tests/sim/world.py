@@ -177,7 +177,7 @@ class World:
                 f"private$\\{q}",
                 f"DIRECT=TCP:{ADDRESSES[dst]}\\PRIVATE$\\{q}",
                 retries=f == RETRY_FLOW,
-            )  # fmt: skip
+            )
             for f, src, dst, q in FLOWS
         ]
         self.oracle = Oracle(self.flows, faults.check_release)
