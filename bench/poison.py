@@ -126,29 +126,30 @@ def main() -> None:
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     results: dict[str, list[float]] = {}
     for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory(prefix="openmsmq-bench-poison-") as d:
-            with QueueManager(Path(d) / "qm") as qm:
-                qm.create_queue(Q, transactional=True)
-                for key, fn in (
-                    ("receive, 1 per transaction", lambda: receive_single(qm, args.single)),
-                    ("move, 1 per call", lambda: move_single(qm, args.single)),
-                    (
-                        f"receive, {args.batch} per transaction",
-                        lambda: receive_batched(qm, args.messages, args.batch),
-                    ),
-                    (
-                        f"move, {args.batch} per transaction",
-                        lambda: move_batched(qm, args.messages, args.batch),
-                    ),
-                    ("aborted receive (counted), 1 per transaction", lambda: abort_single(qm, args.single)),
-                ):
-                    results.setdefault(key, []).append(fn())
+        with (
+            tempfile.TemporaryDirectory(prefix="openmsmq-bench-poison-") as d,
+            QueueManager(Path(d) / "qm") as qm,
+        ):
+            qm.create_queue(Q, transactional=True)
+            for key, fn in (
+                ("receive, 1 per transaction", lambda: receive_single(qm, args.single)),
+                ("move, 1 per call", lambda: move_single(qm, args.single)),
+                (
+                    f"receive, {args.batch} per transaction",
+                    lambda: receive_batched(qm, args.messages, args.batch),
+                ),
+                (
+                    f"move, {args.batch} per transaction",
+                    lambda: move_batched(qm, args.messages, args.batch),
+                ),
+                ("aborted receive (counted), 1 per transaction", lambda: abort_single(qm, args.single)),
+            ):
+                results.setdefault(key, []).append(fn())
     for key, xs in results.items():
         print(f"{key:<48} {_fmt(xs)}")
     med = {k: statistics.median(v) for k, v in results.items()}
-    print(
-        f"ratio move/receive, 1 per transaction:   {med['move, 1 per call'] / med['receive, 1 per transaction']:.2f}"
-    )
+    single = med["move, 1 per call"] / med["receive, 1 per transaction"]
+    print(f"ratio move/receive, 1 per transaction:   {single:.2f}")
     batched = f"{args.batch} per transaction"
     print(f"ratio move/receive, {batched}: {med['move, ' + batched] / med['receive, ' + batched]:.2f}")
 
