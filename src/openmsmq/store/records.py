@@ -179,12 +179,14 @@ class Stamp(NamedTuple):
 
 
 #: ``tx_flags`` holds, above the First/LastInTransaction bits (0 and 1), the message's
-#: AbortCount (bits 2-25) and MoveCount (bits 26-49), each saturating at
-#: :data:`COUNT_MAX`: an abort or a move then writes one column, and the send and receive
-#: statements are unchanged (openmsmq.store.moves).
+#: AbortCount (bits 2-16) and MoveCount (bits 17-31), each saturating at
+#: :data:`COUNT_MAX` (above any count a retry policy acts on: at most 10,001 aborts per
+#: cycle, 20,001 moves): an abort or a move then writes one column, and the send and
+#: receive statements are unchanged (openmsmq.store.moves). A head read carries them
+#: above the 32 bits of PreviousTxSequenceNumber (:data:`KEYED_SELECT`): no extra value.
 ABORT_SHIFT = 2
-MOVE_SHIFT = 26
-COUNT_MAX = (1 << 24) - 1
+MOVE_SHIFT = 17
+COUNT_MAX = (1 << 15) - 1
 
 
 def counts_of(tx_flags: int) -> tuple[int, int]:
@@ -624,7 +626,6 @@ KEYED_COLUMNS: tuple[str, ...] = (
     "order_key",
     "class_flags",
     *(c for c in ROW_COLUMNS if c not in _NOT_KEYED),
-    "counts",
 )
 #: SQL of ``class_flags``: ``message_class << 3 | transactional << 2 | tx_flags``.
 #: ``transactional`` is stored as 0 or 1 and ``tx_flags`` as 0-3 (bit 0 First-, bit 1
@@ -633,11 +634,16 @@ KEYED_COLUMNS: tuple[str, ...] = (
 #: 3.1.1.12; SQLite shifts a 64-bit integer). ``<<`` and ``|`` bind equally tightly in
 #: SQLite (left to right), hence the parentheses.
 _CLASS_FLAGS_SQL = "(m.message_class << 3) | (m.transactional << 2) | (m.tx_flags & 3)"
-#: SQL of ``counts``: AbortCount and MoveCount as stored in ``tx_flags`` (:data:`ABORT_SHIFT`).
-_COUNTS_SQL = "m.tx_flags >> 2"
+#: SQL of ``tx_previous_sequence_number`` in a head read: PreviousTxSequenceNumber (a
+#: u32) in the low 32 bits, AbortCount and MoveCount as stored in ``tx_flags`` above them
+#: (30 bits: the value stays below 2**62).
+_PREV_COUNTS_SQL = "m.tx_previous_sequence_number | ((m.tx_flags >> 2) << 32)"
+#: PreviousTxSequenceNumber's part of that value.
+_U32 = 0xFFFFFFFF
 #: The ``SELECT`` list of :data:`KEYED_COLUMNS` over ``messages m``.
 KEYED_SELECT = ", ".join(
-    {"class_flags": _CLASS_FLAGS_SQL, "counts": _COUNTS_SQL}.get(c, f"m.{c}") for c in KEYED_COLUMNS
+    {"class_flags": _CLASS_FLAGS_SQL, "tx_previous_sequence_number": _PREV_COUNTS_SQL}.get(c, f"m.{c}")
+    for c in KEYED_COLUMNS
 )
 #: order_key -> LookupIdentifier (the low 56 bits; priority is the top byte).
 LOOKUP_MASK = (1 << 56) - 1
@@ -657,8 +663,8 @@ def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
         class_flags >> 2 & 1,
         r[2],
         r[3],
-        r[4],
-        class_flags & 3 | r[8] << ABORT_SHIFT,
+        r[4] & _U32,
+        class_flags & 3 | (r[4] >> 32) << ABORT_SHIFT,
         r[5],
         0,
         0,
@@ -693,7 +699,8 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
     zero_correlation = ZERO_CORRELATION
     mask = LOOKUP_MASK
     count_max = COUNT_MAX
-    move_at = MOVE_SHIFT - ABORT_SHIFT
+    move_at = MOVE_SHIFT - ABORT_SHIFT + 32
+    u32 = _U32
     for (
         order_key,
         class_flags,
@@ -703,7 +710,6 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
         arrived,
         props,
         body,
-        counts,
     ) in rows:
         (
             body_type,
@@ -760,11 +766,11 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
         m.transactional = class_flags & 4 != 0
         m.tx_sequence_id = seq_id + (1 << 64) if seq_id < 0 else seq_id
         m.tx_sequence_number = seq_no
-        m.tx_previous_sequence_number = prev_no
+        m.tx_previous_sequence_number = prev_no & u32
         m.first_in_transaction = class_flags & 1 != 0
         m.last_in_transaction = class_flags & 2 != 0
-        m.abort_count = counts & count_max
-        m.move_count = counts >> move_at & count_max
+        m.abort_count = prev_no >> 32 & count_max
+        m.move_count = prev_no >> move_at & count_max
         m.__class__ = message
         append((order_key, m))
     return out
