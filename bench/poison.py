@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 BODY = bytes(256)
 Q = "private$\\bench"
@@ -37,7 +37,7 @@ def _fill(qm: QueueManager, n: int) -> list[int]:
     ids: list[int] = []
     for start in range(0, n, 1000):
         tx = qm.begin()
-        qm.send_many(Q, [Message(body=BODY)] * min(1000, n - start), tx)
+        qm.send_many(Q, [MessageRecord(body=BODY)] * min(1000, n - start), tx)
         ids += tx.commit()
     return ids
 

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -57,7 +57,7 @@ def batched(qm: QueueManager, n: int, per_tx: int) -> tuple[float, float, float,
     rates on a shared machine whose disk latency drifts."""
     q = "private$\\batched"
     qm.create_queue(q, transactional=True)
-    msgs = [Message(body=BODY)] * per_tx
+    msgs = [MessageRecord(body=BODY)] * per_tx
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range(n // per_tx):
         with qm.begin() as tx:
@@ -82,7 +82,7 @@ def concurrent_single(
     ``workers`` threads. CPU is the whole process's (all threads)."""
     q = "private$\\single"
     qm.create_queue(q, transactional=True)
-    msg = Message(body=BODY)
+    msg = MessageRecord(body=BODY)
     per_worker = n // workers
 
     def sender() -> None:

@@ -1,10 +1,13 @@
 """The layer rules of the package, checked on the source (docs/architecture.md).
 
 * Each package of ``openmsmq`` imports only the packages :data:`MAY_IMPORT` lists for it:
-  layers depend downward (wire < protocol < store < qm < transfer < remote / net < client,
-  spark, console, cli). A new package needs a row here; a new dependency needs a reason.
+  layers depend downward (wire < protocol, store < qm < transfer < remote, net < server <
+  client < spark, console < cli; ``protocol`` is below ``transfer`` only, ``qm`` never sees
+  it). A new package needs a row here; a new dependency needs a reason.
 * No module imports an underscore name from another module, imports a private module, or
   reads an underscore attribute of a module it imported (``ops._apply_removes``).
+* No object reads an underscore attribute that another module defines (``qm._clock()``
+  from the transfer): the classes of one module may share private names, nobody else.
 * No two modules import each other, directly or through others, at module level (under
   ``TYPE_CHECKING`` too): a value type both need lives in a module of its own.
 
@@ -46,37 +49,19 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "protocol": frozenset({"errors", "wire"}),
     "observability": BASE | {"wire"},
     "store": BASE | {"wire", "observability"},
-    "qm": BASE | {"wire", "observability", "store", "protocol"},
+    "qm": BASE | {"wire", "observability", "store"},
     "transfer": BASE | {"wire", "observability", "store", "protocol", "qm"},
-    "remote": BASE | {"wire", "observability", "store", "qm"},
-    "client": BASE | {"wire", "qm", "remote"},
-    "spark": BASE | {"client", "remote"},
-    "console": BASE | {"wire", "observability", "store", "qm", "remote", "client", "cli"},
-    "net": BASE | {"wire", "observability", "protocol", "store", "qm", "transfer", "remote", "console"},
-    "node": BASE
+    "remote": BASE | {"wire", "observability", "store", "qm", "transfer"},
+    # net/ holds the asyncio socket drivers only: it drives a transfer, it builds nothing.
+    "net": BASE | {"observability", "protocol", "transfer"},
+    # The composition root: everything a serving process assembles.
+    "server": BASE
     | {"wire", "observability", "protocol", "store", "qm", "transfer", "remote", "net", "console"},
-    "cli": BASE | {"wire", "observability", "qm", "remote", "client", "net", "node"},
+    "client": BASE | {"wire", "qm", "remote", "server"},
+    "spark": BASE | {"client", "remote"},
+    "console": BASE | {"wire", "observability", "store", "qm", "transfer", "remote", "client"},
+    "cli": BASE | {"wire", "observability", "store", "qm", "remote", "client", "server"},
     "__main__": frozenset({"cli"}),
-}
-
-#: Rules that hold once the transfer leaves ``qm/`` and the composition root leaves
-#: ``net/server.py`` (package -> packages it must not import). Each is checked by
-#: :func:`test_pending_rule`, marked as an expected failure until it holds: when it
-#: starts to pass, the strict mark fails the run and the rule moves into MAY_IMPORT.
-PENDING_FORBIDDEN: dict[str, frozenset[str]] = {
-    "qm": frozenset({"protocol"}),
-    "net": frozenset({"qm", "store", "remote", "console", "config"}),
-    "client": frozenset({"qm"}),
-}
-
-#: Private names the modules that move with the transfer still import under their former
-#: names (module -> names). Nothing else may be added here.
-TRANSFER_LEFTOVERS: dict[str, frozenset[str]] = {
-    "openmsmq.qm.sequences": frozenset({"_QueueState", "openmsmq.wire._fast"}),
-    "openmsmq.qm.transfer_codec": frozenset(
-        {"_BODY_COPY_MAX", "_bytes_of", "_guid_bytes", "openmsmq.wire._fast"}
-    ),
-    "openmsmq.qm.transfer_outgoing": frozenset({"_sequence_id", "openmsmq.wire._fast"}),
 }
 
 
@@ -154,24 +139,21 @@ def module_file(module: str, root: Path) -> Path | None:
     return None
 
 
-def private_violations(
-    root: Path = SRC, allowed: dict[str, frozenset[str]] = TRANSFER_LEFTOVERS
-) -> list[str]:
+def private_violations(root: Path = SRC) -> list[str]:
     found = []
     for path in source_files(root):
         module = module_name(path, root)
-        ok = allowed.get(module, frozenset())
         tree = ast.parse(path.read_text(), filename=str(path))
         modules_bound: set[str] = set()  # local names bound to an openmsmq module
         for imp in imports(path, root):
             if not imp.target.startswith(root.name):
                 continue
-            if any(is_private(p) for p in imp.target.split(".")) and imp.target not in ok:
+            if any(is_private(p) for p in imp.target.split(".")):
                 found.append(f"{module}:{imp.line}: imports the private module {imp.target}")
             if imp.target == module:
                 continue
             for name in imp.names:
-                if is_private(name) and name not in ok:
+                if is_private(name):
                     found.append(f"{module}:{imp.line}: imports {name} from {imp.target}")
                 elif module_file(f"{imp.target}.{name}", root) is not None:
                     modules_bound.add(name)
@@ -268,30 +250,39 @@ def test_no_private_name_crosses_a_module_boundary() -> None:
     assert private_violations() == []
 
 
-#: Packages whose objects touch no underscore attribute of another object (``x._name``
-#: where ``x`` is not ``self`` / ``cls``), with the calls the transfer modules still make
-#: until they move (module -> attribute names).
-NO_PRIVATE_ACCESS = ("qm", "store")
-PRIVATE_ACCESS_LEFTOVERS: dict[str, frozenset[str]] = {
-    "openmsmq.qm.ack_admin": frozenset({"_by_id"}),
-    "openmsmq.qm.acknowledgment": frozenset({"_prepare", "_state"}),
-    "openmsmq.qm.arrival": frozenset({"_now"}),
-}
+def private_names_defined(tree: ast.Module) -> set[str]:
+    """The underscore names a module defines itself: functions, methods, class attributes,
+    ``__slots__`` entries and attributes it assigns (``x._name = ...``)."""
+    defined: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            defined.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defined.add(node.target.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            defined.add(node.value)  # ``__slots__`` entries
+    return {n for n in defined if is_private(n)}
 
 
-def private_access(root: Path = SRC, packages: tuple[str, ...] = NO_PRIVATE_ACCESS) -> list[str]:
+def private_access(root: Path = SRC) -> list[str]:
+    """Reads of ``x._name`` where ``x`` is not ``self`` / ``cls`` and ``_name`` is not
+    defined in the same module: an object reaching into the private state of a class that
+    another module owns (the classes of one module may share their private names)."""
     found = []
     for path in source_files(root):
         module = module_name(path, root)
-        if layer(module) not in packages:
-            continue
-        ok = PRIVATE_ACCESS_LEFTOVERS.get(module, frozenset())
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        own = private_names_defined(tree)
+        for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Attribute)
                 and is_private(node.attr)
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
-                and node.attr not in ok
+                and node.attr not in own
             ):
                 found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
     return found
@@ -302,20 +293,13 @@ def test_no_private_attribute_of_another_object() -> None:
 
 
 def test_a_planted_private_call_fails(tree: Path) -> None:
-    write(tree, "qm/planted.py", "def f(qm):\n    return qm._by_id\n")
-    assert private_access(tree) == ["openmsmq.qm.planted:2: qm._by_id"]
+    write(tree, "transfer/planted.py", "def f(qm):\n    return qm._clock()\n")
+    write(tree, "net/planted.py", "class A:\n    _x = 1\n\n\ndef f(a: A) -> int:\n    return a._x\n")
+    assert private_access(tree) == ["openmsmq.transfer.planted:2: qm._clock"]
 
 
 def test_no_import_cycles() -> None:
     assert import_cycles() == []
-
-
-@pytest.mark.parametrize("package", sorted(PENDING_FORBIDDEN))
-@pytest.mark.xfail(strict=True, reason="holds once the transfer package and openmsmq/node.py land")
-def test_pending_rule(package: str) -> None:
-    table = dict(MAY_IMPORT)
-    table[package] = MAY_IMPORT[package] - PENDING_FORBIDDEN[package]
-    assert [v for v in layer_violations(table=table) if v.split(".")[1].startswith(package)] == []
 
 
 def write(root: Path, rel: str, text: str) -> None:
@@ -362,9 +346,9 @@ def test_a_planted_upward_import_fails(tree: Path) -> None:
 def test_a_planted_private_import_fails(tree: Path) -> None:
     write(tree, "qm/planted.py", "from openmsmq.store.ops import _CHUNK\n")
     write(tree, "remote/planted.py", "from openmsmq.store import ops\n\nops._secret()\n")
-    write(tree, "spark/planted.py", "import openmsmq.wire._fast as f\n")
+    write(tree, "spark/planted.py", "import openmsmq.wire._private as f\n")
     assert private_violations(tree) == [
         "openmsmq.qm.planted:1: imports _CHUNK from openmsmq.store.ops",
         "openmsmq.remote.planted:3: reads ops._secret",
-        "openmsmq.spark.planted:1: imports the private module openmsmq.wire._fast",
+        "openmsmq.spark.planted:1: imports the private module openmsmq.wire._private",
     ]

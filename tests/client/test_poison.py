@@ -17,12 +17,12 @@ from openmsmq.client.grpc_transport import GrpcTransport
 from openmsmq.client.inproc import InProcessTransport
 from openmsmq.client.message import Message
 from openmsmq.errors import HResult, MQError, PoisonMessageError
-from openmsmq.qm import Message as Message_
+from openmsmq.qm import MessageRecord as Message_
 from openmsmq.qm import QueueManager
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.poison import NACK_RECEIVE_REJECTED
 from openmsmq.remote.server import RemoteServer
 from openmsmq.retry_policy import RetryPolicy
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.ids import ObjectId
 from tests.clock import Clock
 

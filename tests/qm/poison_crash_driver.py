@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from openmsmq.errors import MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.retry_policy import RetryPolicy
 
 Q = "private$\\p"
@@ -40,7 +40,7 @@ def main() -> None:
             policy = RetryPolicy(receive_retry_count=1, max_retry_cycles=2, retry_cycle_delay=0.01)
             qm.create_queue(Q, transactional=True, retry_policy=policy)
             with qm.begin() as tx:
-                qm.send_many(Q, [Message(body=f"t{i:04d}".encode()) for i in range(N)], tx)
+                qm.send_many(Q, [MessageRecord(body=f"t{i:04d}".encode()) for i in range(N)], tx)
             write({"op": "sent", "tokens": [f"t{i:04d}" for i in range(N)]})
 
         def where() -> dict[str, tuple[str, int, int, int]]:

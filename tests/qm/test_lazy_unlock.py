@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 TX = "private$\\tx"
 
@@ -48,7 +48,7 @@ def test_uncontended_commit_drops_the_locks_at_once(tmp_path: Path, threaded: bo
     with QueueManager(tmp_path / "qm", threaded=threaded) as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(3)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(3)], tx)
         with qm.begin() as tx:
             qm.receive_many(TX, 2, tx=tx)
         qs = qm.queues.resolve(TX)
@@ -59,7 +59,7 @@ def test_stale_locks_are_dropped_by_the_next_read(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(5)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(5)], tx)
         ids = _commit_while_condition_held(qm, 2)
         qs = qm.queues.resolve(TX)
         # A removed message is not found by LookupIdentifier (not reported as locked).
@@ -74,7 +74,7 @@ def test_purge_after_a_stale_lock_marks_nothing(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(4)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(4)], tx)
         _commit_while_condition_held(qm, 1)
         assert qm.purge_queue(TX) == 3
         qs = qm.queues.resolve(TX)
@@ -86,7 +86,7 @@ def test_remove_through_after_a_stale_lock_takes_the_fast_path(tmp_path: Path) -
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(6)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(6)], tx)
         last = qm.peek_many(TX, 10)[-1].lookup_id
         ids = _commit_while_condition_held(qm, 2)
         qs = qm.queues.resolve(TX)
@@ -112,7 +112,7 @@ def test_many_receivers_leave_no_lock_behind(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(total)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(total)], tx)
         received: list[bytes] = []
         lock = threading.Lock()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import Message, QueueManager, QueueType
+from openmsmq.qm import MessageRecord, QueueManager, QueueType
 from tests.clock import Clock
 
 Q = "private$\\orders"
@@ -25,7 +25,7 @@ def qm(request: pytest.FixtureRequest, tmp_path: Path):
 
 def _send(qm: QueueManager, *bodies: bytes, queue: str = Q) -> list[int]:
     with qm.begin() as tx:
-        qm.send_many(queue, [Message(body=b, label=b.decode()) for b in bodies], tx)
+        qm.send_many(queue, [MessageRecord(body=b, label=b.decode()) for b in bodies], tx)
     return [m.lookup_id for m in qm.peek_range(queue)][-len(bodies) :]
 
 
@@ -130,7 +130,7 @@ def test_send_to_subqueue_is_refused(qm: QueueManager) -> None:
     qm.move_message(Q, lid, "poison")
     for name in (Q + ";poison", Q + ";never", "DIRECT=TCP:10.9.9.9\\private$\\orders;poison"):
         with pytest.raises(MQError) as err, qm.begin() as tx:
-            qm.send(name, Message(body=b"y"), tx)
+            qm.send(name, MessageRecord(body=b"y"), tx)
         assert _code(err) == HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
         assert "subqueue" in str(err.value)
     assert _bodies(qm, Q + ";poison") == [b"x"]

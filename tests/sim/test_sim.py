@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.protocol import incoming
-from openmsmq.qm import transfer_trust
+from openmsmq.transfer import trust as transfer_trust
 
 from . import planted
 from .byzantine import ACTS
@@ -141,7 +141,7 @@ def test_faults_of_every_kind_are_injected_over_the_ci_seeds_prefix() -> None:
     assert kinds >= every
 
 
-#: The trust rules (openmsmq.qm.transfer_trust) switched off, and the check that the
+#: The trust rules (openmsmq.transfer.trust) switched off, and the check that the
 #: byzantine peer's lies then break: the checker sees what the rules prevent.
 TRUST_OFF = {
     "source-qm": ("forged",),

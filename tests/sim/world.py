@@ -3,7 +3,7 @@
 Topology (fixed): A (127.0.0.2) sends to B (127.0.0.3) directly and to C (127.0.0.4) through
 B (a static route: B is an intermediate hop); C sends to A directly. Each QM is the real
 :class:`~openmsmq.qm.manager.QueueManager` (``threaded=False``: every store operation
-commits in the caller's thread) composed with the real :class:`~openmsmq.qm.transfer.Transfer`
+commits in the caller's thread) composed with the real :class:`~openmsmq.transfer.engine.Transfer`
 (protocol sessions, outgoing and incoming sequences). Only the clock, the network, the
 store latency and the applications are simulated.
 
@@ -29,10 +29,10 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transaction import PendingReceive, Transaction
-from openmsmq.qm.transfer import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.retry_policy import RetryPolicy
-from openmsmq.store.records import Message, QueueType
+from openmsmq.store.records import MessageRecord, QueueType
+from openmsmq.transfer.engine import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
+from openmsmq.transfer.trust import TrustConfig
 
 from .byzantine import FORGED, Byzantine
 from .byzantine import NAME as BYZANTINE
@@ -545,7 +545,7 @@ class World:
                     if same and cur.tx_sequence_number != prev.tx_sequence_number + 1:
                         raise SimFailure("sequence-state", f"{node.name}: {flow.name} numbering broken")
 
-    def _outgoing(self, node: SimNode, flow: Flow) -> list[Message]:
+    def _outgoing(self, node: SimNode, flow: Flow) -> list[MessageRecord]:
         assert node.qm is not None
         for rec in node.qm.list_queues(include_system=True):
             if rec.queue_type == QueueType.OUTGOING and rec.display_name.lower() == flow.format_name.lower():
@@ -603,7 +603,7 @@ class World:
         tx = node.qm.begin()
         txno = self.stats.committed_tx + self.stats.aborted_tx + self.open_sends
         bodies = [flow.new_body(txno) for _ in range(self.rng.randint(1, 4))]
-        node.qm.send_many(flow.format_name, [Message(body=b, label=flow.name) for b in bodies], tx)
+        node.qm.send_many(flow.format_name, [MessageRecord(body=b, label=flow.name) for b in bodies], tx)
         r = self.rng.random()
         outcome = "commit" if r < 0.85 else "abort" if r < 0.95 else "abandon"
         self.open_sends += 1

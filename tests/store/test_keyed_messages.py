@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.store import records
 from openmsmq.store.records import (
     KEYED_COLUMNS,
@@ -27,10 +27,10 @@ from tests.store.support import every_attribute_message
 _QM = uuid.uuid4()
 
 
-def _variants() -> list[Message]:
-    base = Message(body=bytes(256), id_lineage=_QM, destination_qm=_QM, source_machine=_QM, lookup_id=7)
+def _variants() -> list[MessageRecord]:
+    base = MessageRecord(body=bytes(256), id_lineage=_QM, destination_qm=_QM, source_machine=_QM, lookup_id=7)
     zurich = dataclasses.replace(base, destination_queue="private$\\zürich")
-    out = [Message(), every_attribute_message(), base, zurich]
+    out = [MessageRecord(), every_attribute_message(), base, zurich]
     # Each rare variable-length field alone (the decoder's branch on "any rare field").
     for name, value in [
         ("label", "l"),
@@ -78,7 +78,7 @@ def _keyed_rows(full: list[list[Any]], keys: list[int]) -> list[tuple[Any, ...]]
     return rows
 
 
-def _check(messages: list[Message]) -> None:
+def _check(messages: list[MessageRecord]) -> None:
     """keyed_messages over rows of KEYED_COLUMNS (as SQL returns them) equals
     message_from_row over the same messages' full rows."""
     full = [message_to_row(m) for m in messages]
@@ -87,9 +87,9 @@ def _check(messages: list[Message]) -> None:
     want = [(k, message_from_row(row)) for k, row in zip(keys, full, strict=True)]
     assert got == want
     for (_, m), (_, w) in zip(got, want, strict=True):
-        assert type(m) is Message
+        assert type(m) is MessageRecord
         # Every field was stored (an unset slot would raise here) and has the same type.
-        for f in dataclasses.fields(Message):
+        for f in dataclasses.fields(MessageRecord):
             assert type(getattr(m, f.name)) is type(getattr(w, f.name)), f.name
         with pytest.raises(dataclasses.FrozenInstanceError):
             m.label = "x"  # type: ignore[misc]
@@ -109,7 +109,8 @@ def test_keyed_messages_fallback_without_builder(monkeypatch: pytest.MonkeyPatch
 def test_keyed_messages_many_distinct_guids() -> None:
     # More distinct GUID triples than the memo keeps (it is cleared, never wrong).
     msgs = [
-        Message(id_lineage=uuid.uuid4(), destination_qm=_QM, source_machine=uuid.uuid4()) for _ in range(5000)
+        MessageRecord(id_lineage=uuid.uuid4(), destination_qm=_QM, source_machine=uuid.uuid4())
+        for _ in range(5000)
     ]
     _check(msgs)
 
@@ -130,7 +131,7 @@ def test_slot_builder_refuses_what_it_cannot_build() -> None:
         slot_builder(NoSlots)
     with pytest.raises(TypeError):
         slot_builder(PostInit)
-    assert slot_builder(Message) is not None
+    assert slot_builder(MessageRecord) is not None
 
 
 def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
@@ -143,7 +144,7 @@ def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
             qm.send_many("private$\\q", msgs, tx)
         shown = qm.peek_range("private$\\q", 0, 1000)
         assert len(shown) == len(msgs)
-        got: list[Message] = []
+        got: list[MessageRecord] = []
         with qm.begin() as other:  # a lock past the head, skipped by the read below
             qm.receive_by_lookup_id("private$\\q", shown[5].lookup_id, tx=other)
             with qm.begin() as tx:

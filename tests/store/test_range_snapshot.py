@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.store import ranges
 
 QUEUE = ".\\private$\\mixed"
@@ -61,12 +61,14 @@ class _Rows:
 
 def _setup(qm: QueueManager) -> tuple[int, Callable[[], None]]:
     qm.create_queue(QUEUE, transactional=False)
-    qm.send_many(QUEUE, [Message(body=b"p0-%d" % i, priority=0) for i in range(3)])
+    qm.send_many(QUEUE, [MessageRecord(body=b"p0-%d" % i, priority=0) for i in range(3)])
 
     def commit() -> None:
         # One batch: a priority-7 message (band read first) then a priority-0 one (band
         # read last), the second with the higher LookupIdentifier.
-        qm.send_many(QUEUE, [Message(body=b"late-7", priority=7), Message(body=b"late-0", priority=0)])
+        qm.send_many(
+            QUEUE, [MessageRecord(body=b"late-7", priority=7), MessageRecord(body=b"late-0", priority=0)]
+        )
 
     queue_id = qm.queues.resolve(QUEUE).record.queue_id
     return queue_id, commit
@@ -114,7 +116,7 @@ def test_lookup_range_and_nth_are_one_snapshot(tmp_path: Path) -> None:
 def test_outgoing_rows_merge_is_one_snapshot(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         queue_id, commit = _setup(qm)
-        qm.send(QUEUE, Message(body=b"p3", priority=3))  # another band is in use: the merged read
+        qm.send(QUEUE, MessageRecord(body=b"p3", priority=3))  # another band is in use: the merged read
         rows = ranges.fetch_outgoing_rows(qm.store.reader(), queue_id, 0, 100)
         assert len(rows) == 4
         conn = _CommitBetweenBands(qm.store.reader(), commit)

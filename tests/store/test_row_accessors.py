@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from openmsmq.store import rows
-from openmsmq.store.records import INFINITE, Message, message_to_row
+from openmsmq.store.records import INFINITE, MessageRecord, message_to_row
 
 U32 = st.integers(min_value=0, max_value=0xFFFFFFFF)
 
@@ -36,7 +36,7 @@ def test_accessors_read_what_the_message_says(
     final_ack: bool,
     label: str,
 ) -> None:
-    m = Message(
+    m = MessageRecord(
         body=b"x",
         label=label,
         transactional=True,

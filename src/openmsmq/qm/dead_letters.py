@@ -19,7 +19,7 @@ from openmsmq.qm.transaction import Receive
 from openmsmq.store import ops, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.constants import MessageClass
 
 __all__ = ["EXPIRY_PASS", "DeadLetters", "Expirer"]
@@ -113,7 +113,7 @@ class DeadLetters:
         reaching the queue", MS-MQMQ 2.2.18.1.6; the ADM calls it NackPurged). One sent
         with negative source journaling (``dead_letter``) goes to the dead-letter queue,
         the others are deleted; one that asked for negative arrival acknowledgments gets
-        its NACK, as when its TimeToReachQueue passes there (:mod:`openmsmq.qm.ack_admin`).
+        its NACK, as when its TimeToReachQueue passes there (:mod:`openmsmq.transfer.ack_admin`).
         Passes of :data:`EXPIRY_PASS` messages in queue order, one transaction each.
         Returns how many left.
 
@@ -171,7 +171,7 @@ class DeadLetters:
                     continue
                 qs.drop_prefetch()
                 qs.locked.add(lookup_id)
-            held.append(Receive(qs, Message(lookup_id=lookup_id)))
+            held.append(Receive(qs, MessageRecord(lookup_id=lookup_id)))
             if lookup_id in journaled:
                 removes.append(Remove(qid, lookup_id, size, system_journal, None))
                 continue

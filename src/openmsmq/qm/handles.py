@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import IntEnum
 
-from openmsmq.store.records import Message, QueueRecord
+from openmsmq.store.records import MessageRecord, QueueRecord
 
 __all__ = ["CancelToken", "Cursor", "CursorAction", "LookupAction", "QueueHandle", "QueueState"]
 
@@ -89,7 +89,7 @@ class QueueState:
         #: of one message (``ReadsMixin._head_select``), last first; None when there are
         #: none. Neither locked nor removed: any other lock, release, purge or delete on
         #: the queue drops them (:meth:`drop_prefetch`). Under ``cond``.
-        self.prefetch: list[tuple[int, Message]] | None = None
+        self.prefetch: list[tuple[int, MessageRecord]] | None = None
         #: How many messages the next head read of one message reads ahead (set from
         #: the message it found: none for one that can expire or a large one).
         self.ahead = PREFETCH
@@ -116,10 +116,6 @@ class QueueState:
                 self.purge_pending.difference_update(ids)
 
 
-#: Former name of :class:`QueueState`, for modules of the transfer that still import it.
-_QueueState = QueueState
-
-
 @dataclass(frozen=True, eq=False)
 class QueueHandle:
     """An opened queue (OpenQueueDescriptor, MS-MQDMPR 3.1.1.16). Operations through a
@@ -138,11 +134,6 @@ class QueueHandle:
     def deleted(self) -> bool:
         """The queue was deleted since the handle was opened."""
         return self.state.deleted
-
-    @property
-    def _state(self) -> QueueState:
-        """Former name of :attr:`state`, for the transfer modules that still read it."""
-        return self.state
 
 
 class CancelToken:

@@ -15,7 +15,7 @@ from openmsmq.qm.transaction import Receive
 from openmsmq.store import ops
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.fast import fast_constructor
 
 __all__ = ["NACK_Q_PURGED", "LockTable", "removes_for"]
@@ -24,7 +24,7 @@ __all__ = ["NACK_Q_PURGED", "LockTable", "removes_for"]
 NACK_Q_PURGED = 0xC001
 
 
-def _acks(m: Message) -> bool:
+def _acks(m: MessageRecord) -> bool:
     """The message asked for acknowledgments, journaling or a FinalAck."""
     return bool(m.ack_flags or m.positive_journaling or m.negative_journaling or m.final_ack_required)
 

@@ -1,10 +1,11 @@
 """The queue manager: queues, messages, local transactions, cursors, expiry.
 
 Reads (receive, peek, cursors, lookups, two-phase receive) live in
-:mod:`openmsmq.qm.reads`; LookupIdentifier ranges, idempotent send and queue statistics
-(the Spark and metrics seams) in :mod:`openmsmq.qm.ranges`; the MS-MQQB sequence seams
+:mod:`openmsmq.qm.reader`; LookupIdentifier ranges, idempotent send and queue statistics
+(the Spark and metrics seams) in :mod:`openmsmq.qm.range_reader`; the MS-MQQB sequence seams
 (OrderAck release, FinalAck settlement, incoming acceptance) in
-:mod:`openmsmq.qm.sequences`. :class:`QueueManager` inherits all three.
+:mod:`openmsmq.qm.sequences`, which the transfer owns. :class:`QueueManager` is a façade
+over these collaborators.
 
 Threading model (details in docs/store.md): every public method is thread-safe and
 blocking. Each queue has one :class:`threading.Condition` that guards its in-memory
@@ -34,22 +35,24 @@ from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHa
 from openmsmq.qm.locks import NACK_Q_PURGED, LockTable
 from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.poison import Poison
-from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, LookupRange, QueueStats, RangeReader
-from openmsmq.qm.reads import Reader
+from openmsmq.qm.range_reader import DEFAULT_IDENTITY_RETENTION, LookupRange, QueueStats, RangeReader
+from openmsmq.qm.reader import Reader
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import CommitHook, Listener, RemovalEvents
 from openmsmq.qm.sending import Sender
-from openmsmq.qm.sequences import SequencesMixin
+from openmsmq.qm.sequences import SequenceStore
 from openmsmq.qm.transaction import ACK_RECEIVE, PendingReceive, Transaction
 from openmsmq.retry_policy import RetryPolicy
 from openmsmq.runtime import STORE_FILE
-from openmsmq.store import queues, reads
+from openmsmq.store import ops, queues, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import RemovedMessage, Send
 from openmsmq.store.records import (
     INFINITE,
     MAX_MESSAGE_BYTES,
-    Message,
+    IncomingSequenceState,
+    MessageRecord,
+    OutgoingSequenceState,
     QueueRecord,
     QueueType,
     message_uniquifier,
@@ -65,7 +68,7 @@ NACK_Q_DELETED = 0xC000
 _PURGE_PASS = 20_000
 
 
-class QueueManager(SequencesMixin):
+class QueueManager:
     """A queue manager over a data directory (``openmsmq.db`` inside it).
 
     ``threaded=False`` runs the store without its writer thread (deterministic
@@ -118,9 +121,6 @@ class QueueManager(SequencesMixin):
         #: The queues in memory (:class:`~openmsmq.qm.registry.QueueRegistry`).
         self.queues = QueueRegistry(self.guid, self.computer_name)
         self._lock = self.queues.lock
-        # The registry's dictionaries, under the names the sequence seams read.
-        self._queues = self.queues.by_name
-        self._by_id = self.queues.by_id
         #: Removal listeners and commit hooks (:class:`~openmsmq.qm.removals.RemovalEvents`).
         self.removals = RemovalEvents(self.queues)
         #: Locks of received messages (:class:`~openmsmq.qm.locks.LockTable`).
@@ -142,7 +142,7 @@ class QueueManager(SequencesMixin):
             self.open_queue,
             min(opts.max_message_bytes, MAX_MESSAGE_BYTES),
         )
-        #: Receive, peek, cursors, two-phase receive (:class:`~openmsmq.qm.reads.Reader`).
+        #: Receive, peek, cursors, two-phase receive (:class:`~openmsmq.qm.reader.Reader`).
         self.reader = Reader(self.store, self.queues, self.locks, clock, self.sender.commit)
         #: Subqueues, Move Message, AbortCount and retry policies (:class:`~openmsmq.qm.poison.Poison`).
         self.poison = Poison(
@@ -155,7 +155,7 @@ class QueueManager(SequencesMixin):
             self.sender.commit,
             clock,
         )
-        #: Ranges, idempotent send, statistics (:class:`~openmsmq.qm.ranges.RangeReader`).
+        #: Ranges, idempotent send, statistics (:class:`~openmsmq.qm.range_reader.RangeReader`).
         self.ranges = RangeReader(
             self.store,
             self.metrics,
@@ -216,7 +216,7 @@ class QueueManager(SequencesMixin):
             if self.queues.closed:
                 return
             self.queues.closed = True
-            states = list(self._by_id.values())
+            states = list(self.queues.by_id.values())
         self._stop.set()
         if self._expirer is not None:
             self._expirer.join()
@@ -256,7 +256,7 @@ class QueueManager(SequencesMixin):
             (names.AWAITING_FINAL_ACK, True, None),
         ]
         for key, transactional, number in wanted:
-            if key not in self._queues:
+            if key not in self.queues.by_name:
                 rec = self.store.write(
                     queues.create_queue(
                         name=key,
@@ -303,7 +303,7 @@ class QueueManager(SequencesMixin):
         if self._is_remote(queue):
             rec = self.store.write(queues.ensure_outgoing_queue(queue.strip(), self._now()))
             with self._lock:
-                qs = self._by_id.get(rec.queue_id) or self.queues.add(rec)
+                qs = self.queues.by_id.get(rec.queue_id) or self.queues.add(rec)
             return QueueHandle(qs, queue)
         return QueueHandle(self._resolve(queue), queue)
 
@@ -415,8 +415,8 @@ class QueueManager(SequencesMixin):
         with self._lock:
             events = self.store.write(queues.delete_queue(qs.record.queue_id, NACK_Q_DELETED, acks))
             doomed = [qs, *self.poison.subqueues_of(qs)]
-            if qs.record.journal_queue_id in self._by_id:
-                doomed.append(self._by_id[qs.record.journal_queue_id or 0])
+            if qs.record.journal_queue_id in self.queues.by_id:
+                doomed.append(self.queues.by_id[qs.record.journal_queue_id or 0])
             self.queues.drop(doomed)
             for s in doomed:
                 with s.cond:
@@ -511,6 +511,36 @@ class QueueManager(SequencesMixin):
         """See :meth:`DeadLetters.dead_letter`."""
         return self.dead_letters.dead_letter(queue, lookup_ids, message_class)
 
+    # ---- MS-MQQB sequence states -----------------------------------------------------------
+    def sequence_store(self) -> SequenceStore:
+        """The store operations of the transfer's sequences over this queue manager's queues
+        (:class:`~openmsmq.qm.sequences.SequenceStore`): the transfer, and the acknowledgment
+        listener, make one each and own it."""
+        return SequenceStore(self.store, self.metrics, self.queues, self.sender, self.now)
+
+    def outgoing_sequence(self, queue: QueueRef) -> OutgoingSequenceState:
+        """Persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
+        qid = self._resolve(queue).record.queue_id
+        return self.store.read(lambda c: reads.outgoing_sequence(c, qid))
+
+    def update_incoming_sequences(
+        self,
+        deletes: Sequence[IncomingSequenceState],
+        writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]] = (),
+    ) -> int:
+        """Delete persisted incoming sequences and rewrite others (``(expected, new)``: an
+        operator's reset), in one store transaction; each only while it still holds the
+        state given (TxSequenceID and number; 0 / 0 for "no row"), so a sequence that
+        accepted a message since keeps its newer state. Returns how many rows changed."""
+        self._check_open()
+        changed: int = self.store.write(ops.update_incoming(deletes, writes))
+        return changed
+
+    def incoming_sequences(self) -> list[IncomingSequenceState]:
+        """Every persisted incoming sequence (restore the receiver state at start)."""
+        self._check_open()
+        return self.store.read(reads.incoming_sequences)
+
     def settle_outgoing(self, queue: QueueRef, settles: Sequence[tuple[int, int, int]]) -> int:
         """See :meth:`DeadLetters.settle_outgoing`."""
         return self.dead_letters.settle_outgoing(queue, settles)
@@ -525,8 +555,8 @@ class QueueManager(SequencesMixin):
         timeout: float | None = 0.0,
         cursor: int | None = None,
         cancel: CancelToken | None = None,
-    ) -> Message:
-        """See :meth:`~openmsmq.qm.reads.Reader.receive`."""
+    ) -> MessageRecord:
+        """See :meth:`~openmsmq.qm.reader.Reader.receive`."""
         return self.reader.receive(queue, tx=tx, timeout=timeout, cursor=cursor, cancel=cancel)
 
     def receive_many(
@@ -538,8 +568,8 @@ class QueueManager(SequencesMixin):
         timeout: float | None = 0.0,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
-        """See :meth:`~openmsmq.qm.reads.Reader.receive_many`."""
+    ) -> list[MessageRecord]:
+        """See :meth:`~openmsmq.qm.reader.Reader.receive_many`."""
         return self.reader.receive_many(
             queue, max_count, tx=tx, timeout=timeout, cancel=cancel, max_bytes=max_bytes
         )
@@ -552,8 +582,8 @@ class QueueManager(SequencesMixin):
         cursor: int | None = None,
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
-    ) -> Message:
-        """See :meth:`~openmsmq.qm.reads.Reader.peek`."""
+    ) -> MessageRecord:
+        """See :meth:`~openmsmq.qm.reader.Reader.peek`."""
         return self.reader.peek(queue, timeout=timeout, cursor=cursor, action=action, cancel=cancel)
 
     def read_through_cursor(
@@ -566,10 +596,10 @@ class QueueManager(SequencesMixin):
         advance: bool = False,
         tx: Transaction | None = None,
         timeout: float | None = 0.0,
-        first_read: Callable[[Callable[[float | None], Message]], Message] | None = None,
+        first_read: Callable[[Callable[[float | None], MessageRecord]], MessageRecord] | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
-        """See :meth:`~openmsmq.qm.reads.Reader.read_through_cursor`."""
+    ) -> list[MessageRecord]:
+        """See :meth:`~openmsmq.qm.reader.Reader.read_through_cursor`."""
         return self.reader.read_through_cursor(
             queue,
             cursor,
@@ -592,8 +622,8 @@ class QueueManager(SequencesMixin):
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
-        """See :meth:`~openmsmq.qm.reads.Reader.peek_many`."""
+    ) -> list[MessageRecord]:
+        """See :meth:`~openmsmq.qm.reader.Reader.peek_many`."""
         return self.reader.peek_many(
             queue,
             max_count,
@@ -605,17 +635,17 @@ class QueueManager(SequencesMixin):
         )
 
     def create_cursor(self, queue: QueueRef) -> int:
-        """See :meth:`~openmsmq.qm.reads.Reader.create_cursor`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.create_cursor`."""
         return self.reader.create_cursor(queue)
 
     def close_cursor(self, handle: int) -> None:
-        """See :meth:`~openmsmq.qm.reads.Reader.close_cursor`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.close_cursor`."""
         return self.reader.close_cursor(handle)
 
     def peek_by_lookup_id(
         self, queue: QueueRef, lookup_id: int, action: LookupAction = LookupAction.CURRENT
-    ) -> Message:
-        """See :meth:`~openmsmq.qm.reads.Reader.peek_by_lookup_id`."""
+    ) -> MessageRecord:
+        """See :meth:`~openmsmq.qm.reader.Reader.peek_by_lookup_id`."""
         return self.reader.peek_by_lookup_id(queue, lookup_id, action)
 
     def receive_by_lookup_id(
@@ -625,8 +655,8 @@ class QueueManager(SequencesMixin):
         action: LookupAction = LookupAction.CURRENT,
         *,
         tx: Transaction | None = None,
-    ) -> Message:
-        """See :meth:`~openmsmq.qm.reads.Reader.receive_by_lookup_id`."""
+    ) -> MessageRecord:
+        """See :meth:`~openmsmq.qm.reader.Reader.receive_by_lookup_id`."""
         return self.reader.receive_by_lookup_id(queue, lookup_id, action, tx=tx)
 
     def dequeue_begin(
@@ -639,7 +669,7 @@ class QueueManager(SequencesMixin):
         action: LookupAction = LookupAction.CURRENT,
         cancel: CancelToken | None = None,
     ) -> PendingReceive:
-        """See :meth:`~openmsmq.qm.reads.Reader.dequeue_begin`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.dequeue_begin`."""
         return self.reader.dequeue_begin(
             queue, tx=tx, timeout=timeout, lookup_id=lookup_id, action=action, cancel=cancel
         )
@@ -654,13 +684,13 @@ class QueueManager(SequencesMixin):
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
     ) -> list[PendingReceive]:
-        """See :meth:`~openmsmq.qm.reads.Reader.dequeue_begin_many`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.dequeue_begin_many`."""
         return self.reader.dequeue_begin_many(
             queue, max_count, tx=tx, timeout=timeout, cancel=cancel, max_bytes=max_bytes
         )
 
     def dequeue_end(self, pending: PendingReceive, delete: bool) -> None:
-        """See :meth:`~openmsmq.qm.reads.Reader.dequeue_end`."""
+        """See :meth:`~openmsmq.qm.reader.Reader.dequeue_end`."""
         return self.reader.dequeue_end(pending, delete)
 
     # ---- LookupIdentifier ranges, idempotent send, statistics (RangeReader) --------------
@@ -668,23 +698,23 @@ class QueueManager(SequencesMixin):
     def lookup_range(
         self, queue: QueueRef, after: int = 0, through: int | None = None, with_bytes: bool = False
     ) -> LookupRange | None:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.lookup_range`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.lookup_range`."""
         return self.ranges.lookup_range(queue, after, through, with_bytes)
 
     def lookup_ranges(
         self, queues: Iterable[QueueRef], with_bytes: bool = False
     ) -> dict[QueueRef, LookupRange | None]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.lookup_ranges`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.lookup_ranges`."""
         return self.ranges.lookup_ranges(queues, with_bytes)
 
     def nth_lookup_id(self, queue: QueueRef, after: int, n: int, through: int | None = None) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.nth_lookup_id`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.nth_lookup_id`."""
         return self.ranges.nth_lookup_id(queue, after, n, through)
 
     def peek_range(
         self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
-    ) -> list[Message]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range`."""
+    ) -> list[MessageRecord]:
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_range`."""
         return self.ranges.peek_range(queue, after_lookup_id, limit, through)
 
     def peek_range_rows(
@@ -695,44 +725,44 @@ class QueueManager(SequencesMixin):
         through: int | None = None,
         max_bytes: int | None = None,
     ) -> list[tuple[Any, ...]]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range_rows`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_range_rows`."""
         return self.ranges.peek_range_rows(queue, after_lookup_id, limit, through, max_bytes)
 
     def peek_range_limited(
         self, queue: QueueRef, after_lookup_id: int, limit: int, through: int | None, max_bytes: int
-    ) -> list[Message]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_range_limited`."""
+    ) -> list[MessageRecord]:
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_range_limited`."""
         return self.ranges.peek_range_limited(queue, after_lookup_id, limit, through, max_bytes)
 
     def high_lookup_id(self) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.high_lookup_id`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.high_lookup_id`."""
         return self.ranges.high_lookup_id()
 
     def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.peek_outgoing_rows`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_outgoing_rows`."""
         return self.ranges.peek_outgoing_rows(queue, after_lookup_id, limit)
 
     def remove_through(self, positions: Mapping[QueueRef, int]) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.remove_through`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.remove_through`."""
         return self.ranges.remove_through(positions)
 
     def send_idempotent(
-        self, queue: QueueRef, messages: Sequence[Message], identities: Sequence[str]
+        self, queue: QueueRef, messages: Sequence[MessageRecord], identities: Sequence[str]
     ) -> list[int | None]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.send_idempotent`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.send_idempotent`."""
         return self.ranges.send_idempotent(queue, messages, identities)
 
     def prune_identities(self, now: float | None = None, limit: int = 10000) -> int:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.prune_identities`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.prune_identities`."""
         return self.ranges.prune_identities(now, limit)
 
     def queue_stats(self) -> list[QueueStats]:
-        """See :meth:`~openmsmq.qm.ranges.RangeReader.queue_stats`."""
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.queue_stats`."""
         return self.ranges.queue_stats()
 
     # ---- subqueues, Move Message, retry policies (Poison) --------------------------------
 
-    def _lock_for_move(self, qs: QueueState, lookup_id: int) -> Message:
+    def _lock_for_move(self, qs: QueueState, lookup_id: int) -> MessageRecord:
         """Lock message ``lookup_id`` of ``qs`` for a move (Dequeue Message Begin by
         LookupIdentifier, no transaction)."""
         try:
@@ -780,7 +810,7 @@ class QueueManager(SequencesMixin):
     def prepare_sends(
         self,
         qs: QueueState,
-        messages: Sequence[Message],
+        messages: Sequence[MessageRecord],
         transactional: bool,
         name: str,
         *,
@@ -789,13 +819,10 @@ class QueueManager(SequencesMixin):
         """See :meth:`~openmsmq.qm.sending.Sender.prepare`."""
         return self.sender.prepare(qs, messages, transactional, name, check_names=check_names)
 
-    #: Former name of :meth:`prepare_sends`, for the acknowledgment writer of the transfer.
-    _prepare = prepare_sends
-
-    def _send_record(self, qs: QueueState, row: list[Any], m: Message, sent: int) -> Send:
+    def _send_record(self, qs: QueueState, row: list[Any], m: MessageRecord, sent: int) -> Send:
         return self.sender.send_record(qs, row, m, sent)
 
-    def send(self, queue: QueueRef, message: Message, tx: Transaction | None = None) -> Message:
+    def send(self, queue: QueueRef, message: MessageRecord, tx: Transaction | None = None) -> MessageRecord:
         """Send one message; returns it with its Identifier, SentTime and (outside a
         transaction, where it is durable on return) its LookupIdentifier. See :meth:`send_many`."""
         sends, lookup_ids = self.sender.send(queue, [message], tx)
@@ -803,7 +830,7 @@ class QueueManager(SequencesMixin):
         return replace(stored, lookup_id=lookup_ids[0]) if lookup_ids else stored
 
     def send_many(
-        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None = None
+        self, queue: QueueRef, messages: Sequence[MessageRecord], tx: Transaction | None = None
     ) -> list[int]:
         """Send messages to a local queue or a remote format name (its outgoing queue).
 
@@ -817,7 +844,7 @@ class QueueManager(SequencesMixin):
         return _uniquifiers_of(sends)
 
     def send_many_ids(
-        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None = None
+        self, queue: QueueRef, messages: Sequence[MessageRecord], tx: Transaction | None = None
     ) -> list[tuple[int, int]]:
         """:meth:`send_many` returning ``(uniquifier, LookupIdentifier)`` pairs. Outside a
         transaction the LookupIdentifiers are final (the messages are durable); inside
@@ -839,7 +866,7 @@ class QueueManager(SequencesMixin):
     def _commit(
         self,
         sends: list[tuple[QueueState, list[Send]]],
-        received: Sequence[tuple[QueueState, Sequence[Message]]],
+        received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
         reasons: dict[int, int] | None = None,
     ) -> list[int]:
         return self.sender.commit(sends, received, reasons)

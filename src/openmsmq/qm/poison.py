@@ -36,7 +36,7 @@ from openmsmq.store import moves as store_moves
 from openmsmq.store.db import Store
 from openmsmq.store.moves import AbortedCount, Move
 from openmsmq.store.ops import Send
-from openmsmq.store.records import Message, QueueType
+from openmsmq.store.records import MessageRecord, QueueType
 from openmsmq.wire.subqueues import POISON, RETRY, check_subqueue_name, split_key
 
 __all__ = ["NACK_RECEIVE_REJECTED", "PendingMove", "Poison"]
@@ -55,7 +55,7 @@ class PendingMove:
     """A message locked in ``source`` by a move that its transaction has not committed."""
 
     source: QueueState
-    message: Message
+    message: MessageRecord
     target: QueueState
     #: When it returns to its queue (seconds since 1970; a move into ``;retry``), else None.
     due_at: float | None = None
@@ -87,7 +87,7 @@ class Poison:
         queues: QueueRegistry,
         locks: LockTable,
         dead_letters: DeadLetters,
-        lock_message: Callable[[QueueState, int], Message],
+        lock_message: Callable[[QueueState, int], MessageRecord],
         commit: Callable[..., list[int]],
         clock: Callable[[], float],
     ) -> None:
@@ -257,7 +257,7 @@ class Poison:
     def commit_with_moves(
         self,
         sends: list[tuple[QueueState, list[Send]]],
-        received: Sequence[tuple[QueueState, Sequence[Message]]],
+        received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
         reasons: dict[int, int] | None,
         moves: Sequence[PendingMove],
     ) -> list[int]:

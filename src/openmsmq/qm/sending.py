@@ -18,14 +18,14 @@ from openmsmq.qm.locks import LockTable, removes_for
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.removals import RemovalEvents
 from openmsmq.qm.transaction import ACK_RECEIVE, Receive, Transaction
-from openmsmq.qm.transfer_codec import check_remote_names
 from openmsmq.store import ops, queues
 from openmsmq.store.db import Store
 from openmsmq.store.moves import Move, apply_moves
 from openmsmq.store.ops import Remove, RemovedMessage, Send
-from openmsmq.store.records import COL, INFINITE, MAX_MESSAGE_BYTES, Message, QueueType, stamped_rows
+from openmsmq.store.records import COL, INFINITE, MAX_MESSAGE_BYTES, MessageRecord, QueueType, stamped_rows
 from openmsmq.store.writes import WriteContext
 from openmsmq.wire.fast import fast_constructor
+from openmsmq.wire.remote_names import check_remote_names
 
 __all__ = ["NACK_REACH_QUEUE_TIMEOUT", "NACK_RECEIVE_TIMEOUT", "Sender", "refuse_subqueue"]
 
@@ -92,7 +92,7 @@ class Sender:
     def prepare(
         self,
         qs: QueueState,
-        messages: Sequence[Message],
+        messages: Sequence[MessageRecord],
         transactional: bool,
         name: str,
         *,
@@ -131,7 +131,7 @@ class Sender:
         if outgoing and check_names:
             for m in messages:
                 if m.admin_queue or m.response_queue:  # they travel in the packet too
-                    check_remote_names(m, limit)
+                    check_remote_names(m.admin_queue, m.response_queue, m.size, limit)
         out: list[Send] = []
         append = out.append
         for m, row in zip(messages, rows, strict=True):
@@ -145,7 +145,7 @@ class Sender:
                 append(_make_send(qid, row, row[_C_SIZE], now + ttrq, NACK_REACH_QUEUE_TIMEOUT))
         return out
 
-    def send_record(self, qs: QueueState, row: list[Any], m: Message, sent: int) -> Send:
+    def send_record(self, qs: QueueState, row: list[Any], m: MessageRecord, sent: int) -> Send:
         """Attach the absolute expiry: TimeToBeReceived in a destination queue
         (NackReceiveTimeout); in an outgoing queue also TimeToReachQueue (NackReachQueueTimeout).
         Times count from ``sent`` (SentTime)."""
@@ -160,7 +160,7 @@ class Sender:
         return _make_send(qs.record.queue_id, row, row[_C_SIZE], at, cls)
 
     def send(
-        self, queue: QueueRef, messages: Sequence[Message], tx: Transaction | None
+        self, queue: QueueRef, messages: Sequence[MessageRecord], tx: Transaction | None
     ) -> tuple[list[Send], list[int]]:
         registry = self._queues
         known = registry.sent_to(queue) if isinstance(queue, str) else None
@@ -199,7 +199,7 @@ class Sender:
     def commit(
         self,
         sends: list[tuple[QueueState, list[Send]]],
-        received: Sequence[tuple[QueueState, Sequence[Message]]],
+        received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
         reasons: dict[int, int] | None = None,
         moves: Sequence[Move] = (),
     ) -> list[int]:

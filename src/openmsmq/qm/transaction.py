@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.ops import Send
-from openmsmq.store.records import COL, Message
+from openmsmq.store.records import COL, MessageRecord
 from openmsmq.wire.fast import fast_constructor
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 CommitWork = Callable[
     [
         list[tuple["QueueState", list[Send]]],
-        Sequence[tuple["QueueState", Sequence[Message]]],
+        Sequence[tuple["QueueState", Sequence[MessageRecord]]],
         dict[int, int] | None,
     ],
     list[int],
@@ -46,7 +46,7 @@ class MoveHooks(Protocol):
     def commit_with_moves(
         self,
         sends: list[tuple[QueueState, list[Send]]],
-        received: Sequence[tuple[QueueState, Sequence[Message]]],
+        received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
         reasons: dict[int, int] | None,
         moves: Sequence[Any],
     ) -> list[int]:
@@ -94,7 +94,7 @@ class Receive:
     """TransactionalOperation{Dequeue} (MS-MQDMPR 3.1.1.14): a locked message."""
 
     queue: QueueState
-    message: Message
+    message: MessageRecord
     reason: int = ACK_RECEIVE
 
 
@@ -106,7 +106,7 @@ class PendingReceive:
     transaction the deletion is decided by commit / abort instead.
     """
 
-    message: Message
+    message: MessageRecord
     queue: QueueState
     transaction: Transaction | None
     ended: bool = field(default=False)
@@ -144,7 +144,7 @@ class Transaction:
         self._sends: list[tuple[QueueState, list[Send]]] = []
         #: One entry per receive call: its queue and the messages it locked (no object
         #: per message) — until a call needs single receives (:meth:`_indexed`).
-        self._batches: list[tuple[QueueState, list[Message]]] = []
+        self._batches: list[tuple[QueueState, list[MessageRecord]]] = []
         #: The receives by LookupIdentifier once :meth:`_indexed` built it (then used
         #: instead of ``_batches``), else None.
         self._receives: dict[int, Receive] | None = None
@@ -160,7 +160,7 @@ class Transaction:
             self.check_active()
             self._sends.append((queue, sends))
 
-    def add_receives(self, queue: QueueState, messages: list[Message]) -> bool:
+    def add_receives(self, queue: QueueState, messages: list[MessageRecord]) -> bool:
         """Record locked messages; False if the transaction ended meanwhile (caller unlocks)."""
         with self._lock:
             if self.state is not TransactionState.ACTIVE:
@@ -197,13 +197,13 @@ class Transaction:
         with self._lock:
             return self._indexed().pop(lookup_id, None)
 
-    def _held(self) -> tuple[list[tuple[QueueState, list[Message]]], dict[int, int] | None]:
+    def _held(self) -> tuple[list[tuple[QueueState, list[MessageRecord]]], dict[int, int] | None]:
         """(call under ``_lock``) The receives as (queue, messages) runs in receive order,
         and the DequeueReasons that are not AckReceive (None when there is none)."""
         index = self._receives
         if index is None:
             return list(self._batches), None
-        runs: list[tuple[QueueState, list[Message]]] = []
+        runs: list[tuple[QueueState, list[MessageRecord]]] = []
         reasons: dict[int, int] = {}
         for r in index.values():
             if runs and runs[-1][0] is r.queue:
@@ -256,7 +256,7 @@ class Transaction:
             self.state = TransactionState.COMMITTING
             sends = list(self._sends)
             if self._receives is None:  # _held(), inline: receives kept as batches
-                received: list[tuple[QueueState, list[Message]]] = list(self._batches)
+                received: list[tuple[QueueState, list[MessageRecord]]] = list(self._batches)
                 reasons = None
             else:
                 received, reasons = self._held()

@@ -53,12 +53,11 @@ from urllib.parse import unquote, urlsplit
 
 from openmsmq.client.message import Message
 from openmsmq.client.transport import Transport
-from openmsmq.client.types import LookupRange, RangeQuery
-from openmsmq.client.types import OutgoingMessage as ClientOutgoing
+from openmsmq.client.types import LookupRange, OutgoingMessage, RangeQuery
 from openmsmq.errors import ConfigError, HResult, MQError, QueueNotFoundError
 from openmsmq.redact import redact
 from openmsmq.runtime import live_runtime
-from openmsmq.spark.pages import OutgoingMessage, PeekedMessage, PeekedPage
+from openmsmq.spark.pages import PeekedMessage, PeekedPage, WriterMessage
 
 if TYPE_CHECKING:  # pyarrow is imported by the executor's read path only
     from openmsmq.spark.packed_arrow import ArrowPage
@@ -66,11 +65,11 @@ if TYPE_CHECKING:  # pyarrow is imported by the executor's read path only
 __all__ = [
     "Backend",
     "LookupRange",
-    "OutgoingMessage",
     "PeekedMessage",
     "PeekedPage",
     "RangeQuery",
     "TransportBackend",
+    "WriterMessage",
     "open_backend",
     "resolve_endpoint",
 ]
@@ -126,7 +125,7 @@ class Backend(Protocol):
         ONE transaction. Idempotent (contract 3). Returns how many this call removed."""
         ...
 
-    def send_idempotent(self, queue: str, messages: Sequence[OutgoingMessage]) -> int:
+    def send_idempotent(self, queue: str, messages: Sequence[WriterMessage]) -> int:
         """Enqueue ``messages`` to ``queue`` in ONE transaction, skipping identities already
         accepted. Returns how many were enqueued by this call (contract 4)."""
         ...
@@ -258,8 +257,8 @@ def _peeked(m: Message) -> PeekedMessage:
     )
 
 
-def _outgoing(m: OutgoingMessage) -> ClientOutgoing:
-    return ClientOutgoing(
+def _outgoing(m: WriterMessage) -> OutgoingMessage:
+    return OutgoingMessage(
         body=m.body,
         label=m.label,
         priority=m.priority,
@@ -357,7 +356,7 @@ class TransportBackend:
             return 0
         return self._call(lambda t: t.remove_through(positions))
 
-    def send_idempotent(self, queue: str, messages: Sequence[OutgoingMessage]) -> int:
+    def send_idempotent(self, queue: str, messages: Sequence[WriterMessage]) -> int:
         """Enqueue the messages whose identity ``queue`` has not accepted, in one transaction."""
         if not messages:
             return 0

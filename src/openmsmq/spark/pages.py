@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["OutgoingMessage", "PeekedMessage", "PeekedPage"]
+__all__ = ["PeekedMessage", "PeekedPage", "WriterMessage"]
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class PeekedPage:
 
 
 @dataclass(frozen=True)
-class OutgoingMessage:
+class WriterMessage:
     """A message the writer sends; ``identity`` makes the send idempotent (contract 4)."""
 
     identity: str

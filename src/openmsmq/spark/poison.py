@@ -14,12 +14,11 @@ from collections.abc import Iterable
 from openmsmq.client.connection import connect
 from openmsmq.client.types import Access
 from openmsmq.errors import HResult, MQError
-from openmsmq.wire.subqueues import POISON
 
 __all__ = ["move_to_poison"]
 
 
-def move_to_poison(endpoint: str, queue: str, lookup_ids: Iterable[int], subqueue: str = POISON) -> int:
+def move_to_poison(endpoint: str, queue: str, lookup_ids: Iterable[int], subqueue: str = "poison") -> int:
     """Move the messages ``lookup_ids`` of ``queue`` (a queue of the source, at
     ``endpoint``) to ``queue;subqueue`` in one transaction; returns how many moved. A
     message no longer in the queue (moved by an earlier run of the same batch) is

@@ -24,7 +24,7 @@ from openmsmq.store.records import (
     COL,
     INFINITE,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     QueueType,
     from_i64,
     to_i64,
@@ -101,7 +101,7 @@ class RemovedMessage:
     """
 
     queue_id: int
-    message: Message
+    message: MessageRecord
     reason: int
 
 

@@ -19,7 +19,7 @@ from openmsmq.store.reads import MSG_SELECT, ack_wanted, outgoing_sequence
 from openmsmq.store.records import (
     LOOKUP_MASK,
     PRIORITY0_BAND,
-    Message,
+    MessageRecord,
     OutgoingSequenceState,
     from_i64,
     message_from_row,
@@ -263,12 +263,12 @@ class FinalAckOutcome:
     """What :func:`settle_final_acks` did with the message a FinalAck names."""
 
     #: The message as it waited (None: no waiting message matches: the FinalAck is dropped).
-    message: Message | None
+    message: MessageRecord | None
     #: Queue it moved to (journal / transactional dead-letter), or None when deleted.
     target_queue_id: int | None
     #: The waiting message matched, but the caller's ``accept`` refused the FinalAck for it
     #: (it came from a QM the message was not sent to): nothing changed.
-    refused: Message | None = None
+    refused: MessageRecord | None = None
 
 
 def settle_final_acks(
@@ -276,7 +276,7 @@ def settle_final_acks(
     final_acks: Sequence[tuple[int, int, int, int]],
     journal_queue_id: int,
     deadletter_queue_id: int,
-    accept: Callable[[int, Message], bool] | None = None,
+    accept: Callable[[int, MessageRecord], bool] | None = None,
 ) -> Callable[[WriteContext], list[FinalAckOutcome]]:
     """FinalAcks arrived for messages waiting in ``awaiting_queue_id`` (MS-MQQB 3.1.5.7),
     each ``(TxSequenceID, TxSequenceNumber, MessageID, class)``, settled in ONE

@@ -36,7 +36,7 @@ from openmsmq.store.records import (
     LOOKUP_MASK,
     MESSAGE_COLUMNS,
     PRIORITY0_BAND,
-    Message,
+    MessageRecord,
     message_from_row,
 )
 from openmsmq.store.writes import WriteContext
@@ -215,7 +215,7 @@ def fetch_range_through(
     after: int,
     through: int | None,
     limit: int,
-) -> list[Message]:
+) -> list[MessageRecord]:
     """Up to ``limit`` messages with after < LookupIdentifier <= through, in
     LookupIdentifier order, locked and expired ones included (non-destructive)."""
     rows = fetch_rows_through(conn, queue_id, transactional, after, through, limit)

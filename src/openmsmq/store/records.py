@@ -54,7 +54,7 @@ __all__ = [
     "QUEUE_COLUMNS",
     "ROW_COLUMNS",
     "IncomingSequenceState",
-    "Message",
+    "MessageRecord",
     "OutgoingSequenceState",
     "QueueRecord",
     "QueueType",
@@ -91,7 +91,7 @@ def from_i64(value: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class MessageRecord:
     """A message: every Message attribute of MS-MQDMPR 3.1.1.12 a user sets or reads.
 
     The first group is set by the sender; the second is assigned by the queue manager
@@ -162,7 +162,7 @@ class Message:
 
 #: Message(...) stores its fields as plain slot stores (openmsmq.wire.fast.fast_init): the
 #: generated frozen __init__ (one object.__setattr__ per field) is costly per message sent.
-Message.__init__ = fast_init(Message)  # type: ignore[method-assign]
+MessageRecord.__init__ = fast_init(MessageRecord)  # type: ignore[method-assign]
 
 
 class Stamp(NamedTuple):
@@ -249,7 +249,7 @@ def guid_bytes_of(guid: uuid.UUID) -> bytes:
     return raw
 
 
-def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
+def message_to_row(m: MessageRecord, stamp: Stamp | None = None) -> list[Any]:
     """The message as a row in :data:`ROW_COLUMNS` order; ``stamp`` overrides the
     QM-assigned attributes."""
     gb = GUID_BYTES
@@ -284,7 +284,7 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
 
 
 def stamped_rows(
-    messages: Sequence[Message],
+    messages: Sequence[MessageRecord],
     transactional: bool,
     qm: uuid.UUID,
     first_uniquifier: int,
@@ -333,7 +333,7 @@ def stamped_rows(
     return rows
 
 
-def _check_message(m: Message, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+def _check_message(m: MessageRecord, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Raise the MQError of a message a queue manager must refuse to send."""
     size = m.size
     if size > MAX_MESSAGE_BYTES:
@@ -354,7 +354,7 @@ def _check_message(m: Message, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
 
 
 def _row(
-    m: Message,
+    m: MessageRecord,
     priority: int,
     transactional: bool,
     delivery: int,
@@ -497,7 +497,7 @@ def _variable_fields(
     return label, admin, response, dest, extension, bytes(props[i : i + n_sender])
 
 
-def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
+def message_from_row(row: tuple[Any, ...] | list[Any]) -> MessageRecord:
     """Inverse of :func:`message_to_row` (a ``SELECT`` of :data:`ROW_COLUMNS`).
 
     Hot on every receive and peek: builds the frozen Message with the wire layer's
@@ -591,7 +591,7 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
     )
 
 
-_make_message = fast_constructor(Message)
+_make_message = fast_constructor(MessageRecord)
 _unpack_props = _PROPS.unpack_from
 
 _guid_triples: dict[bytes, tuple[uuid.UUID, uuid.UUID, uuid.UUID]] = {}
@@ -612,7 +612,7 @@ def _guid_triple(key: bytes) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
 
 #: Filled field by field by :func:`keyed_messages`, then made a Message (None: this
 #: interpreter cannot; keyed_messages then goes through message_from_row).
-_MessageBuilder = slot_builder(Message)
+_MessageBuilder = slot_builder(MessageRecord)
 
 #: The values of a read that :func:`keyed_messages` decodes: ``order_key`` first, then
 #: :data:`ROW_COLUMNS` without ``lookup_id`` and ``priority`` (``order_key`` holds both:
@@ -673,7 +673,7 @@ def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
-def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]:
+def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, MessageRecord]]:
     """``(order_key, message)`` for each row of a ``SELECT`` of :data:`KEYED_COLUMNS`:
     :func:`message_from_row` for a whole read in one call.
 
@@ -687,10 +687,10 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
     builder = _MessageBuilder
     if builder is None:
         return [(r[0], message_from_row(_full_row(r))) for r in rows]
-    out: list[tuple[int, Message]] = []
+    out: list[tuple[int, MessageRecord]] = []
     append = out.append
     new = object.__new__
-    message = Message
+    message = MessageRecord
     unpack = _unpack_props
     triples = _guid_triples
     gat = GFLAGS_AT
@@ -774,9 +774,3 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]
         m.__class__ = message
         append((order_key, m))
     return out
-
-
-#: Former names, for the transfer codec until it imports the public ones.
-_guid_bytes = GUID_BYTES
-_bytes_of = guid_bytes_of
-_BODY_COPY_MAX = BODY_COPY_MAX

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from openmsmq.store.records import Message, message_from_row, message_to_row
+from openmsmq.store.records import MessageRecord, message_from_row, message_to_row
 
 __all__ = ["Send"]
 
@@ -29,11 +29,13 @@ class Send:
     expire_class: int = 0
 
     @classmethod
-    def of(cls, queue_id: int, message: Message, expire_at: int | None = None, expire_class: int = 0) -> Send:
+    def of(
+        cls, queue_id: int, message: MessageRecord, expire_at: int | None = None, expire_class: int = 0
+    ) -> Send:
         """A Send of ``message``."""
         return cls(queue_id, message_to_row(message), message.size, expire_at, expire_class)
 
     @property
-    def message(self) -> Message:
+    def message(self) -> MessageRecord:
         """The message as it is (or will be) stored."""
         return message_from_row(self.row)

@@ -35,13 +35,13 @@ from openmsmq.store import ops, ranges, reads
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
-from openmsmq.store.records import Message, QueueType, message_from_row
+from openmsmq.store.records import MessageRecord, QueueType, message_from_row
 from openmsmq.wire.fast import fast_constructor
 
 __all__ = ["LookupRange", "Prepare", "QueueStats", "RangeReader"]
 
 #: Stamps messages for a queue into store rows: (queue, messages, transactional, name).
-Prepare = Callable[[QueueState, Sequence[Message], bool, str], list[Send]]
+Prepare = Callable[[QueueState, Sequence[MessageRecord], bool, str], list[Send]]
 
 #: remove_through's set-based path locks every id of a span; it is taken only while the
 #: span holds fewer than twice its message count plus this many ids.
@@ -133,7 +133,7 @@ class RangeReader:
 
     def peek_range(
         self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Up to ``limit`` messages with ``after_lookup_id`` < LookupIdentifier (<= ``through``
         when given) in LookupIdentifier order, locked ones included; neither removes nor
         locks (Spark micro-batches, outgoing-queue transmission)."""
@@ -166,7 +166,7 @@ class RangeReader:
 
     def peek_range_limited(
         self, queue: QueueRef, after_lookup_id: int, limit: int, through: int | None, max_bytes: int
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """:meth:`peek_range` with no message after the one whose size brings the total
         read past ``max_bytes`` (the remote-read reply's bound)."""
         return [
@@ -326,7 +326,7 @@ class RangeReader:
     # ---- idempotent send -------------------------------------------------------------------
 
     def send_idempotent(
-        self, queue: QueueRef, messages: Sequence[Message], identities: Sequence[str]
+        self, queue: QueueRef, messages: Sequence[MessageRecord], identities: Sequence[str]
     ) -> list[int | None]:
         """Send ``messages`` to a local queue in ONE durable transaction, each with a
         client-chosen identity (1–255 characters); a message whose (queue, identity) was

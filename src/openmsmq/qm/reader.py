@@ -30,18 +30,18 @@ from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.transaction import CommitWork, PendingReceive, Receive, Transaction
 from openmsmq.store import reads
 from openmsmq.store.db import Store
-from openmsmq.store.records import INFINITE, Message, QueueType
+from openmsmq.store.records import INFINITE, MessageRecord, QueueType
 
 __all__ = ["Reader"]
 
 _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
 
 
-def _read_ahead(found: list[tuple[int, Message]]) -> list[tuple[int, Message]] | None:
+def _read_ahead(found: list[tuple[int, MessageRecord]]) -> list[tuple[int, MessageRecord]] | None:
     """What a head receive keeps of the messages it read beyond the first: those up to
     the first that can expire (the read-ahead is handed out without looking at the
     clock) and within :data:`PREFETCH_BYTES`, last first (``list.pop`` order)."""
-    kept: list[tuple[int, Message]] = []
+    kept: list[tuple[int, MessageRecord]] = []
     size = 0
     for entry in found[1:]:
         m = entry[1]
@@ -54,7 +54,7 @@ def _read_ahead(found: list[tuple[int, Message]]) -> list[tuple[int, Message]] |
 
 
 #: A candidate query: (locked LookupIdentifiers, now) -> [(order_key, message)].
-Select = Callable[[set[int], int], list[tuple[int, Message]]]
+Select = Callable[[set[int], int], list[tuple[int, MessageRecord]]]
 
 
 class Reader:
@@ -95,7 +95,7 @@ class Reader:
         lock: bool,
         cancel: CancelToken | None = None,
         head: bool = False,
-    ) -> list[tuple[int, Message]]:
+    ) -> list[tuple[int, MessageRecord]]:
         """Select under the queue's condition, lock if asked, wait for an enqueue up to
         ``timeout``; a cancelled ``cancel`` token fails it with MQ_ERROR_OPERATION_CANCELLED.
         ``head``: ``select`` is an advancing head select, which keeps the queue's
@@ -140,8 +140,8 @@ class Reader:
                 cancel.leave(cond)
 
     def _finish(
-        self, qs: QueueState, found: list[tuple[int, Message]], tx: Transaction | None
-    ) -> list[Message]:
+        self, qs: QueueState, found: list[tuple[int, MessageRecord]], tx: Transaction | None
+    ) -> list[MessageRecord]:
         """Complete a destructive read of locked messages: hand them to ``tx``, or delete now."""
         msgs = [m for _, m in found]
         if tx is not None:
@@ -184,7 +184,7 @@ class Reader:
         # A receive of one message from such a queue reads ahead (see PREFETCH).
         single = advance and one_band and limit == 1
 
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+        def select(locked: set[int], now: int) -> list[tuple[int, MessageRecord]]:
             pre = qs.prefetch
             if pre is not None and advance:
                 if single:
@@ -241,7 +241,7 @@ class Reader:
         timeout: float | None = 0.0,
         cursor: int | None = None,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """Receive the first message (priority, then LookupIdentifier), or the one at ``cursor``.
 
         ``timeout`` in seconds (None = wait forever) → MQ_ERROR_IO_TIMEOUT; ``cancel`` →
@@ -263,7 +263,7 @@ class Reader:
         timeout: float | None = 0.0,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Receive up to ``max_count`` messages at once (waits for the first only);
         ``max_bytes``: no more after the one whose body brings the total to it (one at
         least), so a reply that carries them stays bounded."""
@@ -281,7 +281,7 @@ class Reader:
         cursor: int | None = None,
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """Read without removing: the first message, or through a cursor."""
         if cursor is not None:
             return self._cursor_read(cursor, action, peek=True, tx=None, timeout=timeout, cancel=cancel)
@@ -298,9 +298,9 @@ class Reader:
         advance: bool = False,
         tx: Transaction | None = None,
         timeout: float | None = 0.0,
-        first_read: Callable[[Callable[[float | None], Message]], Message] | None = None,
+        first_read: Callable[[Callable[[float | None], MessageRecord]], MessageRecord] | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Up to ``n`` reads through ``cursor`` (a batched R_StartReceive with a cursor,
         MS-MQRR 3.1.4.7): a receive takes the message at the cursor each time; a peek
         reads the message at it (after it when ``advance``), then the following ones.
@@ -308,14 +308,14 @@ class Reader:
         a function of the wait, runs it instead (e.g. a cancellable sliced wait). The
         batch ends early when no message is left after the first, or after the message
         whose body brings the total to ``max_bytes``."""
-        out: list[Message] = []
+        out: list[MessageRecord] = []
         used = 0
         for i in range(n):
             if max_bytes is not None and used >= max_bytes:
                 break
             move = CursorAction.NEXT if (advance or i > 0) else CursorAction.CURRENT
 
-            def one(x: float | None, move: CursorAction = move) -> Message:
+            def one(x: float | None, move: CursorAction = move) -> MessageRecord:
                 if receive:
                     return self.receive(queue, tx=tx, timeout=x, cursor=cursor)
                 return self.peek(queue, timeout=x, cursor=cursor, action=move)
@@ -342,7 +342,7 @@ class Reader:
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Peek up to ``max_count`` available messages in queue order (priority, then
         LookupIdentifier), skipping locked and expired ones as :meth:`peek` does; waits
         up to ``timeout`` for the first only (MQ_ERROR_IO_TIMEOUT when there is none).
@@ -391,7 +391,7 @@ class Reader:
     def _cursor_select(self, cur: Cursor, action: CursorAction, limit: int) -> Select:
         qid = cur.queue.record.queue_id
 
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+        def select(locked: set[int], now: int) -> list[tuple[int, MessageRecord]]:
             key = cur.key
             after = key if (key is not None and action == CursorAction.NEXT) else None
             start = key if (key is not None and action == CursorAction.CURRENT) else None
@@ -412,7 +412,7 @@ class Reader:
         tx: Transaction | None,
         timeout: float | None,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         cur = self._get_cursor(handle)
         qs = cur.queue
         if not peek:
@@ -429,8 +429,8 @@ class Reader:
     def _lookup_select(self, qs: QueueState, lookup_id: int, action: LookupAction, peek: bool) -> Select:
         qid = qs.record.queue_id
 
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
-            def q(c: Any) -> list[tuple[int, Message]]:
+        def select(locked: set[int], now: int) -> list[tuple[int, MessageRecord]]:
+            def q(c: Any) -> list[tuple[int, MessageRecord]]:
                 if action == LookupAction.FIRST:
                     return reads.fetch_available(c, qid, now=now, exclude=locked)
                 if action == LookupAction.LAST:
@@ -457,7 +457,7 @@ class Reader:
 
     def peek_by_lookup_id(
         self, queue: QueueRef, lookup_id: int, action: LookupAction = LookupAction.CURRENT
-    ) -> Message:
+    ) -> MessageRecord:
         """MQ_LOOKUP_PEEK_* (MS-MQRR): MQ_ERROR_MESSAGE_NOT_FOUND when there is none."""
         qs = self._queues.resolve(queue)
         return self._take(qs, self._lookup_select(qs, lookup_id, action, True), timeout=0, lock=False)[0][1]
@@ -469,7 +469,7 @@ class Reader:
         action: LookupAction = LookupAction.CURRENT,
         *,
         tx: Transaction | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """MQ_LOOKUP_RECEIVE_* (MS-MQRR), inside ``tx`` or not."""
         qs = self._queues.resolve(queue)
         self._check_receive(qs, tx)
