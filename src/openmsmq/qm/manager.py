@@ -693,6 +693,23 @@ class QueueManager:
         """See :meth:`~openmsmq.qm.reader.Reader.dequeue_end`."""
         return self.reader.dequeue_end(pending, delete)
 
+    def abort_receive(self, pending: PendingReceive) -> None:
+        """End a transactional two-phase receive as aborted: the message leaves its
+        transaction and is put back with its AbortCount one higher (and where its queue's
+        retry policy sends it) — what the remote-read service's pending-request cleanup
+        timer does with a transactional receive nobody ended. Outside a transaction it is
+        Dequeue Message End without deletion. A second end: MQ_ERROR_TRANSACTION_SEQUENCE."""
+        tx = pending.transaction
+        if tx is None:
+            self.reader.dequeue_end(pending, False)
+            return
+        if pending.ended:
+            raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "receive already ended")
+        pending.ended = True
+        dropped = tx.drop_receive(pending.lookup_id)
+        if dropped is not None:
+            self.poison.abort([dropped])
+
     # ---- LookupIdentifier ranges, idempotent send, statistics (RangeReader) --------------
 
     def lookup_range(

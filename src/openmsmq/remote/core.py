@@ -685,7 +685,10 @@ class RemoteReadCore:
         if entry.receive is None or (entry.tx is not None and entry.tx.outcome is not None):
             return
         with contextlib.suppress(MQError):
-            self.qm.dequeue_end(entry.receive, delete=False)
+            if entry.tx is not None:  # a transactional receive nobody ended: aborted (AbortCount)
+                self.qm.abort_receive(entry.receive)
+            else:
+                self.qm.dequeue_end(entry.receive, delete=False)
 
     def end_receive(
         self,
