@@ -218,7 +218,8 @@ class Sender:
         rows = sends[0][1] if len(sends) == 1 else [s for _, chunk in sends for s in chunk]
         count = len(rows)
         if not received:  # a sending transaction: none of the receive bookkeeping
-            stored = self._store.write(_with_moves(ops.commit_work(rows, ()), moves))
+            work = ops.commit_work(rows, ())
+            stored = self._store.write(_with_moves(work, moves) if moves else work)
             self._metrics.count_committed(count, 0)
             if sends:
                 self._queues.notify(map(_first, sends))  # C iteration: no generator frame
@@ -263,7 +264,8 @@ class Sender:
         if events:
             rows = list(rows)
             rows += removals.hook_rows(events)
-        stored = self._store.write(_with_moves(ops.commit_work(rows, removes, None, deletes), moves))
+        work = ops.commit_work(rows, removes, None, deletes)
+        stored = self._store.write(_with_moves(work, moves) if moves else work)
         self._metrics.count_committed(count, consumed)
         self._locks.unlock_ids(held, removed=True)
         notify = self._queues.notify
@@ -277,10 +279,8 @@ class Sender:
 
 
 def _with_moves(work: ops.CommitWork, moves: Sequence[Move]) -> Callable[[WriteContext], list[int]]:
-    """``work`` with ``moves`` applied first in the same store transaction (the work
-    itself when there are none, which the writer may merge with other commits)."""
-    if not moves:
-        return work
+    """``work`` with ``moves`` applied first in the same store transaction (without
+    moves the work itself is written: the writer may merge it with other commits)."""
 
     def op(ctx: WriteContext) -> list[int]:
         apply_moves(ctx, moves)
