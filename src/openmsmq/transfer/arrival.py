@@ -160,9 +160,7 @@ class ReceiptCheck:
         a direct name by its path, a private one (kind 0x3) by its number here."""
         if isinstance(dest, DirectQueueFormatName):
             parts = split_direct(dest.name)
-            found = self._qm.find_queue(parts[1]) if parts else None
-            # Nothing arrives in a subqueue: a message enters one only by a move.
-            return None if found is None or found.record.queue_type == QueueType.SUBQUEUE else found
+            return self._qm.find_queue(parts[1]) if parts else None
         if isinstance(dest, PrivateQueueFormatNameId) and dest.kind == QueueFormatType.PRIVATE_ON_DESTINATION:
             return self._qm.find_queue(destination_key(dest, qm_address))
         return None
