@@ -185,3 +185,16 @@ def test_delete_queue_deletes_subqueues(qm: QueueManager) -> None:
     assert _code(err) == HResult.MQ_ERROR_QUEUE_NOT_FOUND
     qm.create_queue(Q, transactional=True)
     assert qm.subqueues(Q) == []
+
+
+def test_a_message_arriving_for_a_subqueue_is_refused(qm: QueueManager) -> None:
+    """MS-MQQB: the rules of receipt refuse a destination that is no private queue, so a
+    subqueue named by a peer gets NACK_BAD_DST_Q (MS-MQQB 3.1.5.8.2)."""
+    from openmsmq.transfer.arrival import refusal_class
+    from openmsmq.wire.constants import MessageClass
+
+    (lid,) = _send(qm, b"x")
+    qm.move_message(Q, lid, "poison")
+    sub, main = qm.get_queue(Q + ";poison"), qm.get_queue(Q)
+    assert refusal_class(main, qm.guid, True, 0, 0xFFFFFFFF, 0) is None
+    assert refusal_class(sub, qm.guid, True, 0, 0xFFFFFFFF, 0) == MessageClass.NACK_BAD_DST_Q
