@@ -348,7 +348,16 @@ class Poison:
                 decided[c.lookup_id] = (d, target)
             return out
 
-        ids = [r.message.lookup_id for r in receives if not r.queue.deleted]
+        # A message purged while locked (PurgePending) is deleted by the release below,
+        # with its acknowledgment in that one commit: nothing to count.
+        ids = [
+            r.message.lookup_id
+            for r in receives
+            if not r.queue.deleted and r.message.lookup_id not in r.queue.purge_pending
+        ]
+        if not ids:
+            self._locks.release(receives)
+            return
         try:
             self._store.write(store_moves.abort_counts(ids, decide))
         except MQError:
