@@ -30,7 +30,9 @@ SRC = Path(openmsmq.__file__).parent
 
 #: Modules every layer may use: errors, configuration values, paths and the root package
 #: (its ``__version__``).
-BASE = frozenset({"openmsmq", "errors", "lazy", "datadir", "redact", "config_values", "config", "runtime"})
+BASE = frozenset(
+    {"openmsmq", "errors", "lazy", "datadir", "redact", "config_values", "config", "runtime", "retry_policy"}
+)
 
 #: Package (or top-level module) of openmsmq -> the packages it may import, besides itself.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -42,6 +44,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # redact: the DSN (store.dsn) is shown without its password wherever config is rendered.
     "config": frozenset({"errors", "config_values", "redact"}),
     "runtime": frozenset({"datadir"}),
+    "retry_policy": frozenset({"errors"}),
     "openmsmq": frozenset({"client"}),  # the root package: ``openmsmq.connect``, imported lazily
     "wire": frozenset({"errors", "lazy"}),
     "protocol": frozenset({"errors", "wire"}),

@@ -13,6 +13,7 @@ Every error raised by the library on purpose is an :class:`OpenMSMQError`::
     │   └── StorageError             MQ_ERROR_MESSAGE_STORAGE_FAILED / MQ_ERROR_INSUFFICIENT_RESOURCES
     │       │                        (disk full, corrupted or unreadable store, database unreachable)
     │       └── FencedError          a write refused: this QM's lease epoch is no longer the database's
+    ├── PoisonMessageError       a consumer's retry policy ends in ``fault`` for a message
     ├── ProtocolError            a peer or a caller broke the MS-MQQB session rules
     │   ├── LocalProtocolError       *we* were asked to do something the protocol forbids
     │   └── RemoteProtocolError      the peer sent something the protocol forbids
@@ -44,6 +45,7 @@ __all__ = [
     "MQError",
     "MessageNotFoundError",
     "OpenMSMQError",
+    "PoisonMessageError",
     "ProtocolError",
     "QueueNotFoundError",
     "RemoteProtocolError",
@@ -253,6 +255,26 @@ class MQError(OpenMSMQError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (MQError, (int(self.hresult), self.message))
+
+
+class PoisonMessageError(OpenMSMQError):
+    """A message failed its last retry cycle and its queue's (or the consumer's) retry
+    policy says ``fault``: it stays where it is (``queue``, ``lookup_id``) until someone
+    moves, receives or purges it (openmsmq.retry_policy)."""
+
+    def __init__(self, queue: str, lookup_id: int, abort_count: int, move_count: int) -> None:
+        self.queue = queue
+        self.lookup_id = lookup_id
+        self.abort_count = abort_count
+        self.move_count = move_count
+        super().__init__(
+            f"poison message {lookup_id} in {queue}: its receive was aborted {abort_count} times"
+            f" after {move_count // 2} retry cycles (receive_error_handling=fault); move it"
+            f" (openmsmq move {queue} {lookup_id} --to poison) or purge it to go on"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PoisonMessageError, (self.queue, self.lookup_id, self.abort_count, self.move_count))
 
 
 class QueueNotFoundError(MQError):

@@ -69,7 +69,10 @@ def test_the_codes() -> None:
             "no queue 'DIRECT=TCP:127.0.0.42\\PRIVATE$\\orders'",
         ),
         (["send", "PRIVATE=abc\\1", "x"], "computer GUID 'abc' is not a GUID"),
-        (["queue", "create", "private$\\a;b"], "'private$\\a;b': subqueues are not supported"),
+        (
+            ["queue", "create", "private$\\a;b"],
+            "'private$\\a;b' names a subqueue: a subqueue is created by the first move into it",
+        ),
         (
             ["queue", "create", "private$\\x", "--allow-sender", "qm-a"],
             "allowed sender 'qm-a' is not a QM GUID",

@@ -40,7 +40,7 @@ def test_private_format_name() -> None:
     ("text", "code"),
     [
         ("private$\\", HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME),
-        ("private$\\a;b", HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME),  # subqueue
+        ("private$\\a;" + "x" * 33, HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME),  # subqueue name too long
         ("host\\orders", HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME),  # public queue
         ("orders", HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME),
         ("system$;nope", HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME),

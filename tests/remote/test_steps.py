@@ -292,11 +292,14 @@ def test_a_message_taken_ahead_is_given_back_before_anything_else(qm: QueueManag
     q = conn.open_queue(TXQ, Access.RECEIVE)
     with conn.transaction() as tx:
         q.receive(timeout=5, tx=tx)  # b is now taken ahead
-    assert q.peek(timeout=0).body == b"b"  # the application sees the queue as it is
+    seen = q.peek(timeout=0)
+    assert seen.body == b"b"  # the application sees the queue as it is
+    assert seen.abort_count == 0  # given back, not aborted: no consumer failed on it
     other = Connection(connect())
     oq = other.open_queue(TXQ, Access.RECEIVE)
     with other.transaction() as tx:
-        assert oq.receive(timeout=0, tx=tx).body == b"b"
+        got = oq.receive(timeout=0, tx=tx)
+        assert (got.body, got.abort_count) == (b"b", 0)
 
 
 def test_a_message_taken_ahead_and_not_asked_for_goes_back_by_itself(
@@ -310,7 +313,8 @@ def test_a_message_taken_ahead_and_not_asked_for_goes_back_by_itself(
     other = Connection(connect())
     oq = other.open_queue(TXQ, Access.RECEIVE)
     with other.transaction() as tx:
-        assert oq.receive(timeout=10, tx=tx).body == b"b"  # within grpc_steps.HOLD
+        got = oq.receive(timeout=10, tx=tx)  # within grpc_steps.HOLD
+        assert (got.body, got.abort_count) == (b"b", 0)
     assert bodies(qm, TXQ) == []
 
 

@@ -29,6 +29,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transaction import PendingReceive, Transaction
+from openmsmq.retry_policy import RetryPolicy
 from openmsmq.store.records import MessageRecord, QueueType
 from openmsmq.transfer.engine import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
 from openmsmq.transfer.trust import TrustConfig
@@ -49,6 +50,11 @@ ROUTES = {"A": (("127.0.0.4", "127.0.0.3"),), "B": (("127.0.0.4", "127.0.0.4"),)
 HOPS = {"C": ("127.0.0.3",)}
 #: (flow, sender, destination node, queue name)
 FLOWS = (("F1", "A", "B", "q1"), ("F2", "A", "C", "q2"), ("F3", "C", "A", "q3"))
+#: The flow whose destination queue has a retry policy: each aborted receive of it sends
+#: the message to ;retry (back after 2 s) and, in its second cycle, to ;poison, which
+#: its application also drains.
+RETRY_FLOW = "F3"
+RETRY_POLICY = RetryPolicy(receive_retry_count=0, max_retry_cycles=1, retry_cycle_delay=2.0)
 #: Seconds after which an abandoned receive transaction is aborted (the remote-read
 #: cleanup timer's role), unless a crash drops it first.
 ABANDON_CLEANUP = 5.0
@@ -130,6 +136,8 @@ class World:
         self.seed = seed
         self.cfg = faults
         self.rng = random.Random(seed)
+        #: Draws of the poison-message reader alone (the other draws replay as before).
+        self.poison_rng = random.Random(seed ^ 0x5EED)
         self.loop = EventLoop(START)
         self.stats = SimStats()
         self.trace = Trace()
@@ -162,7 +170,14 @@ class World:
             self.nodes[name] = node
             self.by_address[address] = node
         self.flows = [
-            Flow(f, src, dst, f"private$\\{q}", f"DIRECT=TCP:{ADDRESSES[dst]}\\PRIVATE$\\{q}")
+            Flow(
+                f,
+                src,
+                dst,
+                f"private$\\{q}",
+                f"DIRECT=TCP:{ADDRESSES[dst]}\\PRIVATE$\\{q}",
+                retries=f == RETRY_FLOW,
+            )
             for f, src, dst, q in FLOWS
         ]
         self.oracle = Oracle(self.flows, faults.check_release)
@@ -239,7 +254,8 @@ class World:
         if first:
             for flow in self.flows:
                 if flow.dst == node.name:
-                    qm.create_queue(flow.queue, transactional=True)
+                    policy = RETRY_POLICY if flow.retries else None
+                    qm.create_queue(flow.queue, transactional=True, retry_policy=policy)
         node.transfer = Transfer(qm, node.config, now)
         if self.sequence_type is not None:
             node.transfer.incoming.use_sequence_type(self.sequence_type, now)
@@ -247,6 +263,34 @@ class World:
         if not first:
             self._check_restart(node)
         self.loop.after(0.0, self._poll, node.name, node.epoch)
+        self.loop.after(0.5, self._returns, node.name, node.epoch)
+
+    def _returns(self, name: str, epoch: int) -> None:
+        """The queue manager's periodic retry-cycle returns (its expiry thread's job)."""
+        node = self.nodes[name]
+        if node.epoch != epoch or node.qm is None or self.done:
+            return
+        returned = node.qm.return_due(self.loop.now)
+        if returned:
+            self.stats.receives["returned-from-retry"] += returned
+        for flow in self.flows:
+            if flow.retries and flow.dst == name:
+                self._check_places(flow)
+        self.loop.after(0.5, self._returns, name, epoch)
+
+    def _check_places(self, flow: Flow) -> None:
+        """Invariant: each message of the flow in exactly one queue or subqueue."""
+        qm = self.nodes[flow.dst].qm
+        if qm is None:
+            return
+        places = {}
+        for place in (flow.queue, flow.queue + ";retry", flow.queue + ";poison"):
+            try:
+                places[place] = [m.body for m in qm.peek_range(place, 0, 1_000_000)]
+            except MQError as exc:
+                if exc.hresult != HResult.MQ_ERROR_QUEUE_NOT_FOUND:
+                    raise
+        self.oracle.placed(flow, places)
 
     def _poll(self, name: str, epoch: int) -> None:
         node = self.nodes[name]
@@ -477,6 +521,10 @@ class World:
         for flow in self.flows:
             if flow.dst == node.name:
                 held = {m.body for m in qm.peek_range(flow.queue, 0, 1_000_000)}
+                for sub in qm.subqueues(flow.queue):  # the retry policy's ;retry and ;poison
+                    held |= {m.body for m in qm.peek_range(sub.name, 0, 1_000_000)}
+                if flow.retries:
+                    self._check_places(flow)
                 if held != flow.present:
                     raise SimFailure(
                         "sequence-state",
@@ -600,6 +648,12 @@ class World:
         qm = node.qm
         if qm is None:
             return
+        source = flow.queue
+        if flow.retries and self.poison_rng.random() < 0.25:
+            source = flow.queue + ";poison"  # the application also handles poison messages
+            if qm.find_queue(source) is None:
+                return
+            self.stats.receives["poison-read"] += 1
         r = self.rng.random()
         if calm:
             how = "commit" if r < 0.8 else "ack"
@@ -610,7 +664,7 @@ class World:
         think = self.rng.uniform(0.0, 0.2)
         if how in ("cancel", "ack"):
             try:
-                pending = qm.dequeue_begin(flow.queue, timeout=0)
+                pending = qm.dequeue_begin(source, timeout=0)
             except MQError as exc:
                 if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
                     raise
@@ -622,7 +676,7 @@ class World:
         pendings: list[PendingReceive] = []
         for _ in range(self.rng.randint(1, 3)):
             try:
-                pendings.append(qm.dequeue_begin(flow.queue, tx=tx, timeout=0))
+                pendings.append(qm.dequeue_begin(source, tx=tx, timeout=0))
             except MQError as exc:
                 if exc.hresult != HResult.MQ_ERROR_IO_TIMEOUT:
                     raise
@@ -661,6 +715,8 @@ class World:
             else:  # abandoned: a crash drops it, or the cleanup timer aborts it
                 self.loop.after(ABANDON_CLEANUP, self._cleanup, flow, epoch, tx)
         self.trace(self.loop.now, "%s receive %s %d of %s", flow.dst, how, len(pendings), flow.name)
+        if flow.retries:
+            self._check_places(flow)
 
     def _cleanup(self, flow: Flow, epoch: int, tx: Transaction) -> None:
         node = self.nodes[flow.dst]

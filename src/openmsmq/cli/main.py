@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "outgoing": ("openmsmq.cli.outgoing_cmds",),
     "completion": ("openmsmq.cli.completion_cmds",),
     "backup": ("openmsmq.cli.backup_cmds",),
+    "move": ("openmsmq.cli.poison_cmds",),
+    "poison": ("openmsmq.cli.poison_cmds",),
 }
 #: Every command module, each once.
 COMMAND_MODULES: list[str] = list(dict.fromkeys(m for mods in COMMANDS.values() for m in mods))

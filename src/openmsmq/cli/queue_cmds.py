@@ -9,8 +9,10 @@ import click
 from rich.table import Table
 
 from openmsmq.cli.context import confirm, console, ctx_of, json_option, queue_row
+from openmsmq.cli.poison_cmds import policy_from_options, policy_options
 from openmsmq.client.types import INFINITE, Access, QueueInfo
 from openmsmq.errors import HResult, MQError, quoted
+from openmsmq.retry_policy import RetryPolicy
 
 __all__ = ["queue", "register"]
 
@@ -37,6 +39,16 @@ def _table(infos: list[QueueInfo]) -> None:
     console().print(table)
 
 
+def _policy_text(stored: str) -> str:
+    policy = RetryPolicy.decode(stored)
+    if policy is None:
+        return "none (aborted messages stay in the queue)"
+    return (
+        f"{policy.receive_retry_count} retries, {policy.max_retry_cycles} cycles of"
+        f" {policy.retry_cycle_delay:g}s, then {policy.receive_error_handling.value}"
+    )
+
+
 def _details(i: QueueInfo) -> None:
     table = Table("property", "value", show_header=False)
     for key, value in (
@@ -58,6 +70,7 @@ def _details(i: QueueInfo) -> None:
         table.add_row("destination", i.destination)
     if i.kind == "private":
         table.add_row("allowed senders", "\n".join(i.allowed_senders) or "every QM")
+        table.add_row("retry policy", _policy_text(i.retry_policy))
     console().print(table)
 
 
@@ -92,6 +105,7 @@ def queue() -> None:
     is_flag=True,
     help="A queue NAME that exists already is success, left as it is (for scripts run again).",
 )
+@policy_options
 @json_option
 @click.pass_context
 def create(
@@ -103,8 +117,14 @@ def create(
     label: str,
     allowed_senders: tuple[str, ...],
     exist_ok: bool,
+    receive_retry_count: str | None,
+    max_retry_cycles: str | None,
+    retry_cycle_delay: str | None,
+    receive_error_handling: str | None,
 ) -> None:
-    """Create the private queue NAME (e.g. 'private$\\orders')."""
+    """Create the private queue NAME (e.g. 'private$\\orders'). A --retry-* or
+    --on-poison option gives a transactional queue a retry policy (WCF's defaults for
+    the others: 5 retries, 2 cycles, 30m, move)."""
     c = ctx_of(ctx)
     try:
         info = c.connection().create_queue(
@@ -114,6 +134,13 @@ def create(
             journal=journal,
             label=label,
             allowed_senders=allowed_senders,
+            retry_policy=policy_from_options(
+                None,
+                receive_retry_count=receive_retry_count,
+                max_retry_cycles=max_retry_cycles,
+                retry_cycle_delay=retry_cycle_delay,
+                receive_error_handling=receive_error_handling,
+            ),
         )
     except MQError as exc:
         if not exist_ok or exc.hresult != HResult.MQ_ERROR_QUEUE_EXISTS:
@@ -186,6 +213,8 @@ class _Quota(click.ParamType[int]):
     help="Replace the QMs that may send into the queue over MS-MQQB with these (repeat for more).",
 )
 @click.option("--allow-every-sender", is_flag=True, help="Let every QM send into the queue again.")
+@policy_options
+@click.option("--no-retry-policy", is_flag=True, help="Remove the queue's retry policy.")
 @json_option
 @click.pass_context
 def set_(
@@ -198,6 +227,11 @@ def set_(
     base_priority: int | None,
     allowed_senders: tuple[str, ...],
     allow_every_sender: bool,
+    no_retry_policy: bool,
+    receive_retry_count: str | None,
+    max_retry_cycles: str | None,
+    retry_cycle_delay: str | None,
+    receive_error_handling: str | None,
 ) -> None:
     """Change properties of the private queue NAME (only those given), as MSMQ's
     MQSetQueueProperties; works on a running queue manager too. Shows the queue then."""
@@ -216,9 +250,25 @@ def set_(
     }
     if allowed_senders or allow_every_sender:
         changes["allowed_senders"] = list(allowed_senders)
+    c = ctx_of(ctx)
+    policy = {
+        "receive_retry_count": receive_retry_count,
+        "max_retry_cycles": max_retry_cycles,
+        "retry_cycle_delay": retry_cycle_delay,
+        "receive_error_handling": receive_error_handling,
+    }
+    if no_retry_policy:
+        if any(v is not None for v in policy.values()):
+            raise click.UsageError("give --no-retry-policy or retry policy options, not both")
+        changes["retry_policy"] = ""
+    elif any(v is not None for v in policy.values()):
+        # Options not given keep the queue's current values (else WCF's defaults).
+        current = RetryPolicy.decode(c.connection().queue_info(name).retry_policy)
+        new = policy_from_options(current, **policy)
+        assert new is not None
+        changes["retry_policy"] = new.encode()
     if not changes:
         raise click.UsageError("nothing to set: give at least one option (see --help)")
-    c = ctx_of(ctx)
     info = c.connection().set_queue_properties(name, **changes)
     c.emit({"queue": queue_row(info)}, lambda: _details(info))
 

@@ -118,15 +118,20 @@ def print_messages(msgs: list[Message]) -> None:
         write_out("(no messages)\n")
         return
     acks = any(m.is_acknowledgment for m in msgs)
+    counted = any(m.abort_count or m.move_count for m in msgs)
     columns = ["lookup id", "message id", "label", "class", "pri", "size", "sent (UTC)", "body"]
     if acks:
         columns.insert(4, "acknowledges")
+    if counted:  # AbortCount / MoveCount (a retry policy's counts): shown when any is set
+        columns.insert(-1, "aborts/moves")
     table = Table(*columns)
     for m in msgs:
         sent = datetime.fromtimestamp(m.sent_time, UTC).strftime("%Y-%m-%d %H:%M:%S") if m.sent_time else "-"
         row = [m.message_id, m.label, m.class_name, str(m.priority), str(len(m.body)), sent, _preview(m)]
         if acks:
             row.insert(3, m.acknowledged_message_id or "-")
+        if counted:
+            row.insert(-1, f"{m.abort_count}/{m.move_count}")
         table.add_row(str(m.lookup_id), *row)
     out = console()
     with out.capture() as captured:  # rendered as for stdout, written in full by write_out

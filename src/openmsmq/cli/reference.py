@@ -34,6 +34,14 @@ EXAMPLES: dict[str, list[str]] = {
     "dlq requeue": ["openmsmq dlq requeue --all"],
     "dlq show": ["openmsmq dlq show 4097"],
     "init": ["openmsmq init /var/lib/openmsmq"],
+    "move": [
+        "openmsmq move 'private$\\orders' 4097 --to poison",
+        "openmsmq move 'private$\\orders;poison' 4097 --to 'private$\\orders'",
+    ],
+    "poison list": ["openmsmq poison list", "openmsmq poison list 'private$\\orders' --json"],
+    "poison purge": ["openmsmq poison purge 'private$\\orders' --yes"],
+    "poison return": ["openmsmq poison return 'private$\\orders' --all"],
+    "poison show": ["openmsmq poison show 'private$\\orders' 4097"],
     "outgoing resume": ["openmsmq outgoing resume 'DIRECT=TCP:10.0.0.5\\private$\\orders'"],
     "outgoing suspend": ["openmsmq outgoing suspend 'DIRECT=TCP:10.0.0.5\\private$\\orders'"],
     "peek": [

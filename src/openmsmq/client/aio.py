@@ -434,6 +434,19 @@ class AsyncQueue:
         assert tid is not None
         await self._call(self._transport.set_ack_class, tid, message.lookup_id, NACK_RECEIVE_REJECTED)
 
+    async def move(
+        self,
+        lookup_id: int,
+        to: str,
+        *,
+        tx: AsyncTransaction | TransactionId | None = None,
+        return_after: float | None = None,
+    ) -> int:
+        """Move Message: see :meth:`openmsmq.client.Queue.move`."""
+        return await self._call(
+            self._transport.move_message, self.handle, lookup_id, to, _tid(tx), return_after
+        )
+
     # ---- cursors, purge, properties --------------------------------------------------------
 
     async def cursor(self) -> AsyncCursor:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from openmsmq.client.consumer import ConsumeStats, consume
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.selection import (
     by_correlation_id,
@@ -38,6 +39,7 @@ from openmsmq.client.types import (
 )
 from openmsmq.errors import ConfigError, HResult, MQError, quoted
 from openmsmq.redact import redact
+from openmsmq.retry_policy import RetryPolicy
 from openmsmq.runtime import live_runtime
 
 __all__ = [
@@ -450,6 +452,39 @@ class Queue:
         assert tid is not None
         self._transport.set_ack_class(tid, message.lookup_id, NACK_RECEIVE_REJECTED)
 
+    def move(
+        self,
+        lookup_id: int,
+        to: str,
+        *,
+        tx: Transaction | TransactionId | None = None,
+        return_after: float | None = None,
+    ) -> int:
+        """Move Message (MS-MQRR 3.1.4.10): move message ``lookup_id`` of this queue to
+        ``to`` (a subqueue name such as ``"poison"``, ``";poison"``, this queue's name from
+        one of its subqueues, or a format name of either). The message keeps its
+        identity and properties and gets a new LookupIdentifier (returned; 0 inside
+        ``tx``, where the move happens at commit); a subqueue is created by the first
+        move into it. ``return_after`` seconds: it comes back to the queue then (a
+        retry cycle). Needs RECEIVE access."""
+        return self._transport.move_message(self.handle, lookup_id, to, tx_id_of(tx), return_after)
+
+    def transaction(self) -> Transaction:
+        """Begin a transaction on this queue's connection."""
+        return Transaction(self._transport, self._transport.begin())
+
+    def consume(
+        self,
+        handler: Callable[[Message], object],
+        *,
+        policy: RetryPolicy | None = None,
+        max_messages: int | None = None,
+        timeout: float | None = 0.0,
+    ) -> ConsumeStats:
+        """A transactional consumer loop with a retry policy (the consumer's, else the
+        queue's): see :func:`openmsmq.client.consumer.consume`."""
+        return consume(self, handler, policy=policy, max_messages=max_messages, timeout=timeout)
+
     # ---- cursors, purge, properties --------------------------------------------------------
 
     def cursor(self) -> Cursor:
@@ -512,13 +547,16 @@ class Connection:
         journal_quota_kb: int = INFINITE,
         exist_ok: bool = False,
         allowed_senders: Sequence[str] = (),
+        retry_policy: RetryPolicy | None = None,
     ) -> QueueInfo:
         """Create a private queue; with ``exist_ok`` an existing one is returned as it is.
 
         ``allowed_senders``: QM GUIDs that may send into it over MS-MQQB (empty: every
-        sender); messages from other QMs are rejected with NACK_ACCESS_DENIED."""
+        sender); messages from other QMs are rejected with NACK_ACCESS_DENIED.
+        ``retry_policy``: what the queue manager does with a message whose receives keep
+        being aborted (a transactional queue; :mod:`openmsmq.retry_policy`)."""
         try:
-            return self.transport.create_queue(
+            info = self.transport.create_queue(
                 queue_name(path),
                 transactional=transactional,
                 label=label,
@@ -527,6 +565,11 @@ class Connection:
                 journal_quota_kb=journal_quota_kb,
                 allowed_senders=allowed_senders,
             )
+            if retry_policy is not None:
+                info = self.transport.set_queue_properties(
+                    queue_name(path), retry_policy=retry_policy.encode()
+                )
+            return info
         except MQError as exc:
             if exist_ok and exc.hresult == HResult.MQ_ERROR_QUEUE_EXISTS:
                 return self.transport.queue_info(queue_name(path))

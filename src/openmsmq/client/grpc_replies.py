@@ -122,13 +122,16 @@ def _message(m: pb.Message) -> Message:
         | (FLAG_FIRST_IN_TRANSACTION if m.first_in_transaction else 0)
         | (FLAG_LAST_IN_TRANSACTION if m.last_in_transaction else 0)
     )
-    return _make(
+    out = _make(
         m.lookup_id, m.id_uniquifier, m.message_class, m.priority, m.app_specific, m.body_type,
         m.delivery, m.sent_time, m.arrived_time, m.time_to_reach_queue, m.time_to_be_received,
         m.ack_flags, flags, m.request_id, m.tx_sequence_id, m.tx_sequence_number, m.id_lineage,
         m.source_machine, m.body, m.label, m.correlation_id, m.destination_queue, m.admin_queue,
         m.response_queue, m.extension,
     )  # fmt: skip
+    if m.abort_count or m.move_count:  # not in the packed form: the server then sends this one
+        out = dataclasses.replace(out, abort_count=m.abort_count, move_count=m.move_count)
+    return out
 
 
 def messages(reply: pb.ReadReply) -> list[Message]:

@@ -335,7 +335,9 @@ class ConsumerAhead:
                     )
                 )
             )
-        ops.append(pb.StepOp(abort=pb.TransactionRequest(transaction=a.uow)))
+        # Given back, not aborted: the application never saw the message, so it is no
+        # failed attempt (its AbortCount stays).
+        ops.append(pb.StepOp(give_back=pb.TransactionRequest(transaction=a.uow)))
         # A failure leaves it to the session's rundown (the stream or the server is gone).
         with contextlib.suppress(MQError):
             self.stream.exchange(ops)

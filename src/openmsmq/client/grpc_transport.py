@@ -124,6 +124,7 @@ def _queue_info(q: pb.QueueInfo) -> QueueInfo:
         journal=q.journal, journal_quota_kb=q.journal_quota_kb, private_number=q.private_number,
         created_time=q.created_time, modify_time=q.modify_time, message_count=q.message_count,
         total_bytes=q.total_bytes, destination=q.destination, allowed_senders=tuple(q.allowed_senders),
+        retry_policy=q.retry_policy,
     )  # fmt: skip
 
 
@@ -372,6 +373,7 @@ class GrpcTransport(Transport):
             "journal_quota_kb",
             "base_priority",
             "allowed_senders",
+            "retry_policy",
         }
         if unknown:
             raise MQError(HResult.MQ_ERROR_PROPERTY_NOTALLOWED, f"not settable: {', '.join(sorted(unknown))}")
@@ -533,6 +535,24 @@ class GrpcTransport(Transport):
     def cancel_receive(self, handle: int, request_id: int) -> None:
         """R_CancelReceive: end a waiting receive with MQ_ERROR_OPERATION_CANCELLED."""
         self._call(self._stub.CancelReceive, pb.CancelReceiveRequest(handle=handle, request_id=request_id))
+
+    def move_message(
+        self,
+        handle: int,
+        lookup_id: int,
+        to: str,
+        tx: TransactionId | None = None,
+        return_after: float | None = None,
+    ) -> int:
+        uow = b""
+        if tx is not None:
+            uow = _uow(tx)
+            if uow in self._fresh:  # nothing done in it yet: the server creates it now
+                self._settle(uow)
+        req = pb.MoveMessageRequest(
+            handle=handle, transaction=uow, lookup_id=lookup_id, to=to, return_after=return_after or 0.0
+        )
+        return int(self._call(self._stub.MoveMessage, req).lookup_id)
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         uow = self._wire(tx)

@@ -46,6 +46,7 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
+from openmsmq.qm.sending import refuse_subqueue
 from openmsmq.remote.read_calls import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.runtime import STORE_FILE, holds_queue_manager, take_serve_lock
@@ -61,6 +62,7 @@ _KIND = {
     QueueType.SYSTEM: "system",
     QueueType.JOURNAL: "journal",
     QueueType.OUTGOING: "outgoing",
+    QueueType.SUBQUEUE: "subqueue",
 }
 
 
@@ -97,6 +99,8 @@ def message_from_record(m: MessageRecord) -> Message:
         extension=m.extension,
         tx_sequence_id=m.tx_sequence_id,
         tx_sequence_number=m.tx_sequence_number,
+        abort_count=m.abort_count,
+        move_count=m.move_count,
     )
 
 
@@ -145,6 +149,7 @@ def queue_info_from_record(r: QueueRecord) -> QueueInfo:
         total_bytes=r.total_bytes,
         destination=r.destination_format_name or "",
         allowed_senders=tuple(r.allowed_senders.split(",")) if r.allowed_senders else (),
+        retry_policy=r.retry_policy,
     )
 
 
@@ -389,6 +394,7 @@ class InProcessTransport(Transport):
                 HResult.MQ_ERROR_UNSUPPORTED_ACCESS_MODE, "deny-receive needs receive or peek access"
             )
         if access.can_send:
+            refuse_subqueue(name)  # nothing is sent to a subqueue: refused at open, as MSMQ does
             qh = self.qm.open_queue(name)
         else:
             # Reading never creates an outgoing queue (MS-MQDMPR 3.1.7.1.5 step 4).
@@ -638,6 +644,19 @@ class InProcessTransport(Transport):
 
     def set_ack_class(self, tx: TransactionId, lookup_id: int, message_class: int) -> None:
         self._tx(tx).set_dequeue_reason(lookup_id, message_class)
+
+    def move_message(
+        self,
+        handle: int,
+        lookup_id: int,
+        to: str,
+        tx: TransactionId | None = None,
+        return_after: float | None = None,
+    ) -> int:
+        h = self._handle(handle)
+        self._need(h, h.access.can_receive, "receive (a move needs it)")
+        txn = None if tx is None else self._tx(tx)
+        return self.qm.move_message(h.qm_handle, lookup_id, to, txn, return_after=return_after)
 
     # ---- LookupIdentifier ranges ----------------------------------------------------------
 

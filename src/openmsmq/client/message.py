@@ -78,6 +78,11 @@ class Message:
     tx_sequence_id: int = 0
     #: TxSequenceNumber (u32); 0 when the message is not transactional.
     tx_sequence_number: int = 0
+    #: AbortCount: transactional receives of it aborted since it last moved (a queue's
+    #: retry policy moves it on when this passes receive_retry_count).
+    abort_count: int = 0
+    #: MoveCount: moves between its queue and subqueues (a retry cycle is two).
+    move_count: int = 0
 
     @property
     def class_name(self) -> str:
@@ -152,6 +157,8 @@ class Message:
             "first_in_transaction": self.first_in_transaction,
             "last_in_transaction": self.last_in_transaction,
             "source_machine": self.source_machine,
+            "abort_count": self.abort_count,
+            "move_count": self.move_count,
         }
 
 

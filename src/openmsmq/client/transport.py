@@ -194,6 +194,21 @@ class Transport(ABC):
         """R_SetUserAcknowledgementClass (MS-MQRR 3.1.4.14): 0xC004 marks a message
         received in ``tx`` as rejected (NACK_RECEIVE_REJECTED at commit)."""
 
+    def move_message(
+        self,
+        handle: int,
+        lookup_id: int,
+        to: str,
+        tx: TransactionId | None = None,
+        return_after: float | None = None,
+    ) -> int:
+        """R_MoveMessage (MS-MQRR 3.1.4.10): move message ``lookup_id`` of the handle's queue
+        (opened with RECEIVE access) to ``to``: a subqueue name, ``;subqueue``, the queue
+        itself or a format name of one of them. ``return_after`` (seconds, a move to a
+        subqueue): the queue manager moves it back then (a retry cycle). Returns the new
+        LookupIdentifier (0 inside ``tx``: the move happens at its commit)."""
+        raise _unsupported("moving messages")
+
     # ---- transactions --------------------------------------------------------------------
 
     @abstractmethod

@@ -174,7 +174,7 @@ class QueueInfo:
 
     #: The path name as created, e.g. ``private$\\orders``.
     path: str
-    #: ``private`` / ``system`` / ``journal`` / ``outgoing``.
+    #: ``private`` / ``system`` / ``journal`` / ``outgoing`` / ``subqueue``.
     kind: str
     transactional: bool
     label: str
@@ -192,6 +192,8 @@ class QueueInfo:
     destination: str = ""
     #: QM GUIDs allowed to send into the queue over MS-MQQB; empty = every sender.
     allowed_senders: tuple[str, ...] = ()
+    #: The retry policy, ``count,cycles,delay,handling`` (openmsmq.retry_policy); "" = none.
+    retry_policy: str = ""
 
 
 @dataclass(frozen=True, slots=True)

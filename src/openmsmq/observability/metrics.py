@@ -157,6 +157,13 @@ class Metrics:
             ["class"],
             registry=r,
         )
+        self._poison = Counter(
+            "openmsmq_poison_messages",
+            "Messages a queue's retry policy handled after aborted receives, by queue and by what"
+            " happened (retry: moved to ;retry; poison: moved to ;poison; reject; drop).",
+            ["queue", "disposition"],
+            registry=r,
+        )
         self._arrival_rejected = Counter(
             "openmsmq_messages_rejected_on_arrival",
             "Incoming messages received in order but refused by the arrival rules (MS-MQQB 3.1.5.8), "
@@ -317,6 +324,10 @@ class Metrics:
         """Messages moved to a dead-letter queue by one commit, by Message.Class."""
         for cls, n in _Tally(classes).items():
             self.dead_lettered(cls).inc(n)
+
+    def count_poison(self, queue: str, disposition: str) -> None:
+        """A retry policy moved, rejected or dropped one message of ``queue``."""
+        self._poison.labels(queue=queue, disposition=disposition).inc()
 
     def count_accepted(self, n: int) -> None:
         """``n`` incoming transactional messages stored (one group of an accept batch)."""

@@ -38,6 +38,11 @@ class MetricsSink(Protocol):
         (MS-MQMQ 2.2.18.1.6)."""
         ...
 
+    def count_poison(self, queue: str, disposition: str) -> None:
+        """A queue's retry policy handled one message: ``retry``, ``poison``, ``reject``
+        or ``drop`` (openmsmq.retry_policy.Disposition)."""
+        ...
+
     def observe_commit(self, ops: int, seconds: float) -> None:
         """One store transaction of ``ops`` operations took ``seconds`` (its fsync included)."""
         ...
@@ -102,6 +107,9 @@ class NullMetrics:
         """Nothing."""
 
     def count_dead_lettered(self, classes: Iterable[int]) -> None:
+        """Nothing."""
+
+    def count_poison(self, queue: str, disposition: str) -> None:
         """Nothing."""
 
     def observe_commit(self, ops: int, seconds: float) -> None:

@@ -34,6 +34,7 @@ from openmsmq.qm.dead_letters import DeadLetters, Expirer
 from openmsmq.qm.handles import CancelToken, CursorAction, LookupAction, QueueHandle, QueueState
 from openmsmq.qm.locks import NACK_Q_PURGED, LockTable
 from openmsmq.qm.options import StoreOptions
+from openmsmq.qm.poison import Poison
 from openmsmq.qm.range_reader import DEFAULT_IDENTITY_RETENTION, LookupRange, QueueStats, RangeReader
 from openmsmq.qm.reader import Reader
 from openmsmq.qm.registry import QueueRef, QueueRegistry
@@ -42,6 +43,7 @@ from openmsmq.qm.sending import Sender
 from openmsmq.qm.sequences import SequenceStore
 from openmsmq.qm.store_choice import StoreChoice
 from openmsmq.qm.transaction import ACK_RECEIVE, PendingReceive, Transaction
+from openmsmq.retry_policy import RetryPolicy
 from openmsmq.store import ops, queues, reads
 from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import RemovedMessage, Send
@@ -55,6 +57,7 @@ from openmsmq.store.records import (
     QueueType,
     message_uniquifier,
 )
+from openmsmq.store.writes import WriteContext
 
 __all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle", "QueueManager", "canonical_senders"]
 
@@ -134,6 +137,17 @@ class QueueManager:
         )
         #: Receive, peek, cursors, two-phase receive (:class:`~openmsmq.qm.reader.Reader`).
         self.reader = Reader(self.store, self.queues, self.locks, clock, self.sender.commit)
+        #: Subqueues, Move Message, AbortCount and retry policies (:class:`~openmsmq.qm.poison.Poison`).
+        self.poison = Poison(
+            self.store,
+            self.metrics,
+            self.queues,
+            self.locks,
+            self.dead_letters,
+            self._lock_for_move,
+            self.sender.commit,
+            clock,
+        )
         #: Ranges, idempotent send, statistics (:class:`~openmsmq.qm.range_reader.RangeReader`).
         self.ranges = RangeReader(
             self.store,
@@ -154,9 +168,7 @@ class QueueManager:
             raise
         self._expirer: Expirer | None = None
         if expire_interval is not None:
-            self._expirer = Expirer(
-                self.dead_letters, clock, self.prune_identities, self._stop, expire_interval
-            )
+            self._expirer = Expirer(self.dead_letters, clock, self._periodic, self._stop, expire_interval)
             self._expirer.start()
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -172,7 +184,7 @@ class QueueManager:
     @clock.setter
     def clock(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        for user in (self.sender, self.reader, self.ranges):
+        for user in (self.sender, self.reader, self.ranges, self.poison):
             user.clock = clock
         if self._expirer is not None:
             self._expirer.clock = clock
@@ -335,8 +347,12 @@ class QueueManager:
         journal: bool = False,
         journal_quota_kb: int = INFINITE,
         allowed_senders: Iterable[str | uuid.UUID] = (),
+        retry_policy: RetryPolicy | None = None,
     ) -> QueueRecord:
         """Create a private queue ``private$\\name`` (and its journal queue).
+
+        ``retry_policy``: what happens to a message whose receives keep being aborted
+        (:mod:`openmsmq.retry_policy`; transactional queues only); None: nothing.
 
         ``allowed_senders``: the QM GUIDs that may send into it over MS-MQQB (empty: every
         sender); a message from another QM is rejected with NACK_ACCESS_DENIED.
@@ -347,6 +363,11 @@ class QueueManager:
         """
         self._check_open()
         parsed = names.parse_name(name)
+        if parsed.subqueue:
+            raise MQError(
+                HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME,
+                f"{quoted(name)} names a subqueue: a subqueue is created by the first move into it",
+            )
         if (
             parsed.is_format_name
             or parsed.key is None
@@ -360,19 +381,24 @@ class QueueManager:
         if len(label) > 124:
             raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "queue label has at most 124 characters")
         senders = canonical_senders(allowed_senders)
+        policy = _policy_text(retry_policy, transactional)
         with self._lock:
             rec = self.store.write(
-                queues.create_queue(
-                    name=parsed.key,
-                    display_name=parsed.display,
-                    queue_type=QueueType.PRIVATE,
-                    transactional=transactional,
-                    label=label,
-                    quota_kb=self.default_quota_kb if quota_kb is None else quota_kb,
-                    journal_quota_kb=journal_quota_kb,
-                    journal=journal,
-                    now=self._now(),
-                    allowed_senders=senders,
+                _with_policy(
+                    policy,
+                    self._now(),
+                    queues.create_queue(
+                        name=parsed.key,
+                        display_name=parsed.display,
+                        queue_type=QueueType.PRIVATE,
+                        transactional=transactional,
+                        label=label,
+                        quota_kb=self.default_quota_kb if quota_kb is None else quota_kb,
+                        journal_quota_kb=journal_quota_kb,
+                        journal=journal,
+                        now=self._now(),
+                        allowed_senders=senders,
+                    ),
                 )
             )
             self.queues.add(rec)
@@ -392,7 +418,7 @@ class QueueManager:
             acks = self.removals.ack_rows(pre) if pre else None
         with self._lock:
             events = self.store.write(queues.delete_queue(qs.record.queue_id, NACK_Q_DELETED, acks))
-            doomed = [qs]
+            doomed = [qs, *self.poison.subqueues_of(qs)]
             if qs.record.journal_queue_id in self.queues.by_id:
                 doomed.append(self.queues.by_id[qs.record.journal_queue_id or 0])
             self.queues.drop(doomed)
@@ -409,7 +435,7 @@ class QueueManager:
         recs = self.store.read(reads.list_queues)
         if include_system:
             return recs
-        return [r for r in recs if r.queue_type == QueueType.PRIVATE]
+        return [r for r in recs if r.queue_type in (QueueType.PRIVATE, QueueType.SUBQUEUE)]
 
     def get_queue(self, queue: QueueRef) -> QueueRecord:
         """Current properties of a queue, with its message count and TotalBytes."""
@@ -425,6 +451,13 @@ class QueueManager:
             raise MQError(HResult.MQ_ERROR_LABEL_TOO_LONG, "queue label has at most 124 characters")
         if "allowed_senders" in changes:
             changes["allowed_senders"] = canonical_senders(changes["allowed_senders"])
+        if "retry_policy" in changes:
+            if qs.record.queue_type != QueueType.PRIVATE:
+                raise MQError(
+                    HResult.MQ_ERROR_ILLEGAL_OPERATION,
+                    f"{qs.record.display_name} takes no retry policy (a private queue does)",
+                )
+            changes["retry_policy"] = _policy_text(changes["retry_policy"], qs.record.transactional)
         rec = self.store.write(queues.update_queue(qs.record.queue_id, changes, self._now()))
         qs.record = rec
         return rec
@@ -664,6 +697,23 @@ class QueueManager:
         """See :meth:`~openmsmq.qm.reader.Reader.dequeue_end`."""
         return self.reader.dequeue_end(pending, delete)
 
+    def abort_receive(self, pending: PendingReceive) -> None:
+        """End a transactional two-phase receive as aborted: the message leaves its
+        transaction and is put back with its AbortCount one higher (and where its queue's
+        retry policy sends it) — what the remote-read service's pending-request cleanup
+        timer does with a transactional receive nobody ended. Outside a transaction it is
+        Dequeue Message End without deletion. A second end: MQ_ERROR_TRANSACTION_SEQUENCE."""
+        tx = pending.transaction
+        if tx is None:
+            self.reader.dequeue_end(pending, False)
+            return
+        if pending.ended:
+            raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "receive already ended")
+        pending.ended = True
+        dropped = tx.drop_receive(pending.lookup_id)
+        if dropped is not None:
+            self.poison.abort([dropped])
+
     # ---- LookupIdentifier ranges, idempotent send, statistics (RangeReader) --------------
 
     def lookup_range(
@@ -731,6 +781,51 @@ class QueueManager:
         """See :meth:`~openmsmq.qm.range_reader.RangeReader.queue_stats`."""
         return self.ranges.queue_stats()
 
+    # ---- subqueues, Move Message, retry policies (Poison) --------------------------------
+
+    def _lock_for_move(self, qs: QueueState, lookup_id: int) -> MessageRecord:
+        """Lock message ``lookup_id`` of ``qs`` for a move (Dequeue Message Begin by
+        LookupIdentifier, no transaction)."""
+        try:
+            return self.reader.dequeue_begin(QueueHandle(qs, qs.record.name), lookup_id=lookup_id).message
+        except MQError as exc:
+            if exc.hresult == HResult.MQ_ERROR_TRANSACTION_USAGE:  # locked by someone else
+                raise MQError(
+                    HResult.MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION,
+                    f"message {lookup_id} of {qs.record.display_name} is held by another transaction"
+                    " or reader",
+                ) from None
+            raise
+
+    def move_message(
+        self,
+        queue: QueueRef,
+        lookup_id: int,
+        to: str,
+        tx: Transaction | None = None,
+        *,
+        return_after: float | None = None,
+    ) -> int:
+        """See :meth:`~openmsmq.qm.poison.Poison.move`."""
+        return self.poison.move(queue, lookup_id, to, tx, return_after=return_after)
+
+    def subqueues(self, queue: QueueRef) -> list[QueueRecord]:
+        """The subqueues of a queue that exist (created by the first move into each)."""
+        return [s.record for s in self.poison.subqueues_of(self.poison.parent_of(self._resolve(queue)))]
+
+    def retry_policy(self, queue: QueueRef) -> RetryPolicy | None:
+        """The retry policy of a queue (of a subqueue's queue), None when it has none."""
+        return self.poison.policy_of(self.poison.parent_of(self._resolve(queue)))
+
+    def return_due(self, now: float | None = None) -> int:
+        """See :meth:`~openmsmq.qm.poison.Poison.return_due`."""
+        return self.poison.return_due(now)
+
+    def _periodic(self) -> None:
+        """The expiry thread's other work: retry-cycle returns, old send identities."""
+        self.poison.return_due()
+        self.prune_identities()
+
     # ---- sending -------------------------------------------------------------------------
 
     def prepare_sends(
@@ -787,7 +882,7 @@ class QueueManager:
     def begin(self) -> Transaction:
         """Start a local transaction."""
         self._check_open()
-        return Transaction(self.sender.commit, self.locks.release)
+        return Transaction(self.sender.commit, self.locks.release, self.poison)
 
     def _commit(
         self,
@@ -826,3 +921,37 @@ def canonical_senders(senders: Iterable[str | uuid.UUID] | str) -> str:
                 HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"allowed sender {quoted(item)} is not a QM GUID"
             ) from None
     return ",".join(sorted(out))
+
+
+def _policy_text(policy: object, transactional: bool) -> str:
+    """The stored form of a retry policy given as a RetryPolicy, its text or None ('');
+    MQ_ERROR_ILLEGAL_PROPERTY_VALUE for a bad one, MQ_ERROR_ILLEGAL_OPERATION on a
+    non-transactional queue (no transaction is aborted there)."""
+    if policy is None or policy == "":
+        return ""
+    if isinstance(policy, str):
+        parsed = RetryPolicy.decode(policy)
+        assert parsed is not None
+        policy = parsed
+    if not isinstance(policy, RetryPolicy):
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"retry policy {quoted(policy)}")
+    if not transactional:
+        raise MQError(
+            HResult.MQ_ERROR_ILLEGAL_OPERATION,
+            "a retry policy needs a transactional queue (only a transactional receive is aborted)",
+        )
+    return policy.encode()
+
+
+def _with_policy(
+    policy: str, now: int, create: Callable[[WriteContext], QueueRecord]
+) -> Callable[[WriteContext], QueueRecord]:
+    """``create`` with the new queue's retry policy set in the same store transaction."""
+    if not policy:
+        return create
+
+    def op(ctx: WriteContext) -> QueueRecord:
+        rec = create(ctx)
+        return queues.update_queue(rec.queue_id, {"retry_policy": policy}, now)(ctx)
+
+    return op

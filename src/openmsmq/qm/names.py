@@ -70,13 +70,18 @@ class ParsedName:
     qm_guid: uuid.UUID | None = None
     private_number: int | None = None
     is_format_name: bool = False
+    #: The subqueue named after ``;`` (canonical, openmsmq.wire.subqueues), else ''; the
+    #: key is then ``private$\\name;subqueue``.
+    subqueue: str = ""
 
 
 def _illegal(name: str, why: str) -> MQError:
     return MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"{quoted(name)}: {why}")
 
 
-def _local_key(full: str, queue_name: str, private: bool, suffix: QueueSuffixType) -> tuple[str, str]:
+def _local_key(
+    full: str, queue_name: str, private: bool, suffix: QueueSuffixType, subqueue: str = ""
+) -> tuple[str, str]:
     """(canonical key, path as written) of a queue named by wire.format_name fields.
 
     Keys are case-folded (``str.casefold``, the rule of :mod:`openmsmq.wire.format_name`)."""
@@ -86,7 +91,8 @@ def _local_key(full: str, queue_name: str, private: bool, suffix: QueueSuffixTyp
     if not private:
         raise _illegal(full, "expected private$\\<name> (public queues need a directory service)")
     if suffix is QueueSuffixType.SUBQUEUE:
-        raise _illegal(full, "subqueues are not supported")
+        sub = ";" + subqueue.casefold()
+        return "private$\\" + queue_name.casefold() + sub, "private$\\" + queue_name + ";" + subqueue
     journal = ";journal" if suffix is QueueSuffixType.JOURNAL else ""
     return "private$\\" + queue_name.casefold() + journal, "private$\\" + queue_name + journal
 
@@ -98,8 +104,9 @@ def parse_name(name: str) -> ParsedName:
     The syntax is :mod:`openmsmq.wire.format_name`'s (the one parser of names in the
     project); this adds what a local queue manager supports: a path name may omit the
     computer (``private$\\orders``), DIRECT= only over OS: and TCP:, no public queues
-    (they need a directory service), no subqueues. Raises MQ_ERROR_ILLEGAL_QUEUE_PATHNAME
-    (path names) / MQ_ERROR_ILLEGAL_FORMATNAME (format names) on bad syntax.
+    (they need a directory service); a subqueue (``;poison``) gets its own key. Raises
+    MQ_ERROR_ILLEGAL_QUEUE_PATHNAME (path names) / MQ_ERROR_ILLEGAL_FORMATNAME (format
+    names) on bad syntax.
     """
     text = name.strip()
     if "=" in text.split("\\")[0]:
@@ -109,8 +116,9 @@ def parse_name(name: str) -> ParsedName:
                 raise MQError(
                     HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{quoted(name)}: only DIRECT=OS: / DIRECT=TCP:"
                 )
-            key, shown = _local_key(name, parsed.queue_name, parsed.private, parsed.suffix)
-            return ParsedName(key, shown, computer=parsed.host, is_format_name=True)
+            key, shown = _local_key(name, parsed.queue_name, parsed.private, parsed.suffix, parsed.subqueue)
+            sub = parsed.subqueue.casefold()
+            return ParsedName(key, shown, computer=parsed.host, is_format_name=True, subqueue=sub)
         if isinstance(parsed, PrivateFormatName):
             guid, number = parsed.machine_guid, parsed.queue_number
             return ParsedName(None, text, qm_guid=guid, private_number=number, is_format_name=True)
@@ -122,5 +130,5 @@ def parse_name(name: str) -> ParsedName:
     except MQError as exc:  # MSMQ reports bad path names with their own code
         raise _illegal(name, exc.message) from None
     computer = None if path.computer == "." else path.computer
-    key, shown = _local_key(name, path.queue_name, path.private, path.suffix)
-    return ParsedName(key, shown, computer=computer)
+    key, shown = _local_key(name, path.queue_name, path.private, path.suffix, path.subqueue)
+    return ParsedName(key, shown, computer=computer, subqueue=path.subqueue.casefold())

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
-from openmsmq.errors import HResult, MQError
+from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.observability.sink import MetricsSink
+from openmsmq.qm import names
 from openmsmq.qm.handles import QueueHandle, QueueState
 from openmsmq.qm.locks import LockTable, removes_for
 from openmsmq.qm.registry import QueueRef, QueueRegistry
@@ -19,12 +20,14 @@ from openmsmq.qm.removals import RemovalEvents
 from openmsmq.qm.transaction import ACK_RECEIVE, Receive, Transaction
 from openmsmq.store import ops, queues
 from openmsmq.store.backend import StoreBackend
+from openmsmq.store.moves import Move, apply_moves
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import COL, INFINITE, MAX_MESSAGE_BYTES, MessageRecord, QueueType, stamped_rows
+from openmsmq.store.writes import WriteContext
 from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.remote_names import check_remote_names
 
-__all__ = ["NACK_REACH_QUEUE_TIMEOUT", "NACK_RECEIVE_TIMEOUT", "Sender"]
+__all__ = ["NACK_REACH_QUEUE_TIMEOUT", "NACK_RECEIVE_TIMEOUT", "Sender", "refuse_subqueue"]
 
 #: Message.Class values used here (MS-MQDMPR 3.1.1.12, MS-MQMQ 2.2.18.1.6).
 NACK_REACH_QUEUE_TIMEOUT = 0x8002
@@ -101,6 +104,8 @@ class Sender:
         response queue cannot travel with it (the acknowledgments a QM writes itself
         pass False: a response queue that cannot travel is left out of their packet)."""
         rec = qs.record
+        if rec.queue_type == QueueType.SUBQUEUE:
+            refuse_subqueue(name, qs)
         if rec.queue_type in (QueueType.JOURNAL, QueueType.SYSTEM):
             raise MQError(
                 HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, f"cannot send to system queue {rec.name}"
@@ -165,6 +170,8 @@ class Sender:
             qs, name = known, queue
         else:
             hosts = registry.local_hosts
+            if isinstance(queue, str):
+                refuse_subqueue(queue)
             if isinstance(queue, str) and registry.is_remote(queue):
                 handle: QueueRef = self._open_queue(queue)
             else:
@@ -194,6 +201,7 @@ class Sender:
         sends: list[tuple[QueueState, list[Send]]],
         received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
         reasons: dict[int, int] | None = None,
+        moves: Sequence[Move] = (),
     ) -> list[int]:
         """Transaction Commit (MS-MQDMPR 3.1.7.1.8) as one store operation; ``sends`` holds
         (queue, Sends) per send call, in order; ``received`` (queue, locked messages) per
@@ -202,13 +210,16 @@ class Sender:
         A batch of received messages costs no object per message unless the queue
         journals (a :class:`Remove` per move): its LookupIdentifiers and total size go to
         the store as one :class:`~openmsmq.store.ops.DeleteMany`, its locks are dropped
-        with one ``set.difference_update``.
+        with one ``set.difference_update``. ``moves`` (Move Message in the transaction,
+        :mod:`openmsmq.qm.poison`) are written in the same store operation; their locks
+        are the caller's.
         """
         self._queues.check_open()
         rows = sends[0][1] if len(sends) == 1 else [s for _, chunk in sends for s in chunk]
         count = len(rows)
         if not received:  # a sending transaction: none of the receive bookkeeping
-            stored = self._store.write(ops.commit_work(rows, ()))
+            work = ops.commit_work(rows, ())
+            stored = self._store.write(_with_moves(work, moves) if moves else work)
             self._metrics.count_committed(count, 0)
             if sends:
                 self._queues.notify(map(_first, sends))  # C iteration: no generator frame
@@ -253,7 +264,8 @@ class Sender:
         if events:
             rows = list(rows)
             rows += removals.hook_rows(events)
-        stored = self._store.write(ops.commit_work(rows, removes, None, deletes))
+        work = ops.commit_work(rows, removes, None, deletes)
+        stored = self._store.write(_with_moves(work, moves) if moves else work)
         self._metrics.count_committed(count, consumed)
         self._locks.unlock_ids(held, removed=True)
         notify = self._queues.notify
@@ -264,6 +276,29 @@ class Sender:
             notify(by_id[s.queue_id] for s in rows[count:] if s.queue_id in by_id)
         removals.emit(events, hooked=True)
         return stored[:count]
+
+
+def _with_moves(work: ops.CommitWork, moves: Sequence[Move]) -> Callable[[WriteContext], list[int]]:
+    """``work`` with ``moves`` applied first in the same store transaction (without
+    moves the work itself is written: the writer may merge it with other commits)."""
+
+    def op(ctx: WriteContext) -> list[int]:
+        apply_moves(ctx, moves)
+        return work(ctx)
+
+    return op
+
+
+def refuse_subqueue(name: str, qs: QueueState | None = None) -> None:
+    """Nothing is sent to a subqueue: messages enter one only by a move (MS-MQRR
+    3.1.4.10). MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION names the subqueue."""
+    if (qs is not None and qs.record.queue_type == QueueType.SUBQUEUE) or (
+        qs is None and names.parse_name(name).subqueue
+    ):
+        raise MQError(
+            HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
+            f"cannot send to subqueue {quoted(name)}: a message enters a subqueue only by a move",
+        )
 
 
 # Send / Remove are frozen dataclasses; built once per message on the hot paths, so

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.ops import Send
@@ -36,7 +36,32 @@ CommitWork = Callable[
     list[int],
 ]
 
-__all__ = ["PendingReceive", "Transaction", "TransactionState"]
+__all__ = ["MoveHooks", "PendingReceive", "Transaction", "TransactionState"]
+
+
+class MoveHooks(Protocol):
+    """What a transaction asks of the queue manager's moves and abort counting
+    (:class:`openmsmq.qm.poison.Poison`)."""
+
+    def commit_with_moves(
+        self,
+        sends: list[tuple[QueueState, list[Send]]],
+        received: Sequence[tuple[QueueState, Sequence[MessageRecord]]],
+        reasons: dict[int, int] | None,
+        moves: Sequence[Any],
+    ) -> list[int]:
+        """Commit the work with the transaction's moves, in one store operation."""
+        ...
+
+    def abort(self, receives: Sequence[Receive]) -> None:
+        """Count the aborted receives (AbortCount) and put them back (or where the retry
+        policy sends them)."""
+        ...
+
+    def unmoved(self, moves: Sequence[Any]) -> None:
+        """Give back the messages of moves that will not happen."""
+        ...
+
 
 _TX_FLAGS = COL["tx_flags"]
 _make_send = fast_constructor(Send)
@@ -99,11 +124,20 @@ class Transaction:
     aborting an ended transaction raises MQ_ERROR_TRANSACTION_SEQUENCE.
     """
 
-    def __init__(self, commit: CommitWork, release: Callable[[Sequence[Receive]], None]) -> None:
+    def __init__(
+        self,
+        commit: CommitWork,
+        release: Callable[[Sequence[Receive]], None],
+        moves: MoveHooks | None = None,
+    ) -> None:
         #: Writes the transaction's work in one store operation (the QueueManager's commit).
         self._commit_work = commit
         #: Puts locked messages back (the lock table's release).
         self._release = release
+        #: Moves and abort counting (None: an abort only puts messages back).
+        self._hooks = moves
+        #: Move Message operations of this transaction (openmsmq.qm.poison.PendingMove).
+        self._moves: list[Any] = []
         self._lock = threading.Lock()
         self.state = TransactionState.ACTIVE
         #: One entry per send call: its queue and its Sends (no tuple per message).
@@ -149,6 +183,15 @@ class Transaction:
             index = self._receives = {m.lookup_id: Receive(q, m) for q, ms in self._batches for m in ms}
             self._batches = []
         return index
+
+    def add_move(self, move: Any) -> bool:
+        """Record a Move Message done at commit (its message is locked by the caller);
+        False if the transaction ended meanwhile (the caller unlocks)."""
+        with self._lock:
+            if self.state is not TransactionState.ACTIVE or self._hooks is None:
+                return False
+            self._moves.append(move)
+            return True
 
     def drop_receive(self, lookup_id: int) -> Receive | None:
         with self._lock:
@@ -217,6 +260,7 @@ class Transaction:
                 reasons = None
             else:
                 received, reasons = self._held()
+            moves = list(self._moves)
         if not all(map(_chunk, sends)):  # C iteration; rebuilt only if a send call was empty
             sends = [(q, chunk) for q, chunk in sends if chunk]
         if sends:
@@ -229,21 +273,36 @@ class Transaction:
                 q, chunk = sends[-1]
                 sends[-1] = (q, [*chunk[:-1], _with_flag(chunk[-1], 2)])
         try:
-            stored = self._commit_work(sends, received, reasons)
+            if moves and self._hooks is not None:
+                stored = self._hooks.commit_with_moves(sends, received, reasons, moves)
+            else:
+                stored = self._commit_work(sends, received, reasons)
         except BaseException:
             self.state = TransactionState.ABORTED
             self._release([Receive(q, m) for q, ms in received for m in ms])
+            if moves and self._hooks is not None:
+                self._hooks.unmoved(moves)
             raise
         self.state = TransactionState.COMMITTED
         return stored
 
-    def abort(self) -> None:
-        """Drop every send; put every received message back where it was."""
+    def abort(self, *, counted: bool = True) -> None:
+        """Drop every send; put every received message back where it was, its AbortCount
+        one higher (and, past its queue's retry policy, where the policy sends it); no
+        move happens. ``counted=False`` puts them back unchanged: for receives no consumer
+        saw (a remote client's receive taken ahead of its application)."""
         with self._lock:
             self.check_active()
             self.state = TransactionState.ABORTED
             received, _ = self._held()
-        self._release([Receive(q, m) for q, ms in received for m in ms])
+            moves = self._moves
+        receives = [Receive(q, m) for q, ms in received for m in ms]
+        if self._hooks is None or not counted:
+            self._release(receives)
+        else:
+            self._hooks.abort(receives)
+        if self._hooks is not None:
+            self._hooks.unmoved(moves)
 
     def __enter__(self) -> Transaction:
         return self

@@ -24,6 +24,7 @@ from enum import IntFlag
 from pathlib import Path
 
 from openmsmq.errors import ConfigError, quoted
+from openmsmq.wire.subqueues import split_key
 
 __all__ = ["ALLOW_ALL", "Permission", "Principal", "TokenTable", "load_tokens", "parse_tokens"]
 
@@ -60,8 +61,9 @@ class Principal:
     rules: tuple[tuple[str, Permission], ...] = (("*", Permission.ALL),)
 
     def permissions(self, queue: str) -> Permission:
-        """The permissions on ``queue`` (a canonical queue name such as ``private$\\orders``)."""
-        key = queue.lower()
+        """The permissions on ``queue`` (a canonical queue name such as ``private$\\orders``);
+        a subqueue (``private$\\orders;poison``) has its queue's."""
+        key = split_key(queue.lower())[0]
         for pattern, perms in self.rules:
             if fnmatch.fnmatchcase(key, pattern):
                 return perms

@@ -34,6 +34,7 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
+from openmsmq.qm.sending import refuse_subqueue
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.codes import (
     NACK_RECEIVE_REJECTED,
@@ -228,6 +229,7 @@ class RemoteReadCore:
             needed |= Permission.PEEK
         if mode & AccessMode.SEND:
             needed |= Permission.SEND
+            refuse_subqueue(check_name(name))  # nothing is sent to a subqueue (refused at open)
         # Permissions first, on the canonical name, before anything is written: opening a
         # remote format name for send creates its outgoing queue, and the rules match
         # canonical names (``.\\PRIVATE$\\X`` is ``private$\\x``).
@@ -377,9 +379,11 @@ class RemoteReadCore:
             tx.state.outcome = "aborted"
             raise
 
-    def abort(self, s: RemoteSession, uow: bytes) -> None:
-        """Abort: sends dropped, received messages back in place."""
-        self._end_tx(s, uow, "aborted").txn.abort()
+    def abort(self, s: RemoteSession, uow: bytes, *, counted: bool = True) -> None:
+        """Abort: sends dropped, received messages back in place (``counted``: with their
+        AbortCount one higher; False for a transaction the client began ahead and never
+        handed to its application)."""
+        self._end_tx(s, uow, "aborted").txn.abort(counted=counted)
 
     def _in_tx(self, s: RemoteSession, uow: bytes, fn: Callable[[Transaction | None], T]) -> T:
         """Run ``fn`` in no transaction, in ``uow`` (created if new), or in one of its own."""
@@ -683,7 +687,10 @@ class RemoteReadCore:
         if entry.receive is None or (entry.tx is not None and entry.tx.outcome is not None):
             return
         with contextlib.suppress(MQError):
-            self.qm.dequeue_end(entry.receive, delete=False)
+            if entry.tx is not None:  # a transactional receive nobody ended: aborted (AbortCount)
+                self.qm.abort_receive(entry.receive)
+            else:
+                self.qm.dequeue_end(entry.receive, delete=False)
 
     def end_receive(
         self,
@@ -789,6 +796,28 @@ class RemoteReadCore:
                 if exc.hresult != HResult.MQ_ERROR_TRANSACTION_USAGE:
                     raise
         raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, f"message {lookup_id} is in no transaction")
+
+    def move(
+        self,
+        s: RemoteSession,
+        handle: int,
+        uow: bytes,
+        lookup_id: int,
+        to: str,
+        return_after: float | None = None,
+    ) -> int:
+        """R_MoveMessage (MS-MQRR 3.1.4.10): move message ``lookup_id`` of the handle's
+        queue to ``to`` (one of its subqueues, the queue itself, or another subqueue of the
+        same queue), inside transaction ``uow`` when one is given. The handle needs
+        RECEIVE access (STATUS_ACCESS_DENIED); the rules and errors are
+        :meth:`openmsmq.qm.QueueManager.move_message`'s. Returns the new
+        LookupIdentifier (0 inside a transaction: known at its commit)."""
+        d = self._desc(s, handle)
+        if not d.access.can_receive:
+            raise _err(HResult.STATUS_ACCESS_DENIED, "R_MoveMessage needs RECEIVE_ACCESS")
+        check_name(to, "move destination")
+        txn = self._tx(s, uow, create=False).txn if uow else None
+        return self.qm.move_message(d.qm_handle, lookup_id, to, txn, return_after=return_after)
 
     # ---- administration ------------------------------------------------------------------
 

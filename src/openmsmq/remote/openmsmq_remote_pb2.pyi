@@ -17,7 +17,7 @@ END_RECEIVE: EndMethod
 END_TRANSACTIONAL_RECEIVE: EndMethod
 
 class SetQueuePropertiesRequest(_message.Message):
-    __slots__ = ("name", "label", "quota_kb", "journal", "journal_quota_kb", "base_priority", "set_allowed_senders", "allowed_senders")
+    __slots__ = ("name", "label", "quota_kb", "journal", "journal_quota_kb", "base_priority", "set_allowed_senders", "allowed_senders", "retry_policy")
     NAME_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     QUOTA_KB_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class SetQueuePropertiesRequest(_message.Message):
     BASE_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     SET_ALLOWED_SENDERS_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_SENDERS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     name: str
     label: str
     quota_kb: int
@@ -34,7 +35,28 @@ class SetQueuePropertiesRequest(_message.Message):
     base_priority: int
     set_allowed_senders: bool
     allowed_senders: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., base_priority: _Optional[int] = ..., set_allowed_senders: _Optional[bool] = ..., allowed_senders: _Optional[_Iterable[str]] = ...) -> None: ...
+    retry_policy: str
+    def __init__(self, name: _Optional[str] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., base_priority: _Optional[int] = ..., set_allowed_senders: _Optional[bool] = ..., allowed_senders: _Optional[_Iterable[str]] = ..., retry_policy: _Optional[str] = ...) -> None: ...
+
+class MoveMessageRequest(_message.Message):
+    __slots__ = ("handle", "transaction", "lookup_id", "to", "return_after")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    RETURN_AFTER_FIELD_NUMBER: _ClassVar[int]
+    handle: int
+    transaction: bytes
+    lookup_id: int
+    to: str
+    return_after: float
+    def __init__(self, handle: _Optional[int] = ..., transaction: _Optional[bytes] = ..., lookup_id: _Optional[int] = ..., to: _Optional[str] = ..., return_after: _Optional[float] = ...) -> None: ...
+
+class MoveMessageReply(_message.Message):
+    __slots__ = ("lookup_id",)
+    LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    lookup_id: int
+    def __init__(self, lookup_id: _Optional[int] = ...) -> None: ...
 
 class OutgoingStateRequest(_message.Message):
     __slots__ = ("format_name", "suspended")
@@ -482,18 +504,20 @@ class TransactionRequest(_message.Message):
     def __init__(self, transaction: _Optional[bytes] = ...) -> None: ...
 
 class StepOp(_message.Message):
-    __slots__ = ("read", "start_receive", "end_receive", "commit", "abort")
+    __slots__ = ("read", "start_receive", "end_receive", "commit", "abort", "give_back")
     READ_FIELD_NUMBER: _ClassVar[int]
     START_RECEIVE_FIELD_NUMBER: _ClassVar[int]
     END_RECEIVE_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
     ABORT_FIELD_NUMBER: _ClassVar[int]
+    GIVE_BACK_FIELD_NUMBER: _ClassVar[int]
     read: ReadRequest
     start_receive: ReadRequest
     end_receive: EndReceiveRequest
     commit: TransactionRequest
     abort: TransactionRequest
-    def __init__(self, read: _Optional[_Union[ReadRequest, _Mapping]] = ..., start_receive: _Optional[_Union[ReadRequest, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveRequest, _Mapping]] = ..., commit: _Optional[_Union[TransactionRequest, _Mapping]] = ..., abort: _Optional[_Union[TransactionRequest, _Mapping]] = ...) -> None: ...
+    give_back: TransactionRequest
+    def __init__(self, read: _Optional[_Union[ReadRequest, _Mapping]] = ..., start_receive: _Optional[_Union[ReadRequest, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveRequest, _Mapping]] = ..., commit: _Optional[_Union[TransactionRequest, _Mapping]] = ..., abort: _Optional[_Union[TransactionRequest, _Mapping]] = ..., give_back: _Optional[_Union[TransactionRequest, _Mapping]] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("ops",)
@@ -520,7 +544,7 @@ class StepReply(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[StepResult, _Mapping]]] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("body", "label", "lookup_id", "id_lineage", "id_uniquifier", "message_class", "priority", "correlation_id", "app_specific", "body_type", "delivery", "sent_time", "arrived_time", "time_to_reach_queue", "time_to_be_received", "destination_queue", "admin_queue", "response_queue", "ack_flags", "positive_journaling", "negative_journaling", "transactional", "first_in_transaction", "last_in_transaction", "source_machine", "extension", "request_id", "tx_sequence_id", "tx_sequence_number")
+    __slots__ = ("body", "label", "lookup_id", "id_lineage", "id_uniquifier", "message_class", "priority", "correlation_id", "app_specific", "body_type", "delivery", "sent_time", "arrived_time", "time_to_reach_queue", "time_to_be_received", "destination_queue", "admin_queue", "response_queue", "ack_flags", "positive_journaling", "negative_journaling", "transactional", "first_in_transaction", "last_in_transaction", "source_machine", "extension", "request_id", "tx_sequence_id", "tx_sequence_number", "abort_count", "move_count")
     BODY_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     LOOKUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -550,6 +574,8 @@ class Message(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TX_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     TX_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    ABORT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MOVE_COUNT_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     label: str
     lookup_id: int
@@ -579,7 +605,9 @@ class Message(_message.Message):
     request_id: int
     tx_sequence_id: int
     tx_sequence_number: int
-    def __init__(self, body: _Optional[bytes] = ..., label: _Optional[str] = ..., lookup_id: _Optional[int] = ..., id_lineage: _Optional[bytes] = ..., id_uniquifier: _Optional[int] = ..., message_class: _Optional[int] = ..., priority: _Optional[int] = ..., correlation_id: _Optional[bytes] = ..., app_specific: _Optional[int] = ..., body_type: _Optional[int] = ..., delivery: _Optional[int] = ..., sent_time: _Optional[int] = ..., arrived_time: _Optional[int] = ..., time_to_reach_queue: _Optional[int] = ..., time_to_be_received: _Optional[int] = ..., destination_queue: _Optional[str] = ..., admin_queue: _Optional[str] = ..., response_queue: _Optional[str] = ..., ack_flags: _Optional[int] = ..., positive_journaling: _Optional[bool] = ..., negative_journaling: _Optional[bool] = ..., transactional: _Optional[bool] = ..., first_in_transaction: _Optional[bool] = ..., last_in_transaction: _Optional[bool] = ..., source_machine: _Optional[bytes] = ..., extension: _Optional[bytes] = ..., request_id: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ...) -> None: ...
+    abort_count: int
+    move_count: int
+    def __init__(self, body: _Optional[bytes] = ..., label: _Optional[str] = ..., lookup_id: _Optional[int] = ..., id_lineage: _Optional[bytes] = ..., id_uniquifier: _Optional[int] = ..., message_class: _Optional[int] = ..., priority: _Optional[int] = ..., correlation_id: _Optional[bytes] = ..., app_specific: _Optional[int] = ..., body_type: _Optional[int] = ..., delivery: _Optional[int] = ..., sent_time: _Optional[int] = ..., arrived_time: _Optional[int] = ..., time_to_reach_queue: _Optional[int] = ..., time_to_be_received: _Optional[int] = ..., destination_queue: _Optional[str] = ..., admin_queue: _Optional[str] = ..., response_queue: _Optional[str] = ..., ack_flags: _Optional[int] = ..., positive_journaling: _Optional[bool] = ..., negative_journaling: _Optional[bool] = ..., transactional: _Optional[bool] = ..., first_in_transaction: _Optional[bool] = ..., last_in_transaction: _Optional[bool] = ..., source_machine: _Optional[bytes] = ..., extension: _Optional[bytes] = ..., request_id: _Optional[int] = ..., tx_sequence_id: _Optional[int] = ..., tx_sequence_number: _Optional[int] = ..., abort_count: _Optional[int] = ..., move_count: _Optional[int] = ...) -> None: ...
 
 class CreateQueueRequest(_message.Message):
     __slots__ = ("path", "transactional", "label", "quota_kb", "journal", "journal_quota_kb", "allowed_senders")
@@ -618,7 +646,7 @@ class ListQueuesReply(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
 
 class QueueInfo(_message.Message):
-    __slots__ = ("path", "kind", "transactional", "label", "quota_kb", "journal", "journal_quota_kb", "private_number", "created_time", "modify_time", "message_count", "total_bytes", "destination", "allowed_senders")
+    __slots__ = ("path", "kind", "transactional", "label", "quota_kb", "journal", "journal_quota_kb", "private_number", "created_time", "modify_time", "message_count", "total_bytes", "destination", "allowed_senders", "retry_policy")
     PATH_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
@@ -633,6 +661,7 @@ class QueueInfo(_message.Message):
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_SENDERS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     path: str
     kind: str
     transactional: bool
@@ -647,4 +676,5 @@ class QueueInfo(_message.Message):
     total_bytes: int
     destination: str
     allowed_senders: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, path: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., private_number: _Optional[int] = ..., created_time: _Optional[int] = ..., modify_time: _Optional[int] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., destination: _Optional[str] = ..., allowed_senders: _Optional[_Iterable[str]] = ...) -> None: ...
+    retry_policy: str
+    def __init__(self, path: _Optional[str] = ..., kind: _Optional[str] = ..., transactional: _Optional[bool] = ..., label: _Optional[str] = ..., quota_kb: _Optional[int] = ..., journal: _Optional[bool] = ..., journal_quota_kb: _Optional[int] = ..., private_number: _Optional[int] = ..., created_time: _Optional[int] = ..., modify_time: _Optional[int] = ..., message_count: _Optional[int] = ..., total_bytes: _Optional[int] = ..., destination: _Optional[str] = ..., allowed_senders: _Optional[_Iterable[str]] = ..., retry_policy: _Optional[str] = ...) -> None: ...

@@ -85,6 +85,11 @@ class RemoteReadStub:
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SetAckClassRequest.SerializeToString,
                 response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.FromString,
                 _registered_method=True)
+        self.MoveMessage = channel.unary_unary(
+                '/openmsmq.remote.v1.RemoteRead/MoveMessage',
+                request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.MoveMessageRequest.SerializeToString,
+                response_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.MoveMessageReply.FromString,
+                _registered_method=True)
         self.Read = channel.unary_unary(
                 '/openmsmq.remote.v1.RemoteRead/Read',
                 request_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.ReadRequest.SerializeToString,
@@ -257,6 +262,15 @@ class RemoteReadServicer:
 
     def SetUserAcknowledgementClass(self, request, context):
         """R_SetUserAcknowledgementClass [14].
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MoveMessage(self, request, context):
+        """R_MoveMessage (MS-MQRR 3.1.4.10): move a message by LookupIdentifier between the
+        handle's queue and one of its subqueues (or between two subqueues of one queue),
+        inside the transaction if one is given (at its commit). Needs RECEIVE access.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -465,6 +479,11 @@ def add_RemoteReadServicer_to_server(servicer, server):
                     servicer.SetUserAcknowledgementClass,
                     request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.SetAckClassRequest.FromString,
                     response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.SerializeToString,
+            ),
+            'MoveMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveMessage,
+                    request_deserializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.MoveMessageRequest.FromString,
+                    response_serializer=openmsmq_dot_remote_dot_openmsmq__remote__pb2.MoveMessageReply.SerializeToString,
             ),
             'Read': grpc.unary_unary_rpc_method_handler(
                     servicer.Read,
@@ -833,6 +852,33 @@ class RemoteRead:
             '/openmsmq.remote.v1.RemoteRead/SetUserAcknowledgementClass',
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.SetAckClassRequest.SerializeToString,
             openmsmq_dot_remote_dot_openmsmq__remote__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openmsmq.remote.v1.RemoteRead/MoveMessage',
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.MoveMessageRequest.SerializeToString,
+            openmsmq_dot_remote_dot_openmsmq__remote__pb2.MoveMessageReply.FromString,
             options,
             channel_credentials,
             insecure,

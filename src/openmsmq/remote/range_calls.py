@@ -23,6 +23,10 @@ from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.packed import encode_rows
 from openmsmq.remote.read_calls import REPLY_BYTES
+from openmsmq.store.records import ABORT_SHIFT, COL
+
+#: ``tx_flags`` of a stored row: its AbortCount and MoveCount live above bit 1.
+_TX_FLAGS = COL["tx_flags"]
 
 __all__ = [
     "RangeQuery",
@@ -125,12 +129,17 @@ def peek_range_packed(
     through: int | None,
     max_count: int,
     limits: RemoteLimits = _DEFAULT_LIMITS,
-) -> bytes:
+) -> bytes | None:
     """:func:`peek_range` in the packed form (:func:`openmsmq.remote.packed.encode_rows`),
-    encoded from the stored rows: no :class:`Message` per message."""
+    encoded from the stored rows: no :class:`Message` per message. None when a message of
+    the range has an AbortCount or a MoveCount, which the packed form does not carry (the
+    caller then answers with :func:`peek_range`)."""
     limits.messages(max_count, "max_count")
     _checked(qm, principal, queue, Permission.PEEK)
-    return encode_rows(qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES))
+    rows = qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
+    if any(row[_TX_FLAGS] >> ABORT_SHIFT for row in rows):
+        return None
+    return encode_rows(rows)
 
 
 def remove_through(

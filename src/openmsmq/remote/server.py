@@ -64,7 +64,7 @@ MAX_REQUEST_BYTES = 16 * MAX_MESSAGE_BYTES + (1 << 20)
 _INFINITE = 0xFFFFFFFF
 _DEFAULT_TTRQ = 0x54600
 _KIND = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
-         QueueType.OUTGOING: "outgoing"}  # fmt: skip
+         QueueType.OUTGOING: "outgoing", QueueType.SUBQUEUE: "subqueue"}  # fmt: skip
 
 _STATUS: dict[int, grpc.StatusCode] = {
     HResult.MQ_ERROR_INVALID_PARAMETER: grpc.StatusCode.INVALID_ARGUMENT,
@@ -161,6 +161,7 @@ def queue_info_to_pb(r: QueueRecord) -> pb.QueueInfo:
         created_time=r.created_time, modify_time=r.modify_time, message_count=r.msg_count,
         total_bytes=r.total_bytes, destination=r.destination_format_name or "",
         allowed_senders=r.allowed_senders.split(",") if r.allowed_senders else [],
+        retry_policy=r.retry_policy,
     )  # fmt: skip
 
 
@@ -355,6 +356,14 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
         return await self._run(context, fn)
 
+    async def MoveMessage(self, request: pb.MoveMessageRequest, context: Any) -> pb.MoveMessageReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.MoveMessageReply:
+            after = request.return_after or None
+            lid = self.core.move(s, request.handle, request.transaction, request.lookup_id, request.to, after)
+            return pb.MoveMessageReply(lookup_id=lid)
+
+        return await self._run(context, fn)
+
     # ---- sending and transactions --------------------------------------------------------
 
     async def Send(self, request: pb.SendRequest, context: Any) -> pb.SendReply:
@@ -495,7 +504,9 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             args = (self.core.qm, s.principal, request.queue, request.after, through, request.max_count,
                     self.core.limits)  # fmt: skip
             if request.reply_format == PACKED_V1:
-                return pb.ReadReply(packed=range_calls.peek_range_packed(*args))
+                packed = range_calls.peek_range_packed(*args)
+                if packed is not None:
+                    return pb.ReadReply(packed=packed)
             return read_reply(range_calls.peek_range(*args), request.reply_format)
 
         return await self._run(context, fn)
@@ -568,7 +579,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def SetQueueProperties(self, request: pb.SetQueuePropertiesRequest, context: Any) -> pb.QueueInfo:
         changes: dict[str, Any] = {
             field: getattr(request, field)
-            for field in ("label", "quota_kb", "journal", "journal_quota_kb", "base_priority")
+            for field in ("label", "quota_kb", "journal", "journal_quota_kb", "base_priority", "retry_policy")
             if request.HasField(field)
         }
         if request.set_allowed_senders:

@@ -226,7 +226,7 @@ def collect_status(
     from openmsmq.store.records import QueueType
 
     kinds = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
-             QueueType.OUTGOING: "outgoing"}  # fmt: skip
+             QueueType.OUTGOING: "outgoing", QueueType.SUBQUEUE: "subqueue"}  # fmt: skip
     records = {r.display_name: r for r in qm.list_queues(include_system=True)}
     queues: list[QueueStatus] = []
     outgoing_records = []

@@ -73,7 +73,7 @@ def message_to_pb(m: MessageRecord, request_id: int = 0) -> pb.Message:
         transactional=m.transactional, first_in_transaction=m.first_in_transaction,
         last_in_transaction=m.last_in_transaction, source_machine=m.source_machine.bytes,
         extension=m.extension, request_id=request_id, tx_sequence_id=m.tx_sequence_id,
-        tx_sequence_number=m.tx_sequence_number,
+        tx_sequence_number=m.tx_sequence_number, abort_count=m.abort_count, move_count=m.move_count,
     )  # fmt: skip
 
 
@@ -81,8 +81,10 @@ def read_reply(
     msgs: list[MessageRecord], reply_format: int, request_ids: list[int] | None = None
 ) -> pb.ReadReply:
     """The :class:`ReadReply` for ``msgs``: packed (``reply_format`` 1, one ``bytes``
-    field for the whole batch) or as ``repeated Message``."""
-    if reply_format == PACKED_V1:
+    field for the whole batch) or as ``repeated Message``. A batch holding a message with an
+    AbortCount or a MoveCount is always ``repeated Message``: the packed form does not
+    carry them (a client reads both forms)."""
+    if reply_format == PACKED_V1 and not any([m.abort_count or m.move_count for m in msgs]):
         return pb.ReadReply(packed=encode_messages(msgs, request_ids))
     if request_ids is None:
         return pb.ReadReply(messages=[message_to_pb(m) for m in msgs])
@@ -171,6 +173,9 @@ def _run_op(core: RemoteReadCore, s: RemoteSession, op: pb.StepOp, cancel: threa
     if kind == "abort":
         abort(core, s, op.abort)
         return pb.StepResult()
+    if kind == "give_back":
+        core.abort(s, op.give_back.transaction, counted=False)
+        return pb.StepResult()
     raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "a step op names no call")
 
 
@@ -219,4 +224,5 @@ _RPC = {
     "end_receive": "EndReceive",
     "commit": "Commit",
     "abort": "Abort",
+    "give_back": "Abort",
 }

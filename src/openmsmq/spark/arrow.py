@@ -14,6 +14,8 @@ sequence), times as microseconds, the constant ``queue`` column by repetition.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -42,6 +44,13 @@ def _times(seconds: object) -> pa.Array:
     return pa.array(micros, type=_TIMESTAMP)
 
 
+def _counts(values: Sequence[int], n: int) -> pa.Array:
+    """AbortCount / MoveCount column (an empty sequence: 0 for every row)."""
+    if not values:
+        return pa.array(np.zeros(n, dtype=np.int32), type=pa.int32())
+    return pa.array(np.asarray(values, dtype=np.int32), type=pa.int32())
+
+
 def page_to_batch(queue: str, page: PeekedPage) -> pa.RecordBatch:
     """The record batch of ``page`` read from ``queue``, in :data:`ARROW_SCHEMA`.
 
@@ -67,5 +76,7 @@ def page_to_batch(queue: str, page: PeekedPage) -> pa.RecordBatch:
         pa.array(page.source_qm, type=pa.string()),
         pa.array(seq_u64.view(np.int64), mask=no_seq, type=pa.int64()),
         pa.array(np.asarray(page.tx_sequence_number, dtype=np.int64), mask=no_seq, type=pa.int64()),
+        _counts(page.abort_count, n),
+        _counts(page.move_count, n),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)

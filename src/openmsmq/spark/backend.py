@@ -231,6 +231,8 @@ def _page(messages: Sequence[Message]) -> PeekedPage:
         source_qm=[guids[m.source_machine] for m in ms],
         tx_sequence_id=[m.tx_sequence_id for m in ms],
         tx_sequence_number=[m.tx_sequence_number for m in ms],
+        abort_count=[m.abort_count for m in ms],
+        move_count=[m.move_count for m in ms],
     )
 
 
@@ -250,6 +252,8 @@ def _peeked(m: Message) -> PeekedMessage:
         source_qm=m.source_machine.strip("{}"),
         tx_sequence_id=_i64(seq) if seq else None,
         tx_sequence_number=m.tx_sequence_number if seq else None,
+        abort_count=m.abort_count,
+        move_count=m.move_count,
     )
 
 

@@ -181,6 +181,7 @@ def packed_to_page(queue: str, blob: bytes) -> ArrowPage:
     message_id = pc.binary_join_element_wise(
         _guid_texts(h["lineage"], braces=True), pc.cast(pa.array(h["uniq"]), pa.string()), "\\"
     )
+    zeros = pa.array(np.zeros(n, dtype=np.int32), type=pa.int32())
     seq = np.ascontiguousarray(h["tx_seq_id"])
     no_seq = seq == 0
     columns = [
@@ -198,6 +199,10 @@ def packed_to_page(queue: str, blob: bytes) -> ArrowPage:
         _guid_texts(h["source"], braces=False),
         pa.array(seq.view(np.int64), mask=no_seq, type=pa.int64()),
         pa.array(h["tx_seq_num"].astype(np.int64), mask=no_seq, type=pa.int64()),
+        # AbortCount, MoveCount: a server sends the packed form only for messages whose
+        # counts are all 0 (others come as repeated Message, openmsmq.remote.server).
+        zeros,
+        zeros,
     ]
     batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
     return ArrowPage(batch, h["lookup_id"].tolist(), int(lens[:, 0].sum()))

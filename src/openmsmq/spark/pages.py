@@ -42,6 +42,10 @@ class PeekedMessage:
     did not travel in a transactional sequence (local sends, non-transactional)."""
     tx_sequence_number: int | None = None
     """TxSequenceNumber (u32); None when ``tx_sequence_id`` is None."""
+    abort_count: int = 0
+    """AbortCount: aborted receives since the message last moved (a retry policy's count)."""
+    move_count: int = 0
+    """MoveCount: moves between its queue and subqueues."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,10 @@ class PeekedPage:
     not travel in a transactional sequence (the Arrow builder makes that a null)."""
     tx_sequence_number: Sequence[int]
     """TxSequenceNumber (u32); meaningful only where ``tx_sequence_id`` is not 0."""
+    abort_count: Sequence[int] = ()
+    """AbortCount per message; empty: 0 for every message."""
+    move_count: Sequence[int] = ()
+    """MoveCount per message; empty: 0 for every message."""
 
     def __len__(self) -> int:
         return len(self.lookup_id)
@@ -96,6 +104,8 @@ class PeekedPage:
             source_qm=[m.source_qm for m in ms],
             tx_sequence_id=[_u64(m.tx_sequence_id) for m in ms],
             tx_sequence_number=[m.tx_sequence_number or 0 for m in ms],
+            abort_count=[m.abort_count for m in ms],
+            move_count=[m.move_count for m in ms],
         )
 
 

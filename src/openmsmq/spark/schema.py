@@ -40,6 +40,8 @@ READ_COLUMNS: tuple[tuple[str, str], ...] = (
     ("source_qm", "STRING"),
     ("tx_sequence_id", "BIGINT"),
     ("tx_sequence_number", "BIGINT"),
+    ("abort_count", "INT"),
+    ("move_count", "INT"),
 )
 
 READ_SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in READ_COLUMNS)
@@ -75,6 +77,8 @@ def message_to_row(queue: str, m: PeekedMessage) -> tuple[Any, ...]:
         m.source_qm,
         m.tx_sequence_id,
         m.tx_sequence_number,
+        m.abort_count,
+        m.move_count,
     )
 
 

@@ -31,6 +31,9 @@ class QueueType(IntEnum):
     JOURNAL = 3
     #: OutgoingQueue (MS-MQDMPR 3.1.1.3): messages in transit to one destination format name.
     OUTGOING = 4
+    #: Subqueue of a private queue (``private$\\name;subqueue``, openmsmq.wire.subqueues):
+    #: ``parent_queue_id`` is the queue's.
+    SUBQUEUE = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,9 @@ class QueueRecord:
     #: Source QM GUIDs (canonical lower-case strings, comma-separated) allowed to send into
     #: this queue over MS-MQQB; '' = every sender. See :func:`sender_allowed`.
     allowed_senders: str = ""
+    #: The queue's retry policy in its stored form (openmsmq.retry_policy.RetryPolicy
+    #: .encode); '' = none: an aborted message stays in the queue.
+    retry_policy: str = ""
 
 
 def sender_allowed(queue: QueueRecord, source_qm: uuid.UUID) -> bool:

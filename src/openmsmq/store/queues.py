@@ -223,6 +223,7 @@ def ensure_outgoing_queue(format_name: str, now: int) -> Callable[[WriteContext]
 
 _MUTABLE_QUEUE_PROPS = frozenset(
     {
+        "retry_policy",
         "label",
         "quota_kb",
         "journal_quota_kb",
@@ -262,18 +263,20 @@ def update_queue(queue_id: int, changes: dict[str, Any], now: int) -> Callable[[
 def delete_queue(
     queue_id: int, reason: int, acks: AckRows | None = None
 ) -> Callable[[WriteContext], list[RemovedMessage]]:
-    """Delete a queue, its journal queue and their messages (NackQueueDeleted events);
-    ``acks``: their acknowledgments, in the same transaction (:class:`~openmsmq.store.ops.AckRows`)."""
+    """Delete a queue, its journal queue, its subqueues and their messages (NackQueueDeleted
+    events); ``acks``: their acknowledgments, in the same transaction
+    (:class:`~openmsmq.store.ops.AckRows`)."""
 
     def op(ctx: WriteContext) -> list[RemovedMessage]:
         conn = ctx.conn
-        q = get_queue(conn, queue_id)
+        get_queue(conn, queue_id)
+        ids = [queue_id, *_children(conn, queue_id)]
         events = [
-            RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, "m.queue_id = ?", (queue_id,))
+            RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, _IN_FAMILY, (queue_id, queue_id))
         ]
         write_ack_rows(ctx, events, acks)  # before the queue row goes (it may be a destination)
-        ids = [queue_id] + ([q.journal_queue_id] if q.journal_queue_id is not None else [])
         conn.executemany("DELETE FROM messages WHERE queue_id = ?", [(i,) for i in ids])
+        conn.execute("DELETE FROM retry_due WHERE queue_id = ?", (queue_id,))
         conn.execute("DELETE FROM send_identities WHERE queue_id = ?", (queue_id,))
         conn.executemany("DELETE FROM queues WHERE queue_id = ?", [(i,) for i in ids])
         conn.execute("DELETE FROM outgoing_sequences WHERE queue_id = ?", (queue_id,))
@@ -282,11 +285,23 @@ def delete_queue(
     return op
 
 
+#: A queue and the queues whose parent it is (its journal, its subqueues).
+_IN_FAMILY = "(m.queue_id = ? OR m.queue_id IN (SELECT queue_id FROM queues WHERE parent_queue_id = ?))"
+
+
+def _children(conn: sqlite3.Connection, queue_id: int) -> list[int]:
+    """QueueIdentifiers of a queue's journal and subqueues."""
+    return [
+        int(r[0]) for r in conn.execute("SELECT queue_id FROM queues WHERE parent_queue_id = ?", (queue_id,))
+    ]
+
+
 def queue_events(queue_id: int, reason: int) -> Callable[[sqlite3.Connection], list[RemovedMessage]]:
-    """A read: the events of every message of the queue that asked for acknowledgments
-    (what :func:`delete_queue` reports), to build them before it runs."""
+    """A read: the events of every message of the queue (and of its journal and subqueues)
+    that asked for acknowledgments (what :func:`delete_queue` reports), to build them
+    before it runs."""
     return lambda conn: [
-        RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, "m.queue_id = ?", (queue_id,))
+        RemovedMessage(qid, m, reason) for qid, m in ack_wanted(conn, _IN_FAMILY, (queue_id, queue_id))
     ]
 
 

@@ -39,13 +39,16 @@ from openmsmq.store.queue_records import (
 from openmsmq.wire.fast import fast_constructor, fast_init, slot_builder
 
 __all__ = [
+    "ABORT_SHIFT",
     "COL",
+    "COUNT_MAX",
     "INFINITE",
     "KEYED_COLUMNS",
     "KEYED_SELECT",
     "LOOKUP_MASK",
     "MAX_MESSAGE_BYTES",
     "MESSAGE_COLUMNS",
+    "MOVE_SHIFT",
     "PRIORITY0_BAND",
     "PROPS",
     "QUEUE_COLUMNS",
@@ -56,6 +59,7 @@ __all__ = [
     "QueueRecord",
     "QueueType",
     "Stamp",
+    "counts_of",
     "from_i64",
     "keyed_messages",
     "message_from_row",
@@ -144,6 +148,11 @@ class MessageRecord:
     tx_previous_sequence_number: int = 0
     first_in_transaction: bool = False
     last_in_transaction: bool = False
+    #: AbortCount: transactional receives of the message aborted since it last moved (the
+    #: SubqueueHeader's AbortCounter, MS-MQRR 2.2.5; openmsmq.retry_policy).
+    abort_count: int = 0
+    #: MoveCount: how often the message moved between its queue and subqueues.
+    move_count: int = 0
 
     @property
     def size(self) -> int:
@@ -167,6 +176,22 @@ class Stamp(NamedTuple):
     sent_time: int
     source_machine: uuid.UUID
     destination_queue: str
+
+
+#: ``tx_flags`` holds, above the First/LastInTransaction bits (0 and 1), the message's
+#: AbortCount (bits 2-16) and MoveCount (bits 17-31), each saturating at
+#: :data:`COUNT_MAX` (above any count a retry policy acts on: at most 10,001 aborts per
+#: cycle, 20,001 moves): an abort or a move then writes one column, and the send and
+#: receive statements are unchanged (openmsmq.store.moves). A head read carries them
+#: above the 32 bits of PreviousTxSequenceNumber (:data:`KEYED_SELECT`): no extra value.
+ABORT_SHIFT = 2
+MOVE_SHIFT = 17
+COUNT_MAX = (1 << 15) - 1
+
+
+def counts_of(tx_flags: int) -> tuple[int, int]:
+    """(AbortCount, MoveCount) of a stored ``tx_flags`` value."""
+    return (tx_flags >> ABORT_SHIFT) & COUNT_MAX, (tx_flags >> MOVE_SHIFT) & COUNT_MAX
 
 
 #: Columns of the ``messages`` table that a message row carries, in row order. Attributes
@@ -561,6 +586,8 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> MessageRecord:
         prev_no,
         bool(tx_flags & 1),
         bool(tx_flags & 2),
+        (tx_flags >> ABORT_SHIFT) & COUNT_MAX,
+        (tx_flags >> MOVE_SHIFT) & COUNT_MAX,
     )
 
 
@@ -606,9 +633,18 @@ KEYED_COLUMNS: tuple[str, ...] = (
 #: Message.Class of |class| < 2**60 (the 16-bit MQMSG_CLASS values of MS-MQDMPR
 #: 3.1.1.12; SQLite shifts a 64-bit integer). ``<<`` and ``|`` bind equally tightly in
 #: SQLite (left to right), hence the parentheses.
-_CLASS_FLAGS_SQL = "(m.message_class << 3) | (m.transactional << 2) | m.tx_flags"
+_CLASS_FLAGS_SQL = "(m.message_class << 3) | (m.transactional << 2) | (m.tx_flags & 3)"
+#: SQL of ``tx_previous_sequence_number`` in a head read: PreviousTxSequenceNumber (a
+#: u32) in the low 32 bits, AbortCount and MoveCount as stored in ``tx_flags`` above them
+#: (30 bits: the value stays below 2**62).
+_PREV_COUNTS_SQL = "m.tx_previous_sequence_number | ((m.tx_flags >> 2) << 32)"
+#: PreviousTxSequenceNumber's part of that value.
+_U32 = 0xFFFFFFFF
 #: The ``SELECT`` list of :data:`KEYED_COLUMNS` over ``messages m``.
-KEYED_SELECT = ", ".join(_CLASS_FLAGS_SQL if c == "class_flags" else f"m.{c}" for c in KEYED_COLUMNS)
+KEYED_SELECT = ", ".join(
+    {"class_flags": _CLASS_FLAGS_SQL, "tx_previous_sequence_number": _PREV_COUNTS_SQL}.get(c, f"m.{c}")
+    for c in KEYED_COLUMNS
+)
 #: order_key -> LookupIdentifier (the low 56 bits; priority is the top byte).
 LOOKUP_MASK = (1 << 56) - 1
 #: Lowest order_key of priority 0 (band ``(7 - 0) << 56``), the highest band: every
@@ -627,8 +663,8 @@ def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
         class_flags >> 2 & 1,
         r[2],
         r[3],
-        r[4],
-        class_flags & 3,
+        r[4] & _U32,
+        class_flags & 3 | (r[4] >> 32) << ABORT_SHIFT,
         r[5],
         0,
         0,
@@ -662,6 +698,9 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, MessageRe
     starts = STRINGS_AT
     zero_correlation = ZERO_CORRELATION
     mask = LOOKUP_MASK
+    count_max = COUNT_MAX
+    move_at = MOVE_SHIFT - ABORT_SHIFT + 32
+    u32 = _U32
     for (
         order_key,
         class_flags,
@@ -727,9 +766,11 @@ def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, MessageRe
         m.transactional = class_flags & 4 != 0
         m.tx_sequence_id = seq_id + (1 << 64) if seq_id < 0 else seq_id
         m.tx_sequence_number = seq_no
-        m.tx_previous_sequence_number = prev_no
+        m.tx_previous_sequence_number = prev_no & u32
         m.first_in_transaction = class_flags & 1 != 0
         m.last_in_transaction = class_flags & 2 != 0
+        m.abort_count = prev_no >> 32 & count_max
+        m.move_count = prev_no >> move_at & count_max
         m.__class__ = message
         append((order_key, m))
     return out

@@ -155,8 +155,31 @@ def _compact_props(conn: sqlite3.Connection) -> None:
 _Step = str | Callable[[sqlite3.Connection], None]
 _V6: list[_Step] = [_compact_props]
 
+
+def _add_retry_policy(conn: sqlite3.Connection) -> None:
+    """A queue's retry policy (openmsmq.retry_policy): '' = none. Added when missing
+    (a store whose user_version was set back keeps its columns)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(queues)")}
+    if "retry_policy" not in columns:
+        conn.execute("ALTER TABLE queues ADD COLUMN retry_policy TEXT NOT NULL DEFAULT ''")
+
+
+_V7: list[_Step] = [
+    _add_retry_policy,
+    # When a message parked in a ;retry subqueue returns to its queue (openmsmq.store.moves):
+    # stored, so that a retry cycle survives a restart. Keyed by the message's
+    # LookupIdentifier in the subqueue (never reused: a row left by a message received
+    # from the subqueue meanwhile matches nothing and is dropped when due).
+    """CREATE TABLE IF NOT EXISTS retry_due (
+  lookup_id INTEGER PRIMARY KEY,
+  queue_id INTEGER NOT NULL,
+  due_at REAL NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS retry_due_at ON retry_due (due_at)",
+]
+
 #: Migration steps; index i brings the schema from version i to i + 1.
-_MIGRATIONS: list[Sequence[_Step]] = [_V1, _V2, _V3, _V4, _V5, _V6]
+_MIGRATIONS: list[Sequence[_Step]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

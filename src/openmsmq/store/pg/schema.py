@@ -72,9 +72,10 @@ def _queue_table_sql() -> str:
         "msg_count": "bigint NOT NULL DEFAULT 0",
         "total_bytes": "bigint NOT NULL DEFAULT 0",
         "allowed_senders": "text NOT NULL DEFAULT ''",
+        "retry_policy": "text NOT NULL DEFAULT ''",
     }
     cols = [f"{name} {special.get(name, 'bigint NOT NULL')}" for name in QUEUE_COLUMNS]
-    for name in ("msg_count", "total_bytes", "allowed_senders"):
+    for name in ("msg_count", "total_bytes", "allowed_senders", "retry_policy"):
         if name not in QUEUE_COLUMNS:
             cols.append(f"{name} {special[name]}")
     return "CREATE TABLE queues (\n  " + ",\n  ".join(cols) + "\n)"
@@ -126,6 +127,13 @@ _V1: Sequence[str] = [
   PRIMARY KEY (queue_id, identity)
 )""",
     "CREATE INDEX send_identities_age ON send_identities (created_time)",
+    # When a message parked in a ;retry subqueue returns to its queue (store/moves.py).
+    """CREATE TABLE retry_due (
+  lookup_id bigint PRIMARY KEY,
+  queue_id bigint NOT NULL,
+  due_at double precision NOT NULL
+)""",
+    "CREATE INDEX retry_due_at ON retry_due (due_at)",
     # The lease of the active queue manager (high availability): one row per QM GUID.
     # The epoch grows at every takeover; every write transaction of a fenced store
     # locks the row FOR SHARE and compares it (PgStore.fencing_epoch), so a former
