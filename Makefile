@@ -8,14 +8,14 @@ CHAOS_SECONDS ?= 300
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
-.PHONY: all demo test lint typecheck unit browser deploy-tools dist bench-cli docs-cli crash chaos sim fuzz bench bench-transfer bench-spark bench-pipeline wheel spark-cluster proto clean
+.PHONY: all demo test lint typecheck unit browser deploy-tools postgresql dist bench-cli docs-cli crash chaos sim fuzz bench bench-transfer bench-spark bench-pipeline wheel spark-cluster proto clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==25.3
-	$(BIN)/pip install --quiet -e '.[dev,spark]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,postgresql]'
 	touch $(STAMP)
 
 ## make demo: run the main job on the embedded default (SQLite store, local Spark)
@@ -32,7 +32,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) browser deploy-tools
+unit: $(STAMP) browser deploy-tools postgresql
 	$(BIN)/pytest -q
 
 ## make deploy-tools: Debian's systemd (systemd-analyze checks deploy/openmsmq.service), as root when missing;
@@ -52,6 +52,15 @@ docs-cli: $(STAMP)
 ## make dist: the wheel dist/openmsmq-<version>-py3-none-any.whl (pip install it; tests/packaging installs it
 ## into a fresh virtualenv)
 dist: wheel
+
+## make postgresql: Debian's PostgreSQL server binaries for the tests (as root, when missing); the tests run
+## their own server from them (tests/pgserver.py), never the system's cluster
+postgresql:
+	@if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && [ -z "$$OPENMSMQ_PG_BIN" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql; \
+		else echo "PostgreSQL is missing: install Debian's postgresql (the tests start their own server)"; exit 1; fi; \
+	fi
 
 ## make browser: Debian's chromium and chromium-driver for the console's browser tests (as root, when missing)
 browser:
