@@ -11,7 +11,8 @@ Every error raised by the library on purpose is an :class:`OpenMSMQError`::
     │   ├── AccessDeniedError        MQ_ERROR_ACCESS_DENIED
     │   ├── LimitError               a request beyond a configured limit (``.limit`` names the key)
     │   └── StorageError             MQ_ERROR_MESSAGE_STORAGE_FAILED / MQ_ERROR_INSUFFICIENT_RESOURCES
-    │                                (disk full, corrupted or unreadable store)
+    │       │                        (disk full, corrupted or unreadable store, database unreachable)
+    │       └── FencedError          a write refused: this QM's lease epoch is no longer the database's
     ├── ProtocolError            a peer or a caller broke the MS-MQQB session rules
     │   ├── LocalProtocolError       *we* were asked to do something the protocol forbids
     │   └── RemoteProtocolError      the peer sent something the protocol forbids
@@ -35,6 +36,7 @@ from typing import Any
 __all__ = [
     "AccessDeniedError",
     "ConfigError",
+    "FencedError",
     "HResult",
     "IOTimeoutError",
     "LimitError",
@@ -299,6 +301,30 @@ class StorageError(MQError):
 
     Nothing already committed is lost when this is raised; the failed operation had no effect.
     """
+
+
+class FencedError(StorageError):
+    """A write transaction found another lease epoch than the one this queue manager holds
+    (high availability: another process took over the QM). Nothing of the transaction was
+    committed; the QM must stop writing and step down. ``epoch`` is the epoch this QM
+    holds, ``found`` the database's (None: no lease row)."""
+
+    epoch: int
+    found: int | None
+
+    def __init__(
+        self, hresult: HResult | int, message: str = "", *, epoch: int = 0, found: int | None = None
+    ) -> None:
+        super().__init__(hresult, message)
+        self.epoch = epoch
+        self.found = found
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_fenced_error, (int(self.hresult), self.message, self.epoch, self.found))
+
+
+def _fenced_error(hresult: int, message: str, epoch: int, found: int | None) -> FencedError:
+    return FencedError(hresult, message, epoch=epoch, found=found)
 
 
 _SUBCLASS_BY_HRESULT: dict[int, type[MQError]] = {

@@ -1,4 +1,9 @@
-"""Store: open checks, migrations, group commit, per-op failure, disk full, sequences."""
+"""Store: open checks, migrations, group commit, per-op failure, disk full, sequences.
+
+Tests taking ``open_store`` run on both backends (SQLite and PostgreSQL); those taking
+``tmp_path`` test what only the SQLite file has (its header, WAL, pages, size limit and
+write lock, its schema migrations) and stay on SQLite.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +12,25 @@ import threading
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.store import IncomingSequenceState, Message, Store, ops, outgoing, queues, ranges, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from tests.store.conftest import Opener
 from tests.store.support import every_attribute_message, make_rows_v5, private_queue
 
 
-def _open(path: Path, threaded: bool = True) -> Store:
-    store = Store(path, threaded=threaded)
+def _open(where: Path | Opener, threaded: bool = True) -> Any:
+    """Open a store (a SQLite file, or the backend's store of ``open_store``) with its QM state."""
+    store = Store(where, threaded=threaded) if isinstance(where, Path) else where(threaded=threaded)
     store.write(queues.init_qm_state(uuid.uuid4(), 1000))
     return store
 
 
-def _count(store: Store, queue_id: int) -> int:
+def _count(store: Any, queue_id: int) -> int:
     return len(store.read(lambda c: ranges.fetch_range_through(c, queue_id, False, 0, None, 1_000_000)))
 
 
@@ -160,19 +168,18 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_is(tmp_path: Path) 
     conn.close()
 
 
-def test_lookup_ids_never_reused_across_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    with _open(path) as store:
+def test_lookup_ids_never_reused_across_reopen(open_store: Opener) -> None:
+    with _open(open_store) as store:
         q = private_queue(store)
         got = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())] * 3, []))
         store.write(ops.commit_work([], [ops.Remove(q.queue_id, lid, 0) for lid in got]))
-    with Store(path) as store:
+    with open_store() as store:
         again = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())], []))
         assert again[0] > 3  # a restart continues above the reserved block: gaps, no reuse
 
 
-def test_group_commit_shares_commits(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as store:
+def test_group_commit_shares_commits(open_store: Opener) -> None:
+    with _open(open_store) as store:
         q = private_queue(store)
         before = store.stats.batches
         barrier = threading.Barrier(8)
@@ -225,8 +232,8 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
         assert _count(store, q.queue_id) == 190
 
 
-def test_failing_op_does_not_abort_the_batch(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as store:
+def test_failing_op_does_not_abort_the_batch(open_store: Opener) -> None:
+    with _open(open_store) as store:
         q = private_queue(store)
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # holds the writer so the rest batch up
@@ -363,8 +370,8 @@ def test_corrupted_store_is_refused(tmp_path: Path) -> None:
     assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
 
 
-def test_quota_is_checked_in_the_commit(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db", threaded=False) as store:
+def test_quota_is_checked_in_the_commit(open_store: Opener) -> None:
+    with _open(open_store, threaded=False) as store:
         q = private_queue(store, quota_kb=1)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(600)))], []))
         with pytest.raises(MQError) as info:
@@ -373,9 +380,8 @@ def test_quota_is_checked_in_the_commit(tmp_path: Path) -> None:
         assert _count(store, q.queue_id) == 1
 
 
-def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    with _open(path) as store:
+def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(open_store: Opener) -> None:
+    with _open(open_store) as store:
         out = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\q", 0x1234))
         assert (
             store.write(queues.ensure_outgoing_queue("direct=tcp:192.0.2.1\\PRIVATE$\\q", 99)).queue_id
@@ -398,7 +404,7 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
             (0, 0),
         ]
         assert {m.tx_sequence_id for m in a + b[:1]} == {state.tx_sequence_id}
-    with Store(path) as store:
+    with open_store() as store:
         state = store.read(lambda c: reads.outgoing_sequence(c, out.queue_id))
         assert state.next_tx_sequence_number == 4
         # OrderAck for 2: messages 1-2 go, the sequence goes on
@@ -418,10 +424,9 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(tmp_path: Pa
         )
 
 
-def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+def test_accept_incoming_stores_messages_and_state_atomically(open_store: Opener) -> None:
     sender = uuid.uuid4()
-    with _open(path) as store:
+    with _open(open_store) as store:
         q = private_queue(store, transactional=True)
         state = IncomingSequenceState(
             sender, "DIRECT=TCP:10.0.0.1\\private$\\q", q.queue_id, 7 << 32 | 1, 2, 0, 5.5
@@ -446,7 +451,7 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
         store.write(
             ops.record_incoming([IncomingSequenceState(sender, "other", None, 1 << 63 | 5, 9, 3, 1.0)])
         )
-    with Store(path) as store:
+    with open_store() as store:
         states = store.read(reads.incoming_sequences)
         by_dest = {s.destination: s for s in states}
         assert by_dest["direct=tcp:10.0.0.1\\private$\\q"].tx_sequence_number == 2
@@ -457,8 +462,8 @@ def test_accept_incoming_stores_messages_and_state_atomically(tmp_path: Path) ->
         assert [m.tx_sequence_number for m in got] == [1, 2]
 
 
-def test_uniquifier_blocks_never_overlap(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db", threaded=False) as store:
+def test_uniquifier_blocks_never_overlap(open_store: Opener) -> None:
+    with _open(open_store, threaded=False) as store:
         a = store.write(queues.reserve_uniquifiers(10))
         b = store.write(queues.reserve_uniquifiers(10))
         assert b == a + 10
@@ -466,15 +471,15 @@ def test_uniquifier_blocks_never_overlap(tmp_path: Path) -> None:
         assert store.write(queues.reserve_uniquifiers(10)) == 1  # wraps, skipping 0
 
 
-def test_closed_store_refuses_writes(tmp_path: Path) -> None:
-    store = _open(tmp_path / "s.db")
+def test_closed_store_refuses_writes(open_store: Opener) -> None:
+    store = _open(open_store)
     store.close()
     with pytest.raises(MQError) as info:
         store.submit(lambda ctx: None)
     assert info.value.hresult == HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE
 
 
-def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(tmp_path: Path) -> None:
+def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(open_store: Opener) -> None:
     # store.group_commit_max_batch: the rest of what waits goes in the next batches, in
     # submission order.
     class Sizes:
@@ -484,7 +489,7 @@ def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(tmp_path: 
         def observe_commit(self, ops_count: int, seconds: float) -> None:
             self.sizes.append(ops_count)
 
-    store = Store(tmp_path / "s.db", max_batch_ops=3)
+    store = open_store(max_batch_ops=3)
     store.write(queues.init_qm_state(uuid.uuid4(), 1000))
     try:
         q = private_queue(store)
@@ -505,8 +510,8 @@ def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(tmp_path: 
         store.close()
 
 
-def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as store:
+def test_merged_group_commit_fails_only_the_over_quota_transaction(open_store: Opener) -> None:
+    with _open(open_store) as store:
         small = private_queue(store, "private$\\small", quota_kb=1)
         big = private_queue(store, "private$\\big")
         gate = threading.Event()
@@ -533,13 +538,13 @@ def test_merged_group_commit_fails_only_the_over_quota_transaction(tmp_path: Pat
         assert store.read(lambda c: reads.get_queue(c, small.queue_id)).total_bytes == 0
 
 
-def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
+def test_message_row_round_trip_keeps_every_attribute(open_store: Opener) -> None:
     from openmsmq.store.records import message_from_row, message_to_row
 
     full = every_attribute_message()
     assert message_from_row(message_to_row(full)) == full
     assert message_from_row(message_to_row(Message())) == Message()
-    with _open(tmp_path / "s.db") as store:
+    with _open(open_store) as store:
         q = private_queue(store, transactional=True)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, full)], []))
         (got,) = store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
@@ -549,13 +554,12 @@ def test_message_row_round_trip_keeps_every_attribute(tmp_path: Path) -> None:
     assert info.value.hresult == HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE
 
 
-def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(tmp_path: Path) -> None:
+def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(open_store: Opener) -> None:
     """An OrderAck names only the TxSequenceID: two outgoing queues created in the same second,
     new sequences after releases, a deleted queue and a restart never yield an ID twice."""
-    path = tmp_path / "s.db"
     issued: list[int] = []
     tx_msg = Message(transactional=True)
-    with _open(path, threaded=False) as store:
+    with _open(open_store, threaded=False) as store:
         q1 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\a", 0x1234))
         q2 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.2\\private$\\b", 0x1234))
         for q in (q1, q2):
@@ -566,18 +570,18 @@ def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(tmp_p
                 _, state = store.write(outgoing.release_outgoing(q.queue_id, 1))
                 issued.append(state.tx_sequence_id)
         store.write(queues.delete_queue(q2.queue_id, 0xC000))  # NackQueueDeleted
-    with _open(path, threaded=False) as store:
+    with _open(open_store, threaded=False) as store:
         q3 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.3\\private$\\c", 0x1234))
         issued.append(store.read(lambda c: reads.outgoing_sequence(c, q3.queue_id)).tx_sequence_id)
     assert len(set(issued)) == len(issued), [hex(i) for i in issued]
     assert issued == sorted(issued)
 
 
-def test_last_access_time_reads_wall_clock_and_old_monotonic_rows_as_unknown(tmp_path: Path) -> None:
+def test_last_access_time_reads_wall_clock_and_old_monotonic_rows_as_unknown(open_store: Opener) -> None:
     # LastAccessTime is persisted as wall-clock seconds; rows written while it held the
     # driver's monotonic clock (small values) read as 0.0 = unknown.
     sender = uuid.uuid4()
-    with _open(tmp_path / "s.db") as store:
+    with _open(open_store) as store:
         store.write(
             ops.record_incoming(
                 [
@@ -592,11 +596,11 @@ def test_last_access_time_reads_wall_clock_and_old_monotonic_rows_as_unknown(tmp
 
 
 @pytest.mark.parametrize("count", [1, 2, 7, 8, 9, 63, 64, 65, 100, 121, 130])
-def test_insert_fills_ids_order_keys_and_tails_in_every_chunk_shape(tmp_path: Path, count: int) -> None:
+def test_insert_fills_ids_order_keys_and_tails_in_every_chunk_shape(open_store: Opener, count: int) -> None:
     """The multi-row INSERT computes LookupIdentifier and order key in SQL from one bound
     first identifier: every chunk size and remainder gives each row its own identifier,
     ``((7 - priority) << 56) | lookup_id``, queue and expiry, in send order."""
-    with _open(tmp_path / "s.db", threaded=False) as store:
+    with _open(open_store, threaded=False) as store:
         qa, qb = private_queue(store, "private$\\a"), private_queue(store, "private$\\b")
         sends = [
             ops.Send.of(
@@ -621,17 +625,16 @@ def test_insert_fills_ids_order_keys_and_tails_in_every_chunk_shape(tmp_path: Pa
         ]
 
 
-def test_two_connections_to_one_store_hand_out_increasing_lookup_ids(tmp_path: Path) -> None:
+def test_two_connections_to_one_store_hand_out_increasing_lookup_ids(open_store: Opener) -> None:
     """Two processes on one data directory (serve and an application or the CLI) each
     have a Store on the file. Commits alternating between them all succeed, and every
     commit's LookupIdentifiers are above those of every earlier commit, whichever Store
     made it: readers that move past the highest identifier they saw (outgoing queues,
     remote and Spark readers) miss nothing. Before, both handed out the same identifiers
     from their own reservation and the second commit failed on the primary key."""
-    path = tmp_path / "s.db"
-    with _open(path) as store:
+    with _open(open_store) as store:
         q = private_queue(store)
-    first, second = Store(path), Store(path)
+    first, second = open_store(), open_store()
     try:
         committed: list[list[int]] = []
         for i in range(12):
@@ -651,17 +654,16 @@ def test_two_connections_to_one_store_hand_out_increasing_lookup_ids(tmp_path: P
         second.close()
 
 
-def test_a_watermark_reader_misses_nothing_two_stores_write_at_once(tmp_path: Path) -> None:
+def test_a_watermark_reader_misses_nothing_two_stores_write_at_once(open_store: Opener) -> None:
     """Two Stores on one file commit at the same time from two threads (serve and an
     application); a reader that moves past the highest LookupIdentifier it saw, as the
     Spark source and remote readers do, sees every message. With each Store numbering
     from its own reservation, such a reader missed 57,600 of 120,000 (two processes)."""
     import threading
 
-    path = tmp_path / "s.db"
-    with _open(path) as store:
+    with _open(open_store) as store:
         q = private_queue(store)
-    stores = [Store(path), Store(path)]
+    stores = [open_store(), open_store()]
     seen: set[bytes] = set()
     done = threading.Event()
 
