@@ -188,3 +188,13 @@ def test_a_grant_that_arrives_after_shutdown_is_handed_back() -> None:
 def test_inconsistent_timings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=r"ha\.lease"):
         LeaseConfig(**kwargs)
+
+
+def test_a_node_that_cannot_serve_gives_the_lease_up() -> None:
+    core = LeaseCore(CFG, "a")
+    t = _active(core)
+    assert core.give_up(t, 4, "x") == []
+    (stop,) = core.give_up(t, 5, "cannot serve: address in use")
+    assert isinstance(stop, StopServing) and core.fencing_epoch(t) is None
+    (release,) = core.handle_stopped(t + 0.1)
+    assert isinstance(release, ReleaseLease) and release.epoch == 5

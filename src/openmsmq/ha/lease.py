@@ -357,6 +357,13 @@ class LeaseCore:
             return self._step_down(now, f"a write was fenced off (epoch {epoch} is no longer current)", False)
         return []
 
+    def give_up(self, now: float, epoch: int, reason: str) -> list[LeaseAction]:
+        """The node cannot serve with ``epoch`` (it failed to start): step down and release
+        the lease so that another node can take over at once."""
+        if self.role is Role.ACTIVE and self.epoch == epoch:
+            return self._step_down(now, reason, release=True)
+        return []
+
     def handle_stopped(self, now: float) -> list[LeaseAction]:
         """The queue manager stopped after :class:`StopServing`: back to standby."""
         if self.role is not Role.STEPPING_DOWN or self._stop_confirmed:

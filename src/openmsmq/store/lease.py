@@ -23,6 +23,7 @@ and the next request connects again.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from dataclasses import dataclass
@@ -129,7 +130,9 @@ class PgLease:
         epoch, holder, remaining, since = row
         return LeaseRow(int(epoch), holder, float(remaining if remaining is not None else 0.0), since)
 
-    async def acquire(self, expected_epoch: int, new_epoch: int, holder: str, duration: float) -> LeaseRow | None:
+    async def acquire(
+        self, expected_epoch: int, new_epoch: int, holder: str, duration: float
+    ) -> LeaseRow | None:
         """Take the lease (None) or, when it was not free or its epoch moved on, the row."""
         cur = await self._execute(
             _ACQUIRE, {"new": new_epoch, "holder": holder, "d": duration, "expected": expected_epoch}
@@ -154,7 +157,5 @@ class PgLease:
         """Close the connection (the next request opens another)."""
         conn, self._conn = self._conn, None
         if conn is not None and not conn.closed:
-            try:
+            with contextlib.suppress(psycopg.Error):
                 await conn.close()
-            except psycopg.Error:
-                pass
