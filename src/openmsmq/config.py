@@ -37,6 +37,7 @@ from typing import Any
 
 from openmsmq.config_values import Route, convert, fmt_number, norm_host, parse_duration, parse_size
 from openmsmq.errors import ConfigError, quoted
+from openmsmq.redact import redact
 
 __all__ = [
     "ENV_PREFIX",
@@ -415,7 +416,23 @@ class ProtocolConfig:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """``[store]``: the SQLite store."""
+    """``[store]``: the store (SQLite in the data directory, or PostgreSQL)."""
+
+    backend: str = _key(
+        "sqlite",
+        "choice",
+        "Where the QM keeps its queues, messages and sequence state: sqlite (a file in qm.data_dir,"
+        " the default) or postgresql (the database store.dsn names; a QM that can fail over,"
+        " docs/store.md).",
+        choices=("sqlite", "postgresql"),
+    )
+    dsn: str = _key(
+        "",
+        "dsn",
+        'PostgreSQL connection string (libpq URI or key=value, e.g. "postgresql://openmsmq@db:5432/qm1")'
+        ' when store.backend = "postgresql". Keep the password out of it (PGPASSWORD, or'
+        " passfile=...); shown redacted.",
+    )
 
     synchronous: str = _key(
         "FULL",
@@ -760,6 +777,8 @@ def load_config(
 
 def _check_consistency(c: Config) -> None:
     """Rules between keys."""
+    if c.store.backend == "postgresql" and not c.store.dsn.strip():
+        raise ConfigError("store.dsn", 'required when store.backend = "postgresql"')
     if c.mqqb.connect_backoff_min > c.mqqb.connect_backoff_max:
         raise ConfigError("mqqb.connect_backoff_min", "must not exceed mqqb.connect_backoff_max")
     if c.protocol.recoverable_ack_timeout_min > c.protocol.recoverable_ack_timeout_max:
@@ -847,6 +866,8 @@ def _kind(address: str) -> str:
 
 
 def _toml_value(kind: str, value: Any) -> str:
+    if kind == "dsn":
+        value = redact(str(value))
     if value is None:
         return '"unlimited"' if kind == "quota" else '""'
     if isinstance(value, bool):
@@ -883,7 +904,10 @@ def render_config(loaded: LoadedConfig) -> str:
 
 
 def _json_value(kind: str, value: Any) -> Any:
-    """A configuration value as JSON, spelled as the TOML file would spell it."""
+    """A configuration value as JSON, spelled as the TOML file would spell it (a DSN
+    without its password)."""
+    if kind == "dsn":
+        return redact(str(value))
     if value is None:
         return "unlimited" if kind == "quota" else None
     if isinstance(value, Path):

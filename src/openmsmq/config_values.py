@@ -135,7 +135,7 @@ def convert(key: str, kind: str, meta: Mapping[str, Any], value: object, from_te
         if isinstance(value, str) and value.strip().lower() == "unlimited":
             return None
         result = parse_size(value, key)
-    elif kind in ("str", "name", "choice", "ip", "ip_or_empty", "path", "path_or_empty"):
+    elif kind in ("str", "dsn", "name", "choice", "ip", "ip_or_empty", "path", "path_or_empty"):
         if isinstance(value, Path) and kind.startswith("path"):
             value = str(value)
         if not isinstance(value, str):

@@ -1,4 +1,5 @@
-"""Set-based removal of received messages (runs as ranges, the rest in one IN list)."""
+"""Set-based removal of received messages (runs as ranges, the rest in one IN list), on
+both backends; then the SQLite writer's leader/follower and idle-read paths (SQLite only)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,21 @@ import random
 import sqlite3
 import uuid
 from pathlib import Path
+from typing import Any
 
 from openmsmq.store import Message, Store, ops, queues, ranges
+from tests.store.conftest import Opener
 from tests.store.support import private_queue
 
 
-def _setup(tmp_path: Path) -> tuple[Store, int]:
-    store = Store(tmp_path / "s.db", threaded=False)
+def _setup(open_store: Opener) -> tuple[Any, int]:
+    store = open_store(threaded=False)
     store.write(queues.init_qm_state(uuid.uuid4(), 1000))
     q = private_queue(store, transactional=False, now=1000)
     return store, q.queue_id
 
 
-def _left(store: Store, qid: int) -> tuple[list[int], int, int]:
+def _left(store: Any, qid: int) -> tuple[list[int], int, int]:
     ids = store.read(
         lambda c: [r[0] for r in c.execute("SELECT lookup_id FROM messages WHERE queue_id = ?", (qid,))]
     )
@@ -28,8 +31,8 @@ def _left(store: Store, qid: int) -> tuple[list[int], int, int]:
     return sorted(ids), count, nbytes
 
 
-def test_removes_delete_exactly_the_named_messages(tmp_path: Path) -> None:
-    store, qid = _setup(tmp_path)
+def test_removes_delete_exactly_the_named_messages(open_store: Opener) -> None:
+    store, qid = _setup(open_store)
     with store:
         ids = store.write(ops.commit_work([ops.Send.of(qid, Message(body=b"abc"))] * 300, []))
         rng = random.Random(7)
@@ -47,8 +50,8 @@ def test_removes_delete_exactly_the_named_messages(tmp_path: Path) -> None:
         assert (count, nbytes) == (len(left), 3 * len(left))
 
 
-def test_one_long_run_and_scattered_singles_beyond_one_in_chunk(tmp_path: Path) -> None:
-    store, qid = _setup(tmp_path)
+def test_one_long_run_and_scattered_singles_beyond_one_in_chunk(open_store: Opener) -> None:
+    store, qid = _setup(open_store)
     with store:
         ids = store.write(ops.commit_work([ops.Send.of(qid, Message(body=b"x"))] * 6000, []))
         run = ids[:1000]

@@ -20,15 +20,16 @@ persisted SequentialID (LookupIdentifiers continue above any other writer's rese
 and the transaction's id (``pg_current_xact_id``), and, when fenced, locks the lease.
 
 Fencing (the contract with the HA layer, :mod:`openmsmq.ha`): the store takes an
-optional fencing epoch (``fencing_epoch``, settable at any time with :meth:`fence`; the
-QM GUID the lease row is keyed by is ``str(qm_guid)``). While it is set, every write
-transaction first locks ``qm_lease`` row of the QM ``FOR SHARE`` (in the head
-statement, before any operation runs) and compares its epoch: a missing row or another
-epoch fails the whole batch with :class:`~openmsmq.errors.FencedError` and commits
-nothing. A takeover updates the row (``UPDATE qm_lease SET epoch = epoch + 1 ...``),
-which waits for every fenced transaction holding the share lock and makes every later
-one see the new epoch: after a takeover commits, the former active can commit nothing.
-The HA layer owns acquiring and renewing the lease; the store owns the check.
+optional fencing epoch (``fencing_epoch``, settable at any time with :meth:`fence`).
+While it is set, every write transaction first locks the QM's ``qm_lease`` row ``FOR
+SHARE`` (in the head statement, before any operation runs; the row's ``qm_guid`` is the
+GUID of ``qm_state`` as text, ``str(uuid.UUID)``) and compares its epoch: a missing row
+(or no QM state yet) or another epoch fails the whole batch with
+:class:`~openmsmq.errors.FencedError` and commits nothing. A takeover updates the row
+(``UPDATE qm_lease SET epoch = epoch + 1 ...``), which waits for every fenced
+transaction holding the share lock and makes every later one see the new epoch: after a
+takeover commits, the former active can commit nothing. The HA layer owns acquiring and
+renewing the lease; the store owns the check.
 
 A lost connection. Before COMMIT: nothing is committed; the batch is run again once on a
 new connection, then failed with :class:`~openmsmq.errors.StorageError`. During COMMIT
@@ -162,6 +163,8 @@ class PgStore:
         self.reconnect_wait = reconnect_wait
         #: Round trips of the writer (statements sent), for benchmarks and tests.
         self.round_trips = 0
+        #: Times the write connection was lost and opened again.
+        self.reconnects = 0
         self._fencing_epoch = fencing_epoch
         self._closed = False
         self._lock = threading.Condition(threading.Lock())
@@ -254,11 +257,9 @@ class PgStore:
         """The lease epoch every write transaction must find (None: not fenced)."""
         return self._fencing_epoch
 
-    def fence(self, epoch: int | None, qm_guid: uuid.UUID | None = None) -> None:
+    def fence(self, epoch: int | None) -> None:
         """Check the lease epoch ``epoch`` in every later write transaction (None: stop
-        checking). ``qm_guid``: the lease row's key, when the QM state is not stored yet."""
-        if qm_guid is not None:
-            self.qm_guid = qm_guid
+        checking). The lease row is the one of the QM GUID stored in the database."""
         self._fencing_epoch = epoch
 
     # ---- writes ----------------------------------------------------------------------
@@ -345,6 +346,7 @@ class PgStore:
             try:
                 self._conn = self._connect()
                 self._backoff = 0.0
+                self.reconnects += 1
                 log.warning("store %s: connected again", self.path)
                 return self._conn
             except psycopg.Error as exc:
@@ -366,13 +368,16 @@ class PgStore:
             if row is None:  # no QM state yet (the first operation creates it)
                 row = conn.execute("SELECT 0, pg_current_xact_id()::text").fetchone()
             return int(row[0]), str(row[1])
-        guid = str(self.qm_guid) if self.qm_guid is not None else ""
+        # The lease row is keyed by the QM GUID as text (str(uuid.UUID)), read from the QM
+        # state in the same statement.
         row = conn.execute(
-            "SELECT coalesce((SELECT sequential_id FROM qm_state WHERE id = 1 FOR UPDATE), 0),"
-            " pg_current_xact_id()::text,"
-            " (SELECT epoch FROM qm_lease WHERE qm_guid = ? FOR SHARE)",
-            (guid,),
+            "SELECT s.sequential_id, pg_current_xact_id()::text,"
+            " (SELECT l.epoch FROM qm_lease l"
+            "  WHERE l.qm_guid = encode(s.qm_guid, 'hex')::uuid::text FOR SHARE)"
+            " FROM qm_state s WHERE s.id = 1 FOR UPDATE OF s"
         ).fetchone()
+        if row is None:  # no QM state: no lease can name this QM
+            row = (0, "", None)
         found = row[2]
         if found is None or int(found) != epoch:
             raise FencedError(
