@@ -37,7 +37,6 @@ class RecordingNode:
         if self.fail_start:
             raise OSError("address already in use")
         self.store = PgStore(self.dsn, threaded=False, fencing_epoch=epoch, expected_guid=GUID)
-        self.store.fence(epoch, GUID)
         self.events.append(("start", epoch))
 
     async def stop_serving(self, epoch: int, reason: str) -> None:

@@ -198,3 +198,5 @@ def test_a_node_that_cannot_serve_gives_the_lease_up() -> None:
     assert isinstance(stop, StopServing) and core.fencing_epoch(t) is None
     (release,) = core.handle_stopped(t + 0.1)
     assert isinstance(release, ReleaseLease) and release.epoch == 5
+    core.handle_released(t + 0.2, release.request_id)
+    assert core.get_timer() == pytest.approx(t + 0.1 + CFG.duration)  # the others try first

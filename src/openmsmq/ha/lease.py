@@ -220,6 +220,8 @@ class LeaseCore:
         #: The epoch an outstanding AcquireLease proposes.
         self._pending_epoch: int | None = None
         self._stop_confirmed = True
+        #: How long a node that stepped down waits before it reads the lease again.
+        self._pause_after_stop = config.poll_interval
 
     # ----------------------------------------------------------------- policy
 
@@ -361,6 +363,8 @@ class LeaseCore:
         """The node cannot serve with ``epoch`` (it failed to start): step down and release
         the lease so that another node can take over at once."""
         if self.role is Role.ACTIVE and self.epoch == epoch:
+            # Leave the next try to the other nodes for a lease's length.
+            self._pause_after_stop = self.config.duration
             return self._step_down(now, reason, release=True)
         return []
 
@@ -370,7 +374,8 @@ class LeaseCore:
             return []
         self._stop_confirmed = True
         self._set_role(Role.STANDBY, now)
-        self._next_request_at = None if self.closed else now + self.config.poll_interval
+        pause, self._pause_after_stop = self._pause_after_stop, self.config.poll_interval
+        self._next_request_at = None if self.closed else now + pause
         return self._send_due(now)
 
     def shutdown(self, now: float, reason: str = "shut down") -> list[LeaseAction]:

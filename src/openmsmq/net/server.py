@@ -13,6 +13,7 @@ import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode, NetConfig
 from openmsmq.net.tls import client_context, peer_matcher, server_context
 from openmsmq.observability.health import queue_manager_health
-from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
+from openmsmq.observability.metrics import Metrics, default_metrics, start_metrics_from_config
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import OrderAckConfig
 from openmsmq.protocol.outgoing import ResendConfig
@@ -36,11 +37,14 @@ from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.records import INFINITE
 from openmsmq.wire.ids import TxSequenceId
 
 __all__ = [
     "GC_THRESHOLDS",
+    "Term",
+    "lock_data_dir",
     "loop_factory",
     "net_config",
     "outgoing_control",
@@ -247,7 +251,21 @@ def outgoing_control(
     return control
 
 
-def _lock_data_dir(data_dir: Path) -> int | None:
+@dataclass
+class Term:
+    """One term of the active node of a highly available queue manager
+    (:mod:`openmsmq.net.ha_serve`): :func:`serve` runs the QM over ``open_store()`` (the
+    PostgreSQL store fenced with the lease's epoch) until ``stop`` is set, with the
+    process's ``metrics`` (whose endpoint the HA node runs in every role) and ``ha_info``
+    in its runtime document."""
+
+    open_store: Callable[[], StoreBackend]
+    stop: asyncio.Event
+    metrics: Metrics
+    ha_info: Callable[[], dict[str, Any]]
+
+
+def lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
     ``serve`` over the same store would transfer the same outgoing queues: refused with
@@ -281,8 +299,12 @@ async def serve(
     *,
     ready: Callable[[MQQBNode, QueueManager], None] | None = None,
     loaded: LoadedConfig | None = None,
+    term: Term | None = None,
 ) -> None:
     """Open the QM over ``config.qm.data_dir`` and run its services until SIGTERM / SIGINT.
+
+    ``term``: serve one term of a highly available QM instead (its store, its stop event;
+    the HA node holds the data directory's lock, the signals and the metrics endpoint).
 
     Started in this order and stopped in reverse: the queue manager (store), the Prometheus
     endpoint (``[metrics]``), the remote-read gRPC service (``[remote]``), the MS-MQQB
@@ -302,7 +324,9 @@ async def serve(
     with status 0. A second signal while stopping is logged and ignored.
     """
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop = term.stop if term is not None else asyncio.Event()
+    if term is None and config.store.backend != "sqlite":
+        raise ConfigError("store.backend", "a PostgreSQL store is served through its lease (run())")
 
     def on_signal(sig: signal.Signals) -> None:
         if stop.is_set():
@@ -311,16 +335,19 @@ async def serve(
         log.info("%s: stopping", sig.name)
         stop.set()
 
-    lock = _lock_data_dir(Path(config.qm.data_dir))  # before anything is opened or bound
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    metrics = default_metrics()
+    lock = None
+    if term is None:
+        lock = lock_data_dir(Path(config.qm.data_dir))  # before anything is opened or bound
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+    metrics = term.metrics if term is not None else default_metrics()
     qm = QueueManager(
         config.qm.data_dir,
         computer_name=config.qm.name or None,
         expire_interval=1.0,
         metrics=metrics,
         store_options=store_options(config),
+        store=term.open_store() if term is not None else None,
     )
     collector = metrics.attach_queue_manager(qm)
     health = queue_manager_health(lambda: qm.get_queue(DEADLETTER), loop.call_soon_threadsafe)
@@ -329,8 +356,9 @@ async def serve(
     node: MQQBNode | None = None
     console: ConsoleServer | None = None
     try:
-        with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
-            metrics_server = start_metrics_from_config(config.metrics, metrics, health)
+        if term is None:
+            with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
+                metrics_server = start_metrics_from_config(config.metrics, metrics, health)
         transfer = Transfer(qm, transfer_config(config), loop.time(), metrics=metrics)
         # MS-MQQB 3.1.7.2 / 3.1.7.17: acknowledgments when messages leave their queue;
         # FinalAcks go to the sender recorded with each incoming sequence.
@@ -353,6 +381,8 @@ async def serve(
             "metrics": metrics_server.url if metrics_server is not None else None,
             "config": document,
         }
+        if term is not None:
+            info["ha"] = term.ha_info()
         if config.console.enabled:  # the web console (docs/console.md), on this loop
             with _listening("console.port", config.console.listen_address, config.console.port):
                 console = start_console(qm, config, metrics, transfer_hooks(transfer, loop, info), document)
@@ -407,8 +437,9 @@ async def serve(
         metrics.detach(collector)
         qm.close()
         remove_runtime(config.qm.data_dir)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        if term is None:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
         if lock is not None:
             os.close(lock)  # releases the lock
     log.info("stopped")
@@ -439,6 +470,12 @@ def run(
     ready: Callable[[MQQBNode, QueueManager], None] | None = None,
     loaded: LoadedConfig | None = None,
 ) -> None:
-    """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``."""
+    """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``; a QM on
+    PostgreSQL runs as a node of a highly available QM (:func:`openmsmq.net.ha_serve.serve_ha`)."""
     with asyncio.Runner(loop_factory=loop_factory(config.qm.event_loop)) as runner:
-        runner.run(serve(config, ready=ready, loaded=loaded))
+        if config.store.backend == "postgresql":
+            from openmsmq.net.ha_serve import serve_ha
+
+            runner.run(serve_ha(config, ready=ready, loaded=loaded))
+        else:
+            runner.run(serve(config, ready=ready, loaded=loaded))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from openmsmq.datadir import private_dir
 from openmsmq.errors import HResult, MQError, quoted
@@ -43,6 +43,7 @@ from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
 from openmsmq.qm.transfer_codec import check_remote_names
 from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import (
@@ -105,6 +106,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         identity_retention: float = DEFAULT_IDENTITY_RETENTION,
         metrics: MetricsSink | None = None,
         store_options: StoreOptions | None = None,
+        store: StoreBackend | None = None,
     ) -> None:
         opts = store_options or StoreOptions()
         #: Largest message this QM accepts (store.max_message_size; at most 4 MiB).
@@ -117,15 +119,21 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.identity_retention = int(identity_retention)
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
-        self.store = Store(
-            self.data_dir / STORE_FILE,
-            threaded=threaded,
-            integrity_check=integrity_check,
-            max_commit_wait=opts.max_commit_wait,
-            synchronous=opts.synchronous,
-            max_batch_ops=opts.max_batch_ops,
-            qm_quota=opts.qm_quota_bytes,
-            disk_reserve=opts.disk_reserve,
+        # ``store``: an opened store of another backend (PostgreSQL, store.backend); the
+        # data directory then holds only the runtime files.
+        self.store: Store = (
+            cast(Store, store)
+            if store is not None
+            else Store(
+                self.data_dir / STORE_FILE,
+                threaded=threaded,
+                integrity_check=integrity_check,
+                max_commit_wait=opts.max_commit_wait,
+                synchronous=opts.synchronous,
+                max_batch_ops=opts.max_batch_ops,
+                qm_quota=opts.qm_quota_bytes,
+                disk_reserve=opts.disk_reserve,
+            )
         )
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS

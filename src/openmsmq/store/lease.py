@@ -6,7 +6,8 @@ since when the holder holds it, both on the **database's** clock. Every decision
 time is taken by the database (``now()``), so the nodes' clocks never meet; the HA core
 (:mod:`openmsmq.ha.lease`) only measures its own intervals.
 
-* :meth:`PgLease.read` — the row (created, free, with epoch 0 when the QM has none yet);
+* :meth:`PgLease.read` — the row (free with epoch 0 when the QM has none yet: the first
+  takeover creates it, so that a node that only reads writes nothing);
 * :meth:`PgLease.acquire` — compare-and-set: takes the lease only if its epoch is still the
   one the caller saw and it is free (released or expired), in one statement;
 * :meth:`PgLease.renew` — moves the expiry if the caller still holds an unexpired lease;
@@ -33,7 +34,7 @@ import psycopg
 
 from openmsmq.errors import HResult, MQError, StorageError
 
-__all__ = ["LeaseRow", "PgLease", "describe_holder"]
+__all__ = ["LeaseRow", "PgLease", "describe_holder", "holder_settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +48,25 @@ class LeaseRow:
     since: dt.datetime | None
 
 
-def describe_holder(node: str, pid: int) -> str:
-    """A holder name unique to one process start: the node, the pid and a random part."""
-    return f"{node}:{pid}:{uuid.uuid4().hex[:8]}"
+def describe_holder(node: str, pid: int, settings: dict[str, str] | None = None) -> str:
+    """A holder name unique to one process start: the node, the pid and a random part,
+    then ``key=value`` for each of ``settings`` (what every node of the QM must share, so
+    that a standby can compare its own before it does anything)."""
+    name = f"{node}:{pid}:{uuid.uuid4().hex[:8]}"
+    extra = "".join(f" {k}={v}" for k, v in sorted((settings or {}).items()))
+    return name + extra
+
+
+def holder_settings(holder: str | None) -> dict[str, str]:
+    """The ``key=value`` settings of a holder name (see :func:`describe_holder`)."""
+    if not holder:
+        return {}
+    out: dict[str, str] = {}
+    for part in holder.split(" ")[1:]:
+        key, eq, value = part.partition("=")
+        if eq:
+            out[key] = value
+    return out
 
 
 _ENSURE = (
@@ -107,10 +124,12 @@ class PgLease:
             )
         return self._conn
 
-    async def _execute(self, sql: str, params: dict[str, Any]) -> psycopg.AsyncCursor[Any]:
+    async def _execute(
+        self, sql: str, params: dict[str, Any], ensure: bool = False
+    ) -> psycopg.AsyncCursor[Any]:
         try:
             conn = await self._connection()
-            if not self._ensured:
+            if ensure and not self._ensured:
                 await conn.execute(_ENSURE, {"g": self.key})
                 self._ensured = True
             return await conn.execute(sql, {"g": self.key, **params})
@@ -125,8 +144,8 @@ class PgLease:
         """The lease row."""
         cur = await self._execute(_READ, {})
         row = await cur.fetchone()
-        if row is None:  # cannot happen after _ENSURE, unless someone deleted it
-            raise MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, f"lease of {self.key}: no lease row")
+        if row is None:  # nobody ever took it: free, epoch 0 (created by the first takeover)
+            return LeaseRow(0, None, 0.0, None)
         epoch, holder, remaining, since = row
         return LeaseRow(int(epoch), holder, float(remaining if remaining is not None else 0.0), since)
 
@@ -135,7 +154,7 @@ class PgLease:
     ) -> LeaseRow | None:
         """Take the lease (None) or, when it was not free or its epoch moved on, the row."""
         cur = await self._execute(
-            _ACQUIRE, {"new": new_epoch, "holder": holder, "d": duration, "expected": expected_epoch}
+            _ACQUIRE, {"new": new_epoch, "holder": holder, "d": duration, "expected": expected_epoch}, True
         )
         if cur.rowcount == 1:
             return None
