@@ -86,7 +86,8 @@ def store_state(dsn: str) -> tuple[int, int, int, int]:
     with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
         row = conn.execute(
             "SELECT (SELECT max(epoch) FROM qm_lease), (SELECT count(*) FROM messages),"
-            " (SELECT sequential_id FROM qm_state WHERE id = 1), (SELECT coalesce(sum(msg_count), 0) FROM queues)"
+            " (SELECT sequential_id FROM qm_state WHERE id = 1),"
+            " (SELECT coalesce(sum(msg_count), 0) FROM queues)"
         ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2]), int(row[3])
