@@ -47,12 +47,14 @@ def role(node: ServeProcess) -> dict[str, Any] | None:
     return ha if isinstance(ha, dict) else None
 
 
-def wait_role(node: ServeProcess, wanted: str, timeout: float = 30.0) -> dict[str, Any]:
-    """Wait until ``node`` reports role ``wanted``; its ha block."""
+def wait_role(
+    node: ServeProcess, wanted: str, timeout: float = 30.0, epoch: int | None = None
+) -> dict[str, Any]:
+    """Wait until ``node`` reports role ``wanted`` (and lease ``epoch``); its ha block."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = role(node)
-        if got is not None and got.get("role") == wanted:
+        if got is not None and got.get("role") == wanted and (epoch is None or got.get("epoch") == epoch):
             return got
         time.sleep(0.02)
     raise AssertionError(

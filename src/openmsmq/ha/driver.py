@@ -116,8 +116,8 @@ class LeaseDriver:
         self._tasks: set[asyncio.Task[None]] = set()
         self._starting: asyncio.Task[None] | None = None
         self._since_wall: float | None = None
-        self._role_seen: Role | None = None
-        #: Listeners told of every change of role (e.g. the readiness endpoint).
+        self._role_seen: tuple[Role, int | None] | None = None
+        #: Listeners told of every change of role or epoch (e.g. the runtime document).
         self.on_change: list[Callable[[LeaseStatus], None]] = []
 
     # ------------------------------------------------------------------ public
@@ -173,9 +173,11 @@ class LeaseDriver:
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()
-        if self.core.role is not self._role_seen:
-            self._role_seen = self.core.role
-            self._since_wall = self.wall()
+        seen = (self.core.role, self.core.epoch)
+        if seen != self._role_seen:
+            if seen[0] is not (self._role_seen or (None, None))[0]:
+                self._since_wall = self.wall()
+            self._role_seen = seen
             status = self.status
             log.info("lease: %s (epoch %s)", status.role, status.epoch)
             for listener in list(self.on_change):

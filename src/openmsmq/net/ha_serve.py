@@ -137,6 +137,8 @@ class HaServing:
         self.ready = ready
         self.loaded = loaded
         self.driver: LeaseDriver | None = None
+        #: The node's metrics endpoint (for the runtime document).
+        self.metrics_url: str | None = None
         #: A term serves (its listeners are bound).
         self.serving = False
         self._task: asyncio.Task[None] | None = None
@@ -174,7 +176,7 @@ class HaServing:
                 if self.ready is not None:
                     self.ready(node, qm)
 
-            term = Term(lambda: self._open_store(epoch), stop, self.metrics, self.ha_info)
+            term = Term(lambda: self._open_store(epoch), stop, self.metrics, self.ha_info, self.metrics_url)
             task = self._task = asyncio.create_task(
                 serve(self.config, ready=on_ready, loaded=self.loaded, term=term)
             )
@@ -270,6 +272,7 @@ async def serve_ha(
                 f"cannot listen on {config.metrics.listen_address}:{config.metrics.port}: {exc}",
             ) from exc
         health.listening()
+        serving.metrics_url = metrics_server.url if metrics_server is not None else None
         document = config_document(loaded or LoadedConfig(config, dict.fromkeys(_DOTTED, "caller")))
 
         def standby_runtime(_status: LeaseStatus | None = None) -> None:

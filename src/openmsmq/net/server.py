@@ -263,6 +263,8 @@ class Term:
     stop: asyncio.Event
     metrics: Metrics
     ha_info: Callable[[], dict[str, Any]]
+    #: The URL of the node's metrics endpoint (None: off).
+    metrics_url: str | None = None
 
 
 def lock_data_dir(data_dir: Path) -> int | None:
@@ -378,7 +380,11 @@ async def serve(
             "qm_guid": str(qm.guid),
             "mqqb": f"{host}:{port}",
             "remote": remote.target if remote is not None else None,
-            "metrics": metrics_server.url if metrics_server is not None else None,
+            "metrics": metrics_server.url
+            if metrics_server is not None
+            else term.metrics_url
+            if term
+            else None,
             "config": document,
         }
         if term is not None:

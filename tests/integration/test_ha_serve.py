@@ -1,0 +1,116 @@
+"""``openmsmq serve`` as a node of a highly available queue manager on a real PostgreSQL:
+``status`` and ``/ready`` of the active and of the standby, a graceful stop that hands the
+lease over, and a standby configured differently from the active (refused, naming the
+setting, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from openmsmq.cli.main import cli
+from tests.ha_proc import create_pg_qm, ha_node, role, store_state, wait_role
+from tests.pgserver import PgServer
+from tests.serve_proc import B, free_port
+
+Q = "private$\\orders"
+
+pytestmark = pytest.mark.slow
+
+
+def _probe(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _metrics_url(data_dir: Path) -> str:
+    return str(json.loads((data_dir / "runtime.json").read_text())["metrics"]).rsplit("/", 1)[0]
+
+
+def _lease_row(dsn: str) -> tuple[int, str | None]:
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        row = conn.execute("SELECT epoch, holder FROM qm_lease").fetchone()
+    assert row is not None
+    return int(row[0]), row[1]
+
+
+def test_status_and_readiness_of_the_active_and_the_standby(tmp_path: Path, pg_server: PgServer) -> None:
+    dsn = pg_server.new_database()
+    create_pg_qm(dsn, tmp_path / "init", Q)
+    port = free_port(B)
+    b1, b2 = ha_node(tmp_path, "b1", B, port, dsn), ha_node(tmp_path, "b2", B, port, dsn)
+    try:
+        b1.start()
+        wait_role(b1, "active")
+        b2.start(ready="runtime")
+        wait_role(b2, "standby", epoch=1)
+        runner = CliRunner()
+        got = runner.invoke(cli, ["--qm", str(b2.data_dir), "status", "--json"])
+        assert got.exit_code == 0, got.output
+        doc = json.loads(got.output)
+        assert doc["ha"]["role"] == "standby" and doc["ha"]["epoch"] == 1 and "queues" not in doc
+        assert not (b2.data_dir / "openmsmq.db").exists()  # no SQLite store made on the side
+        got = runner.invoke(cli, ["--qm", str(b1.data_dir), "status", "--json"])
+        assert got.exit_code == 0, got.output
+        doc = json.loads(got.output)
+        assert doc["ha"]["role"] == "active" and doc["ha"]["epoch"] == 1 and doc["ha"]["since"] > 0
+        assert any(q["name"] == Q for q in doc["queues"])
+        human = runner.invoke(cli, ["--qm", str(b2.data_dir), "status"])
+        assert "standby" in human.output and "lease epoch" in human.output
+        assert _probe(_metrics_url(b1.data_dir) + "/ready") == (200, "ready\n")
+        code, text = _probe(_metrics_url(b2.data_dir) + "/ready")
+        assert code == 503 and "standby node" in text
+        assert _probe(_metrics_url(b2.data_dir) + "/live")[0] == 200
+        # A graceful stop of the active hands the lease over at once (released, not expired).
+        assert b1.stop() == 0
+        epoch, holder = _lease_row(dsn)
+        assert holder is None or epoch == 2
+        ha = wait_role(b2, "active")
+        assert ha["epoch"] == 2
+        assert _probe(_metrics_url(b2.data_dir) + "/ready")[0] == 200
+    finally:
+        b1.close()
+        b2.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "env"),
+    [("mqqb.port", None), ("qm.name", {"OPENMSMQ_QM_NAME": "elsewhere"})],
+)
+def test_a_standby_configured_differently_is_refused_and_writes_nothing(
+    tmp_path: Path, pg_server: PgServer, setting: str, env: dict[str, str] | None
+) -> None:
+    dsn = pg_server.new_database()
+    create_pg_qm(dsn, tmp_path / "init", Q)
+    port = free_port(B)
+    b1 = ha_node(tmp_path, "b1", B, port, dsn)
+    other_port = free_port(B) if env is None else port
+    b2 = ha_node(tmp_path, "b2", B, other_port, dsn, **(env or {}))
+    try:
+        b1.start()
+        wait_role(b1, "active")
+        before, lease = store_state(dsn), _lease_row(dsn)
+        result = subprocess.run(
+            [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(b2.data_dir), "--listen", B,
+             "--port", str(other_port), "--remote-port", "0", "--metrics-port", "0"],
+            env={**os.environ, **b2.env}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert setting in result.stderr and "nothing was written" in result.stderr
+        assert store_state(dsn) == before and _lease_row(dsn) == lease
+        assert role(b1) is not None and (role(b1) or {})["role"] == "active"
+    finally:
+        b1.close()
+        b2.close()
