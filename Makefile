@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/pipeline.py
 
+## make demo-ha: a failover: QM B as two serve processes on one PostgreSQL, its active killed while A sends
+demo-ha: $(STAMP) postgresql
+	$(BIN)/python examples/failover.py
+
 ## make test: lint, type checks, then the whole test suite (what CI runs)
 test: lint typecheck unit
 
