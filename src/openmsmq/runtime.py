@@ -2,7 +2,9 @@
 runtime file through which a running queue manager tells them where it listens.
 
 A data directory holds a queue manager once ``openmsmq.db`` (:data:`STORE_FILE`, the
-SQLite store with the QM's identity) is in it: :func:`holds_queue_manager`. Only
+SQLite store with the QM's identity) or ``openmsmq.pg.json`` (:data:`STORE_POINTER`: the
+QM keeps its store in PostgreSQL; the file names the database and the QM GUID it must
+hold) is in it: :func:`holds_queue_manager`. Only
 ``openmsmq init`` and ``openmsmq serve`` (and a library user's own
 :class:`~openmsmq.qm.QueueManager`) create one; the client commands refuse a directory
 without it, so that a mistyped ``--qm`` is an error instead of a new queue manager.
@@ -32,16 +34,23 @@ __all__ = [
     "RUNTIME_FILE",
     "SERVE_LOCK",
     "STORE_FILE",
+    "STORE_POINTER",
     "holds_queue_manager",
     "live_runtime",
     "read_runtime",
+    "read_store_pointer",
     "remove_runtime",
     "take_serve_lock",
     "write_runtime",
+    "write_store_pointer",
 ]
 
 #: The store of a queue manager, inside its data directory.
 STORE_FILE = "openmsmq.db"
+#: The file naming the PostgreSQL store of a queue manager (store.backend = "postgresql"):
+#: ``{"backend": "postgresql", "dsn": ..., "qm_guid": ...}``, mode 0600 (the DSN may
+#: carry a password, as the SQLite file carries every message).
+STORE_POINTER = "openmsmq.pg.json"
 #: Name of the file, inside the data directory, that describes a running queue manager.
 RUNTIME_FILE = "runtime.json"
 #: The file a serving process holds an exclusive lock on, inside its data directory.
@@ -49,9 +58,30 @@ SERVE_LOCK = "serve.lock"
 
 
 def holds_queue_manager(data_dir: str | Path) -> bool:
-    """True when ``data_dir`` holds a queue manager's store (created by ``openmsmq init``
-    or ``openmsmq serve``)."""
-    return (Path(data_dir) / STORE_FILE).is_file()
+    """True when ``data_dir`` holds a queue manager's store, or names its PostgreSQL
+    store (created by ``openmsmq init`` or ``openmsmq serve``)."""
+    return (Path(data_dir) / STORE_FILE).is_file() or (Path(data_dir) / STORE_POINTER).is_file()
+
+
+def read_store_pointer(data_dir: str | Path) -> dict[str, str] | None:
+    """The PostgreSQL store ``data_dir`` names (``backend``, ``dsn``, ``qm_guid``), or None
+    when it names none. ValueError for a file that is not one."""
+    try:
+        text = (Path(data_dir) / STORE_POINTER).read_text()
+    except FileNotFoundError:
+        return None
+    data = json.loads(text)
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), str) for k in ("backend", "dsn", "qm_guid")
+    ):
+        raise ValueError(f"{STORE_POINTER} names no store")
+    return {k: data[k] for k in ("backend", "dsn", "qm_guid")}
+
+
+def write_store_pointer(data_dir: str | Path, backend: str, dsn: str, qm_guid: str) -> None:
+    """Record in ``data_dir`` that its queue manager's store is the database ``dsn``."""
+    info = {"backend": backend, "dsn": dsn, "qm_guid": qm_guid}
+    write_private(Path(data_dir) / STORE_POINTER, (json.dumps(info, indent=2) + "\n").encode())
 
 
 def take_serve_lock(data_dir: str | Path) -> int | None:

@@ -1,6 +1,9 @@
 """Child process of test_crash.py: runs transactions until it is SIGKILLed.
 
-Usage: python crash_driver.py DATA_DIR LOG_PATH ROUND SEED
+Usage: python crash_driver.py DATA_DIR LOG_PATH ROUND SEED [DSN]
+
+With DSN the queue manager's store is that PostgreSQL database (store.backend =
+"postgresql"), else the SQLite file in DATA_DIR.
 
 Two worker threads share one QueueManager (so commits go through group commit):
 worker 0 uses transactional queues a and b (sends, receives, moves a<->b, aborts);
@@ -21,6 +24,7 @@ import threading
 
 from openmsmq.errors import IOTimeoutError, MQError
 from openmsmq.qm import Message, QueueManager
+from openmsmq.qm.options import StoreOptions
 
 QUEUES = {"a": True, "b": True, "c": False, "d": True}
 
@@ -96,9 +100,14 @@ def worker(qm: QueueManager, log: Log, wid: int, rnd: int, seed: int) -> None:
             log.write(op=n_op, done=True, lookups=stored)
 
 
+def store_options(dsn: str | None) -> StoreOptions:
+    """The store of the crash tests: SQLite, or the PostgreSQL database ``dsn``."""
+    return StoreOptions(backend="postgresql", dsn=dsn) if dsn else StoreOptions()
+
+
 def main() -> None:
     data_dir, log_path, rnd, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    qm = QueueManager(data_dir)
+    qm = QueueManager(data_dir, store_options=store_options(sys.argv[5] if len(sys.argv) > 5 else None))
     for q, transactional in QUEUES.items():
         with contextlib.suppress(MQError):  # exists from an earlier round
             qm.create_queue(qname(q), transactional=transactional)

@@ -12,6 +12,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
+from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.transfer import Transfer, TransferConfig
 from openmsmq.store.records import Message
 from tests.clock import Clock
@@ -56,6 +57,8 @@ class Net:
         #: Bytes a link holds for a receiver that stopped reading (``reading_wanted`` is
         #: False, as ``net/mqqb.py`` pauses its transports; TCP flow control holds them).
         self.held_bytes: dict[tuple[str, int], list[bytes]] = {}
+        #: The store of each node added with its own (kept across restarts).
+        self.store_options: dict[str, StoreOptions] = {}
         #: Forged peers (tests/transfer/forged.py) by the (node, cid) of their connection.
         self.forged: dict[tuple[str, int], Any] = {}
 
@@ -65,11 +68,14 @@ class Net:
         routes: tuple[tuple[str, str], ...] = (),
         name: str | None = None,
         metrics: MetricsSink | None = None,
+        store_options: StoreOptions | None = None,
         **cfg: object,
     ) -> Node:
         """A QM on ``address`` (``name``: its computer name, default the host's; ``metrics``:
-        what it reports to)."""
-        extra = {} if metrics is None else {"metrics": metrics}
+        what it reports to; ``store_options``: its store, kept across restarts)."""
+        extra: dict[str, Any] = {} if metrics is None else {"metrics": metrics}
+        if store_options is not None:
+            extra["store_options"] = store_options
         qm = QueueManager(
             self.root / address, threaded=False, clock=self.clock, integrity_check=False, computer_name=name,
             **extra,  # type: ignore[arg-type]
@@ -77,6 +83,8 @@ class Net:
         config = TransferConfig(local_addresses=(address,), routes=routes, **cfg)  # type: ignore[arg-type]
         node = Node(address, qm, Transfer(qm, config, self.clock.now))
         self.nodes[address] = node
+        if store_options is not None:
+            self.store_options[address] = store_options
         return node
 
     def restart(self, address: str) -> Node:
@@ -97,6 +105,7 @@ class Net:
             clock=self.clock,
             integrity_check=False,
             metrics=old.qm.metrics,
+            store_options=self.store_options.get(address),
         )
         node = Node(address, qm, Transfer(qm, config, self.clock.now))
         self.nodes[address] = node

@@ -7,10 +7,13 @@ mistyped ``--qm`` is an error rather than a new queue manager with a new identit
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from openmsmq.cli.context import CliContext, CommandError, ctx_of, json_option
-from openmsmq.errors import quoted
+from openmsmq.errors import ConfigError, quoted
 from openmsmq.runtime import holds_queue_manager
 
 __all__ = ["init", "register"]
@@ -34,11 +37,24 @@ def _directory(c: CliContext, given: str | None) -> str:
 
 @click.command("init")
 @click.argument("directory", metavar="[DIR]", required=False)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="TOML configuration file whose [store] to use (as given to 'openmsmq serve --config').",
+)
 @json_option
 @click.pass_context
-def init(ctx: click.Context, directory: str | None) -> None:
+def init(ctx: click.Context, directory: str | None, config_path: Path | None) -> None:
     """Create a queue manager (a new identity, its system queues) in the data directory
-    DIR (default: --qm), creating DIR if needed. A DIR that already holds one is an error."""
+    DIR (default: --qm), creating DIR if needed. A DIR that already holds one is an error.
+
+    Its store is the one [store] names (--config FILE, then OPENMSMQ_STORE_* in the
+    environment): SQLite in DIR by default; with store.backend = "postgresql" the schema
+    is created in the database store.dsn names, and DIR records it."""
+    from openmsmq.config import load_config
+    from openmsmq.net.server import store_options
     from openmsmq.qm import QueueManager  # the store only when creating
 
     c = ctx_of(ctx)
@@ -46,8 +62,11 @@ def init(ctx: click.Context, directory: str | None) -> None:
     if holds_queue_manager(path):
         raise CommandError(f"{quoted(path)} already holds a queue manager; nothing was changed")
     try:
-        with QueueManager(path) as qm:
+        options = store_options(load_config(config_path, os.environ).config)
+        with QueueManager(path, store_options=options) as qm:
             guid = str(qm.guid)
+    except ConfigError as exc:
+        raise CommandError(f"cannot create a queue manager in {quoted(path)}: {exc}") from exc
     except OSError as exc:
         raise CommandError(f"cannot create a queue manager in {quoted(path)}: {exc.strerror or exc}") from exc
     c.emit(

@@ -13,7 +13,7 @@ import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.names import DEADLETTER
 from openmsmq.qm.options import StoreOptions
+from openmsmq.qm.store_choice import StoreChoice
 from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
 from openmsmq.qm.transfer_sequences import SequenceReset
 from openmsmq.qm.transfer_trust import TrustConfig
@@ -48,6 +49,7 @@ __all__ = [
     "loop_factory",
     "net_config",
     "outgoing_control",
+    "postgresql_store",
     "run",
     "sequence_resetter",
     "serve",
@@ -176,6 +178,8 @@ def store_options(config: Config) -> StoreOptions:
     st = config.store
     quota = INFINITE if st.default_queue_quota is None else max(1, st.default_queue_quota // 1024)
     return StoreOptions(
+        backend=st.backend,
+        dsn=st.dsn,
         synchronous=st.synchronous,
         max_commit_wait=st.group_commit_max_wait,
         max_message_bytes=st.max_message_size,
@@ -267,6 +271,13 @@ class Term:
     metrics_url: str | None = None
 
 
+def postgresql_store(config: Config) -> str | None:
+    """The DSN of the PostgreSQL store the QM of ``config`` opens (its configuration, or the
+    store its data directory names), or None for SQLite."""
+    choice = StoreChoice(Path(config.qm.data_dir), store_options(config))
+    return choice.dsn if choice.backend == "postgresql" else None
+
+
 def lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
@@ -327,8 +338,10 @@ async def serve(
     """
     loop = asyncio.get_running_loop()
     stop = term.stop if term is not None else asyncio.Event()
-    if term is None and config.store.backend != "sqlite":
-        raise ConfigError("store.backend", "a PostgreSQL store is served through its lease (run())")
+    if term is None and postgresql_store(config) is not None:
+        # Two unfenced serves on one database would both write: a QM on PostgreSQL is
+        # served under its lease (run() -> openmsmq.net.ha_serve).
+        raise ConfigError("store.backend", "a queue manager on PostgreSQL is served under its lease (run())")
 
     def on_signal(sig: signal.Signals) -> None:
         if stop.is_set():
@@ -478,10 +491,12 @@ def run(
 ) -> None:
     """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``; a QM on
     PostgreSQL runs as a node of a highly available QM (:func:`openmsmq.net.ha_serve.serve_ha`)."""
+    dsn = postgresql_store(config)
     with asyncio.Runner(loop_factory=loop_factory(config.qm.event_loop)) as runner:
-        if config.store.backend == "postgresql":
+        if dsn is not None:
             from openmsmq.net.ha_serve import serve_ha
 
-            runner.run(serve_ha(config, ready=ready, loaded=loaded))
+            ha_config = replace(config, store=replace(config.store, backend="postgresql", dsn=dsn))
+            runner.run(serve_ha(ha_config, ready=ready, loaded=loaded))
         else:
             runner.run(serve(config, ready=ready, loaded=loaded))

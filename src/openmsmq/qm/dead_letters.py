@@ -13,7 +13,7 @@ from openmsmq.qm import names
 from openmsmq.qm.handles import _QueueState
 from openmsmq.qm.transaction import _Receive
 from openmsmq.store import ops, reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import AckRows, Remove, RemovedMessage, Send
 from openmsmq.store.records import Message
 from openmsmq.wire.constants import MessageClass
@@ -33,7 +33,7 @@ class DeadLetterMixin:
     """Expiry, dead-lettering and outgoing-queue purges of the QueueManager."""
 
     if TYPE_CHECKING:
-        store: Store
+        store: StoreBackend
         metrics: MetricsSink
         _stop: threading.Event
         _by_id: dict[int, _QueueState]

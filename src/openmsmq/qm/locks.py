@@ -12,7 +12,7 @@ from openmsmq.errors import MQError
 from openmsmq.qm.handles import _QueueState
 from openmsmq.qm.transaction import _Receive
 from openmsmq.store import ops
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import AckRows, Remove, RemovedMessage, Send
 from openmsmq.store.records import Message
 
@@ -32,7 +32,7 @@ class LocksMixin:
     removals other than receives, written in the removal's own transaction."""
 
     if TYPE_CHECKING:
-        store: Store
+        store: StoreBackend
         _closed: bool
         _commit_hooks: dict[
             Callable[[list[RemovedMessage]], None], Callable[[list[RemovedMessage]], list[Send]]

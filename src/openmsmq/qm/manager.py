@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from openmsmq.datadir import private_dir
 from openmsmq.errors import HResult, MQError, quoted
@@ -39,12 +39,11 @@ from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.ranges import DEFAULT_IDENTITY_RETENTION, RangesMixin
 from openmsmq.qm.reads import ReadsMixin
 from openmsmq.qm.sequences import SequencesMixin
+from openmsmq.qm.store_choice import StoreChoice
 from openmsmq.qm.transaction import ACK_RECEIVE, Transaction, _Receive
 from openmsmq.qm.transfer_codec import check_remote_names
-from openmsmq.runtime import STORE_FILE
 from openmsmq.store import ops, queues, reads
 from openmsmq.store.backend import StoreBackend
-from openmsmq.store.db import Store
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.records import (
     COL,
@@ -119,22 +118,12 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         self.identity_retention = int(identity_retention)
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         self._local_hosts = {self.computer_name, "localhost", "127.0.0.1", "::1", "."}
-        # ``store``: an opened store of another backend (PostgreSQL, store.backend); the
-        # data directory then holds only the runtime files.
-        self.store: Store = (
-            cast(Store, store)
-            if store is not None
-            else Store(
-                self.data_dir / STORE_FILE,
-                threaded=threaded,
-                integrity_check=integrity_check,
-                max_commit_wait=opts.max_commit_wait,
-                synchronous=opts.synchronous,
-                max_batch_ops=opts.max_batch_ops,
-                qm_quota=opts.qm_quota_bytes,
-                disk_reserve=opts.disk_reserve,
-            )
-        )
+        choice = StoreChoice(self.data_dir, opts)
+        # ``store``: a store opened by the caller (a highly available node opens it fenced
+        # with its lease epoch); otherwise the one the data directory and options name.
+        if store is None:
+            store = choice.open(threaded=threaded, integrity_check=integrity_check)
+        self.store = store
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._lock = threading.RLock()
@@ -155,6 +144,7 @@ class QueueManager(ReadsMixin, RangesMixin, SequencesMixin, LocksMixin, DeadLett
         ] = {}
         try:
             self.guid: uuid.UUID = self.store.write(queues.init_qm_state(uuid.uuid4(), self._now()))
+            choice.record(self.guid)
             for rec in self.store.read(reads.list_queues):
                 self._add_state(rec)
             self._create_system_queues()

@@ -13,6 +13,12 @@ __all__ = ["StoreOptions"]
 class StoreOptions:
     """The ``[store]`` settings a :class:`QueueManager` applies (docs/configuration.md)."""
 
+    #: store.backend: "sqlite" (a file in the data directory) or "postgresql" (``dsn``).
+    #: A data directory created on PostgreSQL names its database (runtime.STORE_POINTER),
+    #: which is used when no ``dsn`` is given.
+    backend: str = "sqlite"
+    #: store.dsn: the PostgreSQL database (libpq DSN or URI).
+    dsn: str = ""
     #: SQLite ``PRAGMA synchronous``: FULL / EXTRA keep every commit durable.
     synchronous: str = "FULL"
     #: Longest wait (s) of a group commit for the committers of the previous batch.

@@ -28,7 +28,7 @@ from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm.handles import QueueHandle, _QueueState
 from openmsmq.qm.transaction import ACK_RECEIVE, _Receive
 from openmsmq.store import ops, ranges, reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
 from openmsmq.store.records import Message, QueueType
@@ -61,7 +61,7 @@ class RangesMixin:
     """LookupIdentifier-range reads and removal, idempotent send, queue statistics."""
 
     if TYPE_CHECKING:
-        store: Store
+        store: StoreBackend
         identity_retention: int
         metrics: MetricsSink
 

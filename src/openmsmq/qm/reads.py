@@ -27,7 +27,7 @@ from openmsmq.qm.handles import (
 )
 from openmsmq.qm.transaction import PendingReceive, Transaction, _Receive
 from openmsmq.store import reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.records import INFINITE, Message, QueueType
 
 __all__ = ["ReadsMixin"]
@@ -60,7 +60,7 @@ class ReadsMixin:
     """Receive / peek / cursor / lookup / two-phase receive methods of the QueueManager."""
 
     if TYPE_CHECKING:
-        store: Store
+        store: StoreBackend
         _lock: threading.RLock
         _cursors: dict[int, _Cursor]
         _next_handle: int

@@ -18,7 +18,7 @@ from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm import names
 from openmsmq.qm.handles import QueueHandle, _QueueState
 from openmsmq.store import ops, outgoing, reads
-from openmsmq.store.db import Store
+from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Send
 from openmsmq.store.records import (
     COL,
@@ -46,7 +46,7 @@ class SequencesMixin:
     """Outgoing sequences, OrderAck release, FinalAck settlement, incoming acceptance."""
 
     if TYPE_CHECKING:
-        store: Store
+        store: StoreBackend
         metrics: MetricsSink
         _queues: dict[str, _QueueState]
         _by_id: dict[int, _QueueState]

@@ -74,7 +74,7 @@ LOOKUP_ID_BLOCK = 65536
 _BACKOFF_MIN = 0.05
 _BACKOFF_MAX = 1.0
 #: Idle read connections kept for reuse.
-_POOL_MAX = 8
+_POOL_MAX = 16
 
 
 def describe_dsn(dsn: str) -> str:
@@ -357,25 +357,24 @@ class PgStore:
                 delay = min(delay * 2, _BACKOFF_MAX)
 
     def _head(self, conn: PgConnection) -> tuple[int, str]:
-        """The head statement: lock ``qm_state`` (and, fenced, the lease FOR SHARE);
-        return the persisted SequentialID and the transaction's id. FencedError when the
-        lease row is missing or holds another epoch."""
+        """BEGIN and the head statement, in one round trip: lock ``qm_state`` (and, fenced,
+        the lease FOR SHARE); return the persisted SequentialID and the transaction's id.
+        FencedError when the lease row is missing or holds another epoch."""
         epoch = self._fencing_epoch
         if epoch is None:
-            row = conn.execute(
-                "SELECT sequential_id, pg_current_xact_id()::text FROM qm_state WHERE id = 1 FOR UPDATE"
-            ).fetchone()
-            if row is None:  # no QM state yet (the first operation creates it)
-                row = conn.execute("SELECT 0, pg_current_xact_id()::text").fetchone()
+            row = conn.begin_with(
+                "SELECT coalesce((SELECT sequential_id FROM qm_state WHERE id = 1 FOR UPDATE), 0),"
+                " pg_current_xact_id()::text"
+            )
             return int(row[0]), str(row[1])
         # The lease row is keyed by the QM GUID as text (str(uuid.UUID)), read from the QM
         # state in the same statement.
-        row = conn.execute(
+        row = conn.begin_with(
             "SELECT s.sequential_id, pg_current_xact_id()::text,"
             " (SELECT l.epoch FROM qm_lease l"
             "  WHERE l.qm_guid = encode(s.qm_guid, 'hex')::uuid::text FOR SHARE)"
             " FROM qm_state s WHERE s.id = 1 FOR UPDATE OF s"
-        ).fetchone()
+        )
         if row is None:  # no QM state: no lease can name this QM
             row = (0, "", None)
         found = row[2]
@@ -423,7 +422,6 @@ class PgStore:
         Raises _Lost when the connection went before COMMIT, FencedError when fenced."""
         statements = conn.statements
         try:
-            conn.execute("BEGIN")
             persisted, xid = self._head(conn)
         except psycopg.Error as exc:
             if conn.broken:

@@ -4,12 +4,11 @@ The store's operations (:mod:`openmsmq.store.ops`, ``outgoing``, ``queues``, ``r
 ``reads``) are written once, as parameterised SQL on a DB-API connection with SQLite's
 placeholders (``?`` and ``?N``). :class:`PgConnection` runs them on a psycopg 3
 connection: :func:`translate` rewrites a statement once (cached by its text) into
-PostgreSQL's form, and the parameters are gathered into the order the rewritten
-statement binds them by one C-level ``itemgetter``. What differs between the engines:
+PostgreSQL's form. What differs between the engines:
 
 * placeholders: ``?N`` may repeat and ``?`` takes the next number after the highest
-  so far (SQLite's rule); PostgreSQL gets ``%s`` in text order, the parameter list
-  reordered (and repeated) to match;
+  so far (SQLite's rule); PostgreSQL gets the same numbers as ``$N`` (a raw cursor:
+  the parameters bind as they are);
 * integers are bound as ``bigint`` (SQLite's INTEGER is 64-bit; psycopg would pick the
   smallest type, and ``(7 - priority) << 56`` in ``int2`` is not the order key) and
   Python booleans as ``bigint`` 0 / 1, the columns' type;
@@ -25,7 +24,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from operator import itemgetter
 from typing import Any
 
 import psycopg
@@ -67,7 +65,7 @@ def configure(conn: psycopg.Connection[Any]) -> None:
 
 # ---- statement translation ----------------------------------------------------------
 
-_TOKEN = re.compile(r"'(?:[^']|'')*'|\?(\d*)|%")
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\?(\d*)")
 _REWRITES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\btotal\(([^()]*)\)"), r"coalesce(sum(\1), 0)"),
     (
@@ -90,22 +88,12 @@ _INSERT_INTO = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
 
 
 class Translated:
-    """A statement in PostgreSQL's form and how to gather its parameters."""
+    """A statement in PostgreSQL's form (``$N`` placeholders)."""
 
-    __slots__ = ("gather", "returns_rowid", "sql")
+    __slots__ = ("returns_rowid", "sql")
 
-    def __init__(self, sql: str, order: list[int] | None, returns_rowid: bool) -> None:
+    def __init__(self, sql: str, returns_rowid: bool) -> None:
         self.sql = sql
-        #: Parameters (a sequence) -> the tuple the statement binds; None: as they are.
-        self.gather: Any = None
-        if order is not None:
-            if len(order) == 1:
-                at = order[0]
-                self.gather = lambda params: (params[at],)
-            elif order:
-                self.gather = itemgetter(*order)
-            else:
-                self.gather = lambda params: ()
         self.returns_rowid = returns_rowid
 
 
@@ -113,15 +101,16 @@ _cache: dict[str, Translated] = {}
 
 
 def translate(sql: str) -> Translated:
-    """``sql`` (SQLite's form, as the store writes it) in PostgreSQL's form; cached."""
+    """``sql`` (SQLite's form, as the store writes it) in PostgreSQL's form; cached.
+
+    ``?N`` becomes ``$N`` and ``?`` the next number after the highest so far (SQLite's
+    rule), so the parameters bind as they are, without reordering."""
     got = _cache.get(sql)
     if got is not None:
         return got
     text = sql
     for pattern, repl in _REWRITES:
         text = pattern.sub(repl, text)
-    order: list[int] = []
-    numbered = False
     highest = 0
     out: list[str] = []
     pos = 0
@@ -129,17 +118,10 @@ def translate(sql: str) -> Translated:
         tok = m.group(0)
         out.append(text[pos : m.start()])
         pos = m.end()
-        if tok == "%":
-            out.append("%%")
-        elif tok.startswith("?"):
-            if m.group(1):
-                n = int(m.group(1))
-                numbered = True
-            else:
-                n = highest + 1
+        if tok.startswith("?"):
+            n = int(m.group(1)) if m.group(1) else highest + 1
             highest = max(highest, n)
-            order.append(n - 1)
-            out.append("%s")
+            out.append(f"${n}")
         else:
             out.append(tok)  # a string literal, as it is
     out.append(text[pos:])
@@ -149,7 +131,7 @@ def translate(sql: str) -> Translated:
     if head and head.group(1) in _ROWID and "RETURNING" not in pg.upper():
         pg += f" RETURNING {_ROWID[head.group(1)]}"
         returns_rowid = True
-    got = Translated(pg, order if numbered else None, returns_rowid)
+    got = Translated(pg, returns_rowid)
     if len(_cache) > 4096:
         _cache.clear()
     _cache[sql] = got
@@ -209,22 +191,29 @@ class PgConnection:
         if self.reader and sql == "BEGIN":
             sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         tr = translate(sql)
-        args: Any = None
-        if params is not None:
-            args = tr.gather(params) if tr.gather is not None else params
         self.statements += 1
-        cur = self.raw.execute(tr.sql, args)
+        # A raw cursor binds $N as they are: psycopg parses no placeholders (and caches no
+        # parse of the long multi-row INSERTs).
+        cur = psycopg.RawCursor(self.raw)
+        cur.execute(tr.sql, params)
         if tr.returns_rowid:
             row = cur.fetchone()
             return PgCursor(cur, cur.rowcount, int(row[0]) if row else None)
         return PgCursor(cur, cur.rowcount)
 
+    def begin_with(self, sql: str) -> Any:
+        """``BEGIN`` and the parameterless query ``sql`` (PostgreSQL's form) in ONE round
+        trip (the simple query protocol runs both); the query's first row."""
+        self.statements += 1
+        cur = psycopg.RawCursor(self.raw)
+        cur.execute(f"BEGIN; {sql}")
+        cur.nextset()
+        return cur.fetchone()
+
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> PgCursor:
         tr = translate(sql)
         rows = list(seq)
-        if tr.gather is not None:
-            rows = [tr.gather(p) for p in rows]
-        cur = self.raw.cursor()
+        cur = psycopg.RawCursor(self.raw)
         self.statements += 1
         if rows:
             cur.executemany(tr.sql, rows)
