@@ -122,7 +122,7 @@ chaos: $(STAMP)
 ## make chaos-ha ROUNDS=N: QM A sends 50,000 transactional messages to QM B, whose two serve processes share one
 ## PostgreSQL; B's active is SIGKILLed N times; prints each takeover's time (5 rounds of 2,000 run in make test)
 chaos-ha: $(STAMP) postgresql
-	OPENMSMQ_HA_CHAOS_ROUNDS=$(ROUNDS) OPENMSMQ_HA_CHAOS_MESSAGES=$${MESSAGES:-50000} \
+	OPENMSMQ_CHAOS_HA_ROUNDS=$(ROUNDS) OPENMSMQ_CHAOS_HA_MESSAGES=$${MESSAGES:-50000} \
 		$(BIN)/pytest -q -s tests/integration/test_ha_failover.py -k chaos
 
 ## make proto: regenerate the gRPC modules of the remote-read service from its .proto

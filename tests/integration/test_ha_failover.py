@@ -6,7 +6,7 @@ QM A (SQLite, 127.0.0.1) sends transactional messages to QM B (127.0.0.2), whose
 * the chaos test SIGKILLs B's active at random moments; each time the standby takes over
   (the time from the kill to B's listener accepting again is printed). At the end B's
   queue holds every message exactly once, in order, and A's outgoing queue is empty.
-  ``OPENMSMQ_HA_CHAOS_ROUNDS`` (default 5) and ``OPENMSMQ_HA_CHAOS_MESSAGES`` (default
+  ``OPENMSMQ_CHAOS_HA_ROUNDS`` (default 5) and ``OPENMSMQ_CHAOS_HA_MESSAGES`` (default
   2,000) size it; ``make chaos-ha ROUNDS=N`` runs 50,000 messages;
 * the partition test freezes B's active (SIGSTOP) past its lease while A keeps sending to
   it, lets the standby take the lease, kills that one, resumes the frozen one: it commits
@@ -41,9 +41,9 @@ from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count
 
 Q = "private$\\orders"
 DEST = f"DIRECT=TCP:{B}\\PRIVATE$\\orders"
-ROUNDS = int(os.environ.get("OPENMSMQ_HA_CHAOS_ROUNDS", "5"))
-MESSAGES = int(os.environ.get("OPENMSMQ_HA_CHAOS_MESSAGES", "2000"))
-SEED = int(os.environ.get("OPENMSMQ_HA_CHAOS_SEED", str(random.SystemRandom().randrange(1 << 30))))
+ROUNDS = int(os.environ.get("OPENMSMQ_CHAOS_HA_ROUNDS", "5"))
+MESSAGES = int(os.environ.get("OPENMSMQ_CHAOS_HA_MESSAGES", "2000"))
+SEED = int(os.environ.get("OPENMSMQ_CHAOS_HA_SEED", str(random.SystemRandom().randrange(1 << 30))))
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,8 @@ class Sender:
             self.error = exc
 
     def close(self) -> None:
-        self.thread.join(60)
+        if self.thread.ident is not None:
+            self.thread.join(60)
         self.qm.close()
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -79,7 +80,10 @@ def test_status_and_readiness_of_the_active_and_the_standby(tmp_path: Path, pg_s
         assert holder is None or epoch == 2
         ha = wait_role(b2, "active")
         assert ha["epoch"] == 2
-        assert _probe(_metrics_url(b2.data_dir) + "/ready")[0] == 200
+        deadline = time.monotonic() + 30  # ready once its term has opened and bound
+        while _probe(_metrics_url(b2.data_dir) + "/ready")[0] != 200:
+            assert time.monotonic() < deadline, b2.log.read_text()[-3000:]
+            time.sleep(0.05)
     finally:
         b1.close()
         b2.close()
