@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -18,8 +19,12 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
+import openmsmq
 from openmsmq.cli.main import cli
-from tests.ha_proc import create_pg_qm, ha_node, role, store_state, wait_role
+from openmsmq.qm.manager import QueueManager
+from openmsmq.store.pg.db import PgStore
+from openmsmq.store.records import Message
+from tests.ha_proc import accepts, create_pg_qm, dump, ha_node, role, runtime_json, store_state, wait_role
 from tests.pgserver import PgServer
 from tests.serve_proc import B, free_port
 
@@ -115,6 +120,65 @@ def test_a_standby_configured_differently_is_refused_and_writes_nothing(
         assert setting in result.stderr and "nothing was written" in result.stderr
         assert store_state(dsn) == before and _lease_row(dsn) == lease
         assert role(b1) is not None and (role(b1) or {})["role"] == "active"
+    finally:
+        b1.close()
+        b2.close()
+
+
+def test_losing_the_lease_aborts_remote_reads_and_the_next_active_delivers_them(
+    tmp_path: Path, pg_server: PgServer
+) -> None:
+    dsn = pg_server.new_database()
+    create_pg_qm(dsn, tmp_path / "init", Q, "private$\\empty")
+    with QueueManager(tmp_path / "init", store=PgStore(dsn)) as qm, qm.begin() as tx:
+        qm.send_many(Q, [Message(body=b"m%d" % i) for i in range(3)], tx)
+    port = free_port(B)
+    b1, b2 = ha_node(tmp_path, "b1", B, port, dsn), ha_node(tmp_path, "b2", B, port, dsn)
+    try:
+        b1.start()
+        wait_role(b1, "active")
+        b2.start(ready="runtime")
+        wait_role(b2, "standby", epoch=1)
+        conn = openmsmq.connect(str(runtime_json(b1)["remote"]))
+        q = conn.open_queue(Q)
+        tx = conn.transaction()
+        tx.__enter__()
+        assert q.receive(timeout=5, tx=tx).body == b"m0"  # locked in the active's memory
+        waiting: list[BaseException | bytes] = []
+
+        def pending_receive() -> None:
+            try:
+                waiting.append(conn.open_queue("private$\\empty").receive(timeout=60).body)
+            except BaseException as exc:
+                waiting.append(exc)
+
+        waiter = threading.Thread(target=pending_receive)
+        waiter.start()
+        time.sleep(0.3)
+        # Another process takes the lease (as after a partition of B1): B1's next renewal
+        # is refused and it steps down.
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("UPDATE qm_lease SET epoch = epoch + 1, holder = 'intruder',"
+                      " expires_at = now() + interval '3 seconds'")  # fmt: skip
+        wait_role(b1, "standby", timeout=10)
+        assert "taken over" in (role(b1) or {}).get("last_step_down", "")
+        waiter.join(30)
+        assert len(waiting) == 1 and isinstance(waiting[0], BaseException), waiting
+        with pytest.raises(Exception):  # noqa: B017 - whichever error the gone session gives
+            tx.__exit__(None, None, None)
+        conn.close()
+        # The intruder's lease runs out; a node takes over and m0 is there, first, once.
+        deadline = time.monotonic() + 30
+        while True:
+            active = next((n for n in (b1, b2) if (role(n) or {}).get("role") == "active"), None)
+            if active is not None and accepts(B, port):
+                break
+            assert time.monotonic() < deadline, dump(b1, b2)
+            time.sleep(0.05)
+        assert (role(active) or {})["epoch"] == 3
+        with openmsmq.connect(str(runtime_json(active)["remote"])) as again:
+            got = [m.body for m in again.open_queue(Q).receive_many(10, timeout=5)]
+        assert got == [b"m0", b"m1", b"m2"]
     finally:
         b1.close()
         b2.close()
