@@ -192,3 +192,42 @@ def test_a_frozen_active_commits_nothing_after_losing_its_lease(tmp_path: Path, 
         for p in (a, b1, b2):
             p.close()
         sender.close()
+
+
+def test_a_postgresql_restart_in_the_middle_of_a_transfer_loses_and_duplicates_nothing(
+    tmp_path: Path, pg_server: PgServer
+) -> None:
+    dsn = pg_server.new_database()
+    create_pg_qm(dsn, tmp_path / "init", Q)
+    port = free_port(A, B)
+    b = [ha_node(tmp_path, "b1", B, port, dsn), ha_node(tmp_path, "b2", B, port, dsn)]
+    a = ServeProcess(tmp_path / "a", A, port, tmp_path / "a.log")
+    total = 3000
+    sender = Sender(tmp_path / "a", total, 100, pause=0.1)
+    try:
+        b[0].start()
+        wait_role(b[0], "active")
+        b[1].start(ready="runtime")
+        a.start()
+        sender.thread.start()
+        while len(queue_bodies(dsn, Q)) < 500:
+            assert sender.thread.is_alive() or sender.committed == total, sender.error
+            time.sleep(0.05)
+        pg_server.stop_immediate()  # no checkpoint: crash recovery at the start
+        try:
+            time.sleep(3.0)  # longer than the active can go without a renewal: it steps down
+        finally:
+            pg_server.restart()
+        sender.thread.join(300)
+        assert sender.error is None, sender.error
+        bodies = _drained(tmp_path / "a", dsn, total, [a, *b], 120)
+        _exactly_once_in_order(bodies, total)
+        logs = "".join(n.log.read_text() for n in b)
+        assert "stepping down from epoch 1" in logs  # the outage outlasted the lease
+        assert any(((role(n) or {}).get("epoch") or 0) >= 2 for n in b)
+    finally:
+        if not pg_server.running:
+            pg_server.restart()
+        for p in (a, *b):
+            p.close()
+        sender.close()
