@@ -36,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from psycopg import conninfo
+
 from openmsmq.config import Config, HaConfig, LoadedConfig, config_document, config_keys
 from openmsmq.datadir import private_dir
 from openmsmq.errors import ConfigError
@@ -103,6 +105,17 @@ def check_settings(mine: dict[str, str], holder: str | None) -> None:
             )
 
 
+def fenced_dsn(dsn: str, lease_duration: float) -> str:
+    """``dsn`` whose sessions end a transaction left idle for half a lease: a node frozen in
+    the middle of a write transaction holds the lease row FOR SHARE, and a takeover waits
+    for that lock; PostgreSQL then ends the session instead of waiting for the node."""
+    params = conninfo.conninfo_to_dict(dsn)
+    ms = max(1000, int(lease_duration * 500))
+    extra = f"-c idle_in_transaction_session_timeout={ms}"
+    params["options"] = f"{params['options']} {extra}" if params.get("options") else extra
+    return conninfo.make_conninfo("", **params)
+
+
 def _identify(dsn: str) -> uuid.UUID:
     """The QM GUID of the database; the first node of a new database creates it."""
     store = PgStore(dsn, threaded=False)
@@ -152,7 +165,7 @@ class HaServing:
     def _open_store(self, epoch: int) -> StoreBackend:
         opts = store_options(self.config)
         store = PgStore(
-            self.config.store.dsn,
+            fenced_dsn(self.config.store.dsn, self.config.ha.lease_duration),
             fencing_epoch=epoch,
             expected_guid=self.qm_guid,
             max_batch_ops=opts.max_batch_ops,
