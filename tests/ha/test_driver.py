@@ -162,3 +162,22 @@ def test_a_node_that_cannot_start_releases_the_lease_for_the_other(dsn: str) -> 
         await asyncio.wait_for(tb, 10)
 
     asyncio.run(go())
+
+
+def test_a_node_whose_serving_ended_by_itself_gives_the_lease_up(dsn: str) -> None:
+    async def go() -> None:
+        a, na = _driver(dsn, "a")
+        b, nb = _driver(dsn, "b")
+        ta = asyncio.create_task(a.run())
+        await _until(lambda: na.events == [("start", 1)])
+        tb = asyncio.create_task(b.run())
+        await asyncio.sleep(0.3)
+        a.give_up(1, "serving ended: boom")
+        await _until(lambda: na.events == [("start", 1), ("stop", 1)])
+        assert a.status.last_step_down == "serving ended: boom"
+        await _until(lambda: nb.events == [("start", 2)], limit=FAST.duration)  # released, not expired
+        for d, t in ((a, ta), (b, tb)):
+            d.shutdown()
+            await asyncio.wait_for(t, 10)
+
+    asyncio.run(go())

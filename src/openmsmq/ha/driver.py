@@ -164,6 +164,11 @@ class LeaseDriver:
         """Step down (releasing the lease) and end :meth:`run` (call on the loop)."""
         self._apply(self.core.shutdown(self.clock(), reason))
 
+    def give_up(self, epoch: int, reason: str) -> None:
+        """The node stopped serving ``epoch`` by itself (its term failed): step down and
+        release the lease so that another node takes over (call on the loop)."""
+        self._apply(self.core.give_up(self.clock(), epoch, reason))
+
     def fenced(self, epoch: int) -> None:
         """A write of ``epoch`` was refused by the store's fence (call on the loop)."""
         self._apply(self.core.handle_fenced(self.clock(), epoch))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import signal
@@ -197,6 +198,7 @@ class HaServing:
             if started.done():
                 self.serving = True
                 log.info("serving queue manager %s with lease epoch %d", self.qm_guid, epoch)
+                task.add_done_callback(functools.partial(self._term_ended, stop, epoch))
                 return
             self._task = None
             exc = task.exception()
@@ -206,6 +208,16 @@ class HaServing:
                 if self._holds(epoch):
                     continue
             raise exc if exc is not None else RuntimeError("serve ended before it was ready")
+
+    def _term_ended(self, stop: asyncio.Event, epoch: int, task: asyncio.Task[None]) -> None:
+        """A term that ends without being told to (its serve failed) gives the lease up:
+        holding it without serving would keep every other node out."""
+        if stop.is_set() or self.driver is None:
+            return
+        self.serving = False
+        exc = None if task.cancelled() else task.exception()
+        log.error("the term of epoch %d ended by itself: %s", epoch, exc)
+        self.driver.give_up(epoch, f"serving ended: {exc}")
 
     async def stop_serving(self, epoch: int, reason: str) -> None:
         self.serving = False
