@@ -171,7 +171,8 @@ def test_losing_the_lease_aborts_remote_reads_and_the_next_active_delivers_them(
         deadline = time.monotonic() + 30
         while True:
             active = next((n for n in (b1, b2) if (role(n) or {}).get("role") == "active"), None)
-            if active is not None and accepts(B, port):
+            # Serving: the term's runtime document (with its remote-read address) is written.
+            if active is not None and accepts(B, port) and runtime_json(active).get("remote"):
                 break
             assert time.monotonic() < deadline, dump(b1, b2)
             time.sleep(0.05)
