@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 
 A, B = "127.0.0.1", "127.0.0.2"
 
@@ -101,7 +101,7 @@ def fill(data: Path, queues: int, messages: int, per_tx: int = 5000) -> None:
             n = min(per_tx, messages - sent)
             name = names[(sent // per_tx) % queues]
             tx = qm.begin()
-            qm.send_many(name, [Message(body=body, label="bench") for _ in range(n)], tx)
+            qm.send_many(name, [MessageRecord(body=body, label="bench") for _ in range(n)], tx)
             tx.commit()
             sent += n
 
@@ -176,7 +176,7 @@ def transfer_once(work: Path, n: int, watchers: int) -> tuple[float, int]:
         body = b"y" * 256
         for at in range(0, n, 5000):
             tx = qm.begin()
-            qm.send_many(dest, [Message(body=body) for _ in range(min(5000, n - at))], tx)
+            qm.send_many(dest, [MessageRecord(body=body) for _ in range(min(5000, n - at))], tx)
             tx.commit()
     b = serve(b_dir, B, port, work / "b.log")
     a = None

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 
 def rss_mb() -> tuple[float, float]:
@@ -41,7 +41,7 @@ def main() -> None:
         with QueueManager(Path(tmp) / "qm") as qm:
             q = "private$\\memory"
             qm.create_queue(q, transactional=True)
-            batch = [Message(body=bytes(256))] * args.batch
+            batch = [MessageRecord(body=bytes(256))] * args.batch
             start = time.perf_counter()
             for _ in range(args.messages // args.batch):
                 with qm.begin() as tx:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _removal import arguments, run_rounds  # bench/_removal.py: the shared timing loop
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.qm.handles import QueueHandle
 
 DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"
@@ -34,9 +34,9 @@ def fill(qm: QueueManager, count: int, body: bytes) -> tuple[QueueHandle, int, i
     TxSequenceNumber, the TxSequenceID before the release)."""
     for start in range(0, count, 100):
         with qm.begin() as tx:
-            qm.send_many(DEST, [Message(body=body) for _ in range(min(100, count - start))], tx)
+            qm.send_many(DEST, [MessageRecord(body=body) for _ in range(min(100, count - start))], tx)
     (rec,) = [q for q in qm.list_queues(include_system=True) if q.destination_format_name]
-    handle = qm.open_queue(rec.display_name)  # as serve A opens it (qm/transfer_outgoing.py)
+    handle = qm.open_queue(rec.display_name)  # as serve A opens it (transfer/sender.py)
     state = qm.outgoing_sequence(handle)
     assert rec.msg_count == count and state.next_tx_sequence_number == count + 1
     return handle, count, state.tx_sequence_id
@@ -44,7 +44,7 @@ def fill(qm: QueueManager, count: int, body: bytes) -> tuple[QueueHandle, int, i
 
 def release(qm: QueueManager, backlog: tuple[QueueHandle, int, int]) -> Any:
     handle, last, _ = backlog
-    return qm.release_outgoing(handle, last, return_ids=False)
+    return qm.sequence_store().release_outgoing(handle, last, return_ids=False)
 
 
 def check(qm: QueueManager, backlog: tuple[QueueHandle, int, int], result: Any) -> int:

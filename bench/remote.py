@@ -26,7 +26,7 @@ from typing import Any
 
 from openmsmq.client import SINGLE_MESSAGE, Access, Ack, OutgoingMessage
 from openmsmq.client.grpc_transport import GrpcTransport
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.server import RemoteServer
 
 BODY = bytes(256)
@@ -36,7 +36,7 @@ QUEUE = "private$\\bench"
 def fill(qm: QueueManager, n: int) -> None:
     for i in range(0, n, 5000):
         with qm.begin() as t:
-            qm.send_many(QUEUE, [Message(body=BODY) for _ in range(min(5000, n - i))], t)
+            qm.send_many(QUEUE, [MessageRecord(body=BODY) for _ in range(min(5000, n - i))], t)
 
 
 def rate(n: int, fn: Callable[[], int]) -> float:

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _removal import arguments, run_rounds  # bench/_removal.py: the shared timing loop
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 QUEUE = "private$\\spark"
 
@@ -31,7 +31,7 @@ def fill(qm: QueueManager, count: int, body: bytes) -> tuple[int, int]:
     while left:
         n = min(left, 10_000)
         with qm.begin() as tx:
-            qm.send_many(QUEUE, [Message(body=body) for _ in range(n)], tx)
+            qm.send_many(QUEUE, [MessageRecord(body=body) for _ in range(n)], tx)
         left -= n
     r = qm.lookup_range(QUEUE)
     assert r is not None and r.count == count

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.qm.options import StoreOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -139,7 +139,7 @@ def batched(
     latency drifts."""
     q = "private$\\batched"
     qm.create_queue(q, transactional=True)
-    msgs = [Message(body=BODY)] * per_tx
+    msgs = [MessageRecord(body=BODY)] * per_tx
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range(n // per_tx):
         with qm.begin() as tx:
@@ -165,7 +165,7 @@ def concurrent_single(
     ``workers`` threads. CPU is the whole process's (all threads)."""
     q = "private$\\single"
     qm.create_queue(q, transactional=True)
-    msg = Message(body=BODY)
+    msg = MessageRecord(body=BODY)
     per_worker = n // workers
 
     def sender() -> None:
@@ -259,11 +259,12 @@ def main() -> None:
         print()
         report(res, "pg_", "PostgreSQL", args)
         print(
-            f"round trips per commit:             send 100/tx {_median(res['pg_rt100']):.1f},"
+            f"{'PostgreSQL round trips per commit:':<46}send 100/tx {_median(res['pg_rt100']):.1f},"
             f" 1/tx ({args.senders} senders) {_median(res['pg_rt1']):.2f}"
         )
         print(
-            f"server CPU per message, 100/tx:     send {_median(res['pg_srv_send_cpu']):.1f} us, "
+            f"{'PostgreSQL server CPU per message, 100/tx:':<46}"
+            f"send {_median(res['pg_srv_send_cpu']):.1f} us, "
             f"receive {_median(res['pg_srv_recv_cpu']):.1f} us (PostgreSQL's processes, median)"
         )
 
@@ -300,23 +301,22 @@ def measure(
 def report(res: dict[str, list[float]], p: str, raw: str, args: argparse.Namespace) -> None:
     """Print the figures of one backend (keys prefixed ``p``)."""
     res = {k[len(p) :]: v for k, v in res.items() if k.startswith(p) and (p or not k.startswith("pg_"))}
-    pad = " " * (12 - len(raw))
-    print(f"raw {raw}, 100 rows/tx:{pad}{_fmt(res['raw100'], 'rows/s')}")
-    print(f"raw {raw}, 1 row/tx:{pad}   {_fmt(res['raw1'], 'rows/s')}")
+    print(f"{f'raw {raw}, 100 rows/tx:':<46}{_fmt(res['raw100'], 'rows/s')}")
+    print(f"{f'raw {raw}, 1 row/tx:':<46}{_fmt(res['raw1'], 'rows/s')}")
     print(
-        f"{raw} QM send, 100 msgs/tx:               {_fmt(res['send100'], 'msgs/s')}"
+        f"{f'{raw} QM send, 100 msgs/tx:':<46}{_fmt(res['send100'], 'msgs/s')}"
         f"   raw/QM {_median(res['r_send100']):5.2f}x"
     )
     print(
-        f"{raw} QM receive, 100 msgs/tx:            {_fmt(res['recv100'], 'msgs/s')}"
+        f"{f'{raw} QM receive, 100 msgs/tx:':<46}{_fmt(res['recv100'], 'msgs/s')}"
         f"   raw/QM {_median(res['r_recv100']):5.2f}x"
     )
     print(
-        f"CPU per message, 100 msgs/tx:       send {_median(res['send_cpu']):.1f} us, "
+        f"{'CPU per message, 100 msgs/tx:':<46}send {_median(res['send_cpu']):.1f} us, "
         f"receive {_median(res['recv_cpu']):.1f} us (process CPU time, median)"
     )
     print(
-        f"{raw} QM send, 1 msg/tx, {args.senders} senders:     {_fmt(res['send1'], 'msgs/s')}"
+        f"{f'{raw} QM send, 1 msg/tx, {args.senders} senders:':<46}{_fmt(res['send1'], 'msgs/s')}"
         f"   {_median(res['r_send1']):5.1f}x raw 1-row/tx; {_median(res['fs_send']):.1f} commits per fsync"
     )
     print(
@@ -324,7 +324,7 @@ def report(res: dict[str, list[float]], p: str, raw: str, args: argparse.Namespa
         f"   {_median(res['r_recv1']):5.1f}x raw 1-row/tx; {_median(res['fs_recv']):.1f} commits per fsync"
     )
     print(
-        f"CPU per commit, 1 msg/tx:           send {_median(res['cpu1_send']):.1f} us, "
+        f"{'CPU per commit, 1 msg/tx:':<46}send {_median(res['cpu1_send']):.1f} us, "
         f"receive {_median(res['cpu1_recv']):.1f} us (process CPU time, median)"
     )
 

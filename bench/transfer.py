@@ -111,7 +111,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
     sends, prints one JSON line (t0, t_committed, tx_ms: the median, 99th percentile and
     longest of its transactions' durations, begin to commit returned, in ms).
     """
-    from openmsmq.qm import Message, QueueManager
+    from openmsmq.qm import MessageRecord, QueueManager
 
     qm = QueueManager(a_dir)
     qm.open_queue(DEST)
@@ -132,7 +132,7 @@ def sender_main(a_dir: str, n: int, body_size: int, per_tx: int, senders: int) -
             for i in range(0, len(mine), per_tx):
                 began = clock()
                 tx = qm.begin()
-                qm.send_many(DEST, [Message(body=b) for b in mine[i : i + per_tx]], tx)
+                qm.send_many(DEST, [MessageRecord(body=b) for b in mine[i : i + per_tx]], tx)
                 tx.commit()
                 mine_durations.append(clock() - began)
         except BaseException as exc:

@@ -36,9 +36,9 @@ import uuid
 
 from tests.transfer.harness import Clock, Net, outgoing_count
 
-from openmsmq.qm.transfer import Transfer
-from openmsmq.qm.transfer_codec import message_from_packet, packet_from_message
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.codec import message_from_packet, packet_from_message
+from openmsmq.transfer.engine import Transfer
 from openmsmq.wire import DirectQueueFormatName, PacketDecoder, TxSequenceId, encode_packets
 
 DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"
@@ -72,7 +72,7 @@ def codec_figures() -> tuple[float, float]:
     dest = DirectQueueFormatName("TCP:127.0.0.2\\PRIVATE$\\bench")
     src = uuid.UUID(int=0x5A)
     seq = TxSequenceId(1_700_000_000, 7).value
-    ms = [Message(body=bytes(256), transactional=True, tx_sequence_id=seq, tx_sequence_number=i,
+    ms = [MessageRecord(body=bytes(256), transactional=True, tx_sequence_id=seq, tx_sequence_number=i,
                   tx_previous_sequence_number=i - 1, destination_queue=DEST, id_uniquifier=i,
                   sent_time=1_700_000_000, id_lineage=src, source_machine=src, final_ack_required=True)
           for i in range(1, 1001)]  # fmt: skip
@@ -100,7 +100,7 @@ def main() -> None:
     ap.add_argument("--codec", action="store_true", help="also time the transfer codec alone")
     args = ap.parse_args()
     n = args.messages - args.messages % 100
-    gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (net/server.py tune_gc)
+    gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (server/serve.py tune_gc)
     acc: collections.defaultdict[str, float] = collections.defaultdict(float)
     _instrument(acc)
     work = tempfile.TemporaryDirectory(prefix="openmsmq-bench-cpu-")  # removed at the end
@@ -114,7 +114,7 @@ def main() -> None:
         t0 = time.thread_time()
         for _ in range(0, n, 100):
             tx = a.qm.begin()
-            a.qm.send_many(DEST, [Message(body=body) for _ in range(100)], tx)
+            a.qm.send_many(DEST, [MessageRecord(body=body) for _ in range(100)], tx)
             tx.commit()
         res["send"].append((time.thread_time() - t0) / n * 1e6)
         acc.clear()

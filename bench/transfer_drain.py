@@ -45,7 +45,7 @@ Figures = tuple[float, float, dict[str, float], dict[str, float]]
 def drain_once(n: int, body_size: int, per_tx: int) -> Figures:
     """(stored s, acked s, CPU µs/msg and peak MB per serve process) of one run."""
     from openmsmq.qm import QueueManager
-    from openmsmq.store.records import Message
+    from openmsmq.store.records import MessageRecord
 
     work = Path(tempfile.mkdtemp(prefix="openmsmq-bench-drain-"))
     a_dir, b_dir = work / "a", work / "b"
@@ -57,7 +57,7 @@ def drain_once(n: int, body_size: int, per_tx: int) -> Figures:
         with QueueManager(a_dir) as qa:
             for start in range(0, n, per_tx):
                 tx = qa.begin()
-                qa.send_many(tb.DEST, [Message(body=body) for _ in range(min(per_tx, n - start))], tx)
+                qa.send_many(tb.DEST, [MessageRecord(body=body) for _ in range(min(per_tx, n - start))], tx)
                 tx.commit()
         port = tb._free_port()
         b = tb._serve("serve-b", work, b_dir, tb.B, port, "none")

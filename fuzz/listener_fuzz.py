@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.protocol.incoming import SequenceKey
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.qm.transfer_trust import TrustConfig
+from openmsmq.transfer.engine import Transfer, TransferConfig
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.acks import FinalAck, FinalAckBody, OrderAck, OrderAckBody
 from openmsmq.wire.constants import DeliveryMode, MessageClass
 from openmsmq.wire.headers import (

@@ -19,7 +19,7 @@ from openmsmq.config import (
     with_overrides,
 )
 from openmsmq.errors import ConfigError
-from openmsmq.qm.transfer import TransferConfig, routes_from
+from openmsmq.transfer.engine import TransferConfig, routes_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -361,7 +361,7 @@ def test_docs_example_loads(tmp_path: Path) -> None:
 
 
 def test_protocol_keys_reach_the_transfer() -> None:
-    from openmsmq.net.server import transfer_config
+    from openmsmq.server.options import transfer_config
 
     default = transfer_config(load_config(None, {}, {}).config)
     assert default.send_insecure_nacks is False
@@ -377,7 +377,7 @@ def test_openmsmq_qm_is_the_command_lines_variable_not_a_key() -> None:
 
 
 def test_buffer_keys_reach_the_transfer() -> None:
-    from openmsmq.net.server import transfer_config
+    from openmsmq.server.options import transfer_config
 
     default = transfer_config(load_config(None, {}, {}).config)
     assert (default.queued_bytes, default.unstored_bytes) == (32 << 20, 64 << 20)
@@ -392,8 +392,8 @@ def test_buffer_keys_reach_the_transfer() -> None:
 def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
     # Before, serve opened its QM without the [store] keys: every one of them was ignored.
     from openmsmq.errors import MQError
-    from openmsmq.net.server import store_options
-    from openmsmq.qm import Message, QueueManager
+    from openmsmq.qm import MessageRecord, QueueManager
+    from openmsmq.server.options import store_options
 
     env = {
         "OPENMSMQ_STORE_SYNCHRONOUS": "EXTRA",
@@ -412,9 +412,9 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
         rec = qm.create_queue("private$\\q")
         assert rec.quota_kb == 1024  # the default quota
         assert qm.create_queue("private$\\big", quota_kb=5000).quota_kb == 5000
-        qm.send("private$\\q", Message(body=bytes(64 * 1024)))
+        qm.send("private$\\q", MessageRecord(body=bytes(64 * 1024)))
         with pytest.raises(MQError) as err:
-            qm.send("private$\\q", Message(body=bytes(64 * 1024 + 1)))
+            qm.send("private$\\q", MessageRecord(body=bytes(64 * 1024 + 1)))
         assert "store.max_message_size" in str(err.value)
     default = store_options(load_config(None, {}, {}).config)
     assert (default.synchronous, default.max_commit_wait) == ("FULL", 0.002)
@@ -425,25 +425,25 @@ def test_store_keys_reach_the_queue_manager(tmp_path: Path) -> None:
 
 def test_the_queue_manager_quota_counts_every_queue(tmp_path: Path) -> None:
     from openmsmq.errors import HResult, MQError
-    from openmsmq.qm import Message, QueueManager, StoreOptions
+    from openmsmq.qm import MessageRecord, QueueManager, StoreOptions
 
     with QueueManager(tmp_path / "qm", store_options=StoreOptions(qm_quota_bytes=10_000)) as qm:
         qm.create_queue("private$\\a")
         qm.create_queue("private$\\b", transactional=True)
-        qm.send("private$\\a", Message(body=bytes(6_000)))
+        qm.send("private$\\a", MessageRecord(body=bytes(6_000)))
         with pytest.raises(MQError) as err, qm.begin() as tx:  # 6,000 + 5,000 > 10,000
-            qm.send("private$\\b", Message(body=bytes(5_000)), tx)
+            qm.send("private$\\b", MessageRecord(body=bytes(5_000)), tx)
         assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         assert "queue manager quota" in str(err.value)
         assert qm.get_queue("private$\\b").msg_count == 0  # nothing of it stored
         qm.receive("private$\\a")  # frees 6,000
         with qm.begin() as tx:
-            qm.send("private$\\b", Message(body=bytes(5_000)), tx)
+            qm.send("private$\\b", MessageRecord(body=bytes(5_000)), tx)
         assert qm.get_queue("private$\\b").msg_count == 1
 
 
 def test_trust_keys_pins_and_tls_reach_the_transfer_and_the_node(tmp_path: Path) -> None:
-    from openmsmq.net.server import transfer_config
+    from openmsmq.server.options import transfer_config
 
     guid = "5b1f7a52-0000-4000-8000-000000000001"
     env = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from tests.transfer.harness import Net, Node
 
 

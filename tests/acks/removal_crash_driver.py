@@ -17,8 +17,8 @@ import os
 import random
 import sys
 
-from openmsmq.qm import Message, QueueManager
-from openmsmq.qm.ack_admin import attach_acknowledgments
+from openmsmq.qm import MessageRecord, QueueManager
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.constants import AckRequest
 
 SOURCE = "private$\\src"
@@ -42,7 +42,7 @@ def main() -> None:
         qm.send_many(
             SOURCE,
             [
-                Message(
+                MessageRecord(
                     body=t.encode(),
                     admin_queue=ADMIN_FORMAT_NAME,
                     ack_flags=AckRequest.NEG_RECEIVE,

@@ -14,8 +14,8 @@ import struct
 import uuid
 from collections.abc import Callable
 
-from openmsmq.qm.transfer_trust import TrustConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire import FinalAck, OrderAck
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.packets import Packet
@@ -61,11 +61,13 @@ def _direct_order_queue(address: str) -> DirectQueueFormatName:
     return DirectQueueFormatName(f"TCP:{address}\\PRIVATE$\\order_queue$")
 
 
-def _send_and_receive(a: Node, b: Node, net: Net, dest: str) -> Message:
+def _send_and_receive(a: Node, b: Node, net: Net, dest: str) -> MessageRecord:
     """A sends one message (FinalAck asked: dead_letter) to ``dest``; B's application
     receives it; everything settles."""
     with a.qm.begin() as tx:
-        sent = a.qm.send(dest, Message(body=b"x", negative_journaling=True, ack_flags=AckRequest.NONE), tx)
+        sent = a.qm.send(
+            dest, MessageRecord(body=b"x", negative_journaling=True, ack_flags=AckRequest.NONE), tx
+        )
     net.run_until_quiet()
     with b.qm.begin() as tx:
         assert b.qm.receive("private$\\orders", tx=tx).body == b"x"
@@ -139,7 +141,7 @@ def test_the_order_ack_on_the_wire_is_the_seed_000_acknowledgment(net: Net) -> N
     seen = _record(b)
     for t in range(2):
         with a.qm.begin() as tx:
-            a.qm.send_many(f"DIRECT=TCP:{B}\\private$\\orders", [Message(body=b"%d" % t)] * 3, tx)
+            a.qm.send_many(f"DIRECT=TCP:{B}\\private$\\orders", [MessageRecord(body=b"%d" % t)] * 3, tx)
         net.run_until_quiet()
     orders, _ = _acks(seen)
     assert len(orders) >= 2
@@ -176,11 +178,11 @@ def test_an_order_ack_waits_in_the_outgoing_queue_while_the_session_is_gone(net:
     b.qm.create_queue("private$\\orders", transactional=True)
     dest = f"DIRECT=TCP:{B}\\private$\\orders"
     with a.qm.begin() as tx:
-        a.qm.send(dest, Message(body=b"first"), tx)
+        a.qm.send(dest, MessageRecord(body=b"first"), tx)
     net.run_until_quiet()  # the session is up and idle
     net.blackhole.add((B, A))  # from now on what B writes to A is lost
     with a.qm.begin() as tx:
-        a.qm.send_many(dest, [Message(body=b"x")] * 3, tx)
+        a.qm.send_many(dest, [MessageRecord(body=b"x")] * 3, tx)
     net.settle()
     net.advance(0.6)  # B's Order Ack Send Timer: the OrderAck is enqueued, then written into the hole
     assert outgoing_count(b.qm) == 1  # not acknowledged by A: B still holds it

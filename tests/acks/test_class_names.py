@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from openmsmq.cli.dlq_cmds import iter_dead_letters
 from openmsmq.cli.main import cli
 from openmsmq.client import connect
+from openmsmq.client.dead_letters import iter_dead_letters
 from openmsmq.client.inproc import InProcessTransport
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm import QueueManager, names
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.constants import MessageClass
 from tests.acks.nodes import acked_node
 from tests.transfer.harness import Net
@@ -73,7 +73,9 @@ def test_a_rejected_message_has_the_same_name_in_the_log_the_dead_letters_and_th
     b.qm.metrics = b.qm.store.metrics = metrics = Metrics()
     with a.qm.begin() as tx:  # no such queue at B, sent with --dead-letter
         a.qm.send(
-            "DIRECT=TCP:127.0.0.2\\private$\\nosuch", Message(body=b"lost?", negative_journaling=True), tx
+            "DIRECT=TCP:127.0.0.2\\private$\\nosuch",
+            MessageRecord(body=b"lost?", negative_journaling=True),
+            tx,
         )
     with caplog.at_level(logging.INFO):
         net.run_until_quiet()

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from openmsmq.cli.main import cli
 from openmsmq.client.message import Message as ClientMessage
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.ids import ObjectId
 
 ADMIN = "private$\\admin"

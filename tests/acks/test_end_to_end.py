@@ -15,10 +15,10 @@ import pytest
 from openmsmq.observability.metrics import Metrics
 from openmsmq.protocol.outgoing import OutgoingSequence
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
-from openmsmq.qm.acknowledgment import AckSession, send_transactional_acknowledgment
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import INFINITE, Message
+from openmsmq.store.records import INFINITE, MessageRecord
+from openmsmq.transfer.ack_admin import attach_acknowledgments
+from openmsmq.transfer.acknowledgments import AckSession, send_transactional_acknowledgment
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId, TxSequenceId
 from tests.acks.nodes import acked_node as _node
@@ -46,8 +46,8 @@ def _pair(
     return a, b
 
 
-def _send(qm: QueueManager, dest: str, *, tx: bool = True, **attrs: object) -> Message:
-    m = Message(**{"body": b"order-1", "label": "o1", "admin_queue": ADMIN, **attrs})  # type: ignore[arg-type]
+def _send(qm: QueueManager, dest: str, *, tx: bool = True, **attrs: object) -> MessageRecord:
+    m = MessageRecord(**{"body": b"order-1", "label": "o1", "admin_queue": ADMIN, **attrs})  # type: ignore[arg-type]
     if not tx:
         return qm.send(dest, m)
     with qm.begin() as t:
@@ -55,15 +55,15 @@ def _send(qm: QueueManager, dest: str, *, tx: bool = True, **attrs: object) -> M
     return sent
 
 
-def _peek(qm: QueueManager, queue: str) -> list[Message]:
+def _peek(qm: QueueManager, queue: str) -> list[MessageRecord]:
     return qm.peek_range(queue, 0, 1000)
 
 
-def _admin(a: Node) -> list[Message]:
+def _admin(a: Node) -> list[MessageRecord]:
     return _peek(a.qm, "private$\\admin")
 
 
-def _check_admin(ack: Message, sent: Message, a: Node, cls: int, *, body: bool) -> None:
+def _check_admin(ack: MessageRecord, sent: MessageRecord, a: Node, cls: int, *, body: bool) -> None:
     assert ack.message_class == cls
     # 3.1.7.15: CorrelationIdentifier = the original Identifier, ResponseQueue = its destination.
     assert ack.correlation_id == ObjectId(a.qm.guid, sent.id_uniquifier).encode()
@@ -72,7 +72,7 @@ def _check_admin(ack: Message, sent: Message, a: Node, cls: int, *, body: bool) 
     assert ack.ack_flags == 0 and not ack.positive_journaling and not ack.negative_journaling
 
 
-def _final_ack_landed(a: Node, sent: Message, queue: str, cls: int) -> Message:
+def _final_ack_landed(a: Node, sent: MessageRecord, queue: str, cls: int) -> MessageRecord:
     """The sent message, settled by its FinalAck, is in ``queue`` at A with ``cls``."""
     [m] = _peek(a.qm, queue)
     assert (m.id_lineage, m.id_uniquifier) == (a.qm.guid, sent.id_uniquifier)
@@ -258,7 +258,7 @@ def test_a_non_transactional_dead_letter_message_rejected_by_b_lands_in_bs_dead_
 def test_nack_quota_exceeded(net: Net) -> None:
     a, b = _pair(net, quota_kb=1)
     first = _send(a.qm, ORDERS)
-    big = Message(body=b"x" * 1500, admin_queue=ADMIN, ack_flags=NA, negative_journaling=True)
+    big = MessageRecord(body=b"x" * 1500, admin_queue=ADMIN, ack_flags=NA, negative_journaling=True)
     with a.qm.begin() as tx:
         sent = a.qm.send(ORDERS, big, tx)
     net.run_until_quiet()
@@ -426,7 +426,7 @@ def test_final_ack_for_an_unknown_message_is_dropped(net: Net, caplog: pytest.Lo
     kept = _send(a.qm, ORDERS, ack_flags=NR, negative_journaling=True)
     net.run_until_quiet()
     # B acknowledges a message A never sent (unknown MessageID / sequence number).
-    bogus = Message(
+    bogus = MessageRecord(
         transactional=True, tx_sequence_id=kept.tx_sequence_id or 1 << 32 | 7, tx_sequence_number=99,
         tx_previous_sequence_number=98, id_lineage=a.qm.guid, id_uniquifier=424242,
         source_machine=a.qm.guid, destination_queue=ORDERS,
@@ -463,7 +463,7 @@ def test_a_backlog_rejected_by_a_deleted_queue_is_settled_in_batches_and_logged_
         with a.qm.begin() as tx:
             a.qm.send_many(
                 ORDERS,
-                [Message(body=b"%d-%d" % (t, i), negative_journaling=t % 2 == 0) for i in range(50)],
+                [MessageRecord(body=b"%d-%d" % (t, i), negative_journaling=t % 2 == 0) for i in range(50)],
                 tx,
             )
     commits = a.qm.store.stats.batches
@@ -498,7 +498,7 @@ def test_a_final_ack_asks_only_the_sequence_that_holds_it(net: Net, monkeypatch:
     monkeypatch.setattr(OutgoingSequence, "final_ack_received", counting)
     a, _b = _pair(net)
     for q in range(30):
-        batch = [Message(body=b"%d-%d" % (q, i), negative_journaling=True) for i in range(4)]
+        batch = [MessageRecord(body=b"%d-%d" % (q, i), negative_journaling=True) for i in range(4)]
         with a.qm.begin() as tx:
             a.qm.send_many(f"DIRECT=TCP:{B}\\private$\\missing{q}", batch, tx)
     net.run_until_quiet()
@@ -535,8 +535,8 @@ def test_receive_acknowledgment_is_written_in_the_receive_commit(net: Net) -> No
     def crash(events: list[object]) -> None:
         calls.append(len(events))
 
-    b.qm._listeners[-1] = crash  # what runs after the commit is lost in a crash
-    b.qm._commit_hooks.pop(listener)
+    b.qm.removals._listeners[-1] = crash  # what runs after the commit is lost in a crash
+    b.qm.removals.hooks.pop(listener)
     with b.qm.begin() as tx:
         b.qm.receive("private$\\orders", tx=tx)
     assert calls == [1]
@@ -668,12 +668,14 @@ def test_every_rejection_class_is_dead_lettered_at_the_sender_and_counted_in_sta
     for dest in cases:
         body = b"x" * 2000 if dest.endswith("small") else dest.encode()
         with a.qm.begin() as tx:
-            a.qm.send(dest, Message(body=body, negative_journaling=True), tx)
+            a.qm.send(dest, MessageRecord(body=body, negative_journaling=True), tx)
     net.run_until_quiet()
     # Expired on receipt (B's clock runs a minute ahead): no FinalAck; A's expiry ends it.
     b.qm.clock = lambda: net.clock.now + 60
     with a.qm.begin() as tx:
-        late = a.qm.send(ORDERS, Message(body=b"late", negative_journaling=True, time_to_reach_queue=5), tx)
+        late = a.qm.send(
+            ORDERS, MessageRecord(body=b"late", negative_journaling=True, time_to_reach_queue=5), tx
+        )
     net.run_until_quiet()
     dead = {m.destination_queue.lower(): m.message_class for m in _peek(a.qm, names.DEADXACT)}
     assert dead == {

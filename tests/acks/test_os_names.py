@@ -7,7 +7,7 @@ machine."""
 
 from __future__ import annotations
 
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.constants import AckRequest, MessageClass
 from tests.acks.nodes import acked_node
 from tests.transfer.harness import Net, outgoing_count
@@ -22,7 +22,7 @@ def test_a_transactional_stream_to_a_direct_os_name_arrives_in_order(net: Net) -
     b.qm.create_queue("private$\\orders", transactional=True)
     for i in range(3):
         with a.qm.begin() as tx:
-            a.qm.send_many(ORDERS, [Message(body=b"%d-%d" % (i, k)) for k in range(50)], tx)
+            a.qm.send_many(ORDERS, [MessageRecord(body=b"%d-%d" % (i, k)) for k in range(50)], tx)
     net.run_until_quiet()
     got = b.qm.peek_range("private$\\orders", 0, 1000)
     assert [m.body for m in got] == [b"%d-%d" % (i, k) for i in range(3) for k in range(50)]
@@ -38,7 +38,7 @@ def test_recoverable_messages_and_acknowledgments_travel_by_computer_name(net: N
     admin = "DIRECT=OS:qma\\private$\\admin"
     sent = a.qm.send(
         "DIRECT=OS:qmb\\private$\\events",
-        Message(body=b"e1", delivery=1, admin_queue=admin, ack_flags=AckRequest.POS_ARRIVAL),
+        MessageRecord(body=b"e1", delivery=1, admin_queue=admin, ack_flags=AckRequest.POS_ARRIVAL),
     )
     net.run_until_quiet()
     assert [m.body for m in b.qm.peek_range("private$\\events", 0, 10)] == [b"e1"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import manager as qm_manager
-from openmsmq.store.records import MAX_MESSAGE_BYTES, Message
+from openmsmq.qm import sending as qm_sending
+from openmsmq.store.records import MAX_MESSAGE_BYTES, MessageRecord
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
 from tests.acks.nodes import acked_node as _node
@@ -43,7 +43,9 @@ def test_a_private_admin_queue_travels_and_its_acknowledgment_comes_back(net: Ne
     a, b = _pair(net)
     admin = _private_name(a, "private$\\admin")
     replies = _private_name(a, "private$\\replies")
-    m = Message(body=b"order-1", admin_queue=admin, response_queue=replies, ack_flags=AckRequest.POS_ARRIVAL)
+    m = MessageRecord(
+        body=b"order-1", admin_queue=admin, response_queue=replies, ack_flags=AckRequest.POS_ARRIVAL
+    )
     with a.qm.begin() as tx:
         sent = a.qm.send(ORDERS, m, tx)
     net.run_until_quiet()
@@ -69,25 +71,25 @@ def test_a_private_admin_queue_travels_and_its_acknowledgment_comes_back(net: Ne
 def test_a_name_that_cannot_travel_is_refused_at_send(net: Net, field: str, name: str) -> None:
     a, _b = _pair(net)
     with a.qm.begin() as tx, pytest.raises(MQError) as err:
-        a.qm.send(ORDERS, Message(body=b"x", **{field: name}), tx)  # type: ignore[arg-type]
+        a.qm.send(ORDERS, MessageRecord(body=b"x", **{field: name}), tx)  # type: ignore[arg-type]
     assert err.value.hresult == HResult.MQ_ERROR_ILLEGAL_FORMATNAME
     assert outgoing_count(a.qm) == 0
     # The same name stays usable for a local queue (the QM resolves it itself).
-    a.qm.send("private$\\replies", Message(body=b"local", **{field: name}))  # type: ignore[arg-type]
+    a.qm.send("private$\\replies", MessageRecord(body=b"local", **{field: name}))  # type: ignore[arg-type]
 
 
 def test_admin_and_response_names_count_against_the_packet_size(net: Net) -> None:
     a, b = _pair(net)
     reply = f"DIRECT=TCP:{A}\\private$\\" + "r" * 3000  # 6 KB in UTF-16
-    room = MAX_MESSAGE_BYTES - qm_manager._REMOTE_HEADROOM - 2 * len(ORDERS)
+    room = MAX_MESSAGE_BYTES - qm_sending.REMOTE_HEADROOM - 2 * len(ORDERS)
     with a.qm.begin() as tx, pytest.raises(MQError) as err:
-        a.qm.send(ORDERS, Message(body=bytes(room), response_queue=reply), tx)
+        a.qm.send(ORDERS, MessageRecord(body=bytes(room), response_queue=reply), tx)
     assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
     # The same body without the name, and a smaller one with it, are sent and arrive.
     body = bytes(room - 2 * len(reply) - 8)
     with a.qm.begin() as tx:
-        a.qm.send(ORDERS, Message(body=bytes(room)), tx)
-        a.qm.send(ORDERS, Message(body=body, response_queue=reply), tx)
+        a.qm.send(ORDERS, MessageRecord(body=bytes(room)), tx)
+        a.qm.send(ORDERS, MessageRecord(body=body, response_queue=reply), tx)
     net.run_until_quiet()
     got = b.qm.peek_range("private$\\orders", 0, 10)
     assert [len(m.body) for m in got] == [room, len(body)]

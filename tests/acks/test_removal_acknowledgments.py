@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import IOTimeoutError
-from openmsmq.qm import IncomingSequenceState, Message, QueueManager, QueueType
-from openmsmq.qm.ack_admin import AcknowledgmentListener, attach_acknowledgments
-from openmsmq.qm.acknowledgment import AckSession
+from openmsmq.qm import IncomingSequenceState, MessageRecord, QueueManager, QueueType
+from openmsmq.transfer.ack_admin import AcknowledgmentListener, attach_acknowledgments
+from openmsmq.transfer.acknowledgments import AckSession
 from openmsmq.wire.constants import AckRequest
 from openmsmq.wire.ids import ObjectId
 from tests.clock import Clock
@@ -48,8 +48,10 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
     qm.close()
 
 
-def send(qm: QueueManager, queue: str, ack_flags: int, **fields: object) -> Message:
-    message = Message(body=b"original body", label="lbl", admin_queue=ADMIN, ack_flags=ack_flags, **fields)  # type: ignore[arg-type]
+def send(qm: QueueManager, queue: str, ack_flags: int, **fields: object) -> MessageRecord:
+    message = MessageRecord(
+        body=b"original body", label="lbl", admin_queue=ADMIN, ack_flags=ack_flags, **fields
+    )  # type: ignore[arg-type]
     if queue.endswith("txorders"):
         with qm.begin() as tx:
             stored = qm.send(queue, message, tx)
@@ -57,7 +59,7 @@ def send(qm: QueueManager, queue: str, ack_flags: int, **fields: object) -> Mess
     return qm.send(queue, message)
 
 
-def admin_messages(qm: QueueManager) -> list[Message]:
+def admin_messages(qm: QueueManager) -> list[MessageRecord]:
     out = []
     for _ in range(100):  # bounded
         try:
@@ -67,7 +69,7 @@ def admin_messages(qm: QueueManager) -> list[Message]:
     return out
 
 
-def check_ack(ack: Message, original: Message, cls: int, *, with_body: bool) -> None:
+def check_ack(ack: MessageRecord, original: MessageRecord, cls: int, *, with_body: bool) -> None:
     assert ack.message_class == cls
     # CorrelationIdentifier = the original Identifier (OBJECTID: QM GUID + uniquifier).
     assert ObjectId.decode(ack.correlation_id) == ObjectId(original.id_lineage, original.id_uniquifier)
@@ -173,7 +175,7 @@ def test_many_removals_make_one_batch(env: Env) -> None:
 
 def test_missing_admin_queue_discards(env: Env) -> None:
     qm, _, listener = env
-    message = Message(body=b"x", admin_queue="DIRECT=OS:host1\\private$\\nosuch", ack_flags=PR)
+    message = MessageRecord(body=b"x", admin_queue="DIRECT=OS:host1\\private$\\nosuch", ack_flags=PR)
     qm.send("private$\\orders", message)
     qm.receive("private$\\orders")
     assert listener.discarded == 1 and listener.sent == 0
@@ -190,7 +192,7 @@ def test_final_ack_to_the_sender_order_queue(tmp_path: Path) -> None:
         listener = AcknowledgmentListener(qm, session_of=lambda m: sessions.get(m.source_machine))
         qm.add_removal_listener(listener)
         seq_id = (0x5E000002 << 32) | 9
-        incoming = Message(
+        incoming = MessageRecord(
             body=b"from afar",
             transactional=True,
             priority=0,
@@ -206,7 +208,7 @@ def test_final_ack_to_the_sender_order_queue(tmp_path: Path) -> None:
             sent_time=999_000,
         )
         state = IncomingSequenceState(REMOTE_QM, incoming.destination_queue, None, seq_id, 3, 0, 0.0)
-        qm.accept_incoming("private$\\txorders", [incoming], state)
+        qm.sequence_store().accept_incoming("private$\\txorders", [incoming], state)
         with qm.begin() as tx:
             qm.receive("private$\\txorders", tx=tx)
         destination = "DIRECT=TCP:192.0.2.10\\PRIVATE$\\order_queue$"
@@ -237,7 +239,7 @@ def test_removal_from_an_outgoing_queue_raises_no_receive_acknowledgment(env: En
     was not removed from a final destination queue (3.1.7.2): no admin ack."""
     qm, _, listener = env
     remote = "DIRECT=TCP:192.0.2.10\\private$\\orders"
-    qm.send(remote, Message(body=b"x", admin_queue=ADMIN, ack_flags=FULL))
+    qm.send(remote, MessageRecord(body=b"x", admin_queue=ADMIN, ack_flags=FULL))
     qm.receive(qm.open_queue(remote))
     assert admin_messages(qm) == []
     assert listener.sent == listener.discarded == 0

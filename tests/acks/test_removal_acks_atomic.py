@@ -18,7 +18,7 @@ import pytest
 from openmsmq.errors import MQError
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store import ops, queues
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.constants import AckRequest, MessageClass
 from tests.acks.nodes import acked_node
 from tests.transfer.harness import Net, Node
@@ -40,7 +40,7 @@ def _pair(net: Net) -> tuple[Node, Node]:
 def _send(a: Node, n: int = 2, **attrs: object) -> None:
     with a.qm.begin() as tx:
         for i in range(n):
-            m = Message(body=b"o%d" % i, admin_queue=ADMIN, ack_flags=NR, **attrs)  # type: ignore[arg-type]
+            m = MessageRecord(body=b"o%d" % i, admin_queue=ADMIN, ack_flags=NR, **attrs)  # type: ignore[arg-type]
             a.qm.send(ORDERS, m, tx)
 
 
@@ -95,7 +95,7 @@ def test_the_removal_and_its_acknowledgments_are_one_commit(net: Net, name: str)
     net.run_until_quiet()
     # Warm up what an acknowledgment needs besides its row (the outgoing queue to A and
     # a block of Identifier uniquifiers): commits of their own, made once.
-    b.qm.send(ADMIN, Message(body=b"warm-up"))
+    b.qm.send(ADMIN, MessageRecord(body=b"warm-up"))
     txs = _commits(b.qm)
     removal(b)
     [tx] = _writes(txs)
@@ -108,7 +108,7 @@ def test_a_purge_pending_message_deleted_at_its_abort_is_acknowledged_in_that_co
     a, b = _pair(net)
     _send(a, n=1)
     net.run_until_quiet()
-    b.qm.send(ADMIN, Message(body=b"warm-up"))
+    b.qm.send(ADMIN, MessageRecord(body=b"warm-up"))
     tx = b.qm.begin()
     b.qm.receive("private$\\orders", tx=tx)
     assert b.qm.purge_queue("private$\\orders") == 0  # locked: PurgePending

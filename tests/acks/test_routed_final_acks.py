@@ -18,10 +18,10 @@ import uuid
 import pytest
 
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.remote.status import outgoing_state
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.ack_admin import attach_acknowledgments
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.constants import AckRequest, MessageClass
 from tests.acks.nodes import acked_node
 from tests.transfer.harness import Net, Node, outgoing_count
@@ -49,8 +49,8 @@ def _routed(net: Net, *, c_routes: tuple[tuple[str, str], ...] = ()) -> tuple[No
     return a, b, c
 
 
-def _send(a: Node, **attrs: object) -> Message:
-    m = Message(body=b"order-1", admin_queue=ADMIN, **attrs)  # type: ignore[arg-type]
+def _send(a: Node, **attrs: object) -> MessageRecord:
+    m = MessageRecord(body=b"order-1", admin_queue=ADMIN, **attrs)  # type: ignore[arg-type]
     with a.qm.begin() as tx:
         return a.qm.send(ORDERS, m, tx)
 
@@ -60,7 +60,7 @@ def _receive_at_b(b: Node) -> None:
         assert b.qm.receive("private$\\orders", tx=tx).body == b"order-1"
 
 
-def _peek(node: Node, queue: str) -> list[Message]:
+def _peek(node: Node, queue: str) -> list[MessageRecord]:
     return node.qm.peek_range(queue, 0, 1000)
 
 
@@ -73,7 +73,7 @@ def _final_ack_queues(node: Node) -> list[str]:
     ]
 
 
-def _landed(a: Node, sent: Message, queue: str) -> None:
+def _landed(a: Node, sent: MessageRecord, queue: str) -> None:
     [m] = _peek(a, queue)
     assert (m.id_lineage, m.id_uniquifier) == (a.qm.guid, sent.id_uniquifier)
     assert _peek(a, names.AWAITING_FINAL_ACK) == []
@@ -153,7 +153,7 @@ def test_an_intermediate_keeps_a_final_ack_it_cannot_place_until_it_learns_the_w
     assert _final_ack_queues(c) == [f"PRIVATE={a.qm.guid}\\00000004"]
     assert len(_peek(a, names.AWAITING_FINAL_ACK)) == 1
     with a.qm.begin() as tx:  # A's next message through C shows C the way back
-        a.qm.send(ORDERS, Message(body=b"order-2"), tx)
+        a.qm.send(ORDERS, MessageRecord(body=b"order-2"), tx)
     net.run_until_quiet()
     _landed(a, sent, names.SYSTEM_JOURNAL)
     assert _final_ack_queues(c) == []
@@ -164,7 +164,7 @@ def test_a_final_ack_without_a_route_waits_and_is_reported_once(
 ) -> None:
     _, b, _ = _routed(net)
     unknown = "PRIVATE=5b1f7a52-1111-4c1e-9a6b-3d2f00000001\\00000004"
-    b.qm.send(unknown, Message(body=b"x"))
+    b.qm.send(unknown, MessageRecord(body=b"x"))
     with caplog.at_level(logging.WARNING, logger="openmsmq.transfer"):
         for _ in range(20):  # 20 looks at the queue list (queue_refresh 0.1 s)
             net.advance(0.6)
@@ -193,8 +193,8 @@ def test_private_format_names_reach_their_queues_by_a_guid_route(net: Net) -> No
     orders = _private_name(b, "private$\\orders")
     events = _private_name(b, "private$\\events")
     with a.qm.begin() as tx:
-        a.qm.send_many(orders, [Message(body=b"o1"), Message(body=b"o2")], tx)
-    a.qm.send(events, Message(body=b"e1"))
+        a.qm.send_many(orders, [MessageRecord(body=b"o1"), MessageRecord(body=b"o2")], tx)
+    a.qm.send(events, MessageRecord(body=b"e1"))
     net.run_until_quiet()
     assert [m.body for m in _peek(b, "private$\\orders")] == [b"o1", b"o2"]
     assert [m.body for m in _peek(b, "private$\\events")] == [b"e1"]
@@ -210,7 +210,7 @@ def test_a_private_name_of_no_queue_is_rejected_with_nack_bad_dst_q(net: Net) ->
     a.qm.create_queue("private$\\admin")
     nosuch = f"PRIVATE={b.qm.guid}\\{0x777:08x}"
     with a.qm.begin() as tx:
-        a.qm.send(nosuch, Message(body=b"x", admin_queue=ADMIN, ack_flags=AckRequest.NEG_ARRIVAL), tx)
+        a.qm.send(nosuch, MessageRecord(body=b"x", admin_queue=ADMIN, ack_flags=AckRequest.NEG_ARRIVAL), tx)
     net.run_until_quiet()
     # Transferred and refused by B on receipt (NACK_BAD_DST_Q FinalAck, MS-MQQB 3.1.5.8.2),
     # not lost in the outgoing queue: its FinalAck took it out; B's sequence never saw it.

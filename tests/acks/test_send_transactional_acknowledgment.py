@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.qm import Message, QueueManager, QueueType
-from openmsmq.qm.acknowledgment import (
+from openmsmq.qm import MessageRecord, QueueManager, QueueType
+from openmsmq.transfer.acknowledgments import (
     CLASS_NAMES,
     CLASS_VALUES,
     TRANSACTIONAL_ACK_CLASSES,
@@ -27,7 +27,7 @@ from openmsmq.qm.acknowledgment import (
     encode_transactional_acknowledgment,
     send_transactional_acknowledgment,
 )
-from openmsmq.qm.transfer_codec import direct_name, packet_from_message
+from openmsmq.transfer.codec import direct_name, packet_from_message
 from openmsmq.wire import FinalAck, OrderAck, decode_packet
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import ObjectId, TxSequenceId
@@ -41,7 +41,7 @@ DIRECT = AckSession(True, "192.0.2.10", REMOTE_QM, SEQ, 42)
 ROUTED = AckSession(False, "192.0.2.10", REMOTE_QM, SEQ, 42)
 
 # A stored transactional message that arrived from SOURCE_QM (iUserMessage).
-STORED = Message(
+STORED = MessageRecord(
     body=b"payload",
     label="order 1",
     transactional=True,
@@ -125,14 +125,14 @@ class Layout:
         return self.raw[self.mph + 88 :]
 
 
-def encoded(ack: Message, destination: str) -> Layout:
+def encoded(ack: MessageRecord, destination: str) -> Layout:
     packet = encode_transactional_acknowledgment(ack, destination, source_qm=SOURCE_QM, message_id=5)
     raw = packet.encode()
     assert len(raw) == struct.unpack_from("<I", raw, 8)[0]  # BaseHeader.PacketSize
     return Layout(raw)
 
 
-def build(i_class: int, session: AckSession = DIRECT) -> tuple[Message, str]:
+def build(i_class: int, session: AckSession = DIRECT) -> tuple[MessageRecord, str]:
     if i_class == 0x00FF:
         return build_transactional_acknowledgment(i_class, session)
     return build_transactional_acknowledgment(i_class, session, user_message=STORED)
@@ -167,7 +167,7 @@ def test_class_outside_the_table_is_refused(value: int) -> None:
 # (row of the seed's second table, the built Message's attribute, expected, the same on the
 # wire, expected). PrivacyLevel and AuthenticationLevel are not attributes of the store's
 # Message: they are checked on the wire only.
-AttrRow = tuple[str, Callable[[Message], object] | None, object, Callable[[Layout], object], object]
+AttrRow = tuple[str, Callable[[MessageRecord], object] | None, object, Callable[[Layout], object], object]
 ATTRIBUTE_TABLE: list[AttrRow] = [
     ("Priority=Zero", lambda m: m.priority, 0, lambda p: p.base_flags() & 0x0007, 0),
     ("TracingRequested=FALSE", lambda m: m.tracing, False, lambda p: p.base_flags() & 0x0120, 0),
@@ -408,7 +408,7 @@ def test_discarded_when_open_queue_fails(
     qm: QueueManager, session: AckSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     before = [(q.name, q.msg_count) for q in qm.list_queues(include_system=True)]
-    with caplog.at_level(logging.WARNING, logger="openmsmq.qm.acknowledgment"):
+    with caplog.at_level(logging.WARNING, logger="openmsmq.transfer.acknowledgments"):
         assert not send_transactional_acknowledgment(qm, 0x4000, session, user_message=STORED)
     assert [(q.name, q.msg_count) for q in qm.list_queues(include_system=True)] == before
     assert any("Open Queue" in r.getMessage() for r in caplog.records)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.ack_admin import attach_acknowledgments
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
 from tests.serve_proc import A, B, free_port
@@ -47,7 +47,7 @@ def test_rejected_receive_acknowledged_over_sockets(tmp_path: Path) -> None:
         try:
             qa.create_queue("private$\\admin")
             qb.create_queue("private$\\orders", transactional=True)
-            m = Message(
+            m = MessageRecord(
                 body=b"o",
                 admin_queue=f"DIRECT=TCP:{A}\\private$\\admin",
                 ack_flags=AckRequest.NEG_RECEIVE,

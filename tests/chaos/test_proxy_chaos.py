@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count, queue_count
 
 from .proxy import FaultProxy, ProxyThread
@@ -61,7 +61,9 @@ def test_transfer_through_fault_proxy_with_sigkills(tmp_path: Path) -> None:
                 if stop_sending.is_set():
                     return
                 tx = sender_qm.begin()
-                sender_qm.send_many(DEST, [Message(body=f"{k}-{t}-{i}".encode()) for i in range(PER_TX)], tx)
+                sender_qm.send_many(
+                    DEST, [MessageRecord(body=f"{k}-{t}-{i}".encode()) for i in range(PER_TX)], tx
+                )
                 tx.commit()
                 with lock:
                     committed[k].append(t)

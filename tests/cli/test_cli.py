@@ -145,12 +145,12 @@ def test_purge_of_an_outgoing_queue_with_the_queue_manager_stopped(run, tmp_path
 
 
 def test_purge_of_an_outgoing_queue_over_remote_read_says_to_stop_the_queue_manager(tmp_path: Path) -> None:
-    from openmsmq.qm import Message, QueueManager
+    from openmsmq.qm import MessageRecord, QueueManager
     from openmsmq.remote.server import RemoteServer
 
     far = "DIRECT=TCP:192.0.2.7\\private$\\far"
     with QueueManager(tmp_path / "data") as qm:
-        qm.send(far, Message(body=b"x"))
+        qm.send(far, MessageRecord(body=b"x"))
         server = RemoteServer(qm, port=0).start()
         try:
             result = CliRunner().invoke(cli, ["--qm", server.target, "queue", "purge", far, "--yes"])

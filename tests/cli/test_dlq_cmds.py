@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from openmsmq.cli.main import cli
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 ORDERS = "private$\\orders"
 PLAIN = "private$\\plain"
@@ -33,11 +33,13 @@ def dead_letter_some(data: Path) -> None:
         with qm.begin() as tx:
             for body in (b"x1", b"x2"):
                 qm.send(
-                    ORDERS, Message(body=body, label="order", app_specific=7, time_to_be_received=3600), tx
+                    ORDERS,
+                    MessageRecord(body=body, label="order", app_specific=7, time_to_be_received=3600),
+                    tx,
                 )
-            qm.send(FAR, Message(body=b"far", time_to_reach_queue=5), tx)
-        qm.send(PLAIN, Message(body=b"p1", label="plain", time_to_be_received=3600))
-        qm.send(PLAIN, Message(body=b"keep"))
+            qm.send(FAR, MessageRecord(body=b"far", time_to_reach_queue=5), tx)
+        qm.send(PLAIN, MessageRecord(body=b"p1", label="plain", time_to_be_received=3600))
+        qm.send(PLAIN, MessageRecord(body=b"keep"))
         now[0] = T0 + 3601
         assert qm.expire(now[0]) == 4
 

@@ -13,7 +13,7 @@ import yaml
 
 from openmsmq.config import load_config
 from openmsmq.errors import ConfigError
-from openmsmq.net.ha_serve import SHARED_SETTINGS
+from openmsmq.server.ha import SHARED_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "kubernetes" / "openmsmq-ha.yaml"

@@ -1,5 +1,5 @@
 """What a node of a highly available QM derives from its configuration
-(openmsmq.net.ha_serve): the lease timing, the settings every node must share and their
+(openmsmq.server.ha): the lease timing, the settings every node must share and their
 check against the lease holder's, and the options of its fenced store sessions."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from psycopg import conninfo
 
 from openmsmq.config import Config, HaConfig, MqqbConfig, QmConfig
 from openmsmq.errors import ConfigError
-from openmsmq.net.ha_serve import check_settings, fenced_dsn, lease_config, shared_settings
+from openmsmq.server.ha import check_settings, fenced_dsn, lease_config, shared_settings
 from openmsmq.store.lease import describe_holder, holder_settings
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from openmsmq.qm.manager import QueueManager
 from openmsmq.runtime import RUNTIME_FILE
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count, queue_count
 
 Q = "private$\\orders"
@@ -46,7 +46,7 @@ def test_sigterm_during_a_transfer_then_restart_loses_nothing(tmp_path: Path, vi
         try:
             for t in range(TXS):
                 with app.begin() as tx:
-                    app.send_many(DEST, [Message(body=f"{t}-{i}".encode()) for i in range(PER_TX)], tx)
+                    app.send_many(DEST, [MessageRecord(body=f"{t}-{i}".encode()) for i in range(PER_TX)], tx)
                 committed[0] += PER_TX
                 time.sleep(0.02)
         except BaseException as exc:  # reported below
@@ -112,7 +112,7 @@ def test_a_stopping_receiver_sends_the_order_ack_of_what_it_stored(tmp_path: Pat
         b.start(ready="runtime")
         a.start(ready="runtime")
         with QueueManager(a_dir) as app, app.begin() as tx:
-            app.send_many(DEST, [Message(body=b"%d" % i) for i in range(total)], tx)
+            app.send_many(DEST, [MessageRecord(body=b"%d" % i) for i in range(total)], tx)
         deadline = time.monotonic() + 60
         while queue_count(b_dir, Q) < total and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count, queue_count
 
 Q = "private$\\orders"
@@ -49,7 +49,9 @@ def test_transfer_survives_sigkill_of_either_qm(tmp_path: Path) -> None:
         try:
             for t in range(TXS):
                 tx = sender_qm.begin()
-                sender_qm.send_many(DEST, [Message(body=f"{k}-{t}-{i}".encode()) for i in range(PER_TX)], tx)
+                sender_qm.send_many(
+                    DEST, [MessageRecord(body=f"{k}-{t}-{i}".encode()) for i in range(PER_TX)], tx
+                )
                 tx.commit()
                 with lock:
                     committed[0] += PER_TX

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
 
 from .test_mqqb import DEST_B, A, B, Q, _free_port, _outgoing, _wait_for
 
@@ -22,7 +22,7 @@ def test_backlog_is_loaded_in_slices_without_waiting_for_the_poll_interval(tmp_p
         qb.create_queue(Q, transactional=True)
         for t in range(4):
             tx = qa.begin()
-            qa.send_many(DEST_B, [Message(body=f"{t}-{i}".encode()) for i in range(250)], tx)
+            qa.send_many(DEST_B, [MessageRecord(body=f"{t}-{i}".encode()) for i in range(250)], tx)
             tx.commit()
         loop = asyncio.get_running_loop()
 

@@ -16,8 +16,8 @@ import uvloop
 from openmsmq.config import load_config
 from openmsmq.errors import ConfigError
 from openmsmq.net.mqqb import MQQBNode
-from openmsmq.net.server import loop_factory, run
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
+from openmsmq.server.serve import loop_factory, run
 
 
 def test_the_default_loop_is_uvloop() -> None:
@@ -71,7 +71,7 @@ def test_serve_runs_and_stops_on_the_configured_loop(tmp_path: Path, name: str, 
         seen.append(type(asyncio.get_running_loop()))
         qm.create_queue("private$\\loop", transactional=True)
         with qm.begin() as tx:
-            qm.send("private$\\loop", Message(body=name.encode()), tx)
+            qm.send("private$\\loop", MessageRecord(body=name.encode()), tx)
         os.kill(os.getpid(), signal.SIGTERM)  # serve's handler: a graceful stop
 
     run(config, ready=ready)

@@ -19,8 +19,8 @@ import pytest
 
 from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from tests.net.test_mqqb import DEST_B, Q, _count, _free_port, _outgoing, _run, _wait_for
 
 A, B = "127.0.0.1", "127.0.0.2"
@@ -101,7 +101,7 @@ def test_large_messages_move_with_bounded_memory_on_both_sides(
         a = _Node(tmp_path, A, port)
         for i in range(COUNT):
             with a.qm.begin() as tx:
-                a.qm.send(DEST_B, Message(body=b"%04d" % i + bytes(SIZE - 4)), tx)
+                a.qm.send(DEST_B, MessageRecord(body=b"%04d" % i + bytes(SIZE - 4)), tx)
         await b.start()
         assert b.node is not None
         _watch_receiver(b.node, receiver)

@@ -10,8 +10,8 @@ import pytest
 
 from openmsmq.net import MQQBNode, NetConfig, allow_networks
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
 
 A, B, C = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 Q = "private$\\orders"
@@ -72,7 +72,7 @@ class QM:
 
 def _send(qm: QueueManager, n: int, prefix: str) -> None:
     tx = qm.begin()
-    qm.send_many(DEST_B, [Message(body=f"{prefix}{i}".encode()) for i in range(n)], tx)
+    qm.send_many(DEST_B, [MessageRecord(body=f"{prefix}{i}".encode()) for i in range(n)], tx)
     tx.commit()
 
 
@@ -175,7 +175,7 @@ def test_a_connection_to_a_refused_peer_is_dropped_whatever_name_the_route_gives
         until = loop.time() + 1.0
         b.node.transfer._refuse_until[A] = until
         tx = b.qm.begin()
-        b.qm.send_many(f"DIRECT=TCP:{A}\\PRIVATE$\\orders", [Message(body=b"b0")], tx)
+        b.qm.send_many(f"DIRECT=TCP:{A}\\PRIVATE$\\orders", [MessageRecord(body=b"b0")], tx)
         tx.commit()
         await _wait_for(lambda: any("connection to 127.0.0.1" in r.getMessage() for r in caplog.records))
         await asyncio.sleep(0.3)
@@ -233,7 +233,7 @@ def test_the_connection_cap_follows_the_open_file_limit(
     plus a reserve, and lowers the cap (with a warning) when the hard limit is too low."""
     import resource
 
-    from openmsmq.net import server
+    from openmsmq.server import options as server
 
     limits = {"soft": 1024, "hard": 4096}
     monkeypatch.setattr(resource, "getrlimit", lambda _r: (limits["soft"], limits["hard"]))
@@ -242,10 +242,10 @@ def test_the_connection_cap_follows_the_open_file_limit(
         limits["soft"] = value[0]
 
     monkeypatch.setattr(resource, "setrlimit", setrlimit)
-    assert server.connection_limit(1000) == 1000 and limits["soft"] == 1000 + server._FD_RESERVE
+    assert server.connection_limit(1000) == 1000 and limits["soft"] == 1000 + server.FD_RESERVE
     limits.update(soft=1024, hard=1024)
     with caplog.at_level("WARNING", logger="openmsmq.serve"):
-        assert server.connection_limit(1000) == 1024 - server._FD_RESERVE
+        assert server.connection_limit(1000) == 1024 - server.FD_RESERVE
     assert any("lowered to 768" in r.getMessage() for r in caplog.records)
 
 

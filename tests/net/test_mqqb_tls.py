@@ -22,8 +22,8 @@ from openmsmq.net import MQQBNode, NetConfig
 from openmsmq.net.tls import certified_qm, client_context, peer_matcher, server_context
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from openmsmq.wire.ids import TxSequenceId
 from tests.net.peer_socket import SocketPeer
 from tests.serve_proc import free_port
@@ -161,7 +161,7 @@ def test_transfer_over_mutual_tls_and_what_it_refuses(
         assert a.qm is not None and b.qm is not None
         try:
             tx = a.qm.begin()
-            a.qm.send_many(DEST_B, [Message(body=f"m{i}".encode()) for i in range(50)], tx)
+            a.qm.send_many(DEST_B, [MessageRecord(body=f"m{i}".encode()) for i in range(50)], tx)
             tx.commit()
             await _wait_for(lambda: _outgoing(a.qm) == 0)  # type: ignore[arg-type]
             assert [m.body for m in b.qm.peek_range(Q, 0, 100)] == [f"m{i}".encode() for i in range(50)]

@@ -22,11 +22,11 @@ import pytest
 
 from openmsmq.config import load_config
 from openmsmq.net import MQQBNode, NetConfig
-from openmsmq.net.server import net_config
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.server.options import net_config
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from openmsmq.wire.constants import PACKET_SIGNATURE, PACKET_VERSION
 from tests.serve_proc import free_port
 
@@ -72,7 +72,9 @@ class Node:
 
 def _send(qm: QueueManager, n: int) -> None:
     with qm.begin() as tx:
-        qm.send_many(f"DIRECT=TCP:{B}\\PRIVATE$\\orders", [Message(body=b"m%d" % i) for i in range(n)], tx)
+        qm.send_many(
+            f"DIRECT=TCP:{B}\\PRIVATE$\\orders", [MessageRecord(body=b"m%d" % i) for i in range(n)], tx
+        )
 
 
 async def _until(pred: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
@@ -231,7 +233,7 @@ def test_intermediate_hops_and_pinned_peers_count_as_configured_peers(tmp_path: 
     pinned to; a stranger is not."""
     import uuid
 
-    from openmsmq.qm.transfer_trust import TrustConfig
+    from openmsmq.transfer.trust import TrustConfig
 
     qm = QueueManager(tmp_path / "qm", integrity_check=False)
     try:

@@ -9,7 +9,7 @@ from openmsmq.observability.sink import NULL_METRICS, MetricsSink, NullMetrics
 from openmsmq.protocol.events import CloseReason, Role
 from openmsmq.protocol.incoming import RejectReason
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.constants import MessageClass
 
 
@@ -86,11 +86,11 @@ def test_queue_manager_counts_commits_and_expiry(tmp_path: Path) -> None:
     with QueueManager(tmp_path, metrics=m) as qm:
         qm.create_queue("private$\\q", transactional=True)
         with qm.begin() as tx:
-            qm.send_many("private$\\q", [Message(body=b"x")] * 5, tx)
+            qm.send_many("private$\\q", [MessageRecord(body=b"x")] * 5, tx)
         with qm.begin() as tx:
             assert len(qm.receive_many("private$\\q", 2, tx=tx)) == 2
         qm.create_queue("private$\\plain")
-        qm.send("private$\\plain", Message(body=b"old", time_to_be_received=1))
+        qm.send("private$\\plain", MessageRecord(body=b"old", time_to_be_received=1))
         assert qm.expire(qm.clock() + 10) == 1
         commits = qm.store.stats.batches
     assert _v(m, "openmsmq_messages_sent_total") == 6

@@ -81,3 +81,12 @@ def test_init_with_an_unreachable_database_names_store_dsn(tmp_path: Path) -> No
     )  # fmt: skip
     assert "store.dsn" in result.output
     assert "s3cr3t" not in result.output
+
+
+def test_backup_of_a_postgresql_queue_manager_points_at_the_database_tools(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    run("init", str(tmp_path / "qm"), env=_env(pg_dsn))
+    result = run("--qm", str(tmp_path / "qm"), "backup", str(tmp_path / "copy.db"), code=1)
+    assert "PostgreSQL" in result.output and "pg_dump" in result.output
+    assert not (tmp_path / "copy.db").exists()

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from openmsmq.errors import ConfigError, FencedError, MQError, StorageError
-from openmsmq.store import Message, ops, queues, ranges
+from openmsmq.store import MessageRecord, ops, queues, ranges
 from openmsmq.store.pg.db import PgStore
 from openmsmq.store.pg.schema import PG_SCHEMA_VERSION
 from tests.pgserver import PgServer
@@ -126,15 +126,15 @@ def test_a_fenced_store_commits_only_while_the_lease_holds_its_epoch(pg_dsn: str
         q = private_queue(store)
         store.fence(1)
         with pytest.raises(FencedError) as info:  # no lease row: nothing may be written
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"no lease"))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"no lease"))], []))
         assert info.value.epoch == 1 and info.value.found is None
         _set_lease(pg_dsn, guid, 1)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"epoch 1"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"epoch 1"))], []))
         _set_lease(pg_dsn, guid, 2)  # another process took over
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # the next ones form one batch
         late = [
-            store.submit(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"late %d" % i))], []))
+            store.submit(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"late %d" % i))], []))
             for i in range(3)
         ]
         gate.set()
@@ -145,7 +145,7 @@ def test_a_fenced_store_commits_only_while_the_lease_holds_its_epoch(pg_dsn: str
         assert isinstance(fenced.value, StorageError)
         assert _bodies(store, q.queue_id) == [b"epoch 1"]
         store.fence(None)  # unfenced (single-node use): writes go on
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"unfenced"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"unfenced"))], []))
         assert _bodies(store, q.queue_id) == [b"epoch 1", b"unfenced"]
 
 
@@ -160,7 +160,7 @@ def test_a_takeover_waits_for_the_fenced_transaction_in_flight(pg_dsn: str) -> N
         inside, release = threading.Event(), threading.Event()
 
         def slow(ctx: Any) -> list[int]:
-            ids = ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"in flight"))], [])(ctx)
+            ids = ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"in flight"))], [])(ctx)
             inside.set()
             release.wait(10)
             return ids
@@ -175,7 +175,7 @@ def test_a_takeover_waits_for_the_fenced_transaction_in_flight(pg_dsn: str) -> N
         assert len(pending.result(10)) == 1
         _set_lease(pg_dsn, guid, 2)
         with pytest.raises(FencedError):
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"after"))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"after"))], []))
         assert _bodies(store, q.queue_id) == [b"in flight"]
 
 
@@ -198,7 +198,7 @@ def test_a_connection_lost_during_commit_fails_that_commit_and_commits_nothing(p
                 "CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED"
                 " FOR EACH ROW EXECUTE FUNCTION slow_commit()"
             )
-            future = store.submit(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"slow"))], []))
+            future = store.submit(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"slow"))], []))
             deadline = time.monotonic() + 10
             killed = False
             while time.monotonic() < deadline and not killed:
@@ -212,7 +212,7 @@ def test_a_connection_lost_during_commit_fails_that_commit_and_commits_nothing(p
             assert killed
         with pytest.raises(StorageError, match="during COMMIT"):
             future.result(30)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"next"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"next"))], []))
         assert _bodies(store, q.queue_id) == [b"next"]
 
 
@@ -236,7 +236,7 @@ def test_postgresql_killed_and_restarted_during_a_stream_of_commits(pg_server: P
                 body = b"%d-%d" % (k, i)
                 i += 1
                 try:
-                    store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=body))] * 2, []))
+                    store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=body))] * 2, []))
                 except StorageError:
                     with lock:
                         failed.append(body)
@@ -276,12 +276,12 @@ def test_a_short_postgresql_restart_delays_commits_and_fails_none(pg_server: PgS
     COMMIT runs again on a new one, so the committer only waits."""
     with _open(pg_dsn, reconnect_wait=20.0) as store:
         q = private_queue(store)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"before"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"before"))], []))
         pg_server.stop_immediate()
         restarter = threading.Timer(0.5, pg_server.restart)
         restarter.start()
         try:
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"during"))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"during"))], []))
         finally:
             restarter.join()
         assert _bodies(store, q.queue_id) == [b"before", b"during"]

@@ -13,10 +13,10 @@ from openmsmq.protocol.outgoing import (
     FinalAckIgnored,
     IgnoreReason,
     OrderAckIgnored,
-    OutgoingMessage,
     OutgoingSequence,
     Released,
     ResendConfig,
+    RetainedMessage,
     Settled,
     Transmit,
 )
@@ -26,8 +26,8 @@ S1 = TxSequenceId(500, 1)
 S2 = TxSequenceId(500, 2)
 
 
-def msg(n: int, seq: TxSequenceId = S1, fa: bool = False) -> OutgoingMessage:
-    return OutgoingMessage(seq, n, n - 1, message_id=100 + n, final_ack_requested=fa, handle=n)
+def msg(n: int, seq: TxSequenceId = S1, fa: bool = False) -> RetainedMessage:
+    return RetainedMessage(seq, n, n - 1, message_id=100 + n, final_ack_requested=fa, handle=n)
 
 
 def connected(now: float = 0.0) -> OutgoingSequence:
@@ -322,7 +322,7 @@ def test_numbering_misuse_is_local_error() -> None:
     with pytest.raises(LocalProtocolError):
         o.add(msg(1, seq=S2), now=0.0)  # new sequence while 1 is unacknowledged
     with pytest.raises(LocalProtocolError):
-        o.add(OutgoingMessage(S1, 5, 5, message_id=1), now=0.0)  # previous must be < number
+        o.add(RetainedMessage(S1, 5, 5, message_id=1), now=0.0)  # previous must be < number
     o.order_ack_received(S1, 1, now=1.0)
     o.add(msg(1, seq=S2), now=2.0)  # fine once everything is OrderAck'ed
     o.order_ack_received(S2, 1, now=3.0)
@@ -334,10 +334,10 @@ def test_old_sequences_are_forgotten() -> None:
     o = connected()
     for ordinal in range(1, 6):
         sid = TxSequenceId(500, ordinal)
-        o.add(OutgoingMessage(sid, 1, 0, message_id=ordinal), now=float(ordinal))
+        o.add(RetainedMessage(sid, 1, 0, message_id=ordinal), now=float(ordinal))
         assert o.order_ack_received(sid, 1, now=float(ordinal)) != []
     # the previous sequence is still recognised (a repeated OrderAck is a no-op) ...
-    o.add(OutgoingMessage(TxSequenceId(500, 6), 1, 0, message_id=6), now=6.0)
+    o.add(RetainedMessage(TxSequenceId(500, 6), 1, 0, message_id=6), now=6.0)
     assert o.order_ack_received(TxSequenceId(500, 5), 1, now=6.0) == []
     # ... older ones are forgotten and reported as unknown
     old = TxSequenceId(500, 1)
@@ -386,7 +386,7 @@ def test_release_matches_the_per_message_rule(seed: int) -> None:
         assert (o.get_timer() is None) == (not left)
 
 
-class _NoScan(list[OutgoingMessage]):
+class _NoScan(list[RetainedMessage]):
     """A retained-message list that counts the scans made over it."""
 
     scans = 0

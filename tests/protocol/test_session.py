@@ -24,7 +24,7 @@ from openmsmq.protocol.events import (
     UserMessageReceived,
 )
 from openmsmq.protocol.incoming import IncomingSequences
-from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, Released, Transmit
+from openmsmq.protocol.outgoing import OutgoingSequence, Released, RetainedMessage, Transmit
 from openmsmq.protocol.session import Session
 from openmsmq.wire.headers import SessionHeader, TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
@@ -64,7 +64,7 @@ def pair(
     return a, b
 
 
-def tx_packet(m: OutgoingMessage, dest_qm: uuid.UUID | None = QM_B, queue: object = QUEUE) -> UserMessage:
+def tx_packet(m: RetainedMessage, dest_qm: uuid.UUID | None = QM_B, queue: object = QUEUE) -> UserMessage:
     return UserMessage.build(
         source_qm=QM_A,
         message_id=m.message_id,
@@ -97,8 +97,8 @@ def send_transmits(s: Session, events: Sequence[object], now: float) -> None:
             s.send_user_message(tx_packet(m), now, handle=m.handle)
 
 
-def msg(n: int) -> OutgoingMessage:
-    return OutgoingMessage(SEQ, n, n - 1, message_id=n, handle=n)
+def msg(n: int) -> RetainedMessage:
+    return RetainedMessage(SEQ, n, n - 1, message_id=n, handle=n)
 
 
 # ---------------------------------------------------------------- establishment
@@ -294,6 +294,67 @@ def test_direct_format_null_address_is_local() -> None:
     assert isinstance(ev, TransactionalMessageAccepted)
     assert ev.result.key.destination == "DIRECT=tcp:127.0.0.1\\private$\\orders"
     assert b.direct_format_session
+
+
+class _ForwardOther:
+    """A routing policy that sends every direct name of host "c" on, refuses a source
+    other than the session's QM, and counts how often it is asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
+        return None
+
+    def source_refusal(self, source: uuid.UUID, remote_qm: uuid.UUID) -> str | None:
+        return None if source == remote_qm else f"{source} is not {remote_qm}"
+
+    def forwards(self, destination: object, qm_address: uuid.UUID) -> bool | None:
+        self.asked += 1
+        assert isinstance(destination, DirectQueueFormatName)
+        return destination.name.lower().startswith("tcp:c\\")
+
+
+def _with_routing(routing: _ForwardOther) -> tuple[Session, Session]:
+    a = Session(Role.INITIATOR, QM_A, 0.0, remote_qm=None, peer="B")
+    b = Session(Role.ACCEPTOR, QM_B, 0.0, peer="A", incoming=IncomingSequences(), routing=routing)
+    pump(a, b, 0.0)
+    drain(a), drain(b)
+    return a, b
+
+
+def test_the_routing_policy_given_to_the_session_decides_what_goes_on() -> None:
+    routing = _ForwardOther()
+    a, b = _with_routing(routing)
+    other = DirectQueueFormatName("TCP:c\\PRIVATE$\\orders")
+    a.send_user_message(tx_packet(msg(1), dest_qm=None, queue=other), 0.0)
+    pump(a, b, 0.0)
+    (ev,) = drain(b)
+    assert isinstance(ev, ForwardMessage)
+    here = DirectQueueFormatName("TCP:127.0.0.1\\PRIVATE$\\orders")
+    for n in (1, 2):  # one destination object: the policy is asked for it once
+        a.send_user_message(tx_packet(msg(n), dest_qm=None, queue=here), 0.0)
+        pump(a, b, 0.0)
+    evs = drain(b)
+    assert [type(e) for e in evs] == [TransactionalMessageAccepted] * 2
+    assert routing.asked == 2
+
+
+def test_the_routing_policy_refuses_a_source_that_is_not_the_peer() -> None:
+    a, b = _with_routing(_ForwardOther())
+    packet = UserMessage.build(
+        source_qm=QM_C,
+        message_id=msg(1).message_id,
+        destination_queue=QUEUE,
+        body=b"x",
+        sent_time=1_700_000_000,
+        destination_qm=QM_B,
+    )
+    a.send_user_message(packet, 0.0)
+    pump(a, b, 0.0)
+    assert b.closed
+    (ev,) = [e for e in drain(b) if isinstance(e, ConnectionClosed)]
+    assert ev.rule == "source-qm"
 
 
 # ---------------------------------------------------------------- window and timers

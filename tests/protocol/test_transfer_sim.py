@@ -23,7 +23,7 @@ from openmsmq.protocol.events import (
     TransactionalMessageAccepted,
 )
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SequenceKey
-from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, Released, ResendConfig, Transmit
+from openmsmq.protocol.outgoing import OutgoingSequence, Released, ResendConfig, RetainedMessage, Transmit
 from openmsmq.protocol.session import Session
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
@@ -35,7 +35,7 @@ QM_B = uuid.UUID(int=0xB2)
 FAST = ResendConfig(short=1.0, medium=2.0, long=3.0, final=4.0)
 
 
-def packet(m: OutgoingMessage) -> UserMessage:
+def packet(m: RetainedMessage) -> UserMessage:
     return UserMessage.build(
         source_qm=QM_A,
         message_id=m.message_id,
@@ -75,7 +75,7 @@ class Receiver:
 
 def run(seed: int, n_messages: int = 40) -> None:
     rng = random.Random(seed)
-    retained: list[OutgoingMessage] = []  # the sender's durable outgoing table
+    retained: list[RetainedMessage] = []  # the sender's durable outgoing table
     committed: list[int] = []
     seq = TxSequenceId(1000, 1)
     number = 0
@@ -113,7 +113,7 @@ def run(seed: int, n_messages: int = 40) -> None:
             if out.all_order_acked and number and rng.random() < 0.3:
                 seq, number = TxSequenceId(1000, seq.ordinal + 1), 0
             number += 1
-            m = OutgoingMessage(seq, number, number - 1, message_id=len(committed) + 1)
+            m = RetainedMessage(seq, number, number - 1, message_id=len(committed) + 1)
             committed.append(m.message_id)
             retained.append(m)
             send(list(out.add(m, now)))

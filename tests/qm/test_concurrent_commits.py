@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
-from openmsmq.qm import reads as qm_reads
+from openmsmq.qm import MessageRecord, QueueManager, reader
 
 
 @pytest.fixture
@@ -23,21 +22,21 @@ def test_every_waiting_receive_is_woken_by_the_send(
     qm: QueueManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A commit notifies a queue only while a read is in progress on it
-    (``_QueueState.readers``): no wake-up may be lost. The periodic re-check is pushed
+    (``QueueState.readers``): no wake-up may be lost. The periodic re-check is pushed
     out of reach, so a lost one would leave its receiver waiting."""
-    monkeypatch.setattr(qm_reads, "_WAKE_SLICE", 3600.0)
+    monkeypatch.setattr(reader, "_WAKE_SLICE", 3600.0)
     qm.create_queue("private$\\w", transactional=True)
     for i in range(200):
-        got: list[Message] = []
+        got: list[MessageRecord] = []
 
-        def waiter(into: list[Message]) -> None:
+        def waiter(into: list[MessageRecord]) -> None:
             with qm.begin() as tx:
                 into.append(qm.receive("private$\\w", tx=tx, timeout=None))
 
         t = threading.Thread(target=waiter, args=(got,))
         t.start()
         with qm.begin() as tx:
-            qm.send("private$\\w", Message(body=b"%d" % i), tx)
+            qm.send("private$\\w", MessageRecord(body=b"%d" % i), tx)
         t.join(60)
         assert not t.is_alive(), f"round {i}: the waiting receive was not woken"
         assert [m.body for m in got] == [b"%d" % i]
@@ -54,7 +53,7 @@ def test_concurrent_single_message_transactions_deliver_exactly_once(qm: QueueMa
         try:
             for i in range(per):
                 with qm.begin() as tx:
-                    qm.send("private$\\x", Message(body=b"%d-%d" % (k, i)), tx)
+                    qm.send("private$\\x", MessageRecord(body=b"%d-%d" % (k, i)), tx)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

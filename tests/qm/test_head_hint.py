@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, IOTimeoutError, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from tests.clock import Clock
 
 
@@ -23,7 +23,7 @@ def qm(request: pytest.FixtureRequest, tmp_path: Path):
 def fill(qm: QueueManager, n: int) -> list[bytes]:
     bodies = [i.to_bytes(4, "big") for i in range(n)]
     with qm.begin() as tx:
-        qm.send_many("private$\\tx", [Message(body=b) for b in bodies], tx)
+        qm.send_many("private$\\tx", [MessageRecord(body=b) for b in bodies], tx)
     return bodies
 
 
@@ -60,11 +60,11 @@ def test_messages_sent_after_the_hint_are_found(qm: QueueManager) -> None:
 
 def test_higher_priority_sent_after_the_hint_comes_first(qm: QueueManager) -> None:
     q = "private$\\q"
-    qm.send_many(q, [Message(body=b"p3-%d" % i, priority=3) for i in range(4)])
+    qm.send_many(q, [MessageRecord(body=b"p3-%d" % i, priority=3) for i in range(4)])
     first = qm.dequeue_begin(q)  # locks the head: the hint moves past it
     assert first.message.body == b"p3-0"
-    qm.send(q, Message(body=b"p7", priority=7))
-    qm.send(q, Message(body=b"p0", priority=0))
+    qm.send(q, MessageRecord(body=b"p7", priority=7))
+    qm.send(q, MessageRecord(body=b"p0", priority=0))
     assert [m.body for m in qm.peek_many(q, 10)] == [b"p7", b"p3-1", b"p3-2", b"p3-3", b"p0"]
     assert [m.body for m in qm.receive_many(q, 2)] == [b"p7", b"p3-1"]
     qm.dequeue_end(first, delete=False)  # NACK: available again, at its place

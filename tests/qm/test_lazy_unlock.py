@@ -1,5 +1,5 @@
 """The locks of durably removed messages are dropped without waiting for the queue's
-condition (QueueManager._unlock_ids, _QueueState.settle).
+condition (QueueManager._unlock_ids, QueueState.settle).
 
 A committing receive whose queue condition is held by another thread leaves its ids in
 ``qs.removed``; whoever holds the condition next drops them before reading ``locked``.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 TX = "private$\\tx"
 
@@ -22,7 +22,7 @@ TX = "private$\\tx"
 def _commit_while_condition_held(qm: QueueManager, count: int) -> list[int]:
     """Receive ``count`` messages in one transaction; commit it on another thread while
     this one holds the queue's condition. Returns their LookupIdentifiers."""
-    qs = qm._resolve(TX)
+    qs = qm.queues.resolve(TX)
     tx = qm.begin()
     got = qm.receive_many(TX, count, tx=tx)
     done = threading.Event()
@@ -48,10 +48,10 @@ def test_uncontended_commit_drops_the_locks_at_once(tmp_path: Path, threaded: bo
     with QueueManager(tmp_path / "qm", threaded=threaded) as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(3)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(3)], tx)
         with qm.begin() as tx:
             qm.receive_many(TX, 2, tx=tx)
-        qs = qm._resolve(TX)
+        qs = qm.queues.resolve(TX)
         assert qs.locked == set() and not qs.removed
 
 
@@ -59,9 +59,9 @@ def test_stale_locks_are_dropped_by_the_next_read(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(5)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(5)], tx)
         ids = _commit_while_condition_held(qm, 2)
-        qs = qm._resolve(TX)
+        qs = qm.queues.resolve(TX)
         # A removed message is not found by LookupIdentifier (not reported as locked).
         with pytest.raises(MQError) as err:
             qm.receive_by_lookup_id(TX, ids[0])
@@ -74,10 +74,10 @@ def test_purge_after_a_stale_lock_marks_nothing(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(4)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(4)], tx)
         _commit_while_condition_held(qm, 1)
         assert qm.purge_queue(TX) == 3
-        qs = qm._resolve(TX)
+        qs = qm.queues.resolve(TX)
         assert qs.locked == set() and qs.purge_pending == set()
         assert qm.get_queue(TX).msg_count == 0
 
@@ -86,19 +86,19 @@ def test_remove_through_after_a_stale_lock_takes_the_fast_path(tmp_path: Path) -
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(6)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(6)], tx)
         last = qm.peek_many(TX, 10)[-1].lookup_id
         ids = _commit_while_condition_held(qm, 2)
-        qs = qm._resolve(TX)
+        qs = qm.queues.resolve(TX)
         assert set(ids) <= qs.locked  # stale until remove_through settles them
         spans: list[int] = []
-        real = qm._remove_through
+        real = qm.ranges._remove_through
 
         def spy(targets, fast=True):  # type: ignore[no-untyped-def]
             spans.append(fast)
             return real(targets, fast=fast)
 
-        qm._remove_through = spy  # type: ignore[method-assign]
+        qm.ranges._remove_through = spy  # type: ignore[method-assign]
         assert qm.remove_through({TX: last}) == 4
         # The stale locks lay inside the span: settled first, they do not force the
         # per-message path (which would mark them PurgePending).
@@ -112,7 +112,7 @@ def test_many_receivers_leave_no_lock_behind(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"%d" % i) for i in range(total)], tx)
+            qm.send_many(TX, [MessageRecord(body=b"%d" % i) for i in range(total)], tx)
         received: list[bytes] = []
         lock = threading.Lock()
 
@@ -129,7 +129,7 @@ def test_many_receivers_leave_no_lock_behind(tmp_path: Path) -> None:
         for t in threads:
             t.join(60)
         assert sorted(received) == sorted(b"%d" % i for i in range(total))
-        qs = qm._resolve(TX)
+        qs = qm.queues.resolve(TX)
         with qs.cond:
             qs.settle()
         assert qs.locked == set() and qs.purge_pending == set()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 DEST = "DIRECT=TCP:192.0.2.9\\private$\\orders"
 _LAST = (1 << 56) - 1
@@ -37,7 +37,7 @@ def test_transactional_only(tmp_path: Path, limit: int) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         for k in range(4):
             with qm.begin() as tx:
-                qm.send_many(DEST, [Message(body=b"%d" % i, label="l" * k) for i in range(5)], tx)
+                qm.send_many(DEST, [MessageRecord(body=b"%d" % i, label="l" * k) for i in range(5)], tx)
         _reads(qm, limit)
 
 
@@ -46,7 +46,7 @@ def test_mixed_priorities(tmp_path: Path, limit: int) -> None:
     with QueueManager(tmp_path / "qm") as qm:
         for k in range(3):
             with qm.begin() as tx:
-                qm.send_many(DEST, [Message(body=b"t%d" % i) for i in range(3)], tx)
+                qm.send_many(DEST, [MessageRecord(body=b"t%d" % i) for i in range(3)], tx)
             # Non-transactional messages of several priorities between the transactions.
-            qm.send_many(DEST, [Message(body=b"p", priority=p) for p in (7, 0, 3, 1)][k:])
+            qm.send_many(DEST, [MessageRecord(body=b"p", priority=p) for p in (7, 0, 3, 1)][k:])
         _reads(qm, limit)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, IOTimeoutError, MQError, QueueNotFoundError, TransactionUsageError
-from openmsmq.qm import CursorAction, LookupAction, Message, QueueManager, QueueType, RemovedMessage
+from openmsmq.qm import CursorAction, LookupAction, MessageRecord, QueueManager, QueueType, RemovedMessage
 from tests.clock import Clock
 
 
@@ -23,7 +23,7 @@ def code(info: pytest.ExceptionInfo[MQError]) -> HResult:
     return info.value.hresult
 
 
-def body(ms: list[Message]) -> list[bytes]:
+def body(ms: list[MessageRecord]) -> list[bytes]:
     return [m.body for m in ms]
 
 
@@ -72,7 +72,7 @@ def test_queue_errors(qm: QueueManager) -> None:
         qm.create_queue("PRIVATE$\\A")
     assert code(info) == HResult.MQ_ERROR_QUEUE_EXISTS
     with pytest.raises(QueueNotFoundError):
-        qm.send("private$\\missing", Message())
+        qm.send("private$\\missing", MessageRecord())
     with pytest.raises(QueueNotFoundError):
         qm.receive("private$\\missing")
     for bad in ("private$\\", "private$\\a,b", "public_queue", "private$\\" + "x" * 125):
@@ -83,7 +83,7 @@ def test_queue_errors(qm: QueueManager) -> None:
         qm.delete_queue("system$;deadletter")
     assert code(info) == HResult.MQ_ERROR_ACCESS_DENIED
     with pytest.raises(MQError) as info:
-        qm.send("system$;deadletter", Message())
+        qm.send("system$;deadletter", MessageRecord())
     assert code(info) == HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
 
 
@@ -95,10 +95,10 @@ def test_send_receive_order_and_attributes(qm: QueueManager) -> None:
     sent = [
         qm.send(
             "private$\\q",
-            Message(body=b"low", priority=1, label="L", app_specific=5, correlation_id=b"c" * 20),
+            MessageRecord(body=b"low", priority=1, label="L", app_specific=5, correlation_id=b"c" * 20),
         ),
-        qm.send("private$\\q", Message(body=b"high", priority=6)),
-        qm.send("private$\\q", Message(body=b"low2", priority=1)),
+        qm.send("private$\\q", MessageRecord(body=b"high", priority=6)),
+        qm.send("private$\\q", MessageRecord(body=b"low2", priority=1)),
     ]
     ids = [m.lookup_id for m in sent]
     assert ids == sorted(ids) and len(set(ids)) == 3
@@ -119,7 +119,7 @@ def test_send_receive_order_and_attributes(qm: QueueManager) -> None:
 def test_send_many_receive_many(qm: QueueManager) -> None:
     qm.create_queue("private$\\t", transactional=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\t", [Message(body=bytes([i])) for i in range(100)], tx)
+        qm.send_many("private$\\t", [MessageRecord(body=bytes([i])) for i in range(100)], tx)
     assert qm.get_queue("private$\\t").msg_count == 100
     with qm.begin() as tx:
         got = qm.receive_many("private$\\t", 60, tx=tx)
@@ -135,11 +135,11 @@ def test_send_many_returns_each_uniquifier_also_across_the_u32_wrap(qm: QueueMan
     the run wraps from 0xFFFFFFFF to 1 (never 0), and a batch with an expiring message
     stores each message's own expiry path."""
     qm.create_queue("private$\\u")
-    first = qm.send_many("private$\\u", [Message(body=b"a"), Message(body=b"b")])
+    first = qm.send_many("private$\\u", [MessageRecord(body=b"a"), MessageRecord(body=b"b")])
     assert first[1] == first[0] + 1
     # The store never hands out a block across the wrap; force one in memory.
-    qm._uniq_next, qm._uniq_end = 0xFFFFFFFE, 0xFFFFFFFE + 100
-    msgs = [Message(body=bytes([i]), time_to_be_received=5000 * i or 0xFFFFFFFF) for i in range(4)]
+    qm.sender._uniq_next, qm.sender._uniq_end = 0xFFFFFFFE, 0xFFFFFFFE + 100
+    msgs = [MessageRecord(body=bytes([i]), time_to_be_received=5000 * i or 0xFFFFFFFF) for i in range(4)]
     got = qm.send_many("private$\\u", msgs)
     assert got == [0xFFFFFFFE, 0xFFFFFFFF, 1, 2]
     stored = qm.peek_range("private$\\u", 0)
@@ -151,7 +151,7 @@ def test_send_returns_the_stored_message_with_bytes_fields(qm: QueueManager) -> 
     """The Message send returns (decoded from the row not read back yet, whose props are a
     bytearray) equals the stored one, with bytes fields, and is hashable."""
     qm.create_queue("private$\\x")
-    m = Message(body=b"b", label="l", extension=b"ext", sender_id=b"sid", admin_queue="private$\\a")
+    m = MessageRecord(body=b"b", label="l", extension=b"ext", sender_id=b"sid", admin_queue="private$\\a")
     sent = qm.send("private$\\x", m)
     assert type(sent.extension) is bytes and type(sent.sender_id) is bytes
     hash(sent)
@@ -163,12 +163,12 @@ def test_send_by_name_after_delete_and_recreate_goes_to_the_new_queue(qm: QueueM
     """A send remembers the local names it resolved; a deleted queue is not sent to under
     its old state, and one created again under the name gets the next sends."""
     qm.create_queue("private$\\r")
-    qm.send("private$\\r", Message(body=b"1"))
+    qm.send("private$\\r", MessageRecord(body=b"1"))
     qm.delete_queue("private$\\r")
     with pytest.raises(QueueNotFoundError):
-        qm.send("private$\\r", Message(body=b"2"))
+        qm.send("private$\\r", MessageRecord(body=b"2"))
     qm.create_queue("private$\\r")
-    qm.send("private$\\r", Message(body=b"3"))
+    qm.send("private$\\r", MessageRecord(body=b"3"))
     assert qm.get_queue("private$\\r").msg_count == 1
     assert body(qm.peek_range("private$\\r", 0)) == [b"3"]
 
@@ -177,10 +177,10 @@ def test_transaction_usage_errors(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     qm.create_queue("private$\\plain")
     with pytest.raises(TransactionUsageError):
-        qm.send("private$\\tx", Message())
+        qm.send("private$\\tx", MessageRecord())
     tx = qm.begin()
     with pytest.raises(TransactionUsageError):
-        qm.send("private$\\plain", Message(), tx)
+        qm.send("private$\\plain", MessageRecord(), tx)
     with pytest.raises(TransactionUsageError):
         qm.receive("private$\\plain", tx=tx)
     tx.abort()
@@ -189,22 +189,22 @@ def test_transaction_usage_errors(qm: QueueManager) -> None:
 def test_commit_and_abort_of_ended_transaction(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     tx = qm.begin()
-    qm.send("private$\\tx", Message(), tx)
+    qm.send("private$\\tx", MessageRecord(), tx)
     tx.commit()
     for op in (tx.commit, tx.abort):
         with pytest.raises(MQError) as info:
             op()
         assert code(info) == HResult.MQ_ERROR_TRANSACTION_SEQUENCE
     with pytest.raises(MQError) as info:
-        qm.send("private$\\tx", Message(), tx)
+        qm.send("private$\\tx", MessageRecord(), tx)
     assert code(info) == HResult.MQ_ERROR_TRANSACTION_SEQUENCE
 
 
 def test_transactional_send_visible_only_after_commit(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     tx = qm.begin()
-    m = qm.send("private$\\tx", Message(body=b"a", priority=7), tx)
-    qm.send("private$\\tx", Message(body=b"b"), tx)
+    m = qm.send("private$\\tx", MessageRecord(body=b"a", priority=7), tx)
+    qm.send("private$\\tx", MessageRecord(body=b"b"), tx)
     assert m.lookup_id == 0 and m.priority == 0 and m.transactional
     with pytest.raises(IOTimeoutError):
         qm.peek("private$\\tx")
@@ -217,7 +217,7 @@ def test_transactional_send_visible_only_after_commit(qm: QueueManager) -> None:
     assert got.body == b"a" and got.first_in_transaction
     rx.abort()
     aborted = qm.begin()
-    qm.send("private$\\tx", Message(body=b"never"), aborted)
+    qm.send("private$\\tx", MessageRecord(body=b"never"), aborted)
     aborted.abort()
     assert body(qm.peek_range("private$\\tx")) == [b"a", b"b"]
 
@@ -225,7 +225,7 @@ def test_transactional_send_visible_only_after_commit(qm: QueueManager) -> None:
 def test_transactional_receive_locks_until_commit_or_abort(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\tx", [Message(body=b"1"), Message(body=b"2")], tx)
+        qm.send_many("private$\\tx", [MessageRecord(body=b"1"), MessageRecord(body=b"2")], tx)
     t1 = qm.begin()
     assert qm.receive("private$\\tx", tx=t1).body == b"1"
     t2 = qm.begin()
@@ -244,7 +244,7 @@ def test_transactional_receive_locks_until_commit_or_abort(qm: QueueManager) -> 
 def test_context_manager_aborts_on_exception(qm: QueueManager) -> None:
     qm.create_queue("private$\\tx", transactional=True)
     with qm.begin() as tx:
-        qm.send("private$\\tx", Message(body=b"x"), tx)
+        qm.send("private$\\tx", MessageRecord(body=b"x"), tx)
     with pytest.raises(RuntimeError), qm.begin() as tx:
         qm.receive("private$\\tx", tx=tx)
         raise RuntimeError("boom")
@@ -254,7 +254,7 @@ def test_context_manager_aborts_on_exception(qm: QueueManager) -> None:
 def test_journal_gets_committed_receives(qm: QueueManager) -> None:
     qm.create_queue("private$\\j", transactional=True, journal=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\j", [Message(body=b"a"), Message(body=b"b")], tx)
+        qm.send_many("private$\\j", [MessageRecord(body=b"a"), MessageRecord(body=b"b")], tx)
     with qm.begin() as tx:
         qm.receive("private$\\j", tx=tx)
     aborted = qm.begin()
@@ -266,22 +266,22 @@ def test_journal_gets_committed_receives(qm: QueueManager) -> None:
 
 def test_quota_and_oversized_messages(qm: QueueManager) -> None:
     qm.create_queue("private$\\small", quota_kb=1)
-    qm.send("private$\\small", Message(body=bytes(800)))
+    qm.send("private$\\small", MessageRecord(body=bytes(800)))
     with pytest.raises(MQError) as info:
-        qm.send("private$\\small", Message(body=bytes(800)))
+        qm.send("private$\\small", MessageRecord(body=bytes(800)))
     assert code(info) == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
     qm.create_queue("private$\\big")
     with pytest.raises(MQError) as info:
-        qm.send("private$\\big", Message(body=bytes(4 * 1024 * 1024 + 1)))
+        qm.send("private$\\big", MessageRecord(body=bytes(4 * 1024 * 1024 + 1)))
     assert code(info) == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
-    qm.send("private$\\big", Message(body=bytes(4 * 1024 * 1024)))
+    qm.send("private$\\big", MessageRecord(body=bytes(4 * 1024 * 1024)))
 
 
 def test_receive_wait_is_woken_by_send(qm: QueueManager) -> None:
     if not qm.store.threaded:
         pytest.skip("waiting needs the writer thread")
     qm.create_queue("private$\\w")
-    got: list[Message] = []
+    got: list[MessageRecord] = []
     started = threading.Event()
 
     def waiter() -> None:
@@ -291,7 +291,7 @@ def test_receive_wait_is_woken_by_send(qm: QueueManager) -> None:
     t = threading.Thread(target=waiter)
     t.start()
     started.wait()
-    qm.send("private$\\w", Message(body=b"wake"))
+    qm.send("private$\\w", MessageRecord(body=b"wake"))
     t.join(30)
     assert body(got) == [b"wake"]
 
@@ -337,7 +337,9 @@ def test_purge_with_locked_message_pending(qm: QueueManager) -> None:
     qm.create_queue("private$\\p", transactional=True)
     with qm.begin() as tx:
         qm.send_many(
-            "private$\\p", [Message(body=b"1", ack_flags=1), Message(body=b"2"), Message(body=b"3")], tx
+            "private$\\p",
+            [MessageRecord(body=b"1", ack_flags=1), MessageRecord(body=b"2"), MessageRecord(body=b"3")],
+            tx,
         )
     locked = qm.begin()
     qm.receive("private$\\p", tx=locked)
@@ -353,7 +355,7 @@ def test_purge_with_locked_message_pending(qm: QueueManager) -> None:
 
 def test_cursor_peek_and_receive(qm: QueueManager) -> None:
     qm.create_queue("private$\\c")
-    qm.send_many("private$\\c", [Message(body=bytes([i]), priority=3) for i in range(4)])
+    qm.send_many("private$\\c", [MessageRecord(body=bytes([i]), priority=3) for i in range(4)])
     cur = qm.create_cursor("private$\\c")
     assert qm.peek("private$\\c", cursor=cur).body == b"\x00"
     assert qm.peek("private$\\c", cursor=cur, action=CursorAction.NEXT).body == b"\x01"
@@ -375,7 +377,7 @@ def test_cursor_peek_and_receive(qm: QueueManager) -> None:
 def test_lookup_actions(qm: QueueManager) -> None:
     qm.create_queue("private$\\l", transactional=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\l", [Message(body=bytes([i])) for i in range(5)], tx)
+        qm.send_many("private$\\l", [MessageRecord(body=bytes([i])) for i in range(5)], tx)
     ids = [m.lookup_id for m in qm.peek_range("private$\\l")]
     q = "private$\\l"
     assert qm.peek_by_lookup_id(q, 0, LookupAction.FIRST).lookup_id == ids[0]
@@ -404,7 +406,7 @@ def test_lookup_actions(qm: QueueManager) -> None:
 
 def test_dequeue_begin_end_outside_transaction(qm: QueueManager) -> None:
     qm.create_queue("private$\\r")
-    qm.send_many("private$\\r", [Message(body=b"a"), Message(body=b"b")])
+    qm.send_many("private$\\r", [MessageRecord(body=b"a"), MessageRecord(body=b"b")])
     pending = qm.dequeue_begin("private$\\r")
     assert pending.message.body == b"a"
     assert qm.peek("private$\\r").body == b"b"  # locked: invisible
@@ -421,7 +423,7 @@ def test_dequeue_begin_end_outside_transaction(qm: QueueManager) -> None:
 def test_dequeue_begin_end_in_transaction(qm: QueueManager) -> None:
     qm.create_queue("private$\\r", transactional=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\r", [Message(body=b"a"), Message(body=b"b")], tx)
+        qm.send_many("private$\\r", [MessageRecord(body=b"a"), MessageRecord(body=b"b")], tx)
     tx = qm.begin()
     p1 = qm.dequeue_begin("private$\\r", tx=tx)
     p2 = qm.dequeue_begin("private$\\r", tx=tx)
@@ -448,12 +450,12 @@ def test_expiry_moves_to_dead_letter_queues(tmp_path: Path) -> None:
         qm.create_queue("private$\\x", transactional=True)
         qm.create_queue("private$\\n")
         with qm.begin() as tx:
-            qm.send("private$\\x", Message(body=b"tx", time_to_be_received=10), tx)
-        qm.send("private$\\n", Message(body=b"plain", time_to_be_received=10))
-        qm.send("private$\\n", Message(body=b"forever"))
+            qm.send("private$\\x", MessageRecord(body=b"tx", time_to_be_received=10), tx)
+        qm.send("private$\\n", MessageRecord(body=b"plain", time_to_be_received=10))
+        qm.send("private$\\n", MessageRecord(body=b"forever"))
         out = qm.open_queue("DIRECT=TCP:192.0.2.7\\private$\\far")
         with qm.begin() as tx:
-            qm.send(out, Message(body=b"transit", time_to_reach_queue=5), tx)
+            qm.send(out, MessageRecord(body=b"transit", time_to_reach_queue=5), tx)
         clock.now = 5011.0
         # expired messages are skipped on receive even before expire() runs
         assert qm.receive("private$\\n").body == b"forever"
@@ -478,7 +480,7 @@ def test_a_backlog_of_expired_messages_drains_at_once_in_short_transactions(tmp_
         qm.create_queue("private$\\x", transactional=True)
         for _ in range(5):
             with qm.begin() as tx:
-                qm.send_many("private$\\x", [Message(body=b"m", time_to_be_received=10)] * 1000, tx)
+                qm.send_many("private$\\x", [MessageRecord(body=b"m", time_to_be_received=10)] * 1000, tx)
         clock.now = 5011.0
         batches = qm.store.stats.batches
         assert qm.expire_due(clock.now) == 5000
@@ -494,7 +496,7 @@ def test_a_backlog_of_expired_messages_drains_at_once_in_short_transactions(tmp_
 def test_send_to_remote_goes_to_outgoing_queue_with_sequence(qm: QueueManager) -> None:
     dest = "DIRECT=TCP:192.0.2.9\\private$\\orders"
     with qm.begin() as tx:
-        qm.send_many(dest, [Message(body=b"1"), Message(body=b"2")], tx)
+        qm.send_many(dest, [MessageRecord(body=b"1"), MessageRecord(body=b"2")], tx)
     out = qm.open_queue(dest)
     assert out.record.queue_type == QueueType.OUTGOING
     msgs = qm.peek_range(out)
@@ -502,7 +504,7 @@ def test_send_to_remote_goes_to_outgoing_queue_with_sequence(qm: QueueManager) -
     assert msgs[0].destination_queue == dest
     state = qm.outgoing_sequence(out)
     assert state.next_tx_sequence_number == 3
-    removed, state = qm.release_outgoing(out, 2)
+    removed, state = qm.sequence_store().release_outgoing(out, 2)
     assert len(removed) == 2 and state.next_tx_sequence_number == 1
 
 
@@ -518,7 +520,7 @@ def test_a_purge_runs_in_passes_and_keeps_the_counters_exact(
     q = "private$\\big"
     qm.create_queue(q, transactional=True)
     with qm.begin() as tx:
-        qm.send_many(q, [Message(body=b"x" * (i + 1)) for i in range(25)], tx)
+        qm.send_many(q, [MessageRecord(body=b"x" * (i + 1)) for i in range(25)], tx)
     held = qm.begin()
     locked = qm.receive(q, tx=held)
     batches = qm.store.stats.batches
@@ -538,15 +540,15 @@ def test_sends_to_a_remote_name_open_its_outgoing_queue_once(qm: QueueManager) -
     second of 1-message transactions to a remote queue). A queue deleted meanwhile is
     made again at the next send."""
     dest = "DIRECT=TCP:192.0.2.9\\private$\\orders"
-    qm.send(dest, Message(body=b"0"))
+    qm.send(dest, MessageRecord(body=b"0"))
     batches = qm.store.stats.batches
     for i in range(1, 11):
         with qm.begin() as tx:
-            qm.send(dest, Message(body=b"%d" % i), tx)
+            qm.send(dest, MessageRecord(body=b"%d" % i), tx)
     assert qm.store.stats.batches - batches == 10
     assert [m.body for m in qm.peek_range(qm.open_queue(dest))] == [b"%d" % i for i in range(11)]
     qm.delete_queue(dest)
-    qm.send(dest, Message(body=b"again"))
+    qm.send(dest, MessageRecord(body=b"again"))
     assert [m.body for m in qm.peek_range(qm.open_queue(dest))] == [b"again"]
 
 
@@ -554,10 +556,10 @@ def test_first_and_last_in_transaction_across_send_calls_and_queues(qm: QueueMan
     qm.create_queue("private$\\fa", transactional=True)
     qm.create_queue("private$\\fb", transactional=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\fa", [Message(body=b"a1")], tx)
+        qm.send_many("private$\\fa", [MessageRecord(body=b"a1")], tx)
         qm.send_many("private$\\fb", [], tx)
-        qm.send_many("private$\\fb", [Message(body=b"b1"), Message(body=b"b2")], tx)
-        qm.send_many("private$\\fa", [Message(body=b"a2"), Message(body=b"a3")], tx)
+        qm.send_many("private$\\fb", [MessageRecord(body=b"b1"), MessageRecord(body=b"b2")], tx)
+        qm.send_many("private$\\fa", [MessageRecord(body=b"a2"), MessageRecord(body=b"a3")], tx)
         assert tx.send_count == 5
     flags = {
         m.body: (m.first_in_transaction, m.last_in_transaction)
@@ -572,7 +574,7 @@ def test_first_and_last_in_transaction_across_send_calls_and_queues(qm: QueueMan
         b"a3": (False, True),
     }
     with qm.begin() as tx:
-        sent = qm.send("private$\\fa", Message(body=b"lone"), tx)
+        sent = qm.send("private$\\fa", MessageRecord(body=b"lone"), tx)
     assert not sent.first_in_transaction and not sent.last_in_transaction  # as sent, not as committed
     lone = qm.peek_range("private$\\fa")[-1]
     assert lone.body == b"lone" and lone.first_in_transaction and lone.last_in_transaction

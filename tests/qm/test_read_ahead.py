@@ -1,4 +1,4 @@
-"""Read-ahead of head receives (``_QueueState.prefetch``, ``ReadsMixin._head_select``).
+"""Read-ahead of head receives (``QueueState.prefetch``, ``ReadsMixin._head_select``).
 
 A receive of one message from a transactional private queue reads the next few
 messages too and hands them to the next receives without reading the head again. Every
@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from openmsmq.errors import HResult, IOTimeoutError, MQError
-from openmsmq.qm import LookupAction, Message, QueueManager, Transaction
-from openmsmq.qm import reads as qm_reads
+from openmsmq.qm import LookupAction, MessageRecord, QueueManager, Transaction, reader
 from openmsmq.store import reads as store_reads
 from tests.clock import Clock
 
@@ -37,7 +36,7 @@ def qm(request: pytest.FixtureRequest, tmp_path: Path):
 def fill(qm: QueueManager, n: int, start: int = 0, **props: Any) -> list[bytes]:
     bodies = [b"m%03d" % i for i in range(start, start + n)]
     with qm.begin() as tx:
-        qm.send_many(TX, [Message(body=b, **props) for b in bodies], tx)
+        qm.send_many(TX, [MessageRecord(body=b, **props) for b in bodies], tx)
     return bodies
 
 
@@ -56,7 +55,7 @@ def drain(qm: QueueManager) -> list[bytes]:
 
 
 def state(qm: QueueManager) -> Any:
-    return qm._resolve(TX)
+    return qm.queues.resolve(TX)
 
 
 @pytest.fixture
@@ -74,9 +73,9 @@ def head_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_one_head_read_serves_several_receives(qm: QueueManager, head_reads: list[int]) -> None:
-    bodies = fill(qm, 2 * (qm_reads._PREFETCH + 1))
+    bodies = fill(qm, 2 * (reader.PREFETCH + 1))
     assert [receive_one(qm) for _ in bodies] == bodies
-    assert head_reads == [1 + qm_reads._PREFETCH] * 2
+    assert head_reads == [1 + reader.PREFETCH] * 2
     assert state(qm).prefetch is None
     assert qm.get_queue(TX).msg_count == 0
 
@@ -187,9 +186,9 @@ def test_delete_queue_with_a_read_ahead(qm: QueueManager) -> None:
 
 
 def test_large_bodies_are_not_kept_beyond_the_budget(qm: QueueManager) -> None:
-    big = bytes(qm_reads._PREFETCH_BYTES // 2 + 1)
+    big = bytes(reader.PREFETCH_BYTES // 2 + 1)
     with qm.begin() as tx:
-        qm.send_many(TX, [Message(body=big) for _ in range(4)], tx)
+        qm.send_many(TX, [MessageRecord(body=big) for _ in range(4)], tx)
     receive_one(qm)
     kept = state(qm).prefetch
     assert kept is not None and len(kept) == 1
@@ -200,7 +199,7 @@ def test_no_read_ahead_after_large_or_expiring_messages(qm: QueueManager, head_r
     """The read-ahead is sized by the message found: a large body or one that can expire
     makes the next head read fetch one row only, not rows it could not keep."""
     with qm.begin() as tx:
-        qm.send_many(TX, [Message(body=bytes(qm_reads._PREFETCH_BYTES + 1)) for _ in range(3)], tx)
+        qm.send_many(TX, [MessageRecord(body=bytes(reader.PREFETCH_BYTES + 1)) for _ in range(3)], tx)
     fill(qm, 3, time_to_be_received=3600)
     small = fill(qm, 9, start=10)
     head_reads.clear()
@@ -209,7 +208,7 @@ def test_no_read_ahead_after_large_or_expiring_messages(qm: QueueManager, head_r
     # The 1st read (a large message) reads ahead, as a queue's first read does, but keeps
     # nothing; the next two large ones, the three expiring ones and the first small one
     # after them read one row each; that small message turns the read-ahead on again.
-    ahead = 1 + qm_reads._PREFETCH
+    ahead = 1 + reader.PREFETCH
     assert head_reads[:8] == [ahead, 1, 1, 1, 1, 1, 1, ahead]
 
 
@@ -226,7 +225,9 @@ def test_concurrent_receivers_with_aborts_and_lookup_receives(tmp_path: Path) ->
         errors: list[BaseException] = []
         stop = threading.Event()
 
-        def receiver(take: Callable[[Transaction, random.Random], Message], aborts: float, seed: int) -> None:
+        def receiver(
+            take: Callable[[Transaction, random.Random], MessageRecord], aborts: float, seed: int
+        ) -> None:
             """Take messages in transactions until stopped, aborting a share of them."""
             rnd = random.Random(seed)
             try:
@@ -246,10 +247,10 @@ def test_concurrent_receivers_with_aborts_and_lookup_receives(tmp_path: Path) ->
             except BaseException as exc:  # reported below
                 errors.append(exc)
 
-        def head(tx: Transaction, _rnd: random.Random) -> Message:
+        def head(tx: Transaction, _rnd: random.Random) -> MessageRecord:
             return qm.receive(TX, tx=tx, timeout=0.05)
 
-        def by_lookup_id(tx: Transaction, rnd: random.Random) -> Message:
+        def by_lookup_id(tx: Transaction, rnd: random.Random) -> MessageRecord:
             return qm.receive_by_lookup_id(TX, rnd.choice(ids), tx=tx)
 
         threads = [threading.Thread(target=receiver, args=(head, 0.2, i)) for i in range(6)]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.qm.transaction import Transaction
 from openmsmq.store import ops
 from openmsmq.store.ops import RemovedMessage
@@ -45,19 +45,23 @@ def _populate(qm: QueueManager) -> None:
             qm.send_many(
                 TX,
                 [
-                    Message(body=b"t%d-%d" % (batch, i), label="x" * i, ack_flags=1 if i == 2 else 0)
+                    MessageRecord(body=b"t%d-%d" % (batch, i), label="x" * i, ack_flags=1 if i == 2 else 0)
                     for i in range(7)
                 ],
                 tx,
             )
         with qm.begin() as tx:
-            qm.send_many(OTHER, [Message(body=b"o%d-%d" % (batch, i)) for i in range(3)], tx)
+            qm.send_many(OTHER, [MessageRecord(body=b"o%d-%d" % (batch, i)) for i in range(3)], tx)
         with qm.begin() as tx:
             qm.send_many(
-                JR, [Message(body=b"j%d-%d" % (batch, i), positive_journaling=i == 0) for i in range(3)], tx
+                JR,
+                [MessageRecord(body=b"j%d-%d" % (batch, i), positive_journaling=i == 0) for i in range(3)],
+                tx,
             )
         for i in range(3):
-            qm.send(PLAIN, Message(body=b"p%d-%d" % (batch, i), priority=i, ack_flags=1 if i == 1 else 0))
+            qm.send(
+                PLAIN, MessageRecord(body=b"p%d-%d" % (batch, i), priority=i, ack_flags=1 if i == 1 else 0)
+            )
 
 
 def _snapshot(qm: QueueManager) -> dict[str, Any]:
@@ -71,7 +75,7 @@ def _snapshot(qm: QueueManager) -> dict[str, Any]:
     return out
 
 
-def _ids(msgs: list[Message]) -> list[tuple[int, bytes]]:
+def _ids(msgs: list[MessageRecord]) -> list[tuple[int, bytes]]:
     return [(m.lookup_id, m.body) for m in msgs]
 
 
@@ -177,6 +181,6 @@ def test_delete_lookup_ids_deletes_exactly_the_ids_given() -> None:
     ]
     for ids in cases:
         conn = _delete_table(table)
-        ops._delete_lookup_ids(conn, ids)
+        ops.delete_lookup_ids(conn, ids)
         left = [r[0] for r in conn.execute("SELECT lookup_id FROM messages ORDER BY lookup_id")]
         assert left == [i for i in table if i not in set(ids)], ids

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from openmsmq.qm import Message, QueueHandle, QueueManager, names
+from openmsmq.qm import MessageRecord, QueueHandle, QueueManager, names
 from openmsmq.store import outgoing
 
 DEST = "DIRECT=TCP:192.0.2.9\\private$\\orders"
@@ -21,10 +21,10 @@ LOCAL = "private$\\local"
 def _outgoing(tmp_path: Path, name: str) -> tuple[QueueManager, QueueHandle]:
     qm = QueueManager(tmp_path / name)
     with qm.begin() as tx:
-        qm.send_many(DEST, [Message(body=b"x" * (i + 1), label="l" * i) for i in range(5)], tx)
-    wanted = Message(body=b"journal", positive_journaling=True)  # moved aside, not deleted
+        qm.send_many(DEST, [MessageRecord(body=b"x" * (i + 1), label="l" * i) for i in range(5)], tx)
+    wanted = MessageRecord(body=b"journal", positive_journaling=True)  # moved aside, not deleted
     with qm.begin() as tx:
-        qm.send_many(DEST, [wanted, Message(body=b"last")], tx)
+        qm.send_many(DEST, [wanted, MessageRecord(body=b"last")], tx)
     return qm, qm.open_queue(DEST)
 
 
@@ -33,8 +33,8 @@ def test_same_result_without_the_id_list(tmp_path: Path, up_to: int) -> None:
     listed, out_l = _outgoing(tmp_path, "listed")
     counted, out_c = _outgoing(tmp_path, "counted")
     try:
-        ids, state_l = listed.release_outgoing(out_l, up_to)
-        moved, state_c = counted.release_outgoing(out_c, up_to, return_ids=False)
+        ids, state_l = listed.sequence_store().release_outgoing(out_l, up_to)
+        moved, state_c = counted.sequence_store().release_outgoing(out_c, up_to, return_ids=False)
         assert (state_l.next_tx_sequence_number, state_l.tx_sequence_id != 0) == (
             state_c.next_tx_sequence_number,
             state_c.tx_sequence_id != 0,
@@ -85,13 +85,16 @@ def _mixed(path: Path) -> tuple[QueueManager, QueueHandle]:
         with qm.begin() as tx:
             qm.send_many(
                 DEST,
-                [Message(body=b"t%d" % j * (j + 1), label="l" * j, **_FLAGS[j]) for j in range(i, i + 3)],
+                [
+                    MessageRecord(body=b"t%d" % j * (j + 1), label="l" * j, **_FLAGS[j])
+                    for j in range(i, i + 3)
+                ],
                 tx,
             )
-        qm.send(DEST, Message(body=b"n%d" % i, priority=i % 8, ack_flags=1 if i == 3 else 0))
+        qm.send(DEST, MessageRecord(body=b"n%d" % i, priority=i % 8, ack_flags=1 if i == 3 else 0))
         with qm.begin() as tx:
-            qm.send(OTHER, Message(body=b"o%d" % i), tx)
-            qm.send(LOCAL, Message(body=b"l%d" % i), tx)
+            qm.send(OTHER, MessageRecord(body=b"o%d" % i), tx)
+            qm.send(LOCAL, MessageRecord(body=b"l%d" % i), tx)
     return qm, qm.open_queue(DEST)
 
 
@@ -128,8 +131,8 @@ def test_mixed_queue_same_state(tmp_path: Path, up_to: int, awaiting: bool) -> N
             counted.outgoing_sequence(out_c).tx_sequence_id,
         )
         if awaiting:
-            ids, state_l = listed.release_outgoing(out_l, up_to)
-            moved, state_c = counted.release_outgoing(out_c, up_to, return_ids=False)
+            ids, state_l = listed.sequence_store().release_outgoing(out_l, up_to)
+            moved, state_c = counted.sequence_store().release_outgoing(out_c, up_to, return_ids=False)
         else:  # the store op without an awaiting queue: every released row is deleted
             ql, qc = listed.get_queue(out_l).queue_id, counted.get_queue(out_c).queue_id
             ids, state_l = listed.store.write(outgoing.release_outgoing(ql, up_to))
@@ -163,7 +166,7 @@ def test_release_everything_starts_a_new_sequence_and_zeroes_bytes(tmp_path: Pat
             if not m.tx_sequence_number:
                 qm.receive_by_lookup_id(out, m.lookup_id)
         old = qm.outgoing_sequence(out).tx_sequence_id
-        moved, state = qm.release_outgoing(out, len(_FLAGS), return_ids=False)
+        moved, state = qm.sequence_store().release_outgoing(out, len(_FLAGS), return_ids=False)
         assert len(moved) == 4 and state.next_tx_sequence_number == 1 and state.tx_sequence_id > old
         rec = qm.get_queue(out)
         assert (rec.msg_count, rec.total_bytes) == (0, 0)
@@ -175,11 +178,11 @@ def test_release_everything_starts_a_new_sequence_and_zeroes_bytes(tmp_path: Pat
 def test_delete_sent_deletes_in_one_transaction_and_skips_what_is_gone(tmp_path: Path) -> None:
     qm = QueueManager(tmp_path / "qm")
     dest = "DIRECT=TCP:127.0.0.9\\PRIVATE$\\plain"
-    ids = [lid for _u, lid in qm.send_many_ids(dest, [Message(body=b"x" * (i + 1)) for i in range(5)])]
+    ids = [lid for _u, lid in qm.send_many_ids(dest, [MessageRecord(body=b"x" * (i + 1)) for i in range(5)])]
     handle = qm.open_queue(dest)
     batches = qm.store.stats.batches
     gone = max(ids) + 1000  # never existed (or expired meanwhile)
-    assert qm.delete_sent(handle, [ids[0], ids[2], ids[4], gone]) == 3
+    assert qm.sequence_store().delete_sent(handle, [ids[0], ids[2], ids[4], gone]) == 3
     assert qm.store.stats.batches == batches + 1
     rec = qm.get_queue(handle)
     assert (rec.msg_count, rec.total_bytes) == (2, 2 + 4)  # bodies of 2 and 4 bytes remain

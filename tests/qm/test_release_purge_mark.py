@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 
 TX = "private$\\tx"
 
@@ -40,10 +40,10 @@ def test_mark_set_during_the_abort_deletes_the_message(tmp_path: Path, threaded:
     try:
         qm.create_queue(TX, transactional=True)
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b) for b in (b"a", b"b", b"c")], tx)
+            qm.send_many(TX, [MessageRecord(body=b) for b in (b"a", b"b", b"c")], tx)
         held = qm.begin()
         first = qm.receive(TX, tx=held)
-        qs = qm._resolve(TX)
+        qs = qm.queues.resolve(TX)
         real = qs.cond
         returned: list[int] = []
         # remove_through finds the first message locked by ``held`` and marks it

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from openmsmq.errors import IOTimeoutError
-from openmsmq.qm import Message, QueueManager
-from openmsmq.qm import ranges as qm_ranges
+from openmsmq.qm import MessageRecord, QueueManager, range_reader
 from openmsmq.store.ops import RemovedMessage
 from tests.clock import Clock
 
@@ -53,17 +52,19 @@ def populate(qm: QueueManager, *, ack_at: int | None = None) -> None:
     messages of several priorities (eight bands), a journaling queue."""
     for batch in range(3):
         with qm.begin() as tx:
-            qm.send_many(TX, [Message(body=b"t%d-%d" % (batch, i), label="x" * i) for i in range(7)], tx)
+            qm.send_many(
+                TX, [MessageRecord(body=b"t%d-%d" % (batch, i), label="x" * i) for i in range(7)], tx
+            )
         with qm.begin() as tx:
-            qm.send_many(OTHER, [Message(body=b"o%d-%d" % (batch, i)) for i in range(3)], tx)
+            qm.send_many(OTHER, [MessageRecord(body=b"o%d-%d" % (batch, i)) for i in range(3)], tx)
         for i in range(5):
             n = batch * 5 + i
             qm.send(
                 PLAIN,
-                Message(body=b"p%d" % n * (n + 1), priority=n % 8, ack_flags=1 if n == ack_at else 0),
+                MessageRecord(body=b"p%d" % n * (n + 1), priority=n % 8, ack_flags=1 if n == ack_at else 0),
             )
         with qm.begin() as tx:
-            qm.send_many(JOURNAL, [Message(body=b"j%d-%d" % (batch, i)) for i in range(2)], tx)
+            qm.send_many(JOURNAL, [MessageRecord(body=b"j%d-%d" % (batch, i)) for i in range(2)], tx)
 
 
 def snapshot(qm: QueueManager) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def positions(qm: QueueManager) -> list[dict[str, int]]:
 def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int | None]]:
     """Results of every remove_spans operation run (None: fell back per message)."""
     got: list[int | None] = []
-    real = qm_ranges.ranges.remove_spans
+    real = range_reader.ranges.remove_spans
 
     def wrapped(*args: Any, **kwargs: Any) -> Callable[[Any], int | None]:
         op = real(*args, **kwargs)
@@ -108,7 +109,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int | None]]:
 
         return run
 
-    monkeypatch.setattr(qm_ranges.ranges, "remove_spans", wrapped)
+    monkeypatch.setattr(range_reader.ranges, "remove_spans", wrapped)
     yield got
 
 
@@ -127,12 +128,13 @@ def run_both(tmp_path: Path, threaded: bool, ack_at: int | None = None) -> tuple
                     n = qm.remove_through(pos)
                 else:
                     targets = sorted(
-                        ((qm._resolve(q), t) for q, t in pos.items()), key=lambda x: x[0].record.queue_id
+                        ((qm.queues.resolve(q), t) for q, t in pos.items()),
+                        key=lambda x: x[0].record.queue_id,
                     )
-                    n = qm._remove_through(targets, fast=False)
+                    n = qm.ranges._remove_through(targets, fast=False)
                 steps.append((n, counts.received, snapshot(qm)))
             steps.append([(e.queue_id, e.message.body, e.reason) for e in events])
-            assert all(not qs.locked and not qs.purge_pending for qs in qm._by_id.values())
+            assert all(not qs.locked and not qs.purge_pending for qs in qm.queues.by_id.values())
             results.append(steps)
         finally:
             qm.close()
@@ -184,7 +186,7 @@ def test_receive_during_the_fast_removal_gets_a_message_after_the_span(
         populate(qm)
         ids = [m.lookup_id for m in qm.peek_range(TX, 0, 100)]
         real_write = qm.store.write
-        during: list[Message] = []
+        during: list[MessageRecord] = []
 
         def write(work: Any, *args: Any, **kwargs: Any) -> Any:
             qm.store.write = real_write  # type: ignore[method-assign]
@@ -216,7 +218,9 @@ def test_receivers_racing_remove_through(tmp_path: Path, seed: int, aborts: bool
     try:
         for b in range(total // 100):
             with qm.begin() as tx:
-                qm.send_many(TX, [Message(body=(b * 100 + i).to_bytes(4, "big")) for i in range(100)], tx)
+                qm.send_many(
+                    TX, [MessageRecord(body=(b * 100 + i).to_bytes(4, "big")) for i in range(100)], tx
+                )
         r = qm.lookup_range(TX)
         assert r is not None and r.count == total
         received: list[bytes] = []
@@ -273,8 +277,8 @@ def test_receivers_racing_remove_through(tmp_path: Path, seed: int, aborts: bool
         else:
             assert len(received) + removed == total  # each message consumed exactly once
             assert counts.received == total
-        qs = qm._by_id[qm.get_queue(TX).queue_id]
-        with qs.cond:  # the locks of received messages are dropped lazily (_QueueState.settle)
+        qs = qm.queues.by_id[qm.get_queue(TX).queue_id]
+        with qs.cond:  # the locks of received messages are dropped lazily (QueueState.settle)
             qs.settle()
         assert qs.locked == set()
     finally:
@@ -286,11 +290,11 @@ def test_sparse_span_is_removed_per_message(tmp_path: Path, spy: list[int | None
     id by id: it goes per message, with the same result."""
     qm, counts = make(tmp_path / "qm")
     try:
-        a = qm.send(PLAIN, Message(body=b"a")).lookup_id
+        a = qm.send(PLAIN, MessageRecord(body=b"a")).lookup_id
         with qm.begin() as tx:
-            qm.send_many(OTHER, [Message(body=b"o")] * 5000, tx)
-        b = qm.send(PLAIN, Message(body=b"b")).lookup_id
-        c = qm.send(PLAIN, Message(body=b"c")).lookup_id
+            qm.send_many(OTHER, [MessageRecord(body=b"o")] * 5000, tx)
+        b = qm.send(PLAIN, MessageRecord(body=b"b")).lookup_id
+        c = qm.send(PLAIN, MessageRecord(body=b"c")).lookup_id
         assert b - a > 5000
         assert qm.remove_through({PLAIN: b}) == 2
         assert not spy

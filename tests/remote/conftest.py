@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.client.grpc_transport import GrpcTransport
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.server import RemoteServer
 
 TXQ = "private$\\tx"
@@ -28,9 +28,9 @@ def fill(qm: QueueManager, queue: str, bodies: list[bytes]) -> None:
     """Put messages in a queue directly through the QM (one commit)."""
     if qm.get_queue(queue).transactional:
         with qm.begin() as t:
-            qm.send_many(queue, [Message(body=b) for b in bodies], t)
+            qm.send_many(queue, [MessageRecord(body=b) for b in bodies], t)
     else:
-        qm.send_many(queue, [Message(body=b) for b in bodies])
+        qm.send_many(queue, [MessageRecord(body=b) for b in bodies])
 
 
 def bodies(qm: QueueManager, queue: str) -> list[bytes]:

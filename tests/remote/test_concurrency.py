@@ -8,7 +8,7 @@ import threading
 from openmsmq.client import Access, Ack
 from openmsmq.client.grpc_transport import GrpcTransport
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.server import RemoteServer
 
 from .conftest import TXQ, bodies
@@ -51,7 +51,7 @@ def consume(target: str, two_phase: bool, out: list[int], errors: list[BaseExcep
 
 def test_four_consumers_commit_every_message_exactly_once(qm: QueueManager) -> None:
     with qm.begin() as t:
-        qm.send_many(TXQ, [Message(body=b"%d" % i) for i in range(N)], t)
+        qm.send_many(TXQ, [MessageRecord(body=b"%d" % i) for i in range(N)], t)
     expected = sorted(m.lookup_id for m in qm.peek_range(TXQ, 0, N + 1))
     assert len(expected) == N
     with RemoteServer(qm, port=0) as srv:

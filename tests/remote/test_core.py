@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.codes import NACK_RECEIVE_REJECTED, SINGLE_MESSAGE_UOW, AccessMode, Action, RemoteAck
-from openmsmq.remote.core import RemoteReadCore, Session
+from openmsmq.remote.core import RemoteReadCore, RemoteSession
 from tests.clock import Clock
 
 from .conftest import PLAINQ, TXQ, bodies, fill
@@ -34,7 +34,7 @@ def core(qm: QueueManager, clock: Clock) -> Iterator[RemoteReadCore]:
 
 
 @pytest.fixture
-def s(core: RemoteReadCore) -> Session:
+def s(core: RemoteReadCore) -> RemoteSession:
     return core.open_session(Principal("test"))
 
 
@@ -60,14 +60,14 @@ def available(qm: QueueManager, queue: str) -> list[bytes]:
 # ---- seed 001: R_EndTransactionalReceive, every step ----------------------------------------
 
 
-def test_step1_no_pending_entry_for_handle_is_invalid_handle(core: RemoteReadCore, s: Session) -> None:
+def test_step1_no_pending_entry_for_handle_is_invalid_handle(core: RemoteReadCore, s: RemoteSession) -> None:
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     assert core.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
     assert core.end_receive(s, 9999, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
 
 
 def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
@@ -81,7 +81,7 @@ def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
 
 
 def test_step2_cancels_the_cleanup_timer(
-    core: RemoteReadCore, s: Session, qm: QueueManager, clock: Clock
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
@@ -97,7 +97,7 @@ def test_step2_cancels_the_cleanup_timer(
 
 
 def test_step4_descriptor_gone_is_a_failure_and_nothing_more(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     """Seed 001 step 4: "If not found, return a failure HRESULT, and perform no further
     actions": the message stays where its transaction holds it; abort puts it back."""
@@ -114,7 +114,7 @@ def test_step4_descriptor_gone_is_a_failure_and_nothing_more(
 
 
 def test_step4_descriptor_gone_of_a_receive_outside_a_transaction_puts_it_back(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     # R_EndReceive: no transaction would ever end that lock, so the message goes back.
     fill(qm, PLAINQ, [b"a"])
@@ -127,7 +127,7 @@ def test_step4_descriptor_gone_of_a_receive_outside_a_transaction_puts_it_back(
 
 
 def test_end_receive_and_end_transactional_receive_are_distinct(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     """R_EndReceive (iTransactional False) removes an acknowledged message now;
     R_EndTransactionalReceive (iTransactional True) leaves it to the commit. The method
@@ -154,7 +154,9 @@ def test_end_receive_and_end_transactional_receive_are_distinct(
     assert bodies(qm, TXQ) == []
 
 
-def test_step6_message_gone_is_message_not_found(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_step6_message_gone_is_message_not_found(
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
+) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.start_receive(s, h, request_id=1, uow=UOW)  # creates the transaction (3.1.4.13 step 6)
@@ -163,7 +165,7 @@ def test_step6_message_gone_is_message_not_found(core: RemoteReadCore, s: Sessio
     assert bodies(qm, TXQ) == []
 
 
-def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, TXQ, [b"a", b"b"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
@@ -176,7 +178,7 @@ def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: Session, qm: 
     assert bodies(qm, TXQ) == [b"b"]
 
 
-def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
@@ -187,7 +189,7 @@ def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: Session, qm:
 
 
 def test_step7_nack_makes_it_available_now_and_commit_keeps_it(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
@@ -202,7 +204,9 @@ def test_step7_nack_makes_it_available_now_and_commit_keeps_it(
     assert bodies(qm, TXQ) == [b"a"]
 
 
-def test_end_after_abort_is_transaction_sequence(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_end_after_abort_is_transaction_sequence(
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
+) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
@@ -216,7 +220,7 @@ def test_end_after_abort_is_transaction_sequence(core: RemoteReadCore, s: Sessio
     assert available(qm, TXQ) == []
 
 
-def test_dwack_out_of_range(core: RemoteReadCore, s: Session) -> None:
+def test_dwack_out_of_range(core: RemoteReadCore, s: RemoteSession) -> None:
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     for bad in (0, 3):
         with pytest.raises(MQError) as e:
@@ -228,7 +232,7 @@ def test_dwack_out_of_range(core: RemoteReadCore, s: Session) -> None:
 
 
 def test_cleanup_timer_puts_abandoned_messages_back(
-    core: RemoteReadCore, s: Session, qm: QueueManager, clock: Clock
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
     fill(qm, PLAINQ, [b"a", b"b", b"c"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
@@ -247,7 +251,7 @@ def test_cleanup_timer_puts_abandoned_messages_back(
 
 
 def test_cleanup_timer_in_a_transaction_takes_the_message_out_of_it(
-    core: RemoteReadCore, s: Session, qm: QueueManager, clock: Clock
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
@@ -264,7 +268,7 @@ def test_cleanup_timer_in_a_transaction_takes_the_message_out_of_it(
 
 
 def test_session_close_aborts_transactions_and_releases_everything(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     fill(qm, TXQ, [b"a", b"b", b"c"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE | AccessMode.SEND)
@@ -273,7 +277,7 @@ def test_session_close_aborts_transactions_and_releases_everything(
     core.end_receive(s, h, [1], ACK)  # ACKed, in the transaction
     core.start_receive(s, h, request_id=2, uow=UOW)  # pending
     core.read(s, h, uow=UOW)  # plain receive in the transaction
-    core.send(s, h, [Message(body=b"new")], UOW)
+    core.send(s, h, [MessageRecord(body=b"new")], UOW)
     assert available(qm, TXQ) == []
     core.close_session(s)
     assert available(qm, TXQ) == [b"a", b"b", b"c"]
@@ -283,7 +287,9 @@ def test_session_close_aborts_transactions_and_releases_everything(
     assert code(e) == HResult.MQ_ERROR_STALE_HANDLE
 
 
-def test_idle_session_times_out(core: RemoteReadCore, s: Session, qm: QueueManager, clock: Clock) -> None:
+def test_idle_session_times_out(
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
+) -> None:
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     core.start_receive(s, h, request_id=1)
@@ -298,7 +304,7 @@ def test_idle_session_times_out(core: RemoteReadCore, s: Session, qm: QueueManag
     assert available(qm, PLAINQ) == [b"a"]
 
 
-def test_handles_belong_to_their_session(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_handles_belong_to_their_session(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     core.start_receive(s, h, request_id=1)
@@ -315,7 +321,7 @@ def test_handles_belong_to_their_session(core: RemoteReadCore, s: Session, qm: Q
 # ---- OpenQueueDescriptors -------------------------------------------------------------------
 
 
-def test_share_modes(core: RemoteReadCore, s: Session) -> None:
+def test_share_modes(core: RemoteReadCore, s: RemoteSession) -> None:
     core.open_queue(s, PLAINQ, AccessMode.RECEIVE, 1)  # MQ_DENY_SHARE
     for access, share in ((AccessMode.RECEIVE, 0), (AccessMode.PEEK, 1), (AccessMode.RECEIVE, 1)):
         with pytest.raises(MQError) as e:
@@ -326,7 +332,7 @@ def test_share_modes(core: RemoteReadCore, s: Session) -> None:
 
 
 def test_close_queue_puts_pending_back_and_frees_the_share(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE, 1)
@@ -367,7 +373,7 @@ def test_open_queue_parameters_and_permissions(core: RemoteReadCore, qm: QueueMa
     assert core.open_queue(reader, PLAINQ, AccessMode.PEEK) > 0
 
 
-def test_purge_needs_receive_access(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_purge_needs_receive_access(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, PLAINQ, [b"a", b"b"])
     peeker = core.open_queue(s, PLAINQ, AccessMode.PEEK)
     with pytest.raises(MQError) as e:
@@ -398,7 +404,7 @@ def test_purge_needs_receive_access(core: RemoteReadCore, s: Session, qm: QueueM
 )
 def test_validity_matrix(
     core: RemoteReadCore,
-    s: Session,
+    s: RemoteSession,
     qm: QueueManager,
     action: int,
     lookup_id: int,
@@ -420,14 +426,16 @@ def test_validity_matrix(
     assert available(qm, TXQ) == [b"a"]
 
 
-def test_transactional_receive_on_plain_queue_is_transaction_usage(core: RemoteReadCore, s: Session) -> None:
+def test_transactional_receive_on_plain_queue_is_transaction_usage(
+    core: RemoteReadCore, s: RemoteSession
+) -> None:
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     with pytest.raises(MQError) as e:
         core.start_receive(s, h, request_id=1, uow=UOW)
     assert code(e) == HResult.MQ_ERROR_TRANSACTION_USAGE
 
 
-def test_peek_handle_cannot_receive(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_peek_handle_cannot_receive(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.PEEK)
     assert [m.body for m in core.read(s, h, Action.PEEK_CURRENT)] == [b"a"]
@@ -436,7 +444,7 @@ def test_peek_handle_cannot_receive(core: RemoteReadCore, s: Session, qm: QueueM
     assert code(e) == HResult.MQ_ERROR_ACCESS_DENIED
 
 
-def test_lookup_actions(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_lookup_actions(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, PLAINQ, [b"a", b"b", b"c"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     ids = [m.lookup_id for m in qm.peek_range(PLAINQ)]
@@ -455,7 +463,9 @@ def test_lookup_actions(core: RemoteReadCore, s: Session, qm: QueueManager) -> N
     assert [m.body for m in core.read(s, h, Action.LOOKUP_RECEIVE_FIRST)] == [b"a"]
 
 
-def test_cursor_reads_and_two_phase_at_cursor(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_cursor_reads_and_two_phase_at_cursor(
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
+) -> None:
     fill(qm, PLAINQ, [b"a", b"b", b"c", b"d"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     c = core.create_cursor(s, h)
@@ -471,7 +481,7 @@ def test_cursor_reads_and_two_phase_at_cursor(core: RemoteReadCore, s: Session, 
 
 
 def test_duplicate_request_id_is_invalid_parameter(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     fill(qm, PLAINQ, [b"a", b"b"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
@@ -486,7 +496,7 @@ def test_duplicate_request_id_is_invalid_parameter(
 
 
 def test_single_message_transaction_is_not_two_phase(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
@@ -500,7 +510,7 @@ def test_single_message_transaction_is_not_two_phase(
 # ---- waiting and R_CancelReceive ------------------------------------------------------------
 
 
-def test_cancel_receive_stops_a_waiting_receive(core: RemoteReadCore, s: Session) -> None:
+def test_cancel_receive_stops_a_waiting_receive(core: RemoteReadCore, s: RemoteSession) -> None:
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     errors: list[MQError] = []
     waiting = threading.Event()
@@ -530,7 +540,7 @@ def test_cancel_receive_stops_a_waiting_receive(core: RemoteReadCore, s: Session
     assert code(e) == HResult.STATUS_NOT_FOUND
 
 
-def test_timeout_is_io_timeout(core: RemoteReadCore, s: Session) -> None:
+def test_timeout_is_io_timeout(core: RemoteReadCore, s: RemoteSession) -> None:
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     with pytest.raises(MQError) as e:
         core.read(s, h, timeout_ms=30)
@@ -540,7 +550,7 @@ def test_timeout_is_io_timeout(core: RemoteReadCore, s: Session) -> None:
 # ---- R_SetUserAcknowledgementClass ----------------------------------------------------------
 
 
-def test_set_ack_class(core: RemoteReadCore, s: Session, qm: QueueManager) -> None:
+def test_set_ack_class(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
@@ -561,7 +571,7 @@ def test_set_ack_class(core: RemoteReadCore, s: Session, qm: QueueManager) -> No
 
 
 def test_batched_start_receive_skips_messages_another_reader_locked(
-    core: RemoteReadCore, s: Session, qm: QueueManager
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     fill(qm, TXQ, [b"1", b"2", b"3", b"4", b"5"])
     other = qm.begin()

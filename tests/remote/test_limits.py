@@ -24,7 +24,7 @@ from openmsmq.client.grpc_transport import GrpcTransport
 from openmsmq.client.types import RangeQuery
 from openmsmq.errors import HResult, LimitError, MQError
 from openmsmq.observability.metrics import Metrics
-from openmsmq.qm import Message, QueueManager, QueueType
+from openmsmq.qm import MessageRecord, QueueManager, QueueType
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.auth import Permission, Principal, parse_tokens
@@ -80,7 +80,7 @@ def test_every_message_count_of_the_core_is_bounded(qm: QueueManager) -> None:
             lambda: core.read(s, h, max_count=5, uow=tx),
             lambda: core.start_receive(s, h, request_id=1, max_count=5, uow=tx),
             lambda: core.end_receive(s, h, list(range(1, 6)), RemoteAck.RR_ACK),
-            lambda: core.send(s, h, [Message(body=b"x")] * 5, tx),
+            lambda: core.send(s, h, [MessageRecord(body=b"x")] * 5, tx),
         ):
             with pytest.raises(LimitError) as err:
                 call()

@@ -11,9 +11,9 @@ from openmsmq.client import grpc_transport as gt
 from openmsmq.client.message import Message as ClientMessage
 from openmsmq.client.types import AckRequest, Delivery
 from openmsmq.errors import MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote import openmsmq_remote_pb2 as pb
-from openmsmq.remote import ranges
+from openmsmq.remote import range_calls
 from openmsmq.remote.auth import ALLOW_ALL
 from openmsmq.remote.packed import decode_messages, encode_messages, encode_rows
 from openmsmq.remote.server import message_to_pb, read_reply
@@ -25,9 +25,9 @@ LINEAGE = uuid.UUID("12345678-9abc-def0-1234-56789abcdef0")
 SOURCE = uuid.UUID("0fedcba9-8765-4321-0fed-cba987654321")
 
 
-def rich(i: int) -> Message:
+def rich(i: int) -> MessageRecord:
     """A message with no field at its default."""
-    return Message(
+    return MessageRecord(
         body=bytes([i]) * (100 + i), label=f"étiquette {i}", priority=5, message_class=0xC004,
         body_type=8, correlation_id=bytes(range(20)), app_specific=0xFFFFFFFF, delivery=1,
         time_to_reach_queue=77, time_to_be_received=88, ack_flags=0x0F, positive_journaling=True,
@@ -41,7 +41,7 @@ def rich(i: int) -> Message:
 
 
 def test_packed_and_repeated_replies_give_equal_client_messages() -> None:
-    msgs = [rich(i) for i in range(3)] + [Message(body=b"")]
+    msgs = [rich(i) for i in range(3)] + [MessageRecord(body=b"")]
     packed = gt._messages(read_reply(msgs, 1))
     repeated = gt._messages(read_reply(msgs, 0))  # what a server without packing sends
     assert packed == repeated
@@ -91,12 +91,12 @@ def test_message_to_pb_is_still_served_for_old_clients() -> None:
     assert reply.packed == b"" and reply.messages[0] == message_to_pb(rich(0))
 
 
-def _variants() -> list[Message]:
+def _variants() -> list[MessageRecord]:
     """Messages covering every field of a stored row, each variable-length field alone."""
     base = [rich(i) for i in range(3)]
     return [
         *base,
-        Message(body=b""),
+        MessageRecord(body=b""),
         replace(base[0], label="", admin_queue="", response_queue="", extension=b""),
         replace(base[0], label="l", admin_queue="", response_queue="", extension=b""),
         replace(base[0], label="", admin_queue="a", response_queue="", extension=b""),
@@ -128,5 +128,5 @@ def test_peek_range_packed_equals_the_message_path(qm: QueueManager) -> None:
             (ids[1], None, 7),
             (ids[-1], None, 5),
         ):
-            want = encode_messages(ranges.peek_range(qm, ALLOW_ALL, queue, after, through, limit))
-            assert ranges.peek_range_packed(qm, ALLOW_ALL, queue, after, through, limit) == want
+            want = encode_messages(range_calls.peek_range(qm, ALLOW_ALL, queue, after, through, limit))
+            assert range_calls.peek_range_packed(qm, ALLOW_ALL, queue, after, through, limit) == want

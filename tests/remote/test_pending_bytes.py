@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from openmsmq.errors import HResult, LimitError, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.auth import Principal
 from openmsmq.remote.codes import AccessMode, RemoteAck
 from openmsmq.remote.core import RemoteReadCore
@@ -164,10 +164,10 @@ def test_sends_in_an_open_transaction_count_against_the_session_budget(
     h = core.open_queue(s, TXQ, AccessMode.SEND | AccessMode.RECEIVE)
     uow = bytes(range(16))
     fits = BUDGET // SEND_COST
-    core.send(s, h, [Message(body=bytes(BODY))] * fits, uow)
+    core.send(s, h, [MessageRecord(body=bytes(BODY))] * fits, uow)
     assert s.pending_bytes == fits * SEND_COST
     with pytest.raises(LimitError) as err:
-        core.send(s, h, [Message(body=bytes(BODY))] * 2, uow)
+        core.send(s, h, [MessageRecord(body=bytes(BODY))] * 2, uow)
     assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert err.value.limit == "remote.max_pending_bytes"
     assert "commit or abort" in str(err.value)
@@ -191,11 +191,11 @@ def test_the_send_budget_comes_back_at_abort_and_at_session_end(
 ) -> None:
     s = core.open_session(Principal("a"))
     h = core.open_queue(s, TXQ, AccessMode.SEND)
-    core.send(s, h, [Message(body=bytes(BODY))] * 3, b"\x01" * 16)
+    core.send(s, h, [MessageRecord(body=bytes(BODY))] * 3, b"\x01" * 16)
     assert s.pending_bytes == 3 * SEND_COST and core.budget.tx_bytes == 3 * SEND_COST
     core.abort(s, b"\x01" * 16)
     assert s.pending_bytes == 0 and core.budget.tx_bytes == 0
-    core.send(s, h, [Message(body=bytes(BODY))] * 3, b"\x02" * 16)
+    core.send(s, h, [MessageRecord(body=bytes(BODY))] * 3, b"\x02" * 16)
     core.close_session(s)  # the client vanished: its transaction is aborted
     assert core.budget.tx_bytes == 0
     assert bodies(qm, TXQ) == []
@@ -208,12 +208,12 @@ def test_sends_of_all_sessions_stop_at_the_server_budget(qm: QueueManager, clock
     try:
         a, b = core.open_session(Principal("a")), core.open_session(Principal("b"))
         ha, hb = (core.open_queue(x, TXQ, AccessMode.SEND) for x in (a, b))
-        core.send(a, ha, [Message(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x01" * 16)
+        core.send(a, ha, [MessageRecord(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x01" * 16)
         with pytest.raises(LimitError) as err:
-            core.send(b, hb, [Message(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x02" * 16)
+            core.send(b, hb, [MessageRecord(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x02" * 16)
         assert err.value.limit == "remote.max_total_pending_bytes"
         core.commit(a, b"\x01" * 16)
-        core.send(b, hb, [Message(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x02" * 16)
+        core.send(b, hb, [MessageRecord(body=bytes(BODY))] * (BUDGET // SEND_COST), b"\x02" * 16)
         core.commit(b, b"\x02" * 16)
         assert len(bodies(qm, TXQ)) == 2 * (BUDGET // SEND_COST)
     finally:

@@ -8,7 +8,7 @@ from openmsmq.client import Access, OutgoingMessage
 from openmsmq.client.grpc_transport import GrpcTransport
 from openmsmq.client.types import RangeQuery
 from openmsmq.errors import AccessDeniedError, HResult, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.remote.auth import parse_tokens
 from openmsmq.remote.server import RemoteServer
 
@@ -63,7 +63,7 @@ def test_each_call_needs_its_permission_on_every_queue(qm: QueueManager) -> None
 def test_outgoing_queues_cannot_be_read_or_removed(qm: QueueManager) -> None:
     remote = "DIRECT=TCP:192.0.2.1\\private$\\far"
     with qm.begin() as t:
-        qm.send(remote, Message(body=b"out"), t)  # creates the outgoing queue
+        qm.send(remote, MessageRecord(body=b"out"), t)  # creates the outgoing queue
     with RemoteServer(qm, port=0) as srv:
         srv.start()
         g = GrpcTransport(srv.target)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 
 from .model import SimFailure
 
@@ -73,7 +73,7 @@ class Oracle:
             flow.index[b] = len(flow.expected)
             flow.expected.append(b)
 
-    def stored(self, node: str, messages: tuple[Message, ...] | list[Message]) -> None:
+    def stored(self, node: str, messages: tuple[MessageRecord, ...] | list[MessageRecord]) -> None:
         """An accept batch made ``messages`` durable at ``node``, in this order."""
         for m in messages:
             flow = self.flows.get(flow_of(m.body))
@@ -108,7 +108,7 @@ class Oracle:
                 raise SimFailure("release-after-durable", f"{b!r} released twice by {flow.src}")
             flow.released.add(b)
 
-    def consumed(self, flow: Flow, messages: list[Message], how: str) -> None:
+    def consumed(self, flow: Flow, messages: list[MessageRecord], how: str) -> None:
         """Committed work at the destination took these messages."""
         for m in messages:
             if m.body in flow.consumed:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.qm.transfer import ReleaseBatch, StoreWork
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import ReleaseBatch, StoreWork
 
 from .checker import Flow
 from .model import FaultConfig
@@ -36,7 +36,7 @@ def _commit(w: World, flow: Flow, n: int) -> None:
     assert node.qm is not None and node.transfer is not None
     bodies = [flow.new_body(0) for _ in range(n)]
     with node.qm.begin() as tx:
-        node.qm.send_many(flow.format_name, [Message(body=b) for b in bodies], tx)
+        node.qm.send_many(flow.format_name, [MessageRecord(body=b) for b in bodies], tx)
     w.oracle.committed(flow, bodies)
     node.transfer.poll(w.loop.now)
     w._pump(node)

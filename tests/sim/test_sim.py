@@ -13,8 +13,9 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.protocol import incoming
-from openmsmq.qm import transfer_trust
+from openmsmq.transfer import trust as transfer_trust
 
+from . import planted
 from .byzantine import ACTS
 from .model import FaultConfig
 from .world import run
@@ -60,6 +61,7 @@ def _seeds(seeds: range | list[int]) -> list[object]:
 
 
 PLANTED_BUGS = ("ack-before-durable", "accept-duplicate")
+PLANTED_BUGS_NAMED = planted.PLANTED_BUGS
 
 
 @pytest.mark.parametrize("seed", _seeds(CI_SEEDS))
@@ -76,12 +78,11 @@ def test_regression_seed(seed: int) -> None:
     assert result.stats.messages_checked > 0
 
 
-def _first_failure(bug: str, faults: FaultConfig | None, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    monkeypatch.setattr(incoming, "_PLANTED_BUG", bug)
+def _first_failure(bug: str, faults: FaultConfig | None) -> tuple[int, str]:
     for seed in CI_SEEDS:
         if seed in KNOWN_FAILURES:
             continue
-        result = run(seed, faults)
+        result = run(seed, faults, bug)
         if not result.ok:
             assert result.failure is not None
             report = result.report()
@@ -92,32 +93,34 @@ def _first_failure(bug: str, faults: FaultConfig | None, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize("bug", PLANTED_BUGS)
-def test_planted_bug_is_caught(bug: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    seed, check = _first_failure(bug, None, monkeypatch)
+def test_planted_bug_is_caught(bug: str) -> None:
+    seed, check = _first_failure(bug, None)
     expected = {"ack-before-durable": "release-after-durable", "accept-duplicate": "exactly-once"}[bug]
     assert check == expected, (seed, check)
 
 
 @pytest.mark.parametrize("bug", PLANTED_BUGS)
-def test_planted_bug_is_caught_end_to_end(bug: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_planted_bug_is_caught_end_to_end(bug: str) -> None:
     """Without the release oracle the checker still catches both bugs by their effects:
     a message lost in a receiver crash after its early OrderAck (a gap at the destination
     or a sequence that never drains), or a duplicate stored."""
-    _seed, check = _first_failure(bug, FaultConfig(check_release=False), monkeypatch)
+    _seed, check = _first_failure(bug, FaultConfig(check_release=False))
     assert check in {"in-order", "exactly-once", "liveness", "drained", "committed-receive"}
 
 
 @pytest.mark.parametrize(("bug", "seed", "check", "strict"), PLANTED_REGRESSIONS)
-def test_planted_bug_regression(
-    bug: str, seed: int, check: str, strict: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(incoming, "_PLANTED_BUG", bug)
-    result = run(seed, FaultConfig(check_release=strict))
+def test_planted_bug_regression(bug: str, seed: int, check: str, strict: bool) -> None:
+    result = run(seed, FaultConfig(check_release=strict), bug)
     assert not result.ok and result.failure is not None and result.failure.check == check
 
 
-def test_planted_bug_switch_is_off_by_default() -> None:
-    assert incoming._PLANTED_BUG is None
+def test_production_code_carries_no_planted_bug() -> None:
+    """The planted bugs live in tests/sim/planted.py; a registry built as the transfer
+    builds it creates plain sequences, and the protocol module has no switch for them."""
+    assert set(PLANTED_BUGS) == set(PLANTED_BUGS_NAMED)
+    registry = incoming.IncomingSequences.restore([], 0.0)
+    assert registry.sequence_type is incoming.IncomingSequence
+    assert not any("PLANTED" in name for name in vars(incoming))
 
 
 def test_a_seed_replays_identically() -> None:
@@ -138,7 +141,7 @@ def test_faults_of_every_kind_are_injected_over_the_ci_seeds_prefix() -> None:
     assert kinds >= every
 
 
-#: The trust rules (openmsmq.qm.transfer_trust) switched off, and the check that the
+#: The trust rules (openmsmq.transfer.trust) switched off, and the check that the
 #: byzantine peer's lies then break: the checker sees what the rules prevent.
 TRUST_OFF = {
     "source-qm": ("forged",),

@@ -3,7 +3,7 @@
 Topology (fixed): A (127.0.0.2) sends to B (127.0.0.3) directly and to C (127.0.0.4) through
 B (a static route: B is an intermediate hop); C sends to A directly. Each QM is the real
 :class:`~openmsmq.qm.manager.QueueManager` (``threaded=False``: every store operation
-commits in the caller's thread) composed with the real :class:`~openmsmq.qm.transfer.Transfer`
+commits in the caller's thread) composed with the real :class:`~openmsmq.transfer.engine.Transfer`
 (protocol sessions, outgoing and incoming sequences). Only the clock, the network, the
 store latency and the applications are simulated.
 
@@ -26,19 +26,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.protocol import incoming as incoming_module
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.transaction import PendingReceive, Transaction
-from openmsmq.qm.transfer import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
-from openmsmq.qm.transfer_trust import TrustConfig
-from openmsmq.store.records import Message, QueueType
+from openmsmq.store.records import MessageRecord, QueueType
+from openmsmq.transfer.engine import AcceptBatch, ReleaseBatch, StoreWork, Transfer, TransferConfig
+from openmsmq.transfer.trust import TrustConfig
 
 from .byzantine import FORGED, Byzantine
 from .byzantine import NAME as BYZANTINE
 from .checker import Flow, Oracle
 from .model import START, EventLoop, FaultConfig, SimFailure, SimStats, Trace
 from .network import End, Link, Network
+from .planted import PLANTED_BUGS
 
 ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
 #: A reaches C through B; B relays to C only along a route for it (docs/security.md).
@@ -116,21 +116,6 @@ def _seeded_uuid4(rng: random.Random) -> Iterator[None]:
         uuid.uuid4 = original
 
 
-@contextlib.contextmanager
-def planted(bug: str | None) -> Iterator[None]:
-    """Switch on a planted bug of :mod:`openmsmq.protocol.incoming` (test-only) for a block;
-    ``None`` leaves the switch as it is (a test may have set it with monkeypatch)."""
-    if bug is None:
-        yield
-        return
-    old = incoming_module._PLANTED_BUG
-    incoming_module._PLANTED_BUG = bug
-    try:
-        yield
-    finally:
-        incoming_module._PLANTED_BUG = old
-
-
 def _scratch_root() -> str | None:
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
@@ -139,7 +124,9 @@ def _scratch_root() -> str | None:
 class World:
     """One run of the simulation (use :func:`run`)."""
 
-    def __init__(self, seed: int, faults: FaultConfig, root: Path) -> None:
+    def __init__(self, seed: int, faults: FaultConfig, root: Path, bug: str | None = None) -> None:
+        #: The incoming sequences with a planted bug (tests/sim/planted.py), or the real ones.
+        self.sequence_type = PLANTED_BUGS[bug] if bug is not None else None
         self.seed = seed
         self.cfg = faults
         self.rng = random.Random(seed)
@@ -254,6 +241,8 @@ class World:
                 if flow.dst == node.name:
                     qm.create_queue(flow.queue, transactional=True)
         node.transfer = Transfer(qm, node.config, now)
+        if self.sequence_type is not None:
+            node.transfer.incoming.use_sequence_type(self.sequence_type, now)
         node.timer_at = None
         if not first:
             self._check_restart(node)
@@ -508,7 +497,7 @@ class World:
                     if same and cur.tx_sequence_number != prev.tx_sequence_number + 1:
                         raise SimFailure("sequence-state", f"{node.name}: {flow.name} numbering broken")
 
-    def _outgoing(self, node: SimNode, flow: Flow) -> list[Message]:
+    def _outgoing(self, node: SimNode, flow: Flow) -> list[MessageRecord]:
         assert node.qm is not None
         for rec in node.qm.list_queues(include_system=True):
             if rec.queue_type == QueueType.OUTGOING and rec.display_name.lower() == flow.format_name.lower():
@@ -566,7 +555,7 @@ class World:
         tx = node.qm.begin()
         txno = self.stats.committed_tx + self.stats.aborted_tx + self.open_sends
         bodies = [flow.new_body(txno) for _ in range(self.rng.randint(1, 4))]
-        node.qm.send_many(flow.format_name, [Message(body=b, label=flow.name) for b in bodies], tx)
+        node.qm.send_many(flow.format_name, [MessageRecord(body=b, label=flow.name) for b in bodies], tx)
         r = self.rng.random()
         outcome = "commit" if r < 0.85 else "abort" if r < 0.95 else "abandon"
         self.open_sends += 1
@@ -716,10 +705,9 @@ def run(seed: int, faults: FaultConfig | None = None, bug: str | None = None) ->
     log = logging.getLogger("openmsmq")
     level = log.level
     log.setLevel(logging.CRITICAL)
-    world = World(seed, cfg, root)
+    world = World(seed, cfg, root, bug)
     try:
-        with planted(bug):
-            world.run()
+        world.run()
         return RunResult(seed, True, world.stats, summary=world.oracle.summary())
     except SimFailure as failure:
         return RunResult(seed, False, world.stats, failure, world.trace.lines(), world.oracle.summary())

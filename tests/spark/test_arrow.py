@@ -153,7 +153,7 @@ def test_partition_read_shrinks_pages_of_large_bodies(monkeypatch: pytest.Monkey
 
 
 def test_a_page_shorter_than_asked_does_not_end_the_partition(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The server stops a reply at 64 MiB of bodies (remote.reads.REPLY_BYTES): a short page
+    # The server stops a reply at 64 MiB of bodies (remote.read_calls.REPLY_BYTES): a short page
     # is not the last. Reading stopped there before: a batch read of 120 messages of 4 MB
     # gave 17 rows, and a streaming batch would have removed the rest unread at commit.
     class Capped(FakeBackend):

@@ -8,7 +8,7 @@ import pytest
 
 from openmsmq.client import grpc_transport as gt
 from openmsmq.errors import MQError
-from openmsmq.qm import Message
+from openmsmq.qm import MessageRecord
 from openmsmq.remote.packed import encode_messages
 from openmsmq.spark.arrow import ARROW_SCHEMA, page_to_batch
 from openmsmq.spark.backend import _page
@@ -19,9 +19,9 @@ LINEAGES = [uuid.UUID(int=0x12345678_9ABC_DEF0_1234_56789ABCDEF0), uuid.UUID(int
 SOURCES = [uuid.UUID(int=0x0FEDCBA9_8765_4321_0FED_CBA987654321), uuid.UUID(int=(1 << 128) - 1)]
 
 
-def message(i: int) -> Message:
+def message(i: int) -> MessageRecord:
     """Messages whose every column varies: lengths, text, GUIDs, sequences present or not."""
-    return Message(
+    return MessageRecord(
         body=bytes([i % 256]) * (i % 7), label=f"étiquette {i}" if i % 3 else "", priority=i % 8,
         message_class=0xC004 if i % 5 == 0 else 0, correlation_id=bytes(range(20)) if i % 2 else b"",
         app_specific=0xFFFFFFFF - i, lookup_id=1000 + 3 * i, id_lineage=LINEAGES[i % 2],
@@ -33,7 +33,7 @@ def message(i: int) -> Message:
     )  # fmt: skip
 
 
-def old_path(msgs: list[Message]) -> tuple[object, list[int], int]:
+def old_path(msgs: list[MessageRecord]) -> tuple[object, list[int], int]:
     """What the source did before: client Messages, then columns, then the batch."""
     page = _page(gt._messages(gt.pb.ReadReply(packed=encode_messages(msgs))))
     return page_to_batch(QUEUE, page), list(page.lookup_id), page.body_bytes
@@ -76,10 +76,10 @@ def test_a_label_that_is_not_utf8_fails() -> None:
         packed_to_page(QUEUE, bytes(blob))
 
 
-def same_size(i: int, *, shift: bool) -> Message:
+def same_size(i: int, *, shift: bool) -> MessageRecord:
     """Records all of one size; with ``shift`` the body and label sizes trade bytes."""
     k = i % 2 if shift else 0
-    return Message(
+    return MessageRecord(
         body=b"b%d" % (i % 10) + b"x" * (8 - 3 * k), label="abc" * k, lookup_id=10 + i,
         id_lineage=LINEAGES[0], id_uniquifier=i + 1, sent_time=1_700_000_000, arrived_time=1_700_000_000,
         source_machine=SOURCES[0], correlation_id=bytes([i % 256]) * 20, transactional=True,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from openmsmq.qm.options import StoreOptions
 from openmsmq.store.backend import StoreBackend
 
 #: Opens the test's store (again), with backend options.
@@ -45,3 +46,11 @@ def open_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
         return PgStore(dsn, **options)
 
     return postgresql
+
+
+@pytest.fixture
+def qm_store(backend: str, request: pytest.FixtureRequest) -> StoreOptions:
+    """The store options of a QueueManager on ``backend`` (a fresh database for PostgreSQL)."""
+    if backend == "sqlite":
+        return StoreOptions()
+    return StoreOptions(backend="postgresql", dsn=request.getfixturevalue("pg_dsn"))

@@ -23,7 +23,7 @@ import sys
 import threading
 
 from openmsmq.errors import IOTimeoutError, MQError
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.qm.options import StoreOptions
 
 QUEUES = {"a": True, "b": True, "c": False, "d": True}
@@ -61,7 +61,7 @@ def worker(qm: QueueManager, log: Log, wid: int, rnd: int, seed: int) -> None:
         if wid == 1 and choice < 0.25:
             tok = token()
             log.write(op=n_op, kind="nsend", add={"c": [tok]}, remove={})
-            m = qm.send(qname("c"), Message(body=tok.encode()))
+            m = qm.send(qname("c"), MessageRecord(body=tok.encode()))
             log.write(op=n_op, done=True, lookups=[m.lookup_id])
             continue
         if wid == 1 and choice < 0.45:
@@ -89,7 +89,7 @@ def worker(qm: QueueManager, log: Log, wid: int, rnd: int, seed: int) -> None:
             # multi-row INSERT chunks (64/32/16/8 rows) when a crash hits.
             count = rng.randint(1, 6) if rng.random() < 0.8 else rng.randint(8, 40)
             toks = [token() for _ in range(count)]
-            qm.send_many(qname(dst), [Message(body=t.encode()) for t in toks], tx)
+            qm.send_many(qname(dst), [MessageRecord(body=t.encode()) for t in toks], tx)
             adds[dst] = toks
         log.write(op=n_op, kind="tx", add=adds, remove=removes)
         if rng.random() < 0.2:

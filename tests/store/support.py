@@ -6,7 +6,7 @@ import sqlite3
 import uuid
 
 from openmsmq.store import INFINITE, QueueType, Store, queues
-from openmsmq.store.records import Message, QueueRecord
+from openmsmq.store.records import MessageRecord, QueueRecord
 
 
 def private_queue(
@@ -29,9 +29,9 @@ def private_queue(
     )
 
 
-def every_attribute_message() -> Message:
+def every_attribute_message() -> MessageRecord:
     """A message with every attribute away from its default (row codec tests)."""
-    return Message(
+    return MessageRecord(
         body=b"\x00body",
         label="läbel",
         priority=6,

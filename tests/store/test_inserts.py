@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 
 from openmsmq.store import inserts, schema
 from openmsmq.store.ops import Send
-from openmsmq.store.records import COL, Message, stamped_rows, to_i64
+from openmsmq.store.records import COL, MessageRecord, stamped_rows, to_i64
+
+#: SQLite only: compares the multi-row INSERT forms on a bare sqlite3 connection, statement by statement.
+pytestmark = pytest.mark.sqlite_only
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -50,7 +53,7 @@ def test_numbered_insert_equals_rows_numbered_in_python(
     odd: str | None,
 ) -> None:
     d = tmp_path_factory.mktemp("ins")
-    msgs = [Message(body=b"%d" % i, label=f"L{i}" if labels else "") for i in range(n)]
+    msgs = [MessageRecord(body=b"%d" % i, label=f"L{i}" if labels else "") for i in range(n)]
     rows = stamped_rows(msgs, True, uuid.uuid4(), 7, 1_700_000_000, "private$\\q")
     _make_one_row_odd(rows, odd)
     queue_id = 3
@@ -117,7 +120,7 @@ def test_plain_insert_equals_one_row_at_a_time(
     odd: str | None,
 ) -> None:
     d = tmp_path_factory.mktemp("ins")
-    msgs = [Message(body=b"%d" % i, label="L" if i % 3 else "", priority=4) for i in range(n)]
+    msgs = [MessageRecord(body=b"%d" % i, label="L" if i % 3 else "", priority=4) for i in range(n)]
     rows = stamped_rows(msgs, transactional, uuid.uuid4(), 7, 1_700_000_000, "private$\\q")
     if sequenced:  # as a receiving QM stores a run of one incoming sequence
         for j, row in enumerate(rows):

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
+from openmsmq.qm.options import StoreOptions
 from openmsmq.store import records
 from openmsmq.store.records import (
     KEYED_COLUMNS,
@@ -21,16 +22,16 @@ from openmsmq.store.records import (
     message_from_row,
     message_to_row,
 )
-from openmsmq.wire._fast import slot_builder
+from openmsmq.wire.fast import slot_builder
 from tests.store.support import every_attribute_message
 
 _QM = uuid.uuid4()
 
 
-def _variants() -> list[Message]:
-    base = Message(body=bytes(256), id_lineage=_QM, destination_qm=_QM, source_machine=_QM, lookup_id=7)
+def _variants() -> list[MessageRecord]:
+    base = MessageRecord(body=bytes(256), id_lineage=_QM, destination_qm=_QM, source_machine=_QM, lookup_id=7)
     zurich = dataclasses.replace(base, destination_queue="private$\\zürich")
-    out = [Message(), every_attribute_message(), base, zurich]
+    out = [MessageRecord(), every_attribute_message(), base, zurich]
     # Each rare variable-length field alone (the decoder's branch on "any rare field").
     for name, value in [
         ("label", "l"),
@@ -78,7 +79,7 @@ def _keyed_rows(full: list[list[Any]], keys: list[int]) -> list[tuple[Any, ...]]
     return rows
 
 
-def _check(messages: list[Message]) -> None:
+def _check(messages: list[MessageRecord]) -> None:
     """keyed_messages over rows of KEYED_COLUMNS (as SQL returns them) equals
     message_from_row over the same messages' full rows."""
     full = [message_to_row(m) for m in messages]
@@ -87,9 +88,9 @@ def _check(messages: list[Message]) -> None:
     want = [(k, message_from_row(row)) for k, row in zip(keys, full, strict=True)]
     assert got == want
     for (_, m), (_, w) in zip(got, want, strict=True):
-        assert type(m) is Message
+        assert type(m) is MessageRecord
         # Every field was stored (an unset slot would raise here) and has the same type.
-        for f in dataclasses.fields(Message):
+        for f in dataclasses.fields(MessageRecord):
             assert type(getattr(m, f.name)) is type(getattr(w, f.name)), f.name
         with pytest.raises(dataclasses.FrozenInstanceError):
             m.label = "x"  # type: ignore[misc]
@@ -109,7 +110,8 @@ def test_keyed_messages_fallback_without_builder(monkeypatch: pytest.MonkeyPatch
 def test_keyed_messages_many_distinct_guids() -> None:
     # More distinct GUID triples than the memo keeps (it is cleared, never wrong).
     msgs = [
-        Message(id_lineage=uuid.uuid4(), destination_qm=_QM, source_machine=uuid.uuid4()) for _ in range(5000)
+        MessageRecord(id_lineage=uuid.uuid4(), destination_qm=_QM, source_machine=uuid.uuid4())
+        for _ in range(5000)
     ]
     _check(msgs)
 
@@ -130,20 +132,20 @@ def test_slot_builder_refuses_what_it_cannot_build() -> None:
         slot_builder(NoSlots)
     with pytest.raises(TypeError):
         slot_builder(PostInit)
-    assert slot_builder(Message) is not None
+    assert slot_builder(MessageRecord) is not None
 
 
-def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
+def test_received_messages_equal_peeked_ones(tmp_path: Path, qm_store: StoreOptions) -> None:
     """Through the QM: receive_many (head read, keyed_messages) returns what
     peek_range (message_from_row) shows, with and without locked rows to skip."""
-    with QueueManager(tmp_path / "qm", integrity_check=False) as qm:
+    with QueueManager(tmp_path / "qm", integrity_check=False, store_options=qm_store) as qm:
         qm.create_queue("private$\\q", transactional=True)
         msgs = [dataclasses.replace(m, priority=0) for m in _variants()] * 3
         with qm.begin() as tx:
             qm.send_many("private$\\q", msgs, tx)
         shown = qm.peek_range("private$\\q", 0, 1000)
         assert len(shown) == len(msgs)
-        got: list[Message] = []
+        got: list[MessageRecord] = []
         with qm.begin() as other:  # a lock past the head, skipped by the read below
             qm.receive_by_lookup_id("private$\\q", shown[5].lookup_id, tx=other)
             with qm.begin() as tx:
@@ -155,7 +157,7 @@ def test_received_messages_equal_peeked_ones(tmp_path: Path) -> None:
         assert sorted(got, key=lambda m: m.lookup_id) == shown
 
 
-def test_reads_of_every_priority_and_of_moved_messages(tmp_path: Path) -> None:
+def test_reads_of_every_priority_and_of_moved_messages(tmp_path: Path, qm_store: StoreOptions) -> None:
     """A non-transactional queue holds all eight priorities (order_key bands); its journal
     holds moved messages (new LookupIdentifiers, same priority part). Head reads, cursor
     reads and reads by LookupIdentifier (keyed_messages) return what peek_range
@@ -163,7 +165,7 @@ def test_reads_of_every_priority_and_of_moved_messages(tmp_path: Path) -> None:
     from openmsmq.qm import CursorAction, LookupAction
 
     name = "private$\\n"
-    with QueueManager(tmp_path / "qm", integrity_check=False) as qm:
+    with QueueManager(tmp_path / "qm", integrity_check=False, store_options=qm_store) as qm:
         qm.create_queue(name, journal=True)
         variants = _variants()
         for i, m in enumerate(variants):

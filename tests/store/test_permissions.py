@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
 from openmsmq.runtime import RUNTIME_FILE, SERVE_LOCK, take_serve_lock, write_runtime
 from tests.serve_proc import ServeProcess, free_port
+
+#: SQLite only: modes of the files in the data directory, where SQLite keeps its database.
+pytestmark = pytest.mark.sqlite_only
 
 
 def mode(path: Path) -> int:
@@ -35,7 +38,7 @@ def test_the_queue_manager_creates_a_private_directory_and_files(tmp_path: Path,
     data = tmp_path / "a" / "data"
     with QueueManager(data) as qm:
         qm.create_queue("private$\\q")
-        qm.send("private$\\q", Message(body=b"secret"))
+        qm.send("private$\\q", MessageRecord(body=b"secret"))
         assert mode(data) == 0o700
         names = sorted(os.listdir(data))
         assert names == ["openmsmq.db", "openmsmq.db-shm", "openmsmq.db-wal"]

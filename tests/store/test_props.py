@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from openmsmq.remote.packed import encode_messages, encode_rows
 from openmsmq.store import props as layout
-from openmsmq.store.records import Message, keyed_messages, message_from_row, message_to_row
+from openmsmq.store.records import MessageRecord, keyed_messages, message_from_row, message_to_row
 from tests.store.support import props_as_v5
 
 _NULL = uuid.UUID(int=0)
@@ -21,10 +21,10 @@ _blob = st.sampled_from([b"", b"\x00", b"ext" * 40])
 
 
 @st.composite
-def messages(draw: st.DrawFn) -> Message:
+def messages(draw: st.DrawFn) -> MessageRecord:
     """Messages whose GUIDs are equal, distinct or null, with or without a
     CorrelationId and each rare string."""
-    return Message(
+    return MessageRecord(
         body=draw(st.binary(max_size=40)),
         label=draw(_text),
         priority=draw(st.integers(0, 7)),
@@ -53,7 +53,7 @@ def messages(draw: st.DrawFn) -> Message:
 
 @settings(max_examples=300, deadline=None)
 @given(messages())
-def test_every_reader_gives_back_the_message(m: Message) -> None:
+def test_every_reader_gives_back_the_message(m: MessageRecord) -> None:
     row = message_to_row(m)
     assert message_from_row(row) == m
     # As SQLite returns it: bytes, not the bytearray message_to_row builds.
@@ -68,13 +68,13 @@ def test_every_reader_gives_back_the_message(m: Message) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(messages())
-def test_the_schema_6_migration_gives_the_rows_this_layout_writes(m: Message) -> None:
+def test_the_schema_6_migration_gives_the_rows_this_layout_writes(m: MessageRecord) -> None:
     props = bytes(message_to_row(m)[11])
     assert layout.convert_v5(props_as_v5(props)) == props
 
 
 @given(messages())
-def test_only_what_differs_from_the_usual_value_is_stored(m: Message) -> None:
+def test_only_what_differs_from_the_usual_value_is_stored(m: MessageRecord) -> None:
     props = message_to_row(m)[11]
     g = props[layout.GFLAGS_AT]
     rare = bool(m.label or m.admin_queue or m.response_queue or m.extension or m.sender_id)
@@ -89,5 +89,5 @@ def test_only_what_differs_from_the_usual_value_is_stored(m: Message) -> None:
 
 def test_a_local_send_takes_55_bytes_and_its_destination() -> None:
     qm = uuid.uuid4()
-    m = Message(body=bytes(256), id_lineage=qm, source_machine=qm, destination_queue="private$\\q")
+    m = MessageRecord(body=bytes(256), id_lineage=qm, source_machine=qm, destination_queue="private$\\q")
     assert len(message_to_row(m)[11]) == 55 + len("private$\\q")

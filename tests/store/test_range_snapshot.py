@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from openmsmq.qm import Message, QueueManager
+from openmsmq.qm import MessageRecord, QueueManager
+from openmsmq.qm.options import StoreOptions
 from openmsmq.store import ranges
 
 QUEUE = ".\\private$\\mixed"
@@ -61,15 +62,32 @@ class _Rows:
 
 def _setup(qm: QueueManager) -> tuple[int, Callable[[], None]]:
     qm.create_queue(QUEUE, transactional=False)
-    qm.send_many(QUEUE, [Message(body=b"p0-%d" % i, priority=0) for i in range(3)])
+    qm.send_many(QUEUE, [MessageRecord(body=b"p0-%d" % i, priority=0) for i in range(3)])
 
     def commit() -> None:
         # One batch: a priority-7 message (band read first) then a priority-0 one (band
         # read last), the second with the higher LookupIdentifier.
-        qm.send_many(QUEUE, [Message(body=b"late-7", priority=7), Message(body=b"late-0", priority=0)])
+        qm.send_many(
+            QUEUE, [MessageRecord(body=b"late-7", priority=7), MessageRecord(body=b"late-0", priority=0)]
+        )
 
-    queue_id = qm._resolve(QUEUE).record.queue_id
+    queue_id = qm.queues.resolve(QUEUE).record.queue_id
     return queue_id, commit
+
+
+def _between(
+    qm: QueueManager, commit: Callable[[], None] | None, fn: Callable[[Any], Any]
+) -> tuple[Any, Any]:
+    """``fn`` on a read connection of the store that runs ``commit`` after its first
+    SELECT; (its result, the wrapped connection)."""
+    seen: list[_CommitBetweenBands] = []
+
+    def run(conn: Any) -> Any:
+        wrapped = _CommitBetweenBands(conn, commit) if commit is not None else conn
+        seen.append(wrapped)
+        return fn(wrapped)
+
+    return qm.store.read(run), seen[0]
 
 
 def _all_ids(qm: QueueManager, queue_id: int) -> list[int]:
@@ -78,25 +96,26 @@ def _all_ids(qm: QueueManager, queue_id: int) -> list[int]:
 
 
 @pytest.mark.parametrize("threaded", [True, False])
-def test_rows_read_has_no_gap(tmp_path: Path, threaded: bool) -> None:
-    with QueueManager(tmp_path / "qm", threaded=threaded) as qm:
+def test_rows_read_has_no_gap(tmp_path: Path, threaded: bool, qm_store: StoreOptions) -> None:
+    with QueueManager(tmp_path / "qm", threaded=threaded, store_options=qm_store) as qm:
         queue_id, commit = _setup(qm)
-        conn = _CommitBetweenBands(qm.store.reader(), commit)
-        got = [r[0] for r in ranges.fetch_rows_through(conn, queue_id, False, 0, None, 100)]  # type: ignore[arg-type]
+        rows, conn = _between(
+            qm, commit, lambda c: ranges.fetch_rows_through(c, queue_id, False, 0, None, 100)
+        )
+        got = [r[0] for r in rows]
         assert conn.selects == 8
         every = _all_ids(qm, queue_id)
         assert len(every) == 5
         # Whatever the read returned, it holds every message up to its highest identifier.
         assert got == [i for i in every if i <= max(got)]
         assert len(got) == 3  # the snapshot predates the batch
-        assert not qm.store.reader().in_transaction
+        assert not qm.store.read(lambda c: c.in_transaction)
 
 
-def test_lookup_range_and_nth_are_one_snapshot(tmp_path: Path) -> None:
-    with QueueManager(tmp_path / "qm") as qm:
+def test_lookup_range_and_nth_are_one_snapshot(tmp_path: Path, qm_store: StoreOptions) -> None:
+    with QueueManager(tmp_path / "qm", store_options=qm_store) as qm:
         queue_id, commit = _setup(qm)
-        conn = _CommitBetweenBands(qm.store.reader(), commit)
-        got = ranges.lookup_range(conn, queue_id, False)  # type: ignore[arg-type]
+        got, _ = _between(qm, commit, lambda c: ranges.lookup_range(c, queue_id, False))
         assert got is not None and got.count == 3
         every = _all_ids(qm, queue_id)
         assert got.last == every[2]
@@ -104,20 +123,20 @@ def test_lookup_range_and_nth_are_one_snapshot(tmp_path: Path) -> None:
         # A second batch of the same shape, committed during nth_lookup_id's band reads:
         # the first message after the last one is not there yet in the snapshot (without
         # one, the batch's priority-0 message would be found and its priority-7 one passed).
-        conn = _CommitBetweenBands(qm.store.reader(), commit)
-        assert ranges.nth_lookup_id(conn, queue_id, False, every[-1], 1) is None  # type: ignore[arg-type]
+        nth, _ = _between(qm, commit, lambda c: ranges.nth_lookup_id(c, queue_id, False, every[-1], 1))
+        assert nth is None
         after = _all_ids(qm, queue_id)
         assert len(after) == 7
-        assert ranges.nth_lookup_id(qm.store.reader(), queue_id, False, every[-1], 1) == after[5]
+        assert qm.store.read(lambda c: ranges.nth_lookup_id(c, queue_id, False, every[-1], 1)) == after[5]
 
 
-def test_outgoing_rows_merge_is_one_snapshot(tmp_path: Path) -> None:
-    with QueueManager(tmp_path / "qm") as qm:
+def test_outgoing_rows_merge_is_one_snapshot(tmp_path: Path, qm_store: StoreOptions) -> None:
+    with QueueManager(tmp_path / "qm", store_options=qm_store) as qm:
         queue_id, commit = _setup(qm)
-        qm.send(QUEUE, Message(body=b"p3", priority=3))  # another band is in use: the merged read
-        rows = ranges.fetch_outgoing_rows(qm.store.reader(), queue_id, 0, 100)
+        qm.send(QUEUE, MessageRecord(body=b"p3", priority=3))  # another band is in use: the merged read
+        rows = qm.store.read(lambda c: ranges.fetch_outgoing_rows(c, queue_id, 0, 100))
         assert len(rows) == 4
-        conn = _CommitBetweenBands(qm.store.reader(), commit)
-        got = [r[0] for r in ranges.fetch_outgoing_rows(conn, queue_id, 0, 100)]  # type: ignore[arg-type]
+        out, _ = _between(qm, commit, lambda c: ranges.fetch_outgoing_rows(c, queue_id, 0, 100))
+        got = [r[0] for r in out]
         every = _all_ids(qm, queue_id)
         assert got == [i for i in every if i <= max(got)]

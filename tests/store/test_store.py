@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from openmsmq.errors import HResult, MQError, StorageError
-from openmsmq.store import IncomingSequenceState, Message, Store, ops, outgoing, queues, ranges, reads
+from openmsmq.store import IncomingSequenceState, MessageRecord, Store, ops, outgoing, queues, ranges, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from tests.store.conftest import Opener
 from tests.store.support import every_attribute_message, make_rows_v5, private_queue
@@ -43,7 +43,7 @@ def test_open_sets_wal_schema_and_application_id(tmp_path: Path, threaded: bool)
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         conn.close()
         q = private_queue(store)
-        stored = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"a"))], []))
+        stored = store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"a"))], []))
         assert stored == [1]
     # reopening keeps data and does not migrate again
     with Store(tmp_path / "s.db", threaded=threaded) as store:
@@ -64,7 +64,9 @@ def test_schema_v4_store_gets_the_final_ack_index(tmp_path: Path) -> None:
     with _open(path) as store:
         q = private_queue(store)
         store.write(
-            ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"old", negative_journaling=True))], [])
+            ops.commit_work(
+                [ops.Send.of(q.queue_id, MessageRecord(body=b"old", negative_journaling=True))], []
+            )
         )
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX messages_final_ack")
@@ -95,7 +97,7 @@ def test_schema_v3_store_is_migrated_in_place(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:
         q = private_queue(store)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"old"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"old"))], []))
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE queues DROP COLUMN allowed_senders")
     make_rows_v5(conn)
@@ -119,9 +121,11 @@ def test_schema_v5_store_gets_compact_props(tmp_path: Path) -> None:
     own = uuid.uuid4()
     sent = [
         every_attribute_message(),
-        Message(body=b"local", id_lineage=own, source_machine=own, destination_queue="private$\\q"),
-        Message(body=b"forwarded", id_lineage=own, source_machine=uuid.uuid4(), correlation_id=b"c" * 20),
-        Message(body=b"arrived", id_lineage=own, source_machine=own, destination_qm=uuid.uuid4()),
+        MessageRecord(body=b"local", id_lineage=own, source_machine=own, destination_queue="private$\\q"),
+        MessageRecord(
+            body=b"forwarded", id_lineage=own, source_machine=uuid.uuid4(), correlation_id=b"c" * 20
+        ),
+        MessageRecord(body=b"arrived", id_lineage=own, source_machine=own, destination_qm=uuid.uuid4()),
     ]
     with _open(path) as store:
         q = private_queue(store)
@@ -151,7 +155,7 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_is(tmp_path: Path) 
     path = tmp_path / "s.db"
     with _open(path) as store:
         q = private_queue(store)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"kept"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"kept"))], []))
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.commit()
@@ -171,10 +175,10 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_is(tmp_path: Path) 
 def test_lookup_ids_never_reused_across_reopen(open_store: Opener) -> None:
     with _open(open_store) as store:
         q = private_queue(store)
-        got = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())] * 3, []))
+        got = store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord())] * 3, []))
         store.write(ops.commit_work([], [ops.Remove(q.queue_id, lid, 0) for lid in got]))
     with open_store() as store:
-        again = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message())], []))
+        again = store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord())], []))
         assert again[0] > 3  # a restart continues above the reserved block: gaps, no reuse
 
 
@@ -188,7 +192,9 @@ def test_group_commit_shares_commits(open_store: Opener) -> None:
         def sender() -> None:
             barrier.wait()
             for _ in range(25):
-                done.extend(store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], [])))
+                done.extend(
+                    store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"x"))], []))
+                )
 
         threads = [threading.Thread(target=sender) for _ in range(8)]
         for t in threads:
@@ -209,10 +215,11 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
         store.write(queues.init_qm_state(uuid.uuid4(), 1000))
         q = private_queue(store)
         for _ in range(20):  # lone committer: its own thread is in every batch
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"a"))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"a"))], []))
         for i in range(20):  # one client hopping threads: waits find nobody, then back off
             t = threading.Thread(
-                target=store.write, args=(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"h"))], []),)
+                target=store.write,
+                args=(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"h"))], []),),
             )
             t.start()
             t.join(30)
@@ -221,7 +228,9 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
 
         def sender() -> None:
             for _ in range(25):
-                done.extend(store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], [])))
+                done.extend(
+                    store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"x"))], []))
+                )
 
         threads = [threading.Thread(target=sender) for _ in range(6)]
         for t in threads:
@@ -237,13 +246,13 @@ def test_failing_op_does_not_abort_the_batch(open_store: Opener) -> None:
         q = private_queue(store)
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # holds the writer so the rest batch up
-        good1 = store.submit(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"1"))], []))
+        good1 = store.submit(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"1"))], []))
 
         def bad(ctx):
             ctx.conn.execute("INSERT INTO messages (lookup_id) VALUES (NULL)")  # NOT NULL violation
 
         failing = store.submit(bad)
-        good2 = store.submit(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"2"))], []))
+        good2 = store.submit(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"2"))], []))
         gate.set()
         blocker.result()
         assert len(good1.result()) == 1
@@ -260,15 +269,15 @@ def test_failing_op_does_not_abort_the_batch(open_store: Opener) -> None:
 def test_disk_full_fails_only_that_op_and_recovers(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         q = private_queue(store)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"keep" * 10))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"keep" * 10))], []))
         size = (tmp_path / "s.db").stat().st_size + (tmp_path / "s.db-wal").stat().st_size
         store.set_size_limit(size + 64 * 1024)
-        big = Message(body=bytes(200 * 1024))
+        big = MessageRecord(body=bytes(200 * 1024))
         with pytest.raises(StorageError) as info:
             store.write(ops.commit_work([ops.Send.of(q.queue_id, big)], []))
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         # small writes still fit; committed data intact
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"small"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"small"))], []))
         bodies = [
             m.body
             for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
@@ -300,7 +309,7 @@ def test_a_write_waits_for_another_connections_write_lock(tmp_path: Path, thread
         release = threading.Timer(0.05, other.execute, ("COMMIT",))
         release.start()
         try:
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"after"))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"after"))], []))
         finally:
             release.join()
             other.close()
@@ -312,18 +321,18 @@ def test_a_write_waits_for_another_connections_write_lock(tmp_path: Path, thread
 def test_a_write_lock_held_beyond_lock_wait_fails_the_write_and_loses_nothing(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         q = private_queue(store)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"kept"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"kept"))], []))
         store.lock_wait = 0.05
         other = _hold_write_lock(tmp_path / "s.db")
         try:
             with pytest.raises(StorageError) as info:
-                store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], []))
+                store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"x"))], []))
         finally:
             other.rollback()
             other.close()
         assert info.value.hresult == HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED
         assert "locked" in str(info.value)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"next"))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"next"))], []))
         bodies = [
             m.body
             for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
@@ -354,7 +363,7 @@ def test_corrupted_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store:
         q = private_queue(store)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(5000)))] * 50, []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=bytes(5000)))] * 50, []))
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
@@ -373,9 +382,9 @@ def test_corrupted_store_is_refused(tmp_path: Path) -> None:
 def test_quota_is_checked_in_the_commit(open_store: Opener) -> None:
     with _open(open_store, threaded=False) as store:
         q = private_queue(store, quota_kb=1)
-        store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(600)))], []))
+        store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=bytes(600)))], []))
         with pytest.raises(MQError) as info:
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=bytes(600)))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=bytes(600)))], []))
         assert info.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         assert _count(store, q.queue_id) == 1
 
@@ -390,10 +399,12 @@ def test_outgoing_sequence_numbers_assigned_at_commit_and_persisted(open_store: 
         state = store.read(lambda c: reads.outgoing_sequence(c, out.queue_id))
         assert state.tx_sequence_id == (0x1234 << 32) | 1
         assert state.next_tx_sequence_number == 1
-        tx_msg = Message(transactional=True)
+        tx_msg = MessageRecord(transactional=True)
         store.write(ops.commit_work([ops.Send.of(out.queue_id, tx_msg)] * 2, []))
         store.write(
-            ops.commit_work([ops.Send.of(out.queue_id, tx_msg), ops.Send.of(out.queue_id, Message())], [])
+            ops.commit_work(
+                [ops.Send.of(out.queue_id, tx_msg), ops.Send.of(out.queue_id, MessageRecord())], []
+            )
         )
         both = store.read(lambda c: ranges.fetch_range_through(c, out.queue_id, False, 0, None, 10))
         a, b = both[:2], both[2:]
@@ -432,8 +443,8 @@ def test_accept_incoming_stores_messages_and_state_atomically(open_store: Opener
             sender, "DIRECT=TCP:10.0.0.1\\private$\\q", q.queue_id, 7 << 32 | 1, 2, 0, 5.5
         )
         msgs = [
-            Message(body=b"1", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=1),
-            Message(body=b"2", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=2),
+            MessageRecord(body=b"1", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=1),
+            MessageRecord(body=b"2", transactional=True, tx_sequence_id=7 << 32 | 1, tx_sequence_number=2),
         ]
         store.write(ops.accept_incoming([ops.Send.of(q.queue_id, m) for m in msgs], [state], 77))
         assert [
@@ -497,7 +508,7 @@ def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(open_store
         store.metrics = sizes  # type: ignore[assignment]
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # the rest queues behind it
-        sends = [[ops.Send.of(q.queue_id, Message(body=b"%d" % i))] for i in range(10)]
+        sends = [[ops.Send.of(q.queue_id, MessageRecord(body=b"%d" % i))] for i in range(10)]
         futures = [store.submit(ops.commit_work(send, [])) for send in sends]
         gate.set()
         blocker.result()
@@ -516,9 +527,11 @@ def test_merged_group_commit_fails_only_the_over_quota_transaction(open_store: O
         big = private_queue(store, "private$\\big")
         gate = threading.Event()
         blocker = store.submit(lambda ctx: gate.wait(5))  # queue the rest behind it: one batch
-        ok1 = store.submit(ops.commit_work([ops.Send.of(big.queue_id, Message(body=b"1"))], []))
-        over = store.submit(ops.commit_work([ops.Send.of(small.queue_id, Message(body=bytes(2048)))], []))
-        ok2 = store.submit(ops.commit_work([ops.Send.of(big.queue_id, Message(body=b"2"))], []))
+        ok1 = store.submit(ops.commit_work([ops.Send.of(big.queue_id, MessageRecord(body=b"1"))], []))
+        over = store.submit(
+            ops.commit_work([ops.Send.of(small.queue_id, MessageRecord(body=bytes(2048)))], [])
+        )
+        ok2 = store.submit(ops.commit_work([ops.Send.of(big.queue_id, MessageRecord(body=b"2"))], []))
         batches = store.stats.batches
         gate.set()
         blocker.result()
@@ -543,14 +556,14 @@ def test_message_row_round_trip_keeps_every_attribute(open_store: Opener) -> Non
 
     full = every_attribute_message()
     assert message_from_row(message_to_row(full)) == full
-    assert message_from_row(message_to_row(Message())) == Message()
+    assert message_from_row(message_to_row(MessageRecord())) == MessageRecord()
     with _open(open_store) as store:
         q = private_queue(store, transactional=True)
         store.write(ops.commit_work([ops.Send.of(q.queue_id, full)], []))
         (got,) = store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 10))
         assert got == replace(full, lookup_id=got.lookup_id)
     with pytest.raises(MQError) as info:
-        message_to_row(Message(correlation_id=b"short"))
+        message_to_row(MessageRecord(correlation_id=b"short"))
     assert info.value.hresult == HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE
 
 
@@ -558,7 +571,7 @@ def test_tx_sequence_ids_are_never_shared_or_reused_across_outgoing_queues(open_
     """An OrderAck names only the TxSequenceID: two outgoing queues created in the same second,
     new sequences after releases, a deleted queue and a restart never yield an ID twice."""
     issued: list[int] = []
-    tx_msg = Message(transactional=True)
+    tx_msg = MessageRecord(transactional=True)
     with _open(open_store, threaded=False) as store:
         q1 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.1\\private$\\a", 0x1234))
         q2 = store.write(queues.ensure_outgoing_queue("DIRECT=TCP:192.0.2.2\\private$\\b", 0x1234))
@@ -605,7 +618,7 @@ def test_insert_fills_ids_order_keys_and_tails_in_every_chunk_shape(open_store: 
         sends = [
             ops.Send.of(
                 (qa if i % 3 else qb).queue_id,
-                Message(body=bytes([i % 256]), priority=i % 8),
+                MessageRecord(body=bytes([i % 256]), priority=i % 8),
                 expire_at=None if i % 4 else 10_000 + i,
                 expire_class=0 if i % 4 else 0xC002,
             )
@@ -640,7 +653,7 @@ def test_two_connections_to_one_store_hand_out_increasing_lookup_ids(open_store:
         for i in range(12):
             store = (first, second)[(i // 2) % 2]  # two commits each, in turns
             committed.append(
-                store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))] * 3, []))
+                store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"%d" % i))] * 3, []))
             )
         flat = [lid for ids in committed for lid in ids]
         assert flat == sorted(flat) and len(set(flat)) == len(flat) == 36
@@ -669,7 +682,7 @@ def test_a_watermark_reader_misses_nothing_two_stores_write_at_once(open_store: 
 
     def write(k: int) -> None:
         for i in range(150):
-            batch = [ops.Send.of(q.queue_id, Message(body=b"%d-%d-%d" % (k, i, j))) for j in range(5)]
+            batch = [ops.Send.of(q.queue_id, MessageRecord(body=b"%d-%d-%d" % (k, i, j))) for j in range(5)]
             stores[k].write(ops.commit_work(batch, []))
 
     def read() -> None:

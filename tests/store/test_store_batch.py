@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from openmsmq.store import Message, Store, ops, queues, ranges
+from openmsmq.store import MessageRecord, Store, ops, queues, ranges
 from tests.store.conftest import Opener
 from tests.store.support import private_queue
 
@@ -34,7 +34,7 @@ def _left(store: Any, qid: int) -> tuple[list[int], int, int]:
 def test_removes_delete_exactly_the_named_messages(open_store: Opener) -> None:
     store, qid = _setup(open_store)
     with store:
-        ids = store.write(ops.commit_work([ops.Send.of(qid, Message(body=b"abc"))] * 300, []))
+        ids = store.write(ops.commit_work([ops.Send.of(qid, MessageRecord(body=b"abc"))] * 300, []))
         rng = random.Random(7)
         # Runs of every length (1..9, some of them >= the range threshold), gaps between.
         chosen: list[int] = []
@@ -53,7 +53,7 @@ def test_removes_delete_exactly_the_named_messages(open_store: Opener) -> None:
 def test_one_long_run_and_scattered_singles_beyond_one_in_chunk(open_store: Opener) -> None:
     store, qid = _setup(open_store)
     with store:
-        ids = store.write(ops.commit_work([ops.Send.of(qid, Message(body=b"x"))] * 6000, []))
+        ids = store.write(ops.commit_work([ops.Send.of(qid, MessageRecord(body=b"x"))] * 6000, []))
         run = ids[:1000]
         singles = ids[1001::2]  # 2,500 isolated ids: more than one IN chunk
         store.write(ops.commit_work([], [ops.Remove(qid, lid, 1) for lid in run + singles]))
@@ -74,7 +74,7 @@ def test_lone_committer_runs_its_batch_in_its_own_thread_durably(tmp_path: Path)
         ran_in: list[int] = []
         ids = []
         for i in range(12):
-            work = ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))], [])
+            work = ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"%d" % i))], [])
 
             def op(ctx: object, work: ops.CommitWork = work) -> list[int]:
                 ran_in.append(threading.get_ident())
@@ -145,7 +145,7 @@ def test_interrupt_escaping_an_inline_batch_never_reuses_lookup_ids(tmp_path: Pa
         q = private_queue(store, transactional=True, now=1)
         ids = []
         for i in range(6):
-            ids += store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))], []))
+            ids += store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"%d" % i))], []))
         real_run = store._run_batch
 
         def run_then_interrupt(batch: list) -> None:  # type: ignore[type-arg]
@@ -156,14 +156,14 @@ def test_interrupt_escaping_an_inline_batch_never_reuses_lookup_ids(tmp_path: Pa
 
         store._run_batch = run_then_interrupt  # type: ignore[method-assign]
         with pytest.raises(KeyboardInterrupt):
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"x"))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"x"))], []))
         store._run_batch = real_run  # type: ignore[method-assign]
         assert not store._conn.in_transaction
         stored = [
             m.lookup_id
             for m in store.read(lambda c: ranges.fetch_range_through(c, q.queue_id, False, 0, None, 100))
         ]
-        more = store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"y"))], []))
+        more = store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"y"))], []))
         assert more[0] > max(stored) and len(set(stored + more)) == len(stored) + 1
 
 
@@ -184,7 +184,7 @@ def test_idle_read_runs_on_the_write_connection_only_when_idle(tmp_path: Path) -
             return int(c.execute("SELECT count(*) FROM messages").fetchone()[0])  # type: ignore[attr-defined]
 
         for i in range(6):  # lone batches
-            store.write(ops.commit_work([ops.Send.of(q.queue_id, Message(body=b"%d" % i))], []))
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"%d" % i))], []))
             assert store.read_idle(count) == i + 1
         assert store.read_idle(lambda c: c is store._conn)
         with store._sync_lock:  # as while a batch runs: this thread's read connection

@@ -19,8 +19,11 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.store import Message, Store, ops, queues, ranges, reads
+from openmsmq.store import MessageRecord, Store, ops, queues, ranges, reads
 from tests.store.support import private_queue
+
+#: SQLite only: a damaged SQLite write-ahead log at open (PostgreSQL recovers its own WAL).
+pytestmark = pytest.mark.sqlite_only
 
 COMMITS = 120
 PER_COMMIT = 3
@@ -41,7 +44,7 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
         store.write(queues.init_qm_state(uuid.uuid4(), 1000))
         q = private_queue(store, transactional=True, now=1000)
         for c in range(COMMITS):
-            sends = [ops.Send.of(q.queue_id, Message(body=_body(c, i))) for i in range(PER_COMMIT)]
+            sends = [ops.Send.of(q.queue_id, MessageRecord(body=_body(c, i))) for i in range(PER_COMMIT)]
             store.write(ops.commit_work(sends, []))
         snap = tmp_path_factory.mktemp("snap")
         # Every write above has returned, so its frames are on disk; copy before close.

@@ -13,8 +13,8 @@ from openmsmq.observability.sink import MetricsSink
 from openmsmq.protocol.events import Role
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.options import StoreOptions
-from openmsmq.qm.transfer import Transfer, TransferConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import Transfer, TransferConfig
 from tests.clock import Clock
 
 
@@ -230,7 +230,7 @@ class Net:
 def send_tx(qm: QueueManager, destination: str, bodies: list[bytes]) -> None:
     """Send ``bodies`` in one transaction."""
     tx = qm.begin()
-    qm.send_many(destination, [Message(body=b, label=str(i)) for i, b in enumerate(bodies)], tx)
+    qm.send_many(destination, [MessageRecord(body=b, label=str(i)) for i, b in enumerate(bodies)], tx)
     tx.commit()
 
 
@@ -246,12 +246,12 @@ def failing_accepts(node: Node, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Make ``node``'s store of accepted transactional arrivals fail as a full disk does
     while the returned flag's item is True (it starts False)."""
     full = [False]
-    real = node.qm.accept_arrival_rows_many
+    real = node.transfer.sequence_store.accept_arrival_rows_many
 
     def store(runs):  # type: ignore[no-untyped-def]
         if full[0]:
             return [MQError(HResult.MQ_ERROR_INSUFFICIENT_RESOURCES, "store is full") for _ in runs]
         return real(runs)
 
-    monkeypatch.setattr(node.qm, "accept_arrival_rows_many", store)
+    monkeypatch.setattr(node.transfer.sequence_store, "accept_arrival_rows_many", store)
     return full

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.qm.transfer_codec import (
+from openmsmq.store.records import INFINITE, MessageRecord, message_from_row, message_to_row
+from openmsmq.transfer.codec import (
     arrival_rows,
     message_from_packet,
     outgoing_fields,
@@ -24,7 +25,6 @@ from openmsmq.qm.transfer_codec import (
     row_encoder,
     row_expire_at,
 )
-from openmsmq.store.records import INFINITE, Message, message_from_row, message_to_row
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import UserMessage, decode_packet
@@ -38,10 +38,10 @@ guids = st.one_of(st.just(NULL_GUID), st.uuids())
 
 
 @st.composite
-def stored_messages(draw: st.DrawFn) -> Message:
+def stored_messages(draw: st.DrawFn) -> MessageRecord:
     transactional = draw(st.booleans())
     number = draw(st.integers(1, 0xFFFFFFFF)) if transactional else 0
-    return Message(
+    return MessageRecord(
         body=draw(st.binary(max_size=300)),
         label=draw(st.text(max_size=20)),
         priority=draw(st.integers(0, 7)),
@@ -72,7 +72,9 @@ def stored_messages(draw: st.DrawFn) -> Message:
     )
 
 
-def reference_packet(m: Message, destination: str, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
+def reference_packet(
+    m: MessageRecord, destination: str, source_qm: uuid.UUID, previous: int | None
+) -> UserMessage:
     """What the transfer built before the fast path: UserMessage.build from the fields."""
     transaction = None
     if m.transactional and m.tx_sequence_number:
@@ -109,10 +111,10 @@ def reference_packet(m: Message, destination: str, source_qm: uuid.UUID, previou
     )
 
 
-def reference_message(p: UserMessage, destination: str) -> Message:
+def reference_message(p: UserMessage, destination: str) -> MessageRecord:
     """What the receiver stored before the fast path: Message(**fields of the packet)."""
     tx = p.transaction
-    return Message(
+    return MessageRecord(
         body=p.body,
         label=p.label,
         priority=p.priority,
@@ -146,7 +148,7 @@ def reference_message(p: UserMessage, destination: str) -> Message:
 
 @settings(max_examples=300, deadline=None)
 @given(stored_messages(), st.one_of(st.none(), u32), st.booleans())
-def test_packet_from_message_equals_build(m: Message, previous: int | None, shared_name: bool) -> None:
+def test_packet_from_message_equals_build(m: MessageRecord, previous: int | None, shared_name: bool) -> None:
     dest = DirectQueueFormatName(WIRE_DEST) if shared_name else WIRE_DEST
     fast = packet_from_message(m, dest, SOURCE, previous)
     ref = reference_packet(m, WIRE_DEST, SOURCE, previous)
@@ -156,7 +158,7 @@ def test_packet_from_message_equals_build(m: Message, previous: int | None, shar
 
 @settings(max_examples=300, deadline=None)
 @given(stored_messages())
-def test_message_from_packet_equals_reference(m: Message) -> None:
+def test_message_from_packet_equals_reference(m: MessageRecord) -> None:
     packet = reference_packet(m, WIRE_DEST, SOURCE, None)
     decoded = decode_packet(packet.encode())
     assert isinstance(decoded, UserMessage)
@@ -167,7 +169,7 @@ def test_message_from_packet_equals_reference(m: Message) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(stored_messages(), min_size=1, max_size=4), st.booleans())
-def test_arrival_rows_equal_message_to_row(ms: list[Message], no_label: bool) -> None:
+def test_arrival_rows_equal_message_to_row(ms: list[MessageRecord], no_label: bool) -> None:
     """The rows built straight from packets are the rows of the stored Message."""
     if no_label:  # the fast path's shape (most generated messages carry a label)
         ms = [dataclasses.replace(m, label="") for m in ms]
@@ -182,11 +184,11 @@ def test_arrival_rows_equal_message_to_row(ms: list[Message], no_label: bool) ->
 def test_arrival_rows_bind_small_bodies_as_bytearray() -> None:
     """As message_to_row: a body up to the copy limit goes into the row as a bytearray,
     which sqlite3 binds without its adapter lookup (a received body is bytes)."""
-    from openmsmq.store.records import _BODY_COPY_MAX
+    from openmsmq.store.records import BODY_COPY_MAX
 
-    bodies = [b"", bytes(256), bytes(_BODY_COPY_MAX), bytes(_BODY_COPY_MAX + 1)]
+    bodies = [b"", bytes(256), bytes(BODY_COPY_MAX), bytes(BODY_COPY_MAX + 1)]
     ms = [
-        Message(body=b, transactional=True, tx_sequence_id=(7 << 32) | 1, tx_sequence_number=i + 1)
+        MessageRecord(body=b, transactional=True, tx_sequence_id=(7 << 32) | 1, tx_sequence_number=i + 1)
         for i, b in enumerate(bodies)
     ]
     decoded = [decode_packet(reference_packet(m, WIRE_DEST, SOURCE, None).encode()) for m in ms]
@@ -196,20 +198,20 @@ def test_arrival_rows_bind_small_bodies_as_bytearray() -> None:
 
 
 def test_out_of_range_fields_raise_local_protocol_error() -> None:
-    for bad in (Message(priority=8), Message(hop_count=0x20), Message(delivery=4)):
+    for bad in (MessageRecord(priority=8), MessageRecord(hop_count=0x20), MessageRecord(delivery=4)):
         with pytest.raises(LocalProtocolError):
             packet_from_message(bad, WIRE_DEST, SOURCE)
 
 
 @st.composite
-def stored_rows(draw: st.DrawFn) -> Message:
+def stored_rows(draw: st.DrawFn) -> MessageRecord:
     """A stored message as the transfer reads it back, including rare shapes: admin and
     response queues (direct or not), extension, sender id, hop counts beyond the wire's
     five bits, u32 limits, non-ASCII labels."""
     m = draw(stored_messages())
-    return Message(
+    return MessageRecord(
         **{
-            **{f: getattr(m, f) for f in Message.__dataclass_fields__},
+            **{f: getattr(m, f) for f in MessageRecord.__dataclass_fields__},
             "admin_queue": draw(
                 st.sampled_from(["", "DIRECT=TCP:10.0.0.1\\PRIVATE$\\admin", "PRIVATE=x\\1"])
             ),
@@ -228,7 +230,9 @@ def stored_rows(draw: st.DrawFn) -> Message:
 
 @settings(max_examples=500, deadline=None)
 @given(stored_rows(), st.one_of(st.none(), u32), st.booleans())
-def test_row_encoder_equals_packet_from_message(m: Message, previous: int | None, as_bytes: bool) -> None:
+def test_row_encoder_equals_packet_from_message(
+    m: MessageRecord, previous: int | None, as_bytes: bool
+) -> None:
     """The bytes straight from a row are the reference conversion's bytes; a row the
     encoder declines (None) is one the reference path must convert or refuse itself."""
     row = message_to_row(m)
@@ -263,7 +267,7 @@ def test_row_encoder_equals_packet_from_message(m: Message, previous: int | None
 
 def test_row_encoder_usual_row_is_encoded() -> None:
     """The transfer's usual row (no admin / response queue) never takes the general path."""
-    m = Message(body=b"x" * 256, label="l", transactional=True, tx_sequence_id=5 << 32 | 1,
+    m = MessageRecord(body=b"x" * 256, label="l", transactional=True, tx_sequence_id=5 << 32 | 1,
                 tx_sequence_number=9, tx_previous_sequence_number=8, id_uniquifier=77,
                 destination_queue="DIRECT=" + WIRE_DEST)  # fmt: skip
     dest = DirectQueueFormatName(WIRE_DEST)
@@ -320,7 +324,7 @@ def test_received_admin_and_response_queues_become_format_names(
 
 def test_private_admin_and_response_names_are_sent_as_private_queue_format_names() -> None:
     admin, response = f"PRIVATE={ADMIN_QM}\\0000001a", f"PRIVATE={SOURCE}\\00000007"
-    m = Message(body=b"x", admin_queue=admin, response_queue=response, id_uniquifier=3, lookup_id=1)
+    m = MessageRecord(body=b"x", admin_queue=admin, response_queue=response, id_uniquifier=3, lookup_id=1)
     decoded = decode_packet(packet_from_message(m, WIRE_DEST, SOURCE).encode())
     assert isinstance(decoded, UserMessage)
     assert decoded.user.admin_queue == PrivateQueueFormatName(ADMIN_QM, 0x1A)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openmsmq.qm.transfer import Transfer
+from openmsmq.transfer.engine import Transfer
 
 from .harness import Clock, Net, send_tx
 

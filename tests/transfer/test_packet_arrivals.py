@@ -15,10 +15,11 @@ import pytest
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm import QueueManager
-from openmsmq.qm.arrival import ArrivalResult, plain_packet_rows, store_arrivals, store_packet_messages
-from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, packet_from_message
+from openmsmq.qm.sequences import SequenceStore
 from openmsmq.store import ops
-from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.store.records import IncomingSequenceState, MessageRecord
+from openmsmq.transfer.arrival import ArrivalResult, plain_packet_rows, store_arrivals, store_packet_messages
+from openmsmq.transfer.codec import arrival_rows, message_from_packet, packet_from_message
 from openmsmq.wire import PacketDecoder, encode_packets
 from openmsmq.wire.packets import UserMessage
 
@@ -34,8 +35,9 @@ def _packets(n: int, **fields: object) -> list[UserMessage]:
               "sent_time": 1_700_000_000, "id_lineage": SENDER, "source_machine": SENDER,
               **fields}  # fmt: skip
     ms = [
-        Message(body=bytes([i % 256]) * (100 + i), tx_sequence_number=i, tx_previous_sequence_number=i - 1,
-                id_uniquifier=i, final_ack_required=i % 2 == 0, **common)  # type: ignore[arg-type]
+        MessageRecord(body=bytes([i % 256]) * (100 + i), tx_sequence_number=i,
+                      tx_previous_sequence_number=i - 1, id_uniquifier=i, final_ack_required=i % 2 == 0,
+                      **common)  # type: ignore[arg-type]
         for i in range(1, n + 1)
     ]  # fmt: skip
     out = list(PacketDecoder().feed(encode_packets([packet_from_message(m, WIRE, SENDER) for m in ms])))
@@ -57,14 +59,19 @@ def _stored(qm: QueueManager, queue: str) -> tuple[object, ...]:
 
 
 def store_packet_arrivals(
-    qm: QueueManager, queue: str, packets: list[UserMessage], destination: str, state: IncomingSequenceState
+    qm: QueueManager,
+    seqs: SequenceStore,
+    queue: str,
+    packets: list[UserMessage],
+    destination: str,
+    state: IncomingSequenceState,
 ) -> ArrivalResult:
     """One accepted run as B's store work stores it: the rows path when
     ``plain_packet_rows`` gives rows, else the packets as messages."""
     rows = plain_packet_rows(qm, queue, packets, destination)
     if rows is not None:
-        return ArrivalResult(tuple(qm.accept_arrival_rows(queue, rows, state)), (), 0, 0)
-    return store_packet_messages(qm, queue, packets, destination, state)
+        return ArrivalResult(tuple(seqs.accept_arrival_rows(queue, rows, state)), (), 0, 0)
+    return store_packet_messages(qm, seqs, queue, packets, destination, state)
 
 
 @pytest.mark.parametrize(
@@ -79,19 +86,26 @@ def test_packet_arrivals_store_what_store_arrivals_stores(
         qm.create_queue("private$\\b", transactional=True)
         packets = _packets(20, **fields)
         rows_path: list[int] = []
-        real = qm.accept_arrival_rows
+        seqs = qm.sequence_store()
+        real = seqs.accept_arrival_rows
 
         def spy(*args: Any) -> list[int]:
             rows_path.append(1)
             return real(*args)
 
-        monkeypatch.setattr(qm, "accept_arrival_rows", spy)
-        fast = store_packet_arrivals(qm, "private$\\a", packets, dest, _state(20))
+        monkeypatch.setattr(seqs, "accept_arrival_rows", spy)
+        fast = store_packet_arrivals(qm, seqs, "private$\\a", packets, dest, _state(20))
         # Only the plain messages take the rows path (a Label still does: arrival_rows
         # converts that row through the reference path).
         assert bool(rows_path) == (fields in ({}, {"label": "hello"}, {"priority": 3}))
         state_fast = qm.incoming_sequences()
-        ref = store_arrivals(qm, "private$\\b", [message_from_packet(p, dest) for p in packets], _state(20))
+        ref = store_arrivals(
+            qm,
+            qm.sequence_store(),
+            "private$\\b",
+            [message_from_packet(p, dest) for p in packets],
+            _state(20),
+        )
         assert len(fast.stored) == len(ref.stored) == 20
         assert (fast.rejected, fast.acks_sent) == (ref.rejected, ref.acks_sent)
         assert _stored(qm, "private$\\a") == _stored(qm, "private$\\b")
@@ -106,7 +120,9 @@ def test_rows_path_checks_quota_and_deleted_queue_in_its_transaction(tmp_path: P
         packets = _packets(20)
         qm.set_queue_properties("private$\\q", quota_kb=1)
         with pytest.raises(MQError) as err:
-            qm.accept_arrival_rows("private$\\q", arrival_rows(packets, "DIRECT=" + WIRE), _state(20))
+            qm.sequence_store().accept_arrival_rows(
+                "private$\\q", arrival_rows(packets, "DIRECT=" + WIRE), _state(20)
+            )
         assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         with pytest.raises(MQError) as err:
             qm.store.write(
@@ -117,7 +133,9 @@ def test_rows_path_checks_quota_and_deleted_queue_in_its_transaction(tmp_path: P
         assert qm.get_queue("private$\\q").msg_count == 0
         assert qm.incoming_sequences() == []
         # The plain path is not taken with a quota: store_arrivals applies the arrival rule.
-        res = store_packet_arrivals(qm, "private$\\q", packets, "DIRECT=" + WIRE, _state(20))
+        res = store_packet_arrivals(
+            qm, qm.sequence_store(), "private$\\q", packets, "DIRECT=" + WIRE, _state(20)
+        )
         assert len(res.stored) + len(res.rejected) == 20 and res.rejected
 
 
@@ -144,7 +162,7 @@ def test_runs_of_many_sequences_share_one_commit_and_fail_alone(tmp_path: Path) 
         ]
         qm.delete_queue(names_[3])
         batches = qm.store.stats.batches
-        out = qm.accept_arrival_rows_many(runs)
+        out = qm.sequence_store().accept_arrival_rows_many(runs)
         assert qm.store.stats.batches - batches <= 3
         assert [i for i, o in enumerate(out) if o is not None] == [3, 7]
         assert all(isinstance(o, MQError) for o in out if o is not None)
@@ -156,9 +174,9 @@ def test_runs_of_many_sequences_share_one_commit_and_fail_alone(tmp_path: Path) 
         dests = [f"DIRECT=TCP:192.0.2.9\\private$\\o{i}" for i in range(10)]
         for d in dests:
             with qm.begin() as tx:
-                qm.send_many(d, [Message(body=b"x")] * 5, tx)
+                qm.send_many(d, [MessageRecord(body=b"x")] * 5, tx)
         batches = qm.store.stats.batches
-        res = qm.release_outgoing_many(
+        res = qm.sequence_store().release_outgoing_many(
             [(d, 3) for d in dests] + [("DIRECT=TCP:192.0.2.9\\private$\\none", 1)]
         )
         assert qm.store.stats.batches - batches <= 3
@@ -173,9 +191,9 @@ def test_a_failed_run_fails_the_later_runs_of_its_sequence_in_the_same_batch(tmp
     (storing it would move the sequence past the missing messages); another sequence is
     stored."""
     from openmsmq.protocol.incoming import SequenceKey
-    from openmsmq.qm.transfer import Transfer, TransferConfig
-    from openmsmq.qm.transfer_state import AcceptBatch, AcceptGroup
     from openmsmq.store.records import IncomingSequenceState as State
+    from openmsmq.transfer.engine import Transfer, TransferConfig
+    from openmsmq.transfer.state import AcceptBatch, AcceptGroup
 
     full, other = "private$\\full", "private$\\other"
     with QueueManager(tmp_path / "qm", clock=lambda: 1_700_000_100.0) as qm:
@@ -189,7 +207,7 @@ def test_a_failed_run_fails_the_later_runs_of_its_sequence_in_the_same_batch(tmp
             state = State(SENDER, key.destination, None, SEQ, n, 0, 1.7e9, "", True)
             return AcceptGroup(queue, key, tuple(packets), (), state)
 
-        real = qm.accept_arrival_rows_many
+        real = transfer.sequence_store.accept_arrival_rows_many
         calls: list[list[str]] = []
 
         def full_fails(runs: Any) -> list[BaseException | None]:
@@ -200,7 +218,7 @@ def test_a_failed_run_fails_the_later_runs_of_its_sequence_in_the_same_batch(tmp
                 for r in runs
             ]
 
-        qm.accept_arrival_rows_many = full_fails  # type: ignore[method-assign]
+        transfer.sequence_store.accept_arrival_rows_many = full_fails  # type: ignore[method-assign]
         out = transfer.run_store_work(
             AcceptBatch(
                 (
@@ -216,3 +234,29 @@ def test_a_failed_run_fails_the_later_runs_of_its_sequence_in_the_same_batch(tmp
         assert qm.get_queue(full).msg_count == 0
         assert qm.get_queue(other).msg_count == 20
         assert {s.destination for s in qm.incoming_sequences()} == {"direct=b"}
+
+
+def test_a_store_that_cannot_be_read_refuses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The destination queue's record cannot be read (a store failure, a database
+    restarting): the arrival raises StorageError and stores nothing, so the sender sends
+    the messages again. Taken for "no such queue", a read failure stored the run as
+    NACK_BAD_DST_Q rejections, and the sending QM dead-lettered messages that B would
+    have taken a moment later."""
+    from openmsmq.errors import StorageError
+
+    with QueueManager(tmp_path / "qm") as qm:
+        qm.create_queue("private$\\b", transactional=True)
+        messages = [message_from_packet(p, "DIRECT=" + WIRE) for p in _packets(3)]
+
+        def unreadable(queue: object) -> object:
+            raise MQError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, "store: database unreachable")
+
+        monkeypatch.setattr(qm, "get_queue", unreadable)
+        with pytest.raises(StorageError):
+            store_arrivals(qm, qm.sequence_store(), "private$\\b", messages, _state(3))
+        with pytest.raises(StorageError):
+            plain_packet_rows(qm, "private$\\b", _packets(3), "DIRECT=" + WIRE)
+        monkeypatch.undo()
+        assert qm.get_queue("private$\\b").msg_count == 0
+        assert qm.incoming_sequences() == []  # no sequence state moved
+        assert [q.name for q in qm.list_queues(include_system=True) if q.msg_count] == []

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from openmsmq.qm import names
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.ack_admin import attach_acknowledgments
 from openmsmq.wire.constants import AckRequest, MessageClass
 
 from .harness import Net, Node, bodies_in, outgoing_count, send_tx
@@ -89,13 +89,13 @@ def test_purged_messages_leave_with_nack_deleted_to_the_dead_letter_queue_or_awa
             qm.send_many(
                 DEST_B,
                 [
-                    Message(body=b"journaled", negative_journaling=True),
-                    Message(body=b"nacked", admin_queue=admin, ack_flags=AckRequest.NEG_ARRIVAL),
-                    Message(body=b"plain"),
+                    MessageRecord(body=b"journaled", negative_journaling=True),
+                    MessageRecord(body=b"nacked", admin_queue=admin, ack_flags=AckRequest.NEG_ARRIVAL),
+                    MessageRecord(body=b"plain"),
                 ],
                 tx,
             )
-        qm.send(DEST_B.replace("orders", "other"), Message(body=b"elsewhere"))
+        qm.send(DEST_B.replace("orders", "other"), MessageRecord(body=b"elsewhere"))
         assert qm.purge_queue(DEST_B) == 3
         assert qm.purge_queue(DEST_B) == 0
         dead = qm.peek_range(names.DEADXACT)

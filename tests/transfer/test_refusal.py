@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from openmsmq.protocol.events import Role
-from openmsmq.qm.transfer_state import hop_host, split_hop
-from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+from openmsmq.transfer.state import hop_host, split_hop
+from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
 from .harness import Net, bodies_in, failing_accepts, outgoing_count, send_tx
 
@@ -77,7 +77,7 @@ def test_a_refusal_on_a_session_to_a_hop_with_a_port_refuses_the_peer_s_address(
     b.qm.create_queue(Q, transactional=True)
     full = failing_accepts(b, monkeypatch)
     full[0] = True
-    attempts = _count_calls(monkeypatch, b.qm, "accept_arrival_rows_many")
+    attempts = _count_calls(monkeypatch, b.transfer.sequence_store, "accept_arrival_rows_many")
     _connect_as(net, "127.0.0.2", "127.0.0.1", hop)
     send_tx(b.qm, TO_A, [b"b0"])
     send_tx(a.qm, DEST_B, [b"a0", b"a1"])  # they travel on B's session: A opens none

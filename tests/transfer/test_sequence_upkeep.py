@@ -13,8 +13,8 @@ from openmsmq.errors import MQError
 from openmsmq.observability.metrics import Metrics
 from openmsmq.protocol import incoming as incoming_module
 from openmsmq.protocol.incoming import IncomingSequenceSnapshot, SequenceKey
-from openmsmq.qm.transfer import Transfer
-from openmsmq.qm.transfer_trust import TrustConfig
+from openmsmq.transfer.engine import Transfer
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.ids import TxSequenceId
 
 from .forged import ForgedPeer

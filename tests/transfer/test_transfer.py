@@ -8,12 +8,12 @@ import tracemalloc
 import pytest
 
 from openmsmq.errors import HResult, MQError
-from openmsmq.qm import manager as qm_manager
 from openmsmq.qm import names
-from openmsmq.qm.transfer import AcceptBatch
-from openmsmq.qm.transfer_state import RECEIVED_OVERHEAD
-from openmsmq.qm.transfer_trust import TrustConfig
-from openmsmq.store.records import Message
+from openmsmq.qm import sending as qm_sending
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.engine import AcceptBatch
+from openmsmq.transfer.state import RECEIVED_OVERHEAD
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
@@ -74,13 +74,13 @@ def test_a_large_release_is_deleted_a_chunk_per_store_transaction(
     b = net.add("127.0.0.2")
     b.qm.create_queue(Q, transactional=True)
     calls: list[list[int]] = []
-    real = a.qm.release_outgoing_many
+    real = a.transfer.sequence_store.release_outgoing_many
 
     def spy(releases):  # type: ignore[no-untyped-def]
         calls.append([n for _, n in releases])
         return real(releases)
 
-    monkeypatch.setattr(a.qm, "release_outgoing_many", spy)
+    monkeypatch.setattr(a.transfer.sequence_store, "release_outgoing_many", spy)
     _send_all(a, 2, 5)  # ten messages, one sequence
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(2, 5)
@@ -225,7 +225,7 @@ def test_intermediate_stores_recoverable_messages_before_acknowledging_them(net:
     dest = "DIRECT=TCP:127.0.0.3\\private$\\plain"
     c_is_down = ("127.0.0.2", "127.0.0.3")
     net.blackhole.add(c_is_down)  # B cannot reach C yet: the messages wait at B
-    sent = [a.qm.send(dest, Message(body=b"p%d" % i, delivery=1)) for i in range(5)]
+    sent = [a.qm.send(dest, MessageRecord(body=b"p%d" % i, delivery=1)) for i in range(5)]
     net.settle()
     for _ in range(5):
         net.advance(0.6)
@@ -251,7 +251,7 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     a, b = _pair(net)
     b.qm.create_queue("private$\\plain")
     dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
-    a.qm.send(dest, Message(body=b"first", delivery=1))
+    a.qm.send(dest, MessageRecord(body=b"first", delivery=1))
     net.run_until_quiet()
     (sa,) = [c.session for c in a.transfer._conns.values()]
     (sb,) = [c.session for c in b.transfer._conns.values()]
@@ -260,7 +260,7 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     sb.recoverable_message_received_count = sb.last_acked_recoverable_msg_seq_number = 0xFFFE
     b.hold_store = True
     for i in range(3):  # numbered 0xFFFF, 0, 1
-        a.qm.send(dest, Message(body=b"p%d" % i, delivery=1))
+        a.qm.send(dest, MessageRecord(body=b"p%d" % i, delivery=1))
     net.settle()
     for _ in range(5):
         net.advance(0.6)
@@ -280,7 +280,9 @@ def test_messages_loaded_for_a_peer_that_is_away_stay_within_queued_bytes_of_mem
     a = net.add("127.0.0.1", queued_bytes=bound)  # B never comes up
     dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
     for t in range(0, 6000, 500):
-        a.qm.send_many(dest, [Message(body=b"%08d" % i + bytes(248), delivery=1) for i in range(t, t + 500)])
+        a.qm.send_many(
+            dest, [MessageRecord(body=b"%08d" % i + bytes(248), delivery=1) for i in range(t, t + 500)]
+        )
     gc.collect()
     tracemalloc.start()
     try:
@@ -346,9 +348,9 @@ def test_a_message_too_large_for_one_packet_is_refused_at_send_not_stuck_in_the_
     a.qm.create_queue("private$\\local", transactional=True)
     four_mib = bytes(4 * 1024 * 1024)
     with a.qm.begin() as tx:  # a local queue takes a 4 MiB body
-        a.qm.send("private$\\local", Message(body=four_mib), tx)
+        a.qm.send("private$\\local", MessageRecord(body=four_mib), tx)
     with pytest.raises(MQError) as err, a.qm.begin() as tx:
-        a.qm.send(DEST_B, Message(body=four_mib), tx)
+        a.qm.send(DEST_B, MessageRecord(body=four_mib), tx)
     assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert "remote queue" in str(err.value)
     # A body within the headroom kept for the headers is transferred, and what follows too.
@@ -371,11 +373,11 @@ def test_a_stored_message_that_cannot_be_sent_is_dead_lettered_not_left_blocking
     b.qm.create_queue("private$\\plain")
     plain = ("DIRECT=TCP:127.0.0.2\\private$\\plain", "private$\\plain")
     dest, queue = (DEST_B, Q) if transactional else plain
-    monkeypatch.setattr(qm_manager, "_REMOTE_HEADROOM", -(1 << 20))  # the old limit: 4 MiB
+    monkeypatch.setattr(qm_sending, "REMOTE_HEADROOM", -(1 << 20))  # the old limit: 4 MiB
     too_large = bytes(4 * 1024 * 1024 - 16)
 
     def send(bodies: list[bytes]) -> None:
-        msgs = [Message(body=body, delivery=1) for body in bodies]
+        msgs = [MessageRecord(body=body, delivery=1) for body in bodies]
         if transactional:
             with a.qm.begin() as tx:
                 a.qm.send_many(dest, msgs, tx)
@@ -405,7 +407,7 @@ def test_non_transactional_arrivals_and_releases_are_stored_in_runs(net: Net) ->
     b = net.add("127.0.0.2")
     b.qm.create_queue("private$\\plain")
     dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
-    a.qm.send_many(dest, [Message(body=b"p%d" % i, delivery=1) for i in range(200)])
+    a.qm.send_many(dest, [MessageRecord(body=b"p%d" % i, delivery=1) for i in range(200)])
     a_before, b_before = a.qm.store.stats.batches, b.qm.store.stats.batches
     net.run_until_quiet()
     assert [m.body for m in b.qm.peek_range("private$\\plain", 0, 1000)] == [b"p%d" % i for i in range(200)]
@@ -435,7 +437,7 @@ def test_non_transactional_messages_travel_and_leave_on_session_ack(net: Net) ->
     a = net.add("127.0.0.1")
     b = net.add("127.0.0.2")
     b.qm.create_queue("private$\\plain")
-    plain = [Message(body=f"p{i}".encode()) for i in range(10)]
+    plain = [MessageRecord(body=f"p{i}".encode()) for i in range(10)]
     a.qm.send_many("DIRECT=TCP:127.0.0.2\\PRIVATE$\\plain", plain)
     net.run_until_quiet()
     net.advance(15.0)  # Session Ack Send Timer (AckWaitTimeout / 2)
@@ -490,7 +492,7 @@ def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
     up to 6 h after many resends). What was stored before the failure is OrderAck'ed
     before the close; nothing is acknowledged before it is stored; every message arrives
     once and in order."""
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a, b = _pair(net)
     start = net.clock.now
@@ -529,7 +531,7 @@ def test_a_failed_batch_gives_back_the_bytes_of_the_acceptances_dropped_behind_i
     dropped with it (A resends them); what they counted in ``unstored_bytes`` (body and
     per-message overhead) is given back and what other sequences' waiting messages count
     stays, so the bound that stops reading does not drift."""
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a, b = _pair(net)
     c = net.add("127.0.0.3")
@@ -578,19 +580,21 @@ def test_recoverable_messages_a_qm_could_not_store_are_resent_on_a_new_session(
     out and the message waited for good (two serve processes, B on a tmpfs that filled:
     39,007 of 60,000 still at A 90 s after the disk grew). Now B closes the session and
     refuses A for the back-off; A resends on its next session, once each."""
-    from openmsmq.qm import transfer_store
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer import store_work as transfer_store
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a = net.add("127.0.0.1", routes=(("127.0.0.3", "127.0.0.2"),) if hop else ())
     b = net.add("127.0.0.2", routes=RELAY_C if hop else ())
     dest = net.add("127.0.0.3", trust=hops("127.0.0.2")) if hop else b
     dest.qm.create_queue("private$\\plain")
     if hop:  # B stores what it forwards in its outgoing queue to C
-        full = _raising_while_full(monkeypatch, b.qm, "accept_arrivals")
+        full = _raising_while_full(monkeypatch, b.transfer.sequence_store, "accept_arrivals")
     else:
         full = _raising_while_full(monkeypatch, transfer_store, "store_arrivals")
     sent = [f"r{i}".encode() for i in range(10)]
-    a.qm.send_many(f"DIRECT=TCP:{dest.address}\\PRIVATE$\\plain", [Message(body=x, delivery=1) for x in sent])
+    a.qm.send_many(
+        f"DIRECT=TCP:{dest.address}\\PRIVATE$\\plain", [MessageRecord(body=x, delivery=1) for x in sent]
+    )
     net.settle()
     assert bodies_in(dest.qm, "private$\\plain") == [] and outgoing_count(a.qm) == 10
     assert b.transfer.refusing("127.0.0.1", net.clock.now)
@@ -609,7 +613,7 @@ def test_a_receiver_that_could_not_store_does_not_reopen_the_session_itself_duri
     reopening it at once would bring A's resend straight back into B's full store, again
     and again. During the back-off B opens no session to A either; afterwards both
     directions finish, every message once and in order."""
-    from openmsmq.qm.transfer_store import STORE_RETRY_MIN
+    from openmsmq.transfer.store_work import STORE_RETRY_MIN
 
     a, b = _pair(net)
     a.qm.create_queue(Q, transactional=True)

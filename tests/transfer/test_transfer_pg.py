@@ -5,7 +5,12 @@ sequence state kept in the database with the messages."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
+from openmsmq.errors import StorageError
 from openmsmq.qm.options import StoreOptions
+from tests.pgserver import PgServer
 
 from .harness import Net, bodies_in, outgoing_count, send_tx
 
@@ -69,3 +74,28 @@ def test_duplicates_resent_by_a_crashed_sender_are_rejected_by_postgresql(net: N
     assert bodies_in(b.qm, Q) == first + rest
     assert b.transfer.stats["rejected"] >= stored_before_crash
     assert outgoing_count(net.nodes["127.0.0.1"].qm) == 0
+
+
+def test_arrivals_while_postgresql_restarts_are_stored_not_refused(
+    net: Net, pg_server: PgServer, pg_dsn: str
+) -> None:
+    """B's database stops (``pg_ctl stop -m immediate``) and starts again a second later
+    while messages arrive: B's reads fail at once, its writes wait for the database.
+    nothing is refused, and once it is back every message is stored exactly once, in
+    order."""
+    a, b = _pair(net, pg_dsn)
+    first = _send_all(a, 1, 10, "a")
+    net.run_until_quiet()
+    pg_server.stop_immediate()
+    restart = threading.Timer(1.0, pg_server.restart)
+    restart.start()
+    try:
+        second = _send_all(a, 2, 50, "b")
+        for _ in range(30):  # store work fails while the database is away, and stores nothing
+            with contextlib.suppress(StorageError):
+                net.advance(0.1)
+    finally:
+        restart.join()
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == first + second
+    assert outgoing_count(a.qm) == 0

@@ -11,8 +11,8 @@ import pytest
 
 from openmsmq.observability.metrics import Metrics, label_value
 from openmsmq.protocol.incoming import RejectReason
-from openmsmq.qm.transfer_trust import TrustConfig
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
@@ -121,7 +121,7 @@ def test_a_forged_final_ack_settles_nothing(net: Net) -> None:
     a = net.add(A, metrics=metrics)
     b = _b(net)
     tx = a.qm.begin()
-    a.qm.send(DEST_B, Message(body=b"j", positive_journaling=True, negative_journaling=True), tx)
+    a.qm.send(DEST_B, MessageRecord(body=b"j", positive_journaling=True, negative_journaling=True), tx)
     tx.commit()
     net.run_until_quiet()
     [waiting] = a.qm.peek_range("private$\\awaiting_final_ack$", 0, 10)
@@ -306,7 +306,7 @@ def test_acknowledgments_may_take_their_own_way_back() -> None:
     from the destination's own session for a DIRECT= name reached through B; from any
     other peer, or naming another QM, it is refused."""
     from openmsmq.observability.sink import NULL_METRICS
-    from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
+    from openmsmq.transfer.trust import AckOrigin, PeerTrust
 
     dest_qm, other_qm, hop_qm = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     trust = PeerTrust(TrustConfig(intermediate_hops=("127.0.0.5",)), (), NULL_METRICS)

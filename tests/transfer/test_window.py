@@ -4,7 +4,7 @@ from the store for a resend; loading in bounded slices per poll."""
 from __future__ import annotations
 
 from openmsmq.qm import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 
 from .harness import Net, bodies_in, outgoing_count, send_tx
 
@@ -209,7 +209,7 @@ def test_session_acks_release_loaded_plain_messages_without_walking_them(net: Ne
     b = net.add(B)
     b.qm.create_queue(Q)
     for t in range(20):
-        a.qm.send_many(DEST_B, [Message(body=b"%d-%d" % (t, i), delivery=1) for i in range(100)])
+        a.qm.send_many(DEST_B, [MessageRecord(body=b"%d-%d" % (t, i), delivery=1) for i in range(100)])
     for _ in range(3):
         a.transfer.poll(net.clock.now)  # loaded before any session exists
     (t,) = a.transfer.outgoing.values()

@@ -1,6 +1,6 @@
 """Decoded values are ordinary frozen values: the decoders' fast constructor is invisible.
 
-The decoders build values with :func:`openmsmq.wire._fast.fast_constructor` instead of
+The decoders build values with :func:`openmsmq.wire.fast.fast_constructor` instead of
 the dataclasses' ``__init__``; these tests check that what comes out is the same thing
 as a value constructed normally: the exact class, equal, same hash and repr, no
 ``__dict__``, and immutable (assigning or deleting any field raises).
@@ -29,7 +29,7 @@ from openmsmq.wire import (
     UserMessage,
     decode_packet,
 )
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 
 from . import strategies as S
 

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from openmsmq.store.records import Message
-from openmsmq.wire._fast import fast_init
+from openmsmq.store.records import MessageRecord
+from openmsmq.wire.fast import fast_init
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,14 +75,14 @@ def test_subclass_built_by_the_generated_init() -> None:
 def test_message_equal_to_the_generated_init() -> None:
     src = uuid.UUID(int=5)
     fields = {"body": b"abc", "label": "l", "priority": 3, "id_lineage": src, "transactional": True}
-    m = Message(**fields)  # type: ignore[arg-type]
-    ref = object.__new__(Message)
-    for f in dataclasses.fields(Message):
+    m = MessageRecord(**fields)  # type: ignore[arg-type]
+    ref = object.__new__(MessageRecord)
+    for f in dataclasses.fields(MessageRecord):
         value = fields.get(f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc]
         object.__setattr__(ref, f.name, value)
-    assert type(m) is Message and m == ref and hash(m) == hash(ref)
+    assert type(m) is MessageRecord and m == ref and hash(m) == hash(ref)
     assert dataclasses.replace(m, label="x").label == "x"
-    assert Message(b"positional").body == b"positional"
+    assert MessageRecord(b"positional").body == b"positional"
 
 
 def test_refuses_classes_whose_init_does_more() -> None:

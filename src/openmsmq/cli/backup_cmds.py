@@ -9,7 +9,7 @@ import click
 
 from openmsmq.cli.context import CommandError, ctx_of, json_option
 from openmsmq.errors import quoted
-from openmsmq.runtime import STORE_FILE, holds_queue_manager
+from openmsmq.runtime import STORE_FILE, STORE_POINTER, holds_queue_manager
 
 __all__ = ["backup", "register"]
 
@@ -33,6 +33,11 @@ def backup(ctx: click.Context, destination: Path) -> None:
         )
     if not holds_queue_manager(Path(directory)):
         raise CommandError(f"no queue manager at {quoted(directory)}: nothing to back up")
+    if (Path(directory) / STORE_POINTER).is_file():
+        raise CommandError(
+            f"the queue manager at {quoted(directory)} keeps its store in PostgreSQL: back up its"
+            ' database with pg_dump or the server\'s base backups (docs/store.md, "PostgreSQL")'
+        )
     size = backup_database(Path(directory) / STORE_FILE, destination)
     c.emit(
         {"backup": str(destination), "bytes": size},

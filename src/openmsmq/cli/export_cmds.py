@@ -39,7 +39,7 @@ _FIELDS = [f.name for f in dataclasses.fields(OutgoingMessage)]
 
 
 def _record(m: Message) -> dict[str, Any]:
-    from openmsmq.cli.dlq_cmds import outgoing_copy
+    from openmsmq.client.dead_letters import outgoing_copy
 
     props = outgoing_copy(m)
     row: dict[str, Any] = {"lookup_id": m.lookup_id, "message_id": m.message_id}

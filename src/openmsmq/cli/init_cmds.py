@@ -54,8 +54,8 @@ def init(ctx: click.Context, directory: str | None, config_path: Path | None) ->
     environment): SQLite in DIR by default; with store.backend = "postgresql" the schema
     is created in the database store.dsn names, and DIR records it."""
     from openmsmq.config import load_config
-    from openmsmq.net.server import store_options
     from openmsmq.qm import QueueManager  # the store only when creating
+    from openmsmq.server.options import store_options
 
     c = ctx_of(ctx)
     path = _directory(c, directory)

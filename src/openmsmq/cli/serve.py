@@ -102,7 +102,7 @@ def serve(
                 flags.update(dict.fromkeys(follow, "flag:--listen"))
         loaded = replace(loaded, sources={**loaded.sources, **flags})
         configure_logging(loaded.config.log.level, loaded.config.log.format, sys.stderr)
-        from openmsmq.net.server import run as run_server  # the asyncio stack only when serving
+        from openmsmq.server.serve import run as run_server  # the asyncio stack only when serving
 
         run_server(loaded.config, loaded=loaded)
     except OpenMSMQError as exc:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openmsmq._lazy import lazy_exports
+from openmsmq.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from openmsmq.client.connection import (

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from openmsmq.client.connection import (
-    _PEEK_SEEK,
-    _RECEIVE_SEEK,
     NACK_RECEIVE_REJECTED,
+    PEEK_SEEK,
+    RECEIVE_SEEK,
     Body,
     Seek,
-    _tx_id,
     open_transport,
     outgoing,
+    tx_id_of,
 )
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.selection import by_correlation_id, by_message_id, open_handle, queue_name, take_message
@@ -66,7 +66,7 @@ WAIT_SLICE = 1.0
 def _tid(tx: AsyncTransaction | TransactionId | None) -> TransactionId | None:
     if isinstance(tx, AsyncTransaction):
         return tx.id
-    return _tx_id(tx)
+    return tx_id_of(tx)
 
 
 async def connect(target: str | Path | Transport, *, create: bool = True) -> AsyncConnection:
@@ -274,9 +274,7 @@ class AsyncQueue:
         """First phase of a receive (see :meth:`openmsmq.client.Queue.start_receive`)."""
         tid = _tid(tx)
         if lookup_id is not None:
-            return await self._start_guarded(
-                0.0, tid, action=_RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id
-            )
+            return await self._start_guarded(0.0, tid, action=RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id)
         result: PendingMessage = await _sliced(lambda wait: self._start_guarded(wait, tid), timeout)
         return result
 
@@ -368,7 +366,7 @@ class AsyncQueue:
     async def peek_by_lookup_id(self, lookup_id: int, action: Seek = Seek.CURRENT) -> Message:
         """MQ_LOOKUP_PEEK_* (MessageNotFoundError when there is none)."""
         result = await self._call(
-            self._transport.read, self.handle, _PEEK_SEEK[Seek(action)], lookup_id=lookup_id
+            self._transport.read, self.handle, PEEK_SEEK[Seek(action)], lookup_id=lookup_id
         )
         return result[0]
 
@@ -377,7 +375,7 @@ class AsyncQueue:
     ) -> Message:
         """MQ_LOOKUP_RECEIVE_* (in ``tx`` or not)."""
         result = await self._call(
-            self._transport.read, self.handle, _RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=_tid(tx)
+            self._transport.read, self.handle, RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=_tid(tx)
         )
         return result[0]
 
@@ -385,9 +383,9 @@ class AsyncQueue:
         tid = _tid(tx)
 
         def take(lookup_id: int) -> Message:
-            return self._transport.read(
-                self.handle, _RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid
-            )[0]
+            return self._transport.read(self.handle, RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid)[
+                0
+            ]
 
         return await self._call(
             take_message, self._transport, self.handle, wanted, take if receive else None, what

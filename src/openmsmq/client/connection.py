@@ -69,14 +69,14 @@ class Seek(IntEnum):
     LAST = 4
 
 
-_PEEK_SEEK = {
+PEEK_SEEK = {
     Seek.CURRENT: ReadAction.LOOKUP_PEEK_CURRENT,
     Seek.NEXT: ReadAction.LOOKUP_PEEK_NEXT,
     Seek.PREV: ReadAction.LOOKUP_PEEK_PREV,
     Seek.FIRST: ReadAction.LOOKUP_PEEK_FIRST,
     Seek.LAST: ReadAction.LOOKUP_PEEK_LAST,
 }
-_RECEIVE_SEEK = {
+RECEIVE_SEEK = {
     Seek.CURRENT: ReadAction.LOOKUP_RECEIVE_CURRENT,
     Seek.NEXT: ReadAction.LOOKUP_RECEIVE_NEXT,
     Seek.PREV: ReadAction.LOOKUP_RECEIVE_PREV,
@@ -166,7 +166,7 @@ def outgoing(body: Body | OutgoingMessage = b"", **props: Any) -> OutgoingMessag
     return OutgoingMessage(**values)
 
 
-def _tx_id(tx: Transaction | TransactionId | None) -> TransactionId | None:
+def tx_id_of(tx: Transaction | TransactionId | None) -> TransactionId | None:
     if tx is None or isinstance(tx, TransactionId):
         return tx
     return tx.id
@@ -228,7 +228,7 @@ class Cursor:
     def _read(self, action: ReadAction, timeout: float | None, tx: Any = None, n: int = 1) -> list[Message]:
         q = self.queue
         return q._transport.read(
-            q.handle, action, cursor=self.number, timeout=timeout, tx=_tx_id(tx), max_count=n
+            q.handle, action, cursor=self.number, timeout=timeout, tx=tx_id_of(tx), max_count=n
         )
 
     def peek_current(self, timeout: float | None = 0.0) -> Message:
@@ -306,7 +306,7 @@ class Queue:
         if label is not None:
             props["label"] = label
         message = outgoing(body, **props).with_send_defaults(tx is not None)
-        return self._transport.send(self.handle, [message], _tx_id(tx))[0]
+        return self._transport.send(self.handle, [message], tx_id_of(tx))[0]
 
     def send_many(
         self,
@@ -317,20 +317,20 @@ class Queue:
     ) -> list[SendReceipt]:
         """Send many messages in one call and one commit; ``props`` apply to every one."""
         messages = [outgoing(b, **props).with_send_defaults(tx is not None) for b in bodies]
-        return self._transport.send(self.handle, messages, _tx_id(tx))
+        return self._transport.send(self.handle, messages, tx_id_of(tx))
 
     # ---- receiving -------------------------------------------------------------------------
 
     def receive(self, timeout: float | None = None, tx: Transaction | TransactionId | None = None) -> Message:
         """Receive the first message (highest priority, then oldest)."""
-        return self._transport.read(self.handle, ReadAction.RECEIVE, timeout=timeout, tx=_tx_id(tx))[0]
+        return self._transport.read(self.handle, ReadAction.RECEIVE, timeout=timeout, tx=tx_id_of(tx))[0]
 
     def receive_many(
         self, n: int, timeout: float | None = None, tx: Transaction | TransactionId | None = None
     ) -> list[Message]:
         """Receive up to ``n`` messages in one call (waits ``timeout`` for the first only)."""
         return self._transport.read(
-            self.handle, ReadAction.RECEIVE, timeout=timeout, tx=_tx_id(tx), max_count=n
+            self.handle, ReadAction.RECEIVE, timeout=timeout, tx=tx_id_of(tx), max_count=n
         )
 
     def peek(self, timeout: float | None = None) -> Message:
@@ -361,14 +361,14 @@ class Queue:
     def peek_by_lookup_id(self, lookup_id: int, action: Seek = Seek.CURRENT) -> Message:
         """MQ_LOOKUP_PEEK_*: the message with this LookupIdentifier, or the one next to it.
         None there: :class:`~openmsmq.errors.MessageNotFoundError`."""
-        return self._transport.read(self.handle, _PEEK_SEEK[Seek(action)], lookup_id=lookup_id)[0]
+        return self._transport.read(self.handle, PEEK_SEEK[Seek(action)], lookup_id=lookup_id)[0]
 
     def receive_by_lookup_id(
         self, lookup_id: int, action: Seek = Seek.CURRENT, tx: Transaction | TransactionId | None = None
     ) -> Message:
         """MQ_LOOKUP_RECEIVE_*: receive by LookupIdentifier (in ``tx`` or not)."""
         return self._transport.read(
-            self.handle, _RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=_tx_id(tx)
+            self.handle, RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=tx_id_of(tx)
         )[0]
 
     # ---- by MessageId / CorrelationId (System.Messaging's ReceiveById, PeekById, ...) ----
@@ -417,9 +417,9 @@ class Queue:
         """Lock a message for this handle (R_StartReceive / R_StartTransactionalReceive);
         finish with :meth:`end_receive`. Closing the queue NACKs what is still pending."""
         if lookup_id is None:
-            return self._transport.start_receive(self.handle, timeout=timeout, tx=_tx_id(tx))
+            return self._transport.start_receive(self.handle, timeout=timeout, tx=tx_id_of(tx))
         return self._transport.start_receive(
-            self.handle, _RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=_tx_id(tx)
+            self.handle, RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=tx_id_of(tx)
         )
 
     def end_receive(self, pending: PendingMessage, ack: Ack | bool = Ack.ACK) -> None:
@@ -446,7 +446,7 @@ class Queue:
     def reject(self, message: Message, tx: Transaction | TransactionId) -> None:
         """Mark a message received in ``tx`` as rejected: at commit its acknowledgment has
         class NACK_RECEIVE_REJECTED (R_SetUserAcknowledgementClass, MS-MQRR 3.1.4.14)."""
-        tid = _tx_id(tx)
+        tid = tx_id_of(tx)
         assert tid is not None
         self._transport.set_ack_class(tid, message.lookup_id, NACK_RECEIVE_REJECTED)
 

@@ -37,8 +37,8 @@ from openmsmq.client.types import (
     TransactionId,
 )
 from openmsmq.errors import HResult, MQError, quoted
-from openmsmq.qm import Message as Record
 from openmsmq.qm import (
+    MessageRecord,
     PendingReceive,
     QueueHandle,
     QueueManager,
@@ -46,10 +46,10 @@ from openmsmq.qm import (
     QueueType,
     Transaction,
 )
-from openmsmq.qm.ack_admin import attach_acknowledgments
-from openmsmq.remote.reads import SEEK
+from openmsmq.remote.read_calls import SEEK
 from openmsmq.remote.status import QMStatus, collect_status
 from openmsmq.runtime import STORE_FILE, holds_queue_manager, take_serve_lock
+from openmsmq.server.node import open_node
 from openmsmq.wire.ids import ObjectId
 
 __all__ = ["InProcessTransport", "message_from_record", "queue_info_from_record", "record_from_outgoing"]
@@ -67,7 +67,7 @@ _KIND = {
 # ---- value mapping ---------------------------------------------------------------------------
 
 
-def message_from_record(m: Record) -> Message:
+def message_from_record(m: MessageRecord) -> Message:
     """The public view of a stored message."""
     return Message(
         body=m.body,
@@ -100,7 +100,7 @@ def message_from_record(m: Record) -> Message:
     )
 
 
-def record_from_outgoing(m: OutgoingMessage) -> Record:
+def record_from_outgoing(m: OutgoingMessage) -> MessageRecord:
     """The QM record for a message to send (the QM assigns identity, times and position)."""
     if len(m.correlation_id) > 20:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
@@ -109,7 +109,7 @@ def record_from_outgoing(m: OutgoingMessage) -> Record:
     for name in ("time_to_reach_queue", "time_to_be_received"):
         if not 0 <= getattr(m, name) <= INFINITE:
             raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"{name} must be a u32 of seconds")
-    return Record(
+    return MessageRecord(
         body=bytes(m.body),
         label=m.label,
         priority=m.priority,
@@ -223,10 +223,9 @@ def _acquire(data_dir: Path | None, qm: QueueManager | None) -> tuple[Path, _Sha
             key = data_dir.resolve()
             shared = _registry.get(key)
             if shared is None:
-                qm = QueueManager(key)
                 # Administration acknowledgments of receives, purges and expiry here too,
                 # as under serve (FinalAcks need the session a message came in on: none).
-                attach_acknowledgments(qm)
+                qm = open_node(key).qm
                 shared = _Shared(qm, owned=True)
                 _registry[key] = shared
         shared.refs += 1
@@ -769,7 +768,7 @@ class InProcessTransport(Transport):
         _release(self._key, self._shared)
 
 
-def _message_id(m: Record) -> str:
+def _message_id(m: MessageRecord) -> str:
     return str(ObjectId(m.id_lineage, m.id_uniquifier))
 
 

@@ -15,8 +15,8 @@ import urllib.parse
 
 from starlette.responses import Response
 
-from openmsmq.cli.dlq_cmds import DEAD_LETTER_QUEUES
 from openmsmq.client import Message, QueueInfo
+from openmsmq.client.dead_letters import DEAD_LETTER_QUEUES
 from openmsmq.console.app import ConsoleApp, Ctx, HttpError
 from openmsmq.console.backend import body_preview
 from openmsmq.console.pages import number_field, when

@@ -4,7 +4,7 @@ Reads and actions go through the same objects as ``openmsmq status`` and the com
 :func:`~openmsmq.remote.status.collect_status` over the :class:`QueueManager` and the
 transfer's live snapshot, and the client API (:class:`~openmsmq.client.Connection`) over
 an in-process transport of the served QM for browsing, receiving, purging, queue
-administration and the dead-letter requeue (:mod:`openmsmq.cli.dlq_cmds`, so that the
+administration and the dead-letter requeue (:mod:`openmsmq.client.dead_letters`, so that the
 console moves a dead letter exactly as ``openmsmq dlq requeue`` does: in one transaction
 for a transactional one).
 
@@ -20,15 +20,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from openmsmq.cli.dlq_cmds import DEAD_LETTER_QUEUES, DeadLetter, RequeueResult, find_dead_letter, requeue
 from openmsmq.client import Access, Connection, Message, QueueInfo, Seek
+from openmsmq.client.dead_letters import (
+    DEAD_LETTER_QUEUES,
+    DeadLetter,
+    RequeueResult,
+    find_dead_letter,
+    requeue,
+)
 from openmsmq.client.inproc import InProcessTransport, message_from_record
 from openmsmq.client.transport import SINGLE_MESSAGE
 from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer_state import SessionStatus
 from openmsmq.remote.auth import Principal
 from openmsmq.remote.status import QMStatus, TransferSnapshot, collect_status
+from openmsmq.transfer.state import SessionStatus
 
 __all__ = ["PREVIEW_BYTES", "Backend", "Page", "TransferHooks", "body_preview", "not_found_text"]
 

@@ -28,9 +28,9 @@ from openmsmq.console.pages import Pages, config_rows
 from openmsmq.console.sessions import Sessions
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer import Transfer
 from openmsmq.remote.auth import load_tokens
 from openmsmq.remote.status import TransferSnapshot, outgoing_state
+from openmsmq.transfer.engine import Transfer
 
 __all__ = ["ENDPOINTS", "ConsoleServer", "start_console", "transfer_hooks"]
 

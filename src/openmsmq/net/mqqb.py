@@ -1,4 +1,4 @@
-"""asyncio driver of :class:`~openmsmq.qm.transfer.Transfer`: the MS-MQQB listener (TCP 1801),
+"""asyncio driver of :class:`~openmsmq.transfer.engine.Transfer`: the MS-MQQB listener (TCP 1801),
 one connector per next hop with reconnect back-off, timers and store work.
 
 Threading model: everything here runs on the event loop thread except the store work,
@@ -25,8 +25,8 @@ from openmsmq.net.tls import certified_qm
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.observability.repeats import flush_all as flush_repeated_logs
 from openmsmq.protocol.events import Role
-from openmsmq.qm.transfer import AcceptBatch, StoreWork, Transfer
-from openmsmq.qm.transfer_state import split_hop
+from openmsmq.transfer.engine import AcceptBatch, StoreWork, Transfer
+from openmsmq.transfer.state import split_hop
 
 __all__ = ["MQQB_PORT", "MQQBNode", "NetConfig", "allow_networks"]
 

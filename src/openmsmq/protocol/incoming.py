@@ -43,7 +43,7 @@ from enum import IntEnum
 from operator import is_ as _is
 
 from openmsmq.errors import LocalProtocolError
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.ids import ZERO_SEQUENCE_ID, TxSequenceId
 
 __all__ = [
@@ -59,15 +59,6 @@ __all__ = [
 ]
 
 _U32_MAX = 0xFFFFFFFF
-
-#: TEST-ONLY switch for the deterministic simulator (tests/sim, docs/simulation.md): a test
-#: sets it with ``monkeypatch`` to plant a known bug and show that the simulator's checker
-#: catches it. It is never set in production; ``None`` (off) costs one comparison on the
-#: duplicate path and one per Order Ack Send Timer expiry.
-#:
-#: * ``"ack-before-durable"``: the OrderAck covers accepted messages that are not durable yet.
-#: * ``"accept-duplicate"``: the acceptance rule lets the last accepted number through again.
-_PLANTED_BUG: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,8 +320,6 @@ class IncomingSequence:
         if tx_sequence_id is incoming_id or tx_sequence_id == incoming_id:
             if tx_sequence_number <= incoming_no:
                 reason = RejectReason.DUPLICATE
-                if _PLANTED_BUG == "accept-duplicate" and tx_sequence_number == incoming_no:
-                    reason = None  # planted bug (test-only): off by one
             elif previous_tx_sequence_number > incoming_no:
                 reason = RejectReason.GAP
         elif tx_sequence_id > incoming_id:
@@ -476,10 +465,6 @@ class IncomingSequence:
         self._order_ack_deadline = None
         if self._registry is not None:
             self._registry.armed.pop(self, None)
-        if _PLANTED_BUG == "ack-before-durable" and self._incoming.tx_sequence_number:
-            # Planted bug (test-only): acknowledge what is accepted, durable or not.
-            self._last_order_ack_send_time = now
-            return SendOrderAck(self._key, self._incoming.tx_sequence_id, self._incoming.tx_sequence_number)
         if self._durable.tx_sequence_number == 0:
             # Nothing stored yet (OrderAck numbers are 1..0xFFFFFFFF, MS-MQQB 2.2.4.1).
             self._ack_due = bool(self._pending)
@@ -539,6 +524,9 @@ class IncomingSequences:
     #: the timer scan looks at these only (a few, the ones with recent traffic), not at
     #: every sequence the QM remembers.
     armed: dict[IncomingSequence, None] = field(default_factory=dict)
+    #: The class of the sequences this registry creates: :class:`IncomingSequence`, or a
+    #: subclass given by :meth:`use_sequence_type` (the simulator's planted bugs).
+    sequence_type: type[IncomingSequence] = IncomingSequence
 
     @classmethod
     def restore(
@@ -556,11 +544,21 @@ class IncomingSequences:
             registry._sequences[snap.key] = IncomingSequence(snap, now, registry.config, registry)
         return registry
 
+    def use_sequence_type(self, sequence_type: type[IncomingSequence], now: float) -> None:
+        """Create sequences as ``sequence_type`` from now on, and rebuild the ones held
+        from their snapshots. Only right after :meth:`restore`, before any message: a
+        snapshot carries the durable state only, not what is pending."""
+        if any(seq.has_pending or seq.order_ack_timer_active for seq in self._sequences.values()):
+            raise LocalProtocolError("the sequence type changes only before any message is received")
+        self.sequence_type = sequence_type
+        for key, seq in self._sequences.items():
+            self._sequences[key] = sequence_type(seq.snapshot(), now, self.config, self)
+
     def get(self, key: SequenceKey, now: float) -> IncomingSequence:
         """The sequence for ``key``, created in its initial state (ID 0, number 0) if new."""
         seq = self._sequences.get(key)
         if seq is None:
-            seq = IncomingSequence(IncomingSequenceSnapshot(key), now, self.config, self)
+            seq = self.sequence_type(IncomingSequenceSnapshot(key), now, self.config, self)
             self._sequences[key] = seq
         return seq
 
@@ -588,7 +586,7 @@ class IncomingSequences:
         """Put a sequence in the state of ``snapshot`` (an operator's reset), dropping the
         one it replaces."""
         self.remove(snapshot.key)
-        seq = IncomingSequence(snapshot, now, self.config, self)
+        seq = self.sequence_type(snapshot, now, self.config, self)
         self._sequences[snapshot.key] = seq
         return seq
 

@@ -43,10 +43,10 @@ __all__ = [
     "IgnoreReason",
     "OrderAckIgnored",
     "OutgoingEvent",
-    "OutgoingMessage",
     "OutgoingSequence",
     "Released",
     "ResendConfig",
+    "RetainedMessage",
     "Settled",
     "Transmit",
 ]
@@ -79,7 +79,7 @@ class ResendConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class OutgoingMessage:
+class RetainedMessage:
     """A committed transactional message as the sender protocol sees it.
 
     ``handle`` is the QM's own reference (e.g. its LookupIdentifier); the protocol
@@ -109,7 +109,7 @@ class Transmit:
     MS-MQQB 3.1.7.1.3 bridges the gap left by messages removed before acknowledgment.
     """
 
-    messages: tuple[OutgoingMessage, ...]
+    messages: tuple[RetainedMessage, ...]
     resend: bool
 
 
@@ -119,7 +119,7 @@ class Released:
     requested, the FinalAck came back with ``final_ack_class``). They are of one
     TxSequenceID, in increasing TxSequenceNumber order."""
 
-    messages: tuple[OutgoingMessage, ...]
+    messages: tuple[RetainedMessage, ...]
     final_ack_class: int | None = None
 
 
@@ -129,7 +129,7 @@ class Settled:
     sequence; the QM removes it from its outgoing queue (journal, dead-letter queue or
     away, by ``final_ack_class`` and its JP/JN flags)."""
 
-    message: OutgoingMessage
+    message: RetainedMessage
     final_ack_class: int
 
 
@@ -137,7 +137,7 @@ class Settled:
 class AwaitingFinalAck:
     """These messages were OrderAck'ed but wait for their FinalAck (AwaitingFinalACKTable)."""
 
-    messages: tuple[OutgoingMessage, ...]
+    messages: tuple[RetainedMessage, ...]
 
 
 class IgnoreReason(IntEnum):
@@ -186,17 +186,17 @@ class OutgoingSequence:
     def __init__(
         self,
         now: float,
-        retained: Iterable[OutgoingMessage] = (),
-        awaiting_final_ack: Iterable[OutgoingMessage] = (),
+        retained: Iterable[RetainedMessage] = (),
+        awaiting_final_ack: Iterable[RetainedMessage] = (),
         config: ResendConfig | None = None,
     ) -> None:
         """Restore from the store: ``retained`` = not yet OrderAck'ed, in sequence order;
         ``awaiting_final_ack`` = OrderAck'ed, waiting for a FinalAck."""
         self._table = (config or ResendConfig()).table
         # Not yet OrderAck'ed, in send order (the transactional OutgoingMessageTable).
-        self._unacked: list[OutgoingMessage] = []
+        self._unacked: list[RetainedMessage] = []
         # OrderAck'ed, waiting for their FinalAck (AwaitingFinalACKTable).
-        self._awaiting: dict[tuple[TxSequenceId, int], OutgoingMessage] = {}
+        self._awaiting: dict[tuple[TxSequenceId, int], RetainedMessage] = {}
         # How many of _awaiting are of each TxSequenceID (holds_sequence).
         self._awaiting_sids: dict[TxSequenceId, int] = {}
         # Highest number known sent, per sequence; restored messages count as sent.
@@ -242,12 +242,12 @@ class OutgoingSequence:
         return tx_sequence_id in self._awaiting_sids
 
     @property
-    def unacked(self) -> tuple[OutgoingMessage, ...]:
+    def unacked(self) -> tuple[RetainedMessage, ...]:
         """Messages not yet OrderAck'ed (TxOutgoingSequence.UnackedSequence), in order."""
         return tuple(self._unacked)
 
     @property
-    def awaiting_final_ack(self) -> tuple[OutgoingMessage, ...]:
+    def awaiting_final_ack(self) -> tuple[RetainedMessage, ...]:
         """Messages OrderAck'ed and waiting for a FinalAck."""
         return tuple(self._awaiting.values())
 
@@ -267,14 +267,14 @@ class OutgoingSequence:
 
     # ------------------------------------------------------------------ inputs
 
-    def add(self, message: OutgoingMessage, now: float) -> list[OutgoingEvent]:
+    def add(self, message: RetainedMessage, now: float) -> list[OutgoingEvent]:
         """A newly committed message joins the sequence; transmitted at once when connected.
 
         A message an earlier OrderAck already covers (see :meth:`note_assigned`) is
         released at once instead."""
         return self.add_many((message,), now)
 
-    def add_many(self, messages: Iterable[OutgoingMessage], now: float) -> list[OutgoingEvent]:
+    def add_many(self, messages: Iterable[RetainedMessage], now: float) -> list[OutgoingEvent]:
         """:meth:`add` for a batch (one :class:`Transmit` for all of them)."""
         batch = list(messages)
         last_sid: TxSequenceId | None = None
@@ -338,7 +338,7 @@ class OutgoingSequence:
 
     def remove(
         self, tx_sequence_id: TxSequenceId, tx_sequence_number: int, now: float | None = None
-    ) -> OutgoingMessage:
+    ) -> RetainedMessage:
         """The QM removed an un-acknowledged message (TimeToReachQueue expired, MS-MQQB
         3.1.7.1.2; its FinalAck came, 3.1.5.7); later resends bridge the gap with
         PreviousTxSequenceNumber (3.1.7.1.3).
@@ -410,9 +410,9 @@ class OutgoingSequence:
                 if not unacked:
                     self._resend_deadline = None
                 return [Released(tuple(head))] if head else []
-        released: list[OutgoingMessage] = []
-        waiting: list[OutgoingMessage] = []
-        keep: list[OutgoingMessage] = []
+        released: list[RetainedMessage] = []
+        waiting: list[RetainedMessage] = []
+        keep: list[RetainedMessage] = []
         same: TxSequenceId | None = None  # the retained messages share one object: compare once
         for m in self._unacked:
             sid = m.tx_sequence_id
@@ -501,7 +501,7 @@ class OutgoingSequence:
 
     # ------------------------------------------------------------------ internals
 
-    def _await_final_ack(self, m: OutgoingMessage) -> None:
+    def _await_final_ack(self, m: RetainedMessage) -> None:
         self._awaiting[m.position] = m
         sid = m.tx_sequence_id
         self._awaiting_sids[sid] = self._awaiting_sids.get(sid, 0) + 1
@@ -525,7 +525,7 @@ class OutgoingSequence:
             return i
         return -1
 
-    def _append(self, m: OutgoingMessage, same_sequence: bool = False) -> None:
+    def _append(self, m: RetainedMessage, same_sequence: bool = False) -> None:
         # same_sequence: the previous call appended a message of this very TxSequenceId
         # object, so it either found the sequence known or forgot the old ones for it (a
         # second _forget_old_sequences for it would change nothing).
@@ -581,17 +581,17 @@ class OutgoingSequence:
         for sid in [s for s in self._assigned_high if s < new and s not in keep]:
             del self._assigned_high[sid]
 
-    def _note_sent(self, m: OutgoingMessage) -> None:
+    def _note_sent(self, m: RetainedMessage) -> None:
         if m.tx_sequence_number > self._sent_high.get(m.tx_sequence_id, 0):
             self._sent_high[m.tx_sequence_id] = m.tx_sequence_number
 
-    def effective(self, m: OutgoingMessage) -> OutgoingMessage:
+    def effective(self, m: RetainedMessage) -> RetainedMessage:
         """``m`` with its PreviousTxSequenceNumber bridged over the messages removed
         unacknowledged before it (MS-MQQB 3.1.7.1.3), for a message of a :class:`Transmit`
         sent after one of its predecessors in the same batch was removed."""
         return self._effective(m) if self._removed else m
 
-    def _effective(self, m: OutgoingMessage) -> OutgoingMessage:
+    def _effective(self, m: RetainedMessage) -> RetainedMessage:
         # MS-MQQB 3.1.7.1.3: PreviousTxSequenceNumber names the previous transactional
         # message still in the table, which bridges messages removed unacknowledged
         # (expired): follow the chain of removed predecessors.

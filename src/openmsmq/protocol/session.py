@@ -30,6 +30,7 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 from openmsmq.errors import LocalProtocolError, RemoteProtocolError, WireError
 from openmsmq.protocol.events import (
@@ -64,8 +65,8 @@ from openmsmq.protocol.session_acks import (
     recoverable_ack_fields,
     stored_before_ack,
 )
-from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_HANDSHAKE_PACKET_SIZE, DeliveryMode, OperatingSystemFlag
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.headers import ConnectionParametersHeader, EstablishConnectionHeader, SessionHeader
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.packets import (
@@ -89,6 +90,7 @@ __all__ = [
     "ForwardMessage",
     "OrderAckReceived",
     "Role",
+    "RoutingPolicy",
     "Session",
     "SessionAckReceived",
     "SessionConfig",
@@ -102,7 +104,7 @@ __all__ = [
 ]
 
 _U16 = 0x10000
-#: DeliveryMode.RECOVERABLE as a plain int (an IntEnum member lookup per message costs ~60 ns).
+#: DeliveryMode.RECOVERABLE as a plain int (no IntEnum member lookup per message).
 _DM_RECOVERABLE = int(DeliveryMode.RECOVERABLE)
 #: RecoverableAckTimeout range, ms (MS-MQQB 2.2.2.1, 3.1.5.3.2).
 _RECOVERABLE_ACK_MIN_MS = 0x1F4
@@ -116,8 +118,8 @@ _ACK_BYTES = 1024 * 1024
 #: peer received but has not yet acknowledged as stored. RecoverableMsgSeqNumber is 16
 #: bits (MS-MQQB 2.2.1): a number reused while its first message still waited for its
 #: stored-acknowledgment made the two indistinguishable, and the older one was never
-#: released (a receiver whose store lagged 65,536 messages behind its receipts left tens of
-#: thousands in the sender's outgoing queue for good). Half the number space.
+#: released (a receiver whose store lagged a whole number space behind its receipts left
+#: those messages in the sender's outgoing queue for good). Half the number space.
 _RECOVERABLE_AHEAD_MAX = 0x8000
 _OPEN = SessionState.OPEN
 _CLOSED = SessionState.CLOSED
@@ -128,6 +130,28 @@ _new_accepted_event = fast_constructor(TransactionalMessageAccepted)
 
 def _packet_name(packet: Packet) -> str:
     return type(packet).__name__
+
+
+class RoutingPolicy(Protocol):
+    """A queue manager's rules for what one session's peer may claim and send, given to
+    :class:`Session` by its owner (the transfer: docs/security.md)."""
+
+    def identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
+        """Why the peer's claim to be ``remote_qm`` is not accepted (the ``identity``
+        rule), or None."""
+        ...
+
+    def source_refusal(self, source: uuid.UUID, remote_qm: uuid.UUID) -> str | None:
+        """Why a packet whose SourceQueueManager is ``source`` may not come from the
+        session's QM ``remote_qm`` (the ``source-qm`` rule), or None."""
+        ...
+
+    def forwards(self, destination: object, qm_address: uuid.UUID) -> bool | None:
+        """Whether a packet whose QueueManagerAddress names this QM (or is NULL) still goes
+        on to another QM because of its DestinationQueue (MS-MQQB 3.1.1.6.2): True
+        forwards it; False keeps it here and lets the session skip the question for later
+        packets with the same DestinationQueue object; None keeps this one packet here."""
+        ...
 
 
 class Session:
@@ -144,6 +168,7 @@ class Session:
         config: SessionConfig | None = None,
         peer: str = "",
         arrival_check: Callable[[UserMessage, float], int | None] | None = None,
+        routing: RoutingPolicy | None = None,
     ) -> None:
         """Create the session. An initiator sends its EstablishConnection at once:
         ``remote_qm`` is RemoteQMGuid, or None/NULL for a direct format name.
@@ -151,7 +176,9 @@ class Session:
         ``arrival_check(message, now)``: the QM's rules of receipt that come before
         Transactional Message Processing (MS-MQQB 3.1.5.8.2, 3.1.5.8.3, 3.1.7.1.2), run
         on each transactional message for this QM before the acceptance rule: a NACK
-        class refuses it (:class:`TransactionalMessageRefused`), None lets it on."""
+        class refuses it (:class:`TransactionalMessageRefused`), None lets it on.
+        ``routing``: the QM's trust and forwarding rules (:class:`RoutingPolicy`); None
+        accepts every identity and source and forwards by QueueManagerAddress only."""
         self.role = role
         self.local_qm = local_qm
         self.config = config or SessionConfig()
@@ -159,6 +186,7 @@ class Session:
         self.remote_qm: uuid.UUID = remote_qm or NULL_GUID
         self.incoming = incoming if incoming is not None else IncomingSequences()
         self._arrival_check = arrival_check
+        self._routing = routing
         self.error: RemoteProtocolError | None = None
         self._decoder = PacketDecoder()
         self._events: deque[SessionEvent] = deque()
@@ -192,8 +220,8 @@ class Session:
         # (SourceQueueManager, DestinationQueue, QueueManagerAddress) -> SequenceKey.
         self._keys: dict[tuple[uuid.UUID, object, uuid.UUID], SequenceKey] = {}
         self._known_local: uuid.UUID = NULL_GUID
-        #: The last DestinationQueue object :meth:`_forwards` kept here (identity: the
-        #: decoder shares direct-name objects, so the hook runs once per name).
+        #: The last DestinationQueue object the routing policy kept here (identity: the
+        #: decoder shares direct-name objects, so the policy runs once per name).
         self._local_destination: object = None
         self._last_key: tuple[uuid.UUID, object, uuid.UUID, SequenceKey, IncomingSequence] | None = None
         #: The last SourceQueueManager object :meth:`_admit_source` let through (identity:
@@ -322,7 +350,7 @@ class Session:
         A packet may be given as its encoded bytes when it is a *transactional*
         UserMessage (so recoverable: a transactional message is never express) without a
         SessionHeader: the sender's outgoing queues encode their messages straight from
-        the stored rows (``qm.transfer_codec.row_encoder``). It is counted and
+        the stored rows (``transfer.codec.row_encoder``). It is counted and
         acknowledged exactly as the same packet given as a value."""
         if self.state is not SessionState.OPEN:
             raise LocalProtocolError(f"send_user_message in state {self.state.name}")
@@ -340,7 +368,7 @@ class Session:
         """Write an OrderAck packet (MS-MQQB 2.2.4) straight onto this session: the protocol
         core's form, for a driver without a queue manager (the sans-I/O tests). A queue
         manager raises Send Transactional Acknowledgment instead (seed 000: built,
-        enqueued, sent from its outgoing queue; ``openmsmq.qm.acknowledgment``).
+        enqueued, sent from its outgoing queue; ``openmsmq.transfer.acknowledgments``).
 
         Destination: ``PRIVATE=<sender QM>\\00000004`` (DQ 0x3) or, for a direct session,
         ``DIRECT=TCP:<direct_address>\\PRIVATE$\\order_queue$``. UserHeader.DM = 1, the
@@ -751,25 +779,23 @@ class Session:
             return True
         return False
 
-    def _forwards(self, destination: object, qm_address: uuid.UUID) -> bool:
-        """Whether a packet whose QueueManagerAddress names this QM (or is NULL) still goes
-        on to another QM because of its DestinationQueue (a subclass hook; the base session
-        never forwards on that ground). A subclass that answers False because of the
-        destination alone sets ``_local_destination`` to it (see TransferSession)."""
-        self._local_destination = destination
-        return False
-
     def _identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
         """Why the peer's claim to be ``remote_qm`` (ClientGuid of a request, ServerGuid of
-        a response) is not accepted, or None (a subclass hook: the QM's trust rules; the
-        base session accepts every claim)."""
-        return None
+        a response) is not accepted, or None (the routing policy's ``identity`` rule; with
+        no policy every claim is accepted)."""
+        routing = self._routing
+        return None if routing is None else routing.identity_refusal(remote_qm)
 
     def _admit_source(self, source: uuid.UUID, packet: UserMessagePacket) -> bool:
         """Whether a packet whose UserHeader.SourceQueueManager is ``source`` may be
-        processed on this session (a subclass hook: the QM's trust rules, e.g. that a
-        peer speaks for itself unless it is a configured intermediate hop). A subclass
-        that refuses calls :meth:`refuse`. The base session admits every source."""
+        processed on this session (the routing policy's ``source-qm`` rule); a refused one
+        closes the session (:meth:`refuse`)."""
+        routing = self._routing
+        if routing is not None:
+            refusal = routing.source_refusal(source, self.remote_qm)
+            if refusal is not None:
+                self.refuse("source-qm", type(packet).__name__, refusal)
+                return False
         self._admitted_source = source
         return True
 
@@ -798,9 +824,16 @@ class Session:
             self._events.append(ForwardMessage(packet, stored_before_ack(packet, message, recoverable)))
             return
         destination = user.destination_queue
-        if destination is not self._local_destination and self._forwards(destination, qm_address):
-            self._events.append(ForwardMessage(packet, stored_before_ack(packet, message, recoverable)))
-            return
+        if destination is not self._local_destination:
+            routing = self._routing
+            where = False if routing is None else routing.forwards(destination, qm_address)
+            if where:
+                self._events.append(ForwardMessage(packet, stored_before_ack(packet, message, recoverable)))
+                return
+            if where is False:
+                # Decided by the destination object alone: the decoder shares direct-name
+                # objects, so the policy runs once per name, not per message.
+                self._local_destination = destination
         # An OrderAck or FinalAck wraps its UserMessage; a plain UserMessage is its own message.
         if packet is not message and isinstance(packet, OrderAck):
             if recoverable is not None:  # idempotent: acknowledged at once

@@ -13,7 +13,7 @@ from openmsmq.store.records import (
     INFINITE,
     MAX_MESSAGE_BYTES,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     QueueRecord,
     QueueType,
 )
@@ -26,7 +26,7 @@ __all__ = [
     "IncomingSequenceState",
     "LookupAction",
     "LookupRange",
-    "Message",
+    "MessageRecord",
     "PendingReceive",
     "QueueHandle",
     "QueueManager",

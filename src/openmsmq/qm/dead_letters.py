@@ -1,69 +1,69 @@
 """Messages leaving a queue without being received: expiry into the dead-letter queues
 (TimeToBeReceived / TimeToReachQueue), moves by the transfer (a message it cannot send),
-and the purge of an outgoing queue. Split from :mod:`openmsmq.qm.manager`."""
+and the purge of an outgoing queue."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
 
+from openmsmq.errors import MQError
+from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm import names
-from openmsmq.qm.handles import _QueueState
-from openmsmq.qm.transaction import _Receive
+from openmsmq.qm.handles import QueueHandle, QueueState
+from openmsmq.qm.locks import LockTable
+from openmsmq.qm.registry import QueueRegistry
+from openmsmq.qm.removals import RemovalEvents
+from openmsmq.qm.transaction import Receive
 from openmsmq.store import ops, reads
 from openmsmq.store.backend import StoreBackend
-from openmsmq.store.ops import AckRows, Remove, RemovedMessage, Send
-from openmsmq.store.records import Message
+from openmsmq.store.ops import Remove
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.constants import MessageClass
 
-if TYPE_CHECKING:
-    from openmsmq.observability.sink import MetricsSink
-    from openmsmq.qm.handles import QueueHandle
-
-__all__ = ["EXPIRY_PASS", "DeadLetterMixin"]
+__all__ = ["EXPIRY_PASS", "DeadLetters", "Expirer"]
 
 #: Messages moved per store transaction by the expiry thread and by an outgoing-queue
 #: purge: other writers get in between.
 EXPIRY_PASS = 2000
 
 
-class DeadLetterMixin:
-    """Expiry, dead-lettering and outgoing-queue purges of the QueueManager."""
+class DeadLetters:
+    """Expiry, dead-lettering and outgoing-queue purges of a queue manager.
 
-    if TYPE_CHECKING:
-        store: StoreBackend
-        metrics: MetricsSink
-        _stop: threading.Event
-        _by_id: dict[int, _QueueState]
-        _queues: dict[str, _QueueState]
-        _commit_hooks: dict[
-            Callable[[list[RemovedMessage]], None], Callable[[list[RemovedMessage]], list[Send]]
-        ]
+    ``stop`` is set when the QM closes: a long expiry stops between passes."""
 
-        def _check_open(self) -> None: ...
-        def _resolve(self, queue: str | QueueHandle) -> _QueueState: ...
-        def _ack_rows(self, events: list[RemovedMessage]) -> AckRows | None: ...
-        def _removal_done(self, events: list[RemovedMessage], acks: AckRows | None) -> None: ...
-        def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+    def __init__(
+        self,
+        store: StoreBackend,
+        metrics: MetricsSink,
+        queues: QueueRegistry,
+        removals: RemovalEvents,
+        locks: LockTable,
+        stop: threading.Event,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._queues = queues
+        self._removals = removals
+        self._locks = locks
+        self._stop = stop
 
     def expire(self, now: float, limit: int = 10000) -> int:
         """Move messages whose TimeToBeReceived / TimeToReachQueue passed to the dead-letter
         queues (transactional ones to the transactional dead-letter queue) with the class
         NackReceiveTimeout / NackReachQueueTimeout recorded. Locked messages wait for their
         lock to end. Returns how many moved."""
-        self._check_open()
-        rows = self.store.read(lambda c: reads.fetch_expired(c, int(now), limit))
+        self._queues.check_open()
+        rows = self._store.read(lambda c: reads.fetch_expired(c, int(now), limit))
         return self._dead_letter_rows(rows)
 
     def expire_due(self, now: float) -> int:
         """:meth:`expire` pass after pass (:data:`EXPIRY_PASS` messages each, one short
         store transaction each, so other writers get in between) until a pass comes back
         short: a backlog of expired messages drains at once, not one pass per interval
-        of the expiry thread (which moved 300,000 in 36 s, each pass of 10,000 holding
-        the writer for about 80 ms). Returns how many moved."""
+        of the expiry thread, and no pass holds the writer long. Returns how many moved."""
         total = 0
         while True:
             moved = self.expire(now, limit=EXPIRY_PASS)
@@ -76,10 +76,10 @@ class DeadLetterMixin:
         transactional dead-letter queue) with ``message_class`` recorded, as :meth:`expire`
         moves expired ones (acknowledgments in the same transaction); those no longer
         stored or locked are skipped. Returns how many moved."""
-        self._check_open()
-        qid = self._resolve(queue).record.queue_id
+        self._queues.check_open()
+        qid = self._queues.resolve(queue).record.queue_id
         ids = list(lookup_ids)
-        rows = self.store.read(lambda c: reads.fetch_for_dead_letter(c, qid, ids, message_class))
+        rows = self._store.read(lambda c: reads.fetch_for_dead_letter(c, qid, ids, message_class))
         return self._dead_letter_rows(rows)
 
     def settle_outgoing(self, queue: str | QueueHandle, settles: Sequence[tuple[int, int, int]]) -> int:
@@ -89,10 +89,10 @@ class DeadLetterMixin:
         (JP and class AckReceive), to the transactional dead-letter queue with the class
         recorded (JN and another class) or away; one whose MessageID differs, no longer
         stored or locked is skipped. One store transaction. Returns how many left."""
-        self._check_open()
-        qid = self._resolve(queue).record.queue_id
+        self._queues.check_open()
+        qid = self._queues.resolve(queue).record.queue_id
         wanted = {lid: (message_id, cls) for lid, message_id, cls in settles}
-        found = self.store.read(lambda c: reads.fetch_messages(c, qid, list(wanted)))
+        found = self._store.read(lambda c: reads.fetch_messages(c, qid, list(wanted)))
         rows: list[tuple[int, int, int, bool, int]] = []
         drop: set[int] = set()
         journal: set[int] = set()
@@ -107,13 +107,13 @@ class DeadLetterMixin:
                 drop.add(m.lookup_id)
         return self._dead_letter_rows(rows, deleted=drop, journal=journal)
 
-    def _purge_outgoing(self, qs: _QueueState) -> int:
+    def purge_outgoing(self, qs: QueueState) -> int:
         """Purge an outgoing queue: every message leaves it with the class
         MQMSG_CLASS_NACK_DELETED (0x8001, "deleted by an administrative action before
         reaching the queue", MS-MQMQ 2.2.18.1.6; the ADM calls it NackPurged). One sent
         with negative source journaling (``dead_letter``) goes to the dead-letter queue,
         the others are deleted; one that asked for negative arrival acknowledgments gets
-        its NACK, as when its TimeToReachQueue passes there (:mod:`openmsmq.qm.ack_admin`).
+        its NACK, as when its TimeToReachQueue passes there (:mod:`openmsmq.transfer.ack_admin`).
         Passes of :data:`EXPIRY_PASS` messages in queue order, one transaction each.
         Returns how many left.
 
@@ -126,7 +126,7 @@ class DeadLetterMixin:
             with qs.cond:
                 qs.settle()
                 exclude = set(qs.locked)
-            rows = self.store.read(
+            rows = self._store.read(
                 partial(
                     reads.fetch_for_purge,
                     queue_id=qid,
@@ -154,15 +154,15 @@ class DeadLetterMixin:
         dead-letter queues, those in ``journal`` to the system journal (class unchanged),
         or delete those in ``deleted`` (their class still reported to the
         acknowledgments), skipping locked ones; returns how many left their queue."""
-        dead = self._queues[names.DEADLETTER].record.queue_id
-        dead_x = self._queues[names.DEADXACT].record.queue_id
+        dead = self._queues.system(names.DEADLETTER).record.queue_id
+        dead_x = self._queues.system(names.DEADXACT).record.queue_id
         drop = set(deleted)
         journaled = set(journal)
-        system_journal = self._queues[names.SYSTEM_JOURNAL].record.queue_id
+        system_journal = self._queues.system(names.SYSTEM_JOURNAL).record.queue_id
         removes: list[Remove] = []
-        held: list[_Receive] = []
+        held: list[Receive] = []
         for qid, lookup_id, size, transactional, cls in rows:
-            qs = self._by_id.get(qid)
+            qs = self._queues.by_id.get(qid)
             if qs is None:
                 continue
             with qs.cond:
@@ -171,7 +171,7 @@ class DeadLetterMixin:
                     continue
                 qs.drop_prefetch()
                 qs.locked.add(lookup_id)
-            held.append(_Receive(qs, Message(lookup_id=lookup_id)))
+            held.append(Receive(qs, MessageRecord(lookup_id=lookup_id)))
             if lookup_id in journaled:
                 removes.append(Remove(qid, lookup_id, size, system_journal, None))
                 continue
@@ -181,19 +181,59 @@ class DeadLetterMixin:
             return 0
         try:
             acks = None
-            if self._commit_hooks:  # acknowledgments written with the move (held: stable)
-                pre = self.store.read(ops.expiry_events(removes))
-                acks = self._ack_rows(pre) if pre else None
-            events = self.store.write(ops.expire_messages(removes, acks))
+            if self._removals.hooks:  # acknowledgments written with the move (held: stable)
+                pre = self._store.read(ops.expiry_events(removes))
+                acks = self._removals.ack_rows(pre) if pre else None
+            events = self._store.write(ops.expire_messages(removes, acks))
         except BaseException:
-            self._unlock(held)
+            self._locks.unlock(held)
             raise
-        self._unlock(held, removed=True)
-        self.metrics.count_dead_lettered(
+        self._locks.unlock(held, removed=True)
+        self._metrics.count_dead_lettered(
             r.new_class or 0
             for r in removes
             if r.target_queue_id is not None and r.target_queue_id != system_journal
         )
-        self._notify([self._by_id[dead], self._by_id[dead_x], self._by_id[system_journal]])
-        self._removal_done(events, acks)
+        by_id = self._queues.by_id
+        self._queues.notify([by_id[dead], by_id[dead_x], by_id[system_journal]])
+        self._removals.done(events, acks)
         return len(removes)
+
+
+class Expirer:
+    """The expiry thread: every ``interval`` seconds, :meth:`DeadLetters.expire_due` at
+    ``clock()``, then ``prune`` (forgetting old idempotent-send identities), until
+    ``stop`` is set. A store error waits for the next round."""
+
+    def __init__(
+        self,
+        dead_letters: DeadLetters,
+        clock: Callable[[], float],
+        prune: Callable[[], object],
+        stop: threading.Event,
+        interval: float,
+    ) -> None:
+        self._dead_letters = dead_letters
+        #: Seconds since 1970 (the QueueManager sets it when its clock changes).
+        self.clock = clock
+        self._prune = prune
+        self._stop = stop
+        self._interval = interval
+        self._thread = threading.Thread(target=self._run, name="openmsmq-expiry", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the thread (after ``stop`` was set)."""
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._dead_letters.expire_due(self.clock())
+                if self._stop.is_set():
+                    return
+                self._prune()
+            except MQError:
+                continue  # store trouble: try again next round

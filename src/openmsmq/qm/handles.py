@@ -11,19 +11,19 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import IntEnum
 
-from openmsmq.store.records import Message, QueueRecord
+from openmsmq.store.records import MessageRecord, QueueRecord
 
-__all__ = ["CancelToken", "CursorAction", "LookupAction", "QueueHandle"]
+__all__ = ["CancelToken", "Cursor", "CursorAction", "LookupAction", "QueueHandle", "QueueState"]
 
 #: Messages a head receive of one message reads beyond it from a transactional private
-#: queue, kept for the next receives (:attr:`_QueueState.prefetch`): with 8 threads receiving
-#: 1 message per transaction, each read of the head (under the queue's condition, on a
-#: read connection whose cache the commits between reads invalidate) took 36 us of CPU.
-#: 31 rather than 7: one receive in 32 reads the head (the others wait for the condition
-#: meanwhile) instead of one in 8; 56-66 us of CPU per receive instead of 69-83.
-_PREFETCH = 31
+#: queue, kept for the next receives (:attr:`QueueState.prefetch`): with many threads
+#: receiving one message per transaction, each read of the head (under the queue's
+#: condition, on a read connection whose cache the commits between reads invalidate) is
+#: costly, and the others wait for the condition meanwhile; with 31 only one receive in
+#: 32 reads the head (docs/benchmarks.md has the figures).
+PREFETCH = 31
 #: Bytes of bodies kept read ahead per queue at most.
-_PREFETCH_BYTES = 64 * 1024
+PREFETCH_BYTES = 64 * 1024
 
 
 class LookupAction(IntEnum):
@@ -50,7 +50,7 @@ class CursorAction(IntEnum):
     NEXT = 1
 
 
-class _QueueState:
+class QueueState:
     """In-memory state of one queue: its record, lock set, waiters. Never per message on disk."""
 
     __slots__ = (
@@ -89,10 +89,10 @@ class _QueueState:
         #: of one message (``ReadsMixin._head_select``), last first; None when there are
         #: none. Neither locked nor removed: any other lock, release, purge or delete on
         #: the queue drops them (:meth:`drop_prefetch`). Under ``cond``.
-        self.prefetch: list[tuple[int, Message]] | None = None
+        self.prefetch: list[tuple[int, MessageRecord]] | None = None
         #: How many messages the next head read of one message reads ahead (set from
         #: the message it found: none for one that can expire or a large one).
-        self.ahead = _PREFETCH
+        self.ahead = PREFETCH
 
     def drop_prefetch(self) -> None:
         """Forget the messages read ahead (with ``cond`` held): a lock taken by another
@@ -121,18 +121,19 @@ class QueueHandle:
     """An opened queue (OpenQueueDescriptor, MS-MQDMPR 3.1.1.16). Operations through a
     handle whose queue was deleted fail with MQ_ERROR_QUEUE_DELETED."""
 
-    _state: _QueueState
+    #: The in-memory state of the queue (shared by every handle of it).
+    state: QueueState
     format_name: str
 
     @property
     def record(self) -> QueueRecord:
         """The queue's current properties."""
-        return self._state.record
+        return self.state.record
 
     @property
     def deleted(self) -> bool:
         """The queue was deleted since the handle was opened."""
-        return self._state.deleted
+        return self.state.deleted
 
 
 class CancelToken:
@@ -163,11 +164,13 @@ class CancelToken:
             with cond:
                 cond.notify_all()
 
-    def _enter(self, cond: threading.Condition) -> None:
+    def enter(self, cond: threading.Condition) -> None:
+        """A read starts waiting on ``cond``: :meth:`cancel` wakes it."""
         with self._lock:
             self._conds[cond] = self._conds.get(cond, 0) + 1
 
-    def _leave(self, cond: threading.Condition) -> None:
+    def leave(self, cond: threading.Condition) -> None:
+        """The read that :meth:`enter` registered is done waiting on ``cond``."""
         with self._lock:
             n = self._conds.get(cond, 0) - 1
             if n > 0:
@@ -177,6 +180,6 @@ class CancelToken:
 
 
 @dataclass(eq=False)
-class _Cursor:
-    queue: _QueueState
+class Cursor:
+    queue: QueueState
     key: int | None = None

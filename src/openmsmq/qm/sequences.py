@@ -1,40 +1,41 @@
-"""The queue manager's side of MS-MQQB transactional sequences (issue 4 seams).
+"""The queue manager's side of MS-MQQB transactional sequences.
 
-Outgoing numbering and release on OrderAck (MS-MQQB 3.1.5.6), FinalAck settlement
-(3.1.5.7), incoming acceptance stored with the incoming sequence state in one durable
-transaction (seed 002). Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager`
-inherits :class:`SequencesMixin`.
+:class:`SequenceStore` holds the store operations only the transfer performs: release on
+OrderAck (MS-MQQB 3.1.5.6), FinalAck settlement (3.1.5.7), incoming acceptance stored with
+the incoming sequence state in one durable transaction (seed 002). The transfer gets one
+from :meth:`QueueManager.sequence_store` and owns it; what status, the CLI and clients read
+or reset (the persisted outgoing and incoming sequence states) stays on the queue manager.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openmsmq.errors import MQError
 from openmsmq.observability.sink import MetricsSink
 from openmsmq.qm import names
-from openmsmq.qm.handles import QueueHandle, _QueueState
-from openmsmq.store import ops, outgoing, reads
+from openmsmq.qm.handles import QueueState
+from openmsmq.qm.registry import QueueRef, QueueRegistry
+from openmsmq.qm.sending import Sender
+from openmsmq.store import ops, outgoing
 from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Send
 from openmsmq.store.records import (
     COL,
     INFINITE,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     OutgoingSequenceState,
     QueueType,
     message_to_row,
 )
 from openmsmq.store.writes import WriteContext
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.wire.fast import fast_constructor
 
-__all__ = ["SequencesMixin"]
-
-QueueRef = str | QueueHandle
+__all__ = ["SequenceStore"]
 
 _C_SIZE = COL["size"]
 _OUTGOING = QueueType.OUTGOING
@@ -42,25 +43,33 @@ _OUTGOING = QueueType.OUTGOING
 _make_send = fast_constructor(Send)
 
 
-class SequencesMixin:
-    """Outgoing sequences, OrderAck release, FinalAck settlement, incoming acceptance."""
+class SequenceStore:
+    """Outgoing release on OrderAck, FinalAck settlement, incoming acceptance: the store
+    operations of MS-MQQB transactional sequences, over one queue manager's queues.
 
-    if TYPE_CHECKING:
-        store: StoreBackend
-        metrics: MetricsSink
-        _queues: dict[str, _QueueState]
-        _by_id: dict[int, _QueueState]
+    Made by :meth:`QueueManager.sequence_store` from the queue manager's collaborators: its
+    store and metrics, its :class:`~openmsmq.qm.registry.QueueRegistry` (queue states by
+    name and id, name resolution, waking waiting readers), its
+    :class:`~openmsmq.qm.sending.Sender` (stored sends with TimeToBeReceived /
+    TimeToReachQueue) and the store's clock."""
 
-        def _resolve(self, queue: QueueRef) -> _QueueState: ...
-        def _check_open(self) -> None: ...
-        def _now(self) -> int: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
-        def _send_record(self, qs: _QueueState, row: list[Any], m: Message, sent: int) -> Send: ...
-
-    def outgoing_sequence(self, queue: QueueRef) -> OutgoingSequenceState:
-        """Persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of an outgoing queue."""
-        qs = self._resolve(queue)
-        return self.store.read(lambda c: reads.outgoing_sequence(c, qs.record.queue_id))
+    def __init__(
+        self,
+        store: StoreBackend,
+        metrics: MetricsSink,
+        registry: QueueRegistry,
+        sender: Sender,
+        now: Callable[[], int],
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self._queues = registry.by_name
+        self._by_id = registry.by_id
+        self._resolve = registry.resolve
+        self._check_open = registry.check_open
+        self._now = now
+        self._notify = registry.notify
+        self._send_record = sender.send_record
 
     def delete_sent(self, queue: QueueRef, lookup_ids: Sequence[int]) -> int:
         """Delete non-transactional messages of an outgoing queue that the next hop's
@@ -113,7 +122,7 @@ class SequencesMixin:
         self._check_open()
         now = self._now()
         out: list[BaseException | None] = [None] * len(runs)
-        planned: list[tuple[int, _QueueState, int]] = []  # (run, queue, rows)
+        planned: list[tuple[int, QueueState, int]] = []  # (run, queue, rows)
         fns = []
         for i, (queue, rows, state) in enumerate(runs):
             try:
@@ -123,7 +132,7 @@ class SequencesMixin:
                 continue
             planned.append((i, qs, len(rows)))
             fns.append(fn)
-        stored: list[_QueueState] = []
+        stored: list[QueueState] = []
         count = 0
         for (i, qs, n), res in zip(planned, self.store.write_each(fns), strict=True):
             if isinstance(res, MQError):
@@ -138,7 +147,7 @@ class SequencesMixin:
     def settle_final_acks(
         self,
         final_acks: Sequence[tuple[int, int, int, int]],
-        accept: Callable[[int, Message], bool] | None = None,
+        accept: Callable[[int, MessageRecord], bool] | None = None,
     ) -> list[outgoing.FinalAckOutcome]:
         """FinalAcks for messages of this QM (MS-MQQB 3.1.5.7), each ``(TxSequenceID,
         TxSequenceNumber, MessageID, class)``, settled in one store transaction: the
@@ -169,7 +178,7 @@ class SequencesMixin:
         return outcomes
 
     def accept_incoming(
-        self, queue: QueueRef, messages: Sequence[Message], state: IncomingSequenceState
+        self, queue: QueueRef, messages: Sequence[MessageRecord], state: IncomingSequenceState
     ) -> list[int]:
         """Store accepted incoming transactional messages (as sent: Identifier, sequence
         fields kept) together with the new incoming sequence state, atomically and durably
@@ -185,21 +194,21 @@ class SequencesMixin:
     def accept_arrivals(
         self,
         queue: QueueRef | None,
-        messages: Sequence[Message],
+        messages: Sequence[MessageRecord],
         state: IncomingSequenceState | None,
         acks: Sequence[Send] = (),
         *,
-        dead_letters: Sequence[Message] = (),
+        dead_letters: Sequence[MessageRecord] = (),
     ) -> list[int]:
         """:meth:`accept_incoming` with the acknowledgments the arrival raised
-        (:mod:`openmsmq.qm.arrival`, rows already stamped) and the copies of rejected
+        (:mod:`openmsmq.transfer.arrival`, rows already stamped) and the copies of rejected
         messages for the system dead-letter queue (``dead_letters``, as received with
         their NACK class) in the same durable store transaction; ``queue`` may be None
         when no message is inserted (all rejected), ``state`` None for non-transactional
         arrivals. Returns the messages' LookupIdentifiers."""
         self._check_open()
         sends: list[Send] = []
-        notify: list[_QueueState] = []
+        notify: list[QueueState] = []
         if queue is not None and messages:
             qs = self._resolve(queue)
             qid = qs.record.queue_id
@@ -234,7 +243,7 @@ class SequencesMixin:
         self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState
     ) -> list[int]:
         """:meth:`accept_arrivals` of messages already as store rows that never expire here
-        and raise no acknowledgment (:func:`openmsmq.qm.arrival.plain_packet_rows`):
+        and raise no acknowledgment (:func:`openmsmq.transfer.arrival.plain_packet_rows`):
         inserted with ``state`` in one durable store transaction, ArrivedTime now (written
         into the rows, which the call takes over). Returns their LookupIdentifiers."""
         self._check_open()
@@ -246,7 +255,7 @@ class SequencesMixin:
 
     def _arrival_rows_op(
         self, queue: QueueRef, rows: Sequence[list[Any]], state: IncomingSequenceState, now: int
-    ) -> tuple[_QueueState, Callable[[WriteContext], list[int]]]:
+    ) -> tuple[QueueState, Callable[[WriteContext], list[int]]]:
         """The queue and the store operation of :meth:`accept_arrival_rows`."""
         qs = self._resolve(queue)
         qid = qs.record.queue_id
@@ -258,19 +267,6 @@ class SequencesMixin:
         self._check_open()
         self.store.write(ops.record_incoming(states))
 
-    def update_incoming_sequences(
-        self,
-        deletes: Sequence[IncomingSequenceState],
-        writes: Sequence[tuple[IncomingSequenceState, IncomingSequenceState]] = (),
-    ) -> int:
-        """Delete persisted incoming sequences and rewrite others (``(expected, new)``: an
-        operator's reset), in one store transaction; each only while it still holds the
-        state given (TxSequenceID and number; 0 / 0 for "no row"), so a sequence that
-        accepted a message since keeps its newer state. Returns how many rows changed."""
-        self._check_open()
-        changed: int = self.store.write(ops.update_incoming(deletes, writes))
-        return changed
-
     def record_reject_counts(self, rejects: Sequence[tuple[uuid.UUID, str, int, float]]) -> None:
         """Persist RejectCount / LastAccessTime of incoming sequences after rejections
         (``(sender QM, destination, RejectCount, LastAccessTime)``; MS-MQQB 3.1.5.8.6:
@@ -279,8 +275,3 @@ class SequencesMixin:
         self._check_open()
         if rejects:
             self.store.write(ops.record_reject_counts(rejects))
-
-    def incoming_sequences(self) -> list[IncomingSequenceState]:
-        """Every persisted incoming sequence (restore the receiver state at start)."""
-        self._check_open()
-        return self.store.read(reads.incoming_sequences)

@@ -53,11 +53,11 @@ class StoreChoice:
             dsn=self.dsn,
             threaded=threaded,
             max_batch_ops=o.max_batch_ops,
+            max_commit_wait=o.max_commit_wait,
             qm_quota=o.qm_quota_bytes,
             expected_guid=self.expected,
             sqlite_options={
                 "integrity_check": integrity_check,
-                "max_commit_wait": o.max_commit_wait,
                 "synchronous": o.synchronous,
                 "disk_reserve": o.disk_reserve,
             },

@@ -10,6 +10,7 @@ message it had locked is simply back and none of its sends exist (recovery).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
@@ -17,12 +18,23 @@ from typing import TYPE_CHECKING
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.store.ops import Send
-from openmsmq.store.records import COL, Message
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.store.records import COL, MessageRecord
+from openmsmq.wire.fast import fast_constructor
 
 if TYPE_CHECKING:
-    from openmsmq.qm.handles import _QueueState
-    from openmsmq.qm.manager import QueueManager
+    from openmsmq.qm.handles import QueueState
+
+#: The commit of a transaction's work: (queue, Sends) per send call, (queue, locked
+#: messages) per receive call, the DequeueReasons other than AckReceive -> the stored
+#: LookupIdentifiers of the sends.
+CommitWork = Callable[
+    [
+        list[tuple["QueueState", list[Send]]],
+        Sequence[tuple["QueueState", Sequence[MessageRecord]]],
+        dict[int, int] | None,
+    ],
+    list[int],
+]
 
 __all__ = ["PendingReceive", "Transaction", "TransactionState"]
 
@@ -53,11 +65,11 @@ class TransactionState(Enum):
 
 
 @dataclass(eq=False)
-class _Receive:
+class Receive:
     """TransactionalOperation{Dequeue} (MS-MQDMPR 3.1.1.14): a locked message."""
 
-    queue: _QueueState
-    message: Message
+    queue: QueueState
+    message: MessageRecord
     reason: int = ACK_RECEIVE
 
 
@@ -69,8 +81,8 @@ class PendingReceive:
     transaction the deletion is decided by commit / abort instead.
     """
 
-    message: Message
-    queue: _QueueState
+    message: MessageRecord
+    queue: QueueState
     transaction: Transaction | None
     ended: bool = field(default=False)
 
@@ -87,31 +99,34 @@ class Transaction:
     aborting an ended transaction raises MQ_ERROR_TRANSACTION_SEQUENCE.
     """
 
-    def __init__(self, qm: QueueManager) -> None:
-        self._qm = qm
+    def __init__(self, commit: CommitWork, release: Callable[[Sequence[Receive]], None]) -> None:
+        #: Writes the transaction's work in one store operation (the QueueManager's commit).
+        self._commit_work = commit
+        #: Puts locked messages back (the lock table's release).
+        self._release = release
         self._lock = threading.Lock()
         self.state = TransactionState.ACTIVE
         #: One entry per send call: its queue and its Sends (no tuple per message).
-        self._sends: list[tuple[_QueueState, list[Send]]] = []
+        self._sends: list[tuple[QueueState, list[Send]]] = []
         #: One entry per receive call: its queue and the messages it locked (no object
         #: per message) — until a call needs single receives (:meth:`_indexed`).
-        self._batches: list[tuple[_QueueState, list[Message]]] = []
+        self._batches: list[tuple[QueueState, list[MessageRecord]]] = []
         #: The receives by LookupIdentifier once :meth:`_indexed` built it (then used
         #: instead of ``_batches``), else None.
-        self._receives: dict[int, _Receive] | None = None
+        self._receives: dict[int, Receive] | None = None
 
-    # ---- called by the QueueManager ----------------------------------------------------
+    # ---- called by the QueueManager and its reader -------------------------------------
 
-    def _check_active(self) -> None:
+    def check_active(self) -> None:
         if self.state is not TransactionState.ACTIVE:
             raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"transaction is {self.state.value}")
 
-    def _add_sends(self, queue: _QueueState, sends: list[Send]) -> None:
+    def add_sends(self, queue: QueueState, sends: list[Send]) -> None:
         with self._lock:
-            self._check_active()
+            self.check_active()
             self._sends.append((queue, sends))
 
-    def _add_receives(self, queue: _QueueState, messages: list[Message]) -> bool:
+    def add_receives(self, queue: QueueState, messages: list[MessageRecord]) -> bool:
         """Record locked messages; False if the transaction ended meanwhile (caller unlocks)."""
         with self._lock:
             if self.state is not TransactionState.ACTIVE:
@@ -122,30 +137,30 @@ class Transaction:
                 self._batches.append((queue, list(messages)))
             else:
                 for m in messages:
-                    index[m.lookup_id] = _Receive(queue, m)
+                    index[m.lookup_id] = Receive(queue, m)
             return True
 
-    def _indexed(self) -> dict[int, _Receive]:
+    def _indexed(self) -> dict[int, Receive]:
         """The receives by LookupIdentifier (call under ``_lock``). Built from the batches,
         in receive order, by the first call that needs one receive (a DequeueReason, an
         RR_NACK); later receives go straight into it."""
         index = self._receives
         if index is None:
-            index = self._receives = {m.lookup_id: _Receive(q, m) for q, ms in self._batches for m in ms}
+            index = self._receives = {m.lookup_id: Receive(q, m) for q, ms in self._batches for m in ms}
             self._batches = []
         return index
 
-    def _drop_receive(self, lookup_id: int) -> _Receive | None:
+    def drop_receive(self, lookup_id: int) -> Receive | None:
         with self._lock:
             return self._indexed().pop(lookup_id, None)
 
-    def _held(self) -> tuple[list[tuple[_QueueState, list[Message]]], dict[int, int] | None]:
+    def _held(self) -> tuple[list[tuple[QueueState, list[MessageRecord]]], dict[int, int] | None]:
         """(call under ``_lock``) The receives as (queue, messages) runs in receive order,
         and the DequeueReasons that are not AckReceive (None when there is none)."""
         index = self._receives
         if index is None:
             return list(self._batches), None
-        runs: list[tuple[_QueueState, list[Message]]] = []
+        runs: list[tuple[QueueState, list[MessageRecord]]] = []
         reasons: dict[int, int] = {}
         for r in index.values():
             if runs and runs[-1][0] is r.queue:
@@ -176,7 +191,7 @@ class Transaction:
         Raises MQ_ERROR_TRANSACTION_USAGE if this transaction did not receive it.
         """
         with self._lock:
-            self._check_active()
+            self.check_active()
             op = self._indexed().get(lookup_id)
             if op is None:
                 raise MQError(
@@ -194,11 +209,11 @@ class Transaction:
         aborted (locks released) and the error is raised.
         """
         with self._lock:
-            self._check_active()
+            self.check_active()
             self.state = TransactionState.COMMITTING
             sends = list(self._sends)
             if self._receives is None:  # _held(), inline: receives kept as batches
-                received: list[tuple[_QueueState, list[Message]]] = list(self._batches)
+                received: list[tuple[QueueState, list[MessageRecord]]] = list(self._batches)
                 reasons = None
             else:
                 received, reasons = self._held()
@@ -214,10 +229,10 @@ class Transaction:
                 q, chunk = sends[-1]
                 sends[-1] = (q, [*chunk[:-1], _with_flag(chunk[-1], 2)])
         try:
-            stored = self._qm._commit(sends, received, reasons)
+            stored = self._commit_work(sends, received, reasons)
         except BaseException:
             self.state = TransactionState.ABORTED
-            self._qm._release([_Receive(q, m) for q, ms in received for m in ms])
+            self._release([Receive(q, m) for q, ms in received for m in ms])
             raise
         self.state = TransactionState.COMMITTED
         return stored
@@ -225,10 +240,10 @@ class Transaction:
     def abort(self) -> None:
         """Drop every send; put every received message back where it was."""
         with self._lock:
-            self._check_active()
+            self.check_active()
             self.state = TransactionState.ABORTED
             received, _ = self._held()
-        self._qm._release([_Receive(q, m) for q, ms in received for m in ms])
+        self._release([Receive(q, m) for q, ms in received for m in ms])
 
     def __enter__(self) -> Transaction:
         return self

@@ -5,7 +5,7 @@
   transactions) over a QueueManager, without gRPC.
 * :mod:`openmsmq.remote.server` — :class:`~openmsmq.remote.server.RemoteServer` and
   :func:`~openmsmq.remote.server.start_remote_server`, the gRPC service.
-* :mod:`openmsmq.remote.reads` — read primitives over a QueueManager that need no server
+* :mod:`openmsmq.remote.read_calls` — read primitives over a QueueManager that need no server
   state: parameter checks of R_StartReceive, the cancellable sliced wait, cursor batches.
 * :mod:`openmsmq.remote.session` — sessions and what they own (handles, transactions,
   waiting calls).

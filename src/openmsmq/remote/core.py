@@ -12,7 +12,7 @@ service calls them from worker threads. Waits are cut into short slices so that
 R_CancelReceive, a closed handle or an ended session stop them promptly. Timers run
 when the owner calls :meth:`RemoteReadCore.run_timers` (with ``now`` from the core's
 clock, so tests can drive them). The read primitives that need none of this state
-(parameter checks, the sliced wait, cursor batches) are in :mod:`openmsmq.remote.reads`.
+(parameter checks, the sliced wait, cursor batches) are in :mod:`openmsmq.remote.read_calls`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm import (
-    Message,
+    MessageRecord,
     PendingReceive,
     QueueManager,
     QueueRecord,
@@ -53,17 +53,17 @@ from openmsmq.remote.pending import (
     PendingRequestEntry,
     PendingRequestTable,
 )
-from openmsmq.remote.reads import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
+from openmsmq.remote.read_calls import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
 from openmsmq.remote.session import (
     OpenQueueDescriptor,
+    RemoteSession,
     RemoteTransaction,
-    Session,
     Waiter,
     share_conflict,
     timeout_seconds,
 )
 
-__all__ = ["OpenQueueDescriptor", "RemoteReadCore", "Session"]
+__all__ = ["OpenQueueDescriptor", "RemoteReadCore", "RemoteSession"]
 
 T = TypeVar("T")
 
@@ -106,7 +106,7 @@ class RemoteReadCore:
         self.session_timeout = session_timeout
         self.clock = clock
         self._lock = threading.RLock()
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, RemoteSession] = {}
         self._handles: dict[int, OpenQueueDescriptor] = {}
         self._opened: dict[int, list[OpenQueueDescriptor]] = {}
         self._table = PendingRequestTable()
@@ -115,20 +115,20 @@ class RemoteReadCore:
         self._waiters: dict[tuple[int, int], Waiter] = {}
         self._handle_ids = itertools.count(1)
 
-    def _pending_room(self, s: Session) -> int:
+    def _pending_room(self, s: RemoteSession) -> int:
         """Bytes ``s`` may still hold: within its own bound and the server's (PendingBudget)."""
         return self.budget.room(s)
 
     # ---- sessions ------------------------------------------------------------------------
 
-    def open_session(self, principal: Principal) -> Session:
+    def open_session(self, principal: Principal) -> RemoteSession:
         """Start a session for an authenticated caller."""
-        s = Session(uuid.uuid4().hex, principal, self.clock())
+        s = RemoteSession(uuid.uuid4().hex, principal, self.clock())
         with self._lock:
             self._sessions[s.id] = s
         return s
 
-    def session(self, session_id: str, principal: Principal | None = None) -> Session:
+    def session(self, session_id: str, principal: Principal | None = None) -> RemoteSession:
         """The live session ``session_id`` (touched); MQ_ERROR_STALE_HANDLE if it ended,
         MQ_ERROR_ACCESS_DENIED if it belongs to another principal."""
         with self._lock:
@@ -140,7 +140,7 @@ class RemoteReadCore:
             s.last_seen = self.clock()
             return s
 
-    def touch(self, session: Session) -> None:
+    def touch(self, session: RemoteSession) -> None:
         """Record a keepalive of the session."""
         session.last_seen = self.clock()
 
@@ -154,7 +154,7 @@ class RemoteReadCore:
         """Entries in the PendingRequestTable."""
         return len(self._table)
 
-    def close_session(self, session: Session | str) -> None:
+    def close_session(self, session: RemoteSession | str) -> None:
         """End a session: cancel its waits, close its handles (pending receives put back,
         MS-MQRR 3.1.6 rundown) and abort its transactions. Idempotent."""
         sid = session if isinstance(session, str) else session.id
@@ -212,7 +212,7 @@ class RemoteReadCore:
 
     # ---- handles (R_OpenQueue, R_CloseQueue, R_CreateCursor, R_CloseCursor) ---------------
 
-    def open_queue(self, s: Session, name: str, access: int, share: int = 0) -> int:
+    def open_queue(self, s: RemoteSession, name: str, access: int, share: int = 0) -> int:
         """R_OpenQueue (MS-MQRR 3.1.4.2): a new queue handle of the session."""
         if not access or access & ~int(AccessMode.RECEIVE | AccessMode.SEND | AccessMode.PEEK):
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"dwAccess {access:#x}")
@@ -254,17 +254,17 @@ class RemoteReadCore:
             s.handles[d.handle] = d
         return d.handle
 
-    def _check_session(self, s: Session) -> None:
+    def _check_session(self, s: RemoteSession) -> None:
         if s.closed:
             raise _err(HResult.MQ_ERROR_STALE_HANDLE, "the session ended")
 
-    def _desc(self, s: Session, handle: int) -> OpenQueueDescriptor:
+    def _desc(self, s: RemoteSession, handle: int) -> OpenQueueDescriptor:
         d = s.handles.get(handle)
         if d is None or d.closed:
             raise _err(HResult.MQ_ERROR_INVALID_HANDLE, f"no queue handle {handle}")
         return d
 
-    def close_queue(self, s: Session, handle: int) -> None:
+    def close_queue(self, s: RemoteSession, handle: int) -> None:
         """R_CloseQueue (MS-MQRR 3.1.4.3): waits cancelled, cursors closed, pending entries
         removed and their messages put back (the rundown of 3.1.6; inferred for 3.1.4.3)."""
         self._close_descriptor(self._desc(s, handle))
@@ -291,7 +291,7 @@ class RemoteReadCore:
             with contextlib.suppress(MQError):
                 self.qm.close_cursor(c)
 
-    def create_cursor(self, s: Session, handle: int) -> int:
+    def create_cursor(self, s: RemoteSession, handle: int) -> int:
         """R_CreateCursor (MS-MQRR 3.1.4.4)."""
         d = self._desc(s, handle)
         if not d.access.can_peek:
@@ -301,7 +301,7 @@ class RemoteReadCore:
             d.cursors.add(c)
         return c
 
-    def close_cursor(self, s: Session, handle: int, cursor: int) -> None:
+    def close_cursor(self, s: RemoteSession, handle: int, cursor: int) -> None:
         """R_CloseCursor (MS-MQRR 3.1.4.5); MQ_ERROR_INVALID_HANDLE if unknown."""
         d = self._desc(s, handle)
         with self._lock:
@@ -311,7 +311,7 @@ class RemoteReadCore:
         with contextlib.suppress(MQError):
             self.qm.close_cursor(cursor)
 
-    def purge(self, s: Session, handle: int) -> int:
+    def purge(self, s: RemoteSession, handle: int) -> int:
         """R_PurgeQueue (MS-MQRR 3.1.4.6): STATUS_ACCESS_DENIED without RECEIVE access."""
         d = self._desc(s, handle)
         if not d.access.can_receive:
@@ -320,7 +320,7 @@ class RemoteReadCore:
 
     # ---- transactions --------------------------------------------------------------------
 
-    def begin(self, s: Session, uow: bytes = b"") -> bytes:
+    def begin(self, s: RemoteSession, uow: bytes = b"") -> bytes:
         """R_QMEnlistRemoteTransaction (MS-MQRR 3.1.4.12) for a local transaction of this
         QM: create the transaction ``uow`` (16 bytes; empty = the server picks one)."""
         uow = uow or uuid.uuid4().bytes
@@ -335,7 +335,7 @@ class RemoteReadCore:
             s.txs[uow] = RemoteTransaction(uow, self.qm.begin())
         return uow
 
-    def _tx(self, s: Session, uow: bytes, *, create: bool) -> RemoteTransaction:
+    def _tx(self, s: RemoteSession, uow: bytes, *, create: bool) -> RemoteTransaction:
         if len(uow) != 16:
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "a transaction id is a 16-byte XACTUOW")
         with self._lock:
@@ -352,7 +352,7 @@ class RemoteReadCore:
             tx = s.txs[uow] = RemoteTransaction(uow, self.qm.begin())
             return tx
 
-    def _end_tx(self, s: Session, uow: bytes, outcome: str) -> RemoteTransaction:
+    def _end_tx(self, s: RemoteSession, uow: bytes, outcome: str) -> RemoteTransaction:
         with self._lock:
             tx = s.txs.pop(uow, None)
             if tx is None:
@@ -368,7 +368,7 @@ class RemoteReadCore:
             self.budget.release_sends(s, tx)
         return tx
 
-    def commit(self, s: Session, uow: bytes) -> list[int]:
+    def commit(self, s: RemoteSession, uow: bytes) -> list[int]:
         """Commit (durable on return); returns the LookupIdentifiers of the sent messages."""
         tx = self._end_tx(s, uow, "committed")
         try:
@@ -377,11 +377,11 @@ class RemoteReadCore:
             tx.state.outcome = "aborted"
             raise
 
-    def abort(self, s: Session, uow: bytes) -> None:
+    def abort(self, s: RemoteSession, uow: bytes) -> None:
         """Abort: sends dropped, received messages back in place."""
         self._end_tx(s, uow, "aborted").txn.abort()
 
-    def _in_tx(self, s: Session, uow: bytes, fn: Callable[[Transaction | None], T]) -> T:
+    def _in_tx(self, s: RemoteSession, uow: bytes, fn: Callable[[Transaction | None], T]) -> T:
         """Run ``fn`` in no transaction, in ``uow`` (created if new), or in one of its own."""
         if not uow:
             return fn(None)
@@ -393,7 +393,7 @@ class RemoteReadCore:
     # ---- sending -------------------------------------------------------------------------
 
     def send(
-        self, s: Session, handle: int, messages: Sequence[Message], uow: bytes = b""
+        self, s: RemoteSession, handle: int, messages: Sequence[MessageRecord], uow: bytes = b""
     ) -> list[tuple[int, int]]:
         """Send in one commit (no ``uow``), into transaction ``uow`` (created if new), or in
         a transaction of its own (:data:`SINGLE_MESSAGE_UOW`). Returns (uniquifier, LookupIdentifier)
@@ -440,7 +440,7 @@ class RemoteReadCore:
 
     @contextlib.contextmanager
     def _waiting(
-        self, s: Session, handle: int, request_id: int, cancel: threading.Event | None
+        self, s: RemoteSession, handle: int, request_id: int, cancel: threading.Event | None
     ) -> Iterator[Waiter]:
         w = Waiter(s, handle, request_id, cancel or threading.Event())
         key = (handle, request_id)
@@ -461,7 +461,7 @@ class RemoteReadCore:
 
     def read(
         self,
-        s: Session,
+        s: RemoteSession,
         handle: int,
         action: int = Action.RECEIVE,
         *,
@@ -472,7 +472,7 @@ class RemoteReadCore:
         max_count: int = 1,
         request_id: int = 0,
         cancel: threading.Event | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """R_StartReceive + R_EndReceive(RR_ACK) in one call, batched (up to ``max_count``;
         only the first message is waited for). Inside a transaction the messages are
         removed at commit. A non-zero ``request_id`` lets R_CancelReceive stop the wait."""
@@ -514,7 +514,7 @@ class RemoteReadCore:
 
     def start_receive(
         self,
-        s: Session,
+        s: RemoteSession,
         handle: int,
         action: int = Action.RECEIVE,
         *,
@@ -525,7 +525,7 @@ class RemoteReadCore:
         uow: bytes = b"",
         max_count: int = 1,
         cancel: threading.Event | None = None,
-    ) -> list[tuple[int, Message]]:
+    ) -> list[tuple[int, MessageRecord]]:
         """R_StartReceive (MS-MQRR 3.1.4.7) / R_StartTransactionalReceive (3.1.4.13), batched.
 
         Receive actions lock up to ``max_count`` messages, the i-th under the
@@ -554,7 +554,7 @@ class RemoteReadCore:
                 raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {taken} is pending")
             self.budget.check_start(s)
         timeout = timeout_seconds(timeout_ms)
-        out: list[tuple[int, Message]] = []
+        out: list[tuple[int, MessageRecord]] = []
         t = tx.txn if tx else None
         with self._waiting(s, handle, request_id, cancel) as w:
             used = 0  # reply bytes so far (REPLY_BYTES)
@@ -620,7 +620,7 @@ class RemoteReadCore:
         tx: RemoteTransaction | None,
         cancelled: threading.Event,
         max_bytes: int,
-    ) -> list[tuple[int, Message]]:
+    ) -> list[tuple[int, MessageRecord]]:
         """The rest of a batched R_StartReceive from the head: up to ``n`` (and up to
         ``max_bytes`` of bodies, one message at least)
         PendingRequestEntries from ``first_rid``, then Dequeue Message Begin for all of
@@ -648,7 +648,7 @@ class RemoteReadCore:
             )
         except MQError:
             got = []
-        out: list[tuple[int, Message]] = []
+        out: list[tuple[int, MessageRecord]] = []
         back: list[PendingReceive] = []
         with self._lock:
             stop = False
@@ -687,7 +687,7 @@ class RemoteReadCore:
 
     def end_receive(
         self,
-        s: Session,
+        s: RemoteSession,
         handle: int,
         request_ids: Sequence[int],
         ack: int,
@@ -712,7 +712,7 @@ class RemoteReadCore:
         return [self._end_one(s, handle, rid, delete, transactional) for rid in request_ids]
 
     def _end_one(
-        self, s: Session, handle: int, request_id: int, delete: bool, transactional: bool | None
+        self, s: RemoteSession, handle: int, request_id: int, delete: bool, transactional: bool | None
     ) -> int:
         with self._lock:
             self._check_session(s)
@@ -754,7 +754,7 @@ class RemoteReadCore:
             return int(exc.hresult)
         return HResult.MQ_OK
 
-    def cancel_receive(self, s: Session, handle: int, request_id: int) -> None:
+    def cancel_receive(self, s: RemoteSession, handle: int, request_id: int) -> None:
         """R_CancelReceive (MS-MQRR 3.1.4.8): the waiting receive {handle, request id} ends
         with MQ_ERROR_OPERATION_CANCELLED; STATUS_NOT_FOUND if none is waiting."""
         self._desc(s, handle)
@@ -767,7 +767,9 @@ class RemoteReadCore:
         if entry is not None:
             self._put_back(entry)
 
-    def set_ack_class(self, s: Session, handle: int, uow: bytes, lookup_id: int, message_class: int) -> None:
+    def set_ack_class(
+        self, s: RemoteSession, handle: int, uow: bytes, lookup_id: int, message_class: int
+    ) -> None:
         """R_SetUserAcknowledgementClass (MS-MQRR 3.1.4.14): 0xC004 makes the message's
         acknowledgment at commit NackReceiveRejected; 0 leaves it."""
         if message_class not in (0, NACK_RECEIVE_REJECTED):
@@ -790,28 +792,28 @@ class RemoteReadCore:
 
     # ---- administration ------------------------------------------------------------------
 
-    def _need(self, s: Session, queue: str, perm: Permission) -> None:
+    def _need(self, s: RemoteSession, queue: str, perm: Permission) -> None:
         if not s.principal.allows(queue, perm):
             raise _err(
                 HResult.MQ_ERROR_ACCESS_DENIED, f"{s.principal.name} may not {quoted(perm)} {quoted(queue)}"
             )
 
-    def create_queue(self, s: Session, path: str, **props: Any) -> QueueRecord:
+    def create_queue(self, s: RemoteSession, path: str, **props: Any) -> QueueRecord:
         """Create a private queue (needs ADMIN on its canonical path)."""
         self._need(s, self.qm.queue_key(check_name(path)), Permission.ADMIN)
         return self.qm.create_queue(path, **props)
 
-    def delete_queue(self, s: Session, name: str) -> None:
+    def delete_queue(self, s: RemoteSession, name: str) -> None:
         """Delete a queue (needs ADMIN on it)."""
         self._need(s, self.qm.get_queue(check_name(name)).name, Permission.ADMIN)
         self.qm.delete_queue(name)
 
-    def list_queues(self, s: Session, include_system: bool = False) -> list[QueueRecord]:
+    def list_queues(self, s: RemoteSession, include_system: bool = False) -> list[QueueRecord]:
         """Every queue the caller has some permission on."""
         recs = self.qm.list_queues(include_system=include_system)
         return [r for r in recs if s.principal.permissions(r.name)]
 
-    def queue_info(self, s: Session, name: str) -> QueueRecord:
+    def queue_info(self, s: RemoteSession, name: str) -> QueueRecord:
         """One queue's properties and counts (needs some permission on it)."""
         rec = self.qm.get_queue(check_name(name))
         if not s.principal.permissions(rec.name):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import HResult, MQError
 
 if TYPE_CHECKING:  # the client decodes without loading the queue manager
-    from openmsmq.qm import Message
+    from openmsmq.qm import MessageRecord
 
 __all__ = [
     "FLAG_DEAD_LETTER",
@@ -90,7 +90,7 @@ def _guid(g: uuid.UUID) -> bytes:
     return b
 
 
-def encode_messages(messages: Sequence[Message], request_ids: Sequence[int] | None = None) -> bytes:
+def encode_messages(messages: Sequence[MessageRecord], request_ids: Sequence[int] | None = None) -> bytes:
     """The packed form of ``messages`` (with their dwRequestId, else 0 each)."""
     pack = HEADER.pack
     parts: list[bytes] = []

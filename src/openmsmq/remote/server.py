@@ -31,13 +31,13 @@ import grpc.aio
 from openmsmq.errors import HResult, LimitError, MQError
 from openmsmq.observability.refusals import Refusals
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
-from openmsmq.qm import MAX_MESSAGE_BYTES, Message, QueueManager, QueueRecord, QueueType
-from openmsmq.remote import admin, ranges
+from openmsmq.qm import MAX_MESSAGE_BYTES, MessageRecord, QueueManager, QueueRecord, QueueType
+from openmsmq.remote import admin, range_calls
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
-from openmsmq.remote.core import RemoteReadCore, Session
+from openmsmq.remote.core import RemoteReadCore, RemoteSession
 from openmsmq.remote.limits import RemoteLimits, check_count, check_name
 from openmsmq.remote.packed import PACKED_V1, encode_messages
 from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
@@ -102,10 +102,10 @@ _RULE_BY_HRESULT: dict[int, str] = {
 }
 
 
-def _done(fn: Callable[[Session], object]) -> Callable[[Session, threading.Event], pb.Empty]:
+def _done(fn: Callable[[RemoteSession], object]) -> Callable[[RemoteSession, threading.Event], pb.Empty]:
     """Wrap a call that returns nothing so that it answers :class:`Empty`."""
 
-    def run(s: Session, _cancel: threading.Event) -> pb.Empty:
+    def run(s: RemoteSession, _cancel: threading.Event) -> pb.Empty:
         fn(s)
         return pb.Empty()
 
@@ -126,7 +126,7 @@ class _CallError(Exception):
 # ---- value mapping ---------------------------------------------------------------------------
 
 
-def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
+def message_to_pb(m: MessageRecord, request_id: int = 0) -> pb.Message:
     """A stored message as the protobuf :class:`Message`."""
     return pb.Message(
         body=m.body, label=m.label, lookup_id=m.lookup_id, id_lineage=m.id_lineage.bytes,
@@ -144,7 +144,9 @@ def message_to_pb(m: Message, request_id: int = 0) -> pb.Message:
     )  # fmt: skip
 
 
-def read_reply(msgs: list[Message], reply_format: int, request_ids: list[int] | None = None) -> pb.ReadReply:
+def read_reply(
+    msgs: list[MessageRecord], reply_format: int, request_ids: list[int] | None = None
+) -> pb.ReadReply:
     """The :class:`ReadReply` for ``msgs``: packed (``reply_format`` 1, one ``bytes``
     field for the whole batch) or as ``repeated Message``."""
     if reply_format == PACKED_V1:
@@ -154,7 +156,7 @@ def read_reply(msgs: list[Message], reply_format: int, request_ids: list[int] | 
     return pb.ReadReply(messages=[message_to_pb(m, rid) for rid, m in zip(request_ids, msgs, strict=True)])
 
 
-def record_from_pb(o: pb.OutgoingMessage) -> Message:
+def record_from_pb(o: pb.OutgoingMessage) -> MessageRecord:
     """The queue manager's record for a message to send (identity and times assigned by the QM)."""
     if len(o.correlation_id) > 20:
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
@@ -166,7 +168,7 @@ def record_from_pb(o: pb.OutgoingMessage) -> Message:
     # body, label and extension): bounded like every name a call carries.
     check_name(o.admin_queue, "admin queue name")
     check_name(o.response_queue, "response queue name")
-    return Message(
+    return MessageRecord(
         body=o.body, label=o.label, priority=o.priority if o.HasField("priority") else 3,
         correlation_id=o.correlation_id.ljust(20, b"\0"), app_specific=o.app_specific,
         body_type=o.body_type, delivery=o.delivery,
@@ -240,7 +242,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
             who += f" ({principal.name})"
         self.refusals.refused(rule, who, rpc, error.message)
 
-    def _session(self, context: grpc.aio.ServicerContext[Any, Any], principal: Principal) -> Session:
+    def _session(self, context: grpc.aio.ServicerContext[Any, Any], principal: Principal) -> RemoteSession:
         sid = None
         for key, value in context.invocation_metadata() or ():
             if key == SESSION_KEY and isinstance(value, str):
@@ -254,7 +256,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def _run(
         self,
         context: grpc.aio.ServicerContext[Any, Any],
-        fn: Callable[[Session, threading.Event], T],
+        fn: Callable[[RemoteSession, threading.Event], T],
         *,
         waits: bool = False,
     ) -> T:
@@ -319,7 +321,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     # ---- handles -------------------------------------------------------------------------
 
     async def OpenQueue(self, request: pb.OpenQueueRequest, context: Any) -> pb.OpenQueueReply:
-        def fn(s: Session, _c: threading.Event) -> pb.OpenQueueReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.OpenQueueReply:
             return pb.OpenQueueReply(
                 handle=self.core.open_queue(s, request.queue, request.access, request.share_mode)
             )
@@ -345,7 +347,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     # ---- receiving -----------------------------------------------------------------------
 
     async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadReply:
-        def fn(s: Session, cancel: threading.Event) -> pb.ReadReply:
+        def fn(s: RemoteSession, cancel: threading.Event) -> pb.ReadReply:
             msgs = self.core.read(
                 s, request.handle, request.action, lookup_id=request.lookup_id, cursor=request.cursor,
                 timeout_ms=request.timeout_ms, uow=request.transaction, max_count=request.max_count or 1,
@@ -356,7 +358,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         return await self._run(context, fn, waits=request.timeout_ms != 0)
 
     async def StartReceive(self, request: pb.ReadRequest, context: Any) -> pb.ReadReply:
-        def fn(s: Session, cancel: threading.Event) -> pb.ReadReply:
+        def fn(s: RemoteSession, cancel: threading.Event) -> pb.ReadReply:
             got = self.core.start_receive(
                 s, request.handle, request.action, request_id=request.request_id,
                 lookup_id=request.lookup_id, cursor=request.cursor, timeout_ms=request.timeout_ms,
@@ -372,7 +374,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         )
 
     async def EndReceive(self, request: pb.EndReceiveRequest, context: Any) -> pb.EndReceiveReply:
-        def fn(s: Session, _c: threading.Event) -> pb.EndReceiveReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.EndReceiveReply:
             if request.method not in _END_METHODS:
                 raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"EndReceive method {request.method}")
             transactional = _END_METHODS[request.method]
@@ -385,7 +387,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         return await self._run(context, fn)
 
     async def SetUserAcknowledgementClass(self, request: pb.SetAckClassRequest, context: Any) -> pb.Empty:
-        def fn(s: Session, _c: threading.Event) -> pb.Empty:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.Empty:
             self.core.set_ack_class(
                 s, request.handle, request.transaction, request.lookup_id, request.message_class
             )
@@ -396,7 +398,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     # ---- sending and transactions --------------------------------------------------------
 
     async def Send(self, request: pb.SendRequest, context: Any) -> pb.SendReply:
-        def fn(s: Session, _c: threading.Event) -> pb.SendReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.SendReply:
             if request.messages:  # before the messages are converted
                 self.core.limits.messages(len(request.messages), "messages")
             records = [record_from_pb(o) for o in request.messages]
@@ -424,7 +426,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     # ---- administration ------------------------------------------------------------------
 
     async def CreateQueue(self, request: pb.CreateQueueRequest, context: Any) -> pb.QueueInfo:
-        def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.QueueInfo:
             quota = request.quota_kb if request.HasField("quota_kb") else None  # the QM's default
             jquota = request.journal_quota_kb if request.HasField("journal_quota_kb") else _INFINITE
             if request.allowed_senders:
@@ -442,7 +444,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         return await self._run(context, _done(lambda s: self.core.delete_queue(s, request.name)))
 
     async def ListQueues(self, request: pb.ListQueuesRequest, context: Any) -> pb.ListQueuesReply:
-        def fn(s: Session, _c: threading.Event) -> pb.ListQueuesReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.ListQueuesReply:
             recs = self.core.list_queues(s, request.include_system)
             return pb.ListQueuesReply(queues=[queue_info_to_pb(r) for r in recs])
 
@@ -451,14 +453,14 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def GetQueueInfo(self, request: pb.QueueName, context: Any) -> pb.QueueInfo:
         return await self._run(context, lambda s, _c: queue_info_to_pb(self.core.queue_info(s, request.name)))
 
-    # ---- LookupIdentifier ranges (openmsmq.remote.ranges) --------------------------------
+    # ---- LookupIdentifier ranges (openmsmq.remote.range_calls) --------------------------------
 
     async def LookupRanges(self, request: pb.LookupRangesRequest, context: Any) -> pb.LookupRangesReply:
-        def fn(s: Session, _c: threading.Event) -> pb.LookupRangesReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.LookupRangesReply:
             queries = [
                 (q.queue, q.after, q.through if q.HasField("through") else None) for q in request.queries
             ]
-            found = ranges.lookup_ranges(
+            found = range_calls.lookup_ranges(
                 self.core.qm, s.principal, queries, self.core.limits, with_bytes=request.with_bytes
             )
             return pb.LookupRangesReply(
@@ -473,9 +475,9 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         return await self._run(context, fn)
 
     async def NthLookupId(self, request: pb.NthLookupIdRequest, context: Any) -> pb.NthLookupIdReply:
-        def fn(s: Session, _c: threading.Event) -> pb.NthLookupIdReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.NthLookupIdReply:
             through = request.through if request.HasField("through") else None
-            lid = ranges.nth_lookup_id(
+            lid = range_calls.nth_lookup_id(
                 self.core.qm, s.principal, request.queue, request.after, request.n, through
             )
             return pb.NthLookupIdReply(lookup_id=lid)
@@ -483,19 +485,19 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         return await self._run(context, fn)
 
     async def PeekRange(self, request: pb.PeekRangeRequest, context: Any) -> pb.ReadReply:
-        def fn(s: Session, _c: threading.Event) -> pb.ReadReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.ReadReply:
             through = request.through if request.HasField("through") else None
             args = (self.core.qm, s.principal, request.queue, request.after, through, request.max_count,
                     self.core.limits)  # fmt: skip
             if request.reply_format == PACKED_V1:
-                return pb.ReadReply(packed=ranges.peek_range_packed(*args))
-            return read_reply(ranges.peek_range(*args), request.reply_format)
+                return pb.ReadReply(packed=range_calls.peek_range_packed(*args))
+            return read_reply(range_calls.peek_range(*args), request.reply_format)
 
         return await self._run(context, fn)
 
     async def RemoveThrough(self, request: pb.RemoveThroughRequest, context: Any) -> pb.RemoveThroughReply:
-        def fn(s: Session, _c: threading.Event) -> pb.RemoveThroughReply:
-            count = ranges.remove_through(
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.RemoveThroughReply:
+            count = range_calls.remove_through(
                 self.core.qm, s.principal, dict(request.positions), self.core.limits
             )
             return pb.RemoveThroughReply(count=count)
@@ -503,11 +505,11 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         return await self._run(context, fn)
 
     async def SendIdempotent(self, request: pb.SendIdempotentRequest, context: Any) -> pb.SendIdempotentReply:
-        def fn(s: Session, _c: threading.Event) -> pb.SendIdempotentReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.SendIdempotentReply:
             if request.messages:  # before the messages are converted
                 self.core.limits.messages(len(request.messages), "messages")
             records = [record_from_pb(o) for o in request.messages]
-            got = ranges.send_idempotent(
+            got = range_calls.send_idempotent(
                 self.core.qm, s.principal, request.queue, records, list(request.identities), self.core.limits
             )
             return pb.SendIdempotentReply(lookup_ids=[lid or 0 for lid in got])
@@ -517,7 +519,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     # ---- status (openmsmq status) --------------------------------------------------------
 
     async def Status(self, request: pb.Empty, context: Any) -> pb.StatusReply:
-        def fn(s: Session, _c: threading.Event) -> pb.StatusReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.StatusReply:
             provider = self.status_provider()
             snapshot = provider() if provider is not None else None
             principal = s.principal
@@ -534,7 +536,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     async def ResetIncomingSequence(
         self, request: pb.ResetSequenceRequest, context: Any
     ) -> pb.ResetSequenceReply:
-        def fn(s: Session, _c: threading.Event) -> pb.ResetSequenceReply:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.ResetSequenceReply:
             if not s.principal.is_admin:
                 raise MQError(HResult.MQ_ERROR_ACCESS_DENIED, "resetting an incoming sequence needs admin")
             resetter = self.sequence_resetter()
@@ -567,7 +569,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         if request.set_allowed_senders:
             changes["allowed_senders"] = list(request.allowed_senders)
 
-        def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.QueueInfo:
             return queue_info_to_pb(
                 admin.set_queue_properties(self.core.qm, s.principal, request.name, changes)
             )
@@ -575,7 +577,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
         return await self._run(context, fn)
 
     async def SetOutgoingState(self, request: pb.OutgoingStateRequest, context: Any) -> pb.QueueInfo:
-        def fn(s: Session, _c: threading.Event) -> pb.QueueInfo:
+        def fn(s: RemoteSession, _c: threading.Event) -> pb.QueueInfo:
             rec = admin.set_outgoing_state(
                 self.core.qm, s.principal, request.format_name, request.suspended, self.outgoing_control()
             )
@@ -646,14 +648,14 @@ class RemoteServer:
         self._started = threading.Event()
         self._start_error: BaseException | None = None
         #: Called (from a worker thread) by the ``Status`` rpc for the live transfer state;
-        #: ``openmsmq serve`` sets it (:func:`openmsmq.net.server.transfer_snapshot`). None:
+        #: ``openmsmq serve`` sets it (:func:`openmsmq.server.serve.transfer_snapshot`). None:
         #: status shows stored sequence state only.
         self.status_provider: Callable[[], TransferSnapshot] | None = None
         #: Called (from a worker thread) by the ``ResetIncomingSequence`` rpc; ``openmsmq
-        #: serve`` sets it (:func:`openmsmq.net.server.sequence_resetter`).
+        #: serve`` sets it (:func:`openmsmq.server.serve.sequence_resetter`).
         self.sequence_resetter: SequenceResetter | None = None
         #: Called (from a worker thread) by the ``SetOutgoingState`` rpc; ``openmsmq serve``
-        #: sets it (:func:`openmsmq.net.server.outgoing_control`).
+        #: sets it (:func:`openmsmq.server.serve.outgoing_control`).
         self.outgoing_control: admin.OutgoingControl | None = None
 
     @property

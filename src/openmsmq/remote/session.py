@@ -19,8 +19,8 @@ from openmsmq.remote.pending import TxState
 
 __all__ = [
     "OpenQueueDescriptor",
+    "RemoteSession",
     "RemoteTransaction",
-    "Session",
     "Waiter",
     "share_conflict",
     "timeout_seconds",
@@ -32,7 +32,7 @@ class OpenQueueDescriptor:
     """OpenQueueDescriptor (MS-MQDMPR 3.1.1.16): a queue context handle of a session."""
 
     handle: int
-    session: Session
+    session: RemoteSession
     qm_handle: QueueHandle
     access: AccessMode
     share: ShareMode
@@ -67,14 +67,14 @@ class RemoteTransaction:
 class Waiter:
     """A call that may wait in the queue manager; ``event`` set = stop (cancelled)."""
 
-    session: Session
+    session: RemoteSession
     handle: int
     request_id: int
     event: threading.Event
 
 
 @dataclass(eq=False)
-class Session:
+class RemoteSession:
     """A client's session: owns handles, transactions and waiting calls."""
 
     id: str

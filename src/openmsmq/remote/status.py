@@ -4,7 +4,7 @@
 persisted OutgoingTxSequenceID / next OutgoingTxSequenceNumber of each outgoing queue,
 the persisted incoming sequences, MS-MQQB 3.1.1.3.1 and MS-MQDMPR 3.1.1.5) and, when the
 queue manager runs, merges in the live transfer state of
-:class:`~openmsmq.qm.transfer.Transfer` (connected or retrying, messages in flight, the
+:class:`~openmsmq.transfer.engine.Transfer` (connected or retrying, messages in flight, the
 last TxSequenceNumber released by an OrderAck, the last one sent and not acknowledged),
 handed over as a :class:`TransferSnapshot`.
 
@@ -24,7 +24,7 @@ from openmsmq.remote import openmsmq_remote_pb2 as pb
 
 if TYPE_CHECKING:  # the client decodes a status without loading the queue manager or the store
     from openmsmq.qm import QueueManager
-    from openmsmq.qm.transfer_state import IncomingStatus, OutgoingStatus
+    from openmsmq.transfer.state import IncomingStatus, OutgoingStatus
 
 __all__ = [
     "IncomingSequenceStatus",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from openmsmq.spark.backend import PeekedPage
+from openmsmq.spark.pages import PeekedPage
 from openmsmq.spark.schema import READ_COLUMNS
 
 __all__ = ["ARROW_SCHEMA", "page_to_batch"]

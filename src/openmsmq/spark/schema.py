@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from openmsmq.errors import ConfigError
-from openmsmq.spark.backend import OutgoingMessage, PeekedMessage
+from openmsmq.spark.pages import PeekedMessage, WriterMessage
 
 __all__ = [
     "READ_COLUMNS",
@@ -113,7 +113,7 @@ def check_write_schema(columns: Mapping[str, str], identity_column: str | None) 
 
 def row_to_message(
     row: Mapping[str, Any] | Sequence[Any], fields: Sequence[str], identity: str
-) -> OutgoingMessage:
+) -> WriterMessage:
     """Build the :class:`OutgoingMessage` of one written row (``fields`` names its values)."""
     values = dict(row) if isinstance(row, Mapping) else dict(zip(fields, row, strict=True))
     body = values.get("body")
@@ -130,7 +130,7 @@ def row_to_message(
     app = values.get("app_specific")
     if app is not None and not 0 <= int(app) <= 0xFFFFFFFF:
         raise ValueError(f"row {identity}: app_specific {app} is outside 0-4294967295")
-    return OutgoingMessage(
+    return WriterMessage(
         identity=identity,
         body=bytes(body),
         label=values.get("label") or "",

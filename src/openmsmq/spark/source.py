@@ -50,8 +50,8 @@ from openmsmq.spark.arrow import page_to_batch
 from openmsmq.spark.backend import (
     Backend,
     LookupRange,
-    OutgoingMessage,
     RangeQuery,
+    WriterMessage,
     open_backend,
 )
 from openmsmq.spark.planning import (
@@ -259,7 +259,7 @@ def read_partition(opts: ReaderOptions, options: Mapping[str, str], plan: Partit
             seen += len(page)
             seen_bytes += page.body_bytes
             # A page may be shorter than asked without being the last: the server stops
-            # a reply at 64 MiB of bodies (openmsmq.remote.reads.REPLY_BYTES). Only an
+            # a reply at 64 MiB of bodies (openmsmq.remote.read_calls.REPLY_BYTES). Only an
             # empty page (above) or reaching ``through`` ends the partition.
             if after < plan.through:
                 limit = page_limit(opts.fetch_size, seen, seen_bytes)
@@ -591,7 +591,7 @@ def _send_rows(
     partition_id = ctx.partitionId() if ctx is not None else 0
     backend = open_backend(opts.endpoint, options)
     total = sent = 0
-    batch: list[OutgoingMessage] = []
+    batch: list[WriterMessage] = []
     try:
         for index, row in enumerate(rows):
             values = dict(zip(fields, row, strict=True))

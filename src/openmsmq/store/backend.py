@@ -84,6 +84,7 @@ def open_store(
     dsn: str | None = None,
     threaded: bool = True,
     max_batch_ops: int = 1024,
+    max_commit_wait: float = 0.002,
     qm_quota: int | None = None,
     expected_guid: uuid.UUID | None = None,
     sqlite_options: dict[str, Any] | None = None,
@@ -97,7 +98,12 @@ def open_store(
         from openmsmq.store.db import Store
 
         return Store(
-            path, threaded=threaded, max_batch_ops=max_batch_ops, qm_quota=qm_quota, **(sqlite_options or {})
+            path,
+            threaded=threaded,
+            max_batch_ops=max_batch_ops,
+            max_commit_wait=max_commit_wait,
+            qm_quota=qm_quota,
+            **(sqlite_options or {}),
         )
     if backend == "postgresql":
         if not dsn:
@@ -114,6 +120,7 @@ def open_store(
             dsn,
             threaded=threaded,
             max_batch_ops=max_batch_ops,
+            max_commit_wait=max_commit_wait,
             qm_quota=qm_quota,
             expected_guid=expected_guid,
         )

@@ -38,7 +38,7 @@ from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 from openmsmq.store.space import RESERVE_FILE, SpaceGuard, SpaceReserve
-from openmsmq.store.writes import StoreStats, WriteContext, _busy, _Op, report_failure, storage_error
+from openmsmq.store.writes import StoreStats, WriteContext, WriteOp, is_busy, report_failure, storage_error
 
 __all__ = ["LOOKUP_ID_BLOCK", "Store"]
 
@@ -56,10 +56,10 @@ _WAIT_BACKOFF = 16
 #: Seconds a write waits for the write lock that another connection to the file holds
 #: (another process on the same data directory) before it fails (SQLITE_BUSY).
 LOCK_WAIT = 30.0
-#: SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms between
-#: tries. A process releasing a large OrderAck'ed range commits chunk after chunk with
-#: well under a millisecond between them, so a writer on that schedule waited for all
-#: of them (a sending application's longest transaction: 335 ms). After opening, the
+#: SQLite's own busy handler sleeps ever longer between tries (up to 100 ms). A process
+#: releasing a large OrderAck'ed range commits chunk after chunk with well under a
+#: millisecond between them, so a writer on that schedule waited for all of them. After
+#: opening, the
 #: writer connection's busy timeout is _BUSY_SLICE_MS and BEGIN IMMEDIATE is tried again
 #: every _LOCK_POLL seconds until LOCK_WAIT.
 _BUSY_SLICE_MS = 2
@@ -126,7 +126,7 @@ class Store:
         #: Guards the group-commit state below (held for a few lines, never across SQL).
         self._lf_lock = threading.Lock()
         #: Operations submitted and not taken into a batch yet, in submission order.
-        self._pending: list[_Op] = []
+        self._pending: list[WriteOp] = []
         #: True while some thread holds the batch leader's role (running batches, or
         #: handed the role and not started yet); False only when ``_pending`` is empty.
         self._leading = False
@@ -213,9 +213,9 @@ class Store:
         # Debian's SQLite is built with SECURE_DELETE (secure_delete=1 by default): every
         # page a DELETE frees is overwritten with zeros and written to the WAL. FAST
         # (SQLite's own default build is 0) still zeroes deleted cells on the pages a
-        # DELETE writes anyway, but leaves freed pages as they are until reused: A's
-        # release of 100,000 retained 256-byte messages wrote 55 MB of WAL with 1, 29 MB
-        # with FAST, and its COMMIT took 95 ms of CPU instead of 56 (docs/store.md).
+        # DELETE writes anyway, but leaves freed pages as they are until reused: a large
+        # release writes about half the WAL and its COMMIT takes much less CPU
+        # (docs/store.md).
         conn.execute("PRAGMA secure_delete=FAST")
         return conn
 
@@ -250,7 +250,7 @@ class Store:
         the caller's thread.
         """
         future: Future[T] = Future()
-        op = _Op(fn, future)
+        op = WriteOp(fn, future)
         if not self.threaded:
             if self._closed:
                 raise self._closed_error()
@@ -268,7 +268,7 @@ class Store:
     def _closed_error(self) -> MQError:
         return MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, f"store {self.path} is closed")
 
-    def _queue_op(self, op: _Op) -> Any:
+    def _queue_op(self, op: WriteOp) -> Any:
         """(under ``_lf_lock``) Append ``op`` to the pending operations; return the lock to
         release afterwards: the leader's if ``op`` was the last thread it waited for, the
         writer's if no one leads (it becomes the leader), else None."""
@@ -302,13 +302,13 @@ class Store:
         KeyboardInterrupt cannot strand other callers' operations.
         """
         if not self.threaded:
-            op = _Op(fn)
+            op = WriteOp(fn)
             if self._closed:
                 raise self._closed_error()
             with self._sync_lock:
                 self._run_batch([op])
             return op.wait()  # type: ignore[no-any-return]
-        op = _Op(fn)
+        op = WriteOp(fn)
         with self._lf_lock:
             if self._closed:
                 raise self._closed_error()
@@ -330,7 +330,7 @@ class Store:
                 if op.ok:
                     return op.value  # type: ignore[no-any-return]
                 raise op.value
-            batch: list[_Op] = []  # promoted: op is pending and joins this batch
+            batch: list[WriteOp] = []  # promoted: op is pending and joins this batch
         else:
             batch = [op]
         self._lead(batch, writer=False)
@@ -371,7 +371,7 @@ class Store:
                 return
             self._lead([], writer=True)
 
-    def _lead(self, batch: list[_Op], *, writer: bool) -> None:
+    def _lead(self, batch: list[WriteOp], *, writer: bool) -> None:
         """Run batches as the leader; ``batch`` holds what the role was taken with.
 
         Takes every pending operation into the batch; then, if threads that were in the
@@ -408,7 +408,7 @@ class Store:
             self._hand_off()
             return
 
-    def _gather(self, batch: list[_Op]) -> set[int]:
+    def _gather(self, batch: list[WriteOp]) -> set[int]:
         """Move every pending operation into ``batch``, waiting (bounded) for the threads
         of the previous batch (see :meth:`_lead`); return the threads in the batch."""
         cap = self.max_batch_ops
@@ -440,7 +440,7 @@ class Store:
                 self._backoff = _WAIT_BACKOFF
         return threads
 
-    def _take_pending(self, batch: list[_Op], cap: int) -> None:
+    def _take_pending(self, batch: list[WriteOp], cap: int) -> None:
         """(under ``_lf_lock``) Move pending operations, oldest first, into ``batch`` up to
         ``cap`` operations in it; the rest stay pending for the next batch."""
         room = cap - len(batch)
@@ -484,7 +484,7 @@ class Store:
             if row is not None:
                 self._sequential_id = self._reserved = max(self._sequential_id, int(row[0]))
 
-    def _run_and_observe(self, batch: list[_Op]) -> None:
+    def _run_and_observe(self, batch: list[WriteOp]) -> None:
         """:meth:`_run_batch` timed: the duration feeds the leader's wait bound and metrics."""
         started = time.monotonic()
         self._run_batch(batch)
@@ -492,7 +492,7 @@ class Store:
         self._lone_batches = self._lone_batches + 1 if len(batch) == 1 else 0
         self.metrics.observe_commit(len(batch), self._last_commit_seconds)
 
-    def _run_batch(self, batch: list[_Op]) -> None:
+    def _run_batch(self, batch: list[WriteOp]) -> None:
         """Run ``batch`` in one transaction; complete every future after COMMIT.
 
         SQLite may roll back the whole transaction on SQLITE_FULL / SQLITE_IOERR; then
@@ -505,7 +505,7 @@ class Store:
         space = self.space
         space.recover(conn)
         while pending:
-            results: list[tuple[_Op, bool, Any]] = []
+            results: list[tuple[WriteOp, bool, Any]] = []
             try:
                 self._begin(conn)
                 self._take_over_reservation(conn)
@@ -577,7 +577,7 @@ class Store:
                     self.stats.failed_ops += 1
                     report_failure(value, self.path, 1)
                     op.finish(False, storage_error(value, self.path))
-                elif op.future is None:  # _Op.finish for a caller of write(), inline
+                elif op.future is None:  # WriteOp.finish for a caller of write(), inline
                     op.ok = True
                     op.value = value
                     op.done.release()
@@ -596,7 +596,7 @@ class Store:
             conn.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.OperationalError as exc:
-            if not _busy(exc):
+            if not is_busy(exc):
                 raise
         deadline = time.monotonic() + self.lock_wait
         while True:
@@ -605,7 +605,7 @@ class Store:
                 conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                if not _busy(exc) or time.monotonic() >= deadline:
+                if not is_busy(exc) or time.monotonic() >= deadline:
                     raise
 
     def _take_over_reservation(self, conn: sqlite3.Connection) -> None:
@@ -625,8 +625,8 @@ class Store:
             self._reserved = self._sequential_id  # the commit reserves a new block
 
     def _merge_runs(
-        self, ctx: WriteContext, pending: list[_Op], results: list[tuple[_Op, bool, Any]]
-    ) -> list[_Op] | None:
+        self, ctx: WriteContext, pending: list[WriteOp], results: list[tuple[WriteOp, bool, Any]]
+    ) -> list[WriteOp] | None:
         """Run runs of mergeable operations (those whose callable has a ``merge``
         staticmethod, e.g. CommitWork) as one operation each, under a savepoint.
 
@@ -636,8 +636,8 @@ class Store:
         """
         if len(pending) < 2:
             return pending
-        rest: list[_Op] = []
-        runs: dict[type, list[_Op]] = {}
+        rest: list[WriteOp] = []
+        runs: dict[type, list[WriteOp]] = {}
         for op in pending:
             if hasattr(op.fn, "merge"):
                 runs.setdefault(type(op.fn), []).append(op)
@@ -676,7 +676,7 @@ class Store:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
 
-    def _fail_all(self, ops: list[_Op], exc: BaseException) -> None:
+    def _fail_all(self, ops: list[WriteOp], exc: BaseException) -> None:
         report_failure(exc, self.path, len(ops))
         err = storage_error(exc, self.path)
         for op in ops:
@@ -733,9 +733,8 @@ class Store:
         In WAL mode a connection discards its whole page cache at the start of a read
         when another connection has committed since its last one; the writer's cache
         holds the pages its own commits wrote. A head read after each commit otherwise
-        re-reads every page it touches: receiving 30,000 messages 100 per transaction
-        (strace, 2026-11-25) made 29 ``pread64`` per commit with the read connection, 12
-        with this (docs/store.md "Round 5"). Anything else (concurrent committers, a
+        re-reads every page it touches (``pread64`` calls per commit, as strace shows,
+        fall by more than half with this; docs/store.md). Anything else (concurrent committers, a
         running batch) reads on this thread's read connection, as :meth:`read`.
         """
         if (
@@ -755,7 +754,7 @@ class Store:
                         # The write connection waits only _BUSY_SLICE_MS for a lock
                         # (another process recovering the WAL, say): the read connection
                         # waits as long as any read.
-                        if not _busy(exc):
+                        if not is_busy(exc):
                             raise storage_error(exc, self.path) from exc
             finally:
                 self._sync_lock.release()

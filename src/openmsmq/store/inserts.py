@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.store.records import COL, MESSAGE_COLUMNS
 
 if TYPE_CHECKING:
-    from openmsmq.store.ops import Send
+    from openmsmq.store.sends import Send
 
 __all__ = ["insert_numbered", "insert_plain", "insert_rows"]
 
@@ -29,8 +29,7 @@ _PRIORITY_AT = COL["priority"]
 #: Columns a batch of rows usually shares (a send_many of messages with the same
 #: attributes): the "uniform" forms bind them once per statement. Binding is what a
 #: multi-row INSERT spends most on per value (``sqlite3`` enters the connection's mutex
-#: for each): 100-message sends took 0.1-0.4 us less CPU per message with 4 values
-#: bound per row instead of 13 (docs/store.md, "Compact rows").
+#: for each), so fewer values bound per row make a cheaper send (docs/store.md).
 _SHARED = tuple(
     COL[c]
     for c in (
@@ -66,7 +65,7 @@ def _insert_sql(n: int, form: str) -> str:
       ``(queue_id, expire_at, expire_class)`` of each row;
     * ``"plain"`` (one queue, nothing expires): ``?2`` the queue, then the rows;
       ``expire_at`` / ``expire_class`` keep their defaults (NULL, 0): binding None costs
-      ``sqlite3`` its adapter lookup, about 0.3 us per value;
+      ``sqlite3`` its adapter lookup per value;
     * ``"numbered"`` (one outgoing queue, transactional rows sharing one expiry):
       ``?2`` the queue, ``?3`` / ``?4`` expire_at / expire_class, ``?5`` the
       TxSequenceID, ``?6`` the first row's TxSequenceNumber, then the rows. Row ``j``
@@ -166,11 +165,9 @@ def insert_rows(
 
     ``executemany`` steps its statement once per row (Python's sqlite3 releasing and
     retaking the GIL around each step); a multi-row statement binds all values and steps
-    once. Measured on SQLite 3.40 here (sync OFF, min of 7x300, load 3.6-5.4): 100 rows
-    235.6-355.4 -> 188.8-273.5 us in pairs; 15 rows 39.4 -> 34.9 us; 1-8 rows equal
-    within 1 us. With 8 concurrent 1-message committers the writer's INSERT was
-    31-35 us either way (batches of about 7.7 rows). The parameters are gathered by C
-    iterators (``chain``, ``attrgetter``): no Python step per row.
+    once, which is cheaper for large batches and no dearer for small ones
+    (docs/benchmarks.md). The parameters are gathered by C iterators (``chain``,
+    ``attrgetter``): no Python step per row.
     """
     if len(rows) == 1:
         s = sends[0]
@@ -196,10 +193,8 @@ def insert_plain(conn: sqlite3.Connection, first: int, rows: Sequence[list[Any]]
     ``expire_class`` keep their defaults): the queue is bound once per statement, and so
     are the columns all the rows share (the "uniform" form), when they share them."""
     if len(rows) == 1:
-        # One row binds its values directly: in the computed form SQLite took about
-        # 0.5 us more per 1-row INSERT than with plain parameters (while 4, 8 and 64-row
-        # statements took 0.3-0.4 us less per row; SQLite 3.40, sync OFF, prebuilt
-        # parameters).
+        # One row binds its values directly: the computed form costs more for a 1-row
+        # INSERT than plain parameters (it pays off from a few rows on).
         row = rows[0]
         key = ((7 - row[_PRIORITY_AT]) << 56) | first  # order_key
         conn.execute(_INSERT_ONE_PLAIN, [first, *row[1:], queue_id, key])

@@ -14,12 +14,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from openmsmq.store.ops import _IN_CHUNK, DeleteMany, Remove, _apply_removes, _delete_lookup_ids
+from openmsmq.store.ops import IN_CHUNK, DeleteMany, Remove, apply_removes, delete_lookup_ids
 from openmsmq.store.reads import MSG_SELECT, ack_wanted, outgoing_sequence
 from openmsmq.store.records import (
     LOOKUP_MASK,
     PRIORITY0_BAND,
-    Message,
+    MessageRecord,
     OutgoingSequenceState,
     from_i64,
     message_from_row,
@@ -108,7 +108,7 @@ def release_outgoing(
     released set-based in one pass over it: one ``DELETE`` of the rows that asked for
     nothing (``NOT ack_wanted``: the common case), then a look at what is left of the
     range (only rows with ``ack_wanted``) to move the FinalAck ones and delete the rest.
-    No RETURNING (SQLite collects every returned row: ~30 % of the statement's CPU), no
+    No RETURNING (SQLite collects every returned row, a large share of the statement), no
     separate scan for ``ack_wanted`` rows before it. Same state as the listed path
     (``tests/qm/test_release_outgoing.py``)."""
 
@@ -117,8 +117,8 @@ def release_outgoing(
         state = outgoing_sequence(conn, queue_id)
         sid = to_i64(state.tx_sequence_id)
         # Only the released prefix of the queue is read, not the backlog behind it: with
-        # a backlog of N, each release walked all N rows (10 M committed messages drained
-        # in quadratic time, the writer blocked ~0.7 us per row left behind each time).
+        # a backlog of N, each release walked all N rows (a long backlog drained in
+        # quadratic time, the writer blocked for every row left behind each time).
         where = (
             "queue_id = ? AND order_key BETWEEN ? AND ? AND tx_sequence_id = ?"
             " AND tx_sequence_number BETWEEN 1 AND ?"
@@ -182,7 +182,7 @@ def _release_listed(
         ).fetchall():
             if _final_ack_wanted(ctx, lid):
                 keep.append(Remove(queue_id, lid, size, awaiting))
-        _apply_removes(ctx, keep)
+        apply_removes(ctx, keep)
     rows = conn.execute(f"DELETE FROM messages WHERE {where} RETURNING lookup_id, size", args).fetchall()
     if rows:
         conn.execute(
@@ -236,9 +236,9 @@ def _release_counted(
         else:
             deletes.append(lid)
             released_bytes += size
-    _apply_removes(ctx, moves)
+    apply_removes(ctx, moves)
     if deletes:
-        _delete_lookup_ids(conn, deletes)
+        delete_lookup_ids(conn, deletes)
         count += len(deletes)
     if count and rest is not None:
         conn.execute(
@@ -248,7 +248,7 @@ def _release_counted(
     elif count:
         # The range was all the queue held besides what moved (the last OrderAck of a
         # drain): what is left is what moved in (none, or the moves' counters already
-        # applied by _apply_removes), so no pass over the released rows for their sizes.
+        # applied by apply_removes), so no pass over the released rows for their sizes.
         conn.execute(
             "UPDATE queues SET msg_count = msg_count - ?, total_bytes = CASE WHEN msg_count = ?"
             " THEN 0 ELSE CAST((SELECT total(size) FROM messages WHERE queue_id = ?) AS INTEGER) END"
@@ -263,12 +263,12 @@ class FinalAckOutcome:
     """What :func:`settle_final_acks` did with the message a FinalAck names."""
 
     #: The message as it waited (None: no waiting message matches: the FinalAck is dropped).
-    message: Message | None
+    message: MessageRecord | None
     #: Queue it moved to (journal / transactional dead-letter), or None when deleted.
     target_queue_id: int | None
     #: The waiting message matched, but the caller's ``accept`` refused the FinalAck for it
     #: (it came from a QM the message was not sent to): nothing changed.
-    refused: Message | None = None
+    refused: MessageRecord | None = None
 
 
 def settle_final_acks(
@@ -276,7 +276,7 @@ def settle_final_acks(
     final_acks: Sequence[tuple[int, int, int, int]],
     journal_queue_id: int,
     deadletter_queue_id: int,
-    accept: Callable[[int, Message], bool] | None = None,
+    accept: Callable[[int, MessageRecord], bool] | None = None,
 ) -> Callable[[WriteContext], list[FinalAckOutcome]]:
     """FinalAcks arrived for messages waiting in ``awaiting_queue_id`` (MS-MQQB 3.1.5.7),
     each ``(TxSequenceID, TxSequenceNumber, MessageID, class)``, settled in ONE
@@ -323,7 +323,7 @@ def settle_final_acks(
                 break
             outcomes.append(outcome)
         if removes:
-            _apply_removes(ctx, removes)
+            apply_removes(ctx, removes)
         return outcomes
 
     return op
@@ -339,8 +339,8 @@ def delete_sent(queue_id: int, lookup_ids: Sequence[int]) -> Callable[[WriteCont
         found: list[int] = []
         size = 0
         ids = list(lookup_ids)
-        for i in range(0, len(ids), _IN_CHUNK):
-            chunk = ids[i : i + _IN_CHUNK]
+        for i in range(0, len(ids), IN_CHUNK):
+            chunk = ids[i : i + IN_CHUNK]
             marks = ",".join("?" * len(chunk))
             # By LookupIdentifier (the rowid), the queue checked per row: with "queue_id = ?"
             # SQLite walked the queue's whole index for every chunk, so a backlog of N
@@ -350,7 +350,7 @@ def delete_sent(queue_id: int, lookup_ids: Sequence[int]) -> Callable[[WriteCont
                 found.append(lid)
                 size += n
         if found:
-            _apply_removes(ctx, (), [DeleteMany(queue_id, found, size)])
+            apply_removes(ctx, (), [DeleteMany(queue_id, found, size)])
         return len(found)
 
     return op

@@ -22,7 +22,7 @@ name, against 118 plus the name in the layout of schemas 1-5 (:data:`HEAD_V5`,
 converted at open by :func:`convert_v5`).
 
 The head's first ten fields keep the offsets they had, so readers of the Identifier
-uniquifier, SentTime and the expiry fields (``openmsmq.qm.transfer_codec``) read any
+uniquifier, SentTime and the expiry fields (``openmsmq.transfer.codec``) read any
 row without looking at the flags.
 """
 

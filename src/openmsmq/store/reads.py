@@ -22,7 +22,7 @@ from openmsmq.store.records import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     OutgoingSequenceState,
     QueueRecord,
     from_i64,
@@ -125,7 +125,9 @@ def incoming_sequences(conn: sqlite3.Connection) -> list[IncomingSequenceState]:
 # ---- messages ------------------------------------------------------------------------
 
 
-def ack_wanted(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[int, Message]]:
+def ack_wanted(
+    conn: sqlite3.Connection, where: str, params: Sequence[Any]
+) -> list[tuple[int, MessageRecord]]:
     rows = conn.execute(
         f"SELECT m.queue_id, {MSG_SELECT} FROM messages m WHERE {where} AND {_ACK_WANTED}", params
     )
@@ -158,7 +160,7 @@ def fetch_available(
     head_key: int | None = None,
     one_band: bool = False,
     max_bytes: int | None = None,
-) -> list[tuple[int, Message]]:
+) -> list[tuple[int, MessageRecord]]:
     """Unexpired messages of a queue in queue order, as (order_key, message).
 
     ``max_bytes``: stop after the message whose body brings the total to it (one at
@@ -233,7 +235,7 @@ def _fetch_head(
     head_key: int,
     one_band: bool = False,
     max_bytes: int | None = None,
-) -> list[tuple[int, Message]]:
+) -> list[tuple[int, MessageRecord]]:
     """:func:`fetch_available` from the head, skipping the locked prefix below ``head_key``.
 
     Two index ranges: the higher-priority bands ``[0, band start)`` (empty in a
@@ -305,7 +307,9 @@ def _body_size(row: tuple[Any, ...]) -> int:
     return len(row[_BODY])
 
 
-def fetch_by_lookup(conn: sqlite3.Connection, queue_id: int, lookup_id: int) -> tuple[int, Message] | None:
+def fetch_by_lookup(
+    conn: sqlite3.Connection, queue_id: int, lookup_id: int
+) -> tuple[int, MessageRecord] | None:
     """The message with this LookupIdentifier in this queue (expired or not), or None."""
     row = conn.execute(
         f"SELECT m.order_key, {MSG_SELECT} FROM messages m WHERE m.lookup_id = ? AND m.queue_id = ?",
@@ -353,9 +357,9 @@ def fetch_for_purge(
     return [(queue_id, r[0], r[1], bool(r[2]), message_class, r[0] in journaled) for r in rows]
 
 
-def fetch_messages(conn: sqlite3.Connection, queue_id: int, lookup_ids: list[int]) -> list[Message]:
+def fetch_messages(conn: sqlite3.Connection, queue_id: int, lookup_ids: list[int]) -> list[MessageRecord]:
     """The messages ``lookup_ids`` of ``queue_id`` still stored (any order)."""
-    out: list[Message] = []
+    out: list[MessageRecord] = []
     for i in range(0, len(lookup_ids), 500):
         chunk = lookup_ids[i : i + 500]
         marks = ",".join("?" * len(chunk))

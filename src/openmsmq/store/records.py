@@ -36,7 +36,7 @@ from openmsmq.store.queue_records import (
     queue_from_row,
     sender_allowed,
 )
-from openmsmq.wire._fast import fast_constructor, fast_init, slot_builder
+from openmsmq.wire.fast import fast_constructor, fast_init, slot_builder
 
 __all__ = [
     "COL",
@@ -51,7 +51,7 @@ __all__ = [
     "QUEUE_COLUMNS",
     "ROW_COLUMNS",
     "IncomingSequenceState",
-    "Message",
+    "MessageRecord",
     "OutgoingSequenceState",
     "QueueRecord",
     "QueueType",
@@ -87,7 +87,7 @@ def from_i64(value: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class MessageRecord:
     """A message: every Message attribute of MS-MQDMPR 3.1.1.12 a user sets or reads.
 
     The first group is set by the sender; the second is assigned by the queue manager
@@ -151,9 +151,9 @@ class Message:
         return len(self.body) + 2 * len(self.label) + len(self.extension)
 
 
-#: Message(...) stores its fields as plain slot stores (openmsmq.wire._fast.fast_init): the
-#: generated frozen __init__ (one object.__setattr__ per field) cost ~3 µs per message sent.
-Message.__init__ = fast_init(Message)  # type: ignore[method-assign]
+#: Message(...) stores its fields as plain slot stores (openmsmq.wire.fast.fast_init): the
+#: generated frozen __init__ (one object.__setattr__ per field) is costly per message sent.
+MessageRecord.__init__ = fast_init(MessageRecord)  # type: ignore[method-assign]
 
 
 class Stamp(NamedTuple):
@@ -213,24 +213,24 @@ def _uuid(raw: bytes) -> uuid.UUID:
 
 
 #: UUID.int -> 16 bytes (keyed by the int: hashing a UUID runs Python code, an int's does not).
-_guid_bytes: dict[int, bytes] = {}
+GUID_BYTES: dict[int, bytes] = {}
 
 
-def _bytes_of(guid: uuid.UUID) -> bytes:
+def guid_bytes_of(guid: uuid.UUID) -> bytes:
     """UUID → 16 bytes, memoised (``UUID.bytes`` converts from an int every time)."""
-    if len(_guid_bytes) > 4096:
-        _guid_bytes.clear()
-    raw = _guid_bytes[guid.int] = guid.bytes
+    if len(GUID_BYTES) > 4096:
+        GUID_BYTES.clear()
+    raw = GUID_BYTES[guid.int] = guid.bytes
     return raw
 
 
-def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
+def message_to_row(m: MessageRecord, stamp: Stamp | None = None) -> list[Any]:
     """The message as a row in :data:`ROW_COLUMNS` order; ``stamp`` overrides the
     QM-assigned attributes."""
-    gb = _guid_bytes
+    gb = GUID_BYTES
     if stamp is None:
         lineage, source = m.id_lineage, m.source_machine
-        lineage_bytes = gb.get(lineage.int) or _bytes_of(lineage)
+        lineage_bytes = gb.get(lineage.int) or guid_bytes_of(lineage)
         return _row(
             m,
             m.priority,
@@ -240,7 +240,7 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
             m.id_uniquifier,
             m.sent_time,
             # Usually the same GUID object (a QM's own messages): one lookup then.
-            lineage_bytes if source is lineage else gb.get(source.int) or _bytes_of(source),
+            lineage_bytes if source is lineage else gb.get(source.int) or guid_bytes_of(source),
             m.destination_queue.encode(),
             m.arrived_time,
         )
@@ -249,17 +249,17 @@ def message_to_row(m: Message, stamp: Stamp | None = None) -> list[Any]:
         stamp.priority,
         stamp.transactional,
         stamp.delivery,
-        gb.get(stamp.id_lineage.int) or _bytes_of(stamp.id_lineage),
+        gb.get(stamp.id_lineage.int) or guid_bytes_of(stamp.id_lineage),
         stamp.id_uniquifier,
         stamp.sent_time,
-        gb.get(stamp.source_machine.int) or _bytes_of(stamp.source_machine),
+        gb.get(stamp.source_machine.int) or guid_bytes_of(stamp.source_machine),
         stamp.destination_queue.encode(),
         m.arrived_time,
     )
 
 
 def stamped_rows(
-    messages: Sequence[Message],
+    messages: Sequence[MessageRecord],
     transactional: bool,
     qm: uuid.UUID,
     first_uniquifier: int,
@@ -277,7 +277,7 @@ def stamped_rows(
     less for a remote queue, whose packet must hold the headers too)
     (MQ_ERROR_INSUFFICIENT_RESOURCES), a label over 249 characters
     (MQ_ERROR_LABEL_TOO_LONG), a priority outside 0..7 (MQ_ERROR_ILLEGAL_PROPERTY_VALUE)."""
-    qm_bytes = _guid_bytes.get(qm.int) or _bytes_of(qm)
+    qm_bytes = GUID_BYTES.get(qm.int) or guid_bytes_of(qm)
     name_bytes = name.encode()
     rows: list[list[Any]] = []
     append = rows.append
@@ -308,7 +308,7 @@ def stamped_rows(
     return rows
 
 
-def _check_message(m: Message, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+def _check_message(m: MessageRecord, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Raise the MQError of a message a queue manager must refuse to send."""
     size = m.size
     if size > MAX_MESSAGE_BYTES:
@@ -329,7 +329,7 @@ def _check_message(m: Message, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
 
 
 def _row(
-    m: Message,
+    m: MessageRecord,
     priority: int,
     transactional: bool,
     delivery: int,
@@ -355,7 +355,7 @@ def _row(
     if dest_qm is _NULL_GUID and source is lineage:  # a message sent here: identity checks only
         g, guids = 0, lineage
     else:
-        dest_qm_bytes = _guid_bytes.get(dest_qm.int) or _bytes_of(dest_qm)
+        dest_qm_bytes = GUID_BYTES.get(dest_qm.int) or guid_bytes_of(dest_qm)
         g, guids = guid_block(lineage, dest_qm_bytes, source)
     try:
         if corr != ZERO_CORRELATION:
@@ -383,20 +383,19 @@ def _row(
             HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"message property out of range: {exc}"
         ) from exc
     # props is a bytearray: sqlite3 binds a bytearray directly but sends bytes through its
-    # adapter lookup (about 0.3 us per value; Python 3.11).
+    # adapter lookup.
     if g & RARE:
         props = _join_bytearray((head, guids, label, admin, response, dest, extension, sender_id))
     else:
         props = _join_bytearray((head, guids, dest))
     body: bytes | bytearray = m.body
-    if len(body) <= _BODY_COPY_MAX:
+    if len(body) <= BODY_COPY_MAX:
         # Bound as a bytearray too (the bytes would take sqlite3's adapter lookup): the
         # copy costs less than the lookup up to this size (message_from_row gives bytes).
         body = bytearray(body)
     seq_id = m.tx_sequence_id
     # Flags are bound as plain ints, never bool: sqlite3 binds only exact ints directly
-    # and sends a bool through its adapter lookup, measured at ~0.25 us per bool per row
-    # (SQLite 3.40, Python 3.11): 3.20 -> 2.69 us per 100-row executemany row.
+    # and sends a bool through its adapter lookup, a cost per bool per row.
     return [
         m.lookup_id,
         priority,
@@ -418,11 +417,10 @@ _pack_props = _PROPS.pack
 _pack_rare = RARE_LENGTHS.pack
 _unpack_rare = RARE_LENGTHS.unpack_from
 #: A body up to this size goes into its row as a ``bytearray``: sqlite3 binds a
-#: ``bytearray`` directly but sends ``bytes`` through its adapter lookup (``SELECT ?``
-#: x100: 406-412 ns per 256-byte ``bytes`` value, 138-152 per ``bytearray``), while
-#: ``bytearray(body)`` took 81 ns at 256 bytes and 136 at 8 KiB (Python 3.11, SQLite
-#: 3.40, 2026-11-25). Larger bodies stay ``bytes``: the copy would cost more.
-_BODY_COPY_MAX = 8192
+#: ``bytearray`` directly but sends ``bytes`` through its adapter lookup, and up to this
+#: size ``bytearray(body)`` costs less than that lookup. Larger bodies stay ``bytes``:
+#: the copy would cost more.
+BODY_COPY_MAX = 8192
 #: Joins into a new bytearray (the empty separator is never changed).
 _join_bytearray = bytearray().join
 
@@ -474,7 +472,7 @@ def _variable_fields(
     return label, admin, response, dest, extension, bytes(props[i : i + n_sender])
 
 
-def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
+def message_from_row(row: tuple[Any, ...] | list[Any]) -> MessageRecord:
     """Inverse of :func:`message_to_row` (a ``SELECT`` of :data:`ROW_COLUMNS`).
 
     Hot on every receive and peek: builds the frozen Message with the wire layer's
@@ -566,7 +564,7 @@ def message_from_row(row: tuple[Any, ...] | list[Any]) -> Message:
     )
 
 
-_make_message = fast_constructor(Message)
+_make_message = fast_constructor(MessageRecord)
 _unpack_props = _PROPS.unpack_from
 
 _guid_triples: dict[bytes, tuple[uuid.UUID, uuid.UUID, uuid.UUID]] = {}
@@ -587,16 +585,15 @@ def _guid_triple(key: bytes) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
 
 #: Filled field by field by :func:`keyed_messages`, then made a Message (None: this
 #: interpreter cannot; keyed_messages then goes through message_from_row).
-_MessageBuilder = slot_builder(Message)
+_MessageBuilder = slot_builder(MessageRecord)
 
 #: The values of a read that :func:`keyed_messages` decodes: ``order_key`` first, then
 #: :data:`ROW_COLUMNS` without ``lookup_id`` and ``priority`` (``order_key`` holds both:
 #: ``((7 - priority) << 56) | lookup_id``, set at insert and kept by every move), without
 #: ``ack_wanted`` and ``size`` (the decoder does not use them), and with
 #: ``message_class``, ``transactional`` and ``tx_flags`` as one value, ``class_flags``
-#: (:data:`KEYED_SELECT`). Every value a row carries costs sqlite3 a value object:
-#: measured on 100-row head reads (warm cache, 2026-11-25) 1.99-2.05 us per row with the
-#: 14 columns, 1.54-1.59 with 10; 1.15-1.19 -> 1.03-1.06 with these 8.
+#: (:data:`KEYED_SELECT`). Every value a row carries costs sqlite3 a value object, so a
+#: head read selects as few columns as it can.
 _NOT_KEYED = ("lookup_id", "priority", "ack_wanted", "size", "message_class", "transactional", "tx_flags")
 KEYED_COLUMNS: tuple[str, ...] = (
     "order_key",
@@ -640,25 +637,24 @@ def _full_row(r: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
-def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Message]]:
+def keyed_messages(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, MessageRecord]]:
     """``(order_key, message)`` for each row of a ``SELECT`` of :data:`KEYED_COLUMNS`:
     :func:`message_from_row` for a whole read in one call.
 
     The receive path's decoder (a head read returns up to ``limit`` rows): the loop
     stores each field of the Message straight into a builder instance (the
-    :func:`openmsmq.wire._fast.slot_builder` of Message) instead of calling the fast
-    constructor with 34 arguments, and reads the three GUIDs as one cached block.
-    Measured on 100 received rows (timeit, 2026-11-25): 1.66-1.73 us per row for
-    ``(r[0], message_from_row(r[1:]))``, 0.91-0.92 us here. Results are equal to
+    :func:`openmsmq.wire.fast.slot_builder` of Message) instead of calling the fast
+    constructor with 34 arguments, and reads the three GUIDs as one cached block: much
+    cheaper than ``(r[0], message_from_row(r[1:]))``. Results are equal to
     message_from_row's (tests/store/test_keyed_messages.py).
     """
     builder = _MessageBuilder
     if builder is None:
         return [(r[0], message_from_row(_full_row(r))) for r in rows]
-    out: list[tuple[int, Message]] = []
+    out: list[tuple[int, MessageRecord]] = []
     append = out.append
     new = object.__new__
-    message = Message
+    message = MessageRecord
     unpack = _unpack_props
     triples = _guid_triples
     gat = GFLAGS_AT

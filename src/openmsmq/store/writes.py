@@ -1,5 +1,5 @@
 """What a store write operation sees and how it waits: :class:`WriteContext`, the queued
-operation of :class:`~openmsmq.store.db.Store` (``_Op``), the writer's counters
+operation of :class:`~openmsmq.store.db.Store` (``WriteOp``), the writer's counters
 (:class:`StoreStats`) and the mapping of SQLite errors to MSMQ ones (:func:`storage_error`).
 """
 
@@ -63,7 +63,7 @@ def report_failure(exc: BaseException, path: str | os.PathLike[str], ops: int, w
     )  # fmt: skip
 
 
-def _busy(exc: sqlite3.Error) -> bool:
+def is_busy(exc: sqlite3.Error) -> bool:
     """SQLITE_BUSY: another connection holds the lock."""
     return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
 
@@ -119,7 +119,7 @@ class WriteContext:
         return first
 
 
-class _Op:
+class WriteOp:
     """A queued operation and how its caller learns the outcome.
 
     :meth:`Store.write` waits on ``done``, a bare lock held from creation and released

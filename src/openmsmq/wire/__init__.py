@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openmsmq._lazy import lazy_exports
+from openmsmq.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from openmsmq.wire.constants import (
@@ -152,7 +152,7 @@ if TYPE_CHECKING:
 
 #: Where each name of this package lives. The submodules are imported on first use
 #: (PEP 562), so that a user of one of them (``openmsmq.wire.ids`` for the client,
-#: ``openmsmq.wire._fast`` for the store) does not load every codec.
+#: ``openmsmq.wire.fast`` for the store) does not load every codec.
 _SUBMODULE_NAMES: dict[str, tuple[str, ...]] = {
     "constants": (
         "ACK_BODY_SIZE",

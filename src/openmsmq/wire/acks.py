@@ -12,13 +12,13 @@ import uuid
 from dataclasses import dataclass, field
 
 from openmsmq.errors import LocalProtocolError, WireError
-from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire._util import guid_from_le, guid_to_le, need
 from openmsmq.wire.constants import ACK_BODY_SIZE, INFINITE, ORDER_ACK_LABEL, DeliveryMode, MessageClass
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.ids import ObjectId, TxSequenceId, tx_sequence_id_from_u64
 from openmsmq.wire.message import UserMessage
 from openmsmq.wire.properties import MessagePropertiesHeader
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId, UserHeader
+from openmsmq.wire.util import guid_from_le, guid_to_le, need
 
 __all__ = ["FinalAck", "FinalAckBody", "OrderAck", "OrderAckBody", "classify"]
 

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from openmsmq.errors import LocalProtocolError, WireError
-from openmsmq.wire._util import U16, U32, guid_from_le, guid_to_le, need, pad4, padding_bytes, to_utf16, utf16
 from openmsmq.wire.constants import MQFFormatType, MQFHeaderId, SoapSectionId
+from openmsmq.wire.util import U16, U32, guid_from_le, guid_to_le, need, pad4, padding_bytes, to_utf16, utf16
 
 __all__ = [
     "MQFAddressHeader",

@@ -52,26 +52,26 @@ from uuid import UUID
 
 from openmsmq.errors import quoted
 from openmsmq.wire.name_syntax import (  # the lexical rules (MS-MQMQ 2.1), shared with path names
-    _DEC_RE,
-    _HEX8_RE,
-    _MAX_DOMAIN,
-    _MAX_QUEUE_NAME,
-    _MAX_SUBQUEUE,
-    _RESERVED_WORDS,
-    _SYSTEM_SUFFIXES,
+    DEC_RE,
+    HEX8_RE,
+    MAX_DOMAIN,
+    MAX_QUEUE_NAME,
+    MAX_SUBQUEUE,
+    RESERVED_WORDS,
+    SYSTEM_SUFFIXES,
     DirectProtocol,
     QueueFormatType,
     QueueSuffixType,
-    _adopt,
-    _build,
-    _check_computer,
-    _check_name,
-    _fail,
-    _invalid,
-    _kw,
-    _norm_ip,
-    _parse_guid,
-    _printed,
+    adopt,
+    build,
+    check_computer,
+    check_name,
+    fail,
+    invalid,
+    kw,
+    norm_ip,
+    parse_guid,
+    printed,
 )
 
 __all__ = [
@@ -125,8 +125,8 @@ class LocalIdentity:
 
     def has_address(self, address: str) -> bool:
         """True if ``address`` is one of our IP addresses."""
-        norm = _norm_ip(address)
-        return norm is not None and norm in {_norm_ip(a) for a in self.addresses}
+        norm = norm_ip(address)
+        return norm is not None and norm in {norm_ip(a) for a in self.addresses}
 
     def has_name(self, name: str) -> bool:
         """True if ``name`` is ``.`` or one of our computer names."""
@@ -146,8 +146,8 @@ class FormatNameBase:
 
     def __post_init__(self) -> None:
         # Constructed values are validated like parsed ones: print, re-parse, compare.
-        text = _printed(self)
-        _adopt(self, parse_format_name(text), text)
+        text = printed(self)
+        adopt(self, parse_format_name(text), text)
 
     @property
     def key(self) -> str:
@@ -185,7 +185,7 @@ class FormatNameBase:
     @property
     def is_read_only(self) -> bool:
         """Journals and dead-letter queues: no sending, no place in a multiple-element name."""
-        return self.suffix_type in _SYSTEM_SUFFIXES
+        return self.suffix_type in SYSTEM_SUFFIXES
 
     @property
     def is_order_queue(self) -> bool:
@@ -283,20 +283,20 @@ class DirectFormatName(FormatNameBase):
     @property
     def path_name(self) -> QueuePathName:
         """The path name (MS-MQMQ 2.1.1) with the host as computer name."""
-        return _build(QueuePathName, computer=self.host, queue_name=self.queue_name, private=self.private,
+        return build(QueuePathName, computer=self.host, queue_name=self.queue_name, private=self.private,
                       suffix=self.suffix, subqueue=self.subqueue)  # fmt: skip
 
     def base(self) -> DirectFormatName:
         """The queue itself, without ``;JOURNAL`` or subqueue (machine queues: unchanged)."""
         if not self.queue_name:
             return self
-        return _build(DirectFormatName, protocol=self.protocol, address=self.address,
+        return build(DirectFormatName, protocol=self.protocol, address=self.address,
                       queue_name=self.queue_name, private=self.private, suffix=QueueSuffixType.NONE,
                       subqueue="")  # fmt: skip
 
     def journal(self) -> DirectFormatName:
         """The queue journal of this queue (``;JOURNAL``); machine queues: the computer journal."""
-        return _build(DirectFormatName, protocol=self.protocol, address=self.address,
+        return build(DirectFormatName, protocol=self.protocol, address=self.address,
                       queue_name=self.queue_name, private=self.private, suffix=QueueSuffixType.JOURNAL,
                       subqueue="")  # fmt: skip
 
@@ -449,9 +449,9 @@ class MultipleElementFormatName(FormatNameBase):
     def __post_init__(self) -> None:
         object.__setattr__(self, "elements", tuple(self.elements))
         if len(self.elements) < 2:
-            _invalid("a multiple-element format name needs at least two elements")
-        text = _printed(self)
-        _adopt(self, parse_format_name(text), text)
+            invalid("a multiple-element format name needs at least two elements")
+        text = printed(self)
+        adopt(self, parse_format_name(text), text)
 
     def __str__(self) -> str:
         return ",".join(str(e) for e in self.elements)
@@ -491,8 +491,8 @@ class QueuePathName:
     subqueue: str = ""
 
     def __post_init__(self) -> None:
-        text = _printed(self)
-        _adopt(self, parse_path_name(text), text)
+        text = printed(self)
+        adopt(self, parse_path_name(text), text)
 
     def __str__(self) -> str:
         path = _queue_path_text(self.queue_name, self.private, self.suffix, self.subqueue, upper=False)
@@ -533,31 +533,31 @@ def _parse_queue_tail(
 
     Returns (queue_name, private, suffix, subqueue); queue_name is "" for SYSTEM$.
     """
-    if _kw(tail[:7]) == "system$":
+    if kw(tail[:7]) == "system$":
         if tail[7:8] != ";":
-            _fail(text, pos + 7, "expected ';JOURNAL', ';DEADLETTER' or ';DEADXACT' after SYSTEM$")
-        word = _kw(tail[8:])
+            fail(text, pos + 7, "expected ';JOURNAL', ';DEADLETTER' or ';DEADXACT' after SYSTEM$")
+        word = kw(tail[8:])
         if word not in ("journal", "deadletter", "deadxact"):
             expected = "expected JOURNAL, DEADLETTER, DEADXACT"
-            _fail(text, pos + 8, f"unknown system queue {quoted(tail[8:68])} ({expected})")
+            fail(text, pos + 8, f"unknown system queue {quoted(tail[8:68])} ({expected})")
         return "", False, QueueSuffixType[word.upper()], ""
     private = False
     start = 0
-    if _kw(tail[:8]) == "private$" and (tail[8:9] == "\\" or (http and tail[8:9] == "/")):
+    if kw(tail[:8]) == "private$" and (tail[8:9] == "\\" or (http and tail[8:9] == "/")):
         private, start = True, 9
     name, semi, sub = tail[start:].partition(";")
     name_pos = pos + start
-    if not private and _kw(name) in ("private$", "system$"):
-        _fail(text, name_pos + len(name), f"missing queue name after {name}")
-    _check_name(text, name_pos, name, "queue name", _MAX_QUEUE_NAME)
+    if not private and kw(name) in ("private$", "system$"):
+        fail(text, name_pos + len(name), f"missing queue name after {name}")
+    check_name(text, name_pos, name, "queue name", MAX_QUEUE_NAME)
     if not semi:
         return name, private, QueueSuffixType.NONE, ""
     sub_pos = name_pos + len(name) + 1
-    if _kw(sub) == "journal":
+    if kw(sub) == "journal":
         return name, private, QueueSuffixType.JOURNAL, ""
-    if _kw(sub) in _RESERVED_WORDS:
-        _fail(text, sub_pos, f"suffix ;{sub.upper()} not allowed after a queue name (only on machine queues)")
-    _check_name(text, sub_pos, sub, "subqueue name", _MAX_SUBQUEUE)
+    if kw(sub) in RESERVED_WORDS:
+        fail(text, sub_pos, f"suffix ;{sub.upper()} not allowed after a queue name (only on machine queues)")
+    check_name(text, sub_pos, sub, "subqueue name", MAX_SUBQUEUE)
     return name, private, QueueSuffixType.SUBQUEUE, sub
 
 
@@ -568,13 +568,13 @@ def parse_path_name(text: str) -> QueuePathName:
     reports MQ_ERROR_ILLEGAL_QUEUE_PATHNAME for path names; callers convert if they need to).
     """
     if not isinstance(text, str):
-        _invalid(f"path name must be a string, not {type(text).__name__}")
+        invalid(f"path name must be a string, not {type(text).__name__}")
     computer, sep, tail = text.partition("\\")
     if not sep:
-        _fail(text, len(text), "expected '\\' between computer name and queue name")
-    _check_computer(text, 0, computer)
+        fail(text, len(text), "expected '\\' between computer name and queue name")
+    check_computer(text, 0, computer)
     name, private, suffix, sub = _parse_queue_tail(text, len(computer) + 1, tail)
-    return _build(QueuePathName, computer=computer, queue_name=name, private=private, suffix=suffix,
+    return build(QueuePathName, computer=computer, queue_name=name, private=private, suffix=suffix,
                   subqueue=sub)  # fmt: skip
 
 
@@ -600,18 +600,18 @@ def _check_authority(text: str, pos: int, authority: str) -> None:
     if authority.startswith("["):
         end = authority.find("]")
         v6 = authority[1:end]
-        if end < 0 or ":" not in v6 or "%" in v6 or not v6.isascii() or _norm_ip(v6) is None:
-            _fail(text, pos, f"bad bracketed IPv6 host {quoted(authority[:60])}")
+        if end < 0 or ":" not in v6 or "%" in v6 or not v6.isascii() or norm_ip(v6) is None:
+            fail(text, pos, f"bad bracketed IPv6 host {quoted(authority[:60])}")
         rest = authority[end + 1 :]
         if rest and not rest.startswith(":"):
-            _fail(text, pos + end + 1, "expected ':port' after ']'")
+            fail(text, pos + end + 1, "expected ':port' after ']'")
         port, port_pos = rest[1:], pos + end + 2
     else:
         host, _, port = authority.rpartition(":") if ":" in authority else (authority, "", "")
-        _check_computer(text, pos, host, "HTTP host")
+        check_computer(text, pos, host, "HTTP host")
         port_pos = pos + len(host) + 1
-    if port and not (_DEC_RE.fullmatch(port) and int(port) <= 65535):
-        _fail(text, port_pos, f"HTTP port {quoted(port[:20])} is not a number 0..65535")
+    if port and not (DEC_RE.fullmatch(port) and int(port) <= 65535):
+        fail(text, port_pos, f"HTTP port {quoted(port[:20])} is not a number 0..65535")
 
 
 def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
@@ -619,63 +619,63 @@ def _parse_direct(element: str, pos: int, text: str) -> DirectFormatName:
     body_pos = pos + 7
     proto_token, colon, rest = element[7:].partition(":")
     try:
-        protocol = DirectProtocol(_kw(proto_token).upper())
+        protocol = DirectProtocol(kw(proto_token).upper())
     except ValueError:
         expected = "expected TCP, OS, HTTP, HTTPS, IPX"
-        _fail(text, body_pos, f"unknown direct protocol {quoted(proto_token[:40])} ({expected})")
+        fail(text, body_pos, f"unknown direct protocol {quoted(proto_token[:40])} ({expected})")
     if not colon:
-        _fail(text, body_pos + len(proto_token), "expected ':' after the direct protocol")
+        fail(text, body_pos + len(proto_token), "expected ':' after the direct protocol")
     addr_pos = body_pos + len(proto_token) + 1
     http = protocol in (DirectProtocol.HTTP, DirectProtocol.HTTPS)
     if http:
         if not rest.startswith("//"):
-            _fail(text, addr_pos, "expected '//host[:port]/MSMQ' after HTTP: / HTTPS:")
+            fail(text, addr_pos, "expected '//host[:port]/MSMQ' after HTTP: / HTTPS:")
         after = rest[2:]
         cut = min((i for i in (after.find("/"), after.find("\\")) if i >= 0), default=-1)
         if cut < 0:
-            _fail(text, addr_pos + 2 + len(after), "expected '/MSMQ' after the HTTP host")
+            fail(text, addr_pos + 2 + len(after), "expected '/MSMQ' after the HTTP host")
         _check_authority(text, addr_pos + 2, after[:cut])
         host, port = _split_authority(after[:cut])
-        host = f"[{_norm_ip(host)}]" if after.startswith("[") else host
+        host = f"[{norm_ip(host)}]" if after.startswith("[") else host
         address = host if port is None else f"{host}:{port}"
-        if _kw(after[cut + 1 : cut + 5]) != "msmq" or after[cut + 5 : cut + 6] not in ("\\", "/"):
-            _fail(text, addr_pos + 2 + cut, "expected '/MSMQ\\' (or '/MSMQ/') after the HTTP host")
+        if kw(after[cut + 1 : cut + 5]) != "msmq" or after[cut + 5 : cut + 6] not in ("\\", "/"):
+            fail(text, addr_pos + 2 + cut, "expected '/MSMQ\\' (or '/MSMQ/') after the HTTP host")
         tail_pos, tail = addr_pos + 2 + cut + 6, after[cut + 6 :]
     else:
         address, sep, tail = rest.partition("\\")
         if not sep:
-            _fail(text, addr_pos + len(address), "expected '\\' between address and queue name")
+            fail(text, addr_pos + len(address), "expected '\\' between address and queue name")
         tail_pos = addr_pos + len(address) + 1
         if protocol is DirectProtocol.TCP:
             # No IPv6 zone ("%eth0"): the ABNF asks for an IP address, nothing more.
-            norm = _norm_ip(address) if address.isascii() and "%" not in address else None
+            norm = norm_ip(address) if address.isascii() and "%" not in address else None
             if norm is None:
-                _fail(text, addr_pos, f"TCP address {quoted(address[:60])} is not an IPv4 or IPv6 address")
+                fail(text, addr_pos, f"TCP address {quoted(address[:60])} is not an IPv4 or IPv6 address")
             address = norm
         elif protocol is DirectProtocol.IPX:
             net, c, node = address.partition(":")
-            if not (c and _HEX8_RE.fullmatch(net) and re.fullmatch(r"[0-9A-Fa-f]{1,12}", node)):
-                _fail(text, addr_pos, f"IPX address {quoted(address[:60])} is not 'network:host' in hex")
+            if not (c and HEX8_RE.fullmatch(net) and re.fullmatch(r"[0-9A-Fa-f]{1,12}", node)):
+                fail(text, addr_pos, f"IPX address {quoted(address[:60])} is not 'network:host' in hex")
             address = f"{net.lower()}:{node.lower()}"
         else:
-            _check_computer(text, addr_pos, address)
+            check_computer(text, addr_pos, address)
     name, private, suffix, sub = _parse_queue_tail(text, tail_pos, tail, http=http)
-    return _build(DirectFormatName, protocol=protocol, address=address, queue_name=name, private=private,
+    return build(DirectFormatName, protocol=protocol, address=address, queue_name=name, private=private,
                   suffix=suffix, subqueue=sub)  # fmt: skip
 
 
 def _parse_multicast(body: str, pos: int, text: str) -> MulticastFormatName:
     addr, colon, port = body.rpartition(":")
     if not colon:
-        _fail(text, pos + len(body), "expected ':port' after the multicast address")
+        fail(text, pos + len(body), "expected ':port' after the multicast address")
     octets = addr.split(".")
-    if len(octets) != 4 or not all(_DEC_RE.fullmatch(o) and int(o) <= 255 for o in octets):
-        _fail(text, pos, f"multicast address {quoted(addr[:40])} is not a dotted IPv4 address")
+    if len(octets) != 4 or not all(DEC_RE.fullmatch(o) and int(o) <= 255 for o in octets):
+        fail(text, pos, f"multicast address {quoted(addr[:40])} is not a dotted IPv4 address")
     if not 224 <= int(octets[0]) <= 239:
-        _fail(text, pos, f"multicast address {quoted(addr)} is outside 224.0.0.0-239.255.255.255")
-    if not _DEC_RE.fullmatch(port) or int(port) > 65535:
-        _fail(text, pos + len(addr) + 1, f"multicast port {quoted(port[:20])} is not a number 0..65535")
-    return _build(MulticastFormatName, address=addr, port=int(port))
+        fail(text, pos, f"multicast address {quoted(addr)} is outside 224.0.0.0-239.255.255.255")
+    if not DEC_RE.fullmatch(port) or int(port) > 65535:
+        fail(text, pos + len(addr) + 1, f"multicast port {quoted(port[:20])} is not a number 0..65535")
+    return build(MulticastFormatName, address=addr, port=int(port))
 
 
 def _split_suffix(
@@ -685,10 +685,10 @@ def _split_suffix(
     if not semi:
         return head, QueueSuffixType.NONE
     for suffix in allowed:
-        if _kw(word) == suffix.name.lower():
+        if kw(word) == suffix.name.lower():
             return head, suffix
     names = ", ".join(";" + s.name for s in allowed)
-    _fail(text, pos + len(head) + 1, f"suffix {quoted(word[:40])} not allowed here (allowed: {names})")
+    fail(text, pos + len(head) + 1, f"suffix {quoted(word[:40])} not allowed here (allowed: {names})")
 
 
 _JOURNAL_ONLY = (QueueSuffixType.JOURNAL,)
@@ -700,42 +700,42 @@ def _parse_single(element: str, pos: int, text: str) -> SingleFormatName:
     eq = element.find("=")
     if eq < 0:
         hint = " (a path name? write DIRECT=OS:<computer>\\...)" if "\\" in element else ""
-        _fail(text, pos, f"expected '<TYPE>=' at the start of a format name{hint}")
-    kind, body_pos, body = _kw(element[:eq]), pos + eq + 1, element[eq + 1 :]
+        fail(text, pos, f"expected '<TYPE>=' at the start of a format name{hint}")
+    kind, body_pos, body = kw(element[:eq]), pos + eq + 1, element[eq + 1 :]
     if kind == "direct":
         return _parse_direct(element, pos, text)
     if kind == "public":
         guid_text, suffix = _split_suffix(body, body_pos, text, _JOURNAL_ONLY)
-        return _build(PublicFormatName, queue_guid=_parse_guid(text, body_pos, guid_text, "queue GUID"),
+        return build(PublicFormatName, queue_guid=parse_guid(text, body_pos, guid_text, "queue GUID"),
                       journal_suffix=suffix is QueueSuffixType.JOURNAL)  # fmt: skip
     if kind == "private":
         guid_text, sep, number = body.partition("\\")
         if not sep:
-            _fail(text, body_pos + len(body), "expected '\\<hex queue number>' after the computer GUID")
-        guid = _parse_guid(text, body_pos, guid_text, "computer GUID")
+            fail(text, body_pos + len(body), "expected '\\<hex queue number>' after the computer GUID")
+        guid = parse_guid(text, body_pos, guid_text, "computer GUID")
         num_pos = body_pos + len(guid_text) + 1
         number, suffix = _split_suffix(number, num_pos, text, _JOURNAL_ONLY)
-        if not _HEX8_RE.fullmatch(number):
-            _fail(text, num_pos, f"private queue number {quoted(number[:20])} is not 1 to 8 hex digits")
-        return _build(PrivateFormatName, machine_guid=guid, queue_number=int(number, 16),
+        if not HEX8_RE.fullmatch(number):
+            fail(text, num_pos, f"private queue number {quoted(number[:20])} is not 1 to 8 hex digits")
+        return build(PrivateFormatName, machine_guid=guid, queue_number=int(number, 16),
                       journal_suffix=suffix is QueueSuffixType.JOURNAL)  # fmt: skip
     if kind == "machine":
         guid_text, suffix = _split_suffix(body, body_pos, text, _MACHINE_SUFFIXES)
-        return _build(MachineFormatName, machine_guid=_parse_guid(text, body_pos, guid_text, "computer GUID"),
+        return build(MachineFormatName, machine_guid=parse_guid(text, body_pos, guid_text, "computer GUID"),
                       suffix=suffix)  # fmt: skip
     if kind == "connector":
         guid_text, suffix = _split_suffix(body, body_pos, text, (QueueSuffixType.XACTONLY,))
-        guid = _parse_guid(text, body_pos, guid_text, "connector GUID")
-        return _build(ConnectorFormatName, connector_guid=guid, xact_only=suffix is QueueSuffixType.XACTONLY)
+        guid = parse_guid(text, body_pos, guid_text, "connector GUID")
+        return build(ConnectorFormatName, connector_guid=guid, xact_only=suffix is QueueSuffixType.XACTONLY)
     if kind == "dl":
         guid_text, at, domain = body.partition("@")
-        guid = _parse_guid(text, body_pos, guid_text, "distribution list GUID")
+        guid = parse_guid(text, body_pos, guid_text, "distribution list GUID")
         if at:
-            _check_computer(text, body_pos + len(guid_text) + 1, domain, "domain name", _MAX_DOMAIN)
-        return _build(DistributionListFormatName, dl_guid=guid, domain=domain)
+            check_computer(text, body_pos + len(guid_text) + 1, domain, "domain name", MAX_DOMAIN)
+        return build(DistributionListFormatName, dl_guid=guid, domain=domain)
     if kind == "multicast":
         return _parse_multicast(body, body_pos, text)
-    _fail(text, pos, f"unknown format name type {quoted(element[:eq][:40])} "
+    fail(text, pos, f"unknown format name type {quoted(element[:eq][:40])} "
           "(expected DIRECT=, PUBLIC=, PRIVATE=, MACHINE=, CONNECTOR=, DL=, MULTICAST=)")  # fmt: skip
 
 
@@ -746,34 +746,34 @@ def parse_format_name(text: str) -> FormatName:
     token and its position; never any other exception.
     """
     if not isinstance(text, str):
-        _invalid(f"format name must be a string, not {type(text).__name__}")
+        invalid(f"format name must be a string, not {type(text).__name__}")
     if not text:
-        _fail(text, 0, "empty format name")
+        fail(text, 0, "empty format name")
     elements: list[SingleFormatName] = []
     pos = 0
     parts = text.split(",")
     for part in parts:
         if not part:
-            _fail(text, pos, "empty element in a multiple-element format name")
+            fail(text, pos, "empty element in a multiple-element format name")
         element = _parse_single(part, pos, text)
         if len(parts) > 1 and (isinstance(element, MachineFormatName) or element.is_read_only):
             machine = isinstance(element, MachineFormatName)
             what = "a MACHINE= name" if machine else "a journal or dead-letter queue"
-            _fail(text, pos, f"{what} cannot be an element of a multiple-element format name (MS-MQMQ 2.1.7)")
+            fail(text, pos, f"{what} cannot be an element of a multiple-element format name (MS-MQMQ 2.1.7)")
         elements.append(element)
         pos += len(part) + 1
     if len(elements) == 1:
         return elements[0]
-    return _build(MultipleElementFormatName, elements=tuple(elements))
+    return build(MultipleElementFormatName, elements=tuple(elements))
 
 
 def parse_direct_id(direct_id: str) -> DirectFormatName:
     """Parse a wire DirectQueueFormatName / m_pDirectID (a direct name without ``DIRECT=``)."""
     if not isinstance(direct_id, str):
-        _invalid(f"direct name must be a string, not {type(direct_id).__name__}")
+        invalid(f"direct name must be a string, not {type(direct_id).__name__}")
     result = parse_format_name("DIRECT=" + direct_id)
     if not isinstance(result, DirectFormatName):
-        _invalid(f"{quoted(direct_id[:200])} is not a single direct format name")
+        invalid(f"{quoted(direct_id[:200])} is not a single direct format name")
     return result
 
 

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from openmsmq.errors import WireError
-from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire._util import cached_guid, guid_from_le, guid_to_le, need, truncated
 from openmsmq.wire.constants import (
     DEFAULT_WINDOW_SIZE,
     ESTABLISH_CONNECTION_PADDING_BYTE,
@@ -27,7 +25,9 @@ from openmsmq.wire.constants import (
     TX_ID_SHIFT,
     OperatingSystemFlag,
 )
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId, tx_sequence_id_from_u64
+from openmsmq.wire.util import cached_guid, guid_from_le, guid_to_le, need, truncated
 
 __all__ = [
     "BaseHeader",

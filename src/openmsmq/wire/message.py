@@ -14,8 +14,6 @@ import uuid
 from dataclasses import dataclass, replace
 
 from openmsmq.errors import LocalProtocolError, WireError
-from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire._util import cached_guid, cached_guid_bytes, guid_from_le, guid_to_le
 from openmsmq.wire.constants import (
     DEFAULT_PRIORITY,
     INFINITE,
@@ -34,6 +32,7 @@ from openmsmq.wire.extra import (
     decode_security_header,
     decode_soap_header,
 )
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.headers import (
     DebugHeader,
     SessionHeader,
@@ -61,6 +60,7 @@ from openmsmq.wire.userheader import (
     decode_user_header,
     direct_queue_wire,
 )
+from openmsmq.wire.util import cached_guid, cached_guid_bytes, guid_from_le, guid_to_le
 
 __all__ = ["UserMessage", "decode_user_message", "encode_direct_transactional"]
 

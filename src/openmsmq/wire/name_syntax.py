@@ -17,13 +17,13 @@ from uuid import UUID
 
 from openmsmq.errors import HResult, MQError, quoted
 
-_MAX_QUEUE_NAME = 124  # MS-MQMQ 2.1.1: QueueName = 1*124(...)
-_MAX_SUBQUEUE = 32  # MS-MQMQ 2.1.1: Subqueue = 1*32(...)
-_MAX_COMPUTER = 256  # MS-MQMQ 2.1.1: Computer = 1*256(VCHAR)
-_MAX_DOMAIN = 255  # MS-MQMQ 2.1.5: DomainName = 1*255(VCHAR)
+MAX_QUEUE_NAME = 124  # MS-MQMQ 2.1.1: QueueName = 1*124(...)
+MAX_SUBQUEUE = 32  # MS-MQMQ 2.1.1: Subqueue = 1*32(...)
+MAX_COMPUTER = 256  # MS-MQMQ 2.1.1: Computer = 1*256(VCHAR)
+MAX_DOMAIN = 255  # MS-MQMQ 2.1.5: DomainName = 1*255(VCHAR)
 _GUID_RE = re.compile(r"[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}")
-_HEX8_RE = re.compile(r"[0-9A-Fa-f]{1,8}")
-_DEC_RE = re.compile(r"0|[1-9][0-9]{0,4}")
+HEX8_RE = re.compile(r"[0-9A-Fa-f]{1,8}")
+DEC_RE = re.compile(r"0|[1-9][0-9]{0,4}")
 _QUEUE_EXCLUDED = frozenset('\\;+,"')  # MS-MQMQ 2.1.1 (MSMQ 2.0+)
 
 
@@ -54,11 +54,11 @@ class QueueSuffixType(IntEnum):
     @property
     def system_flag(self) -> int:
         """The high nibble of ``m_SuffixAndFlags``: 0x80 for system queues (MS-MQMQ 2.2.7)."""
-        return 0x80 if self in _SYSTEM_SUFFIXES else 0x00
+        return 0x80 if self in SYSTEM_SUFFIXES else 0x00
 
 
-_SYSTEM_SUFFIXES = frozenset({QueueSuffixType.JOURNAL, QueueSuffixType.DEADLETTER, QueueSuffixType.DEADXACT})
-_RESERVED_WORDS = frozenset({"journal", "deadletter", "deadxact", "xactonly"})
+SYSTEM_SUFFIXES = frozenset({QueueSuffixType.JOURNAL, QueueSuffixType.DEADLETTER, QueueSuffixType.DEADXACT})
+RESERVED_WORDS = frozenset({"journal", "deadletter", "deadxact", "xactonly"})
 
 
 class DirectProtocol(StrEnum):
@@ -76,16 +76,16 @@ class DirectProtocol(StrEnum):
 # --------------------------------------------------------------------------------------------------
 
 
-def _fail(text: str, pos: int, message: str) -> NoReturn:
+def fail(text: str, pos: int, message: str) -> NoReturn:
     shown = text if len(text) <= 200 else text[:200] + "..."
     raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, f"{message} at position {pos} in {quoted(shown)}")
 
 
-def _invalid(message: str) -> NoReturn:
+def invalid(message: str) -> NoReturn:
     raise MQError(HResult.MQ_ERROR_ILLEGAL_FORMATNAME, message)
 
 
-def _kw(token: str) -> str:
+def kw(token: str) -> str:
     """ASCII-only case folding for keywords; non-ASCII text never matches a keyword."""
     return token.lower() if token.isascii() else "\x00"
 
@@ -106,38 +106,38 @@ def _vchar_ok(ch: str) -> bool:
     return ch.isprintable() and not ch.isspace()
 
 
-def _check_name(text: str, pos: int, name: str, what: str, limit: int) -> None:
+def check_name(text: str, pos: int, name: str, what: str, limit: int) -> None:
     if not name:
-        _fail(text, pos, f"empty {what}")
+        fail(text, pos, f"empty {what}")
     if len(name) > limit:
-        _fail(text, pos, f"{what} longer than {limit} characters")
+        fail(text, pos, f"{what} longer than {limit} characters")
     for i, ch in enumerate(name):
         if not _name_char_ok(ch):
-            _fail(text, pos + i, f"character {quoted(ch)} not allowed in {what}")
+            fail(text, pos + i, f"character {quoted(ch)} not allowed in {what}")
 
 
-def _check_computer(
-    text: str, pos: int, name: str, what: str = "computer name", limit: int = _MAX_COMPUTER
+def check_computer(
+    text: str, pos: int, name: str, what: str = "computer name", limit: int = MAX_COMPUTER
 ) -> None:
     if not name:
-        _fail(text, pos, f"empty {what}")
+        fail(text, pos, f"empty {what}")
     if len(name) > limit:
-        _fail(text, pos, f"{what} longer than {limit} characters")
+        fail(text, pos, f"{what} longer than {limit} characters")
     for i, ch in enumerate(name):
         if not _vchar_ok(ch) or ch in "\\,":
-            _fail(text, pos + i, f"character {quoted(ch)} not allowed in {what}")
+            fail(text, pos + i, f"character {quoted(ch)} not allowed in {what}")
 
 
-def _parse_guid(text: str, pos: int, token: str, what: str) -> UUID:
+def parse_guid(text: str, pos: int, token: str, what: str) -> UUID:
     if not _GUID_RE.fullmatch(token):
         hint = " (write it without braces)" if token.startswith("{") else ""
-        _fail(
+        fail(
             text, pos, f"{what} {quoted(token[:60])} is not a GUID xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx{hint}"
         )
     return UUID(token)
 
 
-def _norm_ip(address: str) -> str | None:
+def norm_ip(address: str) -> str | None:
     try:
         return str(ipaddress.ip_address(address))
     except ValueError:
@@ -147,7 +147,7 @@ def _norm_ip(address: str) -> str | None:
 _T = TypeVar("_T")
 
 
-def _build(cls: type[_T], **values: Any) -> _T:
+def build(cls: type[_T], **values: Any) -> _T:
     """Create a frozen value without running its validation (the parser already did)."""
     obj = object.__new__(cls)
     for name, value in values.items():
@@ -155,26 +155,26 @@ def _build(cls: type[_T], **values: Any) -> _T:
     return obj
 
 
-def _adopt(self: object, parsed: Any, text: str) -> None:
+def adopt(self: object, parsed: Any, text: str) -> None:
     """Validation by round trip: ``parsed`` came from ``str(self)``. Every field must agree
     (enum fields may be given as their values; ``address`` may differ by normalization);
     then the value keeps the parsed, normalized fields."""
     names = [f.name for f in fields(parsed)]
     if type(parsed) is not type(self):
-        _invalid(f"fields of {type(self).__name__} print as {quoted(text[:200])}, a {type(parsed).__name__}")
+        invalid(f"fields of {type(self).__name__} print as {quoted(text[:200])}, a {type(parsed).__name__}")
     for name in names:
         mine, theirs = getattr(self, name), getattr(parsed, name)
         if name != "address":
             same_type = type(mine) is type(theirs) or isinstance(theirs, Enum)
             if not same_type or mine != theirs:
-                _invalid(
+                invalid(
                     f"{type(self).__name__}.{name}: got {quoted(mine)}, which prints as {quoted(text[:200])}"
                 )
         object.__setattr__(self, name, theirs)
 
 
-def _printed(self: object) -> str:
+def printed(self: object) -> str:
     try:
         return str(self)
     except (AttributeError, TypeError, ValueError) as exc:
-        _invalid(f"bad {type(self).__name__} field: {exc}")
+        invalid(f"bad {type(self).__name__} field: {exc}")

@@ -6,9 +6,9 @@ import struct
 from dataclasses import dataclass, field
 
 from openmsmq.errors import LocalProtocolError, WireError
-from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire._util import pad4, to_utf16, truncated, utf16
 from openmsmq.wire.constants import MAX_LABEL_LENGTH
+from openmsmq.wire.fast import fast_constructor
+from openmsmq.wire.util import pad4, to_utf16, truncated, utf16
 
 __all__ = ["MessagePropertiesHeader"]
 

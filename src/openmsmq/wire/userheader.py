@@ -24,8 +24,15 @@ from enum import Enum
 from typing import Final
 
 from openmsmq.errors import LocalProtocolError, WireError
-from openmsmq.wire._fast import fast_constructor
-from openmsmq.wire._util import (
+from openmsmq.wire.constants import (
+    ADMIN_QUEUE_TYPES,
+    DESTINATION_QUEUE_TYPES,
+    INFINITE,
+    ORDER_QUEUE_ID,
+    QueueFormatType,
+)
+from openmsmq.wire.fast import fast_constructor
+from openmsmq.wire.util import (
     U16,
     U32,
     cached_guid,
@@ -37,13 +44,6 @@ from openmsmq.wire._util import (
     to_utf16,
     truncated,
     utf16,
-)
-from openmsmq.wire.constants import (
-    ADMIN_QUEUE_TYPES,
-    DESTINATION_QUEUE_TYPES,
-    INFINITE,
-    ORDER_QUEUE_ID,
-    QueueFormatType,
 )
 
 __all__ = [

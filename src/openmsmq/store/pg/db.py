@@ -144,6 +144,7 @@ class PgStore:
         *,
         threaded: bool = True,
         max_batch_ops: int = 1024,
+        max_commit_wait: float = 0.002,
         qm_quota: int | None = None,
         expected_guid: uuid.UUID | None = None,
         fencing_epoch: int | None = None,
@@ -155,6 +156,10 @@ class PgStore:
         self.path = describe_dsn(dsn)
         self.threaded = threaded
         self.max_batch_ops = max(1, max_batch_ops)
+        #: Longest time (s) the writer waits for the committers of the previous batch to
+        #: queue their next operations (store.group_commit_max_wait), so that steady
+        #: concurrent committers keep sharing one transaction.
+        self.max_commit_wait = max_commit_wait
         self.qm_quota = qm_quota
         self.stats = StoreStats()
         self.metrics: MetricsSink = NULL_METRICS
@@ -170,6 +175,9 @@ class PgStore:
         self._lock = threading.Condition(threading.Lock())
         self._pending: list[_Op] = []
         self._stopping = False
+        #: Operations of the last batch; True while the writer waits for as many.
+        self._last_batch = 0
+        self._gathering = False
         self._sync_lock = threading.Lock()
         self._pool: list[PgConnection] = []
         self._pool_lock = threading.Lock()
@@ -290,7 +298,7 @@ class PgStore:
             if self._closed:
                 raise self._closed_error()
             self._pending.append(op)
-            if len(self._pending) == 1:
+            if len(self._pending) == 1 or self._gathering:
                 self._lock.notify()
 
     def write_many(self, fns: Sequence[Callable[[WriteContext], Any]]) -> list[Future[Any]]:
@@ -315,8 +323,20 @@ class PgStore:
                     self._lock.wait()
                 if not self._pending:
                     return
+                want = min(self._last_batch, self.max_batch_ops)
+                if len(self._pending) < want and self.max_commit_wait > 0 and not self._stopping:
+                    # The previous batch's committers are about to queue their next ones.
+                    deadline = time.monotonic() + self.max_commit_wait
+                    self._gathering = True
+                    while len(self._pending) < want and not self._stopping:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._lock.wait(left)
+                    self._gathering = False
                 batch = self._pending[: self.max_batch_ops]
                 del self._pending[: len(batch)]
+                self._last_batch = len(batch)
             try:
                 self._run_and_observe(batch)
             except BaseException as exc:  # never leave a caller waiting

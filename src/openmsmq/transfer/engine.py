@@ -24,8 +24,8 @@ thread under asyncio) and reports back with :meth:`Transfer.store_work_done`. At
 most one work item of each kind is in flight, so accepted messages of one sequence
 commit in acceptance order, and whatever arrives meanwhile forms the next batch.
 
-The sender half lives in :mod:`openmsmq.qm.transfer_outgoing`, the store work in
-:mod:`openmsmq.qm.transfer_store` (mixins of :class:`Transfer`); this module keeps the
+The sender half lives in :mod:`openmsmq.transfer.sender`, the store work in
+:mod:`openmsmq.transfer.store_work` (mixins of :class:`Transfer`); this module keeps the
 connections, timers, the receive side and forwarding.
 """
 
@@ -65,23 +65,25 @@ from openmsmq.protocol.incoming import (
     SequenceKey,
 )
 from openmsmq.protocol.outgoing import ResendConfig
-from openmsmq.qm.acknowledgment import (
+from openmsmq.protocol.session import Session
+from openmsmq.qm.manager import QueueManager
+from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.acknowledgments import (
     AckSession,
 )
-from openmsmq.qm.arrival import ReceiptCheck, session_of_state
-from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer_codec import message_from_packet, split_direct
-from openmsmq.qm.transfer_outgoing import OutgoingSide
-from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceReset
-from openmsmq.qm.transfer_session import (
+from openmsmq.transfer.arrival import ReceiptCheck, session_of_state
+from openmsmq.transfer.codec import message_from_packet, split_direct
+from openmsmq.transfer.sender import OutgoingSide
+from openmsmq.transfer.sequences import IncomingUpkeep, SequenceReset
+from openmsmq.transfer.session import (
     AcceptRoute,
     Conn,
     Pending,
-    TransferSession,
+    TransferRouting,
     ack_session_of,
     session_key_form,
 )
-from openmsmq.qm.transfer_state import (
+from openmsmq.transfer.state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
     IncomingStatus,
@@ -95,9 +97,8 @@ from openmsmq.qm.transfer_state import (
     TransferConfig,
     hop_host,
 )
-from openmsmq.qm.transfer_store import StoreWorkSide
-from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust, SessionTrust
-from openmsmq.store.records import Message
+from openmsmq.transfer.store_work import StoreWorkSide
+from openmsmq.transfer.trust import AckOrigin, PeerTrust, SessionTrust
 from openmsmq.wire.constants import MessageClass, QueueFormatType, message_class_name
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
@@ -144,6 +145,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
     ) -> None:
         self.qm = qm
         self.config = config
+        #: The store operations of the sequences (release, settlement, acceptance).
+        self.sequence_store = qm.sequence_store()
         self.metrics = metrics if metrics is not None else qm.metrics
         self.local_hosts = frozenset(h.lower() for h in config.local_addresses)
         qm.set_local_addresses(self.local_hosts)
@@ -187,10 +190,10 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: OrderAck names only the sequence): checked, not trusted (see _on_order_ack).
         self._by_sequence: dict[TxSequenceId, OutgoingTransfer] = {}
         #: A message was found expired before it was sent: run the expiry pass with the
-        #: next release (transfer_outgoing._expired_unsent).
+        #: next release (transfer.sender).
         self._expire_due = False
         #: Messages that cannot be put into a packet (queue_id, LookupIdentifier): moved
-        #: to the dead-letter queues with the next release (transfer_outgoing._unsendable).
+        #: to the dead-letter queues with the next release (transfer.sender).
         self._dead_letters: list[tuple[int, int]] = []
         #: Outgoing queues not taken up for want of a route (warned about once).
         self._unrouted: dict[int, str] = {}
@@ -221,7 +224,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: The rules of receipt before the acceptance rule (MS-MQQB 3.1.5.8).
         self._receipt = ReceiptCheck(qm)
         #: OrderAcks built and not yet enqueued (MS-MQQB 3.1.7.17): (Message, DestinationForAck).
-        self._order_acks: list[tuple[Message, str]] = []
+        self._order_acks: list[tuple[MessageRecord, str]] = []
         #: Sequences whose last message was rejected by the acceptance rule since the last
         #: accept batch: key -> (TxMessageRejectCount, LastAccessTime as wall clock),
         #: persisted with the next batch (MS-MQQB 3.1.5.8.6, RejectCount).
@@ -244,7 +247,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: (memo, path, route) of the last accepted message: its route is shared while
         #: the memo object and the path are the same.
         self._last_route: tuple[object, str, AcceptRoute] | None = None
-        self._nontx_in: list[tuple[str, Message, int, int | None]] = []
+        self._nontx_in: list[tuple[str, MessageRecord, int, int | None]] = []
         self._local_in_flight: StoreLocal | None = None
         # Sender side.
         self._releases: dict[int, PendingRelease] = {}
@@ -255,11 +258,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self.rejections: dict[int, Counter[int]] = {}
         self._store_settled: deque[tuple[str | None, int, int]] = deque()
         #: Messages disregarded on receipt (their NACKs to enqueue): see StoreLocal.refusals.
-        self._refusals: list[tuple[Message, int, AckSession | None]] = []
+        self._refusals: list[tuple[MessageRecord, int, AckSession | None]] = []
         #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
         #: queue of their destination before they are acknowledged (format name, message,
         #: connection, RecoverableMessage number).
-        self._forward_in: list[tuple[str, Message, int, int | None]] = []
+        self._forward_in: list[tuple[str, MessageRecord, int, int | None]] = []
         self._deletes: list[tuple[int, int]] = []
         self._release_in_flight: ReleaseBatch | None = None
         # Forwarding (intermediate hop).
@@ -285,16 +288,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
         trust = SessionTrust(
             self.trust, peer, address, role, self._hop_addresses.get(hop_host(peer), ""), certified
         )
-        session = TransferSession(
+        session = Session(
             role,
             self.qm.guid,
             now,
             incoming=self.incoming,
             config=self.config.session,
             peer=peer,
-            local_hosts=self.local_hosts,
-            trust=trust,
             arrival_check=self._arrival_check,
+            routing=TransferRouting(self.local_hosts, trust),
         )
         self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address, certified=certified)
         self._retry_at.pop(peer.lower(), None)
@@ -528,7 +530,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if was_open and self._open_conn(conn.peer) is None:
                 self._peer_down(conn.peer)
 
-    def ack_session_for(self, m: Message) -> AckSession | None:
+    def ack_session_for(self, m: MessageRecord) -> AckSession | None:
         """The :class:`AckSession` a FinalAck for ``m`` (a message that arrived over MS-MQQB
         into a local queue) uses, from its incoming sequence; None when unknown. Thread-safe
         enough for a removal listener on another thread (one dict read)."""
@@ -640,7 +642,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if t.next_hop == peer and not t.connected:
                 t.connected = True
                 self._outgoing_events(t, t.seq.connection_made(now), now)
-                plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), Message)]
+                plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), MessageRecord)]
                 self._transmit(t, plain, now, resend=True)
         buf = self._forward.get(peer)
         conn = self._open_conn(peer)
@@ -665,7 +667,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     again = [
                         m
                         for lid in t.plain
-                        if lid in handles and isinstance(m := t.messages.get(lid), Message)
+                        if lid in handles and isinstance(m := t.messages.get(lid), MessageRecord)
                     ]
                     if again:
                         self._transmit(t, again, now, resend=True)

@@ -17,7 +17,7 @@ from openmsmq.errors import HResult, MQError
 from openmsmq.qm import (
     CursorAction,
     LookupAction,
-    Message,
+    MessageRecord,
     PendingReceive,
     QueueHandle,
     QueueManager,
@@ -141,12 +141,12 @@ def cursor_batch(
     timeout: float | None,
     t: Transaction | None,
     n: int,
-) -> list[Message]:
+) -> list[MessageRecord]:
     """Up to ``n`` reads through a cursor (:meth:`QueueManager.read_through_cursor`); the
     first waits in slices that R_CancelReceive can stop."""
     receive = act == Action.RECEIVE
 
-    def probe(x: float) -> Message:
+    def probe(x: float) -> MessageRecord:
         return qm.peek(qh, timeout=x, cursor=cursor, action=CursorAction.CURRENT)
 
     return qm.read_through_cursor(

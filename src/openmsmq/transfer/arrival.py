@@ -47,20 +47,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from openmsmq.errors import MQError
+from openmsmq.errors import MQError, StorageError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.events import destination_key
-from openmsmq.qm.ack_admin import build_administration_acknowledgment
-from openmsmq.qm.acknowledgment import AckSession, acknowledgment_sends, build_transactional_acknowledgment
-from openmsmq.qm.transfer_codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.store.records import (
     INFINITE,
     IncomingSequenceState,
-    Message,
+    MessageRecord,
     QueueRecord,
     QueueType,
     sender_allowed,
 )
+from openmsmq.transfer.ack_admin import build_administration_acknowledgment
+from openmsmq.transfer.acknowledgments import (
+    AckSession,
+    acknowledgment_sends,
+    build_transactional_acknowledgment,
+)
+from openmsmq.transfer.codec import arrival_rows, message_from_packet, split_direct
 from openmsmq.wire.constants import AckRequest, MessageClass, QueueFormatType, describe_message_class
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -68,6 +72,7 @@ from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNa
 if TYPE_CHECKING:
     from openmsmq.qm.handles import QueueHandle
     from openmsmq.qm.manager import QueueManager
+    from openmsmq.qm.sequences import SequenceStore
 
 __all__ = [
     "ARRIVAL_NACK_CLASSES",
@@ -162,7 +167,7 @@ class ReceiptCheck:
 
 
 def arrival_class(
-    queue: QueueRecord | None, m: Message, now: int, used_bytes: int, *, expiry: bool = True
+    queue: QueueRecord | None, m: MessageRecord, now: int, used_bytes: int, *, expiry: bool = True
 ) -> int | None:
     """None when ``m`` may be inserted into ``queue`` (its record, None when it does not
     exist; ``used_bytes`` = what the queue holds, counting messages accepted before in the
@@ -195,16 +200,16 @@ def session_of_state(state: IncomingSequenceState) -> AckSession:
 
 def arrival_acknowledgments(
     i_class: int | None,
-    m: Message,
+    m: MessageRecord,
     session: AckSession | None,
     *,
     send_insecure_nacks: bool = False,
-) -> list[tuple[Message, str]]:
+) -> list[tuple[MessageRecord, str]]:
     """The (acknowledgment, destination) pairs the arrival of ``m`` raises: ``i_class``
     None = inserted (ACK_REACH_QUEUE when PA is set), else rejected with that class (the
     NACK to the admin queue when NA is set; a FinalAck for a transactional message when
     the sender's session is known)."""
-    out: list[tuple[Message, str]] = []
+    out: list[tuple[MessageRecord, str]] = []
     if i_class is None:
         if m.ack_flags & AckRequest.POS_ARRIVAL:
             built = build_administration_acknowledgment(MessageClass.ACK_REACH_QUEUE, m)
@@ -233,15 +238,16 @@ class ArrivalResult:
     (message, NACK class) of the rejected ones, acknowledgments enqueued / discarded."""
 
     stored: tuple[int, ...]
-    rejected: tuple[tuple[Message, int], ...]
+    rejected: tuple[tuple[MessageRecord, int], ...]
     acks_sent: int
     acks_discarded: int
 
 
 def store_arrivals(
     qm: QueueManager,
+    sequences: SequenceStore,
     queue: str,
-    messages: Sequence[Message],
+    messages: Sequence[MessageRecord],
     state: IncomingSequenceState | None,
     *,
     send_insecure_nacks: bool = False,
@@ -253,14 +259,19 @@ def store_arrivals(
     rec: QueueRecord | None
     try:
         rec = qm.get_queue(queue)
+    except StorageError:
+        # The store could not be read (a database restarting): nothing is decided about
+        # these messages, the caller stores nothing and the sender sends them again. Taken
+        # for "no such queue" it made every message of the run a NACK_BAD_DST_Q.
+        raise
     except MQError:
         rec = None
-    now = qm._now()
+    now = qm.now()
     used = rec.total_bytes if rec is not None else 0
     session = session_of_state(state) if state is not None else None
-    accepted: list[Message] = []
-    rejected: list[tuple[Message, int]] = []
-    acks: list[tuple[Message, str]] = []
+    accepted: list[MessageRecord] = []
+    rejected: list[tuple[MessageRecord, int]] = []
+    acks: list[tuple[MessageRecord, str]] = []
     # The common case, checked once per run: a private queue with no sender allowlist and
     # no quota. A message of the queue's kind (transactional or not), within its
     # TimeToReachQueue and asking for no acknowledgment is then inserted and raises
@@ -295,7 +306,9 @@ def store_arrivals(
         acks += arrival_acknowledgments(cls, m, session, send_insecure_nacks=send_insecure_nacks)
     ack_sends, discarded = acknowledgment_sends(qm, acks)
     dead = dead_letter_copies(rejected) if rejected else []
-    stored = qm.accept_arrivals(queue if accepted else None, accepted, state, ack_sends, dead_letters=dead)
+    stored = sequences.accept_arrivals(
+        queue if accepted else None, accepted, state, ack_sends, dead_letters=dead
+    )
     if rejected:  # counted once the rejection (the sequence state, the NACKs) is durable
         qm.metrics.count_arrival_rejected(cls for _, cls in rejected)
     return ArrivalResult(tuple(stored), tuple(rejected), len(ack_sends), discarded)
@@ -312,9 +325,11 @@ def plain_packet_rows(
     no sender allowlist and no quota, and every packet a message that raises nothing (no
     acknowledgment asked, no TimeToBeReceived, so its row never expires here; its
     TimeToReachQueue was checked on receipt). The rows are built straight from the packets
-    (:func:`~openmsmq.qm.transfer_codec.arrival_rows`)."""
+    (:func:`~openmsmq.transfer.codec.arrival_rows`)."""
     try:
         rec: QueueRecord | None = qm.get_queue(queue)
+    except StorageError:
+        raise  # nothing decided (see store_arrivals)
     except MQError:
         rec = None
     if (
@@ -335,6 +350,7 @@ def plain_packet_rows(
 
 def store_packet_messages(
     qm: QueueManager,
+    sequences: SequenceStore,
     queue: str,
     packets: Sequence[UserMessage],
     destination: str,
@@ -345,12 +361,13 @@ def store_packet_messages(
     """:func:`store_arrivals` of the packets as messages: the full arrival rules, for a
     run :func:`plain_packet_rows` gave no rows for."""
     messages = [message_from_packet(p, destination) for p in packets]
-    return store_arrivals(qm, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
+    return store_arrivals(qm, sequences, queue, messages, state, send_insecure_nacks=send_insecure_nacks)
 
 
 def refuse(
     qm: QueueManager,
-    m: Message,
+    sequences: SequenceStore,
+    m: MessageRecord,
     i_class: int,
     session: AckSession | None,
     *,
@@ -372,12 +389,12 @@ def refuse(
     dead = dead_letter_copies([(m, i_class)])
     sends, _ = acknowledgment_sends(qm, acks)
     if sends or dead:
-        qm.accept_arrivals(None, [], None, sends, dead_letters=dead)
+        sequences.accept_arrivals(None, [], None, sends, dead_letters=dead)
     qm.metrics.count_arrival_rejected([i_class])
     return len(sends)
 
 
-def dead_letter_copies(rejected: Sequence[tuple[Message, int]]) -> list[Message]:
+def dead_letter_copies(rejected: Sequence[tuple[MessageRecord, int]]) -> list[MessageRecord]:
     """The copies of rejected non-transactional messages sent with negative source
     journaling (UserHeader.Flags.JN) that go to this QM's dead-letter queue, their Class
     set to the NACK class. MS-MQQB 3.1.5.8.8 says so for the queue quota ("the message

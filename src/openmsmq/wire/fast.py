@@ -1,9 +1,9 @@
-"""Fast construction of frozen value objects by the decoders (a private helper).
+"""Fast construction of frozen value objects by the decoders and the store.
 
 A ``@dataclass(frozen=True, slots=True)`` ``__init__`` stores every field through
-``object.__setattr__`` (frozen classes override ``__setattr__`` to raise), which
-costs about 0.1 µs per field: building the five values of one UserMessage took
-about half of its decode time. The decoders have already validated what they
+``object.__setattr__`` (frozen classes override ``__setattr__`` to raise), a cost per
+field that made building the values of one UserMessage a large part of its decode
+time. The decoders have already validated what they
 pass, so they build values with :func:`fast_constructor` instead.
 
 The constructor fills a *builder* instance: a plain class with exactly the same

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.errors import HResult, IOTimeoutError, MessageNotFoundError, MQError
-from openmsmq.qm import CancelToken, CursorAction, LookupRange, Message, QueueManager, RemovedMessage
+from openmsmq.qm import CancelToken, CursorAction, LookupRange, MessageRecord, QueueManager, RemovedMessage
 from tests.clock import Clock
 
 
@@ -28,7 +28,7 @@ def tqm(tmp_path: Path):
     manager.close()
 
 
-def bodies(ms: list[Message]) -> list[bytes]:
+def bodies(ms: list[MessageRecord]) -> list[bytes]:
     return [m.body for m in ms]
 
 
@@ -37,13 +37,13 @@ def bodies(ms: list[Message]) -> list[bytes]:
 
 def test_send_many_ids_pairs(qm: QueueManager) -> None:
     qm.create_queue("private$\\p")
-    pairs = qm.send_many_ids("private$\\p", [Message(body=b"a"), Message(body=b"b")])
+    pairs = qm.send_many_ids("private$\\p", [MessageRecord(body=b"a"), MessageRecord(body=b"b")])
     stored = qm.peek_range("private$\\p")
     assert pairs == [(m.id_uniquifier, m.lookup_id) for m in stored]
     assert all(u and lid for u, lid in pairs)
     qm.create_queue("private$\\t", transactional=True)
     tx = qm.begin()
-    inside = qm.send_many_ids("private$\\t", [Message(body=b"x")], tx)
+    inside = qm.send_many_ids("private$\\t", [MessageRecord(body=b"x")], tx)
     assert inside[0][1] == 0 and inside[0][0] > pairs[-1][0]
     assert tx.commit() == [qm.peek("private$\\t").lookup_id]
 
@@ -52,7 +52,7 @@ def test_peek_many_queue_order_skips_locked_and_pages_with_cursor(qm: QueueManag
     qm.create_queue("private$\\pm", transactional=True)
     qm.create_queue("private$\\prio")
     with qm.begin() as tx:
-        qm.send_many("private$\\pm", [Message(body=bytes([i])) for i in range(10)], tx)
+        qm.send_many("private$\\pm", [MessageRecord(body=bytes([i])) for i in range(10)], tx)
     tx = qm.begin()
     locked = qm.receive("private$\\pm", tx=tx)
     assert bodies(qm.peek_many("private$\\pm", 3)) == [b"\x01", b"\x02", b"\x03"]
@@ -66,7 +66,7 @@ def test_peek_many_queue_order_skips_locked_and_pages_with_cursor(qm: QueueManag
     assert qm.peek_many("private$\\pm", 1)[0].lookup_id == locked.lookup_id
     assert qm.get_queue("private$\\pm").msg_count == 10  # peeks removed nothing
     for p in (1, 6, 3, 6):
-        qm.send("private$\\prio", Message(body=bytes([p]), priority=p))
+        qm.send("private$\\prio", MessageRecord(body=bytes([p]), priority=p))
     assert bodies(qm.peek_many("private$\\prio", 10)) == [b"\x06", b"\x06", b"\x03", b"\x01"]
     qm.create_queue("private$\\empty")
     with pytest.raises(IOTimeoutError):
@@ -101,7 +101,7 @@ def test_cancel_token_wakes_a_waiting_read(tqm: QueueManager) -> None:
         tqm.peek("private$\\c", timeout=None, cancel=token)
     assert info.value.hresult == HResult.MQ_ERROR_OPERATION_CANCELLED
     with tqm.begin() as tx:
-        tqm.send("private$\\c", Message(body=b"m"), tx)
+        tqm.send("private$\\c", MessageRecord(body=b"m"), tx)
     assert tqm.receive("private$\\c", tx=tqm.begin(), timeout=5, cancel=CancelToken()).body == b"m"
 
 
@@ -109,7 +109,7 @@ def test_cancelled_token_in_sync_mode(qm: QueueManager) -> None:
     qm.create_queue("private$\\cs")
     token = CancelToken()
     token.cancel()
-    qm.send("private$\\cs", Message(body=b"1"))
+    qm.send("private$\\cs", MessageRecord(body=b"1"))
     with pytest.raises(MQError) as info:
         qm.dequeue_begin("private$\\cs", cancel=token)
     assert info.value.hresult == HResult.MQ_ERROR_OPERATION_CANCELLED
@@ -121,10 +121,10 @@ def test_cancelled_token_in_sync_mode(qm: QueueManager) -> None:
 
 def test_send_idempotent_skips_known_identities(qm: QueueManager) -> None:
     qm.create_queue("private$\\i", transactional=True)
-    msgs = [Message(body=bytes([i])) for i in range(4)]
+    msgs = [MessageRecord(body=bytes([i])) for i in range(4)]
     got = qm.send_idempotent("private$\\i", msgs, ["a", "b", "a", "c"])
     assert got[0] and got[1] and got[3] and got[2] is None
-    again = qm.send_idempotent("private$\\i", [*msgs[:2], Message(body=b"new")], ["a", "b", "d"])
+    again = qm.send_idempotent("private$\\i", [*msgs[:2], MessageRecord(body=b"new")], ["a", "b", "d"])
     assert again[:2] == [None, None] and again[2] is not None
     stored = qm.peek_range("private$\\i")
     assert bodies(stored) == [b"\x00", b"\x01", b"\x03", b"new"]
@@ -133,29 +133,29 @@ def test_send_idempotent_skips_known_identities(qm: QueueManager) -> None:
     assert stored[0].transactional and stored[0].priority == 0
     # identities are per queue
     qm.create_queue("private$\\j")
-    assert qm.send_idempotent("private$\\j", [Message(body=b"j")], ["a"])[0] is not None
+    assert qm.send_idempotent("private$\\j", [MessageRecord(body=b"j")], ["a"])[0] is not None
     for bad in (["x" * 256], [""]):
         with pytest.raises(MQError) as info:
-            qm.send_idempotent("private$\\j", [Message()], bad)
+            qm.send_idempotent("private$\\j", [MessageRecord()], bad)
         assert info.value.hresult == HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE
     with pytest.raises(MQError):
-        qm.send_idempotent("DIRECT=TCP:192.0.2.1\\private$\\far", [Message()], ["z"])
+        qm.send_idempotent("DIRECT=TCP:192.0.2.1\\private$\\far", [MessageRecord()], ["z"])
 
 
 def test_identities_expire_after_retention_and_go_with_the_queue(tmp_path: Path) -> None:
     clock = Clock(1000.0)
     with QueueManager(tmp_path / "r", clock=clock, identity_retention=100) as qm:
         qm.create_queue("private$\\r")
-        assert qm.send_idempotent("private$\\r", [Message()], ["k"])[0] is not None
+        assert qm.send_idempotent("private$\\r", [MessageRecord()], ["k"])[0] is not None
         clock.now = 1050.0
-        assert qm.send_idempotent("private$\\r", [Message()], ["k"]) == [None]
+        assert qm.send_idempotent("private$\\r", [MessageRecord()], ["k"]) == [None]
         assert qm.prune_identities() == 0
         clock.now = 1101.0
         assert qm.prune_identities() == 1
-        assert qm.send_idempotent("private$\\r", [Message()], ["k"])[0] is not None
+        assert qm.send_idempotent("private$\\r", [MessageRecord()], ["k"])[0] is not None
         qm.delete_queue("private$\\r")
         qm.create_queue("private$\\r")
-        assert qm.send_idempotent("private$\\r", [Message()], ["k"])[0] is not None
+        assert qm.send_idempotent("private$\\r", [MessageRecord()], ["k"])[0] is not None
 
 
 def test_concurrent_idempotent_sends_store_each_identity_once(tqm: QueueManager) -> None:
@@ -165,7 +165,7 @@ def test_concurrent_idempotent_sends_store_each_identity_once(tqm: QueueManager)
     lock = threading.Lock()
 
     def attempt() -> None:
-        got = tqm.send_idempotent("private$\\cc", [Message(body=s.encode()) for s in idents], idents)
+        got = tqm.send_idempotent("private$\\cc", [MessageRecord(body=s.encode()) for s in idents], idents)
         with lock:
             results.append(got)
 
@@ -185,7 +185,9 @@ def test_concurrent_idempotent_sends_store_each_identity_once(tqm: QueueManager)
 def test_lookup_range_nth_and_peek_range_through(qm: QueueManager) -> None:
     qm.create_queue("private$\\s")
     assert qm.lookup_range("private$\\s") is None
-    ids = [qm.send("private$\\s", Message(body=bytes([p]), priority=p)).lookup_id for p in (1, 7, 0, 4, 2)]
+    ids = [
+        qm.send("private$\\s", MessageRecord(body=bytes([p]), priority=p)).lookup_id for p in (1, 7, 0, 4, 2)
+    ]
     assert qm.lookup_range("private$\\s") == LookupRange(ids[0], ids[-1], 5)
     assert qm.lookup_range("private$\\s", after=ids[0], through=ids[3]) == LookupRange(ids[1], ids[3], 3)
     assert qm.lookup_range("private$\\s", after=ids[-1]) is None
@@ -201,7 +203,7 @@ def test_lookup_range_nth_and_peek_range_through(qm: QueueManager) -> None:
     assert [m.lookup_id for m in qm.peek_range("private$\\s", ids[2], through=ids[3])] == [ids[3]]
     qm.create_queue("private$\\tx", transactional=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\tx", [Message(body=bytes([i])) for i in range(5)], tx)
+        qm.send_many("private$\\tx", [MessageRecord(body=bytes([i])) for i in range(5)], tx)
     r = qm.lookup_range("private$\\tx")
     assert r is not None and r.count == 5
     assert qm.nth_lookup_id("private$\\tx", r.first, 4) == r.last
@@ -212,11 +214,11 @@ def test_lookup_range_nth_and_peek_range_through(qm: QueueManager) -> None:
 def test_watermark_is_stable_for_moves_into_journal(qm: QueueManager) -> None:
     qm.create_queue("private$\\w", transactional=True, journal=True)
     with qm.begin() as tx:
-        qm.send_many("private$\\w", [Message(body=b"1"), Message(body=b"2")], tx)
+        qm.send_many("private$\\w", [MessageRecord(body=b"1"), MessageRecord(body=b"2")], tx)
     tx = qm.begin()
     qm.receive("private$\\w", tx=tx)  # locked, moves to the journal at commit
     with qm.begin() as tx2:
-        qm.send("private$\\w", Message(body=b"3"), tx2)
+        qm.send("private$\\w", MessageRecord(body=b"3"), tx2)
     mark = qm.lookup_range("private$\\w;journal")
     assert mark is None
     tx.commit()
@@ -234,8 +236,10 @@ def test_remove_through_many_queues_idempotent_and_locked_pending(qm: QueueManag
     qm.create_queue("private$\\a", transactional=True)
     qm.create_queue("private$\\b")
     with qm.begin() as tx:
-        qm.send_many("private$\\a", [Message(body=bytes([i])) for i in range(6)], tx)
-    b_ids = [qm.send("private$\\b", Message(body=bytes([i]), ack_flags=i % 2)).lookup_id for i in range(4)]
+        qm.send_many("private$\\a", [MessageRecord(body=bytes([i])) for i in range(6)], tx)
+    b_ids = [
+        qm.send("private$\\b", MessageRecord(body=bytes([i]), ack_flags=i % 2)).lookup_id for i in range(4)
+    ]
     a = qm.lookup_range("private$\\a")
     assert a is not None
     tx = qm.begin()
@@ -257,9 +261,9 @@ def test_queue_stats(qm: QueueManager) -> None:
     clock = qm.clock
     assert isinstance(clock, Clock)
     qm.create_queue("private$\\st")
-    qm.send("private$\\st", Message(body=b"12345", priority=2))
+    qm.send("private$\\st", MessageRecord(body=b"12345", priority=2))
     clock.now += 10
-    qm.send("private$\\st", Message(body=b"123", priority=6))
+    qm.send("private$\\st", MessageRecord(body=b"123", priority=6))
     stats = {s.name: s for s in qm.queue_stats()}
     s = stats["private$\\st"]
     assert (s.message_count, s.total_bytes, s.oldest_arrived_time) == (2, 8, 1_000_000)

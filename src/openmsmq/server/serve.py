@@ -1,4 +1,7 @@
-"""Run a queue manager with its MS-MQQB listener until told to stop (``openmsmq serve``)."""
+"""Run a queue manager with its services until told to stop (``openmsmq serve``): the
+queue manager and its transfer (:func:`~openmsmq.server.node.open_node`), metrics, the
+remote-read gRPC service, the web console and the MS-MQQB listener, with the process
+tuning (cyclic GC, open-file limit) and ``runtime.json``."""
 
 from __future__ import annotations
 
@@ -7,9 +10,7 @@ import contextlib
 import gc
 import logging
 import os
-import resource
 import signal
-import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,26 +21,20 @@ from typing import Any
 from openmsmq.config import Config, LoadedConfig, config_document, config_keys
 from openmsmq.console import ConsoleServer, start_console, transfer_hooks
 from openmsmq.errors import ConfigError, quoted
-from openmsmq.net.mqqb import MQQBNode, NetConfig
-from openmsmq.net.tls import client_context, peer_matcher, server_context
+from openmsmq.net.mqqb import MQQBNode
 from openmsmq.observability.health import queue_manager_health
 from openmsmq.observability.metrics import Metrics, default_metrics, start_metrics_from_config
-from openmsmq.protocol.events import SessionConfig
-from openmsmq.protocol.incoming import OrderAckConfig
-from openmsmq.protocol.outgoing import ResendConfig
-from openmsmq.qm.ack_admin import attach_acknowledgments
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.names import DEADLETTER
-from openmsmq.qm.options import StoreOptions
 from openmsmq.qm.store_choice import StoreChoice
-from openmsmq.qm.transfer import Transfer, TransferConfig, routes_from
-from openmsmq.qm.transfer_sequences import SequenceReset
-from openmsmq.qm.transfer_trust import TrustConfig
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
+from openmsmq.server.node import open_node
+from openmsmq.server.options import net_config, store_options, transfer_config
 from openmsmq.store.backend import StoreBackend
-from openmsmq.store.records import INFINITE
+from openmsmq.transfer.engine import Transfer
+from openmsmq.transfer.sequences import SequenceReset
 from openmsmq.wire.ids import TxSequenceId
 
 __all__ = [
@@ -47,14 +42,11 @@ __all__ = [
     "Term",
     "lock_data_dir",
     "loop_factory",
-    "net_config",
     "outgoing_control",
     "postgresql_store",
     "run",
     "sequence_resetter",
     "serve",
-    "store_options",
-    "transfer_config",
     "transfer_snapshot",
     "tune_gc",
 ]
@@ -66,37 +58,11 @@ _DOTTED = tuple(k.dotted for k in config_keys())
 #: Cyclic-GC thresholds while serving (CPython's defaults are 700, 10, 10). A sender
 #: retains a position object per message until its OrderAck (hundreds of thousands in
 #: flight) and both sides allocate a few short-lived values per message, so with the
-#: defaults the collector ran a young collection every ~100 messages and re-traversed
-#: the retained window often: about 10 us of CPU per transferred message (17% of the
-#: transfer, measured with gc.callbacks). Reference counting frees all of these values;
-#: the collector is only for rare cycles, so it can run far less often.
+#: defaults the collector runs a young collection every few hundred allocations and
+#: re-traverses the retained window often, a sizeable share of the transfer's CPU
+#: (gc.callbacks shows it). Reference counting frees all of these values; the collector
+#: is only for rare cycles, so it can run far less often.
 GC_THRESHOLDS = (50_000, 50, 100)
-
-
-#: File descriptors kept for everything but MS-MQQB connections: the store (database,
-#: WAL, a reader connection per thread), the remote-read and metrics services, logs.
-_FD_RESERVE = 256
-
-
-def connection_limit(wanted: int) -> int:
-    """The MS-MQQB connection cap to use: ``wanted`` (mqqb.max_connections), after raising
-    this process's soft limit of open files toward its hard limit (commonly 1,024 soft),
-    and at most what that limit leaves after :data:`_FD_RESERVE`. Logged when lowered."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = wanted + _FD_RESERVE
-    if soft != resource.RLIM_INFINITY and soft < target:
-        new = target if hard == resource.RLIM_INFINITY else min(target, hard)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-            soft = new
-    if soft == resource.RLIM_INFINITY or soft >= target:
-        return wanted
-    usable = max(1, soft - _FD_RESERVE)
-    log.warning(
-        "mqqb.max_connections %d lowered to %d: the open-file limit is %d (raise it, e.g. LimitNOFILE=)",
-        wanted, usable, soft,
-    )  # fmt: skip
-    return usable
 
 
 def tune_gc() -> None:
@@ -104,90 +70,6 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-
-
-def transfer_config(config: Config) -> TransferConfig:
-    """The :class:`TransferConfig` of a loaded configuration."""
-    m, p = config.mqqb, config.protocol
-    addresses = {m.listen_address.lower()}
-    if m.advertised_address:
-        addresses.add(m.advertised_address.lower())
-    if config.qm.name:
-        addresses.add(config.qm.name.lower())
-    return TransferConfig(
-        local_addresses=tuple(sorted(addresses)),
-        routes=routes_from((r.destination, r.next_hop) for r in m.routes),
-        session=SessionConfig(
-            window_size=p.window_size,
-            ack_wait_timeout=p.ack_wait_timeout,
-            initialization_timeout=p.session_initialization_timeout,
-            cleanup_interval=p.session_cleanup_interval,
-        ),
-        order_ack=OrderAckConfig(p.order_ack_timeout, p.maximum_order_ack_delay),
-        resend=ResendConfig(
-            p.resend_timeouts_short, p.resend_timeouts_medium, p.resend_timeouts_long, p.resend_timeouts_final
-        ),
-        send_insecure_nacks=p.send_insecure_nacks,
-        queued_bytes=m.send_buffer,
-        max_in_flight=m.max_in_flight,
-        unstored_bytes=m.receive_buffer,
-        trust=TrustConfig(
-            intermediate_hops=m.intermediate_hops,
-            allow_relay=m.allow_relay,
-            pinned=m.pinned_peers,
-            sequence_clock_skew=m.sequence_clock_skew,
-            max_incoming_sequences=m.max_incoming_sequences,
-            incoming_sequence_max_idle=m.incoming_sequence_max_idle,
-        ),
-    )
-
-
-def net_config(config: Config) -> NetConfig:
-    """The :class:`NetConfig` of a loaded configuration's ``[mqqb]``: TLS contexts built
-    from its certificate files (an unreadable one raises :class:`ConfigError`); the
-    connection cap follows the open-file limit (:func:`connection_limit`), and one source
-    address may hold at most ``mqqb.max_connections_per_address`` and never more than half
-    of it."""
-    m = config.mqqb
-    cap = connection_limit(m.max_connections)
-    tls: dict[str, Any] = {}
-    if m.tls_cert is not None and m.tls_key is not None and m.tls_ca is not None:
-        try:
-            tls = {
-                "tls_server": server_context(m.tls_cert, m.tls_key, m.tls_ca),
-                "tls_client": client_context(m.tls_cert, m.tls_key, m.tls_ca),
-            }
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError("mqqb.tls_cert", f"cannot load the TLS certificate, key or CA: {exc}") from exc
-    return NetConfig(
-        host=m.listen_address,
-        port=m.port,
-        allow=m.peer_allowed,
-        backoff_min=m.connect_backoff_min,
-        backoff_max=m.connect_backoff_max,
-        max_connections=cap,
-        max_connections_per_address=min(m.max_connections_per_address, max(1, cap // 2)),
-        tls_port=m.tls_port,
-        tls_peers=peer_matcher(m.tls_peers),
-        **tls,
-    )
-
-
-def store_options(config: Config) -> StoreOptions:
-    """The :class:`StoreOptions` of a loaded configuration's ``[store]``."""
-    st = config.store
-    quota = INFINITE if st.default_queue_quota is None else max(1, st.default_queue_quota // 1024)
-    return StoreOptions(
-        backend=st.backend,
-        dsn=st.dsn,
-        synchronous=st.synchronous,
-        max_commit_wait=st.group_commit_max_wait,
-        max_message_bytes=st.max_message_size,
-        default_quota_kb=quota,
-        max_batch_ops=st.group_commit_max_batch,
-        qm_quota_bytes=st.qm_quota,
-        disk_reserve=st.disk_reserve,
-    )
 
 
 def transfer_snapshot(
@@ -258,7 +140,7 @@ def outgoing_control(
 @dataclass
 class Term:
     """One term of the active node of a highly available queue manager
-    (:mod:`openmsmq.net.ha_serve`): :func:`serve` runs the QM over ``open_store()`` (the
+    (:mod:`openmsmq.server.ha`): :func:`serve` runs the QM over ``open_store()`` (the
     PostgreSQL store fenced with the lease's epoch) until ``stop`` is set, with the
     process's ``metrics`` (whose endpoint the HA node runs in every role) and ``ha_info``
     in its runtime document."""
@@ -340,7 +222,7 @@ async def serve(
     stop = term.stop if term is not None else asyncio.Event()
     if term is None and postgresql_store(config) is not None:
         # Two unfenced serves on one database would both write: a QM on PostgreSQL is
-        # served under its lease (run() -> openmsmq.net.ha_serve).
+        # served under its lease (run() -> openmsmq.server.ha).
         raise ConfigError("store.backend", "a queue manager on PostgreSQL is served under its lease (run())")
 
     def on_signal(sig: signal.Signals) -> None:
@@ -356,14 +238,19 @@ async def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
     metrics = term.metrics if term is not None else default_metrics()
-    qm = QueueManager(
+    opened = open_node(
         config.qm.data_dir,
+        transfer=transfer_config(config),
+        now=loop.time(),
         computer_name=config.qm.name or None,
         expire_interval=1.0,
         metrics=metrics,
         store_options=store_options(config),
         store=term.open_store() if term is not None else None,
     )
+    qm = opened.qm
+    transfer = opened.transfer
+    assert transfer is not None
     collector = metrics.attach_queue_manager(qm)
     health = queue_manager_health(lambda: qm.get_queue(DEADLETTER), loop.call_soon_threadsafe)
     metrics_server = None
@@ -374,10 +261,6 @@ async def serve(
         if term is None:
             with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
                 metrics_server = start_metrics_from_config(config.metrics, metrics, health)
-        transfer = Transfer(qm, transfer_config(config), loop.time(), metrics=metrics)
-        # MS-MQQB 3.1.7.2 / 3.1.7.17: acknowledgments when messages leave their queue;
-        # FinalAcks go to the sender recorded with each incoming sequence.
-        attach_acknowledgments(qm, session_of=transfer.ack_session_for)
         if config.remote.enabled:
             with _listening("remote.port", config.remote.listen_address, config.remote.port):
                 remote = start_remote_server(qm, config, metrics=metrics)
@@ -490,11 +373,11 @@ def run(
     loaded: LoadedConfig | None = None,
 ) -> None:
     """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``; a QM on
-    PostgreSQL runs as a node of a highly available QM (:func:`openmsmq.net.ha_serve.serve_ha`)."""
+    PostgreSQL runs as a node of a highly available QM (:func:`openmsmq.server.ha.serve_ha`)."""
     dsn = postgresql_store(config)
     with asyncio.Runner(loop_factory=loop_factory(config.qm.event_loop)) as runner:
         if dsn is not None:
-            from openmsmq.net.ha_serve import serve_ha
+            from openmsmq.server.ha import serve_ha
 
             ha_config = replace(config, store=replace(config.store, backend="postgresql", dsn=dsn))
             runner.run(serve_ha(ha_config, ready=ready, loaded=loaded))

@@ -1,96 +1,101 @@
 """Reads of the queue manager: receive, peek, cursors, reads by LookupIdentifier and
 two-phase receive (MS-MQDMPR 3.1.7.1.10–12, MS-MQRR R_StartReceive / R_EndReceive).
 
-Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager` inherits :class:`ReadsMixin`.
-Every waiting call takes an optional :class:`~openmsmq.qm.handles.CancelToken`: its
-``cancel()`` wakes the waiter at once with MQ_ERROR_OPERATION_CANCELLED (MS-MQRR
-R_CancelReceive, or a handle closed while a read waits).
+The :class:`Reader` of a :class:`~openmsmq.qm.manager.QueueManager`; the queue manager
+delegates to it. Every waiting call takes an optional
+:class:`~openmsmq.qm.handles.CancelToken`: its ``cancel()`` wakes the waiter at once
+with MQ_ERROR_OPERATION_CANCELLED (MS-MQRR R_CancelReceive, or a handle closed while a
+read waits).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm.handles import (
-    _PREFETCH,
-    _PREFETCH_BYTES,
+    PREFETCH,
+    PREFETCH_BYTES,
     CancelToken,
+    Cursor,
     CursorAction,
     LookupAction,
-    QueueHandle,
-    _Cursor,
-    _QueueState,
+    QueueState,
 )
-from openmsmq.qm.transaction import PendingReceive, Transaction, _Receive
+from openmsmq.qm.locks import LockTable
+from openmsmq.qm.registry import QueueRef, QueueRegistry
+from openmsmq.qm.transaction import CommitWork, PendingReceive, Receive, Transaction
 from openmsmq.store import reads
 from openmsmq.store.backend import StoreBackend
-from openmsmq.store.records import INFINITE, Message, QueueType
+from openmsmq.store.records import INFINITE, MessageRecord, QueueType
 
-__all__ = ["ReadsMixin"]
+__all__ = ["Reader"]
 
 _WAKE_SLICE = 1.0  # s: waiters re-check deletion/close at least this often
 
 
-def _read_ahead(found: list[tuple[int, Message]]) -> list[tuple[int, Message]] | None:
+def _read_ahead(found: list[tuple[int, MessageRecord]]) -> list[tuple[int, MessageRecord]] | None:
     """What a head receive keeps of the messages it read beyond the first: those up to
     the first that can expire (the read-ahead is handed out without looking at the
-    clock) and within :data:`_PREFETCH_BYTES`, last first (``list.pop`` order)."""
-    kept: list[tuple[int, Message]] = []
+    clock) and within :data:`PREFETCH_BYTES`, last first (``list.pop`` order)."""
+    kept: list[tuple[int, MessageRecord]] = []
     size = 0
     for entry in found[1:]:
         m = entry[1]
         size += len(m.body)
-        if m.time_to_be_received != INFINITE or size > _PREFETCH_BYTES:
+        if m.time_to_be_received != INFINITE or size > PREFETCH_BYTES:
             break
         kept.append(entry)
     kept.reverse()
     return kept or None
 
 
-QueueRef = str | QueueHandle
 #: A candidate query: (locked LookupIdentifiers, now) -> [(order_key, message)].
-Select = Callable[[set[int], int], list[tuple[int, Message]]]
+Select = Callable[[set[int], int], list[tuple[int, MessageRecord]]]
 
 
-class ReadsMixin:
-    """Receive / peek / cursor / lookup / two-phase receive methods of the QueueManager."""
+class Reader:
+    """Receive / peek / cursor / lookup / two-phase receive of a queue manager.
 
-    if TYPE_CHECKING:
-        store: StoreBackend
-        _lock: threading.RLock
-        _cursors: dict[int, _Cursor]
-        _next_handle: int
+    ``commit`` writes a transaction's work (the QueueManager's commit: a receive outside
+    a transaction is committed at once); ``clock`` gives seconds since 1970 (expiry)."""
 
-        def _resolve(self, queue: QueueRef) -> _QueueState: ...
-        def _check_open(self) -> None: ...
-        def _now(self) -> int: ...
-        def _commit(
-            self,
-            sends: list[Any],
-            received: Sequence[tuple[_QueueState, Sequence[Message]]],
-            reasons: dict[int, int] | None = None,
-        ) -> list[int]: ...
-        def _unlock(self, receives: Iterable[_Receive], *, removed: bool = False) -> None: ...
-        def _unlock_ids(self, by_queue: dict[_QueueState, list[int]], *, removed: bool = False) -> None: ...
-        def _release(self, receives: Sequence[_Receive]) -> None: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
+    def __init__(
+        self,
+        store: StoreBackend,
+        queues: QueueRegistry,
+        locks: LockTable,
+        clock: Callable[[], float],
+        commit: CommitWork,
+    ) -> None:
+        self._store = store
+        self._queues = queues
+        self._locks = locks
+        #: Seconds since 1970 (the QueueManager sets it when its clock changes).
+        self.clock = clock
+        self._commit = commit
+        self._lock = threading.Lock()  # guards the cursors
+        self._cursors: dict[int, Cursor] = {}
+        self._next_handle = 1
+
+    def _now(self) -> int:
+        return int(self.clock())
 
     # ---- receiving -----------------------------------------------------------------------
 
     def _take(
         self,
-        qs: _QueueState,
+        qs: QueueState,
         select: Select,
         *,
         timeout: float | None,
         lock: bool,
         cancel: CancelToken | None = None,
         head: bool = False,
-    ) -> list[tuple[int, Message]]:
+    ) -> list[tuple[int, MessageRecord]]:
         """Select under the queue's condition, lock if asked, wait for an enqueue up to
         ``timeout``; a cancelled ``cancel`` token fails it with MQ_ERROR_OPERATION_CANCELLED.
         ``head``: ``select`` is an advancing head select, which keeps the queue's
@@ -98,7 +103,7 @@ class ReadsMixin:
         deadline = None if timeout is None else time.monotonic() + timeout
         cond = qs.cond
         if cancel is not None:
-            cancel._enter(cond)
+            cancel.enter(cond)
         try:
             with cond:
                 # Counted before the first select: a commit that this select does not see
@@ -111,7 +116,7 @@ class ReadsMixin:
                             raise MQError(
                                 HResult.MQ_ERROR_QUEUE_DELETED, f"queue {qs.record.display_name} was deleted"
                             )
-                        self._check_open()
+                        self._queues.check_open()
                         if cancel is not None and cancel.cancelled:
                             raise MQError(HResult.MQ_ERROR_OPERATION_CANCELLED, "the read was cancelled")
                         qs.settle()
@@ -132,36 +137,36 @@ class ReadsMixin:
                     qs.readers -= 1
         finally:
             if cancel is not None:
-                cancel._leave(cond)
+                cancel.leave(cond)
 
     def _finish(
-        self, qs: _QueueState, found: list[tuple[int, Message]], tx: Transaction | None
-    ) -> list[Message]:
+        self, qs: QueueState, found: list[tuple[int, MessageRecord]], tx: Transaction | None
+    ) -> list[MessageRecord]:
         """Complete a destructive read of locked messages: hand them to ``tx``, or delete now."""
         msgs = [m for _, m in found]
         if tx is not None:
-            if not tx._add_receives(qs, msgs):
-                self._release([_Receive(qs, m) for m in msgs])
-                tx._check_active()
+            if not tx.add_receives(qs, msgs):
+                self._locks.release([Receive(qs, m) for m in msgs])
+                tx.check_active()
             return msgs
         try:
-            self._commit([], [(qs, msgs)])
+            self._commit([], [(qs, msgs)], None)
         except BaseException:
-            self._unlock_ids({qs: [m.lookup_id for m in msgs]})
-            self._notify([qs])
+            self._locks.unlock_ids({qs: [m.lookup_id for m in msgs]})
+            self._queues.notify([qs])
             raise
         return msgs
 
-    def _check_receive(self, qs: _QueueState, tx: Transaction | None) -> None:
+    def _check_receive(self, qs: QueueState, tx: Transaction | None) -> None:
         if tx is not None:
-            tx._check_active()
+            tx.check_active()
             if not qs.record.transactional:
                 raise MQError(
                     HResult.MQ_ERROR_TRANSACTION_USAGE, f"queue {qs.record.display_name} is not transactional"
                 )
 
     def _head_select(
-        self, qs: _QueueState, limit: int, *, advance: bool = False, max_bytes: int | None = None
+        self, qs: QueueState, limit: int, *, advance: bool = False, max_bytes: int | None = None
     ) -> Select:
         """The first ``limit`` available messages, read from the queue's head hint.
 
@@ -176,10 +181,10 @@ class ReadsMixin:
         # A transactional private queue holds priority 0 only (MS-MQDMPR forces PR to 0
         # with a TransactionHeader): no higher-priority band to read before the hint.
         one_band = rec.transactional and rec.queue_type == QueueType.PRIVATE
-        # A receive of one message from such a queue reads ahead (see _PREFETCH).
+        # A receive of one message from such a queue reads ahead (see PREFETCH).
         single = advance and one_band and limit == 1
 
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+        def select(locked: set[int], now: int) -> list[tuple[int, MessageRecord]]:
             pre = qs.prefetch
             if pre is not None and advance:
                 if single:
@@ -198,7 +203,7 @@ class ReadsMixin:
             ahead = qs.ahead if single else 0
             # On the write connection when the store is idle (Store.read_idle): its page
             # cache holds what the last commits wrote.
-            found = self.store.read_idle(
+            found = self._store.read_idle(
                 lambda c: reads.fetch_available(
                     c,
                     qid,
@@ -215,7 +220,7 @@ class ReadsMixin:
                 # can expire (nothing of it would be kept), fewer for large ones.
                 m = found[0][1]
                 qs.ahead = (
-                    min(_PREFETCH, _PREFETCH_BYTES // max(1, len(m.body)))
+                    min(PREFETCH, PREFETCH_BYTES // max(1, len(m.body)))
                     if m.time_to_be_received == INFINITE
                     else 0
                 )
@@ -236,7 +241,7 @@ class ReadsMixin:
         timeout: float | None = 0.0,
         cursor: int | None = None,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """Receive the first message (priority, then LookupIdentifier), or the one at ``cursor``.
 
         ``timeout`` in seconds (None = wait forever) → MQ_ERROR_IO_TIMEOUT; ``cancel`` →
@@ -258,11 +263,11 @@ class ReadsMixin:
         timeout: float | None = 0.0,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Receive up to ``max_count`` messages at once (waits for the first only);
         ``max_bytes``: no more after the one whose body brings the total to it (one at
         least), so a reply that carries them stays bounded."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         self._check_receive(qs, tx)
         select = self._head_select(qs, max_count, advance=True, max_bytes=max_bytes)
         found = self._take(qs, select, timeout=timeout, lock=True, cancel=cancel, head=True)
@@ -276,11 +281,11 @@ class ReadsMixin:
         cursor: int | None = None,
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """Read without removing: the first message, or through a cursor."""
         if cursor is not None:
             return self._cursor_read(cursor, action, peek=True, tx=None, timeout=timeout, cancel=cancel)
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         return self._take(qs, self._head_select(qs, 1), timeout=timeout, lock=False, cancel=cancel)[0][1]
 
     def read_through_cursor(
@@ -293,9 +298,9 @@ class ReadsMixin:
         advance: bool = False,
         tx: Transaction | None = None,
         timeout: float | None = 0.0,
-        first_read: Callable[[Callable[[float | None], Message]], Message] | None = None,
+        first_read: Callable[[Callable[[float | None], MessageRecord]], MessageRecord] | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Up to ``n`` reads through ``cursor`` (a batched R_StartReceive with a cursor,
         MS-MQRR 3.1.4.7): a receive takes the message at the cursor each time; a peek
         reads the message at it (after it when ``advance``), then the following ones.
@@ -303,14 +308,14 @@ class ReadsMixin:
         a function of the wait, runs it instead (e.g. a cancellable sliced wait). The
         batch ends early when no message is left after the first, or after the message
         whose body brings the total to ``max_bytes``."""
-        out: list[Message] = []
+        out: list[MessageRecord] = []
         used = 0
         for i in range(n):
             if max_bytes is not None and used >= max_bytes:
                 break
             move = CursorAction.NEXT if (advance or i > 0) else CursorAction.CURRENT
 
-            def one(x: float | None, move: CursorAction = move) -> Message:
+            def one(x: float | None, move: CursorAction = move) -> MessageRecord:
                 if receive:
                     return self.receive(queue, tx=tx, timeout=x, cursor=cursor)
                 return self.peek(queue, timeout=x, cursor=cursor, action=move)
@@ -337,7 +342,7 @@ class ReadsMixin:
         action: CursorAction = CursorAction.CURRENT,
         cancel: CancelToken | None = None,
         max_bytes: int | None = None,
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Peek up to ``max_count`` available messages in queue order (priority, then
         LookupIdentifier), skipping locked and expired ones as :meth:`peek` does; waits
         up to ``timeout`` for the first only (MQ_ERROR_IO_TIMEOUT when there is none).
@@ -354,7 +359,7 @@ class ReadsMixin:
             found = self._take(cur.queue, select, timeout=timeout, lock=False, cancel=cancel)
             cur.key = found[-1][0]
         else:
-            qs = self._resolve(queue)
+            qs = self._queues.resolve(queue)
             select = self._head_select(qs, max_count, max_bytes=max_bytes)
             found = self._take(qs, select, timeout=timeout, lock=False, cancel=cancel)
         return [m for _, m in found]
@@ -363,11 +368,11 @@ class ReadsMixin:
 
     def create_cursor(self, queue: QueueRef) -> int:
         """Open a cursor (positioned before the first message); returns its handle."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         with self._lock:
             handle = self._next_handle
             self._next_handle += 1
-            self._cursors[handle] = _Cursor(qs)
+            self._cursors[handle] = Cursor(qs)
         return handle
 
     def close_cursor(self, handle: int) -> None:
@@ -376,21 +381,21 @@ class ReadsMixin:
             if self._cursors.pop(handle, None) is None:
                 raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
 
-    def _get_cursor(self, handle: int) -> _Cursor:
+    def _get_cursor(self, handle: int) -> Cursor:
         with self._lock:
             cur = self._cursors.get(handle)
         if cur is None:
             raise MQError(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {handle}")
         return cur
 
-    def _cursor_select(self, cur: _Cursor, action: CursorAction, limit: int) -> Select:
+    def _cursor_select(self, cur: Cursor, action: CursorAction, limit: int) -> Select:
         qid = cur.queue.record.queue_id
 
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
+        def select(locked: set[int], now: int) -> list[tuple[int, MessageRecord]]:
             key = cur.key
             after = key if (key is not None and action == CursorAction.NEXT) else None
             start = key if (key is not None and action == CursorAction.CURRENT) else None
-            return self.store.read(
+            return self._store.read(
                 lambda c: reads.fetch_available(
                     c, qid, now=now, limit=limit, exclude=locked, after_key=after, from_key=start
                 )
@@ -407,7 +412,7 @@ class ReadsMixin:
         tx: Transaction | None,
         timeout: float | None,
         cancel: CancelToken | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         cur = self._get_cursor(handle)
         qs = cur.queue
         if not peek:
@@ -421,11 +426,11 @@ class ReadsMixin:
 
     # ---- by LookupIdentifier -------------------------------------------------------------
 
-    def _lookup_select(self, qs: _QueueState, lookup_id: int, action: LookupAction, peek: bool) -> Select:
+    def _lookup_select(self, qs: QueueState, lookup_id: int, action: LookupAction, peek: bool) -> Select:
         qid = qs.record.queue_id
 
-        def select(locked: set[int], now: int) -> list[tuple[int, Message]]:
-            def q(c: Any) -> list[tuple[int, Message]]:
+        def select(locked: set[int], now: int) -> list[tuple[int, MessageRecord]]:
+            def q(c: Any) -> list[tuple[int, MessageRecord]]:
                 if action == LookupAction.FIRST:
                     return reads.fetch_available(c, qid, now=now, exclude=locked)
                 if action == LookupAction.LAST:
@@ -443,7 +448,7 @@ class ReadsMixin:
                     return reads.fetch_available(c, qid, now=now, exclude=locked, after_key=key)
                 return reads.fetch_available(c, qid, now=now, exclude=locked, before_key=key, descending=True)
 
-            found = self.store.read(q)
+            found = self._store.read(q)
             if not found:
                 raise MQError(HResult.MQ_ERROR_MESSAGE_NOT_FOUND, f"no message for {action.name} {lookup_id}")
             return found
@@ -452,9 +457,9 @@ class ReadsMixin:
 
     def peek_by_lookup_id(
         self, queue: QueueRef, lookup_id: int, action: LookupAction = LookupAction.CURRENT
-    ) -> Message:
+    ) -> MessageRecord:
         """MQ_LOOKUP_PEEK_* (MS-MQRR): MQ_ERROR_MESSAGE_NOT_FOUND when there is none."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         return self._take(qs, self._lookup_select(qs, lookup_id, action, True), timeout=0, lock=False)[0][1]
 
     def receive_by_lookup_id(
@@ -464,9 +469,9 @@ class ReadsMixin:
         action: LookupAction = LookupAction.CURRENT,
         *,
         tx: Transaction | None = None,
-    ) -> Message:
+    ) -> MessageRecord:
         """MQ_LOOKUP_RECEIVE_* (MS-MQRR), inside ``tx`` or not."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         self._check_receive(qs, tx)
         found = self._take(qs, self._lookup_select(qs, lookup_id, action, False), timeout=0, lock=True)
         return self._finish(qs, found, tx)[0]
@@ -486,7 +491,7 @@ class ReadsMixin:
         """Dequeue Message Begin (MS-MQDMPR 3.1.7.1.11): lock the first message (or the one
         selected by LookupIdentifier) for a pending request. With ``tx`` the lock joins the
         transaction (MS-MQRR R_StartTransactionalReceive)."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         self._check_receive(qs, tx)
         if lookup_id is None:
             select = self._head_select(qs, 1, advance=True)
@@ -496,9 +501,9 @@ class ReadsMixin:
         (_key, msg), *_ = self._take(
             qs, select, timeout=timeout, lock=True, cancel=cancel, head=lookup_id is None
         )
-        if tx is not None and not tx._add_receives(qs, [msg]):
-            self._release([_Receive(qs, msg)])
-            tx._check_active()
+        if tx is not None and not tx.add_receives(qs, [msg]):
+            self._locks.release([Receive(qs, msg)])
+            tx.check_active()
         return PendingReceive(msg, qs, tx)
 
     def dequeue_begin_many(
@@ -517,13 +522,13 @@ class ReadsMixin:
         :meth:`dequeue_end`."""
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "max_count must be at least 1")
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         self._check_receive(qs, tx)
         select = self._head_select(qs, max_count, advance=True, max_bytes=max_bytes)
         msgs = [m for _, m in self._take(qs, select, timeout=timeout, lock=True, cancel=cancel, head=True)]
-        if tx is not None and not tx._add_receives(qs, msgs):
-            self._release([_Receive(qs, m) for m in msgs])
-            tx._check_active()
+        if tx is not None and not tx.add_receives(qs, msgs):
+            self._locks.release([Receive(qs, m) for m in msgs])
+            tx.check_active()
         return [PendingReceive(m, qs, tx) for m in msgs]
 
     def dequeue_end(self, pending: PendingReceive, delete: bool) -> None:
@@ -538,12 +543,12 @@ class ReadsMixin:
         if pending.ended:
             raise MQError(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "receive already ended")
         pending.ended = True
-        receive = _Receive(pending.queue, pending.message)
+        receive = Receive(pending.queue, pending.message)
         if pending.transaction is not None:
-            if not delete and pending.transaction._drop_receive(pending.lookup_id) is not None:
-                self._release([receive])
+            if not delete and pending.transaction.drop_receive(pending.lookup_id) is not None:
+                self._locks.release([receive])
             return
         if delete:
             self._finish(pending.queue, [(0, pending.message)], None)
         else:
-            self._release([receive])
+            self._locks.release([receive])

@@ -18,12 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from openmsmq.errors import HResult, MQError, quoted
-from openmsmq.qm import LookupRange, Message, QueueHandle, QueueManager, QueueRecord, QueueType
+from openmsmq.qm import LookupRange, MessageRecord, QueueHandle, QueueManager, QueueRecord, QueueType
 from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.packed import encode_rows
-from openmsmq.remote.reads import REPLY_BYTES
-from openmsmq.store.records import message_from_row
+from openmsmq.remote.read_calls import REPLY_BYTES
 
 __all__ = [
     "RangeQuery",
@@ -110,13 +109,12 @@ def peek_range(
     through: int | None,
     max_count: int,
     limits: RemoteLimits = _DEFAULT_LIMITS,
-) -> list[Message]:
+) -> list[MessageRecord]:
     """Up to ``max_count`` messages with after < LookupIdentifier (<= through), in
     LookupIdentifier order; nothing removed or locked."""
     limits.messages(max_count, "max_count")
     _checked(qm, principal, queue, Permission.PEEK)
-    rows = qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
-    return [message_from_row(r) for r in rows]
+    return qm.peek_range_limited(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
 
 
 def peek_range_packed(
@@ -156,7 +154,7 @@ def send_idempotent(
     qm: QueueManager,
     principal: Principal,
     queue: str,
-    messages: Sequence[Message],
+    messages: Sequence[MessageRecord],
     identities: Sequence[str],
     limits: RemoteLimits = _DEFAULT_LIMITS,
 ) -> list[int | None]:

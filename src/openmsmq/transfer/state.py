@@ -1,5 +1,5 @@
 """Values of the transfer between queue managers: configuration, per-outgoing-queue state,
-store work items and status records (see :mod:`openmsmq.qm.transfer`)."""
+store work items and status records (see :mod:`openmsmq.transfer.engine`)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
-from openmsmq.protocol.outgoing import OutgoingMessage, OutgoingSequence, ResendConfig
+from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig, RetainedMessage
 from openmsmq.qm.manager import QueueHandle, QueueManager
-from openmsmq.qm.transfer_codec import RowEncoder, message_from_packet, packet_from_message
-from openmsmq.qm.transfer_sequences import SequenceUpkeep
-from openmsmq.qm.transfer_trust import AckOrigin, TrustConfig
-from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.store.records import IncomingSequenceState, MessageRecord
+from openmsmq.transfer.codec import RowEncoder, message_from_packet, packet_from_message
+from openmsmq.transfer.sequences import SequenceUpkeep
+from openmsmq.transfer.trust import AckOrigin, TrustConfig
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -45,11 +45,10 @@ __all__ = [
 Row = tuple[Any, ...]
 
 #: What a received message waiting for the store costs beyond its body (its packet,
-#: headers and acceptance objects): about 950 bytes of Python heap for a 256-byte body,
-#: measured with tracemalloc. ``Transfer.unstored_bytes`` counts it per message, so
-#: ``TransferConfig.unstored_bytes`` (mqqb.receive_buffer) bounds the memory: counted by
-#: body size alone, 64 MiB held about 260,000 small messages and serve's peak RSS reached
-#: 366-411 MB.
+#: headers and acceptance objects: about a kilobyte of Python heap, as tracemalloc
+#: shows). ``Transfer.unstored_bytes`` counts it per message, so
+#: ``TransferConfig.unstored_bytes`` (mqqb.receive_buffer) bounds the memory; counted by
+#: body size alone, small messages would hold several times what it names.
 RECEIVED_OVERHEAD = 1024
 
 
@@ -66,7 +65,7 @@ class PendingRelease:
     #: Messages released since the last chunk end.
     counted: int = 0
 
-    def add(self, released: tuple[OutgoingMessage, ...], chunk: int) -> None:
+    def add(self, released: tuple[RetainedMessage, ...], chunk: int) -> None:
         """Record ``released`` (one Released event's messages, in increasing order)."""
         self.through = max(self.through, released[-1].tx_sequence_number)
         total = self.counted + len(released)
@@ -116,8 +115,8 @@ class TransferConfig:
     are built shortly before they are sent instead of for the whole committed backlog;
     ``queue_refresh``: seconds between looks for new outgoing queues, at least;
     ``queue_refresh_per_queue``: and at least this many seconds per queue listed at the
-    last look (reading the queue list costs about 5 µs per queue, so 0.5 ms per queue
-    keeps it under 1 % of a core for any number of queues);
+    last look (reading the queue list costs a few microseconds per queue: this bounds its
+    share of a core whatever the number of queues);
     ``sequence_quarantine``: seconds a TxSequenceID stays reserved to the outgoing queue
     that used it last (see ``Transfer._sequence_blocked``); ``send_insecure_nacks``:
     SendInsecureNacks for arrival NACKs; ``queued_bytes``: message bytes an outgoing
@@ -213,8 +212,8 @@ class OutgoingTransfer:
         #: non-transactional one; None once a transactional message was sent (its content
         #: is read back for a resend), so a large window of retained messages costs little
         #: memory.
-        self.messages: dict[int, Row | Message | None] = {}
-        #: Encodes this queue's stored rows into packets (transfer_codec.row_encoder), made
+        self.messages: dict[int, Row | MessageRecord | None] = {}
+        #: Encodes this queue's stored rows into packets (transfer.codec.row_encoder), made
         #: at the first send (it needs the QM's GUID).
         self.encode_row: RowEncoder | None = None
         #: Non-transactional messages loaded, in order (released by SessionAck).
@@ -235,7 +234,7 @@ class OutgoingTransfer:
         self.earliest_expiry = math.inf
         #: The rest of the last Transmit, waiting for room in the session (Transfer.refill),
         #: whether a message of it was removed (the rest is bridged) and whether it resends.
-        self.pending: deque[OutgoingMessage] = deque()
+        self.pending: deque[RetainedMessage] = deque()
         self.pending_bridged = False
         self.pending_resend = False
         #: Mean stored size of the messages of the last read (0 before the first): turns
@@ -258,7 +257,7 @@ class OutgoingTransfer:
         """Messages wait for a session to the next hop (none while suspended)."""
         return not self.suspended and (bool(self.messages) or self.waiting > 0)
 
-    def packet(self, m: Message, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
+    def packet(self, m: MessageRecord, source_qm: uuid.UUID, previous: int | None) -> UserMessage:
         """The UserMessage for ``m``."""
         return packet_from_message(m, self.wire_destination, source_qm, previous, self.destination_qm)
 
@@ -268,8 +267,8 @@ class AcceptGroup:
     """Accepted messages of one sequence for one queue, stored with ``state`` in one op.
 
     They travel as the received packets: the store work builds their rows straight from
-    them (:func:`openmsmq.qm.arrival.plain_packet_rows`, else
-    :func:`~openmsmq.qm.arrival.store_packet_messages`)."""
+    them (:func:`openmsmq.transfer.arrival.plain_packet_rows`, else
+    :func:`~openmsmq.transfer.arrival.store_packet_messages`)."""
 
     queue: str
     key: SequenceKey
@@ -279,7 +278,7 @@ class AcceptGroup:
     state: IncomingSequenceState
 
     @property
-    def messages(self) -> tuple[Message, ...]:
+    def messages(self) -> tuple[MessageRecord, ...]:
         """The messages as they are stored (built on each access: for tests and the simulator)."""
         dest = self.key.destination
         return tuple([message_from_packet(p, dest) for p in self.packets])
@@ -330,16 +329,16 @@ class StoreLocal:
     """Non-transactional messages for local queues: (queue, message, connection, recoverable no.),
     and those this QM stores to forward."""
 
-    items: tuple[tuple[str, Message, int, int | None], ...]
+    items: tuple[tuple[str, MessageRecord, int, int | None], ...]
     #: Messages disregarded on receipt (MS-MQQB 3.1.5.8.2 / 3.1.5.8.3 / 3.1.7.1.2, or a hop
     #: count exceeded as an intermediate): (message, NACK class, AckSession of its sender's
-    #: FinalAcks), whose NACKs to enqueue (openmsmq.qm.arrival.refuse).
-    refusals: tuple[tuple[Message, int, object], ...] = ()
+    #: FinalAcks), whose NACKs to enqueue (openmsmq.transfer.arrival.refuse).
+    refusals: tuple[tuple[MessageRecord, int, object], ...] = ()
     #: Recoverable messages passed on (store and forward): (format name of their
     #: destination, message, connection, recoverable no.), into its outgoing queue.
-    forwards: tuple[tuple[str, Message, int, int | None], ...] = ()
+    forwards: tuple[tuple[str, MessageRecord, int, int | None], ...] = ()
     #: OrderAcks to enqueue (MS-MQQB 3.1.7.17): (transAcknowledgment, DestinationForAck).
-    acks: tuple[tuple[Message, str], ...] = ()
+    acks: tuple[tuple[MessageRecord, str], ...] = ()
 
 
 StoreWork = AcceptBatch | ReleaseBatch | StoreLocal | SequenceUpkeep
@@ -418,9 +417,9 @@ def count_rejection(rejections: dict[int, Counter[int]], queue_id: int, message_
 
 
 class TransferParts:
-    """The state both halves of :class:`~openmsmq.qm.transfer.Transfer` use
-    (:class:`~openmsmq.qm.transfer_outgoing.OutgoingSide`,
-    :class:`~openmsmq.qm.transfer_store.StoreWorkSide`), declared once; ``Transfer.__init__``
+    """The state both halves of :class:`~openmsmq.transfer.engine.Transfer` use
+    (:class:`~openmsmq.transfer.sender.OutgoingSide`,
+    :class:`~openmsmq.transfer.store_work.StoreWorkSide`), declared once; ``Transfer.__init__``
     sets it."""
 
     qm: QueueManager

@@ -1,4 +1,4 @@
-"""Store work of :class:`~openmsmq.qm.transfer.Transfer`: accepted messages stored in
+"""Store work of :class:`~openmsmq.transfer.engine.Transfer`: accepted messages stored in
 batches with their incoming sequence state (reported durable to the protocol only after
 the commit, seed 003), releases of OrderAck'ed messages, local (non-transactional)
 arrivals. At most one work item of each kind is in flight.
@@ -20,21 +20,23 @@ from typing import TYPE_CHECKING, Any
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 from openmsmq.protocol.incoming import IncomingSequences, IncomingSequenceSnapshot, SendOrderAck, SequenceKey
-from openmsmq.qm.acknowledgment import (
+from openmsmq.qm.sequences import SequenceStore
+from openmsmq.store.records import IncomingSequenceState, MessageRecord
+from openmsmq.transfer.acknowledgments import (
     AckSession,
     build_transactional_acknowledgment,
     enqueue_acknowledgment_list,
 )
-from openmsmq.qm.arrival import (
+from openmsmq.transfer.arrival import (
     plain_packet_rows,
     refuse,
     session_of_state,
     store_arrivals,
     store_packet_messages,
 )
-from openmsmq.qm.transfer_sequences import IncomingUpkeep, SequenceUpkeep
-from openmsmq.qm.transfer_session import AcceptRoute, Conn, Pending, ack_session_of
-from openmsmq.qm.transfer_state import (
+from openmsmq.transfer.sequences import IncomingUpkeep, SequenceUpkeep
+from openmsmq.transfer.session import AcceptRoute, Conn, Pending, ack_session_of
+from openmsmq.transfer.state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
     AcceptGroup,
@@ -44,8 +46,7 @@ from openmsmq.qm.transfer_state import (
     TransferParts,
     count_rejection,
 )
-from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
-from openmsmq.store.records import IncomingSequenceState, Message
+from openmsmq.transfer.trust import AckOrigin, PeerTrust
 from openmsmq.wire.constants import MessageClass, describe_message_class
 from openmsmq.wire.ids import TxSequenceId
 
@@ -65,24 +66,25 @@ _unmatched_final_acks = RepeatedEvents(log)
 
 
 class StoreWorkSide(TransferParts):
-    """The store-work half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
+    """The store-work half of :class:`~openmsmq.transfer.engine.Transfer` (a mixin)."""
 
     incoming: IncomingSequences
+    sequence_store: SequenceStore
     _conns: dict[int, Conn]
     _ack_sessions: dict[tuple[object, str], AckSession]
     _accepted: deque[Pending]
     unstored_bytes: int
     _accepted_bytes: int
     _accept_in_flight: AcceptBatch | None
-    _nontx_in: list[tuple[str, Message, int, int | None]]
+    _nontx_in: list[tuple[str, MessageRecord, int, int | None]]
     _expire_due: bool
-    _forward_in: list[tuple[str, Message, int, int | None]]
+    _forward_in: list[tuple[str, MessageRecord, int, int | None]]
     _local_in_flight: StoreLocal | None
-    _refusals: list[tuple[Message, int, AckSession | None]]
+    _refusals: list[tuple[MessageRecord, int, AckSession | None]]
     _release_in_flight: ReleaseBatch | None
     _seq_owner: dict[int, tuple[int, float]]
     _ack_route: dict[SequenceKey, int]
-    _order_acks: list[tuple[Message, str]]
+    _order_acks: list[tuple[MessageRecord, str]]
     _rejects: dict[SequenceKey, tuple[int, float]]
     _refuse_until: dict[str, float]
     _store_retry: float
@@ -94,7 +96,7 @@ class StoreWorkSide(TransferParts):
 
         def _drain_session(self, conn: Conn, now: float) -> None: ...
         def _refuse(self, conn: Conn, until: float) -> None: ...
-        def settle_refusal(self, origin: AckOrigin, m: Message) -> str | None: ...
+        def settle_refusal(self, origin: AckOrigin, m: MessageRecord) -> str | None: ...
         def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None: ...
 
     def _send_order_ack(self, ack: SendOrderAck, now: float) -> None:
@@ -136,7 +138,7 @@ class StoreWorkSide(TransferParts):
         if not acks:
             return
         try:
-            enqueue_acknowledgment_list(self.qm, acks)
+            enqueue_acknowledgment_list(self.qm, self.sequence_store, acks)
         except MQError as exc:  # the senders' next retransmissions schedule new ones
             log.warning("enqueueing %d OrderAcks failed: %s", len(acks), exc)
             return
@@ -236,6 +238,7 @@ class StoreWorkSide(TransferParts):
         """Run ``work`` through the queue manager (blocking until durable; thread-safe).
         Returns one outcome per item (None = durable)."""
         qm = self.qm
+        seq_store = self.sequence_store
         insecure = self.config.send_insecure_nacks
         out: list[BaseException | None] = []
         if isinstance(work, AcceptBatch):
@@ -260,12 +263,12 @@ class StoreWorkSide(TransferParts):
                 except MQError as exc:
                     log.warning("outgoing queue %s: settling FinalAcks failed: %s", name, exc)
             # The releases of different outgoing queues share one commit (one fsync).
-            out += qm.release_outgoing_many(work.releases)
+            out += seq_store.release_outgoing_many(work.releases)
             # One transaction per queue for what SessionAcks acknowledged (not one each).
             for name, deletes in groupby(work.deletes, key=_first):
                 lids = [lid for _, lid in deletes]
                 try:
-                    qm.delete_sent(name, lids)
+                    seq_store.delete_sent(name, lids)
                     out += [None] * len(lids)
                 except MQError as exc:
                     out += [exc] * len(lids)
@@ -275,14 +278,14 @@ class StoreWorkSide(TransferParts):
                 origins = work.settle_origins
                 refusals: dict[int, str] = {}
 
-                def accept(i: int, m: Message) -> bool:
+                def accept(i: int, m: MessageRecord) -> bool:
                     origin = origins[i] if i < len(origins) else None
                     refusal = None if origin is None else self.settle_refusal(origin, m)
                     if refusal is not None:
                         refusals[i] = refusal
                     return refusal is None
 
-                outcomes = qm.settle_final_acks(work.settles, accept if any(origins) else None)
+                outcomes = seq_store.settle_final_acks(work.settles, accept if any(origins) else None)
                 for i, ((seq_id, number, message_id, cls), outcome) in enumerate(
                     zip(work.settles, outcomes, strict=True)
                 ):
@@ -316,7 +319,7 @@ class StoreWorkSide(TransferParts):
                 # of the receiver's CPU for non-transactional messages).
                 msgs = [m for _, m, _cid, _n in items]
                 try:
-                    store_arrivals(qm, queue, msgs, None, send_insecure_nacks=insecure)
+                    store_arrivals(qm, seq_store, queue, msgs, None, send_insecure_nacks=insecure)
                     out += [None] * len(msgs)
                 except MQError as exc:
                     out += [exc] * len(msgs)
@@ -325,19 +328,19 @@ class StoreWorkSide(TransferParts):
                 try:
                     # Into the destination's outgoing queue as received (Identifier, SentTime,
                     # properties kept; TimeToReachQueue counts from SentTime).
-                    qm.accept_arrivals(qm.open_queue(name), msgs, None)
+                    seq_store.accept_arrivals(qm.open_queue(name), msgs, None)
                     out += [None] * len(msgs)
                 except MQError as exc:
                     out += [exc] * len(msgs)
             if work.acks:
                 try:
-                    enqueue_acknowledgment_list(qm, work.acks)
+                    enqueue_acknowledgment_list(qm, seq_store, work.acks)
                 except MQError as exc:  # the sender's next retransmission schedules a new one
                     log.warning("enqueueing %d OrderAcks failed: %s", len(work.acks), exc)
             for dropped, cls, session in work.refusals:
                 with contextlib.suppress(MQError):
                     sess = session if isinstance(session, AckSession) else None
-                    refuse(qm, dropped, cls, sess, send_insecure_nacks=insecure)
+                    refuse(qm, seq_store, dropped, cls, sess, send_insecure_nacks=insecure)
         return out
 
     def _store_accepts(self, work: AcceptBatch) -> list[BaseException | None]:
@@ -347,9 +350,10 @@ class StoreWorkSide(TransferParts):
         with many queues, paid one fsync per sequence (4,000 queues of one message each:
         4,000 commits). Others take the full arrival rules (MS-MQQB 3.1.5.8: rejected
         messages are consumed in order, their NACKs enqueued in the same transaction,
-        openmsmq.qm.arrival) one at a time. A group after a failed one of its sequence
+        openmsmq.transfer.arrival) one at a time. A group after a failed one of its sequence
         fails too (its state would skip the failed messages)."""
         qm = self.qm
+        seq_store = self.sequence_store
         insecure = self.config.send_insecure_nacks
         out: list[BaseException | None] = [None] * len(work.groups)
         failed: set[SequenceKey] = set()
@@ -360,7 +364,7 @@ class StoreWorkSide(TransferParts):
             if not together:
                 return
             runs = [(work.groups[i].queue, rows, work.groups[i].state) for i, rows in together]
-            for (i, _rows), res in zip(together, qm.accept_arrival_rows_many(runs), strict=True):
+            for (i, _rows), res in zip(together, seq_store.accept_arrival_rows_many(runs), strict=True):
                 out[i] = res
                 if res is not None:
                     failed.add(work.groups[i].key)
@@ -381,7 +385,13 @@ class StoreWorkSide(TransferParts):
             flush()
             try:
                 store_packet_messages(
-                    qm, g.queue, g.packets, g.key.destination, g.state, send_insecure_nacks=insecure
+                    qm,
+                    seq_store,
+                    g.queue,
+                    g.packets,
+                    g.key.destination,
+                    g.state,
+                    send_insecure_nacks=insecure,
                 )
             except MQError as exc:
                 failed.add(g.key)
@@ -389,7 +399,7 @@ class StoreWorkSide(TransferParts):
         flush()
         if work.rejects:
             try:
-                qm.record_reject_counts(work.rejects)
+                seq_store.record_reject_counts(work.rejects)
             except MQError as exc:  # only the counter: nothing of the sequence depends on it
                 log.warning(
                     "recording the RejectCount of %d incoming sequences failed: %s", len(work.rejects), exc

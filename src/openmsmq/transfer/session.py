@@ -1,82 +1,74 @@
 """The MS-MQQB session as the transfer uses it, and the transfer's per-connection and
-per-accepted-message records (see :mod:`openmsmq.qm.transfer`)."""
+per-accepted-message records (see :mod:`openmsmq.transfer.engine`)."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 
-from openmsmq.protocol.events import Role, TransactionalMessageAccepted, UserMessagePacket
+from openmsmq.protocol.events import Role, TransactionalMessageAccepted
 from openmsmq.protocol.incoming import SequenceKey
 from openmsmq.protocol.session import Session
-from openmsmq.qm.acknowledgment import AckSession
-from openmsmq.qm.transfer_codec import split_direct
-from openmsmq.qm.transfer_state import hop_host
-from openmsmq.qm.transfer_trust import SessionTrust
+from openmsmq.transfer.acknowledgments import AckSession
+from openmsmq.transfer.codec import split_direct
+from openmsmq.transfer.state import hop_host
+from openmsmq.transfer.trust import SessionTrust
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.userheader import DirectQueueFormatName
 
-__all__ = ["AcceptRoute", "Conn", "Pending", "TransferSession", "ack_session_of", "session_key_form"]
+__all__ = ["AcceptRoute", "Conn", "Pending", "TransferRouting", "ack_session_of", "session_key_form"]
 
 
-class TransferSession(Session):
-    """A Session that also treats a DIRECT=TCP: destination on another host as "not for
-    this QM" (MS-MQQB 3.1.1.6.2): direct names carry a NULL QueueManagerAddress, so the
-    GUID alone cannot tell an intermediate hop from the final destination."""
+class TransferRouting:
+    """The transfer's :class:`~openmsmq.protocol.session.RoutingPolicy` for one session:
+    the trust rules of its peer (docs/security.md), and a DIRECT=TCP: destination on
+    another host taken as "not for this QM" (MS-MQQB 3.1.1.6.2): direct names carry a NULL
+    QueueManagerAddress, so the GUID alone cannot tell an intermediate hop from the final
+    destination."""
 
-    def __init__(
-        self, *args: object, local_hosts: frozenset[str], trust: SessionTrust | None = None, **kwargs: object
-    ) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._local_hosts = local_hosts
-        #: The QM's trust rules for this session (docs/security.md); None trusts every claim.
+    def __init__(self, local_hosts: frozenset[str], trust: SessionTrust | None = None) -> None:
+        self.local_hosts = local_hosts
+        #: The QM's trust rules for this session; None trusts every claim.
         self.trust = trust
         self._null_seen: object = NULL_GUID
         # Direct name -> "another host" (a session carries few destinations; bounded).
         self._remote_names: dict[str, bool] = {}
 
-    def _identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
-        """The ``identity`` rule (transfer_trust.PeerTrust.identity_refusal)."""
+    def identity_refusal(self, remote_qm: uuid.UUID) -> str | None:
+        """The ``identity`` rule (transfer.trust.PeerTrust.identity_refusal)."""
         return None if self.trust is None else self.trust.identity_refusal(remote_qm)
 
-    def _admit_source(self, source: uuid.UUID, packet: UserMessagePacket) -> bool:
+    def source_refusal(self, source: uuid.UUID, remote_qm: uuid.UUID) -> str | None:
         """The ``source-qm`` rule: a peer speaks for itself (SourceQueueManager = the
         session's QM) unless it is a configured intermediate hop, which carries messages of
         QMs behind it (MS-MQQB 3.1.1.6.2). Without it a peer could send as any QM: move
         that QM's incoming sequences, get past a queue's allowed senders."""
         trust = self.trust
-        if trust is None or source == self.remote_qm or trust.carries_others(self.remote_qm):
-            self._admitted_source = source
-            return True
-        self.refuse(
-            "source-qm",
-            type(packet).__name__,
-            f"SourceQueueManager {source} is not the session's QM {self.remote_qm}, and {self.peer}"
-            " is not a configured intermediate hop (mqqb.intermediate_hops, or a route's next hop)",
+        if trust is None or source == remote_qm or trust.carries_others(remote_qm):
+            return None
+        return (
+            f"SourceQueueManager {source} is not the session's QM {remote_qm}, and {trust.peer}"
+            " is not a configured intermediate hop (mqqb.intermediate_hops, or a route's next hop)"
         )
-        return False
 
-    def _forwards(self, destination: object, qm_address: uuid.UUID) -> bool:
+    def forwards(self, destination: object, qm_address: uuid.UUID) -> bool | None:
         """A DIRECT=TCP: name of another host with a NULL QueueManagerAddress goes on
-        (intermediate hop). Called by ``Session._route`` only for a destination object it
-        has not kept as local: a direct name found on this host is kept (the decoder
-        shares direct-name objects), so this runs once per name, not per message."""
+        (intermediate hop). The session asks only for a destination object it has not kept
+        as local: a direct name found on this host is kept (False; the decoder shares
+        direct-name objects), so this runs once per name, not per message."""
         if qm_address is not self._null_seen:
             if qm_address != NULL_GUID:
-                return False  # a GUID of this QM: the final destination whatever the name
+                return None  # a GUID of this QM: the final destination whatever the name
             self._null_seen = qm_address  # the decoder's shared NULL GUID: identity next time
         if not isinstance(destination, DirectQueueFormatName):
-            return False
+            return None
         remote = self._remote_names.get(destination.name)
         if remote is None:
             parts = split_direct(destination.name)
-            remote = parts is not None and parts[0] not in self._local_hosts
+            remote = parts is not None and parts[0] not in self.local_hosts
             if len(self._remote_names) < 1024:
                 self._remote_names[destination.name] = remote
-        if remote:
-            return True
-        self._local_destination = destination
-        return False
+        return remote
 
 
 @dataclass(eq=False)

@@ -1,14 +1,15 @@
 """LookupIdentifier ranges, idempotent send and queue statistics: the seams of the Spark
 data source (:mod:`openmsmq.spark.backend` contract) and of the metrics collector.
 
-Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager` inherits :class:`RangesMixin`.
+The :class:`RangeReader` of a :class:`~openmsmq.qm.manager.QueueManager`; the queue
+manager delegates to it.
 
-- *Stable watermark*: :meth:`RangesMixin.lookup_range` reports ``last`` such that no
+- *Stable watermark*: :meth:`RangeReader.lookup_range` reports ``last`` such that no
   message with a LookupIdentifier <= ``last`` can appear in that queue later (why: see
   :mod:`openmsmq.store.ranges`).
 - Range reads ignore locks and expiry: they show what is stored (a Spark micro-batch is
   what was committed, whoever holds a lock on it).
-- :meth:`RangesMixin.remove_through` removes ranges of several queues in ONE transaction.
+- :meth:`RangeReader.remove_through` removes ranges of several queues in ONE transaction.
   Messages another transaction holds locked are not removed under it: they become
   PurgePending (MS-MQDMPR 3.1.7.1.7), i.e. deleted when that transaction aborts, and
   deleted by it when it commits. Either way they are gone once the lock ends, and a
@@ -19,24 +20,28 @@ Split from :mod:`openmsmq.qm.manager`; :class:`QueueManager` inherits :class:`Ra
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.observability.sink import MetricsSink
-from openmsmq.qm.handles import QueueHandle, _QueueState
-from openmsmq.qm.transaction import ACK_RECEIVE, _Receive
+from openmsmq.qm.handles import QueueHandle, QueueState
+from openmsmq.qm.locks import LockTable
+from openmsmq.qm.registry import QueueRef, QueueRegistry
+from openmsmq.qm.removals import RemovalEvents
+from openmsmq.qm.transaction import ACK_RECEIVE
 from openmsmq.store import ops, ranges, reads
 from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Remove, RemovedMessage, Send
 from openmsmq.store.ranges import MAX_IDENTITY_CHARS, LookupRange, QueueStats
-from openmsmq.store.records import Message, QueueType
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.store.records import MessageRecord, QueueType, message_from_row
+from openmsmq.wire.fast import fast_constructor
 
-__all__ = ["LookupRange", "QueueStats", "RangesMixin"]
+__all__ = ["LookupRange", "Prepare", "QueueStats", "RangeReader"]
 
-QueueRef = str | QueueHandle
+#: Stamps messages for a queue into store rows: (queue, messages, transactional, name).
+Prepare = Callable[[QueueState, Sequence[MessageRecord], bool, str], list[Send]]
 
 #: remove_through's set-based path locks every id of a span; it is taken only while the
 #: span holds fewer than twice its message count plus this many ids.
@@ -46,7 +51,7 @@ _SPAN_SLACK = 4096
 DEFAULT_IDENTITY_RETENTION = 7 * 24 * 3600
 
 
-def _one_band(qs: _QueueState) -> bool:
+def _one_band(qs: QueueState) -> bool:
     """True when every message of the queue has priority 0 (a transactional private
     queue: MS-MQDMPR forces PR to 0 with a TransactionHeader), so one band suffices."""
     rec = qs.record
@@ -57,24 +62,36 @@ def _ids_through(c: Any, *, qid: int, one: bool, through: int) -> list[tuple[int
     return ranges.fetch_ids_through(c, qid, one, through)
 
 
-class RangesMixin:
-    """LookupIdentifier-range reads and removal, idempotent send, queue statistics."""
+class RangeReader:
+    """LookupIdentifier-range reads and removal, idempotent send, queue statistics.
 
-    if TYPE_CHECKING:
-        store: StoreBackend
-        identity_retention: int
-        metrics: MetricsSink
+    ``prepare(queue, messages, transactional, name)`` stamps messages into store rows
+    (:meth:`QueueManager.prepare_sends`); ``identity_retention`` is how long (seconds) an
+    idempotent-send identity is remembered."""
 
-        def _resolve(self, queue: QueueRef) -> _QueueState: ...
-        def _check_open(self) -> None: ...
-        def _now(self) -> int: ...
-        def _is_remote(self, name: str) -> bool: ...
-        def _prepare(
-            self, qs: _QueueState, messages: Sequence[Message], transactional: bool, name: str
-        ) -> list[Send]: ...
-        def _unlock(self, receives: Iterable[_Receive]) -> None: ...
-        def _notify(self, states: Iterable[_QueueState]) -> None: ...
-        def _emit(self, events: list[RemovedMessage]) -> None: ...
+    def __init__(
+        self,
+        store: StoreBackend,
+        metrics: MetricsSink,
+        queues: QueueRegistry,
+        locks: LockTable,
+        removals: RemovalEvents,
+        clock: Callable[[], float],
+        prepare: Prepare,
+        identity_retention: int,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._queues = queues
+        self._locks = locks
+        self._removals = removals
+        #: Seconds since 1970 (the QueueManager sets it when its clock changes).
+        self.clock = clock
+        self._prepare = prepare
+        self.identity_retention = identity_retention
+
+    def _now(self) -> int:
+        return int(self.clock())
 
     # ---- reads by LookupIdentifier range -------------------------------------------------
 
@@ -86,8 +103,8 @@ class RangesMixin:
         there is none. With ``through=None``, ``last`` is a stable watermark: no message
         with a LookupIdentifier <= ``last`` can appear in the queue later. ``with_bytes``:
         also their total stored size (``LookupRange.bytes``)."""
-        qs = self._resolve(queue)
-        return self.store.read(
+        qs = self._queues.resolve(queue)
+        return self._store.read(
             lambda c: ranges.lookup_range(c, qs.record.queue_id, _one_band(qs), after, through, with_bytes)
         )
 
@@ -95,16 +112,16 @@ class RangesMixin:
         self, queues: Iterable[QueueRef], with_bytes: bool = False
     ) -> dict[QueueRef, LookupRange | None]:
         """:meth:`lookup_range` (whole queue) of several queues from ONE read snapshot."""
-        states = [(q, self._resolve(q)) for q in queues]
+        states = [(q, self._queues.resolve(q)) for q in queues]
         specs = [(qs.record.queue_id, _one_band(qs)) for _, qs in states]
-        got = self.store.read(partial(ranges.lookup_ranges, queues=specs, with_bytes=with_bytes))
+        got = self._store.read(partial(ranges.lookup_ranges, queues=specs, with_bytes=with_bytes))
         return {ref: r for (ref, _), r in zip(states, got, strict=True)}
 
     def nth_lookup_id(self, queue: QueueRef, after: int, n: int, through: int | None = None) -> int:
         """LookupIdentifier of the ``n``-th message (n >= 1) with LookupIdentifier >
         ``after`` (and <= ``through``); MQ_ERROR_MESSAGE_NOT_FOUND when fewer exist."""
-        qs = self._resolve(queue)
-        got = self.store.read(
+        qs = self._queues.resolve(queue)
+        got = self._store.read(
             lambda c: ranges.nth_lookup_id(c, qs.record.queue_id, _one_band(qs), after, n, through)
         )
         if got is None:
@@ -116,15 +133,15 @@ class RangesMixin:
 
     def peek_range(
         self, queue: QueueRef, after_lookup_id: int = 0, limit: int = 1000, through: int | None = None
-    ) -> list[Message]:
+    ) -> list[MessageRecord]:
         """Up to ``limit`` messages with ``after_lookup_id`` < LookupIdentifier (<= ``through``
         when given) in LookupIdentifier order, locked ones included; neither removes nor
         locks (Spark micro-batches, outgoing-queue transmission)."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         qid = qs.record.queue_id
         # Read per priority band in order-key order (the messages_order index): a single
         # "ORDER BY lookup_id" over the queue sorted the whole queue for every page.
-        return self.store.read(
+        return self._store.read(
             lambda c: ranges.fetch_range_through(c, qid, _one_band(qs), after_lookup_id, through, limit)
         )
 
@@ -140,30 +157,40 @@ class RangesMixin:
         (:data:`openmsmq.store.records.ROW_COLUMNS`; ``message_from_row`` gives the
         :class:`Message`): for the remote-read service's packed reply, which needs no
         Message per row."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         qid = qs.record.queue_id
         one = _one_band(qs)
-        return self.store.read(
+        return self._store.read(
             lambda c: ranges.fetch_rows_through(c, qid, one, after_lookup_id, through, limit, max_bytes)
         )
+
+    def peek_range_limited(
+        self, queue: QueueRef, after_lookup_id: int, limit: int, through: int | None, max_bytes: int
+    ) -> list[MessageRecord]:
+        """:meth:`peek_range` with no message after the one whose size brings the total
+        read past ``max_bytes`` (the remote-read reply's bound)."""
+        return [
+            message_from_row(r)
+            for r in self.peek_range_rows(queue, after_lookup_id, limit, through, max_bytes)
+        ]
 
     def high_lookup_id(self) -> int:
         """The highest LookupIdentifier of any stored message (0 when none): it grows with
         every commit that stores a message, in any process on this data directory."""
-        return self.store.read(reads.max_lookup_id)
+        return self._store.read(reads.max_lookup_id)
 
     def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:
         """:meth:`peek_range_rows` (no upper bound) for a queue whose messages usually all
         have priority 0, an outgoing queue's case (the transfer's reads): two statements per
         read while no message of another priority is in the queue, instead of one per
         priority band (:func:`openmsmq.store.ranges.fetch_outgoing_rows`)."""
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         qid = qs.record.queue_id
         if _one_band(qs):
-            return self.store.read(
+            return self._store.read(
                 lambda c: ranges.fetch_rows_through(c, qid, True, after_lookup_id, None, limit)
             )
-        return self.store.read(lambda c: ranges.fetch_outgoing_rows(c, qid, after_lookup_id, limit))
+        return self._store.read(lambda c: ranges.fetch_outgoing_rows(c, qid, after_lookup_id, limit))
 
     # ---- removal by range ------------------------------------------------------------------
 
@@ -181,7 +208,7 @@ class RangesMixin:
         message of a span turns out to want acknowledgments, nothing is removed and the
         call is redone per message (the path every other queue takes)."""
         targets = sorted(
-            ((self._resolve(q), int(through)) for q, through in positions.items()),
+            ((self._queues.resolve(q), int(through)) for q, through in positions.items()),
             key=lambda x: x[0].record.queue_id,
         )
         got = self._remove_through(targets, fast=True)
@@ -189,19 +216,19 @@ class RangesMixin:
             got = self._remove_through(targets, fast=False)
         # Durable now: the range reader's position (a gauge per queue) shows how far it
         # has committed, whether this call removed anything or repeated an earlier one.
-        self.metrics.range_removed({qs.record.name: through for qs, through in targets})
+        self._metrics.range_removed({qs.record.name: through for qs, through in targets})
         return got or 0
 
-    def _remove_through(self, targets: list[tuple[_QueueState, int]], *, fast: bool) -> int | None:
+    def _remove_through(self, targets: list[tuple[QueueState, int]], *, fast: bool) -> int | None:
         """One attempt of :meth:`remove_through`; None (nothing changed) when a span of
         the fast path held a message that wants acknowledgments."""
         # Locked ids per queue: plain ints (a range for a span), no Message per id (this
         # runs for every message a Spark micro-batch commits).
-        held: list[tuple[_QueueState, Collection[int]]] = []
+        held: list[tuple[QueueState, Collection[int]]] = []
         spans: list[tuple[int, bool, int, int]] = []
         removes: list[Remove] = []
-        marked: list[tuple[_QueueState, int]] = []
-        acks: list[tuple[_QueueState, int]] = []
+        marked: list[tuple[QueueState, int]] = []
+        acks: list[tuple[QueueState, int]] = []
         for qs, through in targets:
             qid = qs.record.queue_id
             rec = qs.record
@@ -213,7 +240,7 @@ class RangesMixin:
                 qs.drop_prefetch()
                 locked = qs.locked
                 if fast and target is None:
-                    span = self.store.read(
+                    span = self._store.read(
                         partial(ranges.id_span, queue_id=qid, transactional=one, through=through)
                     )
                     if span is None:
@@ -227,13 +254,13 @@ class RangesMixin:
                         # that no receive, expiry or purge takes one of its messages before
                         # the DELETE is durable. Ids of the span that are not this queue's
                         # are locked here harmlessly: a message never enters a queue under
-                        # an id it had before (ops._apply_removes gives moves a new one).
+                        # an id it had before (ops.apply_removes gives moves a new one).
                         span_ids = range(first, last + 1)
                         locked.update(span_ids)
                         held.append((qs, span_ids))
                         spans.append((qid, one, first, last))
                         continue
-                rows = self.store.read(partial(_ids_through, qid=qid, one=one, through=through))
+                rows = self._store.read(partial(_ids_through, qid=qid, one=one, through=through))
                 for lookup_id, size, ack in rows:
                     if lookup_id in locked:
                         if lookup_id not in qs.purge_pending:
@@ -253,12 +280,12 @@ class RangesMixin:
         try:
             events = self._ack_events(acks)
             if spans:
-                removed = self.store.write(ranges.remove_spans(spans, removes))
+                removed = self._store.write(ranges.remove_spans(spans, removes))
             else:
-                self.store.write(ops.commit_work([], removes))
+                self._store.write(ops.commit_work([], removes))
                 removed = len(removes)
             if removed is not None:
-                self.metrics.count_committed(0, removed)
+                self._metrics.count_committed(0, removed)
         finally:
             for qs, ids in held:
                 with qs.cond:
@@ -276,21 +303,22 @@ class RangesMixin:
                         qs.purge_pending.discard(lookup_id)
         if removed is None:
             return None
-        self._notify(self._resolve_id(qs.record.journal_queue_id) for qs, _ in targets if qs.record.journal)
-        self._emit(events)
+        self._queues.notify(
+            self._resolve_id(qs.record.journal_queue_id) for qs, _ in targets if qs.record.journal
+        )
+        self._removals.emit(events)
         return removed
 
-    def _resolve_id(self, queue_id: int | None) -> _QueueState:
-        by_id: dict[int, _QueueState] = self._by_id  # type: ignore[attr-defined]
-        return by_id[queue_id or 0]
+    def _resolve_id(self, queue_id: int | None) -> QueueState:
+        return self._queues.by_id[queue_id or 0]
 
-    def _ack_events(self, acks: list[tuple[_QueueState, int]]) -> list[RemovedMessage]:
+    def _ack_events(self, acks: list[tuple[QueueState, int]]) -> list[RemovedMessage]:
         """AckReceive events of removed messages that asked for acknowledgments (read
         before the removal, while they are locked)."""
         out = []
         for qs, lookup_id in acks:
             qid = qs.record.queue_id
-            ref = self.store.read(partial(reads.fetch_by_lookup, queue_id=qid, lookup_id=lookup_id))
+            ref = self._store.read(partial(reads.fetch_by_lookup, queue_id=qid, lookup_id=lookup_id))
             if ref is not None:
                 out.append(RemovedMessage(qs.record.queue_id, ref[1], ACK_RECEIVE))
         return out
@@ -298,7 +326,7 @@ class RangesMixin:
     # ---- idempotent send -------------------------------------------------------------------
 
     def send_idempotent(
-        self, queue: QueueRef, messages: Sequence[Message], identities: Sequence[str]
+        self, queue: QueueRef, messages: Sequence[MessageRecord], identities: Sequence[str]
     ) -> list[int | None]:
         """Send ``messages`` to a local queue in ONE durable transaction, each with a
         client-chosen identity (1–255 characters); a message whose (queue, identity) was
@@ -313,11 +341,11 @@ class RangesMixin:
                     HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE,
                     f"an identity is a string of 1 to {MAX_IDENTITY_CHARS} characters",
                 )
-        if isinstance(queue, str) and self._is_remote(queue):
+        if isinstance(queue, str) and self._queues.is_remote(queue):
             raise MQError(
                 HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, "idempotent send needs a local queue"
             )
-        qs = self._resolve(queue)
+        qs = self._queues.resolve(queue)
         if qs.record.queue_type == QueueType.OUTGOING:
             raise MQError(
                 HResult.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, "idempotent send needs a local queue"
@@ -325,7 +353,7 @@ class RangesMixin:
         name = queue.format_name if isinstance(queue, QueueHandle) else queue
         sends = self._prepare(qs, messages, qs.record.transactional, name)
         now = self._now()
-        got = self.store.write(
+        got = self._store.write(
             ranges.send_idempotent(
                 qs.record.queue_id,
                 sends,
@@ -335,17 +363,17 @@ class RangesMixin:
                 mark_transaction=qs.record.transactional,
             )
         )
-        self.metrics.count_committed(sum(g is not None for g in got), 0)
+        self._metrics.count_committed(sum(g is not None for g in got), 0)
         if any(g is not None for g in got):
-            self._notify([qs])
+            self._queues.notify([qs])
         return got
 
     def prune_identities(self, now: float | None = None, limit: int = 10000) -> int:
         """Forget up to ``limit`` idempotent-send identities older than the retention
         window; returns how many. (Each idempotent send also prunes a few.)"""
-        self._check_open()
+        self._queues.check_open()
         at = self._now() if now is None else int(now)
-        return self.store.write(ranges.prune_identities(at - int(self.identity_retention), limit))
+        return self._store.write(ranges.prune_identities(at - int(self.identity_retention), limit))
 
     # ---- statistics ------------------------------------------------------------------------
 
@@ -353,8 +381,8 @@ class RangesMixin:
         """``(name, message_count, total_bytes, oldest_arrived_time)`` of every queue
         (system, journal and outgoing queues included), in ONE SQL statement over the
         counters every commit keeps — cheap enough for every metrics scrape."""
-        self._check_open()
-        return self.store.read(ranges.queue_stats)
+        self._queues.check_open()
+        return self._store.read(ranges.queue_stats)
 
 
 _make_remove = fast_constructor(Remove)

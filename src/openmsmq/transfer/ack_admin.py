@@ -24,15 +24,15 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from openmsmq.qm.acknowledgment import (
+from openmsmq.store.ops import RemovedMessage, Send
+from openmsmq.store.records import INFINITE, MessageRecord, QueueType
+from openmsmq.transfer.acknowledgments import (
     CLASS_NAMES,
     AckSession,
     acknowledgment_sends,
     build_transactional_acknowledgment,
     enqueue_acknowledgments,
 )
-from openmsmq.store.ops import RemovedMessage, Send
-from openmsmq.store.records import INFINITE, Message, QueueType
 from openmsmq.wire.constants import AckRequest, MessageClass
 from openmsmq.wire.ids import ObjectId
 
@@ -79,8 +79,8 @@ _NOT_REACHED = frozenset({MessageClass.NACK_REACH_QUEUE_TIMEOUT, MessageClass.NA
 
 
 def build_administration_acknowledgment(
-    i_message_class: int, received: Message, *, send_insecure_nacks: bool = False
-) -> tuple[Message, str] | None:
+    i_message_class: int, received: MessageRecord, *, send_insecure_nacks: bool = False
+) -> tuple[MessageRecord, str] | None:
     """adminAcknowledgment and DestinationForAck for a stored message (MS-MQQB 3.1.7.15
     with iReceivedMessage), or None when no acknowledgment is to be sent (no admin queue;
     an insecure NACK class while SendInsecureNacks is FALSE).
@@ -99,7 +99,7 @@ def build_administration_acknowledgment(
         raise ValueError(f"iMessageClass {i_message_class:#06x} is not an administration acknowledgment")
     # PrivacyLevel is None for every stored message (no encrypted bodies are kept).
     body = b"" if i_message_class in _NO_BODY_CLASSES else received.body
-    ack = Message(
+    ack = MessageRecord(
         body=body,
         message_class=i_message_class,
         correlation_id=ObjectId(received.id_lineage, received.id_uniquifier).encode(),
@@ -134,7 +134,7 @@ class AcknowledgmentListener:
         self,
         qm: QueueManager,
         *,
-        session_of: Callable[[Message], AckSession | None] | None = None,
+        session_of: Callable[[MessageRecord], AckSession | None] | None = None,
         send_insecure_nacks: bool = False,
     ) -> None:
         self.qm = qm
@@ -145,7 +145,7 @@ class AcknowledgmentListener:
         self.discarded = 0
 
     def __call__(self, events: list[RemovedMessage]) -> None:
-        by_destination: dict[str, list[Message]] = {}
+        by_destination: dict[str, list[MessageRecord]] = {}
         for ev in events:
             for ack, destination in self.acknowledgments_for(ev):
                 by_destination.setdefault(destination, []).append(ack)
@@ -166,7 +166,7 @@ class AcknowledgmentListener:
         self.discarded += discarded
         return sends
 
-    def acknowledgments_for(self, ev: RemovedMessage) -> Sequence[tuple[Message, str]]:
+    def acknowledgments_for(self, ev: RemovedMessage) -> Sequence[tuple[MessageRecord, str]]:
         """The (Message, DestinationForAck) pairs one removal raises (3.1.7.2.1, 3.1.7.2.2)."""
         if ev.reason in _NOT_REACHED and self._from_outgoing_queue(ev.queue_id):
             # TimeToReachQueue passed while the message waited in an outgoing queue, or the
@@ -183,7 +183,7 @@ class AcknowledgmentListener:
             # expiry (NackReachQueueTimeout) and the like are handled by the sender side.
             return ()
         m = ev.message
-        out: list[tuple[Message, str]] = []
+        out: list[tuple[MessageRecord, str]] = []
         if _admin_ack_wanted(m.ack_flags, ev.reason):
             built = build_administration_acknowledgment(
                 i_class, m, send_insecure_nacks=self.send_insecure_nacks
@@ -201,14 +201,14 @@ class AcknowledgmentListener:
     def _from_outgoing_queue(self, queue_id: int) -> bool:
         # The QM keeps its queue states by id; a deleted queue is gone from it already,
         # so its type is unknown here (RemovedMessage does not carry it).
-        state = self.qm._by_id.get(queue_id)
+        state = self.qm.queues.get(queue_id)
         return state is not None and state.record.queue_type == QueueType.OUTGOING
 
 
 def attach_acknowledgments(
     qm: QueueManager,
     *,
-    session_of: Callable[[Message], AckSession | None] | None = None,
+    session_of: Callable[[MessageRecord], AckSession | None] | None = None,
     send_insecure_nacks: bool = False,
 ) -> AcknowledgmentListener:
     """Register an :class:`AcknowledgmentListener` on ``qm`` and return it."""

@@ -20,7 +20,7 @@ reaches, the configuration, a TLS certificate) so that one peer cannot act for a
 
 Each refusal is logged (the first of a kind per peer at once, repeats summed up) and
 counted (``MetricsSink.count_refused``). The objects here hold policy and what was
-learned from verified sessions; :class:`~openmsmq.qm.transfer.Transfer` applies them.
+learned from verified sessions; :class:`~openmsmq.transfer.engine.Transfer` applies them.
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ class PeerTrust:
 
 class SessionTrust:
     """The trust rules as one session applies them while it decodes (given to
-    :class:`~openmsmq.qm.transfer_session.TransferSession`): whether its peer's identity
+    :class:`~openmsmq.transfer.session.TransferRouting`): whether its peer's identity
     is acceptable, and whether it may carry other QMs' messages. ``certified`` is the QM
     GUID of the peer's TLS certificate, when the connection is TLS."""
 

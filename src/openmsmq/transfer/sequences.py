@@ -28,8 +28,8 @@ from openmsmq.protocol.incoming import (
     SequenceKey,
 )
 from openmsmq.qm.manager import QueueManager
-from openmsmq.qm.transfer_trust import PeerTrust, TrustConfig
 from openmsmq.store.records import IncomingSequenceState
+from openmsmq.transfer.trust import PeerTrust, TrustConfig
 from openmsmq.wire.ids import ZERO_SEQUENCE_ID, TxSequenceId
 
 __all__ = ["IncomingUpkeep", "RejectRecord", "SequenceReset", "SequenceUpkeep"]
@@ -79,7 +79,7 @@ class SequenceUpkeep:
 
 class IncomingUpkeep:
     """Watches, expires and resets the incoming sequences of one transfer (composed into
-    :class:`~openmsmq.qm.transfer.Transfer`; it calls in on rejections, acceptances and
+    :class:`~openmsmq.transfer.engine.Transfer`; it calls in on rejections, acceptances and
     its timer)."""
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Sender side of :class:`~openmsmq.qm.transfer.Transfer`: outgoing queues loaded from the
+"""Sender side of :class:`~openmsmq.transfer.engine.Transfer`: outgoing queues loaded from the
 store into their :class:`~openmsmq.protocol.outgoing.OutgoingSequence`, transmitted on the
 next hop's session, released on OrderAcks (DESIGN invariant 3) and settled on FinalAcks.
 
@@ -24,27 +24,27 @@ from openmsmq.protocol.outgoing import (
     IgnoreReason,
     OrderAckIgnored,
     OutgoingEvent,
-    OutgoingMessage,
     Released,
+    RetainedMessage,
     Settled,
     Transmit,
 )
-from openmsmq.qm.acknowledgment import AckSession
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.qm.transfer_codec import (
-    _sequence_id,
+from openmsmq.store.records import COL, MessageRecord, QueueType, message_from_row
+from openmsmq.transfer.acknowledgments import AckSession
+from openmsmq.transfer.codec import (
     direct_name,
     may_exceed_packet,
     message_expire_at,
     outgoing_fields,
-    private_name,
     row_encoder,
     row_expire_at,
+    sequence_id_of,
     split_direct,
 )
-from openmsmq.qm.transfer_sequences import IncomingUpkeep
-from openmsmq.qm.transfer_session import Conn
-from openmsmq.qm.transfer_state import (
+from openmsmq.transfer.sequences import IncomingUpkeep
+from openmsmq.transfer.session import Conn
+from openmsmq.transfer.state import (
     OutgoingTransfer,
     PendingRelease,
     Row,
@@ -52,17 +52,17 @@ from openmsmq.qm.transfer_state import (
     count_rejection,
     hop_host,
 )
-from openmsmq.qm.transfer_trust import AckOrigin, PeerTrust
-from openmsmq.store.records import COL, Message, QueueType, message_from_row
-from openmsmq.wire._fast import fast_constructor
+from openmsmq.transfer.trust import AckOrigin, PeerTrust
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
+from openmsmq.wire.remote_names import private_name
 
 __all__ = ["OutgoingSide"]
 
 log = logging.getLogger("openmsmq.transfer")
 
 #: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
-_new_outgoing_message = fast_constructor(OutgoingMessage)
+_new_outgoing_message = fast_constructor(RetainedMessage)
 #: Columns of a stored row (store.records.ROW_COLUMNS) the loader tests.
 _TX = COL["transactional"]
 _NUMBER = COL["tx_sequence_number"]
@@ -71,15 +71,15 @@ _SIZE = COL["size"]
 #: the largest, so that the first read is small whatever the sizes are.
 _PROBE_SIZE = 4 * 1024 * 1024
 #: What a message loaded into memory costs beyond its stored size (its Message or row,
-#: their objects): about 1,020 bytes of Python heap for a 256-byte message, measured
-#: with tracemalloc (100,000 loaded). Without it, 32 MiB of ``queued_bytes`` loaded
-#: 100,000 small messages for a peer that was away and serve's peak RSS reached 280 MB.
+#: their objects: about a kilobyte of Python heap, as tracemalloc shows). Counted by
+#: stored size alone, ``queued_bytes`` would let a backlog of small messages for a peer
+#: that is away fill the heap many times over what it names.
 _LOADED_OVERHEAD = 1024
 _BEYOND = IgnoreReason.BEYOND_SENT
 
 
 class OutgoingSide(TransferParts):
-    """The sender half of :class:`~openmsmq.qm.transfer.Transfer` (a mixin)."""
+    """The sender half of :class:`~openmsmq.transfer.engine.Transfer` (a mixin)."""
 
     metrics: MetricsSink
     _next_refresh: float
@@ -126,8 +126,8 @@ class OutgoingSide(TransferParts):
             self._next_refresh = now + max(cfg.queue_refresh, listed * cfg.queue_refresh_per_queue)
         # One indexed read tells whether anything was committed since the last poll:
         # a queue that was caught up then is skipped, so an idle QM with thousands of
-        # outgoing queues does not read each of them every poll (4,000 queues took 44 %
-        # of a core while idle).
+        # outgoing queues does not read each of them every poll (an idle QM would spend
+        # a large part of a core on it).
         high = self.qm.high_lookup_id()
         more = False
         for t in self.outgoing.values():
@@ -329,14 +329,14 @@ class OutgoingSide(TransferParts):
             t.loaded_through = rows[-1][0]
             loaded += len(rows)
             t.mean_size = max(1, sum([r[_SIZE] for r in rows]) // len(rows))
-            tx: list[OutgoingMessage] = []
-            plain: list[Message] = []
+            tx: list[RetainedMessage] = []
+            plain: list[MessageRecord] = []
             retained = t.messages
             earliest = t.earliest_expiry
             for row in rows:
                 if row[_TX] and row[_NUMBER]:
                     # The row itself is retained until sent: its packet is encoded from it
-                    # (transfer_codec.row_encoder), no Message is built.
+                    # (transfer.codec.row_encoder), no Message is built.
                     lookup_id, sequence, number, previous, uniquifier, final, expiry = outgoing_fields(row)
                     if expiry < earliest:
                         earliest = expiry
@@ -345,7 +345,7 @@ class OutgoingSide(TransferParts):
                     # consecutive messages' sequence IDs by identity first).
                     tx.append(
                         _new_outgoing_message(
-                            _sequence_id(sequence), number, previous, uniquifier, final, lookup_id
+                            sequence_id_of(sequence), number, previous, uniquifier, final, lookup_id
                         )
                     )
                 else:
@@ -475,7 +475,7 @@ class OutgoingSide(TransferParts):
             self._transmit_chunk(t, conn, [pending.popleft() for _ in range(n)], t.pending_resend, now)
 
     def _transmit_chunk(
-        self, t: OutgoingTransfer, conn: Conn, messages: list[OutgoingMessage], resend: bool, now: float
+        self, t: OutgoingTransfer, conn: Conn, messages: list[RetainedMessage], resend: bool, now: float
     ) -> None:
         retained = t.messages
         # A transactional message's content is dropped once sent (the store keeps
@@ -505,12 +505,12 @@ class OutgoingSide(TransferParts):
                 # MS-MQQB 3.1.7.1.2: not sent once expired (a row only looked at
                 # when one retained row may be due, see ``check``).
                 row: Row | None = None
-                plain: Message | None = None
+                plain: MessageRecord | None = None
                 if type(m) is tuple:
                     row = m
                     expire_at = row_expire_at(m) if check else None
                 else:
-                    plain = cast(Message, m)
+                    plain = cast(MessageRecord, m)
                     expire_at = message_expire_at(plain)
                 if expire_at is not None and wall >= expire_at:
                     self._expired_unsent(t, om)
@@ -587,7 +587,7 @@ class OutgoingSide(TransferParts):
             log.info("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
         return found, complete
 
-    def _expired_unsent(self, t: OutgoingTransfer, om: OutgoingMessage) -> None:
+    def _expired_unsent(self, t: OutgoingTransfer, om: RetainedMessage) -> None:
         """MS-MQQB 3.1.7.1.2: a message whose TimeToReachQueue (or TimeToBeReceived) passed
         before it was sent is not sent. It leaves the sequence (later messages bridge it,
         3.1.7.1.3) and the QM's expiry pass, run before the next release of this queue
@@ -598,7 +598,7 @@ class OutgoingSide(TransferParts):
         log.info("outgoing queue %s: message %d expired before it was sent", t.format_name, om.handle)
 
     def _unsendable(
-        self, t: OutgoingTransfer, handle: int, exc: BaseException, om: OutgoingMessage | None = None
+        self, t: OutgoingTransfer, handle: int, exc: BaseException, om: RetainedMessage | None = None
     ) -> None:
         """A message that cannot be put into a packet (say one over the 4 MiB PacketSize
         limit, stored before the send path refused such messages) would hold up its
@@ -612,7 +612,7 @@ class OutgoingSide(TransferParts):
             t.format_name, handle, exc,
         )  # fmt: skip
 
-    def _transmit(self, t: OutgoingTransfer, msgs: list[Message], now: float, *, resend: bool) -> None:
+    def _transmit(self, t: OutgoingTransfer, msgs: list[MessageRecord], now: float, *, resend: bool) -> None:
         conn = self._open_conn(t.next_hop)
         if conn is None:
             return
@@ -712,7 +712,7 @@ class OutgoingSide(TransferParts):
         )
         self._settle_origins.append(AckOrigin(conn.peer, conn.address, conn.session.remote_qm, ev.source_qm))
 
-    def settle_refusal(self, origin: AckOrigin, m: Message) -> str | None:
+    def settle_refusal(self, origin: AckOrigin, m: MessageRecord) -> str | None:
         """The ``ack-origin`` rule for a FinalAck from ``origin`` that matched ``m``, a
         message waiting in the store for it (see :meth:`_ack_refusal`; called on the store
         thread: it reads the configuration and single dict entries only). For a
@@ -769,7 +769,7 @@ class OutgoingSide(TransferParts):
                 t.seq.connection_lost()
 
 
-def _drop_unsent(t: OutgoingTransfer, handle: int, om: OutgoingMessage | None = None) -> None:
+def _drop_unsent(t: OutgoingTransfer, handle: int, om: RetainedMessage | None = None) -> None:
     """Forget a loaded message that will not be sent (expired, unsendable): out of the
     sequence when it is transactional (``om``; later messages bridge it, MS-MQQB
     3.1.7.1.3) and out of what is loaded. The store removes it with the next release."""

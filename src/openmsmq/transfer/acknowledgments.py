@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.store.ops import Send
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from openmsmq.wire.acks import FinalAck, FinalAckBody, OrderAck, OrderAckBody
 from openmsmq.wire.constants import ORDER_ACK_LABEL, BodyType, DeliveryMode, MessageClass
 from openmsmq.wire.format_name import PrivateFormatName, order_queue_private, parse_format_name
@@ -50,6 +50,7 @@ from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNa
 
 if TYPE_CHECKING:
     from openmsmq.qm.manager import QueueManager
+    from openmsmq.qm.sequences import SequenceStore
 
 __all__ = [
     "CLASS_NAMES",
@@ -175,8 +176,8 @@ def build_transactional_acknowledgment(
     session: AckSession,
     *,
     user_message_packet: UserMessage | None = None,
-    user_message: Message | None = None,
-) -> tuple[Message, str]:
+    user_message: MessageRecord | None = None,
+) -> tuple[MessageRecord, str]:
     """The transAcknowledgment Message and DestinationForAck (MS-MQQB 3.1.7.17).
 
     ``i_message_class`` is a row of :data:`TRANSACTIONAL_ACK_CLASSES`. Unless it is
@@ -201,7 +202,7 @@ def build_transactional_acknowledgment(
         raise LocalProtocolError(
             f"iMessageClass {i_message_class:#06x} needs iUserMessage or iUserMessagePacket"
         )
-    ack = Message(
+    ack = MessageRecord(
         body=body,
         label=ORDER_ACK_LABEL,
         priority=0,
@@ -227,7 +228,7 @@ def _order_ack_body(session: AckSession) -> OrderAckBody:
     return OrderAckBody(session.outgoing_tx_sequence_id, number, number - 1)
 
 
-def final_ack_body_from_message(m: Message) -> FinalAckBody:
+def final_ack_body_from_message(m: MessageRecord) -> FinalAckBody:
     """FinalAck Body from a stored Message (iUserMessage, 3.1.7.17 fourth table):
     its TransactionalMessageSequenceIdentifier, TransactionSequenceNumber,
     TransactionPreviousSequenceNumber, SourceMachineIdentifier and the Uniquifier of its
@@ -257,7 +258,7 @@ def final_ack_body_from_packet(packet: UserMessage) -> FinalAckBody:
     )
 
 
-def enqueue_acknowledgments(qm: QueueManager, destination: str, acks: list[Message]) -> bool:
+def enqueue_acknowledgments(qm: QueueManager, destination: str, acks: list[MessageRecord]) -> bool:
     """Open Queue (SendAccess, DenyNone) of ``destination`` on ``qm`` and Enqueue Message
     To An Open Queue for each of ``acks`` (one durable commit for all).
 
@@ -280,13 +281,15 @@ def enqueue_acknowledgments(qm: QueueManager, destination: str, acks: list[Messa
     return True
 
 
-def acknowledgment_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[list[Send], int]:
+def acknowledgment_sends(
+    qm: QueueManager, acks: Sequence[tuple[MessageRecord, str]]
+) -> tuple[list[Send], int]:
     """Open Queue (SendAccess, DenyNone) of each acknowledgment's destination and the
     acknowledgments as stamped store rows, to be written in the caller's store
     transaction (with what raised them). An acknowledgment whose Open Queue or
     stamping fails is discarded and logged (3.1.7.15 / 3.1.7.17). Returns (sends,
     number discarded)."""
-    by_dest: dict[str, list[Message]] = {}
+    by_dest: dict[str, list[MessageRecord]] = {}
     for ack, dest in acks:
         by_dest.setdefault(dest, []).append(ack)
     sends: list[Send] = []
@@ -294,21 +297,23 @@ def acknowledgment_sends(qm: QueueManager, acks: Sequence[tuple[Message, str]]) 
     for dest, msgs in by_dest.items():
         try:
             handle = qm.open_queue(dest)
-            sends += qm._prepare(handle._state, msgs, False, dest, check_names=False)
+            sends += qm.prepare_sends(handle.state, msgs, False, dest, check_names=False)
         except MQError as exc:
             log.warning("acknowledgment discarded: Open Queue %r failed: %s", dest, exc)
             discarded += len(msgs)
     return sends, discarded
 
 
-def enqueue_acknowledgment_list(qm: QueueManager, acks: Sequence[tuple[Message, str]]) -> tuple[int, int]:
+def enqueue_acknowledgment_list(
+    qm: QueueManager, sequences: SequenceStore, acks: Sequence[tuple[MessageRecord, str]]
+) -> tuple[int, int]:
     """Open Queue (SendAccess, DenyNone) of each acknowledgment's destination and Enqueue
     Message To An Open Queue, all in ONE durable store transaction; one whose Open Queue
     fails is discarded and logged (3.1.7.15 / 3.1.7.17). Returns (enqueued, discarded).
     Raises :class:`MQError` when the transaction fails (nothing is enqueued then)."""
     sends, discarded = acknowledgment_sends(qm, acks)
     if sends:
-        qm.accept_arrivals(None, [], None, sends)
+        sequences.accept_arrivals(None, [], None, sends)
     return len(sends), discarded
 
 
@@ -318,7 +323,7 @@ def send_transactional_acknowledgment(
     session: AckSession,
     *,
     user_message_packet: UserMessage | None = None,
-    user_message: Message | None = None,
+    user_message: MessageRecord | None = None,
 ) -> bool:
     """The Send Transactional Acknowledgment event (MS-MQQB 3.1.7.17) on ``qm``.
 
@@ -333,7 +338,7 @@ def send_transactional_acknowledgment(
 
 
 def encode_transactional_acknowledgment(
-    ack: Message,
+    ack: MessageRecord,
     destination: str,
     *,
     source_qm: uuid.UUID,

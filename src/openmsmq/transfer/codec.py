@@ -1,5 +1,5 @@
 """Conversions between stored :class:`~openmsmq.store.records.Message` values and MS-MQQB
-UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.qm.transfer`).
+UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.transfer.engine`).
 
 DIRECT=TCP: and DIRECT=OS: destinations travel (``DirectQueueFormatName``, MS-MQMQ
 2.2.18.1.5.2), and ``PRIVATE=<guid>\\n`` ones (``PrivateQueueFormatNameId`` with the GUID
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from openmsmq.errors import HResult, LocalProtocolError, MQError, quoted
+from openmsmq.errors import HResult, LocalProtocolError, MQError
 from openmsmq.store.props import (
     CORRELATION,
     GFLAGS_AT,
@@ -33,22 +33,22 @@ from openmsmq.store.props import (
     split_guids,
 )
 from openmsmq.store.records import (
-    _BODY_COPY_MAX,
+    BODY_COPY_MAX,
+    GUID_BYTES,
     INFINITE,
     PROPS,
-    Message,
-    _bytes_of,
-    _guid_bytes,
+    MessageRecord,
+    guid_bytes_of,
     message_to_row,
 )
-from openmsmq.wire._fast import fast_constructor
 from openmsmq.wire.constants import MAX_PACKET_SIZE, QueueFormatType
-from openmsmq.wire.format_name import PrivateFormatName, parse_format_name
+from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.message import encode_direct_transactional
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.properties import MessagePropertiesHeader, cached_label_wire, label_wire
+from openmsmq.wire.remote_names import wire_queue
 from openmsmq.wire.userheader import (
     DirectQueueFormatName,
     PrivateQueueFormatName,
@@ -61,7 +61,6 @@ from openmsmq.wire.userheader import (
 __all__ = [
     "RowEncoder",
     "arrival_rows",
-    "check_remote_names",
     "direct_host",
     "direct_name",
     "may_exceed_packet",
@@ -69,8 +68,8 @@ __all__ = [
     "outgoing_fields",
     "packet_from_message",
     "row_encoder",
+    "sequence_id_of",
     "split_direct",
-    "wire_queue",
 ]
 
 
@@ -85,20 +84,6 @@ def direct_name(format_name: str) -> str | None:
     if split_direct(rest) is None:
         return None
     return rest
-
-
-def private_name(format_name: str) -> tuple[uuid.UUID, int] | None:
-    """``PRIVATE=<guid>\\<hex number>`` → (QM GUID, PrivateQueueIdentifier); None for any
-    other name (a journal suffix included: journals do not travel)."""
-    if format_name[:8].upper() != "PRIVATE=":
-        return None
-    try:
-        parsed = parse_format_name(format_name)
-    except MQError:
-        return None
-    if not isinstance(parsed, PrivateFormatName) or parsed.journal_suffix:
-        return None
-    return parsed.machine_guid, parsed.queue_number
 
 
 def split_direct(wire_name: str) -> tuple[str, str] | None:
@@ -128,9 +113,9 @@ def direct_host(format_name: str) -> str | None:
 
 # Per-message conversions run once per transferred message on each side, so they build
 # the frozen values with the wire package's fast constructors (all fields, in order,
-# nothing re-validated) instead of UserMessage.build / Message(**fields): 7.4 -> ~1.9 us
-# and 5.8 -> ~0.9 us. tests/transfer/test_codec.py checks them against the reference
-# construction field by field.
+# nothing re-validated) instead of UserMessage.build / Message(**fields), several times
+# cheaper. tests/transfer/test_codec.py checks them against the reference construction
+# field by field.
 _new_user_header = fast_constructor(UserHeader)
 _new_properties = fast_constructor(
     MessagePropertiesHeader,
@@ -149,7 +134,7 @@ _NULL_CORRELATION = bytes(20)
 _last_sequence: tuple[int, TxSequenceId] = (0, TxSequenceId(0, 0))
 
 
-def _sequence_id(value: int) -> TxSequenceId:
+def sequence_id_of(value: int) -> TxSequenceId:
     """TxSequenceId.from_int, reusing the last value (consecutive messages share it)."""
     global _last_sequence
     last = _last_sequence
@@ -159,7 +144,7 @@ def _sequence_id(value: int) -> TxSequenceId:
 
 
 def packet_from_message(
-    m: Message,
+    m: MessageRecord,
     destination: str | DirectQueueFormatName | PrivateQueueFormatNameId,
     source_qm: uuid.UUID,
     previous_tx_sequence_number: int | None = None,
@@ -183,9 +168,9 @@ def packet_from_message(
         if prev is None:
             prev = m.tx_previous_sequence_number
         flags = (m.final_ack_required << 1) | (m.first_in_transaction << 2) | (m.last_in_transaction << 3)
-        # _sequence_id inlined: consecutive messages share their TxSequenceId.
+        # sequence_id_of inlined: consecutive messages share their TxSequenceId.
         last = _last_sequence
-        sequence_id = last[1] if last[0] == m.tx_sequence_id else _sequence_id(m.tx_sequence_id)
+        sequence_id = last[1] if last[0] == m.tx_sequence_id else sequence_id_of(m.tx_sequence_id)
         transaction = _new_tx(sequence_id, m.tx_sequence_number, prev, flags, None)
         priority = 0
         delivery = 1
@@ -256,7 +241,7 @@ def row_expire_at(row: Sequence[Any]) -> int | None:
     return sent + min(ttrq, ttbr)  # INFINITE is the largest value: the other one wins
 
 
-def message_expire_at(m: Message) -> int | None:
+def message_expire_at(m: MessageRecord) -> int | None:
     """:func:`row_expire_at` of a :class:`Message`."""
     ttl = min(m.time_to_reach_queue, m.time_to_be_received)
     return None if ttl == INFINITE else m.sent_time + ttl
@@ -361,62 +346,11 @@ def _general_path(row: Sequence[Any], previous: int) -> None:
     return None
 
 
-def wire_queue(format_name: str) -> DirectQueueFormatName | PrivateQueueFormatName | None:
-    """An admin / response queue format name as its UserHeader field (MS-MQMQ 2.2.19.2):
-    ``DIRECT=…`` as a DirectQueueFormatName (type 0x7), ``PRIVATE=<guid>\\<hex>`` as a
-    PrivateQueueFormatName (0x6, which names the hosting QM whoever sends). None for a
-    name that cannot travel (a path name, ``PUBLIC=``, a journal): the send path refuses
-    those for remote queues (:func:`check_remote_names`)."""
-    if format_name[:7].upper() == "DIRECT=":
-        return DirectQueueFormatName(format_name[7:])
-    private = private_name(format_name)
-    if private is None:
-        return None
-    return PrivateQueueFormatName(private[0], private[1])
-
-
-def check_remote_names(m: Message, max_bytes: int) -> None:
-    """Refuse (MQError) a message to a remote queue whose admin or response queue name
-    cannot travel in its packet (:func:`wire_queue`: MQ_ERROR_ILLEGAL_FORMATNAME), or
-    whose packet would exceed the 4 MiB PacketSize limit once those names, UTF-16 in
-    the UserHeader, are added to what ``max_bytes`` already allows for
-    (MQ_ERROR_INSUFFICIENT_RESOURCES). Called only for messages that have such a name."""
-    names = 0
-    for what, name in (("admin", m.admin_queue), ("response", m.response_queue)):
-        if not name:
-            continue
-        q = wire_queue(name)
-        if q is None:
-            raise MQError(
-                HResult.MQ_ERROR_ILLEGAL_FORMATNAME,
-                f"{what} queue {quoted(name)}: a message to a remote queue carries only a DIRECT= or"
-                " PRIVATE=<QM GUID>\\<number> admin or response queue",
-            )
-        if isinstance(q, DirectQueueFormatName):
-            try:
-                names += len(direct_queue_wire(q))
-            except struct.error:  # over the u16 Count of the field
-                raise MQError(
-                    HResult.MQ_ERROR_ILLEGAL_FORMATNAME,
-                    f"{what} queue name of {len(name)} characters is too long",
-                ) from None
-        else:
-            names += 20
-    size = m.size + names
-    if size > max_bytes:
-        raise MQError(
-            HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
-            f"message of {m.size} bytes with {names} bytes of admin and response queue names"
-            f" exceeds the {max_bytes:,} bytes a message to a remote queue may have (its"
-            " MS-MQQB packet, headers included, is at most 4 MiB)",
-        )
-
-
 #: More than the fixed headers, SessionHeader and padding of a UserMessage take.
 _HEADERS_BOUND = 4096
 
 
-def may_exceed_packet(m: Message, destination: str) -> bool:
+def may_exceed_packet(m: MessageRecord, destination: str) -> bool:
     """Whether ``m``'s packet to ``destination`` might exceed the 4 MiB PacketSize limit
     (an upper bound of its size does): only then is encoding it a check worth its cost."""
     names = len(m.admin_queue) + len(m.response_queue) + len(destination)
@@ -458,12 +392,12 @@ _RECEIVED_FIELDS = (
     "final_ack_required", "transactional", "tx_sequence_id", "tx_sequence_number",
     "tx_previous_sequence_number", "first_in_transaction", "last_in_transaction",
 )  # fmt: skip
-_new_received = fast_constructor(Message, fields=_RECEIVED_FIELDS)
-_D_ADMIN_QUEUE = Message.__dataclass_fields__["admin_queue"].default
-_D_RESPONSE_QUEUE = Message.__dataclass_fields__["response_queue"].default
+_new_received = fast_constructor(MessageRecord, fields=_RECEIVED_FIELDS)
+_D_ADMIN_QUEUE = MessageRecord.__dataclass_fields__["admin_queue"].default
+_D_RESPONSE_QUEUE = MessageRecord.__dataclass_fields__["response_queue"].default
 
 
-def message_from_packet(p: UserMessage, destination_format_name: str) -> Message:
+def message_from_packet(p: UserMessage, destination_format_name: str) -> MessageRecord:
     """The message to store at the final destination, as sent: Identifier, SentTime and
     the transactional sequence fields are kept (the QM assigns LookupIdentifier and
     ArrivedTime)."""
@@ -487,7 +421,7 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
         previous = tx.previous_tx_sequence_number
         first = tflags & 0x4 != 0
         last = tflags & 0x8 != 0
-    message: Message = _new_received(
+    message: MessageRecord = _new_received(
         props.body, props.label or "", bflags & 0x7, props.message_class, props.body_type,
         props.correlation_id, props.application_tag, (uflags >> 5) & 0x3, p.time_to_reach_queue,
         user.time_to_be_received, props.ack_flags, uflags & 0x200 != 0, uflags & 0x100 != 0,
@@ -500,8 +434,8 @@ def message_from_packet(p: UserMessage, destination_format_name: str) -> Message
     return message
 
 
-_D_LOOKUP_ID = Message.__dataclass_fields__["lookup_id"].default
-_D_ARRIVED_TIME = Message.__dataclass_fields__["arrived_time"].default
+_D_LOOKUP_ID = MessageRecord.__dataclass_fields__["lookup_id"].default
+_D_ARRIVED_TIME = MessageRecord.__dataclass_fields__["arrived_time"].default
 _pack_props = PROPS.pack
 _join_bytearray = bytearray().join
 
@@ -519,7 +453,7 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
     paths give equal rows on generated packets."""
     dest = destination_format_name.encode()
     dest_len = len(dest)
-    gb = _guid_bytes
+    gb = GUID_BYTES
     blocks = guid_blocks
     rows: list[list[Any]] = []
     append = rows.append
@@ -541,14 +475,14 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
         bflags = p.base_flags
         tflags = tx.flags
         lineage = user.source_queue_manager
-        lineage_bytes = gb.get(lineage.int) or _bytes_of(lineage)
+        lineage_bytes = gb.get(lineage.int) or guid_bytes_of(lineage)
         qm = user.queue_manager_address
         # Message bits as message_to_row packs them: PositiveJournaling (UserHeader.Flags
         # JP, 0x200), NegativeJournaling (JN, 0x100), Trace (BaseHeader.Flags TR, 0x100),
         # FinalAck required (TransactionHeader.Flags FA, 0x2).
         bits = (uflags >> 9 & 1) | (uflags >> 7 & 2) | (bflags >> 6 & 4) | (tflags << 2 & 8)
         ack_flags = props.ack_flags
-        qm_bytes = gb.get(qm.int) or _bytes_of(qm)
+        qm_bytes = gb.get(qm.int) or guid_bytes_of(qm)
         # props' GUIDs (openmsmq.store.props): the source QM is the lineage here.
         g, guids = blocks.get((lineage_bytes, qm_bytes, lineage_bytes)) or guid_block(
             lineage_bytes, qm_bytes, lineage_bytes
@@ -569,10 +503,9 @@ def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -
         seq = tx.tx_sequence_id
         seq_id = (seq.timestamp << 32) | seq.ordinal  # TxSequenceId.value, inlined
         body: bytes | bytearray = props.body
-        if len(body) <= _BODY_COPY_MAX:
+        if len(body) <= BODY_COPY_MAX:
             # Bound as a bytearray, as message_to_row binds it: sqlite3 sends bytes through
-            # its adapter lookup (100-row inserts of B's rows, synchronous=OFF: 1.97 against
-            # 1.60 us per row with a 256-byte body).
+            # its adapter lookup, a bytearray straight (cheaper per inserted row).
             body = bytearray(body)
         append([
             _D_LOOKUP_ID, bflags & 0x7, props.message_class, 1,

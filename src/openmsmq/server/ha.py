@@ -7,7 +7,7 @@ with the statements of :mod:`openmsmq.store.lease`) elects the active one:
 
 * a **standby** runs only its metrics endpoint (``/live`` answers, ``/ready`` says why it
   is not ready) and reads the lease;
-* the **active** runs one term of :func:`openmsmq.net.server.serve`: the QM over the store
+* the **active** runs one term of :func:`openmsmq.server.serve.serve`: the QM over the store
   fenced with its epoch (every write transaction checks it), its sequences restored from
   the store, the MS-MQQB listener and connectors, the remote-read service, the console.
   If the address is still held (a frozen former active on the same host) it retries the
@@ -45,11 +45,12 @@ from openmsmq.errors import ConfigError
 from openmsmq.ha.driver import LeaseDriver, LeaseStatus
 from openmsmq.ha.lease import LeaseConfig, LeaseCore
 from openmsmq.net.mqqb import MQQBNode
-from openmsmq.net.server import Term, lock_data_dir, serve, store_options
 from openmsmq.observability.health import Health
 from openmsmq.observability.metrics import Metrics, default_metrics, start_metrics_from_config
 from openmsmq.qm.manager import QueueManager
 from openmsmq.runtime import remove_runtime, write_runtime
+from openmsmq.server.options import store_options
+from openmsmq.server.serve import Term, lock_data_dir, serve
 from openmsmq.store.backend import StoreBackend
 from openmsmq.store.lease import PgLease, describe_holder, holder_settings
 from openmsmq.store.pg.db import PgStore
