@@ -29,7 +29,7 @@ from tests.pgserver import PgServer  # noqa: E402
 from tests.serve_proc import A, B, ServeProcess, free_port, outgoing_count  # noqa: E402
 
 from openmsmq.qm.manager import QueueManager  # noqa: E402
-from openmsmq.store.records import Message  # noqa: E402
+from openmsmq.store.records import MessageRecord  # noqa: E402
 
 QUEUE = "private$\\orders"
 DEST = f"DIRECT=TCP:{B}\\PRIVATE$\\orders"
@@ -69,7 +69,7 @@ def main() -> int:
             for t in range(0, args.messages, 100):
                 with sender.begin() as tx:
                     k = min(100, args.messages - t)
-                    sender.send_many(DEST, [Message(body=b"%d" % (t + i)) for i in range(k)], tx)
+                    sender.send_many(DEST, [MessageRecord(body=b"%d" % (t + i)) for i in range(k)], tx)
                 sent[0] = t + k
                 time.sleep(0.02)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from openmsmq.qm.manager import QueueManager
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from tests.ha_proc import (
     accepts,
     create_pg_qm,
@@ -65,7 +65,7 @@ class Sender:
             while n < self.total:
                 k = min(self.per_tx, self.total - n)
                 with self.qm.begin() as tx:
-                    self.qm.send_many(DEST, [Message(body=b"%d" % (n + i)) for i in range(k)], tx)
+                    self.qm.send_many(DEST, [MessageRecord(body=b"%d" % (n + i)) for i in range(k)], tx)
                 n += k
                 self.committed = n
                 time.sleep(self.pause)

@@ -23,7 +23,7 @@ import openmsmq
 from openmsmq.cli.main import cli
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.pg.db import PgStore
-from openmsmq.store.records import Message
+from openmsmq.store.records import MessageRecord
 from tests.ha_proc import accepts, create_pg_qm, dump, ha_node, role, runtime_json, store_state, wait_role
 from tests.pgserver import PgServer
 from tests.serve_proc import B, free_port
@@ -131,7 +131,7 @@ def test_losing_the_lease_aborts_remote_reads_and_the_next_active_delivers_them(
     dsn = pg_server.new_database()
     create_pg_qm(dsn, tmp_path / "init", Q, "private$\\empty")
     with QueueManager(tmp_path / "init", store=PgStore(dsn)) as qm, qm.begin() as tx:
-        qm.send_many(Q, [Message(body=b"m%d" % i) for i in range(3)], tx)
+        qm.send_many(Q, [MessageRecord(body=b"m%d" % i) for i in range(3)], tx)
     port = free_port(B)
     b1, b2 = ha_node(tmp_path, "b1", B, port, dsn), ha_node(tmp_path, "b2", B, port, dsn)
     try:
