@@ -8,7 +8,7 @@ CHAOS_SECONDS ?= 300
 SEEDS  ?= 1000
 export PYTHONHASHSEED := 0
 
-.PHONY: all demo test lint typecheck unit browser deploy-tools postgresql dist bench-cli docs-cli crash chaos sim fuzz bench bench-transfer bench-spark bench-pipeline wheel spark-cluster proto clean
+.PHONY: all demo test lint typecheck unit browser deploy-tools postgresql dist bench-cli docs-cli crash chaos chaos-ha demo-ha sim fuzz bench bench-transfer bench-spark bench-pipeline wheel spark-cluster proto clean
 
 all: test
 
@@ -21,6 +21,10 @@ $(STAMP): pyproject.toml
 ## make demo: run the main job on the embedded default (SQLite store, local Spark)
 demo: $(STAMP)
 	$(BIN)/python examples/pipeline.py
+
+## make demo-ha: a failover: QM B as two serve processes on one PostgreSQL, its active killed while A sends
+demo-ha: $(STAMP) postgresql
+	$(BIN)/python examples/failover.py
 
 ## make test: lint, type checks, then the whole test suite (what CI runs)
 test: lint typecheck unit
@@ -114,6 +118,12 @@ clean:
 chaos: $(STAMP)
 	OPENMSMQ_CHAOS_ROUNDS=$(ROUNDS) $(BIN)/pytest -q tests/integration/test_transfer_chaos.py
 	OPENMSMQ_PROXY_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest -q -s tests/chaos/test_proxy_chaos.py
+
+## make chaos-ha ROUNDS=N: QM A sends 50,000 transactional messages to QM B, whose two serve processes share one
+## PostgreSQL; B's active is SIGKILLed N times; prints each takeover's time (5 rounds of 2,000 run in make test)
+chaos-ha: $(STAMP) postgresql
+	OPENMSMQ_CHAOS_HA_ROUNDS=$(ROUNDS) OPENMSMQ_CHAOS_HA_MESSAGES=$${MESSAGES:-50000} \
+		$(BIN)/pytest -q -s tests/integration/test_ha_failover.py -k chaos
 
 ## make proto: regenerate the gRPC modules of the remote-read service from its .proto
 proto: $(STAMP)

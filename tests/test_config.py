@@ -324,7 +324,7 @@ def test_render_shows_sources_and_loads_back(tmp_path: Path) -> None:
     assert 'routes = { "10.0.0.5" = "10.0.0.1" }' in text
     assert 'default_queue_quota = "unlimited"  # default' in text
     data = tomllib.loads(text)
-    assert set(data) == {"qm", "mqqb", "protocol", "store", "remote", "metrics", "console", "log"}
+    assert set(data) == {"qm", "mqqb", "protocol", "store", "remote", "metrics", "console", "log", "ha"}
     again = load_config(write(tmp_path, text), {}, {})
     assert again.config == loaded.config
 

@@ -25,7 +25,8 @@ def test_the_queue_manager_imports_nothing_of_the_transfer() -> None:
 
 def test_net_holds_the_socket_drivers_and_server_the_composition_root() -> None:
     assert {m.name for m in pkgutil.iter_modules(openmsmq.net.__path__)} == {"mqqb", "tls"}
-    assert {m.name for m in pkgutil.iter_modules(openmsmq.server.__path__)} == {"node", "options", "serve"}
+    modules = {m.name for m in pkgutil.iter_modules(openmsmq.server.__path__)}
+    assert modules == {"ha", "node", "options", "serve"}
 
 
 def test_the_in_process_client_opens_no_asyncio_server() -> None:

@@ -619,6 +619,23 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class HaConfig:
+    """``[ha]``: the lease of a queue manager on PostgreSQL whose ``serve`` processes fail over
+    (docs/ha.md). A dead active is replaced after about lease_duration + poll_interval."""
+
+    lease_duration: float = _key(
+        3.0,
+        "duration",
+        "How long a grant or renewal of the lease holds, on the database's clock. Shorter fails"
+        " over sooner; longer rides out longer pauses of the active and of the database.",
+        lo=0.5,
+        hi=300,
+    )
+    renew_interval: float = _key(0.5, "duration", "The active renews its lease this often.", lo=0.05, hi=60)
+    poll_interval: float = _key(0.25, "duration", "A standby reads the lease this often.", lo=0.05, hi=60)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration of one queue manager (all values validated)."""
 
@@ -630,6 +647,7 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    ha: HaConfig = field(default_factory=HaConfig)
 
 
 _SECTIONS: dict[str, type[Any]] = {
@@ -641,6 +659,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "metrics": MetricsConfig,
     "console": ConsoleConfig,
     "log": LogConfig,
+    "ha": HaConfig,
 }
 
 
@@ -779,6 +798,10 @@ def _check_consistency(c: Config) -> None:
     """Rules between keys."""
     if c.store.backend == "postgresql" and not c.store.dsn.strip():
         raise ConfigError("store.dsn", 'required when store.backend = "postgresql"')
+    if c.ha.renew_interval >= c.ha.lease_duration / 2:
+        # The active stops a quarter of the lease before it can expire; at least one
+        # renewal must fit before that, with room for a retry.
+        raise ConfigError("ha.renew_interval", "must be below half of ha.lease_duration")
     if c.mqqb.connect_backoff_min > c.mqqb.connect_backoff_max:
         raise ConfigError("mqqb.connect_backoff_min", "must not exceed mqqb.connect_backoff_max")
     if c.protocol.recoverable_ack_timeout_min > c.protocol.recoverable_ack_timeout_max:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Group, RenderableType
@@ -134,6 +134,35 @@ def render_status(st: QMStatus) -> RenderableType:
     return Group(*parts)
 
 
+def ha_role(target: str | None) -> dict[str, Any] | None:
+    """The high-availability block (role, lease epoch, since) of the serve running over the
+    data directory ``target``, or None (no such serve, or not a node of an HA QM)."""
+    if target is None:
+        return None
+    from openmsmq.runtime import live_runtime
+
+    info = live_runtime(target)
+    ha = info.get("ha") if info else None
+    return ha if isinstance(ha, dict) else None
+
+
+def render_ha(ha: dict[str, Any]) -> RenderableType:
+    """The high-availability part of ``openmsmq status``."""
+    table = Table("property", "value", show_header=False, title="high availability", title_justify="left")
+    table.add_row("role", str(ha.get("role")))
+    table.add_row("lease epoch", "-" if ha.get("epoch") is None else str(ha["epoch"]))
+    since = ha.get("since")
+    if isinstance(since, int | float):
+        when = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        table.add_row("since", f"{when} ({format_age(max(0.0, time.time() - since))} ago)")
+    table.add_row("this node", str(ha.get("holder") or "-"))
+    if ha.get("last_step_down"):
+        table.add_row("last step-down", str(ha["last_step_down"]))
+    if ha.get("role") != "active":
+        table.add_row("queues", "served by the active node (openmsmq status there)")
+    return table
+
+
 @click.command("status")
 @click.option(
     "--watch",
@@ -150,12 +179,20 @@ def render_status(st: QMStatus) -> RenderableType:
 @json_option
 @click.pass_context
 def status(ctx: click.Context, watch: float | None, count: int | None) -> None:
-    """Show the queue manager, its queues, outgoing and incoming sequences."""
+    """Show the queue manager, its queues, outgoing and incoming sequences; a node of a
+    highly available queue manager also its role (active / standby), lease epoch and since
+    when (a standby only that)."""
     c = ctx_of(ctx)
+    ha = ha_role(c.data_directory())
+    if ha is not None and ha.get("role") != "active":
+        c.emit({"ha": ha}, lambda: console().print(render_ha(ha)))
+        return
     transport = c.connection().transport
     if watch is None:
         st = transport.status()
-        c.emit(st.to_dict(), lambda: console().print(render_status(st)))
+        doc = st.to_dict() if ha is None else {**st.to_dict(), "ha": ha}
+        frame = render_status(st) if ha is None else Group(render_ha(ha), render_status(st))
+        c.emit(doc, lambda: console().print(frame))
         return
     # Ctrl-C ends a watch: exit status 130, as for every command.
     shown = 0

@@ -92,6 +92,7 @@ class QueueManager:
         identity_retention: float = DEFAULT_IDENTITY_RETENTION,
         metrics: MetricsSink | None = None,
         store_options: StoreOptions | None = None,
+        store: StoreBackend | None = None,
     ) -> None:
         opts = store_options or StoreOptions()
         #: Quota of a queue created without one (store.default_queue_quota), in KB.
@@ -100,7 +101,11 @@ class QueueManager:
         self._clock = clock
         self.computer_name = (computer_name or socket.gethostname()).casefold()
         choice = StoreChoice(self.data_dir, opts)
-        self.store: StoreBackend = choice.open(threaded=threaded, integrity_check=integrity_check)
+        # ``store``: a store opened by the caller (a highly available node opens it fenced
+        # with its lease epoch); otherwise the one the data directory and options name.
+        self.store: StoreBackend = (
+            store if store is not None else choice.open(threaded=threaded, integrity_check=integrity_check)
+        )
         #: Where commits are counted (:class:`~openmsmq.observability.sink.MetricsSink`).
         self.metrics = self.store.metrics = metrics if metrics is not None else NULL_METRICS
         self._uniq_next = 0

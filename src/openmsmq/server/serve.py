@@ -14,6 +14,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +23,27 @@ from openmsmq.console import ConsoleServer, start_console, transfer_hooks
 from openmsmq.errors import ConfigError, quoted
 from openmsmq.net.mqqb import MQQBNode
 from openmsmq.observability.health import queue_manager_health
-from openmsmq.observability.metrics import default_metrics, start_metrics_from_config
+from openmsmq.observability.metrics import Metrics, default_metrics, start_metrics_from_config
 from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.names import DEADLETTER
+from openmsmq.qm.store_choice import StoreChoice
 from openmsmq.remote.server import start_remote_server
 from openmsmq.remote.status import TransferSnapshot
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
 from openmsmq.server.node import open_node
 from openmsmq.server.options import net_config, store_options, transfer_config
+from openmsmq.store.backend import StoreBackend
 from openmsmq.transfer.engine import Transfer
 from openmsmq.transfer.sequences import SequenceReset
 from openmsmq.wire.ids import TxSequenceId
 
 __all__ = [
     "GC_THRESHOLDS",
+    "Term",
+    "lock_data_dir",
     "loop_factory",
     "outgoing_control",
+    "postgresql_store",
     "run",
     "sequence_resetter",
     "serve",
@@ -132,7 +138,30 @@ def outgoing_control(
     return control
 
 
-def _lock_data_dir(data_dir: Path) -> int | None:
+@dataclass
+class Term:
+    """One term of the active node of a highly available queue manager
+    (:mod:`openmsmq.server.ha`): :func:`serve` runs the QM over ``open_store()`` (the
+    PostgreSQL store fenced with the lease's epoch) until ``stop`` is set, with the
+    process's ``metrics`` (whose endpoint the HA node runs in every role) and ``ha_info``
+    in its runtime document."""
+
+    open_store: Callable[[], StoreBackend]
+    stop: asyncio.Event
+    metrics: Metrics
+    ha_info: Callable[[], dict[str, Any]]
+    #: The URL of the node's metrics endpoint (None: off).
+    metrics_url: str | None = None
+
+
+def postgresql_store(config: Config) -> str | None:
+    """The DSN of the PostgreSQL store the QM of ``config`` opens (its configuration, or the
+    store its data directory names), or None for SQLite."""
+    choice = StoreChoice(Path(config.qm.data_dir), store_options(config))
+    return choice.dsn if choice.backend == "postgresql" else None
+
+
+def lock_data_dir(data_dir: Path) -> int | None:
     """Take the exclusive lock of ``data_dir`` for this process's lifetime (the descriptor
     is returned; closing it releases the lock, as the process's end does). A second
     ``serve`` over the same store would transfer the same outgoing queues: refused with
@@ -166,8 +195,12 @@ async def serve(
     *,
     ready: Callable[[MQQBNode, QueueManager], None] | None = None,
     loaded: LoadedConfig | None = None,
+    term: Term | None = None,
 ) -> None:
     """Open the QM over ``config.qm.data_dir`` and run its services until SIGTERM / SIGINT.
+
+    ``term``: serve one term of a highly available QM instead (its store, its stop event;
+    the HA node holds the data directory's lock, the signals and the metrics endpoint).
 
     Started in this order and stopped in reverse: the queue manager (store), the Prometheus
     endpoint (``[metrics]``), the remote-read gRPC service (``[remote]``), the MS-MQQB
@@ -187,7 +220,11 @@ async def serve(
     with status 0. A second signal while stopping is logged and ignored.
     """
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop = term.stop if term is not None else asyncio.Event()
+    if term is None and postgresql_store(config) is not None:
+        # Two unfenced serves on one database would both write: a QM on PostgreSQL is
+        # served under its lease (run() -> openmsmq.server.ha).
+        raise ConfigError("store.backend", "a queue manager on PostgreSQL is served under its lease (run())")
 
     def on_signal(sig: signal.Signals) -> None:
         if stop.is_set():
@@ -196,10 +233,12 @@ async def serve(
         log.info("%s: stopping", sig.name)
         stop.set()
 
-    lock = _lock_data_dir(Path(config.qm.data_dir))  # before anything is opened or bound
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    metrics = default_metrics()
+    lock = None
+    if term is None:
+        lock = lock_data_dir(Path(config.qm.data_dir))  # before anything is opened or bound
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+    metrics = term.metrics if term is not None else default_metrics()
     opened = open_node(
         config.qm.data_dir,
         transfer=transfer_config(config),
@@ -208,6 +247,7 @@ async def serve(
         expire_interval=1.0,
         metrics=metrics,
         store_options=store_options(config),
+        store=term.open_store() if term is not None else None,
     )
     qm = opened.qm
     transfer = opened.transfer
@@ -219,8 +259,9 @@ async def serve(
     node: MQQBNode | None = None
     console: ConsoleServer | None = None
     try:
-        with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
-            metrics_server = start_metrics_from_config(config.metrics, metrics, health)
+        if term is None:
+            with _listening("metrics.port", config.metrics.listen_address, config.metrics.port):
+                metrics_server = start_metrics_from_config(config.metrics, metrics, health)
         if config.remote.enabled:
             with _listening("remote.port", config.remote.listen_address, config.remote.port):
                 remote = start_remote_server(qm, config, metrics=metrics)
@@ -236,9 +277,15 @@ async def serve(
             "qm_guid": str(qm.guid),
             "mqqb": f"{host}:{port}",
             "remote": remote.target if remote is not None else None,
-            "metrics": metrics_server.url if metrics_server is not None else None,
+            "metrics": metrics_server.url
+            if metrics_server is not None
+            else term.metrics_url
+            if term
+            else None,
             "config": document,
         }
+        if term is not None:
+            info["ha"] = term.ha_info()
         if config.console.enabled:  # the web console (docs/console.md), on this loop
             with _listening("console.port", config.console.listen_address, config.console.port):
                 console = start_console(qm, config, metrics, transfer_hooks(transfer, loop, info), document)
@@ -293,8 +340,9 @@ async def serve(
         metrics.detach(collector)
         qm.close()
         remove_runtime(config.qm.data_dir)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        if term is None:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
         if lock is not None:
             os.close(lock)  # releases the lock
     log.info("stopped")
@@ -325,6 +373,14 @@ def run(
     ready: Callable[[MQQBNode, QueueManager], None] | None = None,
     loaded: LoadedConfig | None = None,
 ) -> None:
-    """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``."""
+    """Run :func:`serve` to its end on the event loop of ``config.qm.event_loop``; a QM on
+    PostgreSQL runs as a node of a highly available QM (:func:`openmsmq.server.ha.serve_ha`)."""
+    dsn = postgresql_store(config)
     with asyncio.Runner(loop_factory=loop_factory(config.qm.event_loop)) as runner:
-        runner.run(serve(config, ready=ready, loaded=loaded))
+        if dsn is not None:
+            from openmsmq.server.ha import serve_ha
+
+            ha_config = replace(config, store=replace(config.store, backend="postgresql", dsn=dsn))
+            runner.run(serve_ha(ha_config, ready=ready, loaded=loaded))
+        else:
+            runner.run(serve(config, ready=ready, loaded=loaded))
