@@ -512,11 +512,11 @@ def test_a_purge_runs_in_passes_and_keeps_the_counters_exact(
     qm: QueueManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A purge deletes a pass of messages per store transaction (one transaction for a
-    queue of 500,000 held every other commit for about 1 s); the queue's counters move by
+    long queue would hold every other commit); the queue's counters move by
     each pass, and a message locked meanwhile is PurgePending as with one pass."""
-    from openmsmq.qm import manager
+    from openmsmq.qm import admin
 
-    monkeypatch.setattr(manager, "_PURGE_PASS", 10)
+    monkeypatch.setattr(admin, "_PURGE_PASS", 10)
     q = "private$\\big"
     qm.create_queue(q, transactional=True)
     with qm.begin() as tx:
