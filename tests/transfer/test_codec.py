@@ -20,11 +20,10 @@ from openmsmq.store.records import INFINITE, MessageRecord, message_from_row, me
 from openmsmq.transfer.codec import (
     arrival_rows,
     message_from_packet,
-    outgoing_fields,
     packet_from_message,
     row_encoder,
-    row_expire_at,
 )
+from openmsmq.store.rows import outgoing_fields, row_expire_at
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import UserMessage, decode_packet

@@ -65,7 +65,6 @@ __all__ = [
     "direct_name",
     "may_exceed_packet",
     "message_from_packet",
-    "outgoing_fields",
     "packet_from_message",
     "row_encoder",
     "sequence_id_of",
@@ -216,29 +215,7 @@ def packet_from_message(
 assert PROPS.format == "<IIBIIIBHIqHB"
 _unpack_row_props = PROPS.unpack_from
 _unpack_rare = RARE_LENGTHS.unpack_from
-#: (TimeToReachQueue, TimeToBeReceived, bits: JP 1, JN 2, tracing 4, FA 8; Identifier
-#: uniquifier, SentTime) at their offsets in props.
-_unpack_outgoing = struct.Struct("<9xII4xBxxIq").unpack_from
 _U64 = 1 << 64
-
-#: props bytes 9..16: TimeToReachQueue and TimeToBeReceived, both INFINITE for a message
-#: that never expires (the usual one: one slice comparison then).
-_NEVER_EXPIRES = b"\xff" * 8
-assert PROPS.format[:11] == "<IIBIIIBHIq"
-
-
-def row_expire_at(row: Sequence[Any]) -> int | None:
-    """When a stored message of an outgoing queue expires (s since 1970): SentTime plus
-    the shorter of TimeToReachQueue and TimeToBeReceived, as the QM's expiry pass counts
-    it (``QueueManager._send_record``); None when it never does."""
-    props = row[11]
-    if props[9:17] == _NEVER_EXPIRES:
-        return None
-    ttrq: int
-    ttbr: int
-    sent: int
-    ttrq, ttbr, _bits, _uniquifier, sent = _unpack_outgoing(props)
-    return sent + min(ttrq, ttbr)  # INFINITE is the largest value: the other one wins
 
 
 def message_expire_at(m: MessageRecord) -> int | None:
@@ -250,25 +227,6 @@ def message_expire_at(m: MessageRecord) -> int | None:
 #: ``encode(row, previous_tx_sequence_number)`` -> the packet's bytes, or None when the
 #: row needs the general path (:func:`packet_from_message`).
 RowEncoder = Callable[[Sequence[Any], int], "bytes | None"]
-
-
-def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool, int]:
-    """(LookupIdentifier, TxSequenceID value, TxSequenceNumber, PreviousTxSequenceNumber,
-    Identifier uniquifier, FinalAck wanted: FA, JP or JN, expiry: :func:`row_expire_at`
-    or a time beyond any clock when it never expires) of a stored transactional row,
-    without building its :class:`Message` (one unpack of its props)."""
-    ttrq, ttbr, bits, uniquifier, sent = _unpack_outgoing(row[11])
-    sequence_id = row[4]
-    return (
-        row[0],
-        sequence_id + _U64 if sequence_id < 0 else sequence_id,  # records.from_i64
-        row[5],
-        row[6],
-        uniquifier,
-        bits & 0xB != 0,  # FA (8), JN (2), JP (1)
-        # INFINITE is the largest u32: the other one wins; both INFINITE: ~136 years on.
-        sent + (ttrq if ttrq < ttbr else ttbr),
-    )
 
 
 def row_encoder(

@@ -73,6 +73,7 @@ from openmsmq.transfer.acknowledgments import (
 )
 from openmsmq.transfer.arrival import ReceiptCheck, session_of_state
 from openmsmq.transfer.codec import message_from_packet, split_direct
+from openmsmq.transfer.routes import LearnedRoutes
 from openmsmq.transfer.sender import OutgoingSide
 from openmsmq.transfer.sequences import IncomingUpkeep, SequenceReset
 from openmsmq.transfer.session import (
@@ -124,8 +125,6 @@ _protocol_errors = RepeatedEvents(log)
 _MAX_HOPS = 0x1D
 #: Forwarded packets kept per next hop while no session to it is open.
 _FORWARD_BUFFER = 100_000
-#: Remote QMs whose last peer address is remembered (new ones beyond are not).
-_QM_PEERS_MAX = 4096
 #: A session whose window allows fewer messages per second than this over its measured
 #: round trip (window / round trip) is logged once per next hop with what to change;
 #: round trips under SLOW_LINK_MIN_ROUND_TRIP are never (a loaded host answers a
@@ -197,19 +196,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._dead_letters: list[tuple[int, int]] = []
         #: Outgoing queues not taken up for want of a route (warned about once).
         self._unrouted: dict[int, str] = {}
-        #: Remote QM GUID -> the peer address of its last session (in memory): where
-        #: PRIVATE=<guid> names go once that session is closed.
-        self._qm_peers: dict[uuid.UUID, str] = {}
-        #: Source QM GUID -> the previous hop of the last packet from it this QM
-        #: forwarded (in memory): the way back for OrderAcks and FinalAcks to a QM
-        #: several hops away; (GUID, connection) of the last one learned.
-        self._reverse: dict[uuid.UUID, str] = {}
-        #: Source QMs whose _reverse entry is the session of that QM itself: a packet of it
-        #: coming back around a route loop does not replace it with the loop's hop.
-        self._reverse_direct: set[uuid.UUID] = set()
-        #: Source QM GUID -> the peer of the session on which its own transactional
-        #: messages arrived (see qm_route).
-        self._senders: dict[uuid.UUID, str] = {}
+        #: The ways to remote QMs learned from sessions and forwarded packets (qm_route).
+        self.routes = LearnedRoutes(self.local_hosts)
+        #: (source QM GUID, connection) of the last forwarded packet checked and learned.
         self._last_reverse: tuple[object, object] = (None, None)
         self._next_refresh = now
         # Receive side.
@@ -472,7 +461,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         elif isinstance(ev, TransactionalMessageRejected):
             self._ack_route[ev.result.key] = conn.cid
             if conn.session.remote_qm == ev.result.key.source_qm:
-                _remember(self._senders, ev.result.key.source_qm, conn.peer)
+                self.routes.sender_seen(ev.result.key.source_qm, conn.peer)
             self._accept_memo = None
             self._rejects[ev.result.key] = (ev.result.reject_count, now + self._wall_offset)
             self.stats["rejected"] += 1
@@ -506,7 +495,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if conn.verified:
                 # Where PRIVATE=<guid> names go later: learned from verified sessions only,
                 # never from what a peer merely claims to be (docs/security.md).
-                _remember(self._qm_peers, ev.remote_qm, conn.peer)
+                self.routes.session_verified(ev.remote_qm, conn.peer)
             self.metrics.session_opened(conn.role)
             self._peer_up(conn.peer, now)
         elif isinstance(ev, ConnectionClosed):
@@ -523,7 +512,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             else:
                 log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
             self._closing.append(conn.cid)
-            self._reverse_direct.discard(conn.session.remote_qm)
+            self.routes.session_closed(conn.session.remote_qm)
             was_open = conn.open
             conn.open = False
             self.metrics.session_closed(conn.role, ev.reason, was_open=was_open)
@@ -547,7 +536,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         name = destination_key(packet.user.destination_queue, packet.user.queue_manager_address)
         session = ack_session_of(conn, packet.user.source_queue_manager)
         if conn.session.remote_qm == packet.user.source_queue_manager:
-            _remember(self._senders, packet.user.source_queue_manager, conn.peer)
+            self.routes.sender_seen(packet.user.source_queue_manager, conn.peer)
         self._refusals.append((message_from_packet(packet, name), ev.message_class, session))
 
     def _on_accepted(self, conn: Conn, ev: TransactionalMessageAccepted, now: float) -> None:
@@ -572,7 +561,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 # hashing / comparison are Python-level).
                 self._ack_route[key] = cid
                 if conn.session.remote_qm == key.source_qm:
-                    _remember(self._senders, key.source_qm, conn.peer)
+                    self.routes.sender_seen(key.source_qm, conn.peer)
                 memo = self._accept_memo = (
                     key,
                     cid,
@@ -708,12 +697,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 self.trust.refused(conn.peer, "relay", what, refusal)
                 return
             # The decoder shares GUID objects: a stream costs one dict write, not one each.
-            if conn.session.remote_qm == source:
-                _remember(self._reverse, source, conn.peer)
-                if source in self._reverse:
-                    self._reverse_direct.add(source)
-            elif source not in self._reverse_direct:
-                _remember(self._reverse, source, conn.peer)
+            self.routes.forwarded(source, conn.peer, direct=conn.session.remote_qm == source)
             self._last_reverse = (source, conn)
         hops = message.hop_count + 1
         if hops > _MAX_HOPS:
@@ -785,7 +769,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         if qm != NULL_GUID:
             if self.config.next_hop_for_qm(qm) is not None:
                 return None
-            if isinstance(packet, OrderAck | FinalAck) and qm in self._reverse:
+            if isinstance(packet, OrderAck | FinalAck) and self.routes.relayed_from(qm):
                 return None
             return f"no route for QM {qm} (mqqb.routes {{{qm}}}, or mqqb.allow_relay)"
         dest = message.destination_queue
@@ -808,20 +792,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
         hop = self.config.next_hop_for_qm(qm)
         if hop is not None:
             return hop
-        learned = self._qm_peers.get(qm)
-        if learned is not None and learned not in self.local_hosts:
-            return learned
-        # The QM whose transactional messages came on its own session here: the way back
+        # The QM whose transactional messages came on its own session here is the way back
         # for their acknowledgments (MS-MQQB 3.1.7.17, DestinationForAck PRIVATE=<guid>
         # for a session that is not direct-format). A bare claim of the GUID, with no
         # messages, teaches nothing; pinning the GUID keeps others from sending as it.
-        learned = self._senders.get(qm)
-        if learned is not None and learned not in self.local_hosts:
-            return learned
-        learned = self._reverse.get(qm)
-        if learned is not None and learned not in self.local_hosts:
-            return learned
-        return None
+        return self.routes.way_to(qm)
 
     # ------------------------------------------------------------------ incoming sequences
 
@@ -921,12 +896,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count, last)
             )
         return out
-
-
-def _remember(ways: dict[uuid.UUID, str], qm: uuid.UUID, peer: str) -> None:
-    """Note ``peer`` as the way to ``qm``; at most _QM_PEERS_MAX QMs are remembered."""
-    if qm in ways or len(ways) < _QM_PEERS_MAX:
-        ways[qm] = peer
 
 
 def _is_private_here(dest: object) -> bool:

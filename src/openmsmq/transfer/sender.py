@@ -30,15 +30,21 @@ from openmsmq.protocol.outgoing import (
     Transmit,
 )
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.store.records import COL, MessageRecord, QueueType, message_from_row
+from openmsmq.store.records import MessageRecord, QueueType, message_from_row
+from openmsmq.store.rows import (
+    LOOKUP_ID,
+    SIZE,
+    TRANSACTIONAL,
+    TX_SEQUENCE_NUMBER,
+    outgoing_fields,
+    row_expire_at,
+)
 from openmsmq.transfer.acknowledgments import AckSession
 from openmsmq.transfer.codec import (
     direct_name,
     may_exceed_packet,
     message_expire_at,
-    outgoing_fields,
     row_encoder,
-    row_expire_at,
     sequence_id_of,
     split_direct,
 )
@@ -63,10 +69,10 @@ log = logging.getLogger("openmsmq.transfer")
 
 #: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
 _new_outgoing_message = fast_constructor(RetainedMessage)
-#: Columns of a stored row (store.records.ROW_COLUMNS) the loader tests.
-_TX = COL["transactional"]
-_NUMBER = COL["tx_sequence_number"]
-_SIZE = COL["size"]
+#: Columns of a stored row (store.rows) the loader tests.
+_TX = TRANSACTIONAL
+_NUMBER = TX_SEQUENCE_NUMBER
+_SIZE = SIZE
 #: Message size assumed before an outgoing queue's first read (TransferConfig.queued_bytes):
 #: the largest, so that the first read is small whatever the sizes are.
 _PROBE_SIZE = 4 * 1024 * 1024
@@ -578,11 +584,11 @@ class OutgoingSide(TransferParts):
             if not batch:
                 break
             for row in batch:
-                lookup_id = row[0]
+                lookup_id = row[LOOKUP_ID]
                 if lookup_id in want:
                     want.discard(lookup_id)
                     found[lookup_id] = tuple(row)
-            after = batch[-1][0]
+            after = batch[-1][LOOKUP_ID]
         if want and complete:
             log.info("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
         return found, complete
