@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 from openmsmq.errors import HResult, MQError
@@ -73,7 +73,8 @@ from openmsmq.transfer.acknowledgments import (
 )
 from openmsmq.transfer.arrival import ReceiptCheck, session_of_state
 from openmsmq.transfer.codec import message_from_packet, split_direct
-from openmsmq.transfer.routes import LearnedRoutes
+from openmsmq.transfer.connections import Connections
+from openmsmq.transfer.routes import LearnedRoutes, relay_refusal
 from openmsmq.transfer.sender import OutgoingSide
 from openmsmq.transfer.sequences import IncomingUpkeep, SequenceReset
 from openmsmq.transfer.session import (
@@ -97,10 +98,12 @@ from openmsmq.transfer.state import (
     StoreWork,
     TransferConfig,
     hop_host,
+    routes_from,
 )
+from openmsmq.transfer.status import incoming_statuses, outgoing_statuses
 from openmsmq.transfer.store_work import StoreWorkSide
 from openmsmq.transfer.trust import AckOrigin, PeerTrust, SessionTrust
-from openmsmq.wire.constants import MessageClass, QueueFormatType, message_class_name
+from openmsmq.wire.constants import MessageClass, QueueFormatType
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -125,12 +128,6 @@ _protocol_errors = RepeatedEvents(log)
 _MAX_HOPS = 0x1D
 #: Forwarded packets kept per next hop while no session to it is open.
 _FORWARD_BUFFER = 100_000
-#: A session whose window allows fewer messages per second than this over its measured
-#: round trip (window / round trip) is logged once per next hop with what to change;
-#: round trips under SLOW_LINK_MIN_ROUND_TRIP are never (a loaded host answers a
-#: handshake late now and then: not a link to tune).
-SLOW_LINK_RATE = 10_000
-SLOW_LINK_MIN_ROUND_TRIP = 0.005
 
 
 class Transfer(OutgoingSide, StoreWorkSide):
@@ -178,8 +175,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._ack_sessions: dict[tuple[object, str], AckSession] = {
             (s.sender_qm, s.destination.lower()): session_of_state(s) for s in qm.incoming_sequences()
         }
-        self._conns: dict[int, Conn] = {}
-        self._next_cid = 1
+        #: The MS-MQQB connections and their sessions.
+        self.connections = Connections()
         self._closing: list[int] = []
         self.outgoing: dict[int, OutgoingTransfer] = {}
         self.suspended_names: set[str] = set()
@@ -222,8 +219,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: messages could not be stored (full disk) resends at once on a new session, so
         #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
         self._refuse_until: dict[str, float] = {}
-        #: Next hops whose window / round trip was logged as slow (_check_link).
-        self._slow_links: set[str] = set()
         #: Next-hop host -> the address its last session reached (see _refuse).
         self._hop_addresses: dict[str, str] = {}
         #: The back-off of the last refusal (0 after a successful store of arrivals).
@@ -271,8 +266,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         the driver knows it; ``certified``: the QM GUID the peer's TLS certificate names
         (a TLS connection; the session's GUID must be it). An initiator session sends its
         EstablishConnection at once."""
-        cid = self._next_cid
-        self._next_cid += 1
+        cid = self.connections.new_id()
         address = address.lower() or hop_host(peer)
         trust = SessionTrust(
             self.trust, peer, address, role, self._hop_addresses.get(hop_host(peer), ""), certified
@@ -287,7 +281,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             arrival_check=self._arrival_check,
             routing=TransferRouting(self.local_hosts, trust),
         )
-        self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address, certified=certified)
+        self.connections.add(Conn(cid, peer.lower(), role, session, address=address, certified=certified))
         self._retry_at.pop(peer.lower(), None)
         if role is Role.INITIATOR:
             self._hop_addresses[hop_host(peer)] = address
@@ -308,8 +302,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def connection_open(self, cid: int) -> bool:
         """Whether connection ``cid`` has finished its session handshake."""
-        conn = self._conns.get(cid)
-        return conn is not None and conn.open
+        return self.connections.is_open(cid)
 
     def refusing(self, peer: str, now: float) -> bool:
         """Whether a connection from ``peer`` is to be refused now (closed at once by the
@@ -317,25 +310,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
         be stored, and its back-off has not passed (see :meth:`store_work_done`)."""
         # (entries whose back-off passed are dropped by handle_timer: get_timer has them)
         return now < self._refuse_until.get(hop_host(peer), now)
-
-    def _check_link(self, peer: str, window: int, round_trip: float) -> None:
-        """Log once per next hop when the session window caps its rate below
-        :data:`SLOW_LINK_RATE`: a session sends at most ``window`` packets per round trip
-        (MS-MQQB 3.1.7.1: UnAckedMessageCount below the window), so a link of 50 ms
-        with the default window of 64 moves about 1,280 messages a second however fast
-        both QMs are. The window is the smaller of the two QMs' WindowSize."""
-        if round_trip < SLOW_LINK_MIN_ROUND_TRIP or peer in self._slow_links:
-            return
-        rate = window / round_trip
-        if rate >= SLOW_LINK_RATE:
-            return
-        self._slow_links.add(peer)
-        log.warning(
-            "session to %s: a round trip of %.0f ms with a window of %d packets allows at most about"
-            " %s messages/s on it; raise protocol.window_size on both queue managers for this link"
-            " (docs/operations.md, links with a long round trip)",
-            peer, round_trip * 1000, window, f"{rate:,.0f}",
-        )  # fmt: skip
 
     def _refuse(self, conn: Conn, until: float) -> None:
         """Refuse ``conn``'s peer until ``until``, by every name this QM knows it by: the
@@ -349,7 +323,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def data_received(self, cid: int, data: bytes, now: float) -> None:
         """Bytes read from connection ``cid``."""
-        conn = self._conns.get(cid)
+        conn = self.connections.get(cid)
         if conn is None:
             return
         conn.session.receive_data(data, now)
@@ -357,7 +331,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def connection_lost(self, cid: int, now: float) -> None:
         """The TCP connection ``cid`` is gone (closed by either side)."""
-        conn = self._conns.get(cid)
+        conn = self.connections.get(cid)
         if conn is None:
             return
         conn.session.connection_lost(now)
@@ -367,7 +341,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def data_to_send(self) -> list[tuple[int, bytes]]:
         """(connection, bytes) for every connection with pending output: one write each."""
         out = []
-        for conn in self._conns.values():
+        for conn in self.connections:
             data = conn.session.data_to_send()
             if data:
                 out.append((conn.cid, data))
@@ -381,7 +355,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def wanted_peers(self) -> set[str]:
         """Next hops this QM needs a session to and has none open or opening."""
-        busy = {c.peer for c in self._conns.values() if not c.session.closed}
+        busy = {c.peer for c in self.connections if not c.session.closed}
         want = {t.next_hop for t in self.outgoing.values() if t.has_work}
         want |= {peer for peer, buf in self._forward.items() if buf}
         # Nor to a peer refused after a failed store (until its back-off ends, see
@@ -410,7 +384,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def close_all(self, now: float) -> None:
         """Graceful stop: close every session."""
-        for conn in list(self._conns.values()):
+        for conn in self.connections.snapshot():
             conn.session.close(now)
             self._drain_session(conn, now)
 
@@ -419,7 +393,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def get_timer(self) -> float | None:
         """Earliest deadline of the sessions, the Order Ack Send Timers, the
         Transactional Ack Wait Timers and the refusals after a failed store."""
-        deadlines = [c.session.get_timer() for c in self._conns.values()]
+        deadlines = [c.session.get_timer() for c in self.connections]
         deadlines.append(self.incoming.get_timer())
         deadlines.append(self.sequences.next_due)
         deadlines += [t.seq.get_timer() for t in self.outgoing.values()]
@@ -434,7 +408,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             del self._refuse_until[peer]
         if now >= self.sequences.next_due:
             self._forget_sequences(self.sequences.due(now))
-        for conn in list(self._conns.values()):
+        for conn in self.connections.snapshot():
             conn.session.handle_timer(now)
             self._drain_session(conn, now)
         for ack in self.incoming.handle_timer(now):
@@ -488,7 +462,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 ev.remote_qm, window, "" if rtt is None else f", round trip {rtt * 1000:.0f} ms",
             )  # fmt: skip
             if rtt is not None:
-                self._check_link(conn.peer, window, rtt)
+                self.connections.check_link(conn.peer, window, rtt)
             conn.verified = self.trust.verified(ev.remote_qm, conn.address, conn.role, conn.certified)
             if conn.role is Role.INITIATOR:
                 self.trust.note_dialled(conn.peer, conn.address, ev.remote_qm)
@@ -516,7 +490,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             was_open = conn.open
             conn.open = False
             self.metrics.session_closed(conn.role, ev.reason, was_open=was_open)
-            if was_open and self._open_conn(conn.peer) is None:
+            if was_open and self.connections.open_to(conn.peer) is None:
                 self._peer_down(conn.peer)
 
     def ack_session_for(self, m: MessageRecord) -> AckSession | None:
@@ -634,15 +608,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), MessageRecord)]
                 self._transmit(t, plain, now, resend=True)
         buf = self._forward.get(peer)
-        conn = self._open_conn(peer)
+        conn = self.connections.open_to(peer)
         while buf and conn is not None:
             conn.session.send_user_message(buf.popleft(), now)
 
     def _drop(self, conn: Conn, now: float) -> None:
-        del self._conns[conn.cid]
-        if conn.open and self._open_conn(conn.peer) is None:
+        self.connections.remove(conn.cid)
+        if conn.open and self.connections.open_to(conn.peer) is None:
             self._peer_down(conn.peer)
-        other = self._open_conn(conn.peer)
+        other = self.connections.open_to(conn.peer)
         if other is None:
             return  # the next session sends them all (_peer_up)
         # Non-transactional messages sent on it and not session-acknowledged go again on
@@ -661,18 +635,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     if again:
                         self._transmit(t, again, now, resend=True)
 
-    def _open_conn(self, peer: str) -> Conn | None:
-        best = None
-        for c in self._conns.values():
-            if c.peer == peer and c.open and not c.session.closed:
-                if c.role is Role.INITIATOR:
-                    return c
-                best = best or c
-        return best
-
-    def _peer_open(self, peer: str) -> bool:
-        return self._open_conn(peer) is not None
-
     # ------------------------------------------------------------------ forwarding
 
     def _forward_packet(
@@ -689,7 +651,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         message = packet if isinstance(packet, UserMessage) else packet.message
         source = message.user.source_queue_manager
         if conn is not None and (self._last_reverse[0] is not source or self._last_reverse[1] is not conn):
-            refusal = self._relay_refusal(packet, message)
+            refusal = relay_refusal(self.config, self.routes, packet, message)
             if refusal is not None:
                 # Not passed on and not acknowledged: a recoverable one stays with its
                 # sender, a transactional one too (it waits for an OrderAck).
@@ -748,35 +710,13 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return
         self.stats["forwarded"] += 1
         self.metrics.count_forwarded(1)
-        conn = self._open_conn(peer)
+        conn = self.connections.open_to(peer)
         if conn is not None:
             conn.session.send_user_message(out, now)
             return
         buf = self._forward.setdefault(peer, deque())
         if len(buf) < _FORWARD_BUFFER:
             buf.append(out)  # the original sender resends what is lost (end to end)
-
-    def _relay_refusal(self, packet: UserMessagePacket, message: UserMessage) -> str | None:
-        """Why this QM does not pass ``packet`` on for another QM (the ``relay`` rule), or
-        None. Relaying is opt-in: along a static route for the destination (its DIRECT=
-        host, or the GUID of a PRIVATE= name), or anywhere with ``allow_relay``; an
-        OrderAck or FinalAck also goes back to a QM whose messages this QM relayed (the way
-        they came). Without it any peer could make this QM carry its messages to a third
-        host (an open relay)."""
-        if self.config.trust.allow_relay:
-            return None
-        qm = message.destination_qm
-        if qm != NULL_GUID:
-            if self.config.next_hop_for_qm(qm) is not None:
-                return None
-            if isinstance(packet, OrderAck | FinalAck) and self.routes.relayed_from(qm):
-                return None
-            return f"no route for QM {qm} (mqqb.routes {{{qm}}}, or mqqb.allow_relay)"
-        dest = message.destination_queue
-        parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
-        if parts is None or self.config.routed(parts[0]):
-            return None  # (not a direct name: dropped below as having no route)
-        return f"no route for {parts[0]} (mqqb.routes, or mqqb.allow_relay)"
 
     def qm_route(self, qm: uuid.UUID) -> str | None:
         """Where a PRIVATE=<qm> name goes: ``qm``'s open, verified session here (one this
@@ -786,7 +726,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         last packet from it this QM forwarded (the way back); None if unknown.
         A learned address of this QM itself (QMs on one address, apart by port) is no
         route: it would only loop back here."""
-        for conn in self._conns.values():
+        for conn in self.connections:
             if conn.open and conn.verified and conn.session.remote_qm == qm:
                 return conn.peer
         hop = self.config.next_hop_for_qm(qm)
@@ -810,7 +750,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._ack_route.pop(key, None)
         self._accept_memo = None
         self._last_route = None
-        for conn in self._conns.values():
+        for conn in self.connections:
             conn.session.forget_sequences()
 
     def reset_incoming_sequence(
@@ -836,78 +776,23 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def outgoing_status(self) -> list[OutgoingStatus]:
         """Per outgoing queue: waiting, in flight, last acknowledged / unacknowledged, link."""
-        out = []
-        for t in self.outgoing.values():
-            unacked = t.seq.unacked
-            conn = self._open_conn(t.next_hop) if t.connected else None
-            out.append(
-                OutgoingStatus(
-                    t.format_name,
-                    t.next_hop,
-                    t.waiting,
-                    len(t.messages),
-                    t.last_acked,
-                    (unacked[-1].tx_sequence_id, unacked[-1].tx_sequence_number) if unacked else None,
-                    t.connected,
-                    self._retry_at.get(t.next_hop),
-                    window=None if conn is None else conn.session.send_window,
-                    round_trip=None if conn is None else conn.session.round_trip,
-                    rejected=tuple(
-                        sorted(
-                            (message_class_name(c), n) for c, n in self.rejections.get(t.queue_id, {}).items()
-                        )
-                    ),
-                    suspended=t.suspended,
-                )
-            )
-        # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).
-        out += [
-            OutgoingStatus(name, "", 0, 0, None, None, False, None, routed=False)
-            for name in self._unrouted.values()
-        ]
-        return out
+        return outgoing_statuses(
+            self.outgoing.values(), self.connections, self._retry_at, self.rejections, self._unrouted.values()
+        )
 
     def session_status(self) -> list[SessionStatus]:
         """Per connection: peer, direction, handshake state, window and round trip."""
-        return [
-            SessionStatus(
-                c.peer,
-                c.address,
-                c.role.name.lower(),
-                c.open,
-                c.session.remote_qm,
-                c.session.send_window,
-                c.session.round_trip,
-                c.certified is not None,
-            )
-            for c in self._conns.values()
-            if not c.session.closed
-        ]
+        return self.connections.statuses()
 
     def incoming_status(self) -> list[IncomingStatus]:
         """Per incoming sequence: IncomingTxSequenceID / Number (durable) and RejectCount."""
-        out = []
-        for s in self.incoming:
-            rec = self.sequences.last_rejected(s.key)
-            last = None if rec is None else (
-                rec.reason.name, rec.tx_sequence_id, rec.tx_sequence_number, rec.previous_tx_sequence_number
-            )  # fmt: skip
-            out.append(
-                IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count, last)
-            )
-        return out
+        return incoming_statuses(self.incoming, self.sequences)
 
 
 def _is_private_here(dest: object) -> bool:
     """A PrivateQueueFormatNameId of a queue on the destination QM (kind 0x3, MS-MQMQ
     2.2.18.1.5.1); the session routed the packet here, so that QM is this one."""
     return isinstance(dest, PrivateQueueFormatNameId) and dest.kind == QueueFormatType.PRIVATE_ON_DESTINATION
-
-
-def routes_from(pairs: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Normalise static routes (destination host → next-hop host) for :class:`TransferConfig`."""
-    items = pairs.items() if isinstance(pairs, Mapping) else pairs
-    return tuple((d.lower(), h.lower()) for d, h in items)
 
 
 __all__ += ["OrderAckConfig", "ResendConfig", "SessionConfig", "routes_from"]

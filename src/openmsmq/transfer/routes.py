@@ -21,7 +21,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Set
 
-__all__ = ["QM_PEERS_MAX", "LearnedRoutes"]
+from openmsmq.protocol.events import UserMessagePacket
+from openmsmq.transfer.codec import split_direct
+from openmsmq.transfer.state import TransferConfig
+from openmsmq.wire.ids import NULL_GUID
+from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
+from openmsmq.wire.userheader import DirectQueueFormatName
+
+__all__ = ["QM_PEERS_MAX", "LearnedRoutes", "relay_refusal"]
 
 #: Remote QMs remembered per map (new ones beyond are not).
 QM_PEERS_MAX = 4096
@@ -87,3 +94,28 @@ class LearnedRoutes:
             if learned is not None and learned not in local:
                 return learned
         return None
+
+
+def relay_refusal(
+    config: TransferConfig, routes: LearnedRoutes, packet: UserMessagePacket, message: UserMessage
+) -> str | None:
+    """Why this QM does not pass ``packet`` on for another QM (the ``relay`` rule), or
+    None. Relaying is opt-in: along a static route for the destination (its DIRECT=
+    host, or the GUID of a PRIVATE= name), or anywhere with ``allow_relay``; an
+    OrderAck or FinalAck also goes back to a QM whose messages this QM relayed (the way
+    they came, ``routes``). Without it any peer could make this QM carry its messages to
+    a third host (an open relay)."""
+    if config.trust.allow_relay:
+        return None
+    qm = message.destination_qm
+    if qm != NULL_GUID:
+        if config.next_hop_for_qm(qm) is not None:
+            return None
+        if isinstance(packet, OrderAck | FinalAck) and routes.relayed_from(qm):
+            return None
+        return f"no route for QM {qm} (mqqb.routes {{{qm}}}, or mqqb.allow_relay)"
+    dest = message.destination_queue
+    parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
+    if parts is None or config.routed(parts[0]):
+        return None  # (not a direct name: dropped below as having no route)
+    return f"no route for {parts[0]} (mqqb.routes, or mqqb.allow_relay)"

@@ -48,6 +48,7 @@ from openmsmq.transfer.codec import (
     sequence_id_of,
     split_direct,
 )
+from openmsmq.transfer.connections import Connections
 from openmsmq.transfer.sequences import IncomingUpkeep
 from openmsmq.transfer.session import Conn
 from openmsmq.transfer.state import (
@@ -96,7 +97,7 @@ class OutgoingSide(TransferParts):
     _unrouted: dict[int, str]
     _wall_offset: float
     _expire_due: bool
-    _conns: dict[int, Conn]
+    connections: Connections
     _ack_sessions: dict[tuple[object, str], AckSession]
     _settle_origins: list[AckOrigin | None]
     _hop_addresses: dict[str, str]
@@ -104,10 +105,6 @@ class OutgoingSide(TransferParts):
     sequences: IncomingUpkeep
 
     if TYPE_CHECKING:
-
-        def _open_conn(self, peer: str) -> Conn | None: ...
-
-        def _peer_open(self, peer: str) -> bool: ...
 
         def qm_route(self, qm: uuid.UUID) -> str | None: ...
 
@@ -180,7 +177,7 @@ class OutgoingSide(TransferParts):
             t.waiting = rec.msg_count
             t.suspended = rec.display_name.casefold() in self.suspended_names
             self.outgoing[rec.queue_id] = t
-            if self._peer_open(t.next_hop):
+            if self.connections.open_to(t.next_hop) is not None:
                 t.connected = True
                 t.seq.connection_made(0.0)
         return len(records)
@@ -241,7 +238,7 @@ class OutgoingSide(TransferParts):
         everything loaded at once)."""
         if not t.connected:
             return None
-        conn = self._open_conn(t.next_hop)
+        conn = self.connections.open_to(t.next_hop)
         if conn is None:
             return None
         window = self.config.session.window_size
@@ -466,7 +463,7 @@ class OutgoingSide(TransferParts):
         ``t.pending`` for :meth:`refill` (SessionAcks free room). A resend after a
         reconnect names every unacknowledged message: read back and encoded a part at a
         time, it never holds them all in memory."""
-        conn = self._open_conn(t.next_hop)
+        conn = self.connections.open_to(t.next_hop)
         pending = t.pending
         if conn is None:
             pending.clear()  # the next session's Transmit names them again
@@ -619,7 +616,7 @@ class OutgoingSide(TransferParts):
         )  # fmt: skip
 
     def _transmit(self, t: OutgoingTransfer, msgs: list[MessageRecord], now: float, *, resend: bool) -> None:
-        conn = self._open_conn(t.next_hop)
+        conn = self.connections.open_to(t.next_hop)
         if conn is None:
             return
         wall = now + self._wall_offset

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import Counter, deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "TransferConfig",
     "TransferParts",
     "hop_host",
+    "routes_from",
     "split_hop",
 ]
 
@@ -88,6 +90,12 @@ def split_hop(hop: str, default_port: int) -> tuple[str, int]:
         host, _, port = hop.partition(":")
         return host, int(port)
     return hop, default_port
+
+
+def routes_from(pairs: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Normalise static routes (destination host → next-hop host) for :class:`TransferConfig`."""
+    items = pairs.items() if isinstance(pairs, Mapping) else pairs
+    return tuple((d.lower(), h.lower()) for d, h in items)
 
 
 def hop_host(hop: str) -> str:
