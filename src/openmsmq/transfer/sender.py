@@ -30,6 +30,7 @@ from openmsmq.protocol.outgoing import (
     Transmit,
 )
 from openmsmq.qm.manager import QueueHandle
+from openmsmq.store.packet_rows import row_encoder
 from openmsmq.store.records import MessageRecord, QueueType, message_from_row
 from openmsmq.store.rows import (
     LOOKUP_ID,
@@ -44,7 +45,6 @@ from openmsmq.transfer.codec import (
     direct_name,
     may_exceed_packet,
     message_expire_at,
-    row_encoder,
     sequence_id_of,
     split_direct,
 )
@@ -339,7 +339,7 @@ class OutgoingSide(TransferParts):
             for row in rows:
                 if row[_TX] and row[_NUMBER]:
                     # The row itself is retained until sent: its packet is encoded from it
-                    # (transfer.codec.row_encoder), no Message is built.
+                    # (store.packet_rows.row_encoder), no Message is built.
                     lookup_id, sequence, number, previous, uniquifier, final, expiry = outgoing_fields(row)
                     if expiry < earliest:
                         earliest = expiry

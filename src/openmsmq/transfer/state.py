@@ -14,8 +14,9 @@ from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig, RetainedMessage
 from openmsmq.qm.manager import QueueHandle, QueueManager
+from openmsmq.store.packet_rows import RowEncoder
 from openmsmq.store.records import IncomingSequenceState, MessageRecord
-from openmsmq.transfer.codec import RowEncoder, message_from_packet, packet_from_message
+from openmsmq.transfer.codec import message_from_packet, packet_from_message
 from openmsmq.transfer.sequences import SequenceUpkeep
 from openmsmq.transfer.trust import AckOrigin, TrustConfig
 from openmsmq.wire.ids import TxSequenceId
@@ -221,7 +222,7 @@ class OutgoingTransfer:
         #: is read back for a resend), so a large window of retained messages costs little
         #: memory.
         self.messages: dict[int, Row | MessageRecord | None] = {}
-        #: Encodes this queue's stored rows into packets (transfer.codec.row_encoder), made
+        #: Encodes this queue's stored rows into packets (store.packet_rows.row_encoder), made
         #: at the first send (it needs the QM's GUID).
         self.encode_row: RowEncoder | None = None
         #: Non-transactional messages loaded, in order (released by SessionAck).
