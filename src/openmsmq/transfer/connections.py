@@ -6,7 +6,7 @@ that hop goes on)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, ValuesView
 
 from openmsmq.protocol.events import Role
 from openmsmq.transfer.session import Conn
@@ -33,6 +33,8 @@ class Connections:
         #: ``get(cid)`` -> the connection, or None (the dict's own ``get``: no extra call
         #: per packet read).
         self.get: Callable[[int], Conn | None] = self._by_id.get
+        #: ``values()`` -> a view of the connections (the dict's own, as ``get``).
+        self.values: Callable[[], ValuesView[Conn]] = self._by_id.values
         #: Next hops whose window / round trip was logged as slow (check_link).
         self._slow_links: set[str] = set()
 
@@ -53,15 +55,6 @@ class Connections:
 
     def __len__(self) -> int:
         return len(self._by_id)
-
-    def snapshot(self) -> list[Conn]:
-        """The connections now (a list: the caller may add or drop some while it walks it)."""
-        return list(self._by_id.values())
-
-    def is_open(self, cid: int) -> bool:
-        """Connection ``cid`` finished its session handshake."""
-        conn = self._by_id.get(cid)
-        return conn is not None and conn.open
 
     def open_to(self, peer: str) -> Conn | None:
         """The open session to next hop ``peer``: one this QM dialled first, else one the

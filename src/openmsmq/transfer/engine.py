@@ -302,7 +302,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def connection_open(self, cid: int) -> bool:
         """Whether connection ``cid`` has finished its session handshake."""
-        return self.connections.is_open(cid)
+        conn = self.connections.get(cid)
+        return conn is not None and conn.open
 
     def refusing(self, peer: str, now: float) -> bool:
         """Whether a connection from ``peer`` is to be refused now (closed at once by the
@@ -341,7 +342,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def data_to_send(self) -> list[tuple[int, bytes]]:
         """(connection, bytes) for every connection with pending output: one write each."""
         out = []
-        for conn in self.connections:
+        for conn in self.connections.values():
             data = conn.session.data_to_send()
             if data:
                 out.append((conn.cid, data))
@@ -355,7 +356,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def wanted_peers(self) -> set[str]:
         """Next hops this QM needs a session to and has none open or opening."""
-        busy = {c.peer for c in self.connections if not c.session.closed}
+        busy = {c.peer for c in self.connections.values() if not c.session.closed}
         want = {t.next_hop for t in self.outgoing.values() if t.has_work}
         want |= {peer for peer, buf in self._forward.items() if buf}
         # Nor to a peer refused after a failed store (until its back-off ends, see
@@ -384,7 +385,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def close_all(self, now: float) -> None:
         """Graceful stop: close every session."""
-        for conn in self.connections.snapshot():
+        for conn in list(self.connections.values()):
             conn.session.close(now)
             self._drain_session(conn, now)
 
@@ -393,7 +394,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def get_timer(self) -> float | None:
         """Earliest deadline of the sessions, the Order Ack Send Timers, the
         Transactional Ack Wait Timers and the refusals after a failed store."""
-        deadlines = [c.session.get_timer() for c in self.connections]
+        deadlines = [c.session.get_timer() for c in self.connections.values()]
         deadlines.append(self.incoming.get_timer())
         deadlines.append(self.sequences.next_due)
         deadlines += [t.seq.get_timer() for t in self.outgoing.values()]
@@ -408,7 +409,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             del self._refuse_until[peer]
         if now >= self.sequences.next_due:
             self._forget_sequences(self.sequences.due(now))
-        for conn in self.connections.snapshot():
+        for conn in list(self.connections.values()):
             conn.session.handle_timer(now)
             self._drain_session(conn, now)
         for ack in self.incoming.handle_timer(now):
@@ -726,7 +727,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         last packet from it this QM forwarded (the way back); None if unknown.
         A learned address of this QM itself (QMs on one address, apart by port) is no
         route: it would only loop back here."""
-        for conn in self.connections:
+        for conn in self.connections.values():
             if conn.open and conn.verified and conn.session.remote_qm == qm:
                 return conn.peer
         hop = self.config.next_hop_for_qm(qm)
@@ -750,7 +751,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._ack_route.pop(key, None)
         self._accept_memo = None
         self._last_route = None
-        for conn in self.connections:
+        for conn in self.connections.values():
             conn.session.forget_sequences()
 
     def reset_incoming_sequence(
