@@ -26,7 +26,7 @@ def _layout_uses(path: Path) -> list[str]:
         else:
             modules = []
         if "openmsmq.store.props" in modules:
-            found.append(f"line {node.lineno}: imports openmsmq.store.props")
+            found.append(f"line {getattr(node, 'lineno', 0)}: imports openmsmq.store.props")
         elif isinstance(node, ast.Attribute) and node.attr in LAYOUT_CALLS:
             found.append(f"line {node.lineno}: .{node.attr}")
     return found
