@@ -25,8 +25,10 @@ most one work item of each kind is in flight, so accepted messages of one sequen
 commit in acceptance order, and whatever arrives meanwhile forms the next batch.
 
 The sender half lives in :mod:`openmsmq.transfer.sender`, the store work in
-:mod:`openmsmq.transfer.store_work` (mixins of :class:`Transfer`); this module keeps the
-connections, timers, the receive side and forwarding.
+:mod:`openmsmq.transfer.store_work` (base classes of :class:`Transfer`); the connection
+table is a :class:`~openmsmq.transfer.connections.Connections`, the ways to remote QMs
+learned at run time a :class:`~openmsmq.transfer.routes.LearnedRoutes`. This module keeps
+the timers, the receive side and forwarding, and wires the rest.
 """
 
 from __future__ import annotations
