@@ -24,11 +24,9 @@ thread under asyncio) and reports back with :meth:`Transfer.store_work_done`. At
 most one work item of each kind is in flight, so accepted messages of one sequence
 commit in acceptance order, and whatever arrives meanwhile forms the next batch.
 
-The sender half lives in :mod:`openmsmq.transfer.sender`, the store work in
-:mod:`openmsmq.transfer.store_work` (base classes of :class:`Transfer`); the connection
-table is a :class:`~openmsmq.transfer.connections.Connections`, the ways to remote QMs
-learned at run time a :class:`~openmsmq.transfer.routes.LearnedRoutes`. This module keeps
-the timers, the receive side and forwarding, and wires the rest.
+Sender half: :mod:`openmsmq.transfer.sender`; store work: :mod:`openmsmq.transfer.store_work`
+(base classes of :class:`Transfer`); connections: :mod:`openmsmq.transfer.connections`;
+learned routes: :mod:`openmsmq.transfer.routes`. Here: timers, receive side, forwarding.
 """
 
 from __future__ import annotations
