@@ -245,7 +245,7 @@ def test_a_learned_address_of_this_qm_is_no_route(net: Net) -> None:
     # this QM's own, and sending there would only loop back.
     b = _node(net, B)
     other = uuid.uuid4()
-    b.transfer._qm_peers[other] = B
+    b.transfer.routes.session_verified(other, B)
     assert b.transfer.qm_route(other) is None
-    b.transfer._reverse[other] = C
+    b.transfer.routes.forwarded(other, C, direct=False)
     assert b.transfer.qm_route(other) == C

@@ -16,14 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openmsmq.errors import LocalProtocolError
+from openmsmq.store.packet_rows import row_encoder
 from openmsmq.store.records import INFINITE, MessageRecord, message_from_row, message_to_row
+from openmsmq.store.rows import outgoing_fields, row_expire_at
 from openmsmq.transfer.codec import (
     arrival_rows,
     message_from_packet,
-    outgoing_fields,
     packet_from_message,
-    row_encoder,
-    row_expire_at,
 )
 from openmsmq.wire.headers import TransactionHeader
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId

@@ -127,7 +127,7 @@ def test_a_refusal_on_an_accepted_session_covers_the_host_name_b_routes_to(
     now = net.clock.now
     assert b.transfer.refusing("127.0.0.1", now)
     assert "qm-a" not in b.transfer.wanted_peers()
-    assert not [c for c in b.transfer._conns.values() if not c.session.closed]
+    assert not [c for c in b.transfer.connections if not c.session.closed]
     full[0] = False
     net.advance(STORE_RETRY_MIN + 0.1)
     assert "qm-a" in b.transfer.wanted_peers()

@@ -28,9 +28,11 @@ def _handshake(net: Net, one_way: float) -> None:
             a.data_received(ca, data, now + one_way)
         now += one_way
     net.clock.now = now
-    assert a._conns[ca].open and b._conns[cb].open
-    assert a._conns[ca].session.round_trip == pytest.approx(2 * one_way, abs=0.0011)
-    assert b._conns[cb].session.round_trip is None  # the acceptor measures none
+    conn_a, conn_b = a.connections.get(ca), b.connections.get(cb)
+    assert conn_a is not None and conn_b is not None
+    assert conn_a.open and conn_b.open
+    assert conn_a.session.round_trip == pytest.approx(2 * one_way, abs=0.0011)
+    assert conn_b.session.round_trip is None  # the acceptor measures none
     a.connection_lost(ca, now)
     b.connection_lost(cb, now)
 

@@ -253,8 +253,8 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     dest = "DIRECT=TCP:127.0.0.2\\private$\\plain"
     a.qm.send(dest, MessageRecord(body=b"first", delivery=1))
     net.run_until_quiet()
-    (sa,) = [c.session for c in a.transfer._conns.values()]
-    (sb,) = [c.session for c in b.transfer._conns.values()]
+    (sa,) = [c.session for c in a.transfer.connections]
+    (sb,) = [c.session for c in b.transfer.connections]
     # The ADM counters as after 65,535 recoverable messages, all acknowledged.
     sa.recoverable_message_sent_count = 0xFFFE
     sb.recoverable_message_received_count = sb.last_acked_recoverable_msg_seq_number = 0xFFFE
@@ -507,7 +507,7 @@ def test_a_receiver_that_could_not_store_has_the_sender_resend_on_a_new_session(
     # The OrderAck of what was stored went out before the close: A released those 50.
     assert bodies_in(b.qm, Q) == first and outgoing_count(a.qm) == 50
     assert b.transfer.refusing("127.0.0.1", net.clock.now)
-    assert not any(c.open for c in a.transfer._conns.values())  # closed by B, not reopened
+    assert not any(c.open for c in a.transfer.connections)  # closed by B, not reopened
 
     net.advance(STORE_RETRY_MIN + 0.1)  # let in again: A resends, B's store still fails
     assert bodies_in(b.qm, Q) == first and outgoing_count(a.qm) == 50

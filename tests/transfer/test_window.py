@@ -101,7 +101,7 @@ def test_packets_are_built_only_a_bounded_backlog_ahead_of_the_window(net: Net) 
     _send(net, 1, 20, 100)
     a.transfer.poll(net.clock.now)  # no bytes move: no SessionAck drains the backlog
     (t,) = a.transfer.outgoing.values()
-    (conn,) = [c for c in a.transfer._conns.values() if c.open]
+    (conn,) = [c for c in a.transfer.connections if c.open]
     bound = 2 * a.transfer.config.session.window_size  # 128 > backlog=100
     assert t.held
     assert conn.session.backlog <= bound

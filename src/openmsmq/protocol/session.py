@@ -350,7 +350,7 @@ class Session:
         A packet may be given as its encoded bytes when it is a *transactional*
         UserMessage (so recoverable: a transactional message is never express) without a
         SessionHeader: the sender's outgoing queues encode their messages straight from
-        the stored rows (``transfer.codec.row_encoder``). It is counted and
+        the stored rows (``store.packet_rows.row_encoder``). It is counted and
         acknowledged exactly as the same packet given as a value."""
         if self.state is not SessionState.OPEN:
             raise LocalProtocolError(f"send_user_message in state {self.state.name}")

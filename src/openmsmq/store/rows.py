@@ -17,6 +17,8 @@ __all__ = [
     "LOOKUP_ID",
     "PREVIOUS_TX_SEQUENCE_NUMBER",
     "PROPS",
+    "SIZE",
+    "TRANSACTIONAL",
     "TX_SEQUENCE_ID",
     "TX_SEQUENCE_NUMBER",
     "outgoing_fields",
@@ -30,6 +32,8 @@ TX_SEQUENCE_ID = COL["tx_sequence_id"]
 TX_SEQUENCE_NUMBER = COL["tx_sequence_number"]
 PREVIOUS_TX_SEQUENCE_NUMBER = COL["tx_previous_sequence_number"]
 PROPS = COL["props"]
+TRANSACTIONAL = COL["transactional"]
+SIZE = COL["size"]
 
 # The head of props (HEAD: BodyType, AppSpecific, DeliveryGuarantee, TimeToReachQueue,
 # TimeToBeReceived, ack flags, bits, hop count, uniquifier, SentTime, ...): the fields

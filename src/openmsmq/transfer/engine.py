@@ -24,9 +24,9 @@ thread under asyncio) and reports back with :meth:`Transfer.store_work_done`. At
 most one work item of each kind is in flight, so accepted messages of one sequence
 commit in acceptance order, and whatever arrives meanwhile forms the next batch.
 
-The sender half lives in :mod:`openmsmq.transfer.sender`, the store work in
-:mod:`openmsmq.transfer.store_work` (mixins of :class:`Transfer`); this module keeps the
-connections, timers, the receive side and forwarding.
+Sender half: :mod:`openmsmq.transfer.sender`; store work: :mod:`openmsmq.transfer.store_work`
+(base classes of :class:`Transfer`); connections: :mod:`openmsmq.transfer.connections`;
+learned routes: :mod:`openmsmq.transfer.routes`. Here: timers, receive side, forwarding.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 from openmsmq.errors import HResult, MQError
@@ -73,6 +73,8 @@ from openmsmq.transfer.acknowledgments import (
 )
 from openmsmq.transfer.arrival import ReceiptCheck, session_of_state
 from openmsmq.transfer.codec import message_from_packet, split_direct
+from openmsmq.transfer.connections import Connections
+from openmsmq.transfer.routes import LearnedRoutes, relay_refusal
 from openmsmq.transfer.sender import OutgoingSide
 from openmsmq.transfer.sequences import IncomingUpkeep, SequenceReset
 from openmsmq.transfer.session import (
@@ -96,10 +98,12 @@ from openmsmq.transfer.state import (
     StoreWork,
     TransferConfig,
     hop_host,
+    routes_from,
 )
+from openmsmq.transfer.status import incoming_statuses, outgoing_statuses
 from openmsmq.transfer.store_work import StoreWorkSide
 from openmsmq.transfer.trust import AckOrigin, PeerTrust, SessionTrust
-from openmsmq.wire.constants import MessageClass, QueueFormatType, message_class_name
+from openmsmq.wire.constants import MessageClass, QueueFormatType
 from openmsmq.wire.ids import NULL_GUID, TxSequenceId
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -124,14 +128,6 @@ _protocol_errors = RepeatedEvents(log)
 _MAX_HOPS = 0x1D
 #: Forwarded packets kept per next hop while no session to it is open.
 _FORWARD_BUFFER = 100_000
-#: Remote QMs whose last peer address is remembered (new ones beyond are not).
-_QM_PEERS_MAX = 4096
-#: A session whose window allows fewer messages per second than this over its measured
-#: round trip (window / round trip) is logged once per next hop with what to change;
-#: round trips under SLOW_LINK_MIN_ROUND_TRIP are never (a loaded host answers a
-#: handshake late now and then: not a link to tune).
-SLOW_LINK_RATE = 10_000
-SLOW_LINK_MIN_ROUND_TRIP = 0.005
 
 
 class Transfer(OutgoingSide, StoreWorkSide):
@@ -179,8 +175,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._ack_sessions: dict[tuple[object, str], AckSession] = {
             (s.sender_qm, s.destination.lower()): session_of_state(s) for s in qm.incoming_sequences()
         }
-        self._conns: dict[int, Conn] = {}
-        self._next_cid = 1
+        #: The MS-MQQB connections and their sessions.
+        self.connections = Connections()
         self._closing: list[int] = []
         self.outgoing: dict[int, OutgoingTransfer] = {}
         self.suspended_names: set[str] = set()
@@ -197,19 +193,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self._dead_letters: list[tuple[int, int]] = []
         #: Outgoing queues not taken up for want of a route (warned about once).
         self._unrouted: dict[int, str] = {}
-        #: Remote QM GUID -> the peer address of its last session (in memory): where
-        #: PRIVATE=<guid> names go once that session is closed.
-        self._qm_peers: dict[uuid.UUID, str] = {}
-        #: Source QM GUID -> the previous hop of the last packet from it this QM
-        #: forwarded (in memory): the way back for OrderAcks and FinalAcks to a QM
-        #: several hops away; (GUID, connection) of the last one learned.
-        self._reverse: dict[uuid.UUID, str] = {}
-        #: Source QMs whose _reverse entry is the session of that QM itself: a packet of it
-        #: coming back around a route loop does not replace it with the loop's hop.
-        self._reverse_direct: set[uuid.UUID] = set()
-        #: Source QM GUID -> the peer of the session on which its own transactional
-        #: messages arrived (see qm_route).
-        self._senders: dict[uuid.UUID, str] = {}
+        #: The ways to remote QMs learned from sessions and forwarded packets (qm_route).
+        self.routes = LearnedRoutes(self.local_hosts)
+        #: (source QM GUID, connection) of the last forwarded packet checked and learned.
         self._last_reverse: tuple[object, object] = (None, None)
         self._next_refresh = now
         # Receive side.
@@ -233,8 +219,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: messages could not be stored (full disk) resends at once on a new session, so
         #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
         self._refuse_until: dict[str, float] = {}
-        #: Next hops whose window / round trip was logged as slow (_check_link).
-        self._slow_links: set[str] = set()
         #: Next-hop host -> the address its last session reached (see _refuse).
         self._hop_addresses: dict[str, str] = {}
         #: The back-off of the last refusal (0 after a successful store of arrivals).
@@ -282,8 +266,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         the driver knows it; ``certified``: the QM GUID the peer's TLS certificate names
         (a TLS connection; the session's GUID must be it). An initiator session sends its
         EstablishConnection at once."""
-        cid = self._next_cid
-        self._next_cid += 1
+        cid = self.connections.new_id()
         address = address.lower() or hop_host(peer)
         trust = SessionTrust(
             self.trust, peer, address, role, self._hop_addresses.get(hop_host(peer), ""), certified
@@ -298,7 +281,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             arrival_check=self._arrival_check,
             routing=TransferRouting(self.local_hosts, trust),
         )
-        self._conns[cid] = Conn(cid, peer.lower(), role, session, address=address, certified=certified)
+        self.connections.add(Conn(cid, peer.lower(), role, session, address=address, certified=certified))
         self._retry_at.pop(peer.lower(), None)
         if role is Role.INITIATOR:
             self._hop_addresses[hop_host(peer)] = address
@@ -319,7 +302,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def connection_open(self, cid: int) -> bool:
         """Whether connection ``cid`` has finished its session handshake."""
-        conn = self._conns.get(cid)
+        conn = self.connections.get(cid)
         return conn is not None and conn.open
 
     def refusing(self, peer: str, now: float) -> bool:
@@ -328,25 +311,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
         be stored, and its back-off has not passed (see :meth:`store_work_done`)."""
         # (entries whose back-off passed are dropped by handle_timer: get_timer has them)
         return now < self._refuse_until.get(hop_host(peer), now)
-
-    def _check_link(self, peer: str, window: int, round_trip: float) -> None:
-        """Log once per next hop when the session window caps its rate below
-        :data:`SLOW_LINK_RATE`: a session sends at most ``window`` packets per round trip
-        (MS-MQQB 3.1.7.1: UnAckedMessageCount below the window), so a link of 50 ms
-        with the default window of 64 moves about 1,280 messages a second however fast
-        both QMs are. The window is the smaller of the two QMs' WindowSize."""
-        if round_trip < SLOW_LINK_MIN_ROUND_TRIP or peer in self._slow_links:
-            return
-        rate = window / round_trip
-        if rate >= SLOW_LINK_RATE:
-            return
-        self._slow_links.add(peer)
-        log.warning(
-            "session to %s: a round trip of %.0f ms with a window of %d packets allows at most about"
-            " %s messages/s on it; raise protocol.window_size on both queue managers for this link"
-            " (docs/operations.md, links with a long round trip)",
-            peer, round_trip * 1000, window, f"{rate:,.0f}",
-        )  # fmt: skip
 
     def _refuse(self, conn: Conn, until: float) -> None:
         """Refuse ``conn``'s peer until ``until``, by every name this QM knows it by: the
@@ -360,7 +324,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def data_received(self, cid: int, data: bytes, now: float) -> None:
         """Bytes read from connection ``cid``."""
-        conn = self._conns.get(cid)
+        conn = self.connections.get(cid)
         if conn is None:
             return
         conn.session.receive_data(data, now)
@@ -368,7 +332,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def connection_lost(self, cid: int, now: float) -> None:
         """The TCP connection ``cid`` is gone (closed by either side)."""
-        conn = self._conns.get(cid)
+        conn = self.connections.get(cid)
         if conn is None:
             return
         conn.session.connection_lost(now)
@@ -378,7 +342,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def data_to_send(self) -> list[tuple[int, bytes]]:
         """(connection, bytes) for every connection with pending output: one write each."""
         out = []
-        for conn in self._conns.values():
+        for conn in self.connections.values():
             data = conn.session.data_to_send()
             if data:
                 out.append((conn.cid, data))
@@ -392,7 +356,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def wanted_peers(self) -> set[str]:
         """Next hops this QM needs a session to and has none open or opening."""
-        busy = {c.peer for c in self._conns.values() if not c.session.closed}
+        busy = {c.peer for c in self.connections.values() if not c.session.closed}
         want = {t.next_hop for t in self.outgoing.values() if t.has_work}
         want |= {peer for peer, buf in self._forward.items() if buf}
         # Nor to a peer refused after a failed store (until its back-off ends, see
@@ -421,7 +385,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def close_all(self, now: float) -> None:
         """Graceful stop: close every session."""
-        for conn in list(self._conns.values()):
+        for conn in list(self.connections.values()):
             conn.session.close(now)
             self._drain_session(conn, now)
 
@@ -430,7 +394,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def get_timer(self) -> float | None:
         """Earliest deadline of the sessions, the Order Ack Send Timers, the
         Transactional Ack Wait Timers and the refusals after a failed store."""
-        deadlines = [c.session.get_timer() for c in self._conns.values()]
+        deadlines = [c.session.get_timer() for c in self.connections.values()]
         deadlines.append(self.incoming.get_timer())
         deadlines.append(self.sequences.next_due)
         deadlines += [t.seq.get_timer() for t in self.outgoing.values()]
@@ -445,7 +409,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             del self._refuse_until[peer]
         if now >= self.sequences.next_due:
             self._forget_sequences(self.sequences.due(now))
-        for conn in list(self._conns.values()):
+        for conn in list(self.connections.values()):
             conn.session.handle_timer(now)
             self._drain_session(conn, now)
         for ack in self.incoming.handle_timer(now):
@@ -472,7 +436,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         elif isinstance(ev, TransactionalMessageRejected):
             self._ack_route[ev.result.key] = conn.cid
             if conn.session.remote_qm == ev.result.key.source_qm:
-                _remember(self._senders, ev.result.key.source_qm, conn.peer)
+                self.routes.sender_seen(ev.result.key.source_qm, conn.peer)
             self._accept_memo = None
             self._rejects[ev.result.key] = (ev.result.reject_count, now + self._wall_offset)
             self.stats["rejected"] += 1
@@ -499,14 +463,14 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 ev.remote_qm, window, "" if rtt is None else f", round trip {rtt * 1000:.0f} ms",
             )  # fmt: skip
             if rtt is not None:
-                self._check_link(conn.peer, window, rtt)
+                self.connections.check_link(conn.peer, window, rtt)
             conn.verified = self.trust.verified(ev.remote_qm, conn.address, conn.role, conn.certified)
             if conn.role is Role.INITIATOR:
                 self.trust.note_dialled(conn.peer, conn.address, ev.remote_qm)
             if conn.verified:
                 # Where PRIVATE=<guid> names go later: learned from verified sessions only,
                 # never from what a peer merely claims to be (docs/security.md).
-                _remember(self._qm_peers, ev.remote_qm, conn.peer)
+                self.routes.session_verified(ev.remote_qm, conn.peer)
             self.metrics.session_opened(conn.role)
             self._peer_up(conn.peer, now)
         elif isinstance(ev, ConnectionClosed):
@@ -523,11 +487,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
             else:
                 log.info("session %s closed: %s %s %s", conn.peer, ev.reason.name, ev.packet_type, ev.detail)
             self._closing.append(conn.cid)
-            self._reverse_direct.discard(conn.session.remote_qm)
+            self.routes.session_closed(conn.session.remote_qm)
             was_open = conn.open
             conn.open = False
             self.metrics.session_closed(conn.role, ev.reason, was_open=was_open)
-            if was_open and self._open_conn(conn.peer) is None:
+            if was_open and self.connections.open_to(conn.peer) is None:
                 self._peer_down(conn.peer)
 
     def ack_session_for(self, m: MessageRecord) -> AckSession | None:
@@ -547,7 +511,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         name = destination_key(packet.user.destination_queue, packet.user.queue_manager_address)
         session = ack_session_of(conn, packet.user.source_queue_manager)
         if conn.session.remote_qm == packet.user.source_queue_manager:
-            _remember(self._senders, packet.user.source_queue_manager, conn.peer)
+            self.routes.sender_seen(packet.user.source_queue_manager, conn.peer)
         self._refusals.append((message_from_packet(packet, name), ev.message_class, session))
 
     def _on_accepted(self, conn: Conn, ev: TransactionalMessageAccepted, now: float) -> None:
@@ -572,7 +536,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 # hashing / comparison are Python-level).
                 self._ack_route[key] = cid
                 if conn.session.remote_qm == key.source_qm:
-                    _remember(self._senders, key.source_qm, conn.peer)
+                    self.routes.sender_seen(key.source_qm, conn.peer)
                 memo = self._accept_memo = (
                     key,
                     cid,
@@ -645,15 +609,15 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), MessageRecord)]
                 self._transmit(t, plain, now, resend=True)
         buf = self._forward.get(peer)
-        conn = self._open_conn(peer)
+        conn = self.connections.open_to(peer)
         while buf and conn is not None:
             conn.session.send_user_message(buf.popleft(), now)
 
     def _drop(self, conn: Conn, now: float) -> None:
-        del self._conns[conn.cid]
-        if conn.open and self._open_conn(conn.peer) is None:
+        self.connections.remove(conn.cid)
+        if conn.open and self.connections.open_to(conn.peer) is None:
             self._peer_down(conn.peer)
-        other = self._open_conn(conn.peer)
+        other = self.connections.open_to(conn.peer)
         if other is None:
             return  # the next session sends them all (_peer_up)
         # Non-transactional messages sent on it and not session-acknowledged go again on
@@ -672,18 +636,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     if again:
                         self._transmit(t, again, now, resend=True)
 
-    def _open_conn(self, peer: str) -> Conn | None:
-        best = None
-        for c in self._conns.values():
-            if c.peer == peer and c.open and not c.session.closed:
-                if c.role is Role.INITIATOR:
-                    return c
-                best = best or c
-        return best
-
-    def _peer_open(self, peer: str) -> bool:
-        return self._open_conn(peer) is not None
-
     # ------------------------------------------------------------------ forwarding
 
     def _forward_packet(
@@ -700,7 +652,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         message = packet if isinstance(packet, UserMessage) else packet.message
         source = message.user.source_queue_manager
         if conn is not None and (self._last_reverse[0] is not source or self._last_reverse[1] is not conn):
-            refusal = self._relay_refusal(packet, message)
+            refusal = relay_refusal(self.config, self.routes, packet, message)
             if refusal is not None:
                 # Not passed on and not acknowledged: a recoverable one stays with its
                 # sender, a transactional one too (it waits for an OrderAck).
@@ -708,12 +660,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 self.trust.refused(conn.peer, "relay", what, refusal)
                 return
             # The decoder shares GUID objects: a stream costs one dict write, not one each.
-            if conn.session.remote_qm == source:
-                _remember(self._reverse, source, conn.peer)
-                if source in self._reverse:
-                    self._reverse_direct.add(source)
-            elif source not in self._reverse_direct:
-                _remember(self._reverse, source, conn.peer)
+            self.routes.forwarded(source, conn.peer, direct=conn.session.remote_qm == source)
             self._last_reverse = (source, conn)
         hops = message.hop_count + 1
         if hops > _MAX_HOPS:
@@ -764,35 +711,13 @@ class Transfer(OutgoingSide, StoreWorkSide):
             return
         self.stats["forwarded"] += 1
         self.metrics.count_forwarded(1)
-        conn = self._open_conn(peer)
+        conn = self.connections.open_to(peer)
         if conn is not None:
             conn.session.send_user_message(out, now)
             return
         buf = self._forward.setdefault(peer, deque())
         if len(buf) < _FORWARD_BUFFER:
             buf.append(out)  # the original sender resends what is lost (end to end)
-
-    def _relay_refusal(self, packet: UserMessagePacket, message: UserMessage) -> str | None:
-        """Why this QM does not pass ``packet`` on for another QM (the ``relay`` rule), or
-        None. Relaying is opt-in: along a static route for the destination (its DIRECT=
-        host, or the GUID of a PRIVATE= name), or anywhere with ``allow_relay``; an
-        OrderAck or FinalAck also goes back to a QM whose messages this QM relayed (the way
-        they came). Without it any peer could make this QM carry its messages to a third
-        host (an open relay)."""
-        if self.config.trust.allow_relay:
-            return None
-        qm = message.destination_qm
-        if qm != NULL_GUID:
-            if self.config.next_hop_for_qm(qm) is not None:
-                return None
-            if isinstance(packet, OrderAck | FinalAck) and qm in self._reverse:
-                return None
-            return f"no route for QM {qm} (mqqb.routes {{{qm}}}, or mqqb.allow_relay)"
-        dest = message.destination_queue
-        parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
-        if parts is None or self.config.routed(parts[0]):
-            return None  # (not a direct name: dropped below as having no route)
-        return f"no route for {parts[0]} (mqqb.routes, or mqqb.allow_relay)"
 
     def qm_route(self, qm: uuid.UUID) -> str | None:
         """Where a PRIVATE=<qm> name goes: ``qm``'s open, verified session here (one this
@@ -802,26 +727,17 @@ class Transfer(OutgoingSide, StoreWorkSide):
         last packet from it this QM forwarded (the way back); None if unknown.
         A learned address of this QM itself (QMs on one address, apart by port) is no
         route: it would only loop back here."""
-        for conn in self._conns.values():
+        for conn in self.connections.values():
             if conn.open and conn.verified and conn.session.remote_qm == qm:
                 return conn.peer
         hop = self.config.next_hop_for_qm(qm)
         if hop is not None:
             return hop
-        learned = self._qm_peers.get(qm)
-        if learned is not None and learned not in self.local_hosts:
-            return learned
-        # The QM whose transactional messages came on its own session here: the way back
+        # The QM whose transactional messages came on its own session here is the way back
         # for their acknowledgments (MS-MQQB 3.1.7.17, DestinationForAck PRIVATE=<guid>
         # for a session that is not direct-format). A bare claim of the GUID, with no
         # messages, teaches nothing; pinning the GUID keeps others from sending as it.
-        learned = self._senders.get(qm)
-        if learned is not None and learned not in self.local_hosts:
-            return learned
-        learned = self._reverse.get(qm)
-        if learned is not None and learned not in self.local_hosts:
-            return learned
-        return None
+        return self.routes.way_to(qm)
 
     # ------------------------------------------------------------------ incoming sequences
 
@@ -835,7 +751,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             self._ack_route.pop(key, None)
         self._accept_memo = None
         self._last_route = None
-        for conn in self._conns.values():
+        for conn in self.connections.values():
             conn.session.forget_sequences()
 
     def reset_incoming_sequence(
@@ -861,84 +777,23 @@ class Transfer(OutgoingSide, StoreWorkSide):
 
     def outgoing_status(self) -> list[OutgoingStatus]:
         """Per outgoing queue: waiting, in flight, last acknowledged / unacknowledged, link."""
-        out = []
-        for t in self.outgoing.values():
-            unacked = t.seq.unacked
-            conn = self._open_conn(t.next_hop) if t.connected else None
-            out.append(
-                OutgoingStatus(
-                    t.format_name,
-                    t.next_hop,
-                    t.waiting,
-                    len(t.messages),
-                    t.last_acked,
-                    (unacked[-1].tx_sequence_id, unacked[-1].tx_sequence_number) if unacked else None,
-                    t.connected,
-                    self._retry_at.get(t.next_hop),
-                    window=None if conn is None else conn.session.send_window,
-                    round_trip=None if conn is None else conn.session.round_trip,
-                    rejected=tuple(
-                        sorted(
-                            (message_class_name(c), n) for c, n in self.rejections.get(t.queue_id, {}).items()
-                        )
-                    ),
-                    suspended=t.suspended,
-                )
-            )
-        # Outgoing queues not taken up for want of a route (PRIVATE=<guid> names).
-        out += [
-            OutgoingStatus(name, "", 0, 0, None, None, False, None, routed=False)
-            for name in self._unrouted.values()
-        ]
-        return out
+        return outgoing_statuses(
+            self.outgoing.values(), self.connections, self._retry_at, self.rejections, self._unrouted.values()
+        )
 
     def session_status(self) -> list[SessionStatus]:
         """Per connection: peer, direction, handshake state, window and round trip."""
-        return [
-            SessionStatus(
-                c.peer,
-                c.address,
-                c.role.name.lower(),
-                c.open,
-                c.session.remote_qm,
-                c.session.send_window,
-                c.session.round_trip,
-                c.certified is not None,
-            )
-            for c in self._conns.values()
-            if not c.session.closed
-        ]
+        return self.connections.statuses()
 
     def incoming_status(self) -> list[IncomingStatus]:
         """Per incoming sequence: IncomingTxSequenceID / Number (durable) and RejectCount."""
-        out = []
-        for s in self.incoming:
-            rec = self.sequences.last_rejected(s.key)
-            last = None if rec is None else (
-                rec.reason.name, rec.tx_sequence_id, rec.tx_sequence_number, rec.previous_tx_sequence_number
-            )  # fmt: skip
-            out.append(
-                IncomingStatus(s.key.source_qm, s.key.destination, *s.durable_position, s.reject_count, last)
-            )
-        return out
-
-
-def _remember(ways: dict[uuid.UUID, str], qm: uuid.UUID, peer: str) -> None:
-    """Note ``peer`` as the way to ``qm``; at most _QM_PEERS_MAX QMs are remembered."""
-    if qm in ways or len(ways) < _QM_PEERS_MAX:
-        ways[qm] = peer
+        return incoming_statuses(self.incoming, self.sequences)
 
 
 def _is_private_here(dest: object) -> bool:
     """A PrivateQueueFormatNameId of a queue on the destination QM (kind 0x3, MS-MQMQ
     2.2.18.1.5.1); the session routed the packet here, so that QM is this one."""
     return isinstance(dest, PrivateQueueFormatNameId) and dest.kind == QueueFormatType.PRIVATE_ON_DESTINATION
-
-
-def routes_from(pairs: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Normalise static routes (destination host → next-hop host) for :class:`TransferConfig`."""
-    items = pairs.items() if isinstance(pairs, Mapping) else pairs
-    return tuple((d.lower(), h.lower()) for d, h in items)
 
 
 __all__ += ["OrderAckConfig", "ResendConfig", "SessionConfig", "routes_from"]

@@ -30,18 +30,25 @@ from openmsmq.protocol.outgoing import (
     Transmit,
 )
 from openmsmq.qm.manager import QueueHandle
-from openmsmq.store.records import COL, MessageRecord, QueueType, message_from_row
+from openmsmq.store.packet_rows import row_encoder
+from openmsmq.store.records import MessageRecord, QueueType, message_from_row
+from openmsmq.store.rows import (
+    LOOKUP_ID,
+    SIZE,
+    TRANSACTIONAL,
+    TX_SEQUENCE_NUMBER,
+    outgoing_fields,
+    row_expire_at,
+)
 from openmsmq.transfer.acknowledgments import AckSession
 from openmsmq.transfer.codec import (
     direct_name,
     may_exceed_packet,
     message_expire_at,
-    outgoing_fields,
-    row_encoder,
-    row_expire_at,
     sequence_id_of,
     split_direct,
 )
+from openmsmq.transfer.connections import Connections
 from openmsmq.transfer.sequences import IncomingUpkeep
 from openmsmq.transfer.session import Conn
 from openmsmq.transfer.state import (
@@ -63,10 +70,10 @@ log = logging.getLogger("openmsmq.transfer")
 
 #: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
 _new_outgoing_message = fast_constructor(RetainedMessage)
-#: Columns of a stored row (store.records.ROW_COLUMNS) the loader tests.
-_TX = COL["transactional"]
-_NUMBER = COL["tx_sequence_number"]
-_SIZE = COL["size"]
+#: Columns of a stored row (store.rows) the loader tests.
+_TX = TRANSACTIONAL
+_NUMBER = TX_SEQUENCE_NUMBER
+_SIZE = SIZE
 #: Message size assumed before an outgoing queue's first read (TransferConfig.queued_bytes):
 #: the largest, so that the first read is small whatever the sizes are.
 _PROBE_SIZE = 4 * 1024 * 1024
@@ -90,7 +97,7 @@ class OutgoingSide(TransferParts):
     _unrouted: dict[int, str]
     _wall_offset: float
     _expire_due: bool
-    _conns: dict[int, Conn]
+    connections: Connections
     _ack_sessions: dict[tuple[object, str], AckSession]
     _settle_origins: list[AckOrigin | None]
     _hop_addresses: dict[str, str]
@@ -98,10 +105,6 @@ class OutgoingSide(TransferParts):
     sequences: IncomingUpkeep
 
     if TYPE_CHECKING:
-
-        def _open_conn(self, peer: str) -> Conn | None: ...
-
-        def _peer_open(self, peer: str) -> bool: ...
 
         def qm_route(self, qm: uuid.UUID) -> str | None: ...
 
@@ -180,7 +183,7 @@ class OutgoingSide(TransferParts):
             t.waiting = rec.msg_count
             t.suspended = rec.display_name.casefold() in self.suspended_names
             self.outgoing[rec.queue_id] = t
-            if self._peer_open(t.next_hop):
+            if self.connections.open_to(t.next_hop) is not None:
                 t.connected = True
                 t.seq.connection_made(0.0)
         return len(records)
@@ -241,7 +244,7 @@ class OutgoingSide(TransferParts):
         everything loaded at once)."""
         if not t.connected:
             return None
-        conn = self._open_conn(t.next_hop)
+        conn = self.connections.open_to(t.next_hop)
         if conn is None:
             return None
         window = self.config.session.window_size
@@ -342,7 +345,7 @@ class OutgoingSide(TransferParts):
             for row in rows:
                 if row[_TX] and row[_NUMBER]:
                     # The row itself is retained until sent: its packet is encoded from it
-                    # (transfer.codec.row_encoder), no Message is built.
+                    # (store.packet_rows.row_encoder), no Message is built.
                     lookup_id, sequence, number, previous, uniquifier, final, expiry = outgoing_fields(row)
                     if expiry < earliest:
                         earliest = expiry
@@ -466,7 +469,7 @@ class OutgoingSide(TransferParts):
         ``t.pending`` for :meth:`refill` (SessionAcks free room). A resend after a
         reconnect names every unacknowledged message: read back and encoded a part at a
         time, it never holds them all in memory."""
-        conn = self._open_conn(t.next_hop)
+        conn = self.connections.open_to(t.next_hop)
         pending = t.pending
         if conn is None:
             pending.clear()  # the next session's Transmit names them again
@@ -584,11 +587,11 @@ class OutgoingSide(TransferParts):
             if not batch:
                 break
             for row in batch:
-                lookup_id = row[0]
+                lookup_id = row[LOOKUP_ID]
                 if lookup_id in want:
                     want.discard(lookup_id)
                     found[lookup_id] = tuple(row)
-            after = batch[-1][0]
+            after = batch[-1][LOOKUP_ID]
         if want and complete:
             log.info("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
         return found, complete
@@ -619,7 +622,7 @@ class OutgoingSide(TransferParts):
         )  # fmt: skip
 
     def _transmit(self, t: OutgoingTransfer, msgs: list[MessageRecord], now: float, *, resend: bool) -> None:
-        conn = self._open_conn(t.next_hop)
+        conn = self.connections.open_to(t.next_hop)
         if conn is None:
             return
         wall = now + self._wall_offset

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import Counter, deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,8 +14,9 @@ from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig, RetainedMessage
 from openmsmq.qm.manager import QueueHandle, QueueManager
+from openmsmq.store.packet_rows import RowEncoder
 from openmsmq.store.records import IncomingSequenceState, MessageRecord
-from openmsmq.transfer.codec import RowEncoder, message_from_packet, packet_from_message
+from openmsmq.transfer.codec import message_from_packet, packet_from_message
 from openmsmq.transfer.sequences import SequenceUpkeep
 from openmsmq.transfer.trust import AckOrigin, TrustConfig
 from openmsmq.wire.ids import TxSequenceId
@@ -37,6 +39,7 @@ __all__ = [
     "TransferConfig",
     "TransferParts",
     "hop_host",
+    "routes_from",
     "split_hop",
 ]
 
@@ -88,6 +91,12 @@ def split_hop(hop: str, default_port: int) -> tuple[str, int]:
         host, _, port = hop.partition(":")
         return host, int(port)
     return hop, default_port
+
+
+def routes_from(pairs: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Normalise static routes (destination host → next-hop host) for :class:`TransferConfig`."""
+    items = pairs.items() if isinstance(pairs, Mapping) else pairs
+    return tuple((d.lower(), h.lower()) for d, h in items)
 
 
 def hop_host(hop: str) -> str:
@@ -213,7 +222,7 @@ class OutgoingTransfer:
         #: is read back for a resend), so a large window of retained messages costs little
         #: memory.
         self.messages: dict[int, Row | MessageRecord | None] = {}
-        #: Encodes this queue's stored rows into packets (transfer.codec.row_encoder), made
+        #: Encodes this queue's stored rows into packets (store.packet_rows.row_encoder), made
         #: at the first send (it needs the QM's GUID).
         self.encode_row: RowEncoder | None = None
         #: Non-transactional messages loaded, in order (released by SessionAck).

@@ -34,6 +34,7 @@ from openmsmq.transfer.arrival import (
     store_arrivals,
     store_packet_messages,
 )
+from openmsmq.transfer.connections import Connections
 from openmsmq.transfer.sequences import IncomingUpkeep, SequenceUpkeep
 from openmsmq.transfer.session import AcceptRoute, Conn, Pending, ack_session_of
 from openmsmq.transfer.state import (
@@ -70,7 +71,7 @@ class StoreWorkSide(TransferParts):
 
     incoming: IncomingSequences
     sequence_store: SequenceStore
-    _conns: dict[int, Conn]
+    connections: Connections
     _ack_sessions: dict[tuple[object, str], AckSession]
     _accepted: deque[Pending]
     unstored_bytes: int
@@ -113,7 +114,7 @@ class StoreWorkSide(TransferParts):
         or to a resend through an intermediate QM that may never come. So a closed
         session's facts, as recorded for the sequence's FinalAcks, address it
         (docs/conformance.md, seed 000)."""
-        conn = self._conns.get(self._ack_route.get(ack.key, 0))
+        conn = self.connections.get(self._ack_route.get(ack.key, 0))
         if conn is not None and conn.open and not conn.session.closed:
             facts = ack_session_of(conn, ack.key.source_qm)
         else:
@@ -475,7 +476,7 @@ class StoreWorkSide(TransferParts):
                 self._accepted = kept
             closed: set[int] = set()
             for key in failed_keys:
-                self._close_for_retry(self._conns.get(self._ack_route.get(key, 0)), closed, now, key)
+                self._close_for_retry(self.connections.get(self._ack_route.get(key, 0)), closed, now, key)
         elif isinstance(work, ReleaseBatch):
             self._release_in_flight = None
             self._count_store_settled()
@@ -492,7 +493,7 @@ class StoreWorkSide(TransferParts):
             failed: Counter[tuple[str, str]] = Counter()
             failed_conns: list[Conn | None] = []
             for (queue, _m, cid, number), res in zip(stored, _pad(outcome, len(stored)), strict=True):
-                conn = self._conns.get(cid)
+                conn = self.connections.get(cid)
                 if res is None:
                     if conn is not None and number is not None:
                         conn.session.recoverable_message_stored(number, now)
