@@ -60,10 +60,9 @@ class NetConfig:
     ``backoff_max``: Session Retry Connect wait, doubling (MS-MQQB 3.1.2.3).
     ``poll_interval``: how often outgoing queues are checked for new commits.
     ``accept_batch_min`` / ``accept_batch_wait``: accepted messages are stored once that
-    many wait, or that many seconds after fewer started waiting (a transaction of 64
-    messages cost ~10.5 µs of CPU per message, one of 256 ~7.5 µs; with rows built from
-    the packets, 256 ~5.0 µs and 512 ~4.3 µs, docs/transfer.md; the OrderAck waits
-    OrderAckTimeout, 500 ms, after the last message anyway).
+    many wait, or that many seconds after fewer started waiting (a larger store
+    transaction costs less CPU per message, docs/transfer.md; the OrderAck waits
+    OrderAckTimeout, 500 ms by MS-MQQB 3.1.1.3.1, after the last message anyway).
     ``feed_bytes``: a read larger than this is handed to the protocol in slices of this
     size, and what each slice produced is written before the next is processed (0: the
     whole read at once).

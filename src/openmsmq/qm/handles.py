@@ -20,7 +20,7 @@ __all__ = ["CancelToken", "Cursor", "CursorAction", "LookupAction", "QueueHandle
 #: receiving one message per transaction, each read of the head (under the queue's
 #: condition, on a read connection whose cache the commits between reads invalidate) is
 #: costly, and the others wait for the condition meanwhile; with 31 only one receive in
-#: 32 reads the head (docs/benchmarks.md has the figures).
+#: 32 reads the head (docs/store.md, "Lazy unlock and read-ahead").
 PREFETCH = 31
 #: Bytes of bodies kept read ahead per queue at most.
 PREFETCH_BYTES = 64 * 1024
