@@ -1,4 +1,4 @@
-"""Conversions between stored :class:`~openmsmq.store.records.Message` values and MS-MQQB
+"""Conversions between stored :class:`~openmsmq.store.records.MessageRecord` values and MS-MQQB
 UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.transfer.engine`).
 
 DIRECT=TCP: and DIRECT=OS: destinations travel (``DirectQueueFormatName``, MS-MQMQ
@@ -242,7 +242,7 @@ def row_expire_at(row: Sequence[Any]) -> int | None:
 
 
 def message_expire_at(m: MessageRecord) -> int | None:
-    """:func:`row_expire_at` of a :class:`Message`."""
+    """:func:`row_expire_at` of a :class:`MessageRecord`."""
     ttl = min(m.time_to_reach_queue, m.time_to_be_received)
     return None if ttl == INFINITE else m.sent_time + ttl
 
@@ -256,7 +256,7 @@ def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool, 
     """(LookupIdentifier, TxSequenceID value, TxSequenceNumber, PreviousTxSequenceNumber,
     Identifier uniquifier, FinalAck wanted: FA, JP or JN, expiry: :func:`row_expire_at`
     or a time beyond any clock when it never expires) of a stored transactional row,
-    without building its :class:`Message` (one unpack of its props)."""
+    without building its :class:`MessageRecord` (one unpack of its props)."""
     ttrq, ttbr, bits, uniquifier, sent = _unpack_outgoing(row[11])
     sequence_id = row[4]
     return (
@@ -443,7 +443,7 @@ _join_bytearray = bytearray().join
 def arrival_rows(packets: Sequence[UserMessage], destination_format_name: str) -> list[list[Any]]:
     """The store rows of received UserMessages, exactly
     ``message_to_row(message_from_packet(p, destination_format_name))`` for each packet,
-    without the intermediate :class:`Message` (45 fields) for the shape every transfer
+    without the intermediate :class:`MessageRecord` (45 fields) for the shape every transfer
     message has: transactional, no Label, no admin or response queue, a 20-byte
     CorrelationId. Any other packet takes that reference path. Raises :class:`MQError`
     as :func:`~openmsmq.store.records.message_to_row` does (a property out of range).

@@ -61,7 +61,7 @@ __all__ = ["OutgoingSide"]
 
 log = logging.getLogger("openmsmq.transfer")
 
-#: OutgoingMessage(...) without the frozen-dataclass __init__ (one per message loaded).
+#: RetainedMessage(...) without the frozen-dataclass __init__ (one per message loaded).
 _new_outgoing_message = fast_constructor(RetainedMessage)
 #: Columns of a stored row (store.records.ROW_COLUMNS) the loader tests.
 _TX = COL["transactional"]
