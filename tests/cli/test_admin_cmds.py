@@ -3,6 +3,7 @@ process) and through a running one (its remote-read service, new rpcs)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from openmsmq.cli.main import cli
-from openmsmq.client import INFINITE, SINGLE_MESSAGE, connect
+from openmsmq.client import INFINITE, SINGLE_MESSAGE, Connection, aio, connect
+from openmsmq.errors import HResult, MQError
 from tests.serve_proc import A, B, ServeProcess, free_port
 
 Q = "private$\\orders"
@@ -86,3 +88,44 @@ def test_queue_set_and_outgoing_suspend_resume_on_a_running_queue_manager(served
     assert "is not an outgoing queue" in local.stderr
     missing = run(served, "outgoing", "suspend", f"DIRECT=TCP:{B}\\private$\\never", code=1)
     assert "MQ_ERROR_QUEUE_NOT_FOUND" in missing.stderr
+
+
+def test_the_asyncio_client_administers_a_running_queue_manager(served: Path) -> None:
+    far = f"DIRECT=TCP:{B}\\private$\\far"
+
+    async def main() -> None:
+        async with await aio.connect(str(served)) as conn:
+            await conn.create_queue(Q)
+            got = await conn.set_queue_properties(Q, label="async", quota_kb=32)
+            assert (got.label, got.quota_kb) == ("async", 32)
+            with pytest.raises(MQError, match="did you mean"):
+                await conn.set_queue_properties("orders", label="x")
+            q = await conn.open_queue(far)
+            await q.send(b"x", tx=SINGLE_MESSAGE)
+            assert (await conn.suspend_outgoing(far)).kind == "outgoing"
+            assert _state(served, far) == "suspended"
+            await conn.resume_outgoing(far)
+            assert _state(served, far) != "suspended"
+
+    asyncio.run(main())
+
+
+def test_the_asyncio_client_purges_an_outgoing_queue_of_a_stopped_queue_manager(tmp_path: Path) -> None:
+    far = f"DIRECT=TCP:{B}\\private$\\far"
+
+    async def main() -> None:
+        async with await aio.connect(tmp_path / "qm") as conn:
+            q = await conn.open_queue(far)
+            await q.send_many([b"1", b"2"], tx=SINGLE_MESSAGE)
+            assert await conn.purge_outgoing(far) == 2
+            with pytest.raises(MQError) as stopped:
+                await conn.suspend_outgoing(far)
+            assert stopped.value.hresult == HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE
+
+    asyncio.run(main())
+
+
+def test_every_connection_method_has_an_asyncio_counterpart() -> None:
+    sync = {n for n, v in vars(Connection).items() if not n.startswith("_") and callable(v)}
+    asynchronous = {n for n, v in vars(aio.AsyncConnection).items() if not n.startswith("_") and callable(v)}
+    assert sorted(sync - asynchronous) == []

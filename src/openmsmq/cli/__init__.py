@@ -21,7 +21,8 @@ Adding a command module (``serve``, ``status``, ``config``, ``dlq``, ...)
        ``.connection()`` (opened on first use, closed at exit), ``.target``,
        ``.json`` and ``.emit(doc, human=callable)``; decorate with ``@json_option`` to
        accept ``--json`` after the subcommand too.
-    2. Add its module name to ``COMMAND_MODULES`` in :mod:`openmsmq.cli.main` — one line.
+    2. Map each command it adds to the module in ``COMMANDS`` in :mod:`openmsmq.cli.main`
+       (one line per command; the module is imported only when the command is used).
 
     Keep logic a library user would also need in the library (:mod:`openmsmq.client`,
     :mod:`openmsmq.config`, ...); a command parses options, calls it and prints.

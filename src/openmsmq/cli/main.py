@@ -15,23 +15,37 @@ from openmsmq.cli.context import CliContext, error_document
 from openmsmq.errors import OpenMSMQError, quoted
 from openmsmq.redact import redact
 
-__all__ = ["COMMAND_MODULES", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "cli", "main"]
-
-#: Modules whose ``register(group)`` adds their commands (see :mod:`openmsmq.cli`).
-COMMAND_MODULES: list[str] = [
-    "openmsmq.cli.init_cmds",
-    "openmsmq.cli.queue_cmds",
-    "openmsmq.cli.message_cmds",
-    "openmsmq.cli.config_cmds",
-    "openmsmq.cli.dlq_cmds",
-    "openmsmq.cli.serve",
-    "openmsmq.cli.status_cmds",
-    "openmsmq.cli.sequence_cmds",
-    "openmsmq.cli.outgoing_cmds",
-    "openmsmq.cli.completion_cmds",
-    "openmsmq.cli.backup_cmds",
-    "openmsmq.cli.export_cmds",
+__all__ = [
+    "COMMANDS",
+    "COMMAND_MODULES",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "cli",
+    "main",
 ]
+
+#: Each top-level command -> the modules whose ``register(group)`` adds it, in order (see
+#: :mod:`openmsmq.cli`). A command's modules are imported only when it runs or help lists
+#: it: ``openmsmq send`` does not load the code of ``serve``, ``backup`` or ``dlq``.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "init": ("openmsmq.cli.init_cmds",),
+    "queue": ("openmsmq.cli.queue_cmds", "openmsmq.cli.export_cmds"),
+    "send": ("openmsmq.cli.message_cmds",),
+    "receive": ("openmsmq.cli.message_cmds",),
+    "peek": ("openmsmq.cli.message_cmds",),
+    "config": ("openmsmq.cli.config_cmds",),
+    "dlq": ("openmsmq.cli.dlq_cmds",),
+    "serve": ("openmsmq.cli.serve",),
+    "status": ("openmsmq.cli.status_cmds",),
+    "sequence": ("openmsmq.cli.sequence_cmds",),
+    "outgoing": ("openmsmq.cli.outgoing_cmds",),
+    "completion": ("openmsmq.cli.completion_cmds",),
+    "backup": ("openmsmq.cli.backup_cmds",),
+}
+#: Every command module, each once.
+COMMAND_MODULES: list[str] = list(dict.fromkeys(m for mods in COMMANDS.values() for m in mods))
 
 
 #: Exit status of every command: success.
@@ -46,7 +60,17 @@ EXIT_INTERRUPTED = 130
 
 class _Group(click.Group):
     """Every failure of every command as one clean line on stderr and its exit status:
-    library errors and OS errors 1, Ctrl-C 130 (usage errors are click's: 2)."""
+    library errors and OS errors 1, Ctrl-C 130 (usage errors are click's: 2). Commands
+    are loaded from :data:`COMMANDS` when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            for name in COMMANDS[cmd_name]:
+                importlib.import_module(name).register(self)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -98,10 +122,6 @@ def cli(ctx: click.Context, target: str, json_output: bool) -> None:
     obj = CliContext(target, json_output, given)
     ctx.obj = obj
     ctx.call_on_close(obj.close)
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(cli)
 
 
 def main() -> None:

@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from openmsmq.cli.context import CliContext, console, error_document, message_row
@@ -36,6 +35,8 @@ from openmsmq.client.types import Access
 from openmsmq.errors import HResult, MQError, OpenMSMQError, quoted
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from openmsmq.client import Connection, Message, Queue
 
 __all__ = [
@@ -226,6 +227,10 @@ def _progress(queue: str, count: int) -> Iterator[Progress | None]:
     if count <= RECEIVE_BATCH or not sys.stderr.isatty() or sys.stdout.isatty():
         yield None
         return
+    # Imported here: only a long receive to a pipe shows a bar; every other command
+    # starts faster without rich's progress machinery.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(
         TextColumn(f"receiving {queue}"),
         BarColumn(),

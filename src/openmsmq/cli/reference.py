@@ -80,8 +80,10 @@ def commands(group: click.Group) -> list[tuple[list[str], click.Command, click.C
         ctx = click.Context(cmd, info_name=path[-1], parent=parent, **settings)
         out.append((path, cmd, ctx))
         if isinstance(cmd, click.Group):
-            for name in sorted(cmd.commands):
-                walk(cmd.commands[name], [*path, name], ctx)
+            for name in sorted(cmd.list_commands(ctx)):
+                sub = cmd.get_command(ctx, name)  # loads a lazily registered command
+                if sub is not None:
+                    walk(sub, [*path, name], ctx)
 
     walk(group, ["openmsmq"], None)
     return out

@@ -40,7 +40,14 @@ from openmsmq.client.connection import (
     tx_id_of,
 )
 from openmsmq.client.message import Message, PendingMessage
-from openmsmq.client.selection import by_correlation_id, by_message_id, open_handle, queue_name, take_message
+from openmsmq.client.selection import (
+    by_correlation_id,
+    by_message_id,
+    hinting,
+    open_handle,
+    queue_name,
+    take_message,
+)
 from openmsmq.client.transport import Transport
 from openmsmq.client.types import (
     INFINITE,
@@ -499,6 +506,29 @@ class AsyncConnection:
     async def queue_info(self, name: str) -> QueueInfo:
         """Properties and counts of a queue."""
         return await asyncio.to_thread(self.transport.queue_info, queue_name(name))
+
+    async def set_queue_properties(self, name: str, **changes: Any) -> QueueInfo:
+        """Change properties of a private queue (see
+        :meth:`openmsmq.client.Connection.set_queue_properties`)."""
+
+        def call() -> QueueInfo:
+            with hinting(queue_name(name)):
+                return self.transport.set_queue_properties(queue_name(name), **changes)
+
+        return await asyncio.to_thread(call)
+
+    async def purge_outgoing(self, format_name: str) -> int:
+        """Purge this QM's outgoing queue to ``format_name`` (see
+        :meth:`openmsmq.client.Connection.purge_outgoing`)."""
+        return await asyncio.to_thread(self.transport.purge_outgoing, queue_name(format_name))
+
+    async def suspend_outgoing(self, format_name: str) -> QueueInfo:
+        """Suspend an outgoing queue (see :meth:`openmsmq.client.Connection.suspend_outgoing`)."""
+        return await asyncio.to_thread(self.transport.set_outgoing_state, queue_name(format_name), True)
+
+    async def resume_outgoing(self, format_name: str) -> QueueInfo:
+        """Resume an outgoing queue :meth:`suspend_outgoing` suspended."""
+        return await asyncio.to_thread(self.transport.set_outgoing_state, queue_name(format_name), False)
 
     def transaction(self) -> AsyncTransaction:
         """A transaction, begun by ``async with`` (or ``await tx.begin()``)."""

@@ -94,6 +94,7 @@ def transfer_hooks(
         return TransferSnapshot(
             tuple(transfer.outgoing_status()), tuple(transfer.incoming_status()), time.time() - loop.time(),
             info.get("pid"), {k: str(v) for k, v in info.items() if k in ENDPOINTS and v},
+            frozenset(transfer.suspended_names),
         )  # fmt: skip
 
     return TransferHooks(

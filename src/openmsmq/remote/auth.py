@@ -19,7 +19,6 @@ the configuration refuses that unless the service listens on a loopback address.
 from __future__ import annotations
 
 import fnmatch
-import hmac
 from dataclasses import dataclass
 from enum import IntFlag
 from pathlib import Path
@@ -95,6 +94,10 @@ class TokenTable:
         """The principal of ``token``, or None when it is missing or unknown."""
         if not token:
             return None
+        # Imported here: loading OpenSSL's hashes is a large share of a CLI command's
+        # start-up, and only a serving process authenticates.
+        import hmac
+
         found: Principal | None = None
         encoded = token.encode()
         for known, principal in self._by_token.items():

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openmsmq.errors import MQError
-from openmsmq.remote import openmsmq_remote_pb2 as pb
 
 if TYPE_CHECKING:  # the client decodes a status without loading the queue manager or the store
     from openmsmq.qm import QueueManager
+    from openmsmq.remote import openmsmq_remote_pb2 as pb
     from openmsmq.transfer.state import IncomingStatus, OutgoingStatus
 
 __all__ = [
@@ -53,6 +53,9 @@ class TransferSnapshot:
     pid: int | None = None
     #: Where the services listen: ``mqqb``, ``remote``, ``metrics`` (runtime.json).
     endpoints: Mapping[str, str] = field(default_factory=dict)
+    #: Format names (case-folded) of the outgoing queues an operator suspended, also
+    #: those the transfer has not taken up yet.
+    suspended: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,9 +256,15 @@ def collect_status(
             continue  # deleted meanwhile
         o = live.get(fmt.casefold())
         if o is None:
+            if snapshot is None:
+                state = "stopped"
+            elif fmt.casefold() in snapshot.suspended:
+                state = "suspended"
+            else:
+                state = "idle" if not count else "waiting"
             outgoing.append(
                 OutgoingQueueStatus(
-                    fmt, "", "stopped" if snapshot is None else "idle" if not count else "waiting",
+                    fmt, "", state,
                     count, 0, stored.tx_sequence_id, stored.next_tx_sequence_number,
                 )
             )  # fmt: skip
@@ -308,6 +317,9 @@ def collect_status(
 
 def status_to_pb(st: QMStatus) -> pb.StatusReply:
     """A :class:`QMStatus` as the protobuf :class:`StatusReply`."""
+    # Imported here: a local ``openmsmq status`` never needs the protobuf classes.
+    from openmsmq.remote import openmsmq_remote_pb2 as pb
+
     return pb.StatusReply(
         qm_guid=st.qm_guid, data_dir=st.data_dir, running=st.running, transfer=st.transfer,
         pid=st.pid or 0, endpoints=dict(st.endpoints), time=st.time,

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openmsmq.qm.manager import QueueManager
 from openmsmq.transfer.ack_admin import AcknowledgmentListener, attach_acknowledgments
-from openmsmq.transfer.engine import Transfer
-from openmsmq.transfer.state import TransferConfig
+
+if TYPE_CHECKING:
+    from openmsmq.transfer.engine import Transfer
+    from openmsmq.transfer.state import TransferConfig
 
 __all__ = ["Node", "open_node"]
 
@@ -45,7 +47,13 @@ def open_node(
     FinalAcks. The queue manager is closed again if the rest cannot be built."""
     qm = QueueManager(data_dir, **qm_options)
     try:
-        engine = None if transfer is None else Transfer(qm, transfer, now, metrics=qm.metrics)
+        engine = None
+        if transfer is not None:
+            # Imported here: the in-process client (every CLI command on a data directory)
+            # opens queue managers that do not transfer, and need not load the MS-MQQB stack.
+            from openmsmq.transfer.engine import Transfer
+
+            engine = Transfer(qm, transfer, now, metrics=qm.metrics)
         session_of = None if engine is None else engine.ack_session_for
         listener = attach_acknowledgments(qm, session_of=session_of)
     except BaseException:

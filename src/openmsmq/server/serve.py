@@ -81,6 +81,7 @@ def transfer_snapshot(
             time.time() - loop.time(),
             info.get("pid"),
             {k: str(v) for k, v in info.items() if k in ("mqqb", "remote", "metrics") and v},
+            frozenset(transfer.suspended_names),
         )
 
     async def on_loop() -> TransferSnapshot:
