@@ -19,8 +19,8 @@ the peers in the same run). Everything here is bounded in time and stays on 127.
   switched on and off through its control FIFO): the server is never stopped, the
   kernel increments a counter per call. Fallback: :class:`StraceFsyncCounter`
   (``strace -f --seccomp-bpf``), exact too, but it stops the server on each fsync and
-  so slows a server that fsyncs from many threads (RabbitMQ ran at 0.55-0.68x of its
-  perf-counted rate under it, in three back-to-back pairs of runs on this machine).
+  so slows a server that fsyncs from many threads (RabbitMQ markedly so), which is why
+  perf is preferred.
 * :func:`raw_fsync_rate` measures the machine's own write+fsync rate on the same
   filesystem, and :func:`device_flushes` reads the block layer's flush counter
   (whole machine) as a cross-check.
@@ -28,8 +28,8 @@ the peers in the same run). Everything here is bounded in time and stays on 127.
   (``--disk-flushes N``): every fsync, fdatasync and syncfs of the benchmark and of every
   process it starts (the QMs, the peers' servers) then takes at least 1/N s, one at a
   time machine-wide, as on a device that completes N cache flushes per second. The
-  issues state their figures for a machine doing about 1,500 fsyncs/s; this one may be
-  faster, and this is how to compare there.
+  project's aims are stated for a disk doing about 1,500 fsyncs/s; a development
+  machine's may be faster, and this is how to compare there.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ end to end: from the producer's first publish to the consumer's last acknowledge
 * Redis Streams (Debian's redis-server, ``appendonly yes``, ``appendfsync always``, no
   RDB): XADD pipelined in batches; one consumer-group reader doing XREADGROUP COUNT N
   and XACK of the batch it read, pipelined with its next XREADGROUP. Acknowledged entries
-  stay in the stream (XACK only clears the pending list), as the issue's recipe has it.
+  stay in the stream (XACK only clears the pending list), as Redis's documented
+  consumer-group pattern has it.
 
 Each server is a private instance started by this script (installed with apt-get first
 if missing) on free ports of 127.0.0.1 with its own data directory, and stopped

@@ -1,4 +1,4 @@
-"""End-to-end transfer between two queue managers, beside RabbitMQ and Redis (issue 4).
+"""End-to-end transfer between two queue managers, beside RabbitMQ and Redis.
 
     .venv/bin/python bench/transfer.py [--messages 100000] [--body-size 256] [--per-tx 100]
                                        [--senders 1] [--single N] [--no-peers]
@@ -603,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     from openmsmq.config import load_config
 
     # What the serve processes run with (the environment above included): the session
-    # window moves the figure (64 before 2026-11-26, 1,024 since; docs/transfer.md).
+    # window moves the figure (docs/transfer.md, "Window size").
     protocol = load_config(None, dict(os.environ), {}).config.protocol
     print(f"# session window {protocol.window_size} packets (protocol.window_size)", flush=True)
     kw: dict[str, Any] = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)

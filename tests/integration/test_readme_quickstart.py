@@ -5,8 +5,9 @@ from what works.
 How each line runs: ``. .venv/bin/activate`` is skipped (the ``openmsmq`` beside this
 interpreter is used); ``openmsmq serve ... &`` starts a background process (``2> FILE``
 honoured) with ``--port P --remote-port 0 --metrics-port 0`` added, because CI machines are
-shared and the default ports may be taken; ``sleep`` waits until every started queue
-manager has published ``runtime.json`` (bounded); ``kill %N ...`` sends SIGTERM to those
+shared and the default ports may be taken; the ``timeout N sh -c 'until ...'`` line must
+wait for the ``runtime.json`` of every started queue manager, and the test waits for
+those files as it would (at most N seconds); ``kill %N ...`` sends SIGTERM to those
 jobs and expects exit status 0; any other ``openmsmq ...`` line must exit 0. A line of any
 other kind fails the test: extend the runner together with the README.
 """
@@ -75,8 +76,13 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
                 continue
             if words[0] in (".", "source"):
                 continue
-            if words[0] == "sleep":
-                deadline = time.monotonic() + 30
+            if words[0] == "timeout":
+                # The README's wait for the started queue managers: it must name each
+                # one's runtime.json (a fixed sleep races a slow start on a busy machine).
+                assert words[2:4] == ["sh", "-c"] and words[4].startswith("until "), line
+                for _, data in jobs:
+                    assert f"-f {data}/{RUNTIME_FILE} " in words[4], f"{line!r} does not wait for {data}"
+                deadline = time.monotonic() + float(words[1])
                 for proc, data in jobs:
                     while not (tmp_path / data / RUNTIME_FILE).exists():
                         assert proc.poll() is None, f"{line!r}: serve exited"

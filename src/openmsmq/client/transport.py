@@ -2,7 +2,7 @@
 
 :class:`Transport` is what :class:`~openmsmq.client.Connection` calls. The in-process
 implementation (:mod:`openmsmq.client.inproc`) calls a :class:`~openmsmq.qm.QueueManager`
-directly; a network implementation (``client/grpc_transport.py``, issue 6) carries the
+directly; a network implementation (``client/grpc_transport.py``) carries the
 same calls to a remote-read service. Rules every implementation keeps:
 
 * Arguments and results are values (ints, strings, frozen dataclasses of

@@ -1,7 +1,7 @@
 """Values that cross the client transport: codes, requests and results.
 
 Everything here is a frozen dataclass or an IntEnum so that a network transport
-(gRPC, issue 6) can carry it by value and a process pool can pickle it. The codes
+(gRPC) can carry it by value and a process pool can pickle it. The codes
 are MS-MQRR's own numbers where MS-MQRR defines them (remote-read.md §3).
 """
 

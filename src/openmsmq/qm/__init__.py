@@ -1,6 +1,6 @@
 """The queue manager: queues, messages, local transactions, cursors, expiry.
 
-Start with :class:`QueueManager`; messages are :class:`~openmsmq.store.records.Message`
+Start with :class:`QueueManager`; messages are :class:`~openmsmq.store.records.MessageRecord`
 values; :class:`Transaction` comes from :meth:`QueueManager.begin`.
 """
 

@@ -20,7 +20,7 @@ __all__ = ["CancelToken", "Cursor", "CursorAction", "LookupAction", "QueueHandle
 #: receiving one message per transaction, each read of the head (under the queue's
 #: condition, on a read connection whose cache the commits between reads invalidate) is
 #: costly, and the others wait for the condition meanwhile; with 31 only one receive in
-#: 32 reads the head (docs/benchmarks.md has the figures).
+#: 32 reads the head (docs/store.md, "Lazy unlock and read-ahead").
 PREFETCH = 31
 #: Bytes of bodies kept read ahead per queue at most.
 PREFETCH_BYTES = 64 * 1024
@@ -74,7 +74,7 @@ class QueueState:
         #: Locked messages whose queue was purged: deleted when their lock ends (PurgePending).
         self.purge_pending: set[int] = set()
         self.deleted = False
-        #: Reads between their first select and their return (``ReadsMixin._take``,
+        #: Reads between their first select and their return (``Reader._take``,
         #: changed under ``cond``): a commit notifies ``cond`` only when one is there.
         self.readers = 0
         #: LookupIdentifiers of locked messages that were durably removed (a committed
@@ -82,11 +82,11 @@ class QueueState:
         #: without ``cond``; see :meth:`QueueManager._unlock_ids`.
         self.removed: collections.deque[Collection[int]] = collections.deque()
         #: The head hint: an order_key before which every message of its priority band
-        #: is locked or expired (``ReadsMixin._head_select``); None: read from the head.
+        #: is locked or expired (``Reader._head_select``); None: read from the head.
         #: Under ``cond``.
         self.head_key: int | None = None
         #: The next available messages after the head hint, read ahead by a head receive
-        #: of one message (``ReadsMixin._head_select``), last first; None when there are
+        #: of one message (``Reader._head_select``), last first; None when there are
         #: none. Neither locked nor removed: any other lock, release, purge or delete on
         #: the queue drops them (:meth:`drop_prefetch`). Under ``cond``.
         self.prefetch: list[tuple[int, MessageRecord]] | None = None

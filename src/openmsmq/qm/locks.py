@@ -59,7 +59,7 @@ class LockTable:
     def unlock(self, receives: Iterable[Receive], *, removed: bool = False) -> None:
         """Drop the locks of ``receives``. Unless their messages were ``removed`` from the
         queue (durably deleted or moved), they are available again: the queue's head hint
-        (:meth:`ReadsMixin._head_select`) is dropped so the next head read starts at
+        (``Reader._head_select``) is dropped so the next head read starts at
         the head."""
         by_queue: dict[QueueState, list[int]] = {}
         for r in receives:

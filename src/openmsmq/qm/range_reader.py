@@ -155,7 +155,7 @@ class RangeReader:
     ) -> list[tuple[Any, ...]]:
         """:meth:`peek_range` as the stored rows, in the same order
         (:data:`openmsmq.store.records.ROW_COLUMNS`; ``message_from_row`` gives the
-        :class:`Message`): for the remote-read service's packed reply, which needs no
+        :class:`MessageRecord`): for the remote-read service's packed reply, which needs no
         Message per row."""
         qs = self._queues.resolve(queue)
         qid = qs.record.queue_id

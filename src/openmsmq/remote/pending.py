@@ -28,8 +28,8 @@ __all__ = [
 
 #: Memory a pending receive holds besides its message's size (the locked Message, the
 #: QM's PendingReceive, the entry, the table's keys), counted against its session's
-#: ``max_pending_bytes``. tracemalloc over 20,000 pending receives of 256-byte messages
-#: (batches of 500 from the head, 2026-11-26): 1,716 bytes each, 1,460 beyond the body.
+#: ``max_pending_bytes``: an estimate from tracemalloc over many pending receives of
+#: 256-byte messages, rounded.
 ENTRY_OVERHEAD = 1536
 #: Memory a send buffered in an open remote transaction holds besides its message's size
 #: (its row and Send record until the commit; tracemalloc of sends of 256-byte messages).

@@ -9,7 +9,7 @@ idempotent send. Outgoing queues (another QM's queue as seen here) cannot be rea
 removed from: MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, as for R_OpenQueue.
 
 Each function is a thin check around the :class:`~openmsmq.qm.QueueManager` method of
-the same name (``qm/ranges.py``), which carries the guarantees (stable watermark, one
+the same name (``qm/range_reader.py``), which carries the guarantees (stable watermark, one
 transaction, idempotence).
 """
 
@@ -131,7 +131,7 @@ def peek_range_packed(
     limits: RemoteLimits = _DEFAULT_LIMITS,
 ) -> bytes | None:
     """:func:`peek_range` in the packed form (:func:`openmsmq.remote.packed.encode_rows`),
-    encoded from the stored rows: no :class:`Message` per message. None when a message of
+    encoded from the stored rows: no :class:`MessageRecord` per message. None when a message of
     the range has an AbortCount or a MoveCount, which the packed form does not carry (the
     caller then answers with :func:`peek_range`)."""
     limits.messages(max_count, "max_count")

@@ -16,7 +16,7 @@ Endpoints
         one process owns a store).
 
 Contract (the data source's exactly-once rests on it; the QM provides it, see
-``qm/ranges.py`` and ``store/ranges.py``)
+``qm/range_reader.py`` and ``store/ranges.py``)
     1. *Stable watermark.* :meth:`Backend.available_ranges` reports ``last``: a
        LookupIdentifier such that no message with a LookupIdentifier <= ``last`` can
        appear in the queue later.

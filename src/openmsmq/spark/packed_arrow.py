@@ -3,8 +3,8 @@
 The remote-read service returns a page of peeked messages in the packed form of
 :mod:`openmsmq.remote.packed`: per message a fixed 128-byte little-endian header, then
 its variable-length fields. Turning that into client ``Message`` objects and then into
-columns cost about 5 µs of Python per message on the executor (most of the client's
-time in ``bench/spark.py``). Here the fixed fields are read for all records at once
+columns would cost Python work per message and field on the executor, most of the
+client's time in a Spark read. Here the fixed fields are read for all records at once
 through a numpy structured dtype, and the text columns (``message_id``, ``source_qm``)
 are built by Arrow kernels from the few distinct GUIDs of a page. When all records of
 a page have the same size (checked, see :func:`_uniform_stride`) nothing is done per

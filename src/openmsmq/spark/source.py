@@ -470,7 +470,7 @@ class MessageStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # itself. Each queue's target is the LookupIdentifier of a message present at
             # prepareForTriggerAvailableNow, which only this query removes (and only at or
             # below a committed offset), so the range query below would answer exactly
-            # that; it counts the range on the QM, about 0.1 us a message.
+            # that; it counts the range on the QM, a cost per message of the range.
             target = self._target
             ends = {q: max(begin.get(q), target.get(q)) for q in self.opts.queues}
             return self._next(start, begin, ends, {})

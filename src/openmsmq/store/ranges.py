@@ -233,7 +233,7 @@ def fetch_rows_through(
 ) -> list[tuple[Any, ...]]:
     """:func:`fetch_range_through` as the stored rows (:data:`ROW_COLUMNS` order; decode
     with :func:`~openmsmq.store.records.message_from_row`), for readers that need no
-    :class:`Message` per row. ``max_bytes``: no rows after the one whose size brings the
+    :class:`MessageRecord` per row. ``max_bytes``: no rows after the one whose size brings the
     total to it (one at least), stepped one at a time, so large messages are never read
     a whole ``limit`` at once."""
     bands = _bands(after, through, transactional)

@@ -220,7 +220,7 @@ MESSAGE_COLUMNS = ROW_COLUMNS  # kept for the schema module
 # then the strings).
 _PROPS = HEAD
 #: The fixed part of ``props`` (:data:`openmsmq.store.props.HEAD`), for code that reads
-#: rows without building a :class:`Message` (the remote-read service's packed
+#: rows without building a :class:`MessageRecord` (the remote-read service's packed
 #: PeekRange reply, the transfer's row encoder).
 PROPS = _PROPS
 _PROPS_COL = COL["props"]

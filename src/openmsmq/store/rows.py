@@ -1,6 +1,6 @@
 """Named reads of a stored message row (:data:`openmsmq.store.records.ROW_COLUMNS`
 order) for code outside the store that works on rows without building a
-:class:`~openmsmq.store.records.Message`: the transfer's sender side reads the sequence
+:class:`~openmsmq.store.records.MessageRecord`: the transfer's sender side reads the sequence
 columns, the Identifier uniquifier, SentTime and the expiry fields here instead of
 unpacking the ``props`` layout (:mod:`openmsmq.store.props`) itself."""
 

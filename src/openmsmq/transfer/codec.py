@@ -1,4 +1,4 @@
-"""Conversions between stored :class:`~openmsmq.store.records.Message` values and MS-MQQB
+"""Conversions between stored :class:`~openmsmq.store.records.MessageRecord` values and MS-MQQB
 UserMessage packets, for the transfer between queue managers (:mod:`openmsmq.transfer.engine`).
 
 DIRECT=TCP: and DIRECT=OS: destinations travel (``DirectQueueFormatName``, MS-MQMQ
@@ -180,7 +180,7 @@ def packet_from_message(
 
 
 def message_expire_at(m: MessageRecord) -> int | None:
-    """:func:`row_expire_at` of a :class:`Message`."""
+    """:func:`row_expire_at` of a :class:`MessageRecord`."""
     ttl = min(m.time_to_reach_queue, m.time_to_be_received)
     return None if ttl == INFINITE else m.sent_time + ttl
 
