@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from openmsmq.client import OutgoingMessage, connect
+from openmsmq.client import Access, OutgoingMessage, connect
 from openmsmq.runtime import live_runtime
 from tests.serve_proc import A, ServeProcess, free_port
 
@@ -279,6 +279,77 @@ def test_suspend_and_resume_an_outgoing_queue(qm: QM, browser: Any) -> None:
     shot(browser, "outgoing")
 
 
+# ---- poison messages and subqueues ---------------------------------------------------------
+
+POISON_Q = ORDERS + ";poison"
+
+
+def test_poison_count_is_live_and_subqueues_are_listed_under_their_queue(qm: QM, browser: Any) -> None:
+    with connect(qm.remote) as conn, conn.open_queue(ORDERS) as q:
+        q.purge()
+        with conn.transaction() as sending:
+            q.send(OutgoingMessage(body=b"bad order", label="poisoned"), tx=sending)
+        lookup_id = q.peek(timeout=5).lookup_id
+    browser.get(qm.url + "/")
+    assert by_id(browser, "poison-count").text == "0" and by_id(browser, "retry-count").text == "0"
+    marker = browser.execute_script("window.__marker = 2; return window.__marker")
+    qm.cli("move", ORDERS, str(lookup_id), "--to", "poison")
+    wait_for(lambda: by_id(browser, "poison-count").text == "1", what="the poison count to become 1")
+    assert browser.execute_script("return window.__marker") == marker  # no reload
+    shot(browser, "overview-poison")
+    browser.get(qm.url + "/queues")
+    rows = css(browser, "#queues tbody tr")
+    at = next(i for i, r in enumerate(rows) if r.find_element("css selector", "a").text == ORDERS)
+    under = []  # the rows right under the queue: its journal and subqueues
+    for r in rows[at + 1 :]:
+        if not r.find_element("css selector", "a").text.startswith(ORDERS + ";"):
+            break
+        under.append(r)
+    sub = next(r for r in under if r.find_element("css selector", "a").text == POISON_Q)
+    assert "subqueue" in (sub.get_attribute("class") or "")
+    assert sub.find_element("css selector", "[data-count]").text == "1"
+    assert int(sub.find_element("css selector", "[data-bytes]").text) >= len(b"bad order")  # body and label
+    assert sub.find_elements("css selector", "td")[-1].text != "-"  # the oldest message's age
+    shot(browser, "queues-subqueues")
+
+
+def test_browse_and_the_message_page_show_abort_and_move_counts(qm: QM, browser: Any) -> None:
+    with connect(qm.remote) as conn, conn.open_queue(POISON_Q, Access.RECEIVE) as q:
+        tx = conn.transaction()
+        q.receive(tx=tx, timeout=5)
+        tx.abort()  # an aborted receive: AbortCount 1 (the move set it to 0)
+    browser.get(queue_url(qm, POISON_Q))
+    row = css(browser, "#messages tbody tr")[0]
+    assert row.find_element("css selector", "[data-abort-count]").text == "1"
+    assert row.find_element("css selector", "[data-move-count]").text == "1"
+    shot(browser, "queue-poison")
+    submit(browser, lambda: css(browser, "#messages tbody a")[0])
+    assert by_id(browser, "m-abort-count").text == "1" and by_id(browser, "m-move-count").text == "1"
+
+
+def test_move_a_message_back_from_the_poison_subqueue(qm: QM, browser: Any) -> None:
+    browser.get(queue_url(qm, POISON_Q))
+    submit(browser, lambda: css(browser, "#messages tbody a")[0])
+    lookup_id = browser.current_url.rsplit("id=", 1)[1]
+    assert (
+        post(browser, "/message/move", {"queue": POISON_Q, "id": lookup_id, "to": ORDERS}) == 403
+    )  # no CSRF
+    by_id(browser, "move-to").send_keys("private$\\elsewhere")  # not this queue's
+    submit(browser, by_id(browser, "move"))
+    assert "MQ_ERROR_ILLEGAL_OPERATION" in browser.page_source and "own subqueues" in browser.page_source
+    shot(browser, "move-bad-target")
+    assert qm.count(POISON_Q) == 1 and qm.count(ORDERS) == 0  # nothing changed
+    browser.get(qm.url + "/message?queue=" + urllib.request.quote(POISON_Q, safe="") + "&id=" + lookup_id)
+    by_id(browser, "move-to").send_keys(ORDERS)
+    submit(browser, by_id(browser, "move"))
+    assert "Moved message" in browser.page_source, by_id(browser, "main").text
+    assert qm.count(POISON_Q) == 0 and qm.count(ORDERS) == 1
+    browser.get(queue_url(qm, ORDERS))
+    row = css(browser, "#messages tbody tr")[0]
+    assert row.find_element("css selector", "[data-move-count]").text == "2"  # in and out again
+    assert row.find_element("css selector", "[data-abort-count]").text == "0"  # a move resets it
+
+
 def test_the_other_pages_render(qm: QM, browser: Any) -> None:
     for path, name, marker in (("/incoming", "incoming", "Incoming sequences"),
                                ("/sessions", "sessions", "MS-MQQB sessions"),
@@ -327,6 +398,12 @@ def test_a_read_only_token_sees_no_action_and_its_posts_are_refused(qm: QM, brow
     assert post(browser, "/queue/purge", {"name": ORDERS, "csrf": token}) == 403
     assert post(browser, "/queue/delete", {"name": ORDERS, "csrf": token}) == 403
     assert post(browser, "/outgoing/suspend", {"name": REMOTE, "csrf": token}) == 403
+    browser.get(queue_url(qm, ORDERS))
+    lookup_id = css(browser, "#messages tbody a")[0].text
+    submit(browser, lambda: css(browser, "#messages tbody a")[0])
+    assert not css(browser, "#move")  # moving needs admin
+    move = {"queue": ORDERS, "id": lookup_id, "to": "poison", "csrf": token}
+    assert post(browser, "/message/move", move) == 403
     assert qm.count(ORDERS) == 1
     browser.get(qm.url + "/config")
     assert "MQ_ERROR_ACCESS_DENIED" in browser.page_source

@@ -1,11 +1,12 @@
-"""The console's actions (POST): create, purge, delete and change queues; receive and delete
-messages; requeue and purge dead letters; suspend and resume outgoing queues.
+"""The console's actions (POST): create, purge, delete and change queues; receive, delete
+and move messages; requeue and purge dead letters; suspend and resume outgoing queues.
 
 Each checks the session's permission on the queue it touches (as the remote-read service
 does: RECEIVE to receive, delete a message or purge; ADMIN to create, delete, change a
-queue or suspend an outgoing one; RECEIVE on the dead-letter queue and SEND on the
-destination to requeue) before it calls the QM. Purging and deleting a queue ask first
-(a GET of the same path shows what would go and a confirm button).
+queue, move a message between a queue and its subqueues or suspend an outgoing one;
+RECEIVE on the dead-letter queue and SEND on the destination to requeue) before it calls
+the QM. Purging and deleting a queue ask first (a GET of the same path shows what would
+go and a confirm button).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ __all__ = ["Actions"]
 
 log = logging.getLogger("openmsmq.console")
 
+#: Longest move target accepted (a format name of a subqueue fits).
+MAX_MOVE_TARGET = 400
+
 
 def _q(name: str) -> str:
     return urllib.parse.quote(name, safe="")
@@ -43,6 +47,7 @@ class Actions:
             ("/queue/delete", self.delete_queue),
             ("/queue/properties", self.properties), ("/queue/receive", self.receive),
             ("/message/delete", self.delete_message), ("/message/receive", self.receive_message),
+            ("/message/move", self.move_message),
             ("/deadletters/requeue", self.requeue), ("/deadletters/purge", self.purge_dead_letters),
             ("/outgoing/suspend", self.suspend), ("/outgoing/resume", self.resume),
         ):  # fmt: skip
@@ -147,6 +152,25 @@ class Actions:
         await self.web.run(self.backend.receive, name, lookup_id)
         self._log(ctx, f"deleted message {lookup_id} from {name}")
         return await self.web.done(ctx, f"Deleted message {lookup_id}.", f"/queue?name={_q(name)}")
+
+    async def move_message(self, ctx: Ctx) -> Response:
+        """Move one message to a subqueue of its queue, or from a subqueue back to its queue
+        (the QM checks the target: MQ_ERROR_ILLEGAL_QUEUE_PATHNAME for a bad one)."""
+        name = ctx.field("queue")
+        await self.web.need(ctx, name, "admin")
+        lookup_id = number_field(ctx.field("id"), "id")
+        to = ctx.field("to").strip()
+        if not to or len(to) > MAX_MOVE_TARGET:
+            raise HttpError(400, "Bad request", "Name where the message goes: a subqueue such as poison, or"
+                            f" the queue itself (at most {MAX_MOVE_TARGET} characters).")  # fmt: skip
+        new = await self.web.run(self.backend.move, name, lookup_id, to)
+        self._log(ctx, f"moved message {lookup_id} from {name} to {to} (now {new})")
+        await self.web.sampler.refresh()
+        return await self.web.done(
+            ctx,
+            f"Moved message {lookup_id} from {name} to {to}: it is message {new} there.",
+            f"/queue?name={_q(name)}",
+        )
 
     # ---- dead letters ----------------------------------------------------------------------
 

@@ -127,6 +127,13 @@ class Backend:
                 return q.receive(timeout=0, tx=tx)
             return q.receive_by_lookup_id(lookup_id, Seek.CURRENT, tx=tx)
 
+    def move(self, name: str, lookup_id: int, to: str) -> int:
+        """Move message ``lookup_id`` of a queue to one of its subqueues, or from a subqueue
+        back to its queue or to another of its subqueues, as ``openmsmq move`` does
+        (MS-MQRR 3.1.4.10); its new LookupIdentifier."""
+        with self.conn.open_queue(name, Access.RECEIVE) as q:
+            return q.move(lookup_id, to)
+
     def purge(self, name: str) -> int:
         """Delete every available message of a queue (an outgoing one: QM stopped only)."""
         with self.conn.open_queue(name, Access.RECEIVE) as q:

@@ -18,15 +18,16 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.ranges import QueueStats
+from openmsmq.wire.subqueues import POISON, RETRY
 
-__all__ = ["RatePoint", "Sampler", "Tick", "counter_total"]
+__all__ = ["RatePoint", "Sampler", "Tick", "counter_total", "subqueue_totals"]
 
 log = logging.getLogger("openmsmq.console")
 
@@ -40,6 +41,17 @@ def counter_total(metric: Any) -> float:
             if sample.name.endswith(("_total", "_count")):
                 total += sample.value
     return total
+
+
+def subqueue_totals(depths: Mapping[str, tuple[int, int, int | None]]) -> dict[str, int]:
+    """Messages in the ``;poison`` and in the ``;retry`` subqueues of all queues, from
+    depths by display name (``private$\\orders;poison``)."""
+    totals = {POISON: 0, RETRY: 0}
+    for name, (count, _, _) in depths.items():
+        sub = name.rpartition(";")[2].lower() if ";" in name else ""
+        if sub in totals:
+            totals[sub] += count
+    return totals
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +167,7 @@ class Sampler:
         self.watchers += 1
         sent_queues: dict[str, tuple[int, int, int | None]] = {}
         sent_outgoing: dict[str, str] = {}
+        sent_totals: dict[str, int] = {}
         seen = -1
         sent_rates: RatePoint | None = None
         try:
@@ -173,6 +186,9 @@ class Sampler:
                 sent_queues.update(queues)
                 sent_outgoing.update(outgoing)
                 doc: dict[str, Any] = {"queues": queues, "outgoing": outgoing}
+                totals = subqueue_totals(sent_queues)
+                if totals != sent_totals:
+                    doc["subqueues"] = sent_totals = totals
                 if t.rates is not None and t.rates is not sent_rates:
                     sent_rates = t.rates
                     r = t.rates

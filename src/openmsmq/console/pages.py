@@ -14,6 +14,7 @@ from starlette.responses import Response
 from openmsmq.client import Message
 from openmsmq.console.app import ConsoleApp, Ctx, HttpError, qm_error
 from openmsmq.console.backend import body_preview
+from openmsmq.console.live import subqueue_totals
 from openmsmq.errors import HResult, MQError
 from openmsmq.qm.names import DEADLETTER, DEADXACT
 from openmsmq.redact import SECRET_NAMES, redact
@@ -89,13 +90,19 @@ class Pages:
             identity=self.identity, uptime=_duration(time.time() - self.backend.started),
             history=[[p.time, p.messages_in, p.messages_out, p.commits] for p in self.web.sampler.history],
             messages=sum(q.message_count for q in st.queues if q.kind != "journal"),
-            disk_free=_size(usage.free),
+            disk_free=_size(usage.free), subqueues=subqueue_totals(
+                {q.name: (q.message_count, q.total_bytes, q.oldest_arrived_time) for q in st.queues}),
         )  # fmt: skip
 
     async def queues(self, ctx: Ctx) -> Response:
         st = await self._status(ctx)
         kind = ctx.field("kind", "")
-        rows = [q for q in st.queues if not kind or q.kind == kind]
+        # A subqueue (``queue;poison``) is listed under its queue, whatever the kind filter.
+        parents = {q.name.lower() for q in st.queues if not kind or q.kind == kind}
+        rows = sorted(
+            (q for q in st.queues if {q.name.lower(), _parent(q.name)} & parents),
+            key=lambda q: (_parent(q.name), ";" in q.name, q.name.lower()),
+        )
         return self.web.render(ctx.request, ctx.session, "queues.html", st=st, rows=rows, kind=kind,
                                now=st.time, can=ctx.can, age=_age)  # fmt: skip
 
@@ -188,6 +195,11 @@ def when(seconds: int) -> str:
 
 def when_float(seconds: float | None) -> str:
     return "-" if not seconds else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+
+
+def _parent(name: str) -> str:
+    """The case-folded queue a subqueue (``queue;poison``) belongs to; a queue's own name."""
+    return name.split(";", 1)[0].lower()
 
 
 def _age(now: float, arrived: int | None) -> str:

@@ -84,6 +84,7 @@
         queueChanged = true;
       }
     });
+    Object.keys(doc.subqueues || {}).forEach(function (sub) { setAll("data-subqueues", sub, doc.subqueues[sub]); });
     Object.keys(doc.outgoing || {}).forEach(function (name) { setAll("data-state", name, doc.outgoing[name]); });
     if (queueChanged) refreshBrowse();
   }
@@ -103,7 +104,7 @@
       drawAll();
     }
     browse = document.getElementById("browse");
-    if (document.querySelector("[data-count],[data-state],#charts") && window.EventSource) {
+    if (document.querySelector("[data-count],[data-state],[data-subqueues],#charts") && window.EventSource) {
       var source = new EventSource("/events");
       source.onmessage = function (e) {
         try { apply(JSON.parse(e.data)); } catch (err) { /* a bad event is skipped */ }
