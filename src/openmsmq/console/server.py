@@ -29,7 +29,7 @@ from openmsmq.console.sessions import Sessions
 from openmsmq.observability.metrics import Metrics
 from openmsmq.qm.manager import QueueManager
 from openmsmq.remote.auth import load_tokens
-from openmsmq.remote.status import TransferSnapshot, outgoing_state
+from openmsmq.remote.status import TransferSnapshot, outgoing_state, snapshot_of
 from openmsmq.transfer.engine import Transfer
 
 __all__ = ["ENDPOINTS", "ConsoleServer", "start_console", "transfer_hooks"]
@@ -91,11 +91,7 @@ def transfer_hooks(
     ``info``: serve's runtime.json (pid, endpoints)."""
 
     def snapshot() -> TransferSnapshot:
-        return TransferSnapshot(
-            tuple(transfer.outgoing_status()), tuple(transfer.incoming_status()), time.time() - loop.time(),
-            info.get("pid"), {k: str(v) for k, v in info.items() if k in ENDPOINTS and v},
-            frozenset(transfer.suspended_names),
-        )  # fmt: skip
+        return snapshot_of(transfer, time.time() - loop.time(), info, ENDPOINTS)
 
     return TransferHooks(
         snapshot, transfer.session_status, transfer.suspend_outgoing, transfer.resume_outgoing

@@ -24,6 +24,7 @@ from openmsmq.errors import MQError
 if TYPE_CHECKING:  # the client decodes a status without loading the queue manager or the store
     from openmsmq.qm import QueueManager
     from openmsmq.remote import openmsmq_remote_pb2 as pb
+    from openmsmq.transfer.engine import Transfer
     from openmsmq.transfer.state import IncomingStatus, OutgoingStatus
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "TransferSnapshot",
     "collect_status",
     "outgoing_state",
+    "snapshot_of",
     "status_from_pb",
     "status_to_pb",
 ]
@@ -56,6 +58,22 @@ class TransferSnapshot:
     #: Format names (case-folded) of the outgoing queues an operator suspended, also
     #: those the transfer has not taken up yet.
     suspended: frozenset[str] = frozenset()
+
+
+def snapshot_of(
+    transfer: Transfer, clock_offset: float, info: Mapping[str, Any], endpoints: tuple[str, ...]
+) -> TransferSnapshot:
+    """``transfer``'s live state now (call it on the transfer's event loop: it is not
+    thread-safe); ``clock_offset``: wall clock minus the loop's clock; ``info``: serve's
+    runtime.json, of which the pid and the services named in ``endpoints`` are kept."""
+    return TransferSnapshot(
+        tuple(transfer.outgoing_status()),
+        tuple(transfer.incoming_status()),
+        clock_offset,
+        info.get("pid"),
+        {k: str(v) for k, v in info.items() if k in endpoints and v},
+        frozenset(transfer.suspended_names),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from openmsmq.qm.manager import QueueManager
 from openmsmq.qm.names import DEADLETTER
 from openmsmq.qm.store_choice import StoreChoice
 from openmsmq.remote.server import start_remote_server
-from openmsmq.remote.status import TransferSnapshot
+from openmsmq.remote.status import TransferSnapshot, snapshot_of
 from openmsmq.runtime import SERVE_LOCK, read_runtime, remove_runtime, take_serve_lock, write_runtime
 from openmsmq.server.node import open_node
 from openmsmq.server.options import net_config, store_options, transfer_config
@@ -80,18 +80,8 @@ def transfer_snapshot(
     offset from the loop's clock to the wall clock and the services of ``info``
     (runtime.json)."""
 
-    def take() -> TransferSnapshot:
-        return TransferSnapshot(
-            tuple(transfer.outgoing_status()),
-            tuple(transfer.incoming_status()),
-            time.time() - loop.time(),
-            info.get("pid"),
-            {k: str(v) for k, v in info.items() if k in ("mqqb", "remote", "metrics") and v},
-            frozenset(transfer.suspended_names),
-        )
-
     async def on_loop() -> TransferSnapshot:
-        return take()
+        return snapshot_of(transfer, time.time() - loop.time(), info, ("mqqb", "remote", "metrics"))
 
     def provider() -> TransferSnapshot:
         return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(timeout)
