@@ -23,7 +23,7 @@ from openmsmq.client import Access, OutgoingMessage, connect
 from openmsmq.runtime import live_runtime
 from tests.serve_proc import A, ServeProcess, free_port
 
-from .browser import chromium, shot, wait_for
+from .browser import shot, wait_for
 
 ADMIN = "admin-token-0001"
 READER = "reader-token-0001"
@@ -74,11 +74,6 @@ def qm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QM]:
         yield q
     finally:
         proc.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium()
 
 
 def by_id(driver: Any, ident: str) -> Any:
@@ -242,6 +237,46 @@ def test_a_post_without_the_csrf_token_is_refused(qm: QM, browser: Any) -> None:
         post(browser, "/queue/purge", {"name": ORDERS, "csrf": csrf_of(browser)}) == 303
     )  # the same, with it
     assert qm.count(ORDERS) == 0
+
+
+RATES = "private$\\rates"
+QUIET = "private$\\quiet"
+
+#: Records, in the page, the highest value every live update wrote into a rate cell of
+#: the queues table (a rate stays up for one tick, about a second: too short to poll for).
+WATCH_RATES = """
+window.__rates = {};
+new MutationObserver(function () {
+  document.querySelectorAll("[data-in],[data-out]").forEach(function (el) {
+    var way = el.hasAttribute("data-in") ? "in" : "out";
+    var key = way + " " + el.getAttribute("data-" + way).toLowerCase();
+    window.__rates[key] = Math.max(window.__rates[key] || 0, parseFloat(el.textContent));
+  });
+}).observe(document.getElementById("queues"), {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_the_queues_page_shows_each_queues_rates_live(qm: QM, browser: Any) -> None:
+    qm.cli("queue", "create", RATES)
+    qm.cli("queue", "create", QUIET)
+    browser.get(qm.url + "/queues")
+    row = next(
+        r for r in css(browser, "#queues tbody tr") if r.find_element("css selector", "a").text == RATES
+    )
+    assert row.find_element("css selector", "[data-in]").text == "0.0"
+    browser.execute_script(WATCH_RATES)
+
+    def seen(way: str, queue: str) -> float:
+        return float(browser.execute_script("return window.__rates[arguments[0]] || 0", f"{way} {queue}"))
+
+    qm.cli("send", RATES, "counted", "--count", "20")
+    wait_for(lambda: seen("in", RATES.lower()) > 0, what="a positive in-rate of the queue sent to")
+    assert seen("out", RATES.lower()) == 0
+    qm.cli("receive", RATES, "--count", "5")
+    wait_for(lambda: seen("out", RATES.lower()) > 0, what="a positive out-rate of the queue received from")
+    assert seen("in", QUIET.lower()) == 0 and seen("out", QUIET.lower()) == 0  # the other queue: none
+    assert browser.execute_script("return typeof window.__rates") == "object"  # no reload meanwhile
+    shot(browser, "queues-rates")
 
 
 # ---- dead letters and outgoing queues ---------------------------------------------------

@@ -68,6 +68,22 @@
     return changed;
   }
 
+  function stamp(seconds) {
+    if (!seconds) return "-";
+    var d = new Date(seconds * 1000);
+    function two(n) { return (n < 10 ? "0" : "") + n; }
+    return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " +
+      two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+  }
+
+  function showRole(role) {
+    setAll("data-role", "role", role.role);
+    setAll("data-role", "epoch", role.epoch === null || role.epoch === undefined ? "-" : role.epoch);
+    setAll("data-role", "since", stamp(role.since));
+    var badge = document.getElementById("role");
+    if (badge) badge.className = "role role-" + role.role;
+  }
+
   function apply(doc) {
     if (doc.rates) {
       series.push(doc.rates);
@@ -84,6 +100,11 @@
         queueChanged = true;
       }
     });
+    Object.keys(doc.flows || {}).forEach(function (name) {
+      setAll("data-in", name, doc.flows[name][0].toFixed(1));
+      setAll("data-out", name, doc.flows[name][1].toFixed(1));
+    });
+    if (doc.role) showRole(doc.role);
     Object.keys(doc.subqueues || {}).forEach(function (sub) { setAll("data-subqueues", sub, doc.subqueues[sub]); });
     Object.keys(doc.outgoing || {}).forEach(function (name) { setAll("data-state", name, doc.outgoing[name]); });
     if (queueChanged) refreshBrowse();
@@ -104,13 +125,16 @@
       drawAll();
     }
     browse = document.getElementById("browse");
-    if (document.querySelector("[data-count],[data-state],[data-subqueues],#charts") && window.EventSource) {
+    if (document.querySelector("[data-count],[data-state],[data-subqueues],[data-role],#charts") &&
+        window.EventSource) {
       var source = new EventSource("/events");
       source.onmessage = function (e) {
+        document.body.classList.remove("offline");
         try { apply(JSON.parse(e.data)); } catch (err) { /* a bad event is skipped */ }
       };
       source.onerror = function () {
-        if (source.readyState === EventSource.CLOSED) document.body.classList.add("offline");
+        // The browser reconnects by itself; until then the values shown are not live.
+        if (source.readyState !== EventSource.OPEN) document.body.classList.add("offline");
       };
     }
   });
