@@ -194,6 +194,13 @@ def test_browse_and_preview_a_message(qm: QM, browser: Any) -> None:
     submit(browser, next(link for link in css(browser, "nav.filters a") if link.text == "hex"))
     assert "7b 22 6f 72" in by_id(browser, "preview").text  # {"or
     shot(browser, "message-hex")
+    # The download: the whole body, as an attachment.
+    got = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch(document.getElementById('download').href).then(r => r.text().then("
+        "t => done([r.status, r.headers.get('content-disposition'), t])));"
+    )
+    assert got[0] == 200 and got[1].startswith("attachment") and got[2] == '{"order": 17, "item": "widget"}'
 
 
 def test_receive_one_and_delete_one(qm: QM, browser: Any) -> None:
@@ -277,6 +284,52 @@ def test_the_queues_page_shows_each_queues_rates_live(qm: QM, browser: Any) -> N
     assert seen("in", QUIET.lower()) == 0 and seen("out", QUIET.lower()) == 0  # the other queue: none
     assert browser.execute_script("return typeof window.__rates") == "object"  # no reload meanwhile
     shot(browser, "queues-rates")
+    # The overview's chart of messages in per second moves with the same traffic.
+    browser.get(qm.url + "/")
+    browser.execute_script(
+        "window.__chart = 0; new MutationObserver(function () {"
+        " window.__chart = Math.max(window.__chart, parseFloat(document.getElementById('rate-in').textContent)"
+        " || 0); }).observe(document.getElementById('rate-in'), {subtree: true, childList: true,"
+        " characterData: true});"
+    )
+    qm.cli("send", QUIET, "charted", "--count", "20")
+    wait_for(lambda: browser.execute_script("return window.__chart") > 0, what="a positive rate on the chart")
+
+
+LIFE = "private$\\lifecycle"
+
+
+def test_create_change_page_purge_and_delete_a_queue(qm: QM, browser: Any) -> None:
+    browser.get(qm.url + "/queues")
+    css(browser, "input[name=path]")[0].send_keys(LIFE)
+    css(browser, "input[name=label]")[0].send_keys("first label")
+    css(browser, "input[name=transactional]")[0].click()  # a non-transactional one
+    submit(browser, by_id(browser, "create-queue"))
+    assert f"Created {LIFE}" in browser.page_source and "first label" in by_id(browser, "main").text
+    label = css(browser, "section[aria-label=Properties] input[name=label]")[0]
+    label.clear()
+    label.send_keys("second label")
+    css(browser, "section[aria-label=Properties] input[name=quota_kb]")[0].send_keys("2048")
+    submit(browser, by_id(browser, "save-properties"))
+    with connect(qm.remote) as conn:
+        info = conn.queue_info(LIFE)
+    assert (info.label, info.quota_kb, info.transactional) == ("second label", 2048, False)
+    qm.cli("send", LIFE, "paged", "--count", "60")  # more than a page (50)
+    browser.get(queue_url(qm, LIFE))
+    assert len(css(browser, "#messages tbody tr")) == 50
+    submit(browser, by_id(browser, "next-page"))
+    assert len(css(browser, "#messages tbody tr")) == 10
+    submit(browser, by_id(browser, "purge"))  # asks first; nothing gone yet
+    assert "60 message(s) will be deleted" in browser.page_source and qm.count(LIFE) == 60
+    shot(browser, "confirm-purge")
+    submit(browser, by_id(browser, "confirm"))
+    assert "Purged 60 message(s)" in browser.page_source and qm.count(LIFE) == 0
+    submit(browser, by_id(browser, "delete-queue"))
+    assert "will be deleted" in browser.page_source
+    submit(browser, by_id(browser, "confirm"))
+    assert f"Deleted {LIFE}" in browser.page_source and "/queues" in browser.current_url
+    browser.get(queue_url(qm, LIFE))
+    assert "Queue not found" in browser.page_source
 
 
 # ---- dead letters and outgoing queues ---------------------------------------------------
@@ -312,6 +365,15 @@ def test_suspend_and_resume_an_outgoing_queue(qm: QM, browser: Any) -> None:
     assert css(browser, "td[data-state]")[0].text in ("waiting", "retrying", "connected", "idle")
     assert css(browser, f'button[data-suspend="{REMOTE_CSS}" i]')
     shot(browser, "outgoing")
+
+
+def test_the_overview_warns_of_an_outgoing_queue_retrying(qm: QM, browser: Any) -> None:
+    # Nothing listens at the far QM's address: its outgoing queue retries with back-off.
+    wait_for(lambda: browser.get(qm.url + "/") or "retrying" in by_id(browser, "main").text, timeout=30,
+             what="the retrying outgoing queue among the warnings")  # fmt: skip
+    warnings = css(browser, "section[aria-label=Warnings]")[0].text
+    assert "is retrying" in warnings and "127.0.0.2" in warnings
+    shot(browser, "overview-warnings")
 
 
 # ---- poison messages and subqueues ---------------------------------------------------------
