@@ -276,8 +276,11 @@ def test_the_queues_page_shows_each_queues_rates_live(qm: QM, browser: Any) -> N
     def seen(way: str, queue: str) -> float:
         return float(browser.execute_script("return window.__rates[arguments[0]] || 0", f"{way} {queue}"))
 
+    oldest = row.find_element("css selector", "[data-oldest]")
+    assert oldest.text == "-"  # empty
     qm.cli("send", RATES, "counted", "--count", "20")
     wait_for(lambda: seen("in", RATES.lower()) > 0, what="a positive in-rate of the queue sent to")
+    wait_for(lambda: oldest.text.endswith(" s"), what="the age of the oldest message, live")
     assert seen("out", RATES.lower()) == 0
     qm.cli("receive", RATES, "--count", "5")
     wait_for(lambda: seen("out", RATES.lower()) > 0, what="a positive out-rate of the queue received from")
@@ -287,10 +290,10 @@ def test_the_queues_page_shows_each_queues_rates_live(qm: QM, browser: Any) -> N
     # The overview's chart of messages in per second moves with the same traffic.
     browser.get(qm.url + "/")
     browser.execute_script(
-        "window.__chart = 0; new MutationObserver(function () {"
-        " window.__chart = Math.max(window.__chart, parseFloat(document.getElementById('rate-in').textContent)"
-        " || 0); }).observe(document.getElementById('rate-in'), {subtree: true, childList: true,"
-        " characterData: true});"
+        "window.__chart = 0; const now = document.getElementById('rate-in');"
+        " new MutationObserver(function () {"
+        " window.__chart = Math.max(window.__chart, parseFloat(now.textContent) || 0);"
+        " }).observe(now, {subtree: true, childList: true, characterData: true});"
     )
     qm.cli("send", QUIET, "charted", "--count", "20")
     wait_for(lambda: browser.execute_script("return window.__chart") > 0, what="a positive rate on the chart")
@@ -458,16 +461,30 @@ def test_the_other_pages_render(qm: QM, browser: Any) -> None:
 
 
 def test_phone_width_and_dark_theme(qm: QM, browser: Any) -> None:
-    browser.set_window_size(390, 800)
+    pages = (("overview", qm.url + "/"), ("queues", qm.url + "/queues"), ("queue", queue_url(qm, ORDERS)))
     browser.get(qm.url + "/")
     by_id(browser, "theme").click()
     assert browser.execute_script("return document.documentElement.dataset.theme") in ("dark", "light")
     if browser.execute_script("return document.documentElement.dataset.theme") == "light":
         by_id(browser, "theme").click()
-    shot(browser, "overview-phone-dark")
-    browser.get(queue_url(qm, ORDERS))
-    shot(browser, "queue-phone-dark")
+    for width, size in ((1280, "wide"), (390, "phone")):  # the choice is remembered across pages
+        for name, url in pages:
+            browser.set_window_size(width, 800)
+            browser.get(url)
+            assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+            shot(browser, f"{name}-{size}-dark")
     by_id(browser, "theme").click()  # back to light for the rest
+    for name, url in pages:
+        browser.set_window_size(390, 800)
+        browser.get(url)
+        shot(browser, f"{name}-phone-light")
+        # Nothing wider than the phone's screen but the tables, which scroll in their box.
+        wide = browser.execute_script(
+            "return Array.from(document.querySelectorAll('main *')).filter(e => !e.closest('.scroll')"
+            " && e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)"
+            ".map(e => e.tagName + '#' + e.id + '.' + e.className)"
+        )
+        assert not wide, (name, wide)
     browser.set_window_size(1280, 900)
 
 

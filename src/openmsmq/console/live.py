@@ -214,13 +214,13 @@ class Sampler:
                 t = self.tick
                 queues = {k: v for k, v in t.queues.items() if sent_queues.get(k) != v and visible(k)}
                 outgoing = {k: v for k, v in t.outgoing.items() if sent_outgoing.get(k) != v and visible(k)}
-                flows = {
-                    k: v for k, v in t.flows.items() if sent_flows.get(k, (0.0, 0.0)) != v and visible(k)
-                }
+                flows = {k: v for k, v in t.flows.items() if sent_flows.get(k) != v and visible(k)}
                 sent_queues.update(queues)
                 sent_outgoing.update(outgoing)
                 sent_flows.update(flows)
-                doc: dict[str, Any] = {"queues": queues, "outgoing": outgoing, "flows": flows}
+                # ``now``: the server's clock, for the ages of the oldest messages.
+                doc: dict[str, Any] = {"now": time.time(), "queues": queues, "outgoing": outgoing,
+                                       "flows": flows}  # fmt: skip
                 if t.role != sent_role:
                     doc["role"] = sent_role = t.role
                 totals = subqueue_totals(sent_queues)

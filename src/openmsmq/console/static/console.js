@@ -76,6 +76,15 @@
       two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
   }
 
+  // As the server words an age (pages.py, _duration).
+  function duration(seconds) {
+    var s = Math.max(0, Math.floor(seconds));
+    if (s < 120) return s + " s";
+    if (s < 7200) return Math.floor(s / 60) + " min";
+    if (s < 172800) return Math.floor(s / 3600) + " h " + Math.floor(s % 3600 / 60) + " min";
+    return Math.floor(s / 86400) + " d";
+  }
+
   function showRole(role) {
     setAll("data-role", "role", role.role);
     setAll("data-role", "epoch", role.epoch === null || role.epoch === undefined ? "-" : role.epoch);
@@ -95,6 +104,11 @@
       var v = doc.queues[name];
       var c = setAll("data-count", name, v[0]);
       setAll("data-bytes", name, v[1]);
+      document.querySelectorAll("[data-oldest]").forEach(function (el) {
+        if (el.getAttribute("data-oldest").toLowerCase() === name.toLowerCase()) {
+          el.setAttribute("data-arrived", v[2] === null ? "" : String(v[2]));
+        }
+      });
       if (c && browse && document.getElementById("messages") &&
           document.getElementById("messages").dataset.queue.toLowerCase() === name.toLowerCase()) {
         queueChanged = true;
@@ -105,6 +119,13 @@
       setAll("data-out", name, doc.flows[name][1].toFixed(1));
     });
     if (doc.role) showRole(doc.role);
+    if (doc.now) {
+      document.querySelectorAll("[data-oldest]").forEach(function (el) {
+        var arrived = el.getAttribute("data-arrived");
+        var text = arrived ? duration(doc.now - Number(arrived)) : "-";
+        if (el.textContent !== text) el.textContent = text;
+      });
+    }
     Object.keys(doc.subqueues || {}).forEach(function (sub) { setAll("data-subqueues", sub, doc.subqueues[sub]); });
     Object.keys(doc.outgoing || {}).forEach(function (name) { setAll("data-state", name, doc.outgoing[name]); });
     if (queueChanged) refreshBrowse();
