@@ -663,3 +663,17 @@ def test_reject_count_is_persisted_when_a_message_is_rejected(net: Net) -> None:
     net.run_until_quiet()
     (after,) = b.qm.incoming_sequences()
     assert after.reject_count == 0  # an accepted message resets it
+
+
+def test_a_transfer_counts_into_the_outgoing_queue_out_of_it_and_into_the_destination(net: Net) -> None:
+    """The MS-MQQB paths: the sender's outgoing queue in (sends) and out (OrderAck
+    releases), the receiver's queue in (accepted arrivals)."""
+    a, b = net.add("127.0.0.1"), net.add("127.0.0.2")
+    b.qm.create_queue(Q, transactional=True)
+    for t in range(3):
+        send_tx(a.qm, DEST_B, [b"%d-%d" % (t, i) for i in range(50)])
+    net.run_until_quiet()
+    assert outgoing_count(a.qm) == 0
+    outgoing = [v for k, v in a.qm.message_counts().items() if k.lower() == DEST_B.lower()]
+    assert outgoing == [(150, 150)]
+    assert b.qm.message_counts()[Q] == (150, 0)

@@ -4,10 +4,13 @@ One :class:`Sampler` per console ticks every ``interval`` seconds on serve's eve
 it reads the counters of :class:`~openmsmq.observability.metrics.Metrics` (messages in:
 sent by applications and accepted from peers; out: received by applications and
 released by an OrderAck; store commits) into rates, keeps the last ``history`` of them
-for the charts, and, while some browser watches, the depth of every queue (one
-aggregate statement, read off the loop in a thread) and the state of every outgoing
-queue. Every watcher's server-sent-event stream reads that one shared tick, so the cost
-does not grow with the number of browsers beyond sending the changes.
+for the charts, turns the queue manager's per-queue counters of messages in and out
+(:meth:`~openmsmq.qm.manager.QueueManager.message_counts`, memory only) into each queue's
+rates, reads the node's role (standalone, or active with its fencing epoch), and, while
+some browser watches, the depth of every queue (one aggregate statement, read off the
+loop in a thread) and the state of every outgoing queue. Every watcher's
+server-sent-event stream reads that one shared tick, so the cost does not grow with the
+number of browsers beyond sending the changes.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from openmsmq.qm.manager import QueueManager
 from openmsmq.store.ranges import QueueStats
 from openmsmq.wire.subqueues import POISON, RETRY
 
-__all__ = ["RatePoint", "Sampler", "Tick", "counter_total", "subqueue_totals"]
+__all__ = ["STANDALONE", "RatePoint", "Sampler", "Tick", "counter_total", "subqueue_totals"]
+
+#: The role of a queue manager that is not one node of a highly available pair.
+STANDALONE: dict[str, Any] = {"role": "standalone", "epoch": None, "since": None}
 
 log = logging.getLogger("openmsmq.console")
 
@@ -74,6 +80,10 @@ class Tick:
     queues: dict[str, tuple[int, int, int | None]] = field(default_factory=dict)
     #: Outgoing format name → state.
     outgoing: dict[str, str] = field(default_factory=dict)
+    #: Queue display name → (messages in, messages out) per second over the last tick.
+    flows: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: The node's role: ``role`` (standalone / active / stepping-down), ``epoch``, ``since``.
+    role: dict[str, Any] = field(default_factory=dict)
 
 
 class Sampler:
@@ -85,12 +95,15 @@ class Sampler:
         metrics: Metrics,
         outgoing_states: Callable[[], dict[str, str]],
         *,
+        role: Callable[[], dict[str, Any]] = lambda: dict(STANDALONE),
         interval: float = 1.0,
         history: int = 120,
     ) -> None:
         self.qm = qm
         self.metrics = metrics
         self.outgoing_states = outgoing_states
+        self.role = role
+        self._last_counts: tuple[float, dict[str, tuple[int, int]]] | None = None
         self.interval = interval
         self.history: deque[RatePoint] = deque(maxlen=history)
         self.tick = Tick()
@@ -141,9 +154,25 @@ class Sampler:
             self.history.append(point)
             self.tick.rates = point
         self._last = (now, into, out, commits)
+        self._read_flows(now)
+        self.tick.role = self.role()
         if self.watchers:
             await self._read_depths()
         await self._publish()
+
+    def _read_flows(self, now: float) -> None:
+        """Each queue's messages in and out per second since the last tick, from the
+        queue manager's per-queue counters (a queue new since then counts from 0)."""
+        counts = self.qm.message_counts()
+        if self._last_counts is not None:
+            then, before = self._last_counts
+            span = max(now - then, 1e-3)
+            flows = {}
+            for name, (n_in, n_out) in counts.items():
+                b_in, b_out = before.get(name, (0, 0))
+                flows[name] = (round(max(0, n_in - b_in) / span, 1), round(max(0, n_out - b_out) / span, 1))
+            self.tick.flows = flows
+        self._last_counts = (now, counts)
 
     async def refresh(self) -> None:
         """Read the depths and states again now (after an action changed them), so that the
@@ -167,6 +196,8 @@ class Sampler:
         self.watchers += 1
         sent_queues: dict[str, tuple[int, int, int | None]] = {}
         sent_outgoing: dict[str, str] = {}
+        sent_flows: dict[str, tuple[float, float]] = {}
+        sent_role: dict[str, Any] = {}
         sent_totals: dict[str, int] = {}
         seen = -1
         sent_rates: RatePoint | None = None
@@ -183,9 +214,15 @@ class Sampler:
                 t = self.tick
                 queues = {k: v for k, v in t.queues.items() if sent_queues.get(k) != v and visible(k)}
                 outgoing = {k: v for k, v in t.outgoing.items() if sent_outgoing.get(k) != v and visible(k)}
+                flows = {k: v for k, v in t.flows.items() if sent_flows.get(k) != v and visible(k)}
                 sent_queues.update(queues)
                 sent_outgoing.update(outgoing)
-                doc: dict[str, Any] = {"queues": queues, "outgoing": outgoing}
+                sent_flows.update(flows)
+                # ``now``: the server's clock, for the ages of the oldest messages.
+                doc: dict[str, Any] = {"now": time.time(), "queues": queues, "outgoing": outgoing,
+                                       "flows": flows}  # fmt: skip
+                if t.role != sent_role:
+                    doc["role"] = sent_role = t.role
                 totals = subqueue_totals(sent_queues)
                 if totals != sent_totals:
                     doc["subqueues"] = sent_totals = totals

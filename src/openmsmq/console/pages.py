@@ -20,7 +20,16 @@ from openmsmq.qm.names import DEADLETTER, DEADXACT
 from openmsmq.redact import SECRET_NAMES, redact
 from openmsmq.remote.status import QMStatus
 
-__all__ = ["PAGE_SIZE", "ConfigRow", "Pages", "config_rows", "number_field", "when"]
+__all__ = [
+    "PAGE_SIZE",
+    "TAKEOVER_WARNING",
+    "ConfigRow",
+    "Pages",
+    "config_rows",
+    "number_field",
+    "role_warnings",
+    "when",
+]
 
 #: Messages per page of a queue's browse list.
 PAGE_SIZE = 50
@@ -28,6 +37,10 @@ PAGE_SIZE = 50
 DEAD_LETTER_ROWS = 500
 #: Below this share of free space in the data directory's file system the overview warns.
 LOW_DISK_SHARE = 0.10
+#: For this long after a node of a highly available pair took over the queue manager,
+#: the overview warns: peers reconnect and resend, remote-read clients reconnect, and
+#: transactions that were open on the former active were aborted.
+TAKEOVER_WARNING = 15 * 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +97,13 @@ class Pages:
             warnings.append(
                 f"the disk of {self.data_dir} is filling: {_size(usage.free)} free of {_size(usage.total)}"
             )
+        role = self.web.sampler.role()
+        warnings += role_warnings(role, time.time())
         dead = st.dead_letter
         return self.web.render(
             ctx.request, ctx.session, "overview.html", st=st, warnings=warnings, dead=dead,
             identity=self.identity, uptime=_duration(time.time() - self.backend.started),
+            role=role, when=when_float,
             history=[[p.time, p.messages_in, p.messages_out, p.commits] for p in self.web.sampler.history],
             messages=sum(q.message_count for q in st.queues if q.kind != "journal"),
             disk_free=_size(usage.free), subqueues=subqueue_totals(
@@ -104,7 +120,8 @@ class Pages:
             key=lambda q: (_parent(q.name), ";" in q.name, q.name.lower()),
         )
         return self.web.render(ctx.request, ctx.session, "queues.html", st=st, rows=rows, kind=kind,
-                               now=st.time, can=ctx.can, age=_age)  # fmt: skip
+                               now=st.time, can=ctx.can, age=_age,
+                               flows=self.web.sampler.tick.flows)  # fmt: skip
 
     async def queue(self, ctx: Ctx) -> Response:
         name = ctx.field("name")
@@ -169,6 +186,21 @@ class Pages:
     async def configuration(self, ctx: Ctx) -> Response:
         self._admin(ctx, "the configuration")
         return self.web.render(ctx.request, ctx.session, "config.html", rows=self.config_rows)
+
+
+def role_warnings(role: Mapping[str, object], now: float) -> list[str]:
+    """The overview's warning after a takeover: this node became active less than
+    :data:`TAKEOVER_WARNING` ago in a term after the first (epoch above 1: another term,
+    of this node or another, came before it)."""
+    since, epoch = role.get("since"), role.get("epoch")
+    if role.get("role") != "active" or not isinstance(since, float | int) or not isinstance(epoch, int):
+        return []
+    ago = now - since
+    if epoch <= 1 or ago > TAKEOVER_WARNING:
+        return []
+    return [f"this node took over the queue manager {_duration(max(0.0, ago))} ago (lease epoch {epoch}):"
+            " peers reconnect and resend, remote-read clients reconnect, transactions open on the"
+            " former active were aborted"]  # fmt: skip
 
 
 def config_rows(values: Mapping[str, object], sources: Mapping[str, str]) -> list[ConfigRow]:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import uvicorn
@@ -23,7 +23,7 @@ from openmsmq.config import Config
 from openmsmq.console.actions import Actions
 from openmsmq.console.app import ConsoleApp
 from openmsmq.console.backend import Backend, TransferHooks
-from openmsmq.console.live import Sampler
+from openmsmq.console.live import STANDALONE, Sampler
 from openmsmq.console.pages import Pages, config_rows
 from openmsmq.console.sessions import Sessions
 from openmsmq.observability.metrics import Metrics
@@ -104,9 +104,12 @@ def start_console(
     metrics: Metrics,
     hooks: TransferHooks | None,
     config_doc: Mapping[str, Any],
+    role: Callable[[], dict[str, Any]] | None = None,
 ) -> ConsoleServer:
     """Assemble the console of ``config.console`` (not started: :meth:`ConsoleServer.start`);
-    ``config_doc``: the effective configuration and its sources (``config show --json``).
+    ``config_doc``: the effective configuration and its sources (``config show --json``);
+    ``role``: the node's role in a highly available pair (``role``, ``epoch``, ``since``,
+    as in runtime.json's ``ha``), None for a standalone queue manager.
     Binds its socket: :class:`OSError` when the address is taken. Reads
     ``remote.tokens_file`` (:class:`~openmsmq.errors.ConfigError` when unreadable)."""
     c = config.console
@@ -118,12 +121,12 @@ def start_console(
             return {}
         return {o.format_name: outgoing_state(o) for o in hooks.snapshot().outgoing}
 
-    sampler = Sampler(qm, metrics, outgoing_states)
+    sampler = Sampler(qm, metrics, outgoing_states, role=role or (lambda: dict(STANDALONE)))
     secure = c.tls_cert is not None
     web = ConsoleApp(backend, sampler, Sessions(tokens, c.session_timeout), secure=secure)
     values = {f"{s}.{k}": v for s, keys in config_doc.get("config", {}).items() for k, v in keys.items()}
     identity = {"GUID": str(qm.guid), "computer name": qm.computer_name, "data directory": str(qm.data_dir),
-                "configuration file": str(config_doc.get("file") or "-"), "role": "standalone"}  # fmt: skip
+                "configuration file": str(config_doc.get("file") or "-")}  # fmt: skip
     Pages(web, config_rows(values, config_doc.get("sources", {})), identity, str(config.qm.data_dir))
     Actions(web)
     family = socket.AF_INET6 if ":" in c.listen_address else socket.AF_INET

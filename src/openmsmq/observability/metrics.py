@@ -465,13 +465,20 @@ class QueueManagerLike(Protocol):
         """The store, whose ``stats`` has ``batches``, ``ops`` and ``failed_ops``."""
         ...
 
+    def message_counts(self) -> Mapping[str, tuple[int, int]]:
+        """Messages in and out of each queue since it opened, by display name (memory only)."""
+        ...
+
 
 class QueueManagerCollector(Collector):
-    """Scrape-time metrics of one queue manager: per-queue depth and bytes, store commits.
+    """Scrape-time metrics of one queue manager: per-queue depth and bytes, messages in
+    and out per queue, store commits.
 
     ``queues`` returns the current :class:`QueueStat` list (one cheap query); ``store_stats``
-    returns the writer's counters or None. A failing source (QM closed, store error) drops
-    its metrics from that scrape instead of failing the whole scrape.
+    returns the writer's counters or None; ``counts`` the messages in and out of each queue
+    (counters the queue manager keeps in memory, added once per commit). A failing source
+    (QM closed, store error) drops its metrics from that scrape instead of failing the
+    whole scrape.
 
     ``queues`` always runs on one worker thread of the collector: the HTTP server answers
     each scrape on a new thread, and the store keeps one read connection per thread until
@@ -484,10 +491,12 @@ class QueueManagerCollector(Collector):
         queues: Callable[[], Iterable[QueueStat]],
         store_stats: Callable[[], _StoreStatsLike | None] = lambda: None,
         *,
+        counts: Callable[[], Mapping[str, tuple[int, int]]] | None = None,
         timeout: float = 10.0,
     ) -> None:
         self._queues = queues
         self._store_stats = store_stats
+        self._counts = counts
         self._timeout = timeout
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmsmq-metrics")
 
@@ -511,11 +520,30 @@ class QueueManagerCollector(Collector):
                 for r in qm.list_queues(include_system=True)
             ]
 
-        return cls(queues, lambda: getattr(qm.store, "stats", None))
+        return cls(queues, lambda: getattr(qm.store, "stats", None), counts=qm.message_counts)
 
     def describe(self) -> Iterator[Metric]:
         """Metric names only (so registering does not query the queue manager)."""
         yield from self._families()
+        if self._counts is not None:
+            yield from self._count_families()
+
+    @staticmethod
+    def _count_families() -> tuple[CounterMetricFamily, CounterMetricFamily]:
+        return (
+            CounterMetricFamily(
+                "openmsmq_queue_messages_in",
+                "Messages that entered a queue (sent, arrived, moved or dead-lettered into it) since"
+                " the queue manager opened.",
+                labels=["queue"],
+            ),
+            CounterMetricFamily(
+                "openmsmq_queue_messages_out",
+                "Messages that left a queue (received, released by an OrderAck, moved out, expired)"
+                " since the queue manager opened.",
+                labels=["queue"],
+            ),
+        )
 
     def _families(
         self,
@@ -549,6 +577,18 @@ class QueueManagerCollector(Collector):
                 size.add_metric([s.queue, s.kind], s.bytes)
             yield depth
             yield size
+        if self._counts is not None:
+            into, out = self._count_families()
+            try:
+                counts = self._counts()
+            except Exception as exc:  # as for the depths: the QM may be closing
+                log_event(_log, "metrics_queue_counts_failed", logging.DEBUG, error=str(exc))
+            else:
+                for queue, (n_in, n_out) in counts.items():
+                    into.add_metric([queue], n_in)
+                    out.add_metric([queue], n_out)
+                yield into
+                yield out
         store = self._store_stats()
         if store is not None:
             commits.add_metric([], store.batches)

@@ -59,6 +59,8 @@ class QueueState:
         "deleted",
         "head_key",
         "locked",
+        "messages_in",
+        "messages_out",
         "prefetch",
         "purge_pending",
         "readers",
@@ -93,6 +95,14 @@ class QueueState:
         #: How many messages the next head read of one message reads ahead (set from
         #: the message it found: none for one that can expire or a large one).
         self.ahead = PREFETCH
+        #: Messages that entered the queue (sent, arrived from a peer, moved or
+        #: dead-lettered into it) and left it (received, released by an OrderAck, moved
+        #: out) since the queue manager opened: added once per commit per queue, after the
+        #: store made the commit durable, for the console's rates and the metrics. An
+        #: ``int +=`` on a slot keeps CPython's GIL from its read to its write (no Python
+        #: call, no eval-breaker check between them), so concurrent commits lose no count.
+        self.messages_in = 0
+        self.messages_out = 0
 
     def drop_prefetch(self) -> None:
         """Forget the messages read ahead (with ``cond`` held): a lock taken by another

@@ -645,6 +645,15 @@ class QueueManager:
         """See :meth:`~openmsmq.qm.range_reader.RangeReader.queue_stats`."""
         return self.ranges.queue_stats()
 
+    def message_counts(self) -> dict[str, tuple[int, int]]:
+        """Messages that entered and left each queue since the queue manager opened
+        (:attr:`QueueState.messages_in` / ``messages_out``), by display name, read from
+        memory (no store access): the console turns them into rates, the metrics expose
+        them as counters."""
+        with self._lock:
+            states = list(self.queues.by_id.values())
+        return {qs.record.display_name: (qs.messages_in, qs.messages_out) for qs in states}
+
     # ---- subqueues, Move Message, retry policies (Poison) --------------------------------
 
     def _lock_for_move(self, qs: QueueState, lookup_id: int) -> MessageRecord:

@@ -273,6 +273,8 @@ class Poison:
         by_queue: dict[QueueState, list[int]] = {}
         for p in pending:
             by_queue.setdefault(p.source, []).append(p.message.lookup_id)
+            p.source.messages_out += 1  # moves are rare: counted one by one
+            p.target.messages_in += 1
         self._locks.unlock_ids(by_queue, removed=True)
         self._queues.notify(p.target for p in pending)
 

@@ -277,15 +277,17 @@ class RangeReader:
         if not removes and not spans:
             return 0
         removed: int | None = None
+        by_span: dict[int, int] = {}
         try:
             events = self._ack_events(acks)
             if spans:
-                removed = self._store.write(ranges.remove_spans(spans, removes))
+                removed = self._store.write(ranges.remove_spans(spans, removes, by_span))
             else:
                 self._store.write(ops.commit_work([], removes))
                 removed = len(removes)
             if removed is not None:
                 self._metrics.count_committed(0, removed)
+                self._count_removed(removes, by_span)
         finally:
             for qs, ids in held:
                 with qs.cond:
@@ -308,6 +310,22 @@ class RangeReader:
         )
         self._removals.emit(events)
         return removed
+
+    def _count_removed(self, removes: list[Remove], by_span: dict[int, int]) -> None:
+        """Add a durable removal to the queues' :attr:`QueueState.messages_out` (and their
+        journals' ``messages_in``): per queue for a span, per message otherwise."""
+        by_id = self._queues.by_id
+        for qid, n in by_span.items():
+            qs = by_id.get(qid)
+            if qs is not None:
+                qs.messages_out += n
+        for r in removes:
+            qs = by_id.get(r.queue_id)
+            if qs is not None:
+                qs.messages_out += 1
+            journal = by_id.get(r.target_queue_id or 0)
+            if journal is not None:
+                journal.messages_in += 1
 
     def _resolve_id(self, queue_id: int | None) -> QueueState:
         return self._queues.by_id[queue_id or 0]
@@ -363,8 +381,10 @@ class RangeReader:
                 mark_transaction=qs.record.transactional,
             )
         )
-        self._metrics.count_committed(sum(g is not None for g in got), 0)
-        if any(g is not None for g in got):
+        accepted = sum(g is not None for g in got)
+        self._metrics.count_committed(accepted, 0)
+        qs.messages_in += accepted
+        if accepted:
             self._queues.notify([qs])
         return got
 

@@ -193,6 +193,7 @@ class Sender:
             return sends, []
         lookup_ids = self._store.write(ops.commit_work(sends, []))
         self._metrics.count_committed(len(sends), 0)
+        qs.messages_in += len(sends)
         self._queues.notify([qs])
         return sends, lookup_ids
 
@@ -221,6 +222,7 @@ class Sender:
             work = ops.commit_work(rows, ())
             stored = self._store.write(_with_moves(work, moves) if moves else work)
             self._metrics.count_committed(count, 0)
+            _count_in(sends)
             if sends:
                 self._queues.notify(map(_first, sends))  # C iteration: no generator frame
             return stored
@@ -229,6 +231,9 @@ class Sender:
         removes: list[Remove] = []
         deletes: list[ops.DeleteMany] = []
         consumed = 0
+        # Counted once the commit is durable: (queue, messages) taken out and journaled.
+        taken: list[tuple[QueueState, int]] = []
+        journaled: list[tuple[QueueState, int]] = []
         for qs, msgs in received:
             if not msgs:
                 continue
@@ -243,6 +248,7 @@ class Sender:
             qid = rec.queue_id
             if rec.queue_type != _OUTGOING:
                 consumed += len(msgs)
+            taken.append((qs, len(msgs)))
             # Messages that asked for acknowledgments, journaling or a FinalAck (locks._acks, inlined).
             wanting = [
                 m
@@ -260,6 +266,9 @@ class Sender:
                 deletes.append(_make_delete_many(qid, ids, size))
             else:
                 removes += removes_for([Receive(qs, m) for m in msgs])
+                journal = self._queues.by_id.get(target)
+                if journal is not None:
+                    journaled.append((journal, len(msgs)))
         removals = self._removals
         if events:
             rows = list(rows)
@@ -267,6 +276,17 @@ class Sender:
         work = ops.commit_work(rows, removes, None, deletes)
         stored = self._store.write(_with_moves(work, moves) if moves else work)
         self._metrics.count_committed(count, consumed)
+        _count_in(sends)
+        for qs, n in taken:
+            qs.messages_out += n
+        for qs, n in journaled:
+            qs.messages_in += n
+        if len(rows) > count:  # acknowledgments and journal copies the removals raised
+            by_id = self._queues.by_id
+            for s in rows[count:]:
+                hooked = by_id.get(s.queue_id)
+                if hooked is not None:
+                    hooked.messages_in += 1
         self._locks.unlock_ids(held, removed=True)
         notify = self._queues.notify
         if sends:
@@ -276,6 +296,13 @@ class Sender:
             notify(by_id[s.queue_id] for s in rows[count:] if s.queue_id in by_id)
         removals.emit(events, hooked=True)
         return stored[:count]
+
+
+def _count_in(sends: list[tuple[QueueState, list[Send]]]) -> None:
+    """Add a durable commit's sends to their queues' :attr:`QueueState.messages_in`: one
+    addition per send call of the transaction, not per message."""
+    for qs, chunk in sends:
+        qs.messages_in += len(chunk)
 
 
 def _with_moves(work: ops.CommitWork, moves: Sequence[Move]) -> Callable[[WriteContext], list[int]]:

@@ -76,7 +76,9 @@ class SequenceStore:
         SessionAck acknowledged (MS-MQQB 3.1.5.5.3) in one store transaction; those
         already gone are skipped. Returns how many were deleted."""
         qs = self._resolve(queue)
-        return self.store.write(outgoing.delete_sent(qs.record.queue_id, lookup_ids))
+        deleted: int = self.store.write(outgoing.delete_sent(qs.record.queue_id, lookup_ids))
+        qs.messages_out += deleted
+        return deleted
 
     def release_outgoing(
         self, queue: QueueRef, up_to_number: int, *, return_ids: bool = True
@@ -86,10 +88,14 @@ class SequenceStore:
         Returns their LookupIdentifiers (with ``return_ids=False`` only those moved to the
         awaiting-FinalAck queue: cheaper for a large release) and the sequence state."""
         qs = self._resolve(queue)
-        awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
-        return self.store.write(
-            outgoing.release_outgoing(qs.record.queue_id, up_to_number, awaiting, return_ids=return_ids)
+        waiting = self._queues[names.AWAITING_FINAL_ACK]
+        ids, state, released = self.store.write(
+            outgoing.release_outgoing_counted(
+                qs.record.queue_id, up_to_number, waiting.record.queue_id, return_ids=return_ids
+            )
         )
+        qs.messages_out += released
+        return ids, state
 
     def release_outgoing_many(self, releases: Sequence[tuple[QueueRef, int]]) -> list[BaseException | None]:
         """:meth:`release_outgoing` (``return_ids=False``) of several outgoing queues in one
@@ -98,18 +104,23 @@ class SequenceStore:
         self._check_open()
         awaiting = self._queues[names.AWAITING_FINAL_ACK].record.queue_id
         out: list[BaseException | None] = [None] * len(releases)
-        todo: list[int] = []
+        todo: list[tuple[int, QueueState]] = []
         fns = []
         for i, (queue, up_to) in enumerate(releases):
             try:
-                qid = self._resolve(queue).record.queue_id
+                qs = self._resolve(queue)
             except MQError as exc:
                 out[i] = exc
                 continue
-            todo.append(i)
-            fns.append(outgoing.release_outgoing(qid, up_to, awaiting, return_ids=False))
-        for i, res in zip(todo, self.store.write_each(fns), strict=True):
-            out[i] = res if isinstance(res, MQError) else None
+            todo.append((i, qs))
+            fns.append(
+                outgoing.release_outgoing_counted(qs.record.queue_id, up_to, awaiting, return_ids=False)
+            )
+        for (i, qs), res in zip(todo, self.store.write_each(fns), strict=True):
+            if isinstance(res, MQError):
+                out[i] = res
+            else:
+                qs.messages_out += res[2]
         return out
 
     def accept_arrival_rows_many(
@@ -140,6 +151,7 @@ class SequenceStore:
             else:
                 stored.append(qs)
                 count += n
+                qs.messages_in += n
         self.metrics.count_accepted(count)
         self._notify(stored)
         return out
@@ -169,6 +181,14 @@ class SequenceStore:
                 accept,
             )
         )
+        by_id = self._by_id
+        waiting = self._queues[names.AWAITING_FINAL_ACK]
+        for o in outcomes:  # one FinalAck at a time already
+            if o.message is not None and o.refused is None:
+                waiting.messages_out += 1
+                target = by_id.get(o.target_queue_id or 0)
+                if target is not None:
+                    target.messages_in += 1
         targets = {o.target_queue_id for o in outcomes if o.target_queue_id is not None}
         if targets:
             self._notify([self._by_id[qid] for qid in sorted(targets)])
@@ -188,6 +208,7 @@ class SequenceStore:
         stored = self.store.write(
             ops.accept_incoming(sends, [replace(state, queue_id=qs.record.queue_id)], self._now())
         )
+        qs.messages_in += len(sends)
         self._notify([qs])
         return stored
 
@@ -233,10 +254,15 @@ class SequenceStore:
         states = [state] if state is not None else []
         stored = self.store.write(ops.accept_incoming(sends, states, self._now()))
         self.metrics.count_accepted(count)
+        if count:
+            notify[0].messages_in += count
         if dead_letters:
             self.metrics.count_dead_lettered(m.message_class for m in dead_letters)
-        notify += [self._by_id[s.queue_id] for s in acks if s.queue_id in self._by_id]
-        self._notify(notify)
+            self._queues[names.DEADLETTER].messages_in += len(dead_letters)
+        acked = [self._by_id[s.queue_id] for s in acks if s.queue_id in self._by_id]
+        for qs in acked:  # acknowledgments: few, one each
+            qs.messages_in += 1
+        self._notify(notify + acked)
         return stored[:count]
 
     def accept_arrival_rows(
@@ -250,6 +276,7 @@ class SequenceStore:
         qs, fn = self._arrival_rows_op(queue, rows, state, self._now())
         stored: list[int] = self.store.write(fn)
         self.metrics.count_accepted(len(rows))
+        qs.messages_in += len(rows)
         self._notify([qs])
         return stored
 

@@ -278,7 +278,10 @@ async def serve(
             info["ha"] = term.ha_info()
         if config.console.enabled:  # the web console (docs/console.md), on this loop
             with _listening("console.port", config.console.listen_address, config.console.port):
-                console = start_console(qm, config, metrics, transfer_hooks(transfer, loop, info), document)
+                console = start_console(
+                    qm, config, metrics, transfer_hooks(transfer, loop, info), document,
+                    term.ha_info if term is not None else None,
+                )  # fmt: skip
             await console.start()
             info["console"] = console.url
         if not write_runtime(config.qm.data_dir, info):

@@ -27,7 +27,14 @@ from openmsmq.store.records import (
 )
 from openmsmq.store.writes import WriteContext
 
-__all__ = ["FinalAckOutcome", "delete_sent", "new_tx_sequence_id", "release_outgoing", "settle_final_acks"]
+__all__ = [
+    "FinalAckOutcome",
+    "delete_sent",
+    "new_tx_sequence_id",
+    "release_outgoing",
+    "release_outgoing_counted",
+    "settle_final_acks",
+]
 
 
 #: ``outgoing_sequences.queue_id`` of the row that remembers the highest TxSequenceID this QM
@@ -94,6 +101,19 @@ def _first_numbered_above(conn: sqlite3.Connection, queue_id: int, sid: int, up_
 def release_outgoing(
     queue_id: int, up_to_number: int, awaiting_queue_id: int | None = None, *, return_ids: bool = True
 ) -> Callable[[WriteContext], tuple[list[int], OutgoingSequenceState]]:
+    """:func:`release_outgoing_counted` without the count."""
+    op = release_outgoing_counted(queue_id, up_to_number, awaiting_queue_id, return_ids=return_ids)
+
+    def released(ctx: WriteContext) -> tuple[list[int], OutgoingSequenceState]:
+        ids, state, _ = op(ctx)
+        return ids, state
+
+    return released
+
+
+def release_outgoing_counted(
+    queue_id: int, up_to_number: int, awaiting_queue_id: int | None = None, *, return_ids: bool = True
+) -> Callable[[WriteContext], tuple[list[int], OutgoingSequenceState, int]]:
     """An OrderAck covered ``up_to_number``: delete the current sequence's messages numbered
     1..up_to_number; when none of the sequence is left, start a new one (Ordinal + 1,
     number 1 — MS-MQQB 3.1.5.6 steps 6–7). Returns (deleted LookupIdentifiers, new state).
@@ -101,7 +121,8 @@ def release_outgoing(
     With ``awaiting_queue_id``, a released message that asked for a FinalAck (JP, JN or
     TransactionHeader.Flags.FA) is moved there instead of deleted: the durable
     AwaitingFinalACKTable (MS-MQQB 3.1.5.6 step 6, 3.1.1.6.2), settled by
-    :func:`settle_final_acks`.
+    :func:`settle_final_acks`. The third value is how many messages left the queue
+    (deleted or moved aside).
 
     With ``return_ids=False`` (the transfer's path: one release of up to ``max_in_flight``
     messages at the end of a burst) only the moved ones are listed, and the range is
@@ -112,7 +133,7 @@ def release_outgoing(
     separate scan for ``ack_wanted`` rows before it. Same state as the listed path
     (``tests/qm/test_release_outgoing.py``)."""
 
-    def op(ctx: WriteContext) -> tuple[list[int], OutgoingSequenceState]:
+    def op(ctx: WriteContext) -> tuple[list[int], OutgoingSequenceState, int]:
         conn = ctx.conn
         state = outgoing_sequence(conn, queue_id)
         sid = to_i64(state.tx_sequence_id)
@@ -140,8 +161,10 @@ def release_outgoing(
             args = (queue_id, 0, PRIORITY0_BAND | LOOKUP_MASK, sid, up_to_number)
         if return_ids:
             moved, deleted = _release_listed(ctx, queue_id, where, args, awaiting_queue_id)
+            left_queue = len(moved) + len(deleted)
         else:
-            moved, deleted = _release_counted(ctx, queue_id, where, args, args[1:3], awaiting_queue_id), []
+            moved, removed = _release_counted(ctx, queue_id, where, args, args[1:3], awaiting_queue_id)
+            deleted, left_queue = [], len(moved) + removed
         left = conn.execute(
             "SELECT 1 FROM messages WHERE queue_id = ? AND tx_sequence_number != 0 LIMIT 1", (queue_id,)
         ).fetchone()
@@ -156,7 +179,7 @@ def release_outgoing(
                 (to_i64(new_id), queue_id),
             )
             state = OutgoingSequenceState(queue_id, new_id, 1)
-        return sorted(moved + deleted), state
+        return sorted(moved + deleted), state, left_queue
 
     return op
 
@@ -199,8 +222,9 @@ def _release_counted(
     args: tuple[int, ...],
     span: tuple[int, ...],
     awaiting: int | None,
-) -> list[int]:
-    """:func:`release_outgoing` without the id list, in one pass: the moved ids.
+) -> tuple[list[int], int]:
+    """:func:`release_outgoing` without the id list, in one pass: the moved ids and how
+    many were deleted.
     ``span``: the (lowest, highest) order key the range lies in."""
     conn = ctx.conn
     lo_key, hi_key = span
@@ -255,7 +279,7 @@ def _release_counted(
             " WHERE queue_id = ?",
             (count, count, queue_id, queue_id),
         )
-    return [r.lookup_id for r in moves]
+    return [r.lookup_id for r in moves], count
 
 
 @dataclass(frozen=True, slots=True)

@@ -321,7 +321,9 @@ _SPAN_WHERE = "queue_id = ? AND order_key BETWEEN ? AND ?"
 
 
 def remove_spans(
-    spans: Sequence[tuple[int, bool, int, int]], removes: Sequence[Remove]
+    spans: Sequence[tuple[int, bool, int, int]],
+    removes: Sequence[Remove],
+    counts: dict[int, int] | None = None,
 ) -> Callable[[WriteContext], int | None]:
     """Delete every message of queue ``q`` with ``first`` <= LookupIdentifier <= ``last``
     for each ``(q, transactional, first, last)`` of ``spans`` (``transactional``: the
@@ -334,7 +336,9 @@ def remove_spans(
     the queue's counters from the DELETEs' row counts; no Python object per message.
     When a message of a span asked for acknowledgments, journaling or a FinalAck
     (``ack_wanted``: its removal raises an AckReceive event, which needs the message)
-    nothing is changed and None is returned: the caller removes per message.
+    nothing is changed and None is returned: the caller removes per message. ``counts``
+    receives how many messages each span's queue lost (set, not added to: the same if the
+    writer runs the operation again).
 
     The DELETE goes by order_key range (cheaper than by rowid range with ``+queue_id``);
     the aggregate that checks the span costs a fraction of it.
@@ -367,6 +371,8 @@ def remove_spans(
                     " WHERE queue_id = ?",
                     (count, nbytes, qid),
                 )
+            if counts is not None:
+                counts[qid] = count
             removed += count
         return removed
 

@@ -68,6 +68,31 @@
     return changed;
   }
 
+  function stamp(seconds) {
+    if (!seconds) return "-";
+    var d = new Date(seconds * 1000);
+    function two(n) { return (n < 10 ? "0" : "") + n; }
+    return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " +
+      two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+  }
+
+  // As the server words an age (pages.py, _duration).
+  function duration(seconds) {
+    var s = Math.max(0, Math.floor(seconds));
+    if (s < 120) return s + " s";
+    if (s < 7200) return Math.floor(s / 60) + " min";
+    if (s < 172800) return Math.floor(s / 3600) + " h " + Math.floor(s % 3600 / 60) + " min";
+    return Math.floor(s / 86400) + " d";
+  }
+
+  function showRole(role) {
+    setAll("data-role", "role", role.role);
+    setAll("data-role", "epoch", role.epoch === null || role.epoch === undefined ? "-" : role.epoch);
+    setAll("data-role", "since", stamp(role.since));
+    var badge = document.getElementById("role");
+    if (badge) badge.className = "role role-" + role.role;
+  }
+
   function apply(doc) {
     if (doc.rates) {
       series.push(doc.rates);
@@ -79,11 +104,28 @@
       var v = doc.queues[name];
       var c = setAll("data-count", name, v[0]);
       setAll("data-bytes", name, v[1]);
+      document.querySelectorAll("[data-oldest]").forEach(function (el) {
+        if (el.getAttribute("data-oldest").toLowerCase() === name.toLowerCase()) {
+          el.setAttribute("data-arrived", v[2] === null ? "" : String(v[2]));
+        }
+      });
       if (c && browse && document.getElementById("messages") &&
           document.getElementById("messages").dataset.queue.toLowerCase() === name.toLowerCase()) {
         queueChanged = true;
       }
     });
+    Object.keys(doc.flows || {}).forEach(function (name) {
+      setAll("data-in", name, doc.flows[name][0].toFixed(1));
+      setAll("data-out", name, doc.flows[name][1].toFixed(1));
+    });
+    if (doc.role) showRole(doc.role);
+    if (doc.now) {
+      document.querySelectorAll("[data-oldest]").forEach(function (el) {
+        var arrived = el.getAttribute("data-arrived");
+        var text = arrived ? duration(doc.now - Number(arrived)) : "-";
+        if (el.textContent !== text) el.textContent = text;
+      });
+    }
     Object.keys(doc.subqueues || {}).forEach(function (sub) { setAll("data-subqueues", sub, doc.subqueues[sub]); });
     Object.keys(doc.outgoing || {}).forEach(function (name) { setAll("data-state", name, doc.outgoing[name]); });
     if (queueChanged) refreshBrowse();
@@ -104,13 +146,16 @@
       drawAll();
     }
     browse = document.getElementById("browse");
-    if (document.querySelector("[data-count],[data-state],[data-subqueues],#charts") && window.EventSource) {
+    if (document.querySelector("[data-count],[data-state],[data-subqueues],[data-role],#charts") &&
+        window.EventSource) {
       var source = new EventSource("/events");
       source.onmessage = function (e) {
+        document.body.classList.remove("offline");
         try { apply(JSON.parse(e.data)); } catch (err) { /* a bad event is skipped */ }
       };
       source.onerror = function () {
-        if (source.readyState === EventSource.CLOSED) document.body.classList.add("offline");
+        // The browser reconnects by itself; until then the values shown are not live.
+        if (source.readyState !== EventSource.OPEN) document.body.classList.add("offline");
       };
     }
   });
