@@ -226,6 +226,9 @@ def test_an_earlier_copy_of_the_same_queue_manager_needs_replace(tmp_path: Path,
     with pytest.raises(MigrationRefused) as err:
         migrate_to_postgresql(data, pg_dsn)
     assert err.value.key == "store.dsn" and "not empty" in str(err.value)
+    with QueueManager(copy), pytest.raises(MigrationRefused) as err:  # the trial copy is in use
+        migrate_to_postgresql(data, pg_dsn, replace=True)
+    assert "is using the database" in str(err.value)
     assert _pg_state(pg_dsn) == db_before and _digest(data / STORE_FILE) == before
     result = migrate_to_postgresql(data, pg_dsn, replace=True)
     assert result.report.replaced
@@ -263,6 +266,15 @@ def test_newer_schemas_are_refused(tmp_path: Path, pg_dsn: str) -> None:
     r = run("--qm", str(data), "migrate", "--dsn", pg_dsn, code=1)
     assert "newer openmsmq" in r.stderr and "qm.data_dir" in r.stderr
     assert _pg_state(pg_dsn) == db_before and _digest(data / STORE_FILE) == before
+
+
+def test_a_file_that_is_no_store_is_refused(tmp_path: Path, pg_dsn: str) -> None:
+    data = tmp_path / "qm"
+    data.mkdir()
+    (data / STORE_FILE).write_bytes(b"not a database" * 100)
+    r = run("--qm", str(data), "migrate", "--dsn", pg_dsn, code=1)
+    assert "qm.data_dir" in r.stderr and "cannot be read" in r.stderr
+    assert _pg_state(pg_dsn) == {} and not (data / STORE_POINTER).exists()
 
 
 def test_a_failing_copy_writes_nothing(tmp_path: Path, pg_dsn: str) -> None:

@@ -139,9 +139,10 @@ def _open_source(path: Path) -> sqlite3.Connection:
                 " (e.g. openmsmq --qm DIR queue list) so that it is upgraded, then migrate",
             )
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
+    except sqlite3.Error as exc:
         conn.close()
-        raise MigrationRefused("qm.data_dir", f"{path} is in use by another process ({exc})") from None
+        why = "is in use by another process" if "locked" in str(exc) else "cannot be read"
+        raise MigrationRefused("qm.data_dir", f"{path} {why} ({exc})") from None
     except BaseException:
         conn.close()
         raise
@@ -190,6 +191,16 @@ def _check_target(conn: psycopg.Connection[Any], guid: uuid.UUID, where: str, re
             DSN_KEY,
             f"the database {where} was written by a newer openmsmq (store schema {version}; this version"
             f" writes {PG_SCHEMA_VERSION})",
+        )
+    users = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND application_name = 'openmsmq' AND pid <> pg_backend_pid()"
+    ).fetchone()
+    if users is not None and int(users[0]):
+        raise MigrationRefused(
+            DSN_KEY,
+            f"a queue manager is using the database {where} ({int(users[0])} connection(s) of openmsmq):"
+            " stop it first",
         )
     if version == 0:
         return False
@@ -297,6 +308,8 @@ def copy_store(sqlite_path: str | Path, dsn: str, *, replace: bool = False) -> C
                 raise MigrationFailed(
                     f"copying into {where} ({DSN_KEY}) failed: {exc}; nothing was written"
                 ) from exc
+            except sqlite3.Error as exc:
+                raise MigrationFailed(f"reading {path} failed: {exc}; nothing was written") from exc
             return _report(pg, guid, where, replaced)
         finally:
             pg.close()
