@@ -74,8 +74,8 @@ def _populate(data: Path) -> uuid.UUID:
 
 
 def _table_rows(run_sql: Any, table: str, cols: list[str]) -> list[tuple[Any, ...]]:
-    rows = run_sql(f"SELECT {', '.join(cols)} FROM {table} ORDER BY {', '.join(cols)}")
-    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows]
+    rows = run_sql(f"SELECT {', '.join(cols)} FROM {table}")
+    return sorted((tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows), key=repr)
 
 
 def _sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:

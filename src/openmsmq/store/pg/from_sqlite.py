@@ -253,15 +253,14 @@ _QUEUE_CHECK = (
     " (SELECT count(*) FROM messages m WHERE m.queue_id = q.queue_id),"
     " (SELECT coalesce(sum(m.size), 0) FROM messages m WHERE m.queue_id = q.queue_id),"
     " (SELECT coalesce(sum(m.lookup_id), 0) FROM messages m WHERE m.queue_id = q.queue_id)"
-    " FROM queues q ORDER BY q.queue_id"
+    " FROM queues q"
 )
 _STATE_CHECK = (
     "SELECT qm_guid, sequential_id, message_id_ordinal, next_private_number, created_time FROM qm_state"
 )
 _SEQUENCE_CHECKS = (
-    "SELECT queue_id, tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences ORDER BY queue_id",
-    "SELECT sender_qm, destination, tx_sequence_id, tx_sequence_number FROM incoming_sequences"
-    " ORDER BY sender_qm, destination",
+    "SELECT queue_id, tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences",
+    "SELECT sender_qm, destination, tx_sequence_id, tx_sequence_number FROM incoming_sequences",
 )
 
 
@@ -269,7 +268,10 @@ def _snapshot(run: Any) -> dict[str, Any]:
     """What the verification compares, with ``run(sql)`` returning the rows."""
 
     def norm(rows: Any) -> list[tuple[Any, ...]]:
-        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows]
+        # Sorted here, not by ORDER BY: PostgreSQL orders text by the database's collation,
+        # SQLite by bytes.
+        out = [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows]
+        return sorted(out, key=repr)
 
     out: dict[str, Any] = {t: norm(run(f"SELECT count(*) FROM {t}")) for t in TABLE_RULES}
     out["queue checks"] = norm(run(_QUEUE_CHECK))
