@@ -541,9 +541,17 @@ class _Server:
         self._proc = None
 
     def cpu_seconds(self) -> float:
-        """CPU seconds the server's processes used so far (user + system)."""
-        own = self._proc.pid if self._proc is not None else -1
-        return cpu_seconds([p for p in token_pids(self.token) if p != own])
+        """CPU seconds the server's processes used so far (user + system): those carrying
+        its token and the descendants of the process spawned (Redis rewrites its process
+        title over its environment, so its token is no longer found there); not the fsync
+        counter's own process (perf or strace) when one was spawned."""
+        if self._proc is None:
+            return 0.0
+        own = self._proc.pid
+        pids = set(token_pids(self.token)) | set(process_tree(own))
+        if self.fsyncs is not None:
+            pids.discard(own)
+        return cpu_seconds(sorted(pids))
 
     def cleanup(self) -> None:
         """Remove the data directory if this object created it."""
