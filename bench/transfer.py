@@ -599,7 +599,10 @@ def format_transfer(r: TransferResult, runs: list[TransferResult] | None = None)
             f"    B's store: {r.b_commits:,} commits ({r.messages / r.b_commits:,.1f} messages per commit)"
         )
         if r.b_round_trips is not None:
-            commits += f", {r.b_round_trips / r.b_commits:.2f} round trips per commit"
+            commits += (
+                f", {r.b_round_trips / r.b_commits:.2f} round trips per commit"
+                f" ({r.b_round_trips / r.messages:.4f} per message)"
+            )
         commits += "\n"
     return (
         head + f"    all committed at A {r.committed_s:.2f} s ({r.messages / r.committed_s:,.0f}/s),"
