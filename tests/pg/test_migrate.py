@@ -4,10 +4,12 @@ directory then names the database, and bad input is refused with nothing written
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,7 @@ def _populate(data: Path) -> uuid.UUID:
             qm.send_many(REMOTE, [MessageRecord(body=b"out-1"), MessageRecord(body=b"out-2")], tx)
         qm.send_idempotent("private$\\plain", [MessageRecord(body=b"once")], ["key-1"])
         guid = qm.guid
-    with sqlite3.connect(data / STORE_FILE) as conn:
+    with _store_sql(data) as conn:
         # An incoming sequence (a peer's, last accepted number 42): what MS-MQQB arrivals
         # write (the transfer tests make real ones).
         q = conn.execute("SELECT queue_id FROM queues WHERE name = ?", (Q,)).fetchone()[0]
@@ -71,6 +73,17 @@ def _populate(data: Path) -> uuid.UUID:
             (uuid.UUID(int=7).bytes, Q, q, 0x1122334455, 42),
         )
     return guid
+
+
+@contextlib.contextmanager
+def _store_sql(data: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the SQLite store in ``data``, committed and closed at the end."""
+    conn = sqlite3.connect(data / STORE_FILE)
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
 
 
 def _table_rows(run_sql: Any, table: str, cols: list[str]) -> list[tuple[Any, ...]]:
@@ -120,7 +133,7 @@ def test_every_table_of_the_sqlite_schema_has_a_migrate_rule(tmp_path: Path, pg_
 def test_migrate_moves_every_row_and_the_qm_runs_on_postgresql(tmp_path: Path, pg_dsn: str) -> None:
     data = tmp_path / "qm"
     guid = _populate(data)
-    with sqlite3.connect(data / STORE_FILE) as conn:
+    with _store_sql(data) as conn:
         empty = [t for t in TABLE_RULES if not conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]]
     assert not empty, f"the test leaves {empty} empty: populate every table"
 
@@ -260,7 +273,7 @@ def test_newer_schemas_are_refused(tmp_path: Path, pg_dsn: str) -> None:
     assert _pg_state(pg_dsn) == db_before and _digest(data / STORE_FILE) == before
     with psycopg.connect(pg_dsn) as conn:
         conn.execute("UPDATE openmsmq_schema SET version = 1")
-    with sqlite3.connect(data / STORE_FILE) as conn:
+    with _store_sql(data) as conn:
         conn.execute("PRAGMA user_version = 99")
     db_before, before = _pg_state(pg_dsn), _digest(data / STORE_FILE)
     r = run("--qm", str(data), "migrate", "--dsn", pg_dsn, code=1)
@@ -282,11 +295,11 @@ def test_a_failing_copy_writes_nothing(tmp_path: Path, pg_dsn: str) -> None:
     copy rolls the whole transaction back, schema included."""
     data = tmp_path / "qm"
     _populate(data)
-    with sqlite3.connect(data / STORE_FILE) as conn:
+    with _store_sql(data) as conn:
         conn.execute("CREATE TABLE tmp AS SELECT * FROM send_identities")
     r = run("--qm", str(data), "migrate", "--dsn", pg_dsn, code=1)
     assert "no migrate rule" in r.stderr
-    with sqlite3.connect(data / STORE_FILE) as conn:
+    with _store_sql(data) as conn:
         conn.execute("DROP TABLE tmp")
         # PostgreSQL's text holds no NUL character: the label of the last queue copied
         conn.execute("UPDATE queues SET label = 'a' || char(0) || 'b' WHERE name = 'private$\\plain'")
@@ -294,3 +307,18 @@ def test_a_failing_copy_writes_nothing(tmp_path: Path, pg_dsn: str) -> None:
     assert "nothing was written" in r.stderr
     assert _pg_state(pg_dsn) == {}  # not even the schema
     assert (data / STORE_FILE).exists() and not (data / STORE_POINTER).exists()
+
+
+def test_the_dsn_from_the_environment_and_what_to_set_printed(tmp_path: Path, pg_dsn: str) -> None:
+    """Without --dsn the command takes store.dsn (here OPENMSMQ_STORE_DSN), prints the rows
+    per table and the settings for serve, the password left out."""
+    data = tmp_path / "qm"
+    _populate(data)
+    out = run("--qm", str(data), "migrate", env={"OPENMSMQ_STORE_DSN": pg_dsn}).stdout
+    password = pg_dsn.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    assert password and password not in out
+    assert '[store]\nbackend = "postgresql"\ndsn = "' in out
+    assert "messages per queue:" in out and "private$\\orders" in out
+    assert "openmsmq.db.migrated" in out
+    with QueueManager(data) as qm:
+        assert isinstance(qm.store, PgStore)
