@@ -122,6 +122,35 @@ def token_pids(token: str) -> list[int]:
     return found
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the live processes ``pids`` used so far (their threads
+    included; a process that has exited counts no more)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its live descendants (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
 def _comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -510,6 +539,19 @@ class _Server:
             self._proc.kill()
             self._proc.wait(timeout=10)
         self._proc = None
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server's processes used so far (user + system): those carrying
+        its token and the descendants of the process spawned (Redis rewrites its process
+        title over its environment, so its token is no longer found there); not the fsync
+        counter's own process (perf or strace) when one was spawned."""
+        if self._proc is None:
+            return 0.0
+        own = self._proc.pid
+        pids = set(token_pids(self.token)) | set(process_tree(own))
+        if self.fsyncs is not None:
+            pids.discard(own)
+        return cpu_seconds(sorted(pids))
 
     def cleanup(self) -> None:
         """Remove the data directory if this object created it."""

@@ -69,6 +69,8 @@ class PeerResult:
     fsyncs: int | None
     fsyncs_per_msg: float | None
     notes: str
+    #: CPU seconds (user + system) of the server's processes per message, all runs.
+    cpu_per_msg: float | None = None
 
 
 def _body(seq: int, size: int) -> bytes:
@@ -183,7 +185,13 @@ def _checked(n: int, prod: dict[str, Any], cons: dict[str, Any], flushes: int | 
 
 
 def _result(
-    name: str, n: int, body_size: int, runs: list[_Run], server: setup._Server, notes: list[str]
+    name: str,
+    n: int,
+    body_size: int,
+    runs: list[_Run],
+    server: setup._Server,
+    notes: list[str],
+    cpu: float | None = None,
 ) -> PeerResult:
     """Stop ``server`` (so the counter has its final figures), count fsyncs, build the result.
 
@@ -214,6 +222,7 @@ def _result(
         fsyncs=None if total is None else round(total / len(runs)),
         fsyncs_per_msg=None if total is None else total / (n * len(runs)),
         notes="; ".join(notes),
+        cpu_per_msg=None if cpu is None else cpu / (n * len(runs)),
     )
 
 
@@ -398,14 +407,17 @@ def run_rabbitmq(
             timeout=timeout,
         )
         runs = []
+        cpu = 0.0
         for i in range(repeat):
             queue = f"{QUEUE}-{i}"
             conn = pika.BlockingConnection(params)
             conn.channel().queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
             conn.close()
+            cpu0 = server.cpu_seconds()
             prod, cons, flushes = _one_run(
                 _rabbit_producer, _rabbit_consumer, dict(kwargs, queue=queue), timeout, server.fsyncs
             )
+            cpu += server.cpu_seconds() - cpu0
             conn = pika.BlockingConnection(params)
             ch = conn.channel()
             left = ch.queue_declare(queue, passive=True).method.message_count
@@ -418,7 +430,7 @@ def run_rabbitmq(
         notes = [f"confirm window {window}, prefetch {prefetch}, ack multiple=True every {ack_every}"]
         version = setup.debian_version("rabbitmq-server").split(":")[-1].rsplit("-", 1)[0]
         name = f"RabbitMQ {version} quorum queue"
-        return _result(name, n_messages, body_size, runs, server, notes)
+        return _result(name, n_messages, body_size, runs, server, notes, cpu)
     finally:
         server.stop()
         server.cleanup()
@@ -531,12 +543,15 @@ def run_redis(
             port=server.port, n=n_messages, body_size=body_size, batch=batch, count=count, timeout=timeout
         )
         runs = []
+        cpu = 0.0
         for i in range(repeat):
             stream = f"{STREAM}-{i}"
             r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            cpu0 = server.cpu_seconds()
             prod, cons, flushes = _one_run(
                 _redis_producer, _redis_consumer, dict(kwargs, stream=stream), timeout, server.fsyncs
             )
+            cpu += server.cpu_seconds() - cpu0
             pending = r.xpending(stream, GROUP)["pending"]
             length = r.xlen(stream)
             r.delete(stream)
@@ -547,7 +562,7 @@ def run_redis(
         r.close()
         notes = [f"XADD {batch} per pipeline, XREADGROUP COUNT {count}, XACK of each batch read"]
         name = f"Redis {server_version(server)} Streams (AOF, appendfsync always)"
-        return _result(name, n_messages, body_size, runs, server, notes)
+        return _result(name, n_messages, body_size, runs, server, notes, cpu)
     finally:
         server.stop()
         server.cleanup()
@@ -588,9 +603,14 @@ def machine_header(fsync_seconds: float = 2.0) -> str:
 def format_result(r: PeerResult) -> str:
     """One block of text: the figures, then the notes."""
     fs = "n/a" if r.fsyncs is None else f"{r.fsyncs:,} fsyncs = {r.fsyncs_per_msg:.4f} per message"
+    cpu = (
+        ""
+        if r.cpu_per_msg is None
+        else f"\n    CPU per message of the server (user+system): {r.cpu_per_msg * 1e6:.1f} us"
+    )
     return (
         f"{r.name}: {r.msgs_per_s:,.0f} msgs/s"
-        f"  ({r.messages:,} x {r.body_size} B in {r.seconds:.2f} s)  {fs}\n"
+        f"  ({r.messages:,} x {r.body_size} B in {r.seconds:.2f} s)  {fs}{cpu}\n"
         f"    {r.notes}"
     )
 

@@ -30,9 +30,14 @@ fsync/fdatasync/syncfs tracepoints, strace as a fallback; see ``bench/_peer_setu
 Afterwards B's queue is read back: every message exactly once and in each sender's
 order, or the run is marked CHECK FAILED.
 
-``--store postgresql``: B's store is PostgreSQL (a new database per run on a server
-started for the run from Debian's binaries, ``fsync=on``, or on ``--dsn``); A stays on
-SQLite. B's counter is then read over a PostgreSQL connection.
+``--store postgresql``: the same runs again with B's store on PostgreSQL (a new database
+per run on a server started for the run from Debian's binaries, ``fsync=on``, or on
+``--dsn``), beside the runs with B on SQLite, then the peers; A stays on SQLite. B's
+counter is then read over a PostgreSQL connection. For each run: CPU per message of each
+process (A, B, the application, and the PostgreSQL server's processes when the run started
+it), and B's commits with, on PostgreSQL, the round trips per commit of B's store writer
+(``openmsmq_store_round_trips_total`` / ``openmsmq_store_commits_total`` from B's metrics
+endpoint, read before and after the window).
 
 The main figure is the median of ``--repeat`` runs (all are listed), as for the peers.
 ``--single N`` adds a run of N messages at 1 per transaction (``--senders`` threads,
@@ -98,6 +103,11 @@ class TransferResult:
     duration: float = 0.0
     #: ``--duration``: messages stored at B in each whole second while the application sent.
     per_second: tuple[int, ...] = ()
+    #: B's store: "sqlite" or "postgresql".
+    store: str = "sqlite"
+    #: B's store commits in the window, and its writer's round trips (PostgreSQL; else None).
+    b_commits: int | None = None
+    b_round_trips: int | None = None
 
     @property
     def msgs_per_s(self) -> float:
@@ -257,24 +267,23 @@ class Proc:
     def cpu_seconds(self) -> float:
         """User + system CPU seconds of the counted process so far (its threads included)."""
         own = self.proc.pid
-        total = 0.0
-        for pid in [p for p in setup.token_pids(self.token) if p != own] or [own]:
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+        return setup.cpu_seconds([p for p in setup.token_pids(self.token) if p != own] or [own])
 
     def fsyncs(self) -> int | None:
         """fsyncs counted in the window (after the process exited)."""
         return None if self.counter is None else self.counter.count()
 
 
-def serve(name: str, workdir: Path, data: Path, address: str, port: int, fsyncs: str) -> Proc:
+def serve(
+    name: str, workdir: Path, data: Path, address: str, port: int, fsyncs: str, metrics: bool = False
+) -> Proc:
     """``openmsmq serve`` on ``address:port`` over ``data``; its remote-read service on a free
-    port of the same address (what ``openmsmq.connect(data)`` reaches), no metrics."""
+    port of the same address (what ``openmsmq.connect(data)`` reaches); its metrics endpoint
+    on a free port when ``metrics`` (:func:`_store_counters`), else none."""
     argv = [sys.executable, "-m", "openmsmq.cli.serve", "--data-dir", str(data),
             "--listen", address, "--port", str(port), "--log-level", "warning",
-            "--remote-port", str(free_port()), "--no-metrics"]  # fmt: skip
+            "--remote-port", str(free_port()),
+            *(["--metrics-port", "0"] if metrics else ["--no-metrics"])]  # fmt: skip
     p = Proc(name, workdir, argv, fsyncs)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -285,6 +294,31 @@ def serve(name: str, workdir: Path, data: Path, address: str, port: int, fsyncs:
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"{name} did not listen on {address}:{port} within 30 s")
+
+
+def _store_counters(data: Path) -> tuple[int, int | None]:
+    """(commits, round trips or None) of the store of the serve process over ``data``, from
+    its metrics endpoint (named in its runtime.json)."""
+    import urllib.request
+
+    from openmsmq.runtime import read_runtime
+
+    deadline = time.monotonic() + 30
+    info = read_runtime(data)
+    while (info is None or not info.get("metrics")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        info = read_runtime(data)
+    if info is None or not info.get("metrics"):
+        raise RuntimeError(f"no metrics endpoint in {data / 'runtime.json'}")
+    with urllib.request.urlopen(str(info["metrics"]), timeout=30) as resp:
+        text = resp.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(("openmsmq_store_commits_total ", "openmsmq_store_round_trips_total ")):
+            name, value = line.split()
+            values[name] = float(value)
+    trips = values.get("openmsmq_store_round_trips_total")
+    return int(values.get("openmsmq_store_commits_total", 0)), None if trips is None else int(trips)
 
 
 def _ro(data: Path) -> sqlite3.Connection:
@@ -317,10 +351,12 @@ def run_openmsmq(
     poll: float,
     duration: float = 0.0,
     b_dsn: Callable[[], str] | None = None,
+    pg_pids: Callable[[], list[int]] | None = None,
 ) -> TransferResult:
     """One openmsmq A → B run (see the module docstring); with ``duration`` the application
     sends for that many seconds and ``n`` is what it sent; ``b_dsn``: B's store is a new
-    PostgreSQL database it gives (store.backend = "postgresql"), else SQLite."""
+    PostgreSQL database it gives (store.backend = "postgresql"), else SQLite; ``pg_pids``:
+    the processes of that PostgreSQL server (their CPU is counted), when known."""
     from openmsmq.qm import QueueManager
     from openmsmq.qm.options import StoreOptions
 
@@ -334,7 +370,7 @@ def run_openmsmq(
     procs: list[Proc] = []
     notes: list[str] = []
     try:
-        b = serve("serve-b", work, b_dir, B, port, fsyncs)
+        b = serve("serve-b", work, b_dir, B, port, fsyncs, metrics=True)
         procs.append(b)
         a = serve("serve-a", work, a_dir, A, port, fsyncs)
         procs.append(a)
@@ -349,6 +385,9 @@ def run_openmsmq(
             s.check()
         ca, cb = _ro(a_dir), (_PgCount(dsn) if dsn else _ro(b_dir))
         cpu0 = {p.name: p.cpu_seconds() for p in procs}
+        if pg_pids is not None:
+            cpu0["postgres"] = setup.cpu_seconds(pg_pids())
+        commits0, trips0 = _store_counters(b_dir)
         for p in procs:
             if p.counter is not None:
                 p.counter.begin()
@@ -389,6 +428,9 @@ def run_openmsmq(
             if p.counter is not None:
                 p.counter.end()
         cpu = {p.name: p.cpu_seconds() - cpu0[p.name] for p in procs}
+        if pg_pids is not None:
+            cpu["postgres"] = setup.cpu_seconds(pg_pids()) - cpu0["postgres"]
+        commits1, trips1 = _store_counters(b_dir)
         after = setup.device_flushes()
         reader.join(60)
         with contextlib.suppress(OSError):
@@ -432,6 +474,9 @@ def run_openmsmq(
             cpu,
             duration,
             per_second,
+            "postgresql" if dsn else "sqlite",
+            commits1 - commits0,
+            None if trips0 is None or trips1 is None else trips1 - trips0,
         )
     finally:
         for p in procs:
@@ -454,14 +499,16 @@ def _per_second(samples: list[tuple[float, int]], t0: float, t_end: float) -> tu
     return tuple(b - a for a, b in zip([0, *marks], marks, strict=False))
 
 
-def _pg_databases(dsn: str | None) -> Callable[[], str]:
+def _pg_databases(dsn: str | None) -> tuple[Callable[[], str], Callable[[], list[int]] | None]:
     """A function giving a new database per run on ``dsn``'s server, or on a server
-    started for the run (stopped at exit)."""
+    started for the run (stopped at exit); and, for a server started here, one giving
+    its processes (the postmaster and its children)."""
     import atexit
     import itertools
 
     import psycopg
 
+    server: Any = None
     if dsn is None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         from tests.pgserver import PgServer
@@ -473,6 +520,9 @@ def _pg_databases(dsn: str | None) -> Callable[[], str]:
     admin = dsn
     numbers = itertools.count(1)
 
+    def tree() -> list[int]:
+        return setup.process_tree(int((server.datadir / "postmaster.pid").read_text().split()[0]))
+
     def new() -> str:
         name = f"bench_transfer_{os.getpid()}_{next(numbers)}"
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -480,7 +530,7 @@ def _pg_databases(dsn: str | None) -> Callable[[], str]:
             conn.execute(f'CREATE DATABASE "{name}"')
         return admin.rsplit("/", 1)[0] + "/" + name
 
-    return new
+    return new, (tree if server is not None else None)
 
 
 def _verify(b_dir: Path, n: int, senders: int) -> list[str]:
@@ -518,6 +568,7 @@ def format_transfer(r: TransferResult, runs: list[TransferResult] | None = None)
         r.notes.append(f"runs: {', '.join(f'{x.msgs_per_s:,.0f}' for x in runs)} msgs/s (median shown)")
     tot = r.fsyncs_total
     per = "" if tot is None else f" = {tot / r.messages:.4f} per message"
+    where = " (B on PostgreSQL)" if r.store == "postgresql" else " (B on SQLite)"
     if r.duration:
         steady = sorted(r.per_second)
         spread = (
@@ -527,7 +578,7 @@ def format_transfer(r: TransferResult, runs: list[TransferResult] | None = None)
             else ""
         )
         head = (
-            f"openmsmq A->B sustained ({r.per_tx}/tx, {r.duration:g} s of sending):"
+            f"openmsmq A->B{where} sustained ({r.per_tx}/tx, {r.duration:g} s of sending):"
             f" {r.msgs_per_s:,.0f} msgs/s first send to last stored at B ({r.messages:,} x {r.body_size} B)"
             f"{spread}\n"
             f"    OrderAck tail apart: last OrderAck {r.acked_s - r.stored_s:.2f} s after the last message"
@@ -535,18 +586,31 @@ def format_transfer(r: TransferResult, runs: list[TransferResult] | None = None)
         )
     else:
         head = (
-            f"openmsmq A->B ({r.per_tx}/tx, {r.senders} sender thread{'s' if r.senders > 1 else ''}):"
+            f"openmsmq A->B{where} ({r.per_tx}/tx, {r.senders} sender thread{'s' if r.senders > 1 else ''}):"
             f" {r.msgs_per_s:,.0f} msgs/s end to end  ({r.messages:,} x {r.body_size} B,"
             f" last OrderAck at {r.acked_s:.2f} s)\n"
         )
     parts = ", ".join(f"{k} {'n/a' if v is None else f'{v:,}'}" for k, v in r.fsyncs.items())
     cpu = ", ".join(f"{k} {v / r.messages * 1e6:.1f} us" for k, v in r.cpu.items())
+    cpu += f"; all together {sum(r.cpu.values()) / r.messages * 1e6:.1f} us"
+    commits = ""
+    if r.b_commits:
+        commits = (
+            f"    B's store: {r.b_commits:,} commits ({r.messages / r.b_commits:,.1f} messages per commit)"
+        )
+        if r.b_round_trips is not None:
+            commits += (
+                f", {r.b_round_trips / r.b_commits:.2f} round trips per commit"
+                f" ({r.b_round_trips / r.messages:.4f} per message)"
+            )
+        commits += "\n"
     return (
         head + f"    all committed at A {r.committed_s:.2f} s ({r.messages / r.committed_s:,.0f}/s),"
         f" all stored at B {r.stored_s:.2f} s ({r.messages / r.stored_s:,.0f}/s),"
         f" last OrderAck {r.acked_s:.2f} s\n"
         f"    fsyncs: {'n/a' if tot is None else f'{tot:,}'}{per} ({parts})\n"
         f"    CPU per message (user+system, all threads): {cpu}\n"
+        f"{commits}"
         f"    {'; '.join(r.notes)}"
     )
 
@@ -576,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--disk-flushes", type=float, help=setup.DISK_FLUSHES_HELP)
     ap.add_argument(
         "--store", choices=("sqlite", "postgresql"), default="sqlite",
-        help="B's store; postgresql: a PostgreSQL server started for the run (fsync on), or --dsn",
+        help="B's store; postgresql: the runs again with B on PostgreSQL (a server started for the run,"
+        " fsync on, or --dsn), beside those on SQLite",
     )  # fmt: skip
     ap.add_argument("--dsn", default=None, help="with --store postgresql: a server to use (CREATEDB)")
     args = ap.parse_args(argv)
@@ -606,21 +671,33 @@ def main(argv: list[str] | None = None) -> int:
     # window moves the figure (docs/transfer.md, "Window size").
     protocol = load_config(None, dict(os.environ), {}).config.protocol
     print(f"# session window {protocol.window_size} packets (protocol.window_size)", flush=True)
-    kw: dict[str, Any] = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
+    base: dict[str, Any] = dict(fsyncs=args.fsyncs, timeout=args.timeout, poll=args.poll)
+    stores: list[tuple[str, dict[str, Any]]] = [("SQLite", base)]
     if args.store == "postgresql":
-        pg = _pg_databases(args.dsn)
-        kw["b_dsn"] = pg
+        new_db, pg_pids = _pg_databases(args.dsn)
+        stores.append(("PostgreSQL", dict(base, b_dsn=new_db, pg_pids=pg_pids)))
         print(
-            f"# B's store: PostgreSQL ({'--dsn' if args.dsn else 'a server started for the run, fsync on'})"
+            "# B's store: SQLite, then PostgreSQL"
+            f" ({'--dsn' if args.dsn else 'a server started for the run, fsync on'})"
         )
-    main_run, runs = median_run(
-        args.repeat, args.messages, args.body_size, args.per_tx, args.senders, duration=args.duration, **kw
-    )
-    print(format_transfer(main_run, runs), flush=True)
-    if args.single:
-        threads = args.senders if args.senders > 1 else 8
-        single = run_openmsmq(args.single, args.body_size, 1, threads, **kw)
-        print(format_transfer(single), flush=True)
+    mains: list[tuple[str, TransferResult]] = []
+    for label, kw in stores:
+        main_run, runs = median_run(
+            args.repeat,
+            args.messages,
+            args.body_size,
+            args.per_tx,
+            args.senders,
+            duration=args.duration,
+            **kw,
+        )
+        mains.append((label, main_run))
+        print(format_transfer(main_run, runs), flush=True)
+        if args.single:
+            threads = args.senders if args.senders > 1 else 8
+            single = run_openmsmq(args.single, args.body_size, 1, threads, **kw)
+            print(format_transfer(single), flush=True)
+    main_run = mains[0][1]
     if args.no_peers:
         print("# peers skipped (--no-peers)")
         print(f"# load after: {setup.load_average()}")
@@ -641,7 +718,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(peers.format_result(r), flush=True)
     for r in results:
-        print(f"# ratio openmsmq / {r.name.split()[0]}: {main_run.msgs_per_s / r.msgs_per_s:.2f}")
+        for label, m in mains:
+            print(f"# ratio openmsmq (B on {label}) / {r.name.split()[0]}: {m.msgs_per_s / r.msgs_per_s:.2f}")
     print(f"# load after: {setup.load_average()}")
     return 0
 

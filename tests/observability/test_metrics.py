@@ -182,3 +182,38 @@ def test_queue_source_runs_on_one_thread_whatever_thread_scrapes() -> None:
     assert len(threads) == 1 and threading.get_ident() not in threads
     m.registry.unregister(collector)
     collector.close()
+
+
+def test_round_trips_of_a_postgresql_store_are_exposed_and_absent_for_sqlite(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """openmsmq_store_round_trips_total: the statements a PostgreSQL store's writer sent,
+    the figure bench/transfer.py divides by the commits; a SQLite store has none."""
+    from openmsmq.qm import QueueManager
+    from openmsmq.store.pg.db import PgStore
+    from openmsmq.store.records import MessageRecord
+
+    m = Metrics()
+    with QueueManager(tmp_path / "pg", store=PgStore(pg_dsn)) as qm:
+        qm.create_queue("private$\\orders", transactional=True)
+        collector = m.attach_queue_manager(qm)
+        before = parse(m.exposition().decode())
+        for _ in range(3):
+            with qm.begin() as tx:
+                qm.send_many("private$\\orders", [MessageRecord(body=b"x")] * 10, tx)
+        after = parse(m.exposition().decode())
+        m.detach(collector)
+        trips = value(after, "openmsmq_store_round_trips_total") - value(
+            before, "openmsmq_store_round_trips_total"
+        )
+        commits = value(after, "openmsmq_store_commits_total") - value(before, "openmsmq_store_commits_total")
+        assert commits >= 3 and trips == qm.store.round_trips - value(
+            before, "openmsmq_store_round_trips_total"
+        )
+        assert trips >= 2 * commits  # at least the head statement and the COMMIT of each
+    with QueueManager(tmp_path / "sqlite") as qm:
+        collector = m.attach_queue_manager(qm)
+        samples = parse(m.exposition().decode())
+        m.detach(collector)
+    assert ("openmsmq_store_commits_total", ()) in samples
+    assert ("openmsmq_store_round_trips_total", ()) not in samples

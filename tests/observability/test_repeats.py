@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from openmsmq.observability.repeats import RepeatedEvents, flush_all
+from openmsmq.errors import HResult, StorageError
+from openmsmq.observability.repeats import FailureStreak, RepeatedEvents, flush_all
 
 
 class _Clock:
@@ -86,3 +87,38 @@ def test_a_final_flush_sums_up_every_interval_at_once(
     clock.now += 1.0
     rep.flush(final=True)
     assert _lines(caplog) == ["k 0", "2 more in 1 s like: k 2"]
+
+
+def test_a_failure_streak_logs_one_traceback_then_counts_and_says_when_it_recovers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A poll failing every 62.5 ms for 65 s: the first failure with its traceback, one line
+    per 30 s with the count (no traceback), one line when it works again; a second streak
+    starts over with a traceback."""
+    caplog.set_level(logging.INFO, logger="test.repeats")
+    clock = _Clock()
+    streak = FailureStreak(logging.getLogger("test.repeats"), "polling the outgoing queues", 30.0, clock)
+    streak.succeeded()  # no streak: nothing to say
+    for i in range(1040):
+        try:
+            raise StorageError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, f"database unreachable {i}\nmore")
+        except StorageError as exc:
+            streak.failed(exc)
+        clock.now += 0.0625
+    streak.succeeded()
+    records = [r for r in caplog.records if r.name == "test.repeats"]
+    assert [r.exc_info is not None for r in records] == [True, False, False, False]
+    assert [r.levelno for r in records] == [logging.ERROR] * 3 + [logging.WARNING]
+    assert records[0].getMessage() == "polling the outgoing queues failed"
+    summary = "polling the outgoing queues still failing: 480 more failure(s) in 30 s, {} since the first"
+    assert records[1].getMessage().startswith(summary.format(481))
+    assert records[2].getMessage().startswith(summary.format(961))
+    last = "last: StorageError: MQ_ERROR_MESSAGE_STORAGE_FAILED (0xC00E002A): database unreachable 960"
+    assert records[2].getMessage().endswith(last)
+    assert records[3].getMessage() == "polling the outgoing queues works again after 1,040 failure(s) in 65 s"
+    streak.succeeded()
+    try:
+        raise StorageError(HResult.MQ_ERROR_MESSAGE_STORAGE_FAILED, "again")
+    except StorageError as exc:
+        streak.failed(exc)
+    assert len(caplog.records) == 5 and caplog.records[-1].exc_info is not None

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "outgoing": ("openmsmq.cli.outgoing_cmds",),
     "completion": ("openmsmq.cli.completion_cmds",),
     "backup": ("openmsmq.cli.backup_cmds",),
+    "migrate": ("openmsmq.cli.migrate_cmds",),
     "move": ("openmsmq.cli.poison_cmds",),
     "poison": ("openmsmq.cli.poison_cmds",),
 }

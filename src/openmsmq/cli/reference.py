@@ -34,6 +34,9 @@ EXAMPLES: dict[str, list[str]] = {
     "dlq requeue": ["openmsmq dlq requeue --all"],
     "dlq show": ["openmsmq dlq show 4097"],
     "init": ["openmsmq init /var/lib/openmsmq"],
+    "migrate": [
+        "PGPASSWORD=... openmsmq --qm /var/lib/openmsmq migrate --dsn postgresql://openmsmq@db:5432/qm1"
+    ],
     "move": [
         "openmsmq move 'private$\\orders' 4097 --to poison",
         "openmsmq move 'private$\\orders;poison' 4097 --to 'private$\\orders'",

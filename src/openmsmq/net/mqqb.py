@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from openmsmq.net.tls import certified_qm
-from openmsmq.observability.repeats import RepeatedEvents
+from openmsmq.observability.repeats import FailureStreak, RepeatedEvents
 from openmsmq.observability.repeats import flush_all as flush_repeated_logs
 from openmsmq.protocol.events import Role
 from openmsmq.transfer.engine import AcceptBatch, StoreWork, Transfer
@@ -90,6 +90,8 @@ class NetConfig:
     backoff_min: float = 0.5
     backoff_max: float = 30.0
     poll_interval: float = 0.05
+    #: Longest time between two log lines about polls that keep failing (FailureStreak).
+    failure_log_interval: float = 30.0
     store_threads: int = 2
     accept_batch_min: int = 512
     accept_batch_wait: float = 0.005
@@ -248,6 +250,9 @@ class MQQBNode:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._poll_handle: asyncio.Handle | None = None
+        self._poll_failures = FailureStreak(
+            log, "polling the outgoing queues", self.config.failure_log_interval
+        )
         self._connecting: dict[str, asyncio.Task[None]] = {}
         self._backoff: dict[str, float] = {}
         self._next_try: dict[str, float] = {}
@@ -562,8 +567,12 @@ class MQQBNode:
         more = False
         try:
             more = self.transfer.poll(self.now())
-        except Exception:
-            log.exception("polling the outgoing queues failed")
+        except Exception as exc:
+            # While the store is out of reach (a database restarting) every poll fails:
+            # the first failure with its traceback, then a count now and then.
+            self._poll_failures.failed(exc)
+        else:
+            self._poll_failures.succeeded()
         self.kick()
         flush_repeated_logs()  # summaries of per-message log events that came in bursts
         if more:

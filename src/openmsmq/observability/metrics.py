@@ -451,6 +451,7 @@ class _StoreStatsLike(Protocol):
     batches: int
     ops: int
     failed_ops: int
+    round_trips: int | None
 
 
 class QueueManagerLike(Protocol):
@@ -548,7 +549,12 @@ class QueueManagerCollector(Collector):
     def _families(
         self,
     ) -> tuple[
-        GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily, CounterMetricFamily, CounterMetricFamily
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        CounterMetricFamily,
+        CounterMetricFamily,
+        CounterMetricFamily,
+        CounterMetricFamily,
     ]:
         return (
             GaugeMetricFamily(
@@ -562,11 +568,16 @@ class QueueManagerCollector(Collector):
             CounterMetricFamily("openmsmq_store_commits", "Store transactions committed (one fsync each)."),
             CounterMetricFamily("openmsmq_store_operations", "Store operations committed."),
             CounterMetricFamily("openmsmq_store_failed_operations", "Store operations that failed."),
+            CounterMetricFamily(
+                "openmsmq_store_round_trips",
+                "Statements the store's writer sent to its database server in committed transactions"
+                " (PostgreSQL; absent for SQLite).",
+            ),
         )
 
     def collect(self) -> Iterator[Metric]:
         """Query the sources now."""
-        depth, size, commits, ops, failed = self._families()
+        depth, size, commits, ops, failed, trips = self._families()
         try:
             stats = self._worker.submit(lambda: list(self._queues())).result(self._timeout)
         except Exception as exc:  # a scrape must not fail because the QM is closing
@@ -595,6 +606,9 @@ class QueueManagerCollector(Collector):
             ops.add_metric([], store.ops)
             failed.add_metric([], store.failed_ops)
             yield from (commits, ops, failed)
+            if store.round_trips is not None:
+                trips.add_metric([], store.round_trips)
+                yield trips
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,6 +15,11 @@ A summary is written when the next event of its kind comes after the interval, o
 poll of the outgoing queues). Counters in
 :mod:`openmsmq.observability.metrics` keep the exact totals.
 
+:class:`FailureStreak` does the same for one recurring operation that fails again and
+again for a while (a poll of the store while the database is down, every few tens of
+milliseconds): the first failure with its traceback, then one line at most every
+``interval`` seconds with the number of failures since, and one line when it works again.
+
 Only the standard library is imported here.
 """
 
@@ -27,7 +32,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-__all__ = ["RepeatedEvents", "flush_all"]
+__all__ = ["FailureStreak", "RepeatedEvents", "flush_all"]
 
 #: Every RepeatedEvents made, for flush_all.
 _ALL: weakref.WeakSet[RepeatedEvents] = weakref.WeakSet()
@@ -102,3 +107,66 @@ def flush_all(*, final: bool = False) -> None:
     """:meth:`RepeatedEvents.flush` every instance (cheap when nothing is pending)."""
     for r in list(_ALL):
         r.flush(final=final)
+
+
+class FailureStreak:
+    """The log of one recurring operation (``what``, e.g. "polling the outgoing queues")
+    that may fail on every try for a while: :meth:`failed` in the ``except`` block,
+    :meth:`succeeded` after a try that worked.
+
+    The first failure of a streak is logged at ERROR with its traceback; the next ones
+    are counted, and one ERROR line without a traceback says how many failed and the last
+    error, at most every ``interval`` seconds; the first success after a streak logs a
+    WARNING line with the streak's length and duration. Not thread-safe: one caller (the
+    event loop) owns it."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        what: str,
+        interval: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.what = what
+        self.interval = interval
+        self._clock = clock
+        #: Failures in the current streak (0: none), since it began, and not yet summed up.
+        self.failures = 0
+        self._began = 0.0
+        self._unreported = 0
+        self._reported_at = 0.0
+
+    def failed(self, exc: BaseException) -> None:
+        """A try failed with ``exc``."""
+        now = self._clock()
+        self.failures += 1
+        if self.failures == 1:
+            self._began = self._reported_at = now
+            self.logger.error("%s failed", self.what, exc_info=exc)
+            return
+        self._unreported += 1
+        if now - self._reported_at >= self.interval:
+            self.logger.error(
+                "%s still failing: %s more failure(s) in %.0f s, %s since the first; last: %s",
+                self.what, f"{self._unreported:,}", now - self._reported_at, f"{self.failures:,}",
+                _one_line(exc),
+            )  # fmt: skip
+            self._unreported = 0
+            self._reported_at = now
+
+    def succeeded(self) -> None:
+        """A try worked: a streak of failures, if one was on, ended."""
+        if not self.failures:
+            return
+        now = self._clock()
+        self.logger.warning(
+            "%s works again after %s failure(s) in %.0f s", self.what, f"{self.failures:,}", now - self._began
+        )
+        self.failures = 0
+        self._unreported = 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -70,11 +70,14 @@ def is_busy(exc: sqlite3.Error) -> bool:
 
 @dataclass
 class StoreStats:
-    """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed."""
+    """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed,
+    ``round_trips`` = statements the writer sent to a database server (None: an embedded
+    store, SQLite, has none)."""
 
     batches: int = 0
     ops: int = 0
     failed_ops: int = 0
+    round_trips: int | None = None
 
     @property
     def ops_per_batch(self) -> float:

@@ -166,8 +166,7 @@ class PgStore:
         self.connect_timeout = connect_timeout
         #: Longest time an operation waits for the database to come back before it fails.
         self.reconnect_wait = reconnect_wait
-        #: Round trips of the writer (statements sent), for benchmarks and tests.
-        self.round_trips = 0
+        self.stats.round_trips = 0
         #: Times the write connection was lost and opened again.
         self.reconnects = 0
         self._fencing_epoch = fencing_epoch
@@ -257,6 +256,12 @@ class PgStore:
             conn.close()
             raise self._storage(f"cannot create the schema: {exc}") from exc
         return conn
+
+    @property
+    def round_trips(self) -> int:
+        """Round trips of the writer (statements sent in committed batches), for the
+        benchmarks, the tests and the metric ``openmsmq_store_round_trips_total``."""
+        return self.stats.round_trips or 0
 
     # ---- fencing ---------------------------------------------------------------------
 
@@ -508,7 +513,7 @@ class PgStore:
                 )
                 return None
             log.warning("store %s: connection lost during COMMIT; the transaction had committed", self.path)
-        self.round_trips += conn.statements - statements
+        self.stats.round_trips = self.round_trips + conn.statements - statements
         self._sequential_id = ctx.sequential_id
         self._reserved = reserved
         self.stats.batches += 1
