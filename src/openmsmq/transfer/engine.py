@@ -335,7 +335,8 @@ class Transfer:
         """Next hops this QM needs a session to and has none open or opening."""
         busy = {c.peer for c in self.connections.values() if not c.session.closed}
         want = {t.next_hop for t in self.outgoing.values() if t.has_work}
-        want |= self.forwarder.waiting_hops()
+        if self.forwarder.buffering:
+            want |= self.forwarder.waiting_hops()
         # Nor to a peer refused after a failed store (until its back-off ends, see
         # handle_timer): its messages may travel on the session this QM opens, and would
         # come straight back into the store that failed, again and again.
@@ -411,13 +412,16 @@ class Transfer:
     def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
         """``work`` finished (``outcome`` from :meth:`run_store_work`, or one exception for
         all of it when the call itself failed)."""
-        if isinstance(work, SequenceUpkeep):
-            self.sequences.done(work, outcome)
-            return
-        if isinstance(work, ReleaseBatch):
+        if isinstance(work, AcceptBatch):
+            after = self.store.accepts_done(work, outcome, now)
+        elif isinstance(work, ReleaseBatch):
             self.settlements.done(work, outcome, self.outgoing.values(), self.sender.sequence_owner)
             return
-        after = self.store.done(work, outcome, now)
+        elif isinstance(work, SequenceUpkeep):
+            self.sequences.done(work, outcome)
+            return
+        else:
+            after = self.store.local_done(work, outcome, now)
         if after.stored:
             self.backoff.stored()
         closed: set[int] = set()
@@ -650,7 +654,7 @@ class Transfer:
             append((last_route[2], ev))
             count += 1
         self._last_dest, self._last_path, self._last_route = last_dest, last_path, last_route
-        self.store.add_accepted(run, size + count * RECEIVED_OVERHEAD)
+        self.store.add_accepted(run, count, size + count * RECEIVED_OVERHEAD)
 
     @property
     def reading_wanted(self) -> bool:

@@ -60,6 +60,9 @@ class Forwarder:
         self._buffers: dict[str, deque[UserMessagePacket]] = {}
         #: (source QM GUID, connection) of the last forwarded packet checked and learned.
         self._last_reverse: tuple[object, object] = (None, None)
+        #: Packets were buffered for a next hop at some point (tested without a call on
+        #: every look for wanted peers; :meth:`waiting_hops` then says which).
+        self.buffering = False
 
     def waiting_hops(self) -> set[str]:
         """Next hops packets wait for (a session to each is wanted)."""
@@ -149,5 +152,6 @@ class Forwarder:
             conn.session.send_user_message(out, now)
             return
         buf = self._buffers.setdefault(peer, deque())
+        self.buffering = True
         if len(buf) < _FORWARD_BUFFER:
             buf.append(out)  # the original sender resends what is lost (end to end)

@@ -174,16 +174,16 @@ class StoreWorkQueue:
 
     # ------------------------------------------------------------------ intake
 
-    def add_accepted(self, run: list[Pending], nbytes: int) -> None:
-        """Accepted messages (a run of them, in order) for the next accept batch;
-        ``nbytes``: what they count in :attr:`unstored_bytes`."""
+    def add_accepted(self, run: list[Pending], count: int, nbytes: int) -> None:
+        """Accepted messages (a run of ``count`` of them, in order) for the next accept
+        batch; ``nbytes``: what they count in :attr:`unstored_bytes`."""
         if self._rejects:
             # An acceptance resets TxMessageRejectCount: its state (0) is stored with the
             # message, after any rejection before it.
             for key in {p[0].key for p in run}:
                 self._rejects.pop(key, None)
         self._accepted.extend(run)
-        self._stats["accepted"] += len(run)
+        self._stats["accepted"] += count
         self.unstored_bytes += nbytes
         self._accepted_bytes += nbytes
 
@@ -431,14 +431,10 @@ class StoreWorkQueue:
                 )
         return out
 
-    def done(
-        self, work: AcceptBatch | StoreLocal, outcome: list[BaseException | None], now: float
-    ) -> AfterStore:
+    def local_done(self, work: StoreLocal, outcome: list[BaseException | None], now: float) -> AfterStore:
         """``work`` finished (``outcome`` from :meth:`run`, or one exception for all of it
-        when the call itself failed): accepted messages are reported durable to their
-        sequences (which may schedule OrderAcks), stored recoverable ones to their sessions."""
-        if isinstance(work, AcceptBatch):
-            return self._accepts_done(work, outcome, now)
+        when the call itself failed): stored recoverable messages are reported to their
+        sessions (which acknowledge them)."""
         self._local_in_flight = None
         stored = work.items + work.forwards
         self.unstored_bytes -= sum([len(m.body) for _, m, _c, _n in stored]) + len(stored) * RECEIVED_OVERHEAD
@@ -461,7 +457,10 @@ class StoreWorkQueue:
             work.acks,
         )
 
-    def _accepts_done(self, work: AcceptBatch, outcome: list[BaseException | None], now: float) -> AfterStore:
+    def accepts_done(self, work: AcceptBatch, outcome: list[BaseException | None], now: float) -> AfterStore:
+        """``work`` finished (as :meth:`local_done`): the accepted messages are reported
+        durable to their sequences (which may schedule OrderAcks), or dropped with the
+        later acceptances of their sequence when they could not be stored."""
         self._accept_in_flight = None
         self._stats["batches"] += 1
         self.unstored_bytes -= work.nbytes
@@ -486,6 +485,8 @@ class StoreWorkQueue:
             self.unstored_bytes -= self._accepted_bytes - still
             self._accepted_bytes = still
             self._accepted = kept
+        if not failed_keys:
+            return AfterStore(stored)
         return AfterStore(stored, tuple((self._ack_sessions.connection_of(key), key) for key in failed_keys))
 
 
