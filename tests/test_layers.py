@@ -10,6 +10,15 @@
   from the transfer): the classes of one module may share private names, nobody else.
 * No two modules import each other, directly or through others, at module level (under
   ``TYPE_CHECKING`` too): a value type both need lives in a module of its own.
+* No class declares private state it does not own (:func:`private_stubs`): no underscore
+  name inside ``if TYPE_CHECKING:`` in a class body, and no bare class-level annotation of
+  an underscore name that none of the class's own methods assigns (outside dataclasses,
+  named tuples, typed dicts and protocols). Such declarations are how a mixin reads the
+  private state of the class it is mixed into.
+* No class in ``transfer/`` or ``qm/`` inherits from a project class that carries state
+  (:func:`stateful_bases`): one that sets ``self.<name>``, annotates class-level names,
+  has ``__slots__`` or is a dataclass, or inherits from one. The parts are objects composed
+  through constructors; exceptions, enums and protocols stay inheritable.
 
 The checks read the files with :mod:`ast` (nothing is imported), so they also cover code
 behind ``TYPE_CHECKING`` and imports inside functions.
@@ -302,6 +311,168 @@ def test_a_planted_private_call_fails(tree: Path) -> None:
     assert private_access(tree) == ["openmsmq.transfer.planted:2: qm._clock"]
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    return ast.unparse(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _declared(stmt: ast.stmt) -> list[str]:
+    """The names a class-body statement declares (annotations, assignments, defs)."""
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return [stmt.target.id]
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    return []
+
+
+#: Classes whose bare class-level annotations are fields, not stubs.
+_FIELD_BASES = ("Protocol", "NamedTuple", "TypedDict")
+
+
+def private_stubs(root: Path = SRC) -> list[str]:
+    """Class bodies that declare private state they do not own: an underscore name inside
+    ``if TYPE_CHECKING:``, or a bare class-level annotation of an underscore name that
+    none of the class's own methods assigns (a dataclass's, named tuple's, typed dict's or
+    protocol's annotations are its fields)."""
+    found = []
+    for path in source_files(root):
+        module = module_name(path, root)
+        for cls in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for stmt in cls.body:
+                if isinstance(stmt, ast.If) and _is_type_checking(stmt.test):
+                    for inner in ast.walk(stmt):
+                        if isinstance(inner, ast.stmt) and inner is not stmt:
+                            found += [
+                                f"{module}:{inner.lineno}: {cls.name} declares {name} under TYPE_CHECKING"
+                                for name in _declared(inner)
+                                if is_private(name)
+                            ]
+            fields = any("dataclass" in ast.unparse(d) for d in cls.decorator_list) or any(
+                ast.unparse(b).endswith(_FIELD_BASES) for b in cls.bases
+            )
+            if fields:
+                continue
+            assigned = {
+                n.attr
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Attribute)
+                and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == "self"
+            }
+            found += [
+                f"{module}:{stmt.lineno}: {cls.name} annotates {stmt.target.id}, which no method of it sets"
+                for stmt in cls.body
+                if isinstance(stmt, ast.AnnAssign)
+                and stmt.value is None
+                and isinstance(stmt.target, ast.Name)
+                and is_private(stmt.target.id)
+                and stmt.target.id not in assigned
+            ]
+    return found
+
+
+def test_no_class_declares_private_state_it_does_not_own() -> None:
+    assert private_stubs() == []
+
+
+def _classes(root: Path) -> dict[tuple[str, str], ast.ClassDef]:
+    """(module, class name) -> its definition, for every top-level class of the package."""
+    out = {}
+    for path in source_files(root):
+        module = module_name(path, root)
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            if isinstance(node, ast.ClassDef):
+                out[(module, node.name)] = node
+    return out
+
+
+def _bound_names(path: Path, root: Path) -> dict[str, str]:
+    """Local name -> the dotted name it is bound to by the module's imports."""
+    bound = {}
+    for imp in imports(path, root):
+        if imp.names:
+            bound.update({n: f"{imp.target}.{n}" for n in imp.names})
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.asname and alias.name in bound:
+                    bound[alias.asname] = bound[alias.name]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                bound[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+    return bound
+
+
+def _base_of(
+    module: str, base: ast.expr, bound: dict[str, str], classes: dict[tuple[str, str], ast.ClassDef]
+) -> tuple[str, str] | None:
+    """The project class ``base`` (a base-class expression in ``module``) names, or None."""
+    text = ast.unparse(base)
+    head, _, rest = text.partition(".")
+    if not rest and (module, text) in classes:
+        return (module, text)
+    dotted = bound.get(head)
+    if dotted is None:
+        return None
+    full = f"{dotted}.{rest}" if rest else dotted
+    owner, _, name = full.rpartition(".")
+    return (owner, name) if (owner, name) in classes else None
+
+
+def _carries_state(cls: ast.ClassDef) -> bool:
+    """Sets ``self.<name>``, annotates class-level names (outside ClassVar), has
+    ``__slots__`` or is a dataclass."""
+    if any("dataclass" in ast.unparse(d) for d in cls.decorator_list):
+        return True
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign) and "ClassVar" not in ast.unparse(stmt.annotation):
+            return True
+        if "__slots__" in _declared(stmt):
+            return True
+    return any(
+        isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and ast.unparse(n.value) == "self"
+        for n in ast.walk(cls)
+    )
+
+
+def stateful_bases(root: Path = SRC, packages: tuple[str, ...] = ("transfer", "qm")) -> list[str]:
+    """Classes of ``packages`` that inherit from a project class carrying state (itself or
+    through its own project bases): mixins sharing state, where objects composed through
+    constructors belong. Exception classes may be inherited."""
+    classes = _classes(root)
+    bound_of = {module_name(p, root): _bound_names(p, root) for p in source_files(root)}
+
+    def stateful(key: tuple[str, str], seen: frozenset[tuple[str, str]] = frozenset()) -> bool:
+        cls = classes[key]
+        if any(ast.unparse(b).endswith(("Error", "Exception")) for b in cls.bases):
+            return False
+        if _carries_state(cls):
+            return True
+        bases = [_base_of(key[0], b, bound_of[key[0]], classes) for b in cls.bases]
+        return any(b is not None and b not in seen and stateful(b, seen | {key}) for b in bases)
+
+    found = []
+    for (module, name), cls in sorted(classes.items()):
+        if layer(module) not in packages:
+            continue
+        for base in cls.bases:
+            key = _base_of(module, base, bound_of[module], classes)
+            if key is not None and stateful(key):
+                found.append(f"{module}:{cls.lineno}: {name} inherits state from {key[0]}.{key[1]}")
+    return found
+
+
+def test_no_class_of_transfer_or_qm_inherits_state() -> None:
+    assert stateful_bases() == []
+
+
 def test_no_import_cycles() -> None:
     assert import_cycles() == []
 
@@ -325,6 +496,47 @@ def test_the_checks_pass_on_the_copy(tree: Path) -> None:
     assert layer_violations(tree) == []
     assert private_violations(tree) == []
     assert import_cycles(tree) == []
+    assert private_stubs(tree) == []
+    assert stateful_bases(tree) == []
+
+
+def test_planted_stubs_of_private_state_fail(tree: Path) -> None:
+    write(
+        tree,
+        "net/planted.py",
+        "from typing import TYPE_CHECKING\n\n\nclass Half:\n    _peers: dict[str, int]\n    shown: int\n\n"
+        "    if TYPE_CHECKING:\n\n        def _drain(self) -> None: ...\n\n"
+        "    def __init__(self) -> None:\n        self.shown = 1\n",
+    )
+    write(
+        tree, "qm/planted.py", "from dataclasses import dataclass\n\n\n@dataclass\nclass Row:\n    _n: int\n"
+    )
+    assert private_stubs(tree) == [
+        "openmsmq.net.planted:10: Half declares _drain under TYPE_CHECKING",
+        "openmsmq.net.planted:5: Half annotates _peers, which no method of it sets",
+    ]
+
+
+def test_planted_mixins_fail(tree: Path) -> None:
+    write(tree, "transfer/planted_a.py", "class Part:\n    def __init__(self) -> None:\n        self.n = 0\n")
+    write(
+        tree,
+        "transfer/planted_b.py",
+        "from openmsmq.transfer import planted_a as a\nfrom openmsmq.transfer.planted_a import Part as P\n"
+        "from openmsmq.errors import MQError\n\n\nclass Whole(P):\n    pass\n\n\n"
+        "class Other(a.Part):\n    pass\n\n\n"
+        "class Fine:\n    pass\n\n\nclass AlsoFine(Fine):\n    pass\n\n\nclass Failure(MQError):\n    pass\n",
+    )
+    write(
+        tree,
+        "qm/planted.py",
+        "from openmsmq.transfer.planted_b import Whole\n\n\nclass Deeper(Whole):\n    pass\n",
+    )
+    assert stateful_bases(tree) == [
+        "openmsmq.qm.planted:4: Deeper inherits state from openmsmq.transfer.planted_b.Whole",
+        "openmsmq.transfer.planted_b:10: Other inherits state from openmsmq.transfer.planted_a.Part",
+        "openmsmq.transfer.planted_b:6: Whole inherits state from openmsmq.transfer.planted_a.Part",
+    ]
 
 
 def test_a_planted_cycle_fails(tree: Path) -> None:

@@ -631,7 +631,7 @@ def test_a_sent_message_that_expires_before_its_order_ack_is_bridged_on_resend(n
     if resend == "reconnect":
         net.cut(A, B)
     else:  # the timer's resend alone, before the session's own timers close it
-        a.transfer._outgoing_events(t, t.seq.handle_timer(net.clock.now + 31), net.clock.now)
+        a.transfer.sender.on_sequence_events(t, t.seq.handle_timer(net.clock.now + 31), net.clock.now)
         net.settle()
         assert len(_peek(b.qm, "private$\\orders")) == 3  # m3 accepted: bridged to m1
     net.run_until_quiet()

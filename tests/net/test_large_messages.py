@@ -54,8 +54,8 @@ class _Node:
 
 def _watch_sender(node: MQQBNode, seen: dict[str, int]) -> None:
     """Record the most bytes the sender's sessions held and the most rows read at once."""
-    t = node.transfer
-    chunk, reload = t._transmit_chunk, t._reload
+    t = node.transfer.sender.transmitter
+    chunk, reload = t.transmit_chunk, t.reload
 
     def transmit_chunk(out: Any, conn: Any, messages: Any, resend: bool, now: float) -> None:
         chunk(out, conn, messages, resend, now)
@@ -66,8 +66,8 @@ def _watch_sender(node: MQQBNode, seen: dict[str, int]) -> None:
         seen["reload"] = max(seen["reload"], len(handles))
         return reload(out, handles)
 
-    t._transmit_chunk = transmit_chunk  # type: ignore[method-assign]
-    t._reload = reload_rows  # type: ignore[method-assign]
+    t.transmit_chunk = transmit_chunk  # type: ignore[method-assign]
+    t.reload = reload_rows  # type: ignore[method-assign]
 
 
 def _watch_receiver(node: MQQBNode, seen: dict[str, int]) -> None:

@@ -173,7 +173,7 @@ def test_a_connection_to_a_refused_peer_is_dropped_whatever_name_the_route_gives
         assert b.node is not None and b.qm is not None
         loop = asyncio.get_running_loop()
         until = loop.time() + 1.0
-        b.node.transfer._refuse_until[A] = until
+        b.node.transfer.backoff.refuse({A}, until)
         tx = b.qm.begin()
         b.qm.send_many(f"DIRECT=TCP:{A}\\PRIVATE$\\orders", [MessageRecord(body=b"b0")], tx)
         tx.commit()

@@ -1,5 +1,5 @@
 """B's store work on received packets (``plain_packet_rows`` into ``accept_arrival_rows``,
-else ``store_packet_messages``, as ``StoreWorkSide._store_accepts`` runs them) stores exactly what
+else ``store_packet_messages``, as ``StoreWorkQueue.run`` runs them) stores exactly what
 ``store_arrivals`` stores from the converted messages: the same rows, counters and
 incoming sequence state, through the rows path when every packet is plain and through
 ``store_arrivals`` otherwise; a deleted queue or a quota fails the whole group."""

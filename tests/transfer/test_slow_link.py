@@ -1,5 +1,5 @@
 """A session whose window caps its rate over a long round trip is logged once per next
-hop, with the rate and the key to change (``Transfer._check_link``): with the default
+hop, with the rate and the key to change (``Connections.check_link``): with the default
 window of 64 a 50 ms link moves about 1,280 messages a second, whatever the QMs can do
 (two serve processes through a proxy delaying each direction 25 ms: 1,190 msgs/s)."""
 

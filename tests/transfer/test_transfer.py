@@ -542,11 +542,11 @@ def test_a_failed_batch_gives_back_the_bytes_of_the_acceptances_dropped_behind_i
     send_tx(a.qm, DEST_B, [b"x1", b"x2"])
     send_tx(c.qm, DEST_B, [b"y0", b"y1"])
     net.advance(0.2)  # C finds its new outgoing queue and opens a session to B
-    assert len(b.held) == 1 and len(b.transfer._accepted) == 4  # accepted behind it
+    assert len(b.held) == 1 and len(b.transfer.store.waiting_accepted()) == 4  # accepted behind it
     full[0] = True
     b.release_held(net.clock.now)  # the batch fails: x1 and x2 are dropped with it
-    assert [ev.packet.properties.body for _, ev in b.transfer._accepted] == [b"y0", b"y1"]
-    assert b.transfer.unstored_bytes == b.transfer._accepted_bytes == 2 * (2 + RECEIVED_OVERHEAD)
+    assert [ev.packet.properties.body for _, ev in b.transfer.store.waiting_accepted()] == [b"y0", b"y1"]
+    assert b.transfer.unstored_bytes == b.transfer.store.accepted_bytes == 2 * (2 + RECEIVED_OVERHEAD)
     full[0] = False
     net.advance(STORE_RETRY_MIN + 0.1)
     net.run_until_quiet()

@@ -172,7 +172,7 @@ def test_a_poll_skips_caught_up_queues_until_something_is_committed(net: Net) ->
 
 
 def test_the_sequence_map_keeps_one_entry_per_outgoing_queue(net: Net) -> None:
-    """An OrderAck is matched to the queue that loaded its sequence (Transfer._by_sequence);
+    """An OrderAck is matched to the queue that loaded its sequence (``Sender.loaded_sequences``);
     every drained burst starts a new TxSequenceID, and the map still holds one entry per
     outgoing queue, not one per sequence ever sent."""
     a = net.add(A)
@@ -186,7 +186,7 @@ def test_the_sequence_map_keeps_one_entry_per_outgoing_queue(net: Net) -> None:
         net.run_until_quiet()
         sequences |= {t.loaded_sequence for t in a.transfer.outgoing.values()}
     assert len(sequences) >= 6  # new sequences were started
-    assert len(a.transfer._by_sequence) == 3
+    assert len(a.transfer.sender.loaded_sequences()) == 3
     assert [bodies_in(b.qm, f"{Q}{i}") for i in range(3)] == [[b"%d" % n for n in range(6)]] * 3
 
 

@@ -129,65 +129,36 @@ def encode_rows(rows: Sequence[Sequence[Any]]) -> bytes:
     """The packed form of stored message rows (``openmsmq.store.records.ROW_COLUMNS``
     order, as :meth:`openmsmq.qm.QueueManager.peek_range_rows` returns them), equal to
     :func:`encode_messages` of their ``message_from_row`` messages, without building
-    them: the row's ``props`` already holds the strings UTF-8 encoded and the GUIDs as
-    16 bytes, so each record is one unpack, one pack and slices. dwRequestId is 0."""
+    them: the store's row reader (:func:`openmsmq.store.rows.message_fields`) gives the
+    strings UTF-8 encoded and the GUIDs as 16 bytes, so each record is one pack and the
+    fields as they are. dwRequestId is 0."""
     # Server side only: the client never loads the store.
-    from openmsmq.store import props as layout
+    from openmsmq.store.rows import message_fields
 
-    unpack_props = layout.HEAD.unpack_from
-    unpack_rare = layout.RARE_LENGTHS.unpack_from
     pack = HEADER.pack
     parts: list[bytes] = []
     append = parts.append
-    guids: dict[bytes, tuple[bytes, bytes, bytes]] = {}
-    for row in rows:
-        (
-            lookup_id,
-            priority,
-            cls,
-            transactional,
-            seq_id,
-            seq_no,
-            _prev,
-            tx_flags,
-            arrived,
-            _a,
-            _s,
-            props,
-            body,
-        ) = row
-        (
-            body_type, app_specific, delivery, ttrq, ttbr, ack_flags, bits, _hop, uniquifier, sent,
-            n_dest, g,
-        ) = unpack_props(props)  # fmt: skip
-        n_label = n_admin = n_resp = n_ext = 0
-        if g & layout.RARE:
-            n_label, n_admin, n_resp, n_ext, _n_sender = unpack_rare(props, layout.LENGTHS_AT[g & 7])
-        end = layout.GUIDS_END[g & 3]
-        key = bytes(props[layout.GFLAGS_AT : end])
-        lineage, _dest_qm, source = guids.get(key) or guids.setdefault(key, layout.split_guids(key))
-        corr = bytes(props[end : end + 20]) if g & layout.CORRELATION else layout.ZERO_CORRELATION
-        at = layout.STRINGS_AT[g & 15]
-        # bits: 1 positive, 2 negative journaling (= FLAG_JOURNAL, FLAG_DEAD_LETTER);
-        # tx_flags: 1 FirstInTransaction, 2 LastInTransaction (the flags' 0x08, 0x10).
-        flags = (bits & 3) | (FLAG_TRANSACTIONAL if transactional else 0) | (tx_flags & 3) << 3
+    for (
+        lookup_id, uniquifier, cls, priority, app_specific, body_type, delivery, sent, arrived, ttrq, ttbr,
+        ack_flags, journal, transactional, tx_bits, seq_id, seq_no, lineage, source,
+        body, label, corr, dest, admin, resp, ext,
+    ) in message_fields(rows):  # fmt: skip
+        # journal: 1 positive, 2 negative journaling (= FLAG_JOURNAL, FLAG_DEAD_LETTER);
+        # tx_bits: 1 FirstInTransaction, 2 LastInTransaction (the flags' 0x08, 0x10).
+        flags = journal | (FLAG_TRANSACTIONAL if transactional else 0) | tx_bits << 3
         header = pack(
             lookup_id, uniquifier, cls, priority, app_specific, body_type, delivery, sent, arrived,
-            ttrq, ttbr, ack_flags & 0xFF, flags, 0, seq_id + (1 << 64) if seq_id < 0 else seq_id,
-            seq_no, lineage, source, len(body), n_label, len(corr), n_dest, n_admin, n_resp, n_ext,
+            ttrq, ttbr, ack_flags & 0xFF, flags, 0, seq_id, seq_no, lineage, source,
+            len(body), len(label), len(corr), len(dest), len(admin), len(resp), len(ext),
         )  # fmt: skip
         append(header)
         append(body)
-        # props' strings: label, admin, response, destination, extension, sender_id;
-        # a record: label, correlation, destination, admin, response, extension.
-        i = at + n_label
-        append(props[at:i])
+        append(label)
         append(corr)
-        j = i + n_admin + n_resp
-        append(props[j : j + n_dest])
-        append(props[i:j])  # admin then response: adjacent in both layouts
-        j += n_dest
-        append(props[j : j + n_ext])
+        append(dest)
+        append(admin)
+        append(resp)
+        append(ext)
     return b"".join(parts)
 
 

@@ -72,7 +72,7 @@ def snapshot_of(
         clock_offset,
         info.get("pid"),
         {k: str(v) for k, v in info.items() if k in endpoints and v},
-        frozenset(transfer.suspended_names),
+        frozenset(transfer.sender.suspended_names),
     )
 
 

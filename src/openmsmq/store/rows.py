@@ -2,7 +2,8 @@
 order) for code outside the store that works on rows without building a
 :class:`~openmsmq.store.records.MessageRecord`: the transfer's sender side reads the sequence
 columns, the Identifier uniquifier, SentTime and the expiry fields here instead of
-unpacking the ``props`` layout (:mod:`openmsmq.store.props`) itself."""
+unpacking the ``props`` layout (:mod:`openmsmq.store.props`) itself, and the remote-read
+service's packed form takes every field of a row from :func:`message_fields`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from openmsmq.store import props as layout
 from openmsmq.store.props import HEAD
 from openmsmq.store.records import COL
 
@@ -21,6 +23,7 @@ __all__ = [
     "TRANSACTIONAL",
     "TX_SEQUENCE_ID",
     "TX_SEQUENCE_NUMBER",
+    "message_fields",
     "outgoing_fields",
     "props_times",
     "row_expire_at",
@@ -74,3 +77,57 @@ def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool, 
         bits & 0xB != 0,  # FA (8), JN (2), JP (1)
         sent + (ttrq if ttrq < ttbr else ttbr),  # both INFINITE: far beyond any clock
     )
+
+
+def message_fields(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Every field of the messages of stored ``rows``, without building a
+    :class:`~openmsmq.store.records.MessageRecord`: per row, in this order,
+
+    LookupIdentifier, Identifier uniquifier, Class, Priority, AppSpecific, BodyType,
+    DeliveryGuarantee, SentTime, ArrivedTime, TimeToReachQueue, TimeToBeReceived,
+    acknowledgment flags, journal bits (1 PositiveJournaling, 2 NegativeJournaling),
+    transactional, transaction bits (1 FirstInTransaction, 2 LastInTransaction),
+    TxSequenceID as its u64, TxSequenceNumber, Identifier lineage and source QM GUID
+    (16 bytes each, RFC 4122 order), Body, Label, CorrelationId (20 bytes), destination,
+    admin and response queue, Extension: strings as their stored UTF-8 bytes.
+
+    One call for all the rows (a batched read returns hundreds): each row is one unpack
+    of its props and slices; the GUID blocks of a run of rows from one sender are split
+    once."""
+    unpack_head = HEAD.unpack_from
+    unpack_rare = layout.RARE_LENGTHS.unpack_from
+    lengths_at, guids_end, strings_at = layout.LENGTHS_AT, layout.GUIDS_END, layout.STRINGS_AT
+    gflags_at, rare, correlation = layout.GFLAGS_AT, layout.RARE, layout.CORRELATION
+    zero_correlation, split_guids = layout.ZERO_CORRELATION, layout.split_guids
+    guids: dict[bytes, tuple[bytes, bytes, bytes]] = {}
+    out: list[tuple[Any, ...]] = []
+    append = out.append
+    for row in rows:
+        (
+            lookup_id, priority, cls, transactional, seq_id, seq_no, _prev, tx_flags, arrived, _a, _s,
+            props, body,
+        ) = row  # fmt: skip
+        (
+            body_type, app_specific, delivery, ttrq, ttbr, ack_flags, bits, _hop, uniquifier, sent,
+            n_dest, g,
+        ) = unpack_head(props)  # fmt: skip
+        n_label = n_admin = n_resp = n_ext = 0
+        if g & rare:
+            n_label, n_admin, n_resp, n_ext, _n_sender = unpack_rare(props, lengths_at[g & 7])
+        end = guids_end[g & 3]
+        key = bytes(props[gflags_at:end])
+        lineage, _dest_qm, source = guids.get(key) or guids.setdefault(key, split_guids(key))
+        corr = bytes(props[end : end + 20]) if g & correlation else zero_correlation
+        # props' strings: label, admin, response, destination, extension, sender_id.
+        at = strings_at[g & 15]
+        i = at + n_label
+        j = i + n_admin
+        k = j + n_resp
+        m = k + n_dest
+        append((
+            lookup_id, uniquifier, cls, priority, app_specific, body_type, delivery, sent, arrived,
+            ttrq, ttbr, ack_flags, bits & 3, transactional, tx_flags & 3,
+            seq_id + _U64 if seq_id < 0 else seq_id, seq_no, lineage, source,
+            body, props[at:i], corr, props[k:m], props[i:j], props[j:k], props[m : m + n_ext],
+        ))  # fmt: skip
+    return out

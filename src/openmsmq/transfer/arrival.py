@@ -65,6 +65,7 @@ from openmsmq.transfer.acknowledgments import (
     build_transactional_acknowledgment,
 )
 from openmsmq.transfer.codec import arrival_rows, message_from_packet, split_direct
+from openmsmq.transfer.state import WallClock
 from openmsmq.wire.constants import AckRequest, MessageClass, QueueFormatType, describe_message_class
 from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
@@ -136,13 +137,15 @@ class ReceiptCheck:
     queue is looked up once per DestinationQueue object (the decoder shares them) and
     again once it is deleted; the record read is the queue's current one."""
 
-    def __init__(self, qm: QueueManager) -> None:
+    def __init__(self, qm: QueueManager, wall: WallClock) -> None:
         self._qm = qm
+        self._wall = wall
         self._queues: dict[object, QueueHandle] = {}
 
-    def refusal_class(self, message: UserMessage, now: int) -> int | None:
+    def refusal_class(self, message: UserMessage, now: float) -> int | None:
         """None, or the NACK class that refuses ``message`` on receipt at ``now`` (the
-        QM's clock, seconds since 1970)."""
+        driver's clock; compared with the message's times on the QM's clock, seconds
+        since 1970, through ``wall``)."""
         user = message.user
         dest = user.destination_queue
         handle = self._queues.get(dest)
@@ -152,7 +155,7 @@ class ReceiptCheck:
                 self._queues[dest] = handle
         return refusal_class(
             None if handle is None else handle.record, user.source_queue_manager, True, user.sent_time,
-            message.time_to_reach_queue, now,
+            message.time_to_reach_queue, int(now + self._wall.offset),
         )  # fmt: skip
 
     def _find(self, dest: object, qm_address: uuid.UUID) -> QueueHandle | None:

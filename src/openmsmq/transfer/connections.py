@@ -37,6 +37,8 @@ class Connections:
         self.values: Callable[[], ValuesView[Conn]] = self._by_id.values
         #: Next hops whose window / round trip was logged as slow (check_link).
         self._slow_links: set[str] = set()
+        #: Next-hop host -> the address its last session this QM dialled reached.
+        self._reached: dict[str, str] = {}
 
     def new_id(self) -> int:
         """A connection id not used before in this transfer."""
@@ -49,6 +51,18 @@ class Connections:
 
     def remove(self, cid: int) -> None:
         del self._by_id[cid]
+
+    def note_reached(self, hop: str, address: str) -> None:
+        """A session this QM dialled to next-hop host ``hop`` reached ``address``."""
+        self._reached[hop] = address
+
+    def reached(self, hop: str) -> str:
+        """The address the last session dialled to next-hop host ``hop`` reached ("" if none)."""
+        return self._reached.get(hop, "")
+
+    def hops_reaching(self, addresses: set[str]) -> set[str]:
+        """The next-hop hosts whose last dialled session reached one of ``addresses``."""
+        return {hop for hop, address in self._reached.items() if address in addresses}
 
     def __iter__(self) -> Iterator[Conn]:
         return iter(self._by_id.values())

@@ -24,18 +24,34 @@ thread under asyncio) and reports back with :meth:`Transfer.store_work_done`. At
 most one work item of each kind is in flight, so accepted messages of one sequence
 commit in acceptance order, and whatever arrives meanwhile forms the next batch.
 
-Sender half: :mod:`openmsmq.transfer.sender`; store work: :mod:`openmsmq.transfer.store_work`
-(base classes of :class:`Transfer`); connections: :mod:`openmsmq.transfer.connections`;
-learned routes: :mod:`openmsmq.transfer.routes`. Here: timers, receive side, forwarding.
+The parts, each the single owner of its state, built here and given what they use
+through their constructors (the driver talks to :class:`Transfer` alone):
+
+* :class:`~openmsmq.transfer.sender.Sender`: the outgoing queues, their loading and
+  acknowledgments; it hands packets to sessions through a
+  :class:`~openmsmq.transfer.transmit.Transmitter`;
+* :class:`~openmsmq.transfer.settlements.Settlements`: the releases, FinalAck settlements
+  and deletions of outgoing messages waiting for the store (written by the sender, run as
+  ReleaseBatch items);
+* :class:`~openmsmq.transfer.store_work.StoreWorkQueue`: what received messages leave for
+  the store, and the scheduler of every kind of store work;
+* :class:`~openmsmq.transfer.ack_sessions.AckSessions`: where the acknowledgments of
+  incoming sequences go; :class:`~openmsmq.transfer.ack_origin.AckOriginCheck`: which
+  peer may acknowledge what;
+* :class:`~openmsmq.transfer.forwarding.Forwarder`: packets passed on for other QMs;
+  :class:`~openmsmq.transfer.routes.QmRoutes`: where ``PRIVATE=<guid>`` names go;
+* :class:`~openmsmq.transfer.connections.Connections`: the connections and their sessions.
+
+Here: connections, session events and the receive side, timers, and what needs several
+parts at once (closing a peer whose messages could not be stored).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable
-from dataclasses import replace
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.observability.repeats import RepeatedEvents
@@ -54,7 +70,6 @@ from openmsmq.protocol.events import (
     TransactionalMessageAccepted,
     TransactionalMessageRefused,
     TransactionalMessageRejected,
-    UserMessagePacket,
     UserMessageReceived,
     destination_key,
 )
@@ -68,15 +83,18 @@ from openmsmq.protocol.outgoing import ResendConfig
 from openmsmq.protocol.session import Session
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.ack_origin import AckOriginCheck
+from openmsmq.transfer.ack_sessions import AckSessions
 from openmsmq.transfer.acknowledgments import (
     AckSession,
 )
-from openmsmq.transfer.arrival import ReceiptCheck, session_of_state
+from openmsmq.transfer.arrival import ReceiptCheck
 from openmsmq.transfer.codec import message_from_packet, split_direct
 from openmsmq.transfer.connections import Connections
-from openmsmq.transfer.routes import LearnedRoutes, relay_refusal
-from openmsmq.transfer.sender import OutgoingSide
-from openmsmq.transfer.sequences import IncomingUpkeep, SequenceReset
+from openmsmq.transfer.forwarding import Forwarder
+from openmsmq.transfer.routes import LearnedRoutes, QmRoutes
+from openmsmq.transfer.sender import Sender
+from openmsmq.transfer.sequences import IncomingUpkeep, SequenceReset, SequenceUpkeep
 from openmsmq.transfer.session import (
     AcceptRoute,
     Conn,
@@ -85,27 +103,28 @@ from openmsmq.transfer.session import (
     ack_session_of,
     session_key_form,
 )
+from openmsmq.transfer.settlements import Settlements
 from openmsmq.transfer.state import (
     RECEIVED_OVERHEAD,
     AcceptBatch,
     IncomingStatus,
     OutgoingStatus,
     OutgoingTransfer,
-    PendingRelease,
     ReleaseBatch,
     SessionStatus,
     StoreLocal,
     StoreWork,
     TransferConfig,
+    WallClock,
     hop_host,
     routes_from,
 )
 from openmsmq.transfer.status import incoming_statuses, outgoing_statuses
-from openmsmq.transfer.store_work import StoreWorkSide
-from openmsmq.transfer.trust import AckOrigin, PeerTrust, SessionTrust
-from openmsmq.wire.constants import MessageClass, QueueFormatType
-from openmsmq.wire.ids import NULL_GUID, TxSequenceId
-from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
+from openmsmq.transfer.store_work import PeerBackoff, StoreWorkQueue
+from openmsmq.transfer.transmit import Transmitter
+from openmsmq.transfer.trust import PeerTrust, SessionTrust
+from openmsmq.wire.constants import QueueFormatType
+from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
 
 __all__ = [
@@ -124,13 +143,8 @@ log = logging.getLogger("openmsmq.transfer")
 #: Sessions closed for what their peer sent: logged once per address and packet kind, then summed up.
 _protocol_errors = RepeatedEvents(log)
 
-#: MS-MQQB 3.1.5.8.2: a forwarded message whose hop count would exceed 0x1D is dropped.
-_MAX_HOPS = 0x1D
-#: Forwarded packets kept per next hop while no session to it is open.
-_FORWARD_BUFFER = 100_000
 
-
-class Transfer(OutgoingSide, StoreWorkSide):
+class Transfer:
     """Transfer of one queue manager's messages to and from its peers (sans-I/O).
 
     ``metrics`` receives the transfer's counts once per batch (default: the queue
@@ -148,11 +162,9 @@ class Transfer(OutgoingSide, StoreWorkSide):
         qm.set_local_addresses(self.local_hosts)
         # The computer name names this QM too (DIRECT=OS:, and TCP: by name), as for the QM.
         self.local_hosts |= {qm.computer_name}
-        #: Wall clock minus the driver's clock (``now``): IncomingTransactionalTransferInfo.
-        #: LastAccessTime is persisted as wall-clock UTC seconds (the QM's clock, the one
-        #: that stamps ArrivedTime) while the protocol keeps ``now`` for its timers.
-        #: Refreshed on every poll, so a wall-clock step is followed within one poll.
-        self._wall_offset = qm.clock() - now
+        #: Wall clock minus the driver's clock (``now``), refreshed on every poll.
+        self.wall = WallClock(qm.clock() - now)
+        wall_offset = self.wall.offset
         snapshots = [
             IncomingSequenceSnapshot(
                 SequenceKey(s.sender_qm, session_key_form(s.destination)),
@@ -160,7 +172,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
                 s.tx_sequence_number,
                 s.reject_count,
                 # 0 = unknown (never accessed, or a row written before it was wall-clock).
-                s.last_access_time - self._wall_offset if s.last_access_time else 0.0,
+                s.last_access_time - wall_offset if s.last_access_time else 0.0,
             )
             for s in qm.incoming_sequences()
         ]
@@ -171,58 +183,47 @@ class Transfer(OutgoingSide, StoreWorkSide):
         self.trust = PeerTrust(config.trust, config.routes, self.metrics)
         #: Rejections watched, idle sequences expired, operators' resets (its own timer).
         self.sequences = IncomingUpkeep(qm, self.incoming, self.trust, config.trust, now)
-        # (sender QM, destination lower-cased) -> where FinalAcks for its messages go.
-        self._ack_sessions: dict[tuple[object, str], AckSession] = {
-            (s.sender_qm, s.destination.lower()): session_of_state(s) for s in qm.incoming_sequences()
-        }
         #: The MS-MQQB connections and their sessions.
         self.connections = Connections()
-        self._closing: list[int] = []
-        self.outgoing: dict[int, OutgoingTransfer] = {}
-        self.suspended_names: set[str] = set()
-        #: Outgoing queues whose loading paused on a full session backlog (see refill).
-        self._held: dict[int, OutgoingTransfer] = {}
-        #: The outgoing queue whose messages of a TxSequenceID were loaded last (an
-        #: OrderAck names only the sequence): checked, not trusted (see _on_order_ack).
-        self._by_sequence: dict[TxSequenceId, OutgoingTransfer] = {}
-        #: A message was found expired before it was sent: run the expiry pass with the
-        #: next release (transfer.sender).
-        self._expire_due = False
-        #: Messages that cannot be put into a packet (queue_id, LookupIdentifier): moved
-        #: to the dead-letter queues with the next release (transfer.sender).
-        self._dead_letters: list[tuple[int, int]] = []
-        #: Outgoing queues not taken up for want of a route (warned about once).
-        self._unrouted: dict[int, str] = {}
         #: The ways to remote QMs learned from sessions and forwarded packets (qm_route).
         self.routes = LearnedRoutes(self.local_hosts)
-        #: (source QM GUID, connection) of the last forwarded packet checked and learned.
-        self._last_reverse: tuple[object, object] = (None, None)
-        self._next_refresh = now
-        # Receive side.
-        self._accepted: deque[Pending] = deque()
-        #: Body bytes of the received messages not yet stored (accepted, passed on or
-        #: non-transactional, in a batch or waiting for one): above
-        #: TransferConfig.unstored_bytes a driver stops reading (:attr:`reading_wanted`).
-        self.unstored_bytes = 0
-        self._accepted_bytes = 0  # the part of it in _accepted
-        self._accept_in_flight: AcceptBatch | None = None
-        self._ack_route: dict[SequenceKey, int] = {}
+        self.qm_routes = QmRoutes(config, self.connections, self.routes)
+        #: Where the acknowledgments of incoming sequences go.
+        self.ack_sessions = AckSessions(self.connections, qm.incoming_sequences())
+        ack_check = AckOriginCheck(config, self.trust, self.connections)
+        #: Releases, settlements and deletions of outgoing messages waiting for the store.
+        self.settlements = Settlements(qm, self.sequence_store, config.release_chunk, self.trust, ack_check)
+        #: The counters of the transfer (each part adds its own).
+        self.stats = {"accepted": 0, "rejected": 0, "forwarded": 0, "released": 0, "batches": 0}
+        #: The outgoing queues and their sequences.
+        self.sender = Sender(
+            qm, config, self.connections, self.settlements,
+            Transmitter(qm, config, self.connections, self.settlements, self.wall, self.metrics),
+            ack_check, self.ack_sessions, self.metrics, self.stats, self.qm_routes.qm_route, now,
+        )  # fmt: skip
+        #: The sender's outgoing queues, by queue id (read them; the sender changes them).
+        self.outgoing = self.sender.outgoing
+        #: What received messages leave for the store, and the scheduler of all store work.
+        self.store = StoreWorkQueue(
+            qm, config, self.sequence_store, self.incoming, self.sequences, self.settlements,
+            self.ack_sessions, self.connections, self.outgoing, self.wall, self.stats,
+        )  # fmt: skip
+        #: Packets passed on for other QMs (intermediate hop).
+        self.forwarder = Forwarder(
+            config,
+            self.connections,
+            self.routes,
+            self.qm_routes,
+            self.trust,
+            self.store,
+            self.metrics,
+            self.stats,
+        )
+        #: Peers refused for a while after their messages could not be stored.
+        self.backoff = PeerBackoff()
+        self._closing: list[int] = []
         #: The rules of receipt before the acceptance rule (MS-MQQB 3.1.5.8).
-        self._receipt = ReceiptCheck(qm)
-        #: OrderAcks built and not yet enqueued (MS-MQQB 3.1.7.17): (Message, DestinationForAck).
-        self._order_acks: list[tuple[MessageRecord, str]] = []
-        #: Sequences whose last message was rejected by the acceptance rule since the last
-        #: accept batch: key -> (TxMessageRejectCount, LastAccessTime as wall clock),
-        #: persisted with the next batch (MS-MQQB 3.1.5.8.6, RejectCount).
-        self._rejects: dict[SequenceKey, tuple[int, float]] = {}
-        #: Peer host (hop_host) -> loop time until which its sessions are refused: a QM whose
-        #: messages could not be stored (full disk) resends at once on a new session, so
-        #: it is let in again only after a back-off (StoreWorkSide.store_work_done).
-        self._refuse_until: dict[str, float] = {}
-        #: Next-hop host -> the address its last session reached (see _refuse).
-        self._hop_addresses: dict[str, str] = {}
-        #: The back-off of the last refusal (0 after a successful store of arrivals).
-        self._store_retry = 0.0
+        self._receipt = ReceiptCheck(qm, self.wall)
         #: (key, connection, sender is the session's peer) of the last accepted message.
         self._accept_memo: tuple[SequenceKey, int, bool] | None = None
         self._paths: dict[str, str] = {}
@@ -231,30 +232,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         #: (memo, path, route) of the last accepted message: its route is shared while
         #: the memo object and the path are the same.
         self._last_route: tuple[object, str, AcceptRoute] | None = None
-        self._nontx_in: list[tuple[str, MessageRecord, int, int | None]] = []
-        self._local_in_flight: StoreLocal | None = None
-        # Sender side.
-        self._releases: dict[int, PendingRelease] = {}
-        self._settles: list[tuple[int, int, int, int]] = []
-        #: Where each of _settles came from, when the store is to check it (ack-origin).
-        self._settle_origins: list[AckOrigin | None] = []
-        self._final_settles: list[tuple[int, int, int, int]] = []
-        self.rejections: dict[int, Counter[int]] = {}
-        self._store_settled: deque[tuple[str | None, int, int]] = deque()
-        #: Messages disregarded on receipt (their NACKs to enqueue): see StoreLocal.refusals.
-        self._refusals: list[tuple[MessageRecord, int, AckSession | None]] = []
-        #: Recoverable non-transactional messages this QM passes on: stored in the outgoing
-        #: queue of their destination before they are acknowledged (format name, message,
-        #: connection, RecoverableMessage number).
-        self._forward_in: list[tuple[str, MessageRecord, int, int | None]] = []
-        self._deletes: list[tuple[int, int]] = []
-        self._release_in_flight: ReleaseBatch | None = None
-        # Forwarding (intermediate hop).
-        self._forward: dict[str, deque[UserMessagePacket]] = {}
+        #: Next hop -> when the driver retries connecting to it (status only).
         self._retry_at: dict[str, float] = {}
-        # TxSequenceID value -> (outgoing queue id, last activity): see _sequence_blocked.
-        self._seq_owner: dict[int, tuple[int, float]] = {}
-        self.stats = {"accepted": 0, "rejected": 0, "forwarded": 0, "released": 0, "batches": 0}
 
     # ------------------------------------------------------------------ connections
 
@@ -269,7 +248,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         cid = self.connections.new_id()
         address = address.lower() or hop_host(peer)
         trust = SessionTrust(
-            self.trust, peer, address, role, self._hop_addresses.get(hop_host(peer), ""), certified
+            self.trust, peer, address, role, self.connections.reached(hop_host(peer)), certified
         )
         session = Session(
             role,
@@ -278,13 +257,13 @@ class Transfer(OutgoingSide, StoreWorkSide):
             incoming=self.incoming,
             config=self.config.session,
             peer=peer,
-            arrival_check=self._arrival_check,
+            arrival_check=self._receipt.refusal_class,
             routing=TransferRouting(self.local_hosts, trust),
         )
         self.connections.add(Conn(cid, peer.lower(), role, session, address=address, certified=certified))
         self._retry_at.pop(peer.lower(), None)
         if role is Role.INITIATOR:
-            self._hop_addresses[hop_host(peer)] = address
+            self.connections.note_reached(hop_host(peer), address)
         return cid
 
     def known_peer(self, address: str) -> bool:
@@ -298,7 +277,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         host = address.lower()
         hops = {hop_host(hop) for _dest, hop in self.config.routes}
         hops |= {hop_host(t.next_hop) for t in self.outgoing.values()}
-        return host in hops or any(self._hop_addresses.get(h) == host for h in hops)
+        return host in hops or bool(hops & self.connections.hops_reaching({host}))
 
     def connection_open(self, cid: int) -> bool:
         """Whether connection ``cid`` has finished its session handshake."""
@@ -310,7 +289,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         driver, like one outside the allowlist): the last messages that QM sent could not
         be stored, and its back-off has not passed (see :meth:`store_work_done`)."""
         # (entries whose back-off passed are dropped by handle_timer: get_timer has them)
-        return now < self._refuse_until.get(hop_host(peer), now)
+        return self.backoff.refusing(peer, now)
 
     def _refuse(self, conn: Conn, until: float) -> None:
         """Refuse ``conn``'s peer until ``until``, by every name this QM knows it by: the
@@ -318,9 +297,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         hops whose sessions reached that address. A QM's messages may come on the session
         it opened or on the one this QM opened to it, named by a route."""
         hosts = {hop_host(conn.peer), conn.address}
-        hosts |= {hop for hop, address in self._hop_addresses.items() if address in hosts}
-        for host in hosts:
-            self._refuse_until[host] = until
+        self.backoff.refuse(hosts | self.connections.hops_reaching(hosts), until)
 
     def data_received(self, cid: int, data: bytes, now: float) -> None:
         """Bytes read from connection ``cid``."""
@@ -358,13 +335,14 @@ class Transfer(OutgoingSide, StoreWorkSide):
         """Next hops this QM needs a session to and has none open or opening."""
         busy = {c.peer for c in self.connections.values() if not c.session.closed}
         want = {t.next_hop for t in self.outgoing.values() if t.has_work}
-        want |= {peer for peer, buf in self._forward.items() if buf}
+        if self.forwarder.buffering:
+            want |= self.forwarder.waiting_hops()
         # Nor to a peer refused after a failed store (until its back-off ends, see
         # handle_timer): its messages may travel on the session this QM opens, and would
         # come straight back into the store that failed, again and again.
         want -= busy
-        if self._refuse_until:
-            want = {peer for peer in want if hop_host(peer) not in self._refuse_until}
+        if self.backoff.active:
+            want = {peer for peer in want if not self.backoff.blocks(peer)}
         return want
 
     def set_retry(self, peer: str, at: float | None) -> None:
@@ -380,7 +358,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         are enqueued here (a store write on the caller's thread) and handed to their
         sessions at once."""
         for ack in self.incoming.flush_order_acks(now):
-            self._send_order_ack(ack, now)
+            self.store.send_order_ack(ack)
         self._enqueue_order_acks_now(now)
 
     def close_all(self, now: float) -> None:
@@ -388,6 +366,122 @@ class Transfer(OutgoingSide, StoreWorkSide):
         for conn in list(self.connections.values()):
             conn.session.close(now)
             self._drain_session(conn, now)
+
+    # ------------------------------------------------------------------ outgoing queues
+
+    def poll(self, now: float) -> bool:
+        """Refresh the wall clock offset and let the sender pick up outgoing queues and newly
+        committed messages (:meth:`Sender.poll`); True when a queue may have more ready."""
+        offset = self.wall.offset = self.qm.clock() - now
+        self.sequences.clock_moved(offset)
+        return self.sender.poll(now)
+
+    def take_up_queues(self, queue_ids: Iterable[int]) -> None:
+        """See :meth:`Sender.take_up_queues`."""
+        self.sender.take_up_queues(queue_ids)
+
+    def suspend_outgoing(self, format_name: str) -> None:
+        """See :meth:`Sender.suspend_outgoing`."""
+        self.sender.suspend_outgoing(format_name)
+
+    def resume_outgoing(self, format_name: str) -> None:
+        """See :meth:`Sender.resume_outgoing`."""
+        self.sender.resume_outgoing(format_name)
+
+    @property
+    def refill_due(self) -> bool:
+        """An outgoing queue's loading paused on a full session backlog: the driver calls
+        :meth:`refill` after writing what the session has to send."""
+        return self.sender.refill_due
+
+    def refill(self, now: float) -> None:
+        """See :meth:`Sender.refill`."""
+        self.sender.refill(now)
+
+    # ------------------------------------------------------------------ store work
+
+    def next_store_work(self, *, accept_min: int = 1) -> StoreWork | None:
+        """The next batch of store work to run, or None (see :meth:`StoreWorkQueue.next_work`)."""
+        return self.store.next_work(accept_min)
+
+    def run_store_work(self, work: StoreWork) -> list[BaseException | None]:
+        """Run ``work`` through the queue manager (blocking until durable; thread-safe).
+        Returns one outcome per item (None = durable)."""
+        return self.store.run(work)
+
+    def store_work_done(self, work: StoreWork, outcome: list[BaseException | None], now: float) -> None:
+        """``work`` finished (``outcome`` from :meth:`run_store_work`, or one exception for
+        all of it when the call itself failed)."""
+        if isinstance(work, AcceptBatch):
+            after = self.store.accepts_done(work, outcome, now)
+        elif isinstance(work, ReleaseBatch):
+            self.settlements.done(work, outcome, self.outgoing.values(), self.sender.sequence_owner)
+            return
+        elif isinstance(work, SequenceUpkeep):
+            self.sequences.done(work, outcome)
+            return
+        else:
+            after = self.store.local_done(work, outcome, now)
+        if after.stored:
+            self.backoff.stored()
+        closed: set[int] = set()
+        for conn, key in after.retry:
+            self._close_for_retry(conn, closed, now, key)
+        if after.acks:
+            self.sender.pick_up(after.acks, now)
+
+    @property
+    def accepts_waiting(self) -> bool:
+        """See :attr:`StoreWorkQueue.accepts_waiting`."""
+        return self.store.accepts_waiting
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits for the store (used by tests and graceful stop)."""
+        return self.store.idle
+
+    def _enqueue_order_acks_now(self, now: float) -> None:
+        """Enqueue the OrderAcks built so far on the caller's thread and hand them to their
+        sessions at once: before a session closes, its OrderAcks must be on it."""
+        acks = self.store.enqueue_order_acks_now()
+        if acks:
+            self.sender.pick_up(acks, now)
+
+    def _close_for_retry(
+        self, conn: Conn | None, closed: set[int], now: float, key: SequenceKey | None = None
+    ) -> None:
+        """Close ``conn`` after messages it brought could not be stored (a full disk, the
+        QM quota), and refuse that peer's sessions for a back-off that doubles from
+        ``STORE_RETRY_MIN`` to ``STORE_RETRY_MAX`` while stores keep failing.
+
+        The sender then resends everything not acknowledged as soon as its next session
+        opens (MS-MQQB 3.1.7.1). Without this a transactional message waited for the
+        sender's Transactional Ack Wait Timer, whose ResendTimerTable grows to 30 min and
+        then 6 h; a recoverable one waited for the session to end, which it never did
+        while this QM acknowledged the messages around it. Meanwhile the sender streams
+        nothing this QM would drop. What was stored is acknowledged first: the OrderAck of
+        ``key``'s sequence and the session's pending SessionAcks go out before the close."""
+        if conn is None or conn.cid in closed:
+            return
+        closed.add(conn.cid)
+        if conn.session.closed:
+            return
+        if key is not None:
+            ack = self.incoming.get(key, now).flush_order_ack(now)
+            if ack is not None:
+                self.store.send_order_ack(ack)
+                self._enqueue_order_acks_now(now)
+        conn.session.flush_acknowledgments(now)
+        delay = self.backoff.next_delay()
+        self._refuse(conn, now + delay)
+        log.warning(
+            "closing the session from %s: messages it sent could not be stored; its sessions are"
+            " refused for %.0f s, then it resends them",
+            conn.peer,
+            delay,
+        )
+        conn.session.close(now)
+        self._drain_session(conn, now)
 
     # ------------------------------------------------------------------ timers
 
@@ -397,25 +491,23 @@ class Transfer(OutgoingSide, StoreWorkSide):
         deadlines = [c.session.get_timer() for c in self.connections.values()]
         deadlines.append(self.incoming.get_timer())
         deadlines.append(self.sequences.next_due)
-        deadlines += [t.seq.get_timer() for t in self.outgoing.values()]
-        if self._refuse_until:
-            deadlines.append(min(self._refuse_until.values()))
+        deadlines += self.sender.timers()
+        deadlines.append(self.backoff.deadline())
         found = [d for d in deadlines if d is not None]
         return min(found) if found else None
 
     def handle_timer(self, now: float) -> None:
         """Fire every due timer (and end the refusals whose back-off passed)."""
-        for peer in [p for p, until in self._refuse_until.items() if now >= until]:
-            del self._refuse_until[peer]
+        if self.backoff.active:
+            self.backoff.expire(now)
         if now >= self.sequences.next_due:
             self._forget_sequences(self.sequences.due(now))
         for conn in list(self.connections.values()):
             conn.session.handle_timer(now)
             self._drain_session(conn, now)
         for ack in self.incoming.handle_timer(now):
-            self._send_order_ack(ack, now)
-        for t in self.outgoing.values():
-            self._outgoing_events(t, t.seq.handle_timer(now), now)
+            self.store.send_order_ack(ack)
+        self.sender.handle_timer(now)
 
     # ------------------------------------------------------------------ session events
 
@@ -434,26 +526,26 @@ class Transfer(OutgoingSide, StoreWorkSide):
         if isinstance(ev, TransactionalMessageAccepted):
             self._on_accepted(conn, ev, now)
         elif isinstance(ev, TransactionalMessageRejected):
-            self._ack_route[ev.result.key] = conn.cid
+            self.ack_sessions.route(ev.result.key, conn.cid)
             if conn.session.remote_qm == ev.result.key.source_qm:
                 self.routes.sender_seen(ev.result.key.source_qm, conn.peer)
             self._accept_memo = None
-            self._rejects[ev.result.key] = (ev.result.reject_count, now + self._wall_offset)
+            self.store.add_reject(ev.result.key, ev.result.reject_count, now + self.wall.offset)
             self.stats["rejected"] += 1
             self.metrics.count_rejected(ev.result.reason)
             self.sequences.rejected(ev.result, conn.peer, now)
         elif isinstance(ev, TransactionalMessageRefused):
             self._on_refused(conn, ev)
         elif isinstance(ev, OrderAckReceived):
-            self._on_order_ack(conn, ev, now)
+            self.sender.on_order_ack(conn, ev, now)
         elif isinstance(ev, FinalAckReceived):
-            self._on_final_ack(conn, ev, now)
+            self.sender.on_final_ack(conn, ev, now)
         elif isinstance(ev, ForwardMessage):
-            self._forward_packet(ev.packet, now, conn, ev.recoverable)
+            self.forwarder.forward(ev.packet, now, conn, ev.recoverable)
         elif isinstance(ev, UserMessageReceived):
             self._on_plain(conn, ev)
         elif isinstance(ev, SessionAckReceived):
-            self._on_session_ack(conn, ev)
+            self.sender.on_session_ack(conn, ev)
         elif isinstance(ev, EstablishmentComplete):
             conn.open = True
             window = conn.session.send_window
@@ -492,17 +584,13 @@ class Transfer(OutgoingSide, StoreWorkSide):
             conn.open = False
             self.metrics.session_closed(conn.role, ev.reason, was_open=was_open)
             if was_open and self.connections.open_to(conn.peer) is None:
-                self._peer_down(conn.peer)
+                self.sender.peer_down(conn.peer)
 
     def ack_session_for(self, m: MessageRecord) -> AckSession | None:
         """The :class:`AckSession` a FinalAck for ``m`` (a message that arrived over MS-MQQB
         into a local queue) uses, from its incoming sequence; None when unknown. Thread-safe
         enough for a removal listener on another thread (one dict read)."""
-        return self._ack_sessions.get((m.source_machine, m.destination_queue.lower()))
-
-    def _arrival_check(self, message: UserMessage, now: float) -> int | None:
-        """The rules of receipt the sessions run before the acceptance rule."""
-        return self._receipt.refusal_class(message, int(now + self._wall_offset))
+        return self.ack_sessions.for_message(m)
 
     def _on_refused(self, conn: Conn, ev: TransactionalMessageRefused) -> None:
         """A transactional message refused on receipt: its NACKs (administration NACK,
@@ -512,7 +600,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         session = ack_session_of(conn, packet.user.source_queue_manager)
         if conn.session.remote_qm == packet.user.source_queue_manager:
             self.routes.sender_seen(packet.user.source_queue_manager, conn.peer)
-        self._refusals.append((message_from_packet(packet, name), ev.message_class, session))
+        self.store.add_refusal(message_from_packet(packet, name), ev.message_class, session)
 
     def _on_accepted(self, conn: Conn, ev: TransactionalMessageAccepted, now: float) -> None:
         self._accept_run(conn, deque((ev,)))
@@ -524,7 +612,8 @@ class Transfer(OutgoingSide, StoreWorkSide):
         memo = self._accept_memo
         last_dest, last_path = self._last_dest, self._last_path
         last_route = self._last_route
-        append = self._accepted.append
+        run: list[Pending] = []
+        append = run.append
         cid = conn.cid
         count = size = 0
         while events and type(events[0]) is TransactionalMessageAccepted:
@@ -534,7 +623,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             if memo is None or memo[0] is not key or memo[1] != cid:
                 # Once per stream and connection, not per message (SequenceKey and GUID
                 # hashing / comparison are Python-level).
-                self._ack_route[key] = cid
+                self.ack_sessions.route(key, cid)
                 if conn.session.remote_qm == key.source_qm:
                     self.routes.sender_seen(key.source_qm, conn.peer)
                 memo = self._accept_memo = (
@@ -543,10 +632,6 @@ class Transfer(OutgoingSide, StoreWorkSide):
                     ack_session_of(conn, key.source_qm).direct_format_session,
                 )
                 self.sequences.accepted(key)
-                if self._rejects:
-                    # An acceptance resets TxMessageRejectCount: its state (0) is stored
-                    # with the message, after any rejection before it.
-                    self._rejects.pop(key, None)
             dest = ev.packet.user.destination_queue
             if dest is last_dest:  # the decoder shares direct-name objects
                 path = last_path
@@ -569,10 +654,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
             append((last_route[2], ev))
             count += 1
         self._last_dest, self._last_path, self._last_route = last_dest, last_path, last_route
-        self.stats["accepted"] += count
-        size += count * RECEIVED_OVERHEAD
-        self.unstored_bytes += size
-        self._accepted_bytes += size
+        self.store.add_accepted(run, count, size + count * RECEIVED_OVERHEAD)
 
     @property
     def reading_wanted(self) -> bool:
@@ -580,15 +662,19 @@ class Transfer(OutgoingSide, StoreWorkSide):
         ``TransferConfig.unstored_bytes``: a driver stops reading from its connections
         (TCP flow control then holds the senders) and reads again once half of that is
         stored. Memory stays bounded when the store is slower than the network."""
-        return self.unstored_bytes <= self.config.unstored_bytes
+        return self.store.unstored_bytes <= self.config.unstored_bytes
+
+    @property
+    def unstored_bytes(self) -> int:
+        """Body bytes (and RECEIVED_OVERHEAD each) of the received messages not yet stored."""
+        return self.store.unstored_bytes
 
     def _on_plain(self, conn: Conn, ev: UserMessageReceived) -> None:
         dest = ev.packet.destination_queue
         if _is_private_here(dest):
             name = destination_key(dest, self.qm.guid)  # PRIVATE=<this QM>\n
             message = message_from_packet(ev.packet, name)
-            self._nontx_in.append((name, message, conn.cid, ev.recoverable_number))
-            self.unstored_bytes += len(message.body) + RECEIVED_OVERHEAD
+            self.store.add_local((name, message, conn.cid, ev.recoverable_number))
             return
         if not isinstance(dest, DirectQueueFormatName) or (parts := split_direct(dest.name)) is None:
             log.warning(
@@ -598,146 +684,28 @@ class Transfer(OutgoingSide, StoreWorkSide):
             )
             return
         message = message_from_packet(ev.packet, "DIRECT=" + dest.name)
-        self._nontx_in.append((parts[1], message, conn.cid, ev.recoverable_number))
-        self.unstored_bytes += len(message.body) + RECEIVED_OVERHEAD
+        self.store.add_local((parts[1], message, conn.cid, ev.recoverable_number))
 
     def _peer_up(self, peer: str, now: float) -> None:
-        for t in self.outgoing.values():
-            if t.next_hop == peer and not t.connected:
-                t.connected = True
-                self._outgoing_events(t, t.seq.connection_made(now), now)
-                plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), MessageRecord)]
-                self._transmit(t, plain, now, resend=True)
-        buf = self._forward.get(peer)
-        conn = self.connections.open_to(peer)
-        while buf and conn is not None:
-            conn.session.send_user_message(buf.popleft(), now)
+        self.sender.peer_up(peer, now)
+        self.forwarder.peer_up(peer, now)
 
     def _drop(self, conn: Conn, now: float) -> None:
         self.connections.remove(conn.cid)
         if conn.open and self.connections.open_to(conn.peer) is None:
-            self._peer_down(conn.peer)
+            self.sender.peer_down(conn.peer)
         other = self.connections.open_to(conn.peer)
         if other is None:
             return  # the next session sends them all (_peer_up)
         # Non-transactional messages sent on it and not session-acknowledged go again on
-        # the session that remains to that next hop (MS-MQQB 3.1.5.5.1 re-dispatch):
-        # recoverable ones (acknowledgments among them) would otherwise wait for that
-        # session to close too.
+        # the session that remains to that next hop (MS-MQQB 3.1.5.5.1 re-dispatch).
         handles = set(conn.session.unacknowledged_handles())
         if handles:
-            for t in self.outgoing.values():
-                if t.next_hop == conn.peer and t.connected:
-                    again = [
-                        m
-                        for lid in t.plain
-                        if lid in handles and isinstance(m := t.messages.get(lid), MessageRecord)
-                    ]
-                    if again:
-                        self._transmit(t, again, now, resend=True)
-
-    # ------------------------------------------------------------------ forwarding
-
-    def _forward_packet(
-        self, packet: UserMessagePacket, now: float, conn: Conn | None = None, recoverable: int | None = None
-    ) -> None:
-        """Intermediate hop (seed 003): pass the packet on with its TransactionHeader
-        untouched; only the hop count moves and the previous hop's SessionHeader goes.
-
-        A recoverable non-transactional message (``recoverable``: its number on ``conn``)
-        is stored and forwarded: it goes into the outgoing queue of its destination and is
-        acknowledged once stored, so the previous hop releases it and a crash here keeps
-        it. Other packets are forwarded in memory: transactional ones are resent by their
-        sender until the end-to-end OrderAck, express ones carry no promise."""
-        message = packet if isinstance(packet, UserMessage) else packet.message
-        source = message.user.source_queue_manager
-        if conn is not None and (self._last_reverse[0] is not source or self._last_reverse[1] is not conn):
-            refusal = relay_refusal(self.config, self.routes, packet, message)
-            if refusal is not None:
-                # Not passed on and not acknowledged: a recoverable one stays with its
-                # sender, a transactional one too (it waits for an OrderAck).
-                what = f"a message for {destination_key(message.destination_queue, message.destination_qm)}"
-                self.trust.refused(conn.peer, "relay", what, refusal)
-                return
-            # The decoder shares GUID objects: a stream costs one dict write, not one each.
-            self.routes.forwarded(source, conn.peer, direct=conn.session.remote_qm == source)
-            self._last_reverse = (source, conn)
-        hops = message.hop_count + 1
-        if hops > _MAX_HOPS:
-            log.warning("dropping message %s: hop count exceeded", message.message_id)
-            if isinstance(packet, UserMessage) and message.properties.message_class == 0:
-                # NACK_HOP_COUNT_EXCEEDED (MS-MQQB 3.1.5.8.2): the admin NACK and, "if the
-                # packet contains a TransactionHeader", the FinalAck: back the way the
-                # message came when the previous hop is not its sender (ack_session_of).
-                session = ack_session_of(conn, source) if conn is not None else AckSession(False, "", source)
-                dest = message.destination_queue
-                name = "DIRECT=" + dest.name if isinstance(dest, DirectQueueFormatName) else ""
-                self._refusals.append(
-                    (message_from_packet(message, name), MessageClass.NACK_HOP_COUNT_EXCEEDED, session)
-                )
-            return
-        user = replace(message.user, flags=(message.user.flags & ~0x1F) | hops)
-        message = replace(message, user=user, session=None)
-        if recoverable is not None and conn is not None:
-            dest = message.destination_queue
-            if isinstance(dest, DirectQueueFormatName):
-                name = "DIRECT=" + dest.name
-            else:
-                name = destination_key(dest, message.destination_qm)  # PRIVATE=<guid>\n
-            self._forward_in.append((name, message_from_packet(message, name), conn.cid, recoverable))
-            self.unstored_bytes += len(message.properties.body) + RECEIVED_OVERHEAD
-            self.stats["forwarded"] += 1
-            self.metrics.count_forwarded(1)
-            return
-        out: UserMessagePacket
-        if isinstance(packet, OrderAck):
-            out = OrderAck(message)
-        elif isinstance(packet, FinalAck):
-            out = FinalAck(message)
-        else:
-            out = message
-        peer = None
-        if message.destination_qm != NULL_GUID:
-            # PRIVATE= names (OrderAcks and FinalAcks going back to a sender behind this
-            # QM): see qm_route.
-            peer = self.qm_route(message.destination_qm)
-        else:
-            dest = message.destination_queue
-            parts = split_direct(dest.name) if isinstance(dest, DirectQueueFormatName) else None
-            if parts is not None:
-                peer = self.config.next_hop(parts[0])
-        if peer is None:
-            log.warning("dropping message %s: no route to its destination", message.message_id)
-            return
-        self.stats["forwarded"] += 1
-        self.metrics.count_forwarded(1)
-        conn = self.connections.open_to(peer)
-        if conn is not None:
-            conn.session.send_user_message(out, now)
-            return
-        buf = self._forward.setdefault(peer, deque())
-        if len(buf) < _FORWARD_BUFFER:
-            buf.append(out)  # the original sender resends what is lost (end to end)
+            self.sender.redispatch(conn.peer, handles, now)
 
     def qm_route(self, qm: uuid.UUID) -> str | None:
-        """Where a PRIVATE=<qm> name goes: ``qm``'s open, verified session here (one this
-        QM opened, or one a pin or a certificate vouches for: not a peer's mere claim),
-        else a static route for its GUID, else the address of its last verified session,
-        else the session its transactional messages came on, else the previous hop of the
-        last packet from it this QM forwarded (the way back); None if unknown.
-        A learned address of this QM itself (QMs on one address, apart by port) is no
-        route: it would only loop back here."""
-        for conn in self.connections.values():
-            if conn.open and conn.verified and conn.session.remote_qm == qm:
-                return conn.peer
-        hop = self.config.next_hop_for_qm(qm)
-        if hop is not None:
-            return hop
-        # The QM whose transactional messages came on its own session here is the way back
-        # for their acknowledgments (MS-MQQB 3.1.7.17, DestinationForAck PRIVATE=<guid>
-        # for a session that is not direct-format). A bare claim of the GUID, with no
-        # messages, teaches nothing; pinning the GUID keeps others from sending as it.
-        return self.routes.way_to(qm)
+        """Where a PRIVATE=<qm> name goes (:meth:`QmRoutes.qm_route`); None if unknown."""
+        return self.qm_routes.qm_route(qm)
 
     # ------------------------------------------------------------------ incoming sequences
 
@@ -747,8 +715,7 @@ class Transfer(OutgoingSide, StoreWorkSide):
         keys = list(keys)
         if not keys:
             return
-        for key in keys:
-            self._ack_route.pop(key, None)
+        self.ack_sessions.forget(keys)
         self._accept_memo = None
         self._last_route = None
         for conn in self.connections.values():
@@ -778,7 +745,11 @@ class Transfer(OutgoingSide, StoreWorkSide):
     def outgoing_status(self) -> list[OutgoingStatus]:
         """Per outgoing queue: waiting, in flight, last acknowledged / unacknowledged, link."""
         return outgoing_statuses(
-            self.outgoing.values(), self.connections, self._retry_at, self.rejections, self._unrouted.values()
+            self.outgoing.values(),
+            self.connections,
+            self._retry_at,
+            self.settlements.rejections,
+            self.sender.unrouted(),
         )
 
     def session_status(self) -> list[SessionStatus]:

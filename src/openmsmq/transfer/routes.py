@@ -23,12 +23,13 @@ from collections.abc import Set
 
 from openmsmq.protocol.events import UserMessagePacket
 from openmsmq.transfer.codec import split_direct
+from openmsmq.transfer.connections import Connections
 from openmsmq.transfer.state import TransferConfig
 from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.packets import FinalAck, OrderAck, UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName
 
-__all__ = ["QM_PEERS_MAX", "LearnedRoutes", "relay_refusal"]
+__all__ = ["QM_PEERS_MAX", "LearnedRoutes", "QmRoutes", "relay_refusal"]
 
 #: Remote QMs remembered per map (new ones beyond are not).
 QM_PEERS_MAX = 4096
@@ -94,6 +95,37 @@ class LearnedRoutes:
             if learned is not None and learned not in local:
                 return learned
         return None
+
+
+class QmRoutes:
+    """Where a ``PRIVATE=<qm>`` name goes, from the open sessions, the static routes and
+    the ``learned`` ways (OrderAcks and FinalAcks going back to a sender behind this QM,
+    outgoing queues of PRIVATE= names)."""
+
+    def __init__(self, config: TransferConfig, connections: Connections, learned: LearnedRoutes) -> None:
+        self._config = config
+        self._connections = connections
+        self._learned = learned
+
+    def qm_route(self, qm: uuid.UUID) -> str | None:
+        """``qm``'s open, verified session here (one this QM opened, or one a pin or a
+        certificate vouches for: not a peer's mere claim), else a static route for its
+        GUID, else the address of its last verified session, else the session its
+        transactional messages came on, else the previous hop of the last packet from it
+        this QM forwarded (the way back); None if unknown. A learned address of this QM
+        itself (QMs on one address, apart by port) is no route: it would only loop back
+        here."""
+        for conn in self._connections.values():
+            if conn.open and conn.verified and conn.session.remote_qm == qm:
+                return conn.peer
+        hop = self._config.next_hop_for_qm(qm)
+        if hop is not None:
+            return hop
+        # The QM whose transactional messages came on its own session here is the way back
+        # for their acknowledgments (MS-MQQB 3.1.7.17, DestinationForAck PRIVATE=<guid>
+        # for a session that is not direct-format). A bare claim of the GUID, with no
+        # messages, teaches nothing; pinning the GUID keeps others from sending as it.
+        return self._learned.way_to(qm)
 
 
 def relay_refusal(

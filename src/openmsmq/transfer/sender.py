@@ -1,23 +1,21 @@
-"""Sender side of :class:`~openmsmq.transfer.engine.Transfer`: outgoing queues loaded from the
-store into their :class:`~openmsmq.protocol.outgoing.OutgoingSequence`, transmitted on the
-next hop's session, released on OrderAcks (DESIGN invariant 3) and settled on FinalAcks.
-
-A mixin: the attributes it reads are set by ``Transfer.__init__``.
+"""The sender of :class:`~openmsmq.transfer.engine.Transfer`: outgoing queues loaded from
+the store into their :class:`~openmsmq.protocol.outgoing.OutgoingSequence`, transmitted on
+the next hop's session (:class:`~openmsmq.transfer.transmit.Transmitter`), released on
+OrderAcks (DESIGN invariant 3) and settled on FinalAcks
+(:class:`~openmsmq.transfer.settlements.Settlements`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import struct
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Iterable, Iterator
 
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.sink import MetricsSink
-from openmsmq.protocol.events import FinalAckReceived, OrderAckReceived, SessionAckReceived, UserMessagePacket
+from openmsmq.protocol.events import FinalAckReceived, OrderAckReceived, SessionAckReceived
 from openmsmq.protocol.outgoing import (
     AwaitingFinalAck,
     FinalAckIgnored,
@@ -29,42 +27,23 @@ from openmsmq.protocol.outgoing import (
     Settled,
     Transmit,
 )
-from openmsmq.qm.manager import QueueHandle
-from openmsmq.store.packet_rows import row_encoder
+from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.store.records import MessageRecord, QueueType, message_from_row
-from openmsmq.store.rows import (
-    LOOKUP_ID,
-    SIZE,
-    TRANSACTIONAL,
-    TX_SEQUENCE_NUMBER,
-    outgoing_fields,
-    row_expire_at,
-)
-from openmsmq.transfer.acknowledgments import AckSession
-from openmsmq.transfer.codec import (
-    direct_name,
-    may_exceed_packet,
-    message_expire_at,
-    sequence_id_of,
-    split_direct,
-)
+from openmsmq.store.rows import SIZE, TRANSACTIONAL, TX_SEQUENCE_NUMBER, outgoing_fields
+from openmsmq.transfer.ack_origin import AckOriginCheck
+from openmsmq.transfer.ack_sessions import AckSessions
+from openmsmq.transfer.codec import direct_name, sequence_id_of, split_direct
 from openmsmq.transfer.connections import Connections
-from openmsmq.transfer.sequences import IncomingUpkeep
 from openmsmq.transfer.session import Conn
-from openmsmq.transfer.state import (
-    OutgoingTransfer,
-    PendingRelease,
-    Row,
-    TransferParts,
-    count_rejection,
-    hop_host,
-)
-from openmsmq.transfer.trust import AckOrigin, PeerTrust
+from openmsmq.transfer.settlements import Settlements
+from openmsmq.transfer.state import OutgoingTransfer, TransferConfig
+from openmsmq.transfer.transmit import Transmitter
+from openmsmq.transfer.trust import AckOrigin
 from openmsmq.wire.fast import fast_constructor
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.remote_names import private_name
 
-__all__ = ["OutgoingSide"]
+__all__ = ["Sender"]
 
 log = logging.getLogger("openmsmq.transfer")
 
@@ -85,30 +64,51 @@ _LOADED_OVERHEAD = 1024
 _BEYOND = IgnoreReason.BEYOND_SENT
 
 
-class OutgoingSide(TransferParts):
-    """The sender half of :class:`~openmsmq.transfer.engine.Transfer` (a mixin)."""
+class Sender:
+    """The outgoing queues of one transfer (their single owner) and what their sequences
+    do on OrderAcks, FinalAcks, SessionAcks, timers and sessions coming and going.
 
-    metrics: MetricsSink
-    _next_refresh: float
-    _seq_owner: dict[int, tuple[int, float]]
-    _forward: dict[str, deque[UserMessagePacket]]
-    _held: dict[int, OutgoingTransfer]
-    _by_sequence: dict[TxSequenceId, OutgoingTransfer]
-    _unrouted: dict[int, str]
-    _wall_offset: float
-    _expire_due: bool
-    connections: Connections
-    _ack_sessions: dict[tuple[object, str], AckSession]
-    _settle_origins: list[AckOrigin | None]
-    _hop_addresses: dict[str, str]
-    trust: PeerTrust
-    sequences: IncomingUpkeep
+    ``qm_route`` tells where a ``PRIVATE=<guid>`` name goes (the transfer's routing);
+    ``stats`` is the transfer's counters (this part adds ``released``)."""
 
-    if TYPE_CHECKING:
-
-        def qm_route(self, qm: uuid.UUID) -> str | None: ...
-
-    # ------------------------------------------------------------------ outgoing queues
+    def __init__(
+        self,
+        qm: QueueManager,
+        config: TransferConfig,
+        connections: Connections,
+        settlements: Settlements,
+        transmitter: Transmitter,
+        ack_check: AckOriginCheck,
+        ack_sessions: AckSessions,
+        metrics: MetricsSink,
+        stats: dict[str, int],
+        qm_route: Callable[[uuid.UUID], str | None],
+        now: float,
+    ) -> None:
+        self.qm = qm
+        self.config = config
+        self.connections = connections
+        self.settlements = settlements
+        self.transmitter = transmitter
+        self._ack_check = ack_check
+        self._ack_sessions = ack_sessions
+        self._metrics = metrics
+        self._stats = stats
+        self._qm_route = qm_route
+        #: The outgoing queues taken up, by queue id.
+        self.outgoing: dict[int, OutgoingTransfer] = {}
+        #: Format names (case-folded) of the outgoing queues an operator suspended.
+        self.suspended_names: set[str] = set()
+        #: Outgoing queues whose loading paused on a full session backlog (see refill).
+        self._held: dict[int, OutgoingTransfer] = {}
+        #: The outgoing queue whose messages of a TxSequenceID were loaded last (an
+        #: OrderAck names only the sequence): checked, not trusted (see on_order_ack).
+        self._by_sequence: dict[TxSequenceId, OutgoingTransfer] = {}
+        #: Outgoing queues not taken up for want of a route (warned about once).
+        self._unrouted: dict[int, str] = {}
+        self._next_refresh = now
+        # TxSequenceID value -> (outgoing queue id, last activity): see _sequence_blocked.
+        self._seq_owner: dict[int, tuple[int, float]] = {}
 
     def poll(self, now: float) -> bool:
         """Pick up outgoing queues and newly committed messages (cheap: one indexed SELECT
@@ -118,8 +118,6 @@ class OutgoingSide(TransferParts):
         Loads at most ``load_per_poll`` messages per outgoing queue, so that one call
         never holds the driver for long; returns True when a queue may have more
         committed messages ready (the driver then polls again soon)."""
-        self._wall_offset = self.qm.clock() - now
-        self.sequences.clock_moved(self._wall_offset)
         if now >= self._next_refresh:
             # An outgoing queue created by another process (an application writing into
             # this data directory) is found only here: a short interval lets the transfer
@@ -188,7 +186,7 @@ class OutgoingSide(TransferParts):
                 t.seq.connection_made(0.0)
         return len(records)
 
-    def _pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None:
+    def pick_up(self, enqueued: Iterable[tuple[object, str]], now: float) -> None:
         """Load at once the outgoing queues (by format name) that acknowledgments were
         just enqueued to, rather than at the next poll: an OrderAck waits for no poll
         interval. A queue not taken up yet is found by reading the queue list again."""
@@ -225,16 +223,14 @@ class OutgoingSide(TransferParts):
     def _private_route(self, qm: uuid.UUID) -> tuple[str, str] | None:
         """(host, next hop) for ``PRIVATE=<qm>\\n`` names (FinalAcks to a sender behind an
         intermediate QM, MS-MQQB 3.1.7.17), or None when not known yet: where
-        :meth:`qm_route` sends such packets; else the previous hop its messages last
+        the transfer's ``qm_route`` sends such packets; else the previous hop its messages last
         arrived from (RemoteQMAddress of their incoming sequence, durable in the store),
         which sends the FinalAck back the way the message came."""
-        peer = self.qm_route(qm)
+        peer = self._qm_route(qm)
         if peer is not None:
             return peer, peer
-        for s in self._ack_sessions.values():
-            if s.remote_qm_guid == qm and s.remote_qm_address:
-                return s.remote_qm_address, self.config.next_hop(s.remote_qm_address)
-        return None
+        address = self._ack_sessions.address_of(qm)
+        return None if address is None else (address, self.config.next_hop(address))
 
     def _backlog_room(self, t: OutgoingTransfer) -> int | None:
         """How many more of ``t``'s messages may be converted into packets ahead of its
@@ -378,11 +374,11 @@ class OutgoingSide(TransferParts):
                     for om in tx:
                         t.messages.pop(om.handle, None)
                     return False
-                self._outgoing_events(t, events, now)
+                self.on_sequence_events(t, events, now)
             for m in plain:
                 t.plain[m.lookup_id] = None
                 if t.connected:
-                    self._transmit(t, [m], now, resend=False)
+                    self.transmitter.transmit_plain(t, [m], now, resend=False)
             if len(rows) < limit:
                 t.caught_up = high
                 return False
@@ -411,7 +407,9 @@ class OutgoingSide(TransferParts):
         t.blocked_logged = False
         return False
 
-    def _outgoing_events(self, t: OutgoingTransfer, events: Iterable[OutgoingEvent], now: float) -> None:
+    def on_sequence_events(self, t: OutgoingTransfer, events: Iterable[OutgoingEvent], now: float) -> None:
+        """Carry out what ``t``'s OutgoingSequence raised: transmit, release after an
+        OrderAck, settle after a FinalAck."""
         for ev in events:
             if isinstance(ev, Transmit):
                 if ev.resend or not t.pending:  # a resend names every unacknowledged one
@@ -427,8 +425,7 @@ class OutgoingSide(TransferParts):
                 # queue could delete it as OrderAck'ed.
                 om = ev.message
                 t.messages.pop(om.handle, None)
-                self._final_settles.append((t.queue_id, om.handle, om.message_id, ev.final_ack_class))
-                count_rejection(self.rejections, t.queue_id, ev.final_ack_class)
+                self.settlements.settle_unreleased(t.queue_id, om.handle, om.message_id, ev.final_ack_class)
             elif isinstance(ev, Released | AwaitingFinalAck):
                 released = ev.messages
                 if isinstance(ev, Released) and ev.final_ack_class is not None:
@@ -436,13 +433,8 @@ class OutgoingSide(TransferParts):
                     # any release that moves it aside. Only a message still loaded (its
                     # FinalAck overtook the OrderAck) is released here; one already
                     # OrderAck'ed waits in the store (its sequence may have moved on).
-                    cls = ev.final_ack_class
-                    count_rejection(self.rejections, t.queue_id, cls)
-                    self._settles += [
-                        (om.tx_sequence_id.value, om.tx_sequence_number, om.message_id, cls)
-                        for om in released
-                    ]
-                    self._settle_origins += [None] * len(released)  # checked when it came
+                    # (checked when it came)
+                    self.settlements.settle_released(t.queue_id, released, ev.final_ack_class)
                     released = tuple(om for om in released if om.handle in t.messages)
                     if not released:
                         continue
@@ -454,12 +446,9 @@ class OutgoingSide(TransferParts):
                     t.earliest_expiry = math.inf
                 t.last_acked = (released[-1].tx_sequence_id, top)
                 self._seq_owner[released[-1].tx_sequence_id.value] = (t.queue_id, now)
-                pending = self._releases.get(t.queue_id)
-                if pending is None:
-                    pending = self._releases[t.queue_id] = PendingRelease()
-                pending.add(released, self.config.release_chunk)
-                self.stats["released"] += len(released)
-                self.metrics.count_released(t.queue_id, len(released), released[-1].handle, now)
+                self.settlements.release(t.queue_id, released)
+                self._stats["released"] += len(released)
+                self._metrics.count_released(t.queue_id, len(released), released[-1].handle, now)
             else:
                 log.debug("outgoing queue %s: %s", t.format_name, ev)
 
@@ -481,74 +470,9 @@ class OutgoingSide(TransferParts):
                 self._held[t.queue_id] = t
                 return
             n = len(pending) if room is None else min(room, len(pending))
-            self._transmit_chunk(t, conn, [pending.popleft() for _ in range(n)], t.pending_resend, now)
-
-    def _transmit_chunk(
-        self, t: OutgoingTransfer, conn: Conn, messages: list[RetainedMessage], resend: bool, now: float
-    ) -> None:
-        retained = t.messages
-        # A transactional message's content is dropped once sent (the store keeps
-        # it until the OrderAck): a resend reads it back.
-        dropped = [om.handle for om in messages if om.handle in retained and retained[om.handle] is None]
-        reloaded, complete = self._reload(t, dropped) if dropped else ({}, True)
-        encode = t.encode_row
-        if encode is None:
-            encode = t.encode_row = row_encoder(t.wire_destination, self.qm.guid)
-        out: list[tuple[UserMessagePacket | bytes, int]] = []
-        wall = now + self._wall_offset
-        # No retained row expires before t.earliest_expiry: the usual Transmit
-        # skips the per-row expiry check (MS-MQQB 3.1.7.1.2) altogether.
-        check = wall >= t.earliest_expiry
-        bridged = t.pending_bridged
-        try:
-            for om in messages:
-                handle = om.handle
-                m = retained.get(handle) or reloaded.get(handle)
-                if m is None:
-                    if complete and handle in retained:
-                        # It left the store unacknowledged (the QM's expiry pass, a
-                        # purge): later messages bridge it (MS-MQQB 3.1.7.1.3).
-                        _drop_unsent(t, handle, om)
-                        bridged = True
-                    continue
-                # MS-MQQB 3.1.7.1.2: not sent once expired (a row only looked at
-                # when one retained row may be due, see ``check``).
-                row: Row | None = None
-                plain: MessageRecord | None = None
-                if type(m) is tuple:
-                    row = m
-                    expire_at = row_expire_at(m) if check else None
-                else:
-                    plain = cast(MessageRecord, m)
-                    expire_at = message_expire_at(plain)
-                if expire_at is not None and wall >= expire_at:
-                    self._expired_unsent(t, om)
-                    bridged = True
-                    continue
-                if bridged:  # PreviousTxSequenceNumber over the removed ones
-                    om = t.seq.effective(om)
-                prev = om.previous_tx_sequence_number
-                try:
-                    data = encode(row, prev) if row is not None else None
-                    if data is not None:
-                        out.append((data, handle))
-                    else:  # a Message, or a rare row shape: the general conversion
-                        msg = message_from_row(row) if row is not None else plain
-                        assert msg is not None
-                        # Encoded here (a transactional packet may be given as bytes),
-                        # so one that cannot be is caught now, not in the session.
-                        out.append((t.packet(msg, self.qm.guid, prev).encode(), handle))
-                except (LocalProtocolError, struct.error) as exc:
-                    self._unsendable(t, handle, exc, om)
-                    bridged = True
-                    continue
-                retained[handle] = None
-        finally:
-            # One window drain for the whole Transmit (same packets, same order);
-            # what was built goes out even if a later message fails to convert.
-            conn.session.send_user_messages(out, now)
-        self.metrics.count_transmitted(t.queue_id, [om.handle for om in messages], now, resend)
-        t.pending_bridged = bridged
+            self.transmitter.transmit_chunk(
+                t, conn, [pending.popleft() for _ in range(n)], t.pending_resend, now
+            )
 
     def _order_ack_beyond_sent(
         self, t: OutgoingTransfer, sequence_id: TxSequenceId, number: int, now: float
@@ -569,108 +493,9 @@ class OutgoingSide(TransferParts):
             t.seq.note_assigned(sequence_id, state.next_tx_sequence_number - 1)
         return t.seq.order_ack_received(sequence_id, number, now)
 
-    def _reload(self, t: OutgoingTransfer, handles: list[int]) -> tuple[dict[int, Row], bool]:
-        """Read back retained messages (by LookupIdentifier) for a resend, as stored rows:
-        range reads from the lowest, in LookupIdentifier order, up to the highest. Also
-        whether the reads completed (a handle then missing left the store)."""
-        want = set(handles)
-        found: dict[int, Row] = {}
-        after, top = min(want) - 1, max(want)
-        complete = True
-        while want and after < top:
-            try:
-                batch = self.qm.peek_range_rows(t.handle, after, self.config.batch_size, through=top)
-            except MQError as exc:
-                log.warning("outgoing queue %s: reading back for a resend: %s", t.format_name, exc)
-                complete = False
-                break
-            if not batch:
-                break
-            for row in batch:
-                lookup_id = row[LOOKUP_ID]
-                if lookup_id in want:
-                    want.discard(lookup_id)
-                    found[lookup_id] = tuple(row)
-            after = batch[-1][LOOKUP_ID]
-        if want and complete:
-            log.info("outgoing queue %s: %d retained messages left the store", t.format_name, len(want))
-        return found, complete
-
-    def _expired_unsent(self, t: OutgoingTransfer, om: RetainedMessage) -> None:
-        """MS-MQQB 3.1.7.1.2: a message whose TimeToReachQueue (or TimeToBeReceived) passed
-        before it was sent is not sent. It leaves the sequence (later messages bridge it,
-        3.1.7.1.3) and the QM's expiry pass, run before the next release of this queue
-        (``ReleaseBatch.expire_now``), NACKs and dead-letters it, so an OrderAck for a
-        later message cannot delete it unreported."""
-        _drop_unsent(t, om.handle, om)
-        self._expire_due = True
-        log.info("outgoing queue %s: message %d expired before it was sent", t.format_name, om.handle)
-
-    def _unsendable(
-        self, t: OutgoingTransfer, handle: int, exc: BaseException, om: RetainedMessage | None = None
-    ) -> None:
-        """A message that cannot be put into a packet (say one over the 4 MiB PacketSize
-        limit, stored before the send path refused such messages) would hold up its
-        sequence for ever: it leaves the sequence (later messages bridge it, MS-MQQB
-        3.1.7.1.3) and is moved to the dead-letter queues with class NACK_BAD_DST_Q by
-        the next release, before an OrderAck for a later message could delete it."""
-        _drop_unsent(t, handle, om)
-        self._dead_letters.append((t.queue_id, handle))
-        log.error(
-            "outgoing queue %s: message %d cannot be sent (%s); it goes to the dead-letter queue",
-            t.format_name, handle, exc,
-        )  # fmt: skip
-
-    def _transmit(self, t: OutgoingTransfer, msgs: list[MessageRecord], now: float, *, resend: bool) -> None:
-        conn = self.connections.open_to(t.next_hop)
-        if conn is None:
-            return
-        wall = now + self._wall_offset
-        expired = [m for m in msgs if (at := message_expire_at(m)) is not None and wall >= at]
-        if expired:  # MS-MQQB 3.1.7.1.2, as _expired_unsent for non-transactional messages
-            for m in expired:
-                _drop_unsent(t, m.lookup_id)
-            self._expire_due = True
-            msgs = [m for m in msgs if m not in expired]
-        sent = []
-        for m in msgs:
-            try:
-                packet = t.packet(m, self.qm.guid, None)
-                if may_exceed_packet(m, t.format_name):
-                    packet.encode()  # raises if it really does not fit one packet
-            except (LocalProtocolError, struct.error) as exc:
-                self._unsendable(t, m.lookup_id, exc)
-                continue
-            conn.session.send_user_message(packet, now, handle=m.lookup_id)
-            sent.append(m.lookup_id)
-        self.metrics.count_transmitted(t.queue_id, sent, now, resend)
-
     # ------------------------------------------------------------------ acknowledgments
 
-    def _ack_refusal(self, conn: Conn, source_qm: uuid.UUID, t: OutgoingTransfer) -> str | None:
-        """The ``ack-origin`` rule for an OrderAck / FinalAck from ``source_qm`` on ``conn``
-        that would settle messages of ``t``: it must come over a session with ``t``'s next
-        hop, a configured intermediate hop or, for a DIRECT= name reached through another
-        QM, the destination's own session, from the QM ``t`` sends to (a PRIVATE= name's
-        GUID, or the QM that answered when this QM dialled the next hop). Any peer could
-        otherwise release a sequence this QM sends elsewhere, and the messages would be lost
-        (its TxSequenceID is no secret: a time and a counter, MS-MQQB 3.1.1.3.1, sent in
-        clear)."""
-        hop = hop_host(t.next_hop)
-        private = t.destination_qm is not None
-        routed = private or hop != t.host.lower()
-        destination = t.destination_qm if private else (None if routed else self.trust.answered(hop))
-        origin = AckOrigin(conn.peer, conn.address, conn.session.remote_qm, source_qm)
-        return self.trust.ack_refusal(
-            origin, t.next_hop, self._hop_addresses.get(hop, ""), destination_qm=destination, routed=routed,
-            destination_host="" if private else t.host,
-            via_intermediate=self.trust.is_intermediate_hop(
-                conn.peer, conn.address, conn.session.remote_qm,
-                self._hop_addresses.get(hop_host(conn.peer), ""),
-            ),
-        )  # fmt: skip
-
-    def _on_order_ack(self, conn: Conn, ev: OrderAckReceived, now: float) -> None:
+    def on_order_ack(self, conn: Conn, ev: OrderAckReceived, now: float) -> None:
         # Only the transfer that has this sequence in flight (see _sequence_blocked): the
         # one that loaded it last, when it still has it in flight; else (a repeated
         # OrderAck, say) every queue is asked. Looking at every queue for every OrderAck
@@ -684,16 +509,16 @@ class OutgoingSide(TransferParts):
             candidates = self.outgoing.values()
         for t in candidates:
             if t.seq.current_sequence_id == sid:
-                refusal = self._ack_refusal(conn, ev.source_qm, t)
+                refusal = self._ack_check.for_queue(conn, ev.source_qm, t)
                 if refusal is not None:
                     conn.session.refuse("ack-origin", "OrderAck", f"OrderAck for {t.format_name} {refusal}")
                     return
                 acked = t.seq.order_ack_received(sid, ev.tx_sequence_number, now)
                 if any(isinstance(e, OrderAckIgnored) and e.reason is _BEYOND for e in acked):
                     acked = self._order_ack_beyond_sent(t, sid, ev.tx_sequence_number, now)
-                self._outgoing_events(t, acked, now)
+                self.on_sequence_events(t, acked, now)
 
-    def _on_final_ack(self, conn: Conn, ev: FinalAckReceived, now: float) -> None:
+    def on_final_ack(self, conn: Conn, ev: FinalAckReceived, now: float) -> None:
         """A FinalAck for this QM (MS-MQQB 3.1.5.7). The outgoing sequence holding the
         message settles it (journal / dead-letter after its OrderAck); when none knows it
         (e.g. it was OrderAck'ed before a restart, so it waits in the store only) the store
@@ -708,40 +533,17 @@ class OutgoingSide(TransferParts):
             )
             if events and all(isinstance(e, FinalAckIgnored) for e in events):
                 continue
-            refusal = self._ack_refusal(conn, ev.source_qm, t)
+            refusal = self._ack_check.for_queue(conn, ev.source_qm, t)
             if refusal is not None:
                 conn.session.refuse("ack-origin", "FinalAck", f"FinalAck for {t.format_name} {refusal}")
                 return
-            self._outgoing_events(t, events, now)
+            self.on_sequence_events(t, events, now)
             return
         # Settled from the store: checked there against the message it matches (the
         # queue that sent it may be gone from memory, e.g. after a restart).
-        self._settles.append(
-            (ev.tx_sequence_id.value, ev.tx_sequence_number, ev.message_id, ev.message_class)
-        )
-        self._settle_origins.append(AckOrigin(conn.peer, conn.address, conn.session.remote_qm, ev.source_qm))
-
-    def settle_refusal(self, origin: AckOrigin, m: MessageRecord) -> str | None:
-        """The ``ack-origin`` rule for a FinalAck from ``origin`` that matched ``m``, a
-        message waiting in the store for it (see :meth:`_ack_refusal`; called on the store
-        thread: it reads the configuration and single dict entries only). For a
-        ``PRIVATE=<guid>`` destination the FinalAck must come from that QM."""
-        wire = direct_name(m.destination_queue)
-        parts = split_direct(wire) if wire else None
-        if parts is None:
-            private = private_name(m.destination_queue)
-            if private is not None and origin.source_qm != private[0]:
-                return f"comes from QM {origin.source_qm}, the message went to QM {private[0]}"
-            return None
-        host = parts[0].lower()
-        hop = hop_host(self.config.next_hop(host))
-        routed = hop != host
-        return self.trust.ack_refusal(
-            origin,
-            hop,
-            self._hop_addresses.get(hop, ""),
-            destination_qm=None if routed else self.trust.answered(hop),
-            routed=routed,
+        self.settlements.settle_stored(
+            (ev.tx_sequence_id.value, ev.tx_sequence_number, ev.message_id, ev.message_class),
+            AckOrigin(conn.peer, conn.address, conn.session.remote_qm, ev.source_qm),
         )
 
     def _holding(self, sid: TxSequenceId) -> Iterator[OutgoingTransfer]:
@@ -754,7 +556,7 @@ class OutgoingSide(TransferParts):
             if t is not guess and t.seq.holds_sequence(sid):
                 yield t
 
-    def _on_session_ack(self, conn: Conn, ev: SessionAckReceived) -> None:
+    def on_session_ack(self, conn: Conn, ev: SessionAckReceived) -> None:
         if not ev.acked_handles:
             return
         acked = set(ev.acked_handles)
@@ -766,23 +568,67 @@ class OutgoingSide(TransferParts):
                 done = [lid for lid in acked if lid in plain]
             else:
                 done = [lid for lid in plain if lid in acked]
-            for lid in sorted(done):
+            if not done:
+                continue
+            done.sort()
+            for lid in done:
                 del plain[lid]
                 t.messages.pop(lid, None)
-                self._deletes.append((t.queue_id, lid))
+            self.settlements.delete_sent(t.queue_id, done)
 
-    def _peer_down(self, peer: str) -> None:
+    # ------------------------------------------------------------------ sessions and timers
+
+    def peer_up(self, peer: str, now: float) -> None:
+        """A session to next hop ``peer`` opened: its queues' sequences send (their
+        unacknowledged messages again), and their non-transactional messages go."""
+        for t in self.outgoing.values():
+            if t.next_hop == peer and not t.connected:
+                t.connected = True
+                self.on_sequence_events(t, t.seq.connection_made(now), now)
+                plain = [m for lid in t.plain if isinstance(m := t.messages.get(lid), MessageRecord)]
+                self.transmitter.transmit_plain(t, plain, now, resend=True)
+
+    def redispatch(self, peer: str, handles: set[int], now: float) -> None:
+        """Non-transactional messages (by session handle) sent on a session to ``peer``
+        that closed unacknowledged go again on the session that remains to that next hop
+        (MS-MQQB 3.1.5.5.1 re-dispatch): recoverable ones (acknowledgments among them)
+        would otherwise wait for that session to close too."""
+        for t in self.outgoing.values():
+            if t.next_hop == peer and t.connected:
+                again = [
+                    m
+                    for lid in t.plain
+                    if lid in handles and isinstance(m := t.messages.get(lid), MessageRecord)
+                ]
+                if again:
+                    self.transmitter.transmit_plain(t, again, now, resend=True)
+
+    def handle_timer(self, now: float) -> None:
+        """Fire the due Transactional Ack Wait Timers of the outgoing sequences."""
+        for t in self.outgoing.values():
+            self.on_sequence_events(t, t.seq.handle_timer(now), now)
+
+    def timers(self) -> list[float | None]:
+        """The deadlines of the outgoing sequences' timers (None: not running)."""
+        return [t.seq.get_timer() for t in self.outgoing.values()]
+
+    def unrouted(self) -> list[str]:
+        """The format names of the outgoing queues not taken up for want of a route."""
+        return list(self._unrouted.values())
+
+    def sequence_owner(self, sequence_id: int) -> int | None:
+        """The outgoing queue (id) that used TxSequenceID value ``sequence_id`` last."""
+        owner = self._seq_owner.get(sequence_id)
+        return None if owner is None else owner[0]
+
+    def loaded_sequences(self) -> dict[TxSequenceId, int]:
+        """A snapshot of the index OrderAcks are matched by: TxSequenceID -> the outgoing
+        queue (id) that loaded messages of it last (one entry per queue at most)."""
+        return {sid: t.queue_id for sid, t in self._by_sequence.items()}
+
+    def peer_down(self, peer: str) -> None:
+        """The last open session to next hop ``peer`` closed."""
         for t in self.outgoing.values():
             if t.next_hop == peer and t.connected:
                 t.connected = False
                 t.seq.connection_lost()
-
-
-def _drop_unsent(t: OutgoingTransfer, handle: int, om: RetainedMessage | None = None) -> None:
-    """Forget a loaded message that will not be sent (expired, unsendable): out of the
-    sequence when it is transactional (``om``; later messages bridge it, MS-MQQB
-    3.1.7.1.3) and out of what is loaded. The store removes it with the next release."""
-    if om is not None:
-        t.seq.remove(om.tx_sequence_id, om.tx_sequence_number)
-    t.messages.pop(handle, None)
-    t.plain.pop(handle, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from openmsmq.protocol.events import SessionConfig
 from openmsmq.protocol.incoming import Accepted, OrderAckConfig, SequenceKey
 from openmsmq.protocol.outgoing import OutgoingSequence, ResendConfig, RetainedMessage
-from openmsmq.qm.manager import QueueHandle, QueueManager
+from openmsmq.qm.manager import QueueHandle
 from openmsmq.store.packet_rows import RowEncoder
 from openmsmq.store.records import IncomingSequenceState, MessageRecord
 from openmsmq.transfer.codec import message_from_packet, packet_from_message
@@ -37,8 +37,9 @@ __all__ = [
     "StoreLocal",
     "StoreWork",
     "TransferConfig",
-    "TransferParts",
+    "WallClock",
     "hop_host",
+    "pad_outcome",
     "routes_from",
     "split_hop",
 ]
@@ -59,7 +60,7 @@ RECEIVED_OVERHEAD = 1024
 class PendingRelease:
     """An outgoing queue's OrderAck'ed messages not yet deleted from the store: through
     which TxSequenceNumber, and where each chunk of ``TransferConfig.release_chunk``
-    messages ends (``StoreWorkSide._release_steps`` deletes one chunk per ReleaseBatch)."""
+    messages ends (:class:`~openmsmq.transfer.settlements.Settlements` deletes one chunk per ReleaseBatch)."""
 
     #: The highest TxSequenceNumber released.
     through: int = 0
@@ -127,7 +128,7 @@ class TransferConfig:
     last look (reading the queue list costs a few microseconds per queue: this bounds its
     share of a core whatever the number of queues);
     ``sequence_quarantine``: seconds a TxSequenceID stays reserved to the outgoing queue
-    that used it last (see ``Transfer._sequence_blocked``); ``send_insecure_nacks``:
+    that used it last (see ``Sender.sequence_owner``); ``send_insecure_nacks``:
     SendInsecureNacks for arrival NACKs; ``queued_bytes``: message bytes an outgoing
     queue holds in memory, about: loaded and unsent while no session is open, else
     held by its session (waiting for the window, or sent and waiting for a
@@ -136,7 +137,7 @@ class TransferConfig:
     bound matters for large messages (one message always goes, whatever its size);
     ``release_chunk``: OrderAck'ed messages of an outgoing queue deleted by one store
     transaction, at most (one OrderAck may release ``max_in_flight``; see
-    ``StoreWorkSide._release_steps``); ``unstored_bytes``: received message
+    ``Settlements``); ``unstored_bytes``: received message
     bytes waiting for the store above which the driver stops reading
     (``Transfer.reading_wanted``).
     """
@@ -255,7 +256,7 @@ class OutgoingTransfer:
         #: (identifiers grow in commit order, in every process: Store).
         self.caught_up: int | None = None
         #: The TxSequenceID of the transactional messages this queue loaded last (its
-        #: entry in Transfer._by_sequence, which holds one per queue).
+        #: entry in the sender's by-sequence index, which holds one per queue).
         self.loaded_sequence: TxSequenceId | None = None
         #: Suspended by an operator (MSMQ's "Pause" of an outgoing queue): no message is
         #: loaded for sending and no session is dialled for it (Transfer.suspend_outgoing).
@@ -418,36 +419,22 @@ class IncomingStatus:
     last_rejected: tuple[str, TxSequenceId, int, int] | None = None
 
 
-def count_rejection(rejections: dict[int, Counter[int]], queue_id: int, message_class: int) -> None:
-    """Count a negative FinalAck (a NACK class: MQMSG_CLASS_NACK_*, high bit set) of a
-    message of outgoing queue ``queue_id``; positive ones are not rejections."""
-    if message_class & 0x8000:
-        rejections.setdefault(queue_id, Counter())[message_class] += 1
+class WallClock:
+    """Wall clock minus the driver's clock (``now``), shared by the parts of a transfer:
+    what is persisted or compared with message times (IncomingTransactionalTransferInfo.
+    LastAccessTime, expiry) is wall-clock UTC seconds, the QM's clock, while the protocol
+    keeps ``now`` for its timers. The transfer refreshes it on every poll, so a wall-clock
+    step is followed within one poll."""
+
+    __slots__ = ("offset",)
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
 
 
-class TransferParts:
-    """The state both halves of :class:`~openmsmq.transfer.engine.Transfer` use
-    (:class:`~openmsmq.transfer.sender.OutgoingSide`,
-    :class:`~openmsmq.transfer.store_work.StoreWorkSide`), declared once; ``Transfer.__init__``
-    sets it."""
-
-    qm: QueueManager
-    config: TransferConfig
-    outgoing: dict[int, OutgoingTransfer]
-    stats: dict[str, int]
-    _wall_offset: float
-    #: OrderAck'ed releases, FinalAck settlements and deletions waiting for the next ReleaseBatch.
-    _releases: dict[int, PendingRelease]
-    _settles: list[tuple[int, int, int, int]]
-    #: Negative FinalAcks per outgoing queue since start: queue id -> class -> count.
-    rejections: dict[int, Counter[int]]
-    #: What the store settled (format name of the message's destination, or None when no
-    #: waiting message matched; TxSequenceID value; class), appended by the store work on
-    #: its thread, counted by the loop (a deque: thread-safe append / popleft).
-    _store_settled: deque[tuple[str | None, int, int]]
-    #: FinalAcks of messages not OrderAck'ed: (queue id, LookupIdentifier, MessageID, class).
-    _final_settles: list[tuple[int, int, int, int]]
-    _dead_letters: list[tuple[int, int]]
-    _deletes: list[tuple[int, int]]
-    #: Format names (case-folded) of the outgoing queues an operator suspended.
-    suspended_names: set[str]
+def pad_outcome(outcome: list[BaseException | None] | BaseException, n: int) -> list[BaseException | None]:
+    """A store work item's outcomes, one per item: one exception for all of it when the
+    call itself failed, None (durable) for items the list does not reach."""
+    if isinstance(outcome, BaseException):
+        return [outcome] * n
+    return list(outcome) + [None] * (n - len(outcome))
