@@ -9,7 +9,8 @@ client processes of the loop users write (``with conn.transaction() as tx:
 q.receive(tx=tx)``) over ``--messages`` messages, and prints:
 
 * round trips per transaction, by kind (unary rpcs and step-stream requests, counted in
-  the clients) and the clients' median time per receive and per commit call;
+  the clients), the clients' median time per receive and per commit call and their CPU
+  per transaction (the client processes, all threads: gRPC's included);
 * the server's side: CPU seconds of the server process per transaction (this process
   runs only the service; its main thread sleeps), the store's COMMITs (fsyncs) per
   transaction and their median duration, and the median time a remote commit spends
@@ -87,6 +88,7 @@ def _client(target: str, n: int, go: Any, out: Any) -> None:
     commit_s: list[float] = []
     done = 0
     go.wait()
+    cpu0 = os.times()
     while done < n:
         tx = conn.transaction()
         a = time.perf_counter()
@@ -101,8 +103,10 @@ def _client(target: str, n: int, go: Any, out: Any) -> None:
         receive_s.append(b - a)
         commit_s.append(c - b)
         done += 1
+    cpu1 = os.times()
     conn.close()
-    out.put((done, dict(counts), receive_s, commit_s))
+    cpu = cpu1.user + cpu1.system - cpu0.user - cpu0.system
+    out.put((done, dict(counts), receive_s, commit_s, cpu))
 
 
 def run_path(qm: QueueManager, srv: RemoteServer, path: str, n: int, clients: int, sink: _Commits) -> str:
@@ -144,6 +148,7 @@ def run_path(qm: QueueManager, srv: RemoteServer, path: str, n: int, clients: in
         counts.update(r[1])
     receive_s = [x for r in results for x in r[2]]
     commit_s = [x for r in results for x in r[3]]
+    client_cpu = sum(r[4] for r in results)
     batches = list(sink.batches)
     commit_wall = statistics.median(waits) if waits else 0.0
     batch_s = statistics.median(s for _, s in batches) if batches else 0.0
@@ -153,7 +158,8 @@ def run_path(qm: QueueManager, srv: RemoteServer, path: str, n: int, clients: in
         "  round trips per transaction: "
         + ", ".join(f"{k} {v / done:.2f}" for k, v in sorted(counts.items()) if v >= done / 100),
         f"  client: receive call median {statistics.median(receive_s) * 1e3:.3f} ms,"
-        f" commit call median {statistics.median(commit_s) * 1e3:.3f} ms",
+        f" commit call median {statistics.median(commit_s) * 1e3:.3f} ms,"
+        f" {client_cpu / done * 1e6:,.0f} us CPU per transaction (all its threads)",
         f"  server: {cpu / done * 1e6:,.0f} us CPU per transaction;"
         f" {len(batches) / done:.2f} COMMITs (fsyncs) per transaction,"
         f" {ops / max(1, len(batches)):.1f} operations each, COMMIT median"
@@ -171,7 +177,7 @@ def main() -> None:
     args = ap.parse_args()
     print("$ .venv/bin/python bench/remote_breakdown.py " + shlex.join(sys.argv[1:]))
     print(machine_header())
-    print(f"# server process {os.getpid()}")
+    print(f"# server process {os.getpid()}, load {os.getloadavg()[0]:.1f}")
     sink = _Commits()
     metrics: Any = sink
     with tempfile.TemporaryDirectory() as d, QueueManager(Path(d)) as qm:

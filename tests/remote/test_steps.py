@@ -318,6 +318,51 @@ def test_a_message_taken_ahead_and_not_asked_for_goes_back_by_itself(
     assert bodies(qm, TXQ) == []
 
 
+@pytest.mark.parametrize("kind", ["read", "start"])
+def test_closing_the_connection_gives_back_the_message_taken_ahead_uncounted(
+    qm: QueueManager, connect: Connect, kind: str
+) -> None:
+    fill(qm, TXQ, [b"a", b"b", b"c"])
+    t = connect()
+    h = t.open_queue(TXQ, Access.RECEIVE)
+    tx = t.begin()
+    if kind == "read":
+        assert [m.body for m in t.read(h, tx=tx, max_count=1)] == [b"a"]
+    else:  # the two-phase receive the asyncio client uses
+        (p,) = t.start_receive_many(h, 1, tx=tx)
+        t.end_receive_many(h, [p.request_id], Ack.ACK)
+    t.commit(tx)  # b is now taken ahead, the application never saw it
+    t.close()
+    assert bodies(qm, TXQ) == [b"b", b"c"]  # back in place, in order
+    other = Connection(connect())
+    oq = other.open_queue(TXQ, Access.RECEIVE)
+    for expected in (b"b", b"c"):
+        with other.transaction() as otx:
+            got = oq.receive(timeout=5, tx=otx)
+            # Given back, not aborted: no consumer failed on it (poison handling counts
+            # aborts), and nothing was delivered twice.
+            assert (got.body, got.abort_count) == (expected, 0)
+    assert bodies(qm, TXQ) == []
+
+
+def test_a_claimed_message_of_a_closed_connection_counts_its_abort(
+    qm: QueueManager, connect: Connect
+) -> None:
+    fill(qm, TXQ, [b"a", b"b"])
+    conn = Connection(connect())
+    q = conn.open_queue(TXQ, Access.RECEIVE)
+    with conn.transaction() as tx:
+        q.receive(timeout=5, tx=tx)
+    tx = conn.transaction()
+    assert q.receive(timeout=5, tx=tx).body == b"b"  # the application has it now
+    conn.close()  # its transaction never ended: the session's rundown aborts it
+    other = Connection(connect())
+    oq = other.open_queue(TXQ, Access.RECEIVE)
+    with other.transaction() as otx:
+        got = oq.receive(timeout=5, tx=otx)
+        assert (got.body, got.abort_count) == (b"b", 1)
+
+
 @pytest.mark.parametrize("mode", ["claim", "ahead"])
 def test_a_sigkilled_consumer_loses_nothing(qm: QueueManager, mode: str) -> None:
     everything = numbered(10)

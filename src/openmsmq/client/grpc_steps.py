@@ -28,7 +28,12 @@ commit``, one round trip per transaction without a change to that loop:
   timer.
 
 A client that vanishes loses nothing: the session's rundown aborts its transactions,
-the one begun ahead included (MS-MQRR 3.1.6).
+the one begun ahead included (MS-MQRR 3.1.6). A connection that is closed first gives
+back what it took ahead (the rundown's abort would count as a failed attempt on a
+message the application never saw); one that dies without closing cannot, and the
+server cannot tell a message taken ahead from one the application was processing when
+it died, so that abort counts (poison handling must see a consumer that dies on a
+message).
 """
 
 from __future__ import annotations
@@ -478,6 +483,18 @@ class ConsumerAhead:
             finally:
                 self.stream.releasing = False
                 self.stream.lock.release()
+
+    def release(self) -> None:
+        """Before the connection ends (caller holds :attr:`StepStream.lock`): give back
+        what was taken ahead, uncounted (the session's rundown aborts what is left as a
+        failed attempt, raising its AbortCount). RR_ACKs held back are dropped: their
+        transaction is the application's, aborted by the rundown as it should be."""
+        self._started = None
+        with self._state:
+            a, self._ahead = self._ahead, None
+            self._owed = None
+        if a is not None:
+            self._give_back(a)
 
     def close(self) -> None:
         """Stop the release thread (the session's end gives everything back)."""

@@ -723,6 +723,11 @@ class GrpcTransport(Transport):
             if self._closed:
                 return
             self._closed = True
+        if self._steps.supported and self._steps.acquire():
+            try:
+                self._ahead.release()  # before the session's end, which would count it
+            finally:
+                self._steps.lock.release()
         self._ahead.close()
         self._steps.drop()
         self._stop.put(None)
