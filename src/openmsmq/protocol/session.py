@@ -678,9 +678,13 @@ class Session:
     def _drain_backlog(self, now: float) -> None:
         backlog = self._backlog
         awaiting = self._awaiting_ack
-        if not backlog or len(awaiting) >= self._window():
+        if not backlog:
             return
-        window = self._window()
+        # Each packet sent adds one entry to _awaiting_ack: the room left is counted down
+        # below rather than measured per packet.
+        room = self._window() - len(awaiting)
+        if room <= 0:
+            return
         out = self._out
         sent = self.message_sent_count
         recoverable_sent = self.recoverable_message_sent_count
@@ -691,7 +695,8 @@ class Session:
         # acknowledged as received is at most a window behind and needs no check.
         oldest = next(iter(pending)) if pending else None
         try:
-            while backlog and len(awaiting) < window:
+            while backlog and room > 0:
+                room -= 1
                 if oldest is not None and (recoverable_sent - oldest) % _U16 >= _RECOVERABLE_AHEAD_MAX:
                     break  # resumes when stored-acknowledgments release the oldest ones
                 packet, handle = backlog.popleft()
