@@ -35,6 +35,7 @@ from openmsmq.store.queue_records import (
     QueueType,
     queue_from_row,
     sender_allowed,
+    with_queue_id,
 )
 from openmsmq.wire.fast import fast_constructor, fast_init, slot_builder
 
@@ -70,6 +71,7 @@ __all__ = [
     "sender_allowed",
     "stamped_rows",
     "to_i64",
+    "with_queue_id",
 ]
 
 #: TimeToBeReceived / TimeToReachQueue value meaning "never expires" (MS-MQDMPR 3.1.1.12).
