@@ -943,11 +943,18 @@ class Session:
                 f"beyond MessageSentCount {self.message_sent_count}"
             )
         # The covered entries are the oldest ones: taken off the front; the rest stay.
-        covered_entries = [awaiting.popleft() for _ in range(covered)]
-        self._window_bytes -= sum([e.size for e in covered_entries])
         # Only non-transactional entries are released by a SessionAck (3.1.5.5.2/3;
         # transactional never, seed 003): a transactional stream skips the bit set below.
-        plain = [e for e in covered_entries if not e.transactional]
+        # One pass over the covered entries (this runs for every acknowledged packet).
+        plain: list[AwaitingAck] = []
+        released_bytes = 0
+        popleft = awaiting.popleft
+        for _ in range(covered):
+            entry = popleft()
+            released_bytes += entry.size
+            if not entry.transactional:
+                plain.append(entry)
+        self._window_bytes -= released_bytes
         rec_acked: set[int] = set()
         # The flags say whether the header acknowledges stored messages: its base may be 0,
         # the number after 0xFFFF (RecoverableMsgSeqNumber is 16 bits and wraps). Reading
