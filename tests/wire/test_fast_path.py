@@ -92,6 +92,20 @@ def test_fast_decode_same_verdict_on_mutations(m: UserMessage, mutations: list[t
         assert fast.encode() == raw  # type: ignore[attr-defined]
 
 
+@CHECKS
+@given(st.lists(common_messages(), min_size=2, max_size=6), st.lists(st.integers(0, 5), max_size=12))
+def test_fast_decode_of_a_stream_equals_general_decode(ms: list[UserMessage], order: list[int]) -> None:
+    """Packets decoded one after another (the fast path reuses the previous packet's GUIDs,
+    TxSequenceID and DestinationQueue when their bytes repeat): each equals its general
+    decode, whatever came before it, in runs of equal packets and alternating ones."""
+    datas = [m.encode() for m in ms]
+    for data in datas:
+        decode_packet(data)  # fills the direct-name memo the fast path relies on
+    for i in [*range(len(datas)), *order, *reversed(range(len(datas)))]:
+        data = datas[i % len(datas)]
+        assert _verdict(decode_user_message, data) == _verdict(_decode_general, data)
+
+
 def test_fast_path_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     m = UserMessage.build(
         source_qm=uuid.UUID(int=1),

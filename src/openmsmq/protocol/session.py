@@ -678,9 +678,13 @@ class Session:
     def _drain_backlog(self, now: float) -> None:
         backlog = self._backlog
         awaiting = self._awaiting_ack
-        if not backlog or len(awaiting) >= self._window():
+        if not backlog:
             return
-        window = self._window()
+        # Each packet sent adds one entry to _awaiting_ack: the room left is counted down
+        # below rather than measured per packet.
+        room = self._window() - len(awaiting)
+        if room <= 0:
+            return
         out = self._out
         sent = self.message_sent_count
         recoverable_sent = self.recoverable_message_sent_count
@@ -691,7 +695,8 @@ class Session:
         # acknowledged as received is at most a window behind and needs no check.
         oldest = next(iter(pending)) if pending else None
         try:
-            while backlog and len(awaiting) < window:
+            while backlog and room > 0:
+                room -= 1
                 if oldest is not None and (recoverable_sent - oldest) % _U16 >= _RECOVERABLE_AHEAD_MAX:
                     break  # resumes when stored-acknowledgments release the oldest ones
                 packet, handle = backlog.popleft()
@@ -938,11 +943,18 @@ class Session:
                 f"beyond MessageSentCount {self.message_sent_count}"
             )
         # The covered entries are the oldest ones: taken off the front; the rest stay.
-        covered_entries = [awaiting.popleft() for _ in range(covered)]
-        self._window_bytes -= sum([e.size for e in covered_entries])
         # Only non-transactional entries are released by a SessionAck (3.1.5.5.2/3;
         # transactional never, seed 003): a transactional stream skips the bit set below.
-        plain = [e for e in covered_entries if not e.transactional]
+        # One pass over the covered entries (this runs for every acknowledged packet).
+        plain: list[AwaitingAck] = []
+        released_bytes = 0
+        popleft = awaiting.popleft
+        for _ in range(covered):
+            entry = popleft()
+            released_bytes += entry.size
+            if not entry.transactional:
+                plain.append(entry)
+        self._window_bytes -= released_bytes
         rec_acked: set[int] = set()
         # The flags say whether the header acknowledges stored messages: its base may be 0,
         # the number after 0xFFFF (RecoverableMsgSeqNumber is 16 bits and wraps). Reading

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from openmsmq.errors import MQError
@@ -31,6 +30,7 @@ from openmsmq.store.records import (
     OutgoingSequenceState,
     QueueType,
     message_to_row,
+    with_queue_id,
 )
 from openmsmq.store.writes import WriteContext
 from openmsmq.wire.fast import fast_constructor
@@ -206,7 +206,7 @@ class SequenceStore:
         qs = self._resolve(queue)
         sends = [self._send_record(qs, message_to_row(m), m, m.sent_time) for m in messages]
         stored = self.store.write(
-            ops.accept_incoming(sends, [replace(state, queue_id=qs.record.queue_id)], self._now())
+            ops.accept_incoming(sends, [with_queue_id(state, qs.record.queue_id)], self._now())
         )
         qs.messages_in += len(sends)
         self._notify([qs])
@@ -242,7 +242,7 @@ class SequenceStore:
                     sends.append(self._send_record(qs, row, m, m.sent_time))
             notify.append(qs)
             if state is not None:
-                state = replace(state, queue_id=qs.record.queue_id)
+                state = with_queue_id(state, qs.record.queue_id)
         count = len(sends)
         sends += acks
         if dead_letters:
@@ -287,7 +287,7 @@ class SequenceStore:
         qs = self._resolve(queue)
         qid = qs.record.queue_id
         batch = rows if isinstance(rows, list) else list(rows)
-        return qs, ops.accept_incoming_rows(qid, batch, [replace(state, queue_id=qid)], now)
+        return qs, ops.accept_incoming_rows(qid, batch, [with_queue_id(state, qid)], now)
 
     def record_incoming(self, states: Sequence[IncomingSequenceState]) -> None:
         """Persist incoming sequence state without messages (rejections)."""

@@ -167,6 +167,11 @@ def arrival_rows(
     blocks = guid_blocks
     rows: list[list[Any]] = []
     append = rows.append
+    # The GUID block of the previous packet's (lineage, QM) objects: a run of one sequence
+    # shares both (the decoder memoises GUIDs), so the block is looked up once per run.
+    last_lineage: object = None
+    last_qm: object = None
+    block: tuple[int, bytes] = (0, b"")
     for p in packets:
         user = p.user
         props = p.properties
@@ -185,18 +190,21 @@ def arrival_rows(
         bflags = p.base_flags
         tflags = tx.flags
         lineage = user.source_queue_manager
-        lineage_bytes = gb.get(lineage.int) or guid_bytes_of(lineage)
         qm = user.queue_manager_address
         # Message bits as message_to_row packs them: PositiveJournaling (UserHeader.Flags
         # JP, 0x200), NegativeJournaling (JN, 0x100), Trace (BaseHeader.Flags TR, 0x100),
         # FinalAck required (TransactionHeader.Flags FA, 0x2).
         bits = (uflags >> 9 & 1) | (uflags >> 7 & 2) | (bflags >> 6 & 4) | (tflags << 2 & 8)
         ack_flags = props.ack_flags
-        qm_bytes = gb.get(qm.int) or guid_bytes_of(qm)
-        # props' GUIDs (openmsmq.store.props): the source QM is the lineage here.
-        g, guids = blocks.get((lineage_bytes, qm_bytes, lineage_bytes)) or guid_block(
-            lineage_bytes, qm_bytes, lineage_bytes
-        )
+        if lineage is not last_lineage or qm is not last_qm:
+            lineage_bytes = gb.get(lineage.int) or guid_bytes_of(lineage)
+            qm_bytes = gb.get(qm.int) or guid_bytes_of(qm)
+            # props' GUIDs (openmsmq.store.props): the source QM is the lineage here.
+            block = blocks.get((lineage_bytes, qm_bytes, lineage_bytes)) or guid_block(
+                lineage_bytes, qm_bytes, lineage_bytes
+            )
+            last_lineage, last_qm = lineage, qm
+        g, guids = block
         if corr != ZERO_CORRELATION:
             g |= CORRELATION
             guids += corr
@@ -213,7 +221,8 @@ def arrival_rows(
         seq = tx.tx_sequence_id
         seq_id = (seq.timestamp << 32) | seq.ordinal  # TxSequenceId.value, inlined
         body: bytes | bytearray = props.body
-        if len(body) <= BODY_COPY_MAX:
+        size = len(body)
+        if size <= BODY_COPY_MAX:
             # Bound as a bytearray, as message_to_row binds it: sqlite3 sends bytes through
             # its adapter lookup, a bytearray straight (cheaper per inserted row).
             body = bytearray(body)
@@ -223,7 +232,7 @@ def arrival_rows(
             tx.tx_sequence_number, tx.previous_tx_sequence_number,
             (tflags >> 2) & 0x3,  # first (TransactionHeader.Flags 0x4) | last (0x8) << 1
             _D_ARRIVED_TIME, 1 if bits or ack_flags else 0,
-            len(body),  # Message.size: no Label, no extension
+            size,  # Message.size: no Label, no extension
             _join_bytearray((head, guids, dest)), body,
         ])  # fmt: skip
     return rows

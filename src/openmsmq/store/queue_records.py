@@ -7,7 +7,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, fields
 from enum import IntEnum
+from operator import attrgetter
 from typing import Any
+
+from openmsmq.wire.fast import fast_init
 
 __all__ = [
     "QUEUE_COLUMNS",
@@ -17,6 +20,7 @@ __all__ = [
     "QueueType",
     "queue_from_row",
     "sender_allowed",
+    "with_queue_id",
 ]
 
 
@@ -82,6 +86,10 @@ def sender_allowed(queue: QueueRecord, source_qm: uuid.UUID) -> bool:
     return not allowed or str(source_qm) in allowed.split(",")
 
 
+# Built once per queue read (a receiving QM reads its queue's row per stored batch): the
+# generated __init__ stores each of the ~20 fields through object.__setattr__.
+QueueRecord.__init__ = fast_init(QueueRecord)  # type: ignore[method-assign]
+
 QUEUE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(QueueRecord))
 
 
@@ -134,3 +142,17 @@ class IncomingSequenceState:
     #: DirectFormatSession: the previous hop was the sender QM itself (its order queue is
     #: ``DIRECT=TCP:<sender_address>\\PRIVATE$\\order_queue$``), else ``PRIVATE=<guid>\\00000004``.
     direct_format_session: bool = False
+
+
+IncomingSequenceState.__init__ = fast_init(IncomingSequenceState)  # type: ignore[method-assign]
+_INCOMING_FIELDS = [f.name for f in fields(IncomingSequenceState)]
+_incoming_values = attrgetter(*_INCOMING_FIELDS)
+_QUEUE_ID_AT = _INCOMING_FIELDS.index("queue_id")
+
+
+def with_queue_id(state: IncomingSequenceState, queue_id: int | None) -> IncomingSequenceState:
+    """``dataclasses.replace(state, queue_id=queue_id)`` without replace's introspection of
+    the fields on every call (it runs once per stored batch of a receiving QM)."""
+    values = list(_incoming_values(state))
+    values[_QUEUE_ID_AT] = queue_id
+    return IncomingSequenceState(*values)

@@ -35,6 +35,7 @@ from openmsmq.store.queue_records import (
     QueueType,
     queue_from_row,
     sender_allowed,
+    with_queue_id,
 )
 from openmsmq.wire.fast import fast_constructor, fast_init, slot_builder
 
@@ -70,6 +71,7 @@ __all__ = [
     "sender_allowed",
     "stamped_rows",
     "to_i64",
+    "with_queue_id",
 ]
 
 #: TimeToBeReceived / TimeToReachQueue value meaning "never expires" (MS-MQDMPR 3.1.1.12).
@@ -308,8 +310,8 @@ def stamped_rows(
     append = rows.append
     uniq = first_uniquifier - 1
     for m in messages:
-        label = m.label
-        if len(m.body) + 2 * len(label) + len(m.extension) > max_bytes or len(label) > 249:
+        n_label = len(m.label)
+        if len(m.body) + 2 * n_label + len(m.extension) > max_bytes or n_label > 249:
             _check_message(m, max_bytes)
         priority = m.priority
         if not 0 <= priority <= 7:
@@ -414,7 +416,8 @@ def _row(
     else:
         props = _join_bytearray((head, guids, dest))
     body: bytes | bytearray = m.body
-    if len(body) <= BODY_COPY_MAX:
+    n_body = len(body)
+    if n_body <= BODY_COPY_MAX:
         # Bound as a bytearray too (the bytes would take sqlite3's adapter lookup): the
         # copy costs less than the lookup up to this size (message_from_row gives bytes).
         body = bytearray(body)
@@ -432,7 +435,7 @@ def _row(
         (1 if m.first_in_transaction else 0) | (2 if m.last_in_transaction else 0),
         arrived_time,
         1 if bits or m.ack_flags else 0,
-        len(body) + 2 * len(m.label) + len(extension),  # Message.size
+        n_body + 2 * len(m.label) + len(extension),  # Message.size
         props,
         body,
     ]

@@ -71,7 +71,7 @@ from openmsmq.wire.packets import UserMessage
 from openmsmq.wire.userheader import DirectQueueFormatName, PrivateQueueFormatNameId
 
 if TYPE_CHECKING:
-    from openmsmq.qm.handles import QueueHandle
+    from openmsmq.qm.handles import QueueHandle, QueueState
     from openmsmq.qm.manager import QueueManager
     from openmsmq.qm.sequences import SequenceStore
 
@@ -135,12 +135,19 @@ class ReceiptCheck:
     """:func:`refusal_class` for transactional packets addressed to this QM, as the
     sessions run it before the acceptance rule (MS-MQQB 3.1.5.8). The destination's
     queue is looked up once per DestinationQueue object (the decoder shares them) and
-    again once it is deleted; the record read is the queue's current one."""
+    again once it is deleted; the record read is the queue's current one.
+
+    Runs once per received message: the DestinationQueue of the previous message is
+    compared by identity first (a run of one sequence shares one object), and the
+    queue's in-memory state is read directly (no dataclass hash, no handle properties)."""
 
     def __init__(self, qm: QueueManager, wall: WallClock) -> None:
         self._qm = qm
         self._wall = wall
-        self._queues: dict[object, QueueHandle] = {}
+        self._queues: dict[object, QueueState] = {}
+        #: (DestinationQueue object, its queue's state) of the last message: one reference,
+        #: so threads never see an object paired with another object's state.
+        self._last: tuple[object, QueueState | None] = (None, None)
 
     def refusal_class(self, message: UserMessage, now: float) -> int | None:
         """None, or the NACK class that refuses ``message`` on receipt at ``now`` (the
@@ -148,13 +155,18 @@ class ReceiptCheck:
         since 1970, through ``wall``)."""
         user = message.user
         dest = user.destination_queue
-        handle = self._queues.get(dest)
-        if handle is None or handle.deleted:
-            handle = self._find(dest, user.queue_manager_address)
-            if handle is not None and len(self._queues) < 4096:
-                self._queues[dest] = handle
+        last_dest, state = self._last
+        if dest is not last_dest or state is None or state.deleted:
+            state = self._queues.get(dest)
+            if state is None or state.deleted:
+                handle = self._find(dest, user.queue_manager_address)
+                state = None if handle is None else handle.state
+                if state is not None and len(self._queues) < 4096:
+                    self._queues[dest] = state
+            if state is not None:
+                self._last = (dest, state)
         return refusal_class(
-            None if handle is None else handle.record, user.source_queue_manager, True, user.sent_time,
+            None if state is None else state.record, user.source_queue_manager, True, user.sent_time,
             message.time_to_reach_queue, int(now + self._wall.offset),
         )  # fmt: skip
 

@@ -40,7 +40,7 @@ from openmsmq.wire.headers import (
     decode_debug_header,
     decode_transaction_header,
 )
-from openmsmq.wire.ids import ObjectId, cached_tx_sequence_id, tx_sequence_id_from_u64
+from openmsmq.wire.ids import ObjectId, TxSequenceId, cached_tx_sequence_id, tx_sequence_id_from_u64
 from openmsmq.wire.properties import (
     MessagePropertiesHeader,
     cached_label,
@@ -442,7 +442,9 @@ def encode_direct_transactional(
     express). Out-of-range values raise :class:`struct.error`; a packet over the 4 MiB
     PacketSize limit raises :class:`LocalProtocolError`. Bytes equal to ``encode``'s
     (tests/transfer/test_codec.py, through the row encoder)."""
-    n = len(raw_label) + len(body)
+    n_label = len(raw_label)
+    n_body = len(body)
+    n = n_label + n_body
     pad_len = -n & 3
     size = 140 + len(direct_wire) + n + pad_len  # as _encode_common (no extension)
     if size > MAX_PACKET_SIZE:
@@ -459,8 +461,8 @@ def encode_direct_transactional(
             direct_wire,
             _TX_PROPS_FIXED.pack(
                 tx_flags & ~1, tx_sequence_id, tx_sequence_number, previous_tx_sequence_number,
-                ack_flags, len(raw_label) >> 1, message_class, correlation_id, body_type,
-                application_tag, len(body), len(body), 0, 0, 0, 0,
+                ack_flags, n_label >> 1, message_class, correlation_id, body_type,
+                application_tag, n_body, n_body, 0, 0, 0, 0,
             ),
             raw_label,
             body,
@@ -504,10 +506,18 @@ _U_AH = 0x02000000
 _FAST_MASK = (STRUCTURAL | _U_AH) & ~_U_TH
 # DQ = 0x7 (direct), AQ = RQ = 0 (absent), MP = 1, every other pinned bit 0.
 _FAST_BITS = (7 << 10) | 0x00200000
+# The previous packet's GUIDs, TxSequenceID and DestinationQueue field with their values:
+# consecutive packets of a stream repeat them, and comparing the bytes costs less than a
+# memo lookup per field. Each is one tuple, so threads never see a key paired with another
+# key's value.
+_last_guids: tuple[bytes, bytes, uuid.UUID, uuid.UUID] = (b"", b"", uuid.UUID(int=0), uuid.UUID(int=0))
+_last_sequence: tuple[int, TxSequenceId | None] = (-1, None)
+_last_destination: tuple[bytes, DirectQueueFormatName | None] = (b"", None)
 
 
 def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq: int) -> UserMessage:
     """Decode the UserMessage in ``buf`` (the whole packet, trailing SessionHeader included)."""
+    global _last_guids, _last_sequence, _last_destination
     # The fast path (see above), one function: every "return _decode_general(...)" hands a
     # packet of another shape, or one breaking a rule, to the general decoder.
     if size < 68 or bflags & (_DH | _TR):
@@ -518,9 +528,17 @@ def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq
     # DirectQueueFormatName (MS-MQMQ 2.2.18.1.5.2): Count, string, pad to 4; known ones only.
     (count,) = _U16.unpack_from(buf, 64)
     p = 66 + count + (-(2 + count) & 3)
-    dest = cached_direct_queue(buf[64:p]) if p <= size else None
-    if dest is None:
+    if p > size:
         return _decode_general(buf, bflags, breserved, size, ttrq)
+    wire = buf[64:p]
+    last_destination = _last_destination
+    if wire == last_destination[0]:
+        dest = last_destination[1]
+    else:
+        dest = cached_direct_queue(wire)
+        if dest is None:
+            return _decode_general(buf, bflags, breserved, size, ttrq)
+        _last_destination = (wire, dest)
     tx: TransactionHeader | None = None
     if uflags & _U_TH:
         if not uflags & 0x60 or p + 76 > size:  # DM must be non-zero with TH
@@ -531,7 +549,12 @@ def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq
         # TransactionHeader (MS-MQMQ 2.2.20.5): no ConnectorQMGuid (CG), valid numbers.
         if tflags & 1 or number == 0 or previous == 0xFFFFFFFF:
             return _decode_general(buf, bflags, breserved, size, ttrq)
-        sequence_id = cached_tx_sequence_id(seq) or tx_sequence_id_from_u64(seq)
+        last_sequence = _last_sequence
+        if seq == last_sequence[0]:
+            sequence_id = last_sequence[1]
+        else:
+            sequence_id = cached_tx_sequence_id(seq) or tx_sequence_id_from_u64(seq)
+            _last_sequence = (seq, sequence_id)
         tx = _new_tx(sequence_id, number, previous, tflags, None)
         start = p + 20
     else:
@@ -565,9 +588,14 @@ def decode_user_message(buf: bytes, bflags: int, breserved: int, size: int, ttrq
                             privacy, hash_alg, enc_alg, extension,
                             buf[stop : stop + pad] if pad else b"")  # fmt: skip
     p = stop + pad
-    user = _new_direct_user_header(cached_guid(src) or guid_from_le(src),
-                                   cached_guid(qma) or guid_from_le(qma), sent, mid, dest, ttbr,
-                                   uflags & ~STRUCTURAL)  # fmt: skip
+    guids = _last_guids
+    if src == guids[0] and qma == guids[1]:
+        source_qm, qm_address = guids[2], guids[3]
+    else:
+        source_qm = cached_guid(src) or guid_from_le(src)
+        qm_address = cached_guid(qma) or guid_from_le(qma)
+        _last_guids = (src, qma, source_qm, qm_address)
+    user = _new_direct_user_header(source_qm, qm_address, sent, mid, dest, ttbr, uflags & ~STRUCTURAL)
     session = SessionHeader.decode(buf, size) if bflags & _SH else None
     message: UserMessage = _new_common_message(user, props, tx, session, buf[p:size] if p < size else b"",
                                                bflags & ~_BASE_STRUCTURAL, ttrq, breserved)  # fmt: skip
