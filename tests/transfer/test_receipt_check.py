@@ -11,6 +11,7 @@ from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.arrival import ReceiptCheck, refusal_class
 from openmsmq.transfer.codec import packet_from_message
+from openmsmq.transfer.state import WallClock
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 from openmsmq.wire.packets import UserMessage
@@ -40,7 +41,7 @@ def test_receipt_check_follows_deletion_and_recreation(tmp_path: Path) -> None:
     try:
         name = "private$\\orders"
         qm.create_queue(name, transactional=True)
-        check = ReceiptCheck(qm)
+        check = ReceiptCheck(qm, WallClock(0.0))
         # One DestinationQueue object for the whole run, as the decoder shares it.
         dest = DirectQueueFormatName("TCP:127.0.0.2\\PRIVATE$\\orders")
         seen: list[int | None] = []
