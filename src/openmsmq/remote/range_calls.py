@@ -23,10 +23,7 @@ from openmsmq.remote.auth import Permission, Principal
 from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.packed import encode_rows
 from openmsmq.remote.read_calls import REPLY_BYTES
-from openmsmq.store.records import ABORT_SHIFT, COL
-
-#: ``tx_flags`` of a stored row: its AbortCount and MoveCount live above bit 1.
-_TX_FLAGS = COL["tx_flags"]
+from openmsmq.store.rows import any_counted
 
 __all__ = [
     "RangeQuery",
@@ -137,7 +134,7 @@ def peek_range_packed(
     limits.messages(max_count, "max_count")
     _checked(qm, principal, queue, Permission.PEEK)
     rows = qm.peek_range_rows(queue, _position(after, "after"), max_count, through, REPLY_BYTES)
-    if any(row[_TX_FLAGS] >> ABORT_SHIFT for row in rows):
+    if any_counted(rows):
         return None
     return encode_rows(rows)
 

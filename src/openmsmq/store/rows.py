@@ -13,7 +13,7 @@ from typing import Any
 
 from openmsmq.store import props as layout
 from openmsmq.store.props import HEAD
-from openmsmq.store.records import COL
+from openmsmq.store.records import ABORT_SHIFT, COL
 
 __all__ = [
     "LOOKUP_ID",
@@ -23,6 +23,7 @@ __all__ = [
     "TRANSACTIONAL",
     "TX_SEQUENCE_ID",
     "TX_SEQUENCE_NUMBER",
+    "any_counted",
     "message_fields",
     "outgoing_fields",
     "props_times",
@@ -37,6 +38,7 @@ PREVIOUS_TX_SEQUENCE_NUMBER = COL["tx_previous_sequence_number"]
 PROPS = COL["props"]
 TRANSACTIONAL = COL["transactional"]
 SIZE = COL["size"]
+_TX_FLAGS = COL["tx_flags"]
 
 # The head of props (HEAD: BodyType, AppSpecific, DeliveryGuarantee, TimeToReachQueue,
 # TimeToBeReceived, ack flags, bits, hop count, uniquifier, SentTime, ...): the fields
@@ -49,6 +51,12 @@ _EXPIRY = slice(9, 17)
 #: TimeToReachQueue and TimeToBeReceived both INFINITE: a message that never expires.
 _NEVER_EXPIRES = b"\xff" * 8
 _U64 = 1 << 64
+
+
+def any_counted(rows: Sequence[Sequence[Any]]) -> bool:
+    """Whether a row of ``rows`` carries an AbortCount or a MoveCount (both kept in
+    ``tx_flags`` above its two transaction bits)."""
+    return any(row[_TX_FLAGS] >> ABORT_SHIFT for row in rows)
 
 
 def row_expire_at(row: Sequence[Any]) -> int | None:
