@@ -241,6 +241,39 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
         assert _count(store, q.queue_id) == 190
 
 
+def test_commit_after_a_lone_committers_batch_does_not_wait(tmp_path: Path) -> None:
+    """Two threads committing in turn, each alone in its batch (a transfer storing an accept
+    batch, then a consumer committing its receive): no leader waits for the other thread,
+    however long ``max_commit_wait`` is; only a batch several threads shared is waited for."""
+    import queue as queue_mod
+
+    with Store(tmp_path / "w.db", max_commit_wait=30.0) as store:
+        store.write(queues.init_qm_state(uuid.uuid4(), 1000))
+        q = private_queue(store)
+        turns: list[queue_mod.Queue[bool]] = [queue_mod.Queue(), queue_mod.Queue()]
+        done: queue_mod.Queue[int] = queue_mod.Queue()
+
+        def committer(me: int) -> None:
+            while turns[me].get(timeout=60):
+                store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"t"))], []))
+                done.put(me)
+
+        threads = [threading.Thread(target=committer, args=(i,)) for i in (0, 1)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(8):
+                turns[i % 2].put(True)
+                assert done.get(timeout=60) == i % 2
+        finally:
+            for turn in turns:
+                turn.put(False)
+            for t in threads:
+                t.join(60)
+        assert _count(store, q.queue_id) == 8
+        assert store.stats.commit_waits == 0
+
+
 def test_failing_op_does_not_abort_the_batch(open_store: Opener) -> None:
     with _open(open_store) as store:
         q = private_queue(store)

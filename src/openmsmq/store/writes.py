@@ -70,11 +70,13 @@ def is_busy(exc: sqlite3.Error) -> bool:
 
 @dataclass
 class StoreStats:
-    """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed."""
+    """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed,
+    ``commit_waits`` = batches whose leader waited for the previous batch's committers."""
 
     batches: int = 0
     ops: int = 0
     failed_ops: int = 0
+    commit_waits: int = 0
 
     @property
     def ops_per_batch(self) -> float:
