@@ -274,6 +274,43 @@ def test_commit_after_a_lone_committers_batch_does_not_wait(tmp_path: Path) -> N
         assert store.stats.commit_waits == 0
 
 
+def test_removal_events_take_one_statement_per_chunk_not_per_message(tmp_path: Path) -> None:
+    """The events of removed messages (FinalAck settlements, expiry passes) are read inside
+    the store's write transaction: a statement per message held every other committer of
+    the QM for thousands of statements. Those that asked for acknowledgments are reported,
+    in the order of the removes, with their own class; the others are not."""
+    with _open(tmp_path / "e.db") as store:
+        q = private_queue(store)
+        other = private_queue(store, "private$\\other")
+        n = 1200  # three chunks
+        lids = store.write(
+            ops.commit_work(
+                [
+                    ops.Send.of(q.queue_id, MessageRecord(body=b"j", positive_journaling=i % 3 == 0))
+                    for i in range(n)
+                ],
+                [],
+            )
+        )
+        removes = [ops.Remove(q.queue_id, lid, 1, None, 0x4000 + i % 2) for i, lid in enumerate(lids)]
+        removes.append(ops.Remove(other.queue_id, lids[0], 1, None, 0x4000))  # not in that queue
+        statements: list[str] = []
+
+        def run(conn: sqlite3.Connection) -> list[ops.RemovedMessage]:
+            conn.set_trace_callback(statements.append)
+            try:
+                return ops.expiry_events(removes)(conn)
+            finally:
+                conn.set_trace_callback(None)
+
+        events = store.read(run)
+        selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert len(selects) == 3
+        assert [(e.queue_id, e.message.lookup_id, e.reason) for e in events] == [
+            (q.queue_id, lid, 0x4000 + i % 2) for i, lid in enumerate(lids) if i % 3 == 0
+        ]
+
+
 def test_failing_op_does_not_abort_the_batch(open_store: Opener) -> None:
     with _open(open_store) as store:
         q = private_queue(store)
