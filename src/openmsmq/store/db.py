@@ -376,14 +376,14 @@ class Store:
 
         Takes every pending operation into the batch; then, if the previous batch was
         shared by several threads and some of them (released by its COMMIT) have not
-        submitted again yet, waits for
-        them a short bounded time — at most ``max_commit_wait`` and at most half the
-        last COMMIT's duration — on a lock the last of them releases, so steady
-        concurrent committers share one fsync instead of alternating between two
-        half-full ones. A wait that brings nobody (say one client hopping between pool
-        threads) turns waiting off for the next ``_WAIT_BACKOFF`` batches. After the
-        batch a caller hands the role on (:meth:`_hand_off`) and returns; the writer
-        thread keeps leading until nothing is pending.
+        submitted again yet, waits for them a short bounded time — at most
+        ``max_commit_wait`` and at most half the last COMMIT's duration — on a lock the
+        last of them releases, so steady concurrent committers share one fsync instead
+        of alternating between two half-full ones. A wait that brings nobody (say one
+        client hopping between pool threads) turns waiting off for the next
+        ``_WAIT_BACKOFF`` batches. After the batch a caller hands the role on
+        (:meth:`_hand_off`) and returns; the writer thread keeps leading until nothing is
+        pending.
         """
         main = not writer and _get_ident() == self._main_ident
         while True:
