@@ -30,6 +30,27 @@ def body(ms: list[MessageRecord]) -> list[bytes]:
 # ---- queues ---------------------------------------------------------------------------------
 
 
+def test_opening_a_known_outgoing_queue_writes_nothing(qm: QueueManager) -> None:
+    """The outgoing queue of a remote format name is created by its first Open Queue
+    (MS-MQDMPR 3.1.7.1.5 step 4); later opens (one per commit that raises an
+    acknowledgment or a FinalAck) find it without a store write, which would wait for the
+    store's writer ahead of the commit itself. A deleted one is created again."""
+    dest = "DIRECT=TCP:192.0.2.7\\private$\\admin"
+    first = qm.open_queue(dest)
+    ops = qm.store.stats.ops
+    again = qm.open_queue(" direct=tcp:192.0.2.7\\PRIVATE$\\Admin ")
+    assert qm.store.stats.ops == ops
+    assert again.state is first.state
+    assert again.state.record.queue_type == QueueType.OUTGOING
+    qm.delete_queue(first)
+    third = qm.open_queue(dest)
+    assert qm.store.stats.ops > ops
+    assert first.state.deleted and third.state is not first.state and not third.state.deleted
+    assert [q.queue_id for q in qm.list_queues(include_system=True) if q.name == third.state.record.name] == [
+        third.state.record.queue_id
+    ]
+
+
 def test_guid_persists_and_system_queues_exist(tmp_path: Path) -> None:
     with QueueManager(tmp_path / "d") as qm:
         guid = qm.guid

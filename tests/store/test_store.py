@@ -241,6 +241,76 @@ def test_writer_wait_for_previous_committers_is_bounded(tmp_path: Path, wait: fl
         assert _count(store, q.queue_id) == 190
 
 
+def test_commit_after_a_lone_committers_batch_does_not_wait(tmp_path: Path) -> None:
+    """Two threads committing in turn, each alone in its batch (a transfer storing an accept
+    batch, then a consumer committing its receive): no leader waits for the other thread,
+    however long ``max_commit_wait`` is; only a batch several threads shared is waited for."""
+    import queue as queue_mod
+
+    with Store(tmp_path / "w.db", max_commit_wait=30.0) as store:
+        store.write(queues.init_qm_state(uuid.uuid4(), 1000))
+        q = private_queue(store)
+        turns: list[queue_mod.Queue[bool]] = [queue_mod.Queue(), queue_mod.Queue()]
+        done: queue_mod.Queue[int] = queue_mod.Queue()
+
+        def committer(me: int) -> None:
+            while turns[me].get(timeout=60):
+                store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"t"))], []))
+                done.put(me)
+
+        threads = [threading.Thread(target=committer, args=(i,)) for i in (0, 1)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(8):
+                turns[i % 2].put(True)
+                assert done.get(timeout=60) == i % 2
+        finally:
+            for turn in turns:
+                turn.put(False)
+            for t in threads:
+                t.join(60)
+        assert _count(store, q.queue_id) == 8
+        assert store.stats.commit_waits == 0
+
+
+def test_removal_events_take_one_statement_per_chunk_not_per_message(tmp_path: Path) -> None:
+    """The events of removed messages (FinalAck settlements, expiry passes) are read inside
+    the store's write transaction: a statement per message held every other committer of
+    the QM for thousands of statements. Those that asked for acknowledgments are reported,
+    in the order of the removes, with their own class; the others are not."""
+    with _open(tmp_path / "e.db") as store:
+        q = private_queue(store)
+        other = private_queue(store, "private$\\other")
+        n = 1200  # three chunks
+        lids = store.write(
+            ops.commit_work(
+                [
+                    ops.Send.of(q.queue_id, MessageRecord(body=b"j", positive_journaling=i % 3 == 0))
+                    for i in range(n)
+                ],
+                [],
+            )
+        )
+        removes = [ops.Remove(q.queue_id, lid, 1, None, 0x4000 + i % 2) for i, lid in enumerate(lids)]
+        removes.append(ops.Remove(other.queue_id, lids[0], 1, None, 0x4000))  # not in that queue
+        statements: list[str] = []
+
+        def run(conn: sqlite3.Connection) -> list[ops.RemovedMessage]:
+            conn.set_trace_callback(statements.append)
+            try:
+                return ops.expiry_events(removes)(conn)
+            finally:
+                conn.set_trace_callback(None)
+
+        events = store.read(run)
+        selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert len(selects) == 3
+        assert [(e.queue_id, e.message.lookup_id, e.reason) for e in events] == [
+            (q.queue_id, lid, 0x4000 + i % 2) for i, lid in enumerate(lids) if i % 3 == 0
+        ]
+
+
 def test_failing_op_does_not_abort_the_batch(open_store: Opener) -> None:
     with _open(open_store) as store:
         q = private_queue(store)

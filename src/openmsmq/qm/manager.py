@@ -284,6 +284,13 @@ class QueueManager:
         first use, MS-MQDMPR 3.1.7.1.5 step 4). Unknown local queue: MQ_ERROR_QUEUE_NOT_FOUND."""
         self._check_open()
         if self._is_remote(queue):
+            # An outgoing queue this QM holds already is opened without the store: the
+            # transactional receive of a message that wants an acknowledgment or a
+            # FinalAck opens its destination in every commit, and a store write there
+            # waited for the writer once more before the commit's own.
+            known = self.queues.by_name.get(queues.OUTGOING_NAME_PREFIX + queue.strip().casefold())
+            if known is not None and not known.deleted:
+                return QueueHandle(known, queue)
             rec = self.store.write(queues.ensure_outgoing_queue(queue.strip(), self._now()))
             with self._lock:
                 qs = self.queues.by_id.get(rec.queue_id) or self.queues.add(rec)

@@ -374,15 +374,16 @@ class Store:
     def _lead(self, batch: list[WriteOp], *, writer: bool) -> None:
         """Run batches as the leader; ``batch`` holds what the role was taken with.
 
-        Takes every pending operation into the batch; then, if threads that were in the
-        previous batch (released by its COMMIT) have not submitted again yet, waits for
-        them a short bounded time — at most ``max_commit_wait`` and at most half the
-        last COMMIT's duration — on a lock the last of them releases, so steady
-        concurrent committers share one fsync instead of alternating between two
-        half-full ones. A wait that brings nobody (say one client hopping between pool
-        threads) turns waiting off for the next ``_WAIT_BACKOFF`` batches. After the
-        batch a caller hands the role on (:meth:`_hand_off`) and returns; the writer
-        thread keeps leading until nothing is pending.
+        Takes every pending operation into the batch; then, if the previous batch was
+        shared by several threads and some of them (released by its COMMIT) have not
+        submitted again yet, waits for them a short bounded time — at most
+        ``max_commit_wait`` and at most half the last COMMIT's duration — on a lock the
+        last of them releases, so steady concurrent committers share one fsync instead
+        of alternating between two half-full ones. A wait that brings nobody (say one
+        client hopping between pool threads) turns waiting off for the next
+        ``_WAIT_BACKOFF`` batches. After the batch a caller hands the role on
+        (:meth:`_hand_off`) and returns; the writer thread keeps leading until nothing is
+        pending.
         """
         main = not writer and _get_ident() == self._main_ident
         while True:
@@ -420,11 +421,22 @@ class Store:
             arrived = None
             if self._backoff:
                 self._backoff -= 1
-            elif missing and self.max_commit_wait > 0 and not self._closed and not self._pending:
-                # (a batch that left operations pending is full: no wait for more)
+            elif (
+                missing
+                and len(self._last_threads) > 1
+                and self.max_commit_wait > 0
+                and not self._closed
+                and not self._pending
+            ):
+                # Only after a batch that several committers shared: they commit
+                # concurrently and may split into alternating half-batches. The thread of
+                # a lone committer's batch is not blocked on this one, so waiting for it
+                # would only delay this batch (and the delivery it makes durable).
+                # (A batch that left operations pending is full: no wait for more.)
                 arrived = self._arrived = _allocate_lock()
                 arrived.acquire()
                 self._awaited = missing
+                self.stats.commit_waits += 1
         if arrived is not None:
             timeout = min(self.max_commit_wait, self._last_commit_seconds / 2)
             if timeout > 0:

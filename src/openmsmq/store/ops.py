@@ -595,9 +595,26 @@ def expiry_events(removes: Sequence[Remove]) -> Callable[[sqlite3.Connection], l
     return lambda conn: _expiry_events(conn, removes)
 
 
+#: LookupIdentifiers per statement of :func:`_expiry_events` (SQLite binds at most 32,766
+#: parameters; 500 keeps each statement's IN list small).
+_EVENTS_CHUNK = 500
+
+
 def _expiry_events(conn: sqlite3.Connection, removes: Sequence[Remove]) -> list[RemovedMessage]:
+    """The removed messages that asked for acknowledgments, journaling or a FinalAck, in
+    ``removes`` order. One statement per chunk of LookupIdentifiers, not one per message:
+    a FinalAck settlement or an expiry pass of thousands of messages runs inside the
+    store's write transaction, where every other committer of the QM waits for it."""
+    wanted: dict[int, tuple[int, MessageRecord]] = {}
+    for i in range(0, len(removes), _EVENTS_CHUNK):
+        chunk = [r.lookup_id for r in removes[i : i + _EVENTS_CHUNK]]
+        marks = ",".join("?" * len(chunk))
+        for qid, m in ack_wanted(conn, f"m.lookup_id IN ({marks})", chunk):
+            wanted[m.lookup_id] = (qid, m)
     events = []
-    for r in removes:
-        got = ack_wanted(conn, "m.lookup_id = ? AND m.queue_id = ?", (r.lookup_id, r.queue_id))
-        events += [RemovedMessage(qid, m, r.new_class or 0) for qid, m in got]
+    if wanted:
+        for r in removes:
+            got = wanted.get(r.lookup_id)
+            if got is not None and got[0] == r.queue_id:
+                events.append(RemovedMessage(r.queue_id, got[1], r.new_class or 0))
     return events

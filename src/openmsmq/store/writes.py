@@ -72,12 +72,14 @@ def is_busy(exc: sqlite3.Error) -> bool:
 class StoreStats:
     """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed,
     ``round_trips`` = statements the writer sent to a database server (None: an embedded
-    store, SQLite, has none)."""
+    store, SQLite, has none), ``commit_waits`` = batches whose leader waited for the
+    previous batch's committers."""
 
     batches: int = 0
     ops: int = 0
     failed_ops: int = 0
     round_trips: int | None = None
+    commit_waits: int = 0
 
     @property
     def ops_per_batch(self) -> float:
