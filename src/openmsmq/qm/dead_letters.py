@@ -194,14 +194,8 @@ class DeadLetters:
             for r in removes
             if r.target_queue_id is not None and r.target_queue_id != system_journal
         )
+        self._queues.count_moves((r.queue_id, r.target_queue_id) for r in removes)
         by_id = self._queues.by_id
-        for r in removes:  # expiry and dead-lettering: one message at a time already
-            source = by_id.get(r.queue_id)
-            if source is not None:
-                source.messages_out += 1
-            into = by_id.get(r.target_queue_id or 0)
-            if into is not None:
-                into.messages_in += 1
         self._queues.notify([by_id[dead], by_id[dead_x], by_id[system_journal]])
         self._removals.done(events, acks)
         return len(removes)

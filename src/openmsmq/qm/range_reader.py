@@ -319,13 +319,7 @@ class RangeReader:
             qs = by_id.get(qid)
             if qs is not None:
                 qs.messages_out += n
-        for r in removes:
-            qs = by_id.get(r.queue_id)
-            if qs is not None:
-                qs.messages_out += 1
-            journal = by_id.get(r.target_queue_id or 0)
-            if journal is not None:
-                journal.messages_in += 1
+        self._queues.count_moves((r.queue_id, r.target_queue_id) for r in removes)
 
     def _resolve_id(self, queue_id: int | None) -> QueueState:
         return self._queues.by_id[queue_id or 0]

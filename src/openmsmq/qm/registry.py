@@ -151,6 +151,20 @@ class QueueRegistry:
         with contextlib.suppress(ValueError):
             self._outgoing_listeners.remove(fn)
 
+    def count_moves(self, moves: Iterable[tuple[int, int | None]]) -> None:
+        """Add durable single-message removals to the per-queue rates: each (queue id,
+        target queue id or None) is one message out of its queue and, for a move into a
+        journal or dead-letter queue, one into the target. Queues deleted meanwhile are
+        skipped."""
+        by_id = self.by_id
+        for source_id, target_id in moves:
+            source = by_id.get(source_id)
+            if source is not None:
+                source.messages_out += 1
+            target = by_id.get(target_id or 0)
+            if target is not None:
+                target.messages_in += 1
+
     def notify(self, states: Iterable[QueueState]) -> None:
         """Wake the reads waiting on these queues (after messages became available) and
         tell the outgoing listeners about the outgoing queues among them."""
