@@ -154,6 +154,35 @@ def test_ctrl_c_is_130_for_a_command_that_waits(tmp_path: Path) -> None:
     assert proc.stderr is not None and proc.stderr.read() == "interrupted\n"
 
 
+#: Runs the CLI with a clean-up that never returns, as when a Ctrl-C landed inside a
+#: library's locked section and left a lock held that closing the connection waits for.
+_HANGING_CLOSE = (
+    "import threading, openmsmq.cli.context as c; "
+    "c.CliContext.close = lambda self: threading.Event().wait(); "
+    "from openmsmq.cli.main import main; main()"
+)
+
+
+def test_ctrl_c_ends_the_process_even_when_its_clean_up_hangs(tmp_path: Path) -> None:
+    """A clean-up stuck after Ctrl-C does not keep the command alive: it still ends
+    with 130 and has said "interrupted"."""
+    data = tmp_path / "data"
+    QueueManager(data).close()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HANGING_CLOSE, "--qm", str(data), "--json", "status", "--watch", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline()  # the first refresh is out
+        proc.send_signal(signal.SIGINT)
+        proc.wait(120)  # a bound for the test only: the command's own wait is far shorter
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == EXIT_INTERRUPTED
+    assert proc.stderr is not None and proc.stderr.read() == "interrupted\n"
+
+
 def test_the_docs_list_the_codes() -> None:
     text = (ROOT / "docs" / "cli.md").read_text()
     rows = dict(re.findall(r"^\| (\d+) \| (\w+)", text, re.M))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -61,6 +62,30 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+#: Longest the clean-up after Ctrl-C (closing the connection) may take.
+INTERRUPT_CLOSE_WAIT = 10.0
+
+
+def _exit_if_close_hangs() -> None:
+    """End the process with 130 if the clean-up after Ctrl-C has not within
+    :data:`INTERRUPT_CLOSE_WAIT`. A KeyboardInterrupt that lands inside a library's locked
+    section (a gRPC call's state, a condition variable) can leave a lock held that the
+    clean-up then waits for. Ending the process is safe: the command's output is already
+    written, the store keeps what was committed and drops what was not (as after a
+    crash), and a remote server ends the session's transactions itself (MS-MQRR 3.1.6)."""
+    import threading
+
+    def force() -> None:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    timer = threading.Timer(INTERRUPT_CLOSE_WAIT, force)
+    timer.daemon = True
+    timer.start()
+
+
 class _Group(click.Group):
     """Every failure of every command as one clean line on stderr and its exit status:
     library errors and OS errors 1, Ctrl-C 130 (usage errors are click's: 2). Commands
@@ -86,6 +111,7 @@ class _Group(click.Group):
             ctx.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
+            _exit_if_close_hangs()
             ctx.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             # The reader of stdout went away (`| head`): nothing more can be shown there;

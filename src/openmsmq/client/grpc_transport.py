@@ -18,6 +18,7 @@ that cannot be reached raises MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import queue
 import threading
@@ -55,6 +56,11 @@ from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
 from openmsmq.remote.packed import PACKED_V1
 from openmsmq.remote.status import QMStatus, status_from_pb
 from openmsmq.wire.ids import ObjectId
+
+log = logging.getLogger(__name__)
+
+#: Longest :meth:`GrpcTransport.close` waits for gRPC's teardown (see there).
+CLOSE_WAIT = 10.0
 
 __all__ = ["GrpcTransport", "error_from_rpc"]
 
@@ -723,6 +729,20 @@ class GrpcTransport(Transport):
             if self._closed:
                 return
             self._closed = True
+        # The teardown runs on its own thread, waited for at most CLOSE_WAIT: a
+        # KeyboardInterrupt that reached the main thread inside grpc's own code can leave a
+        # call's internal lock held, and cancelling that call would then block forever.
+        # The server's session rundown (MS-MQRR 3.1.6) ends whatever the teardown leaves.
+        done = threading.Thread(target=self._teardown, name="openmsmq-grpc-close", daemon=True)
+        done.start()
+        done.join(CLOSE_WAIT)
+        if done.is_alive():
+            log.warning(
+                "closing the remote-read connection did not finish within %.0f s; the server"
+                " ends the session when the process exits", CLOSE_WAIT,
+            )  # fmt: skip
+
+    def _teardown(self) -> None:
         if self._steps.supported and self._steps.acquire():
             try:
                 self._ahead.release()  # before the session's end, which would count it
