@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 
 from openmsmq.cli.main import cli
 from openmsmq.qm import QueueManager
+from tests.ctrl_c import ctrl_c_reaches_it
 
 ROOT = Path(__file__).resolve().parents[2]
 P = "private$\\orders"
@@ -141,7 +142,7 @@ def test_ctrl_c_is_130_for_a_command_that_waits(tmp_path: Path) -> None:
     QueueManager(data).close()
     proc = subprocess.Popen(
         [sys.executable, "-m", "openmsmq", "--qm", str(data), "--json", "status", "--watch", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline()  # the first refresh is out
@@ -170,7 +171,7 @@ def test_ctrl_c_ends_the_process_even_when_its_clean_up_hangs(tmp_path: Path) ->
     QueueManager(data).close()
     proc = subprocess.Popen(
         [sys.executable, "-c", _HANGING_CLOSE, "--qm", str(data), "--json", "status", "--watch", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline()  # the first refresh is out

@@ -16,6 +16,7 @@ import pytest
 
 from openmsmq.client import Access, connect
 from openmsmq.errors import HResult, MQError
+from tests.ctrl_c import ctrl_c_reaches_it
 from tests.serve_proc import A, ServeProcess, free_port
 
 Q = "private$\\follow"
@@ -37,7 +38,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _start(data: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "openmsmq", "--qm", str(data), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
     )  # fmt: skip
 
 

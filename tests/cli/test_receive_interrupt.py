@@ -23,6 +23,7 @@ import pytest
 
 from openmsmq.client import Access, connect
 from openmsmq.errors import HResult, MQError
+from tests.ctrl_c import ctrl_c_reaches_it
 from tests.serve_proc import A, ServeProcess, free_port
 
 TX = "private$\\orders"
@@ -63,7 +64,7 @@ def _interrupt_after(target: str, after: int, *args: str) -> tuple[int, str, str
     line, SIGINT it, and return its exit status, whole stdout and stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "openmsmq", "--qm", target, *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
     )  # fmt: skip
     watchdog = threading.Timer(120, proc.kill)  # bounded, whatever happens
     watchdog.start()
@@ -158,7 +159,7 @@ def test_interrupted_while_waiting_for_messages(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "openmsmq", "--qm", str(data), "receive", TX, "--transactional",
          "--timeout", "60", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
     )  # fmt: skip
     try:
@@ -195,7 +196,7 @@ def test_progress_shows_on_a_terminal_stderr_only(data: Path) -> None:
     args = [sys.executable, "-m", "openmsmq", "--qm", str(data), "receive", PLAIN, "--count", "600", "--json"]
     leader, follower = pty.openpty()
     try:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=follower)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=follower, preexec_fn=ctrl_c_reaches_it)
         os.close(follower)
         outs: list[bytes] = []
         reader = threading.Thread(target=lambda: outs.append(proc.stdout.read()))  # type: ignore[union-attr]
