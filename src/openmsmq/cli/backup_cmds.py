@@ -25,12 +25,7 @@ def backup(ctx: click.Context, destination: Path) -> None:
     from openmsmq.store.backup import backup_database
 
     c = ctx_of(ctx)
-    directory = c.data_directory()
-    if directory is None:
-        raise CommandError(
-            f"backup reads the store file: give --qm the data directory, not {quoted(c.target)}"
-            " (run it on the queue manager's host)"
-        )
+    directory = c.store_directory("backup")
     if not holds_queue_manager(Path(directory)):
         raise CommandError(f"no queue manager at {quoted(directory)}: nothing to back up")
     if (Path(directory) / STORE_POINTER).is_file():

@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlsplit
 import click
 from rich.console import Console
 
-from openmsmq.errors import ConfigError, MQError, OpenMSMQError
+from openmsmq.errors import ConfigError, MQError, OpenMSMQError, quoted
 from openmsmq.redact import redact
 
 if TYPE_CHECKING:  # the client (and the store under it) loads when a command connects
@@ -77,6 +77,17 @@ class CliContext:
             return self.target
         url = urlsplit(self.target)
         return unquote(url.path) if url.scheme.lower() == "file" else None
+
+    def store_directory(self, command: str) -> str:
+        """The data directory of a command that reads the store file itself (backup,
+        migrate); a :class:`CommandError` naming ``command`` for a network ``--qm``."""
+        directory = self.data_directory()
+        if directory is None:
+            raise CommandError(
+                f"{command} reads the store file: give --qm the data directory, not {quoted(self.target)}"
+                " (run it on the queue manager's host)"
+            )
+        return directory
 
     def connection(self) -> Connection:
         """The connection to ``--qm``, opened on first use and closed when the command ends.

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from openmsmq.cli.context import CommandError, ctx_of, json_option
-from openmsmq.errors import ConfigError, quoted
+from openmsmq.cli.context import ctx_of, json_option
+from openmsmq.errors import ConfigError
 from openmsmq.redact import redact
 
 __all__ = ["migrate", "register"]
@@ -64,12 +64,7 @@ def migrate(ctx: click.Context, dsn: str | None, config_path: Path | None, repla
     from openmsmq.qm.migration import migrate_to_postgresql
 
     c = ctx_of(ctx)
-    directory = c.data_directory()
-    if directory is None:
-        raise CommandError(
-            f"migrate reads the store file: give --qm the data directory, not {quoted(c.target)}"
-            " (run it on the queue manager's host)"
-        )
+    directory = c.store_directory("migrate")
     target = _dsn(dsn, config_path)
     result = migrate_to_postgresql(Path(directory), target, replace=replace)
     report = result.report
