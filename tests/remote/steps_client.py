@@ -1,7 +1,7 @@
 """Child process of test_steps.py: the consumer loop commits some messages (each commit
 taking the next one ahead), then (mode ``claim``) receives the one taken ahead in a
 transaction it never ends, or (mode ``ahead``) leaves it taken ahead, and waits to be
-SIGKILLed."""
+SIGKILLed. Modes ``batch-claim`` and ``batch-ahead``: the same with ``receive_many(2)``."""
 
 from __future__ import annotations
 
@@ -17,14 +17,20 @@ def main(target: str, queue: str, mode: str) -> None:
     conn = openmsmq.connect(target)
     q = conn.open_queue(queue, Access.RECEIVE)
     done = []
-    for _ in range(3):
+    batch = mode.startswith("batch-")  # receive_many(2): each commit takes the next two ahead
+    for _ in range(2 if batch else 3):
         with conn.transaction() as tx:
-            done.append(q.receive(timeout=5, tx=tx).body.decode())
+            got = q.receive_many(2, timeout=5, tx=tx) if batch else [q.receive(timeout=5, tx=tx)]
+            done.extend(m.body.decode() for m in got)
     print("COMMITTED " + json.dumps(done), flush=True)
-    if mode == "claim":
+    if mode == "batch-claim":
         tx = conn.transaction()
-        held = q.receive(timeout=5, tx=tx)  # the message taken ahead by the last commit
-        print("HOLDING " + held.body.decode(), flush=True)
+        held = q.receive_many(2, timeout=5, tx=tx)  # the batch taken ahead by the last commit
+        print("HOLDING " + json.dumps([m.body.decode() for m in held]), flush=True)
+    elif mode == "claim":
+        tx = conn.transaction()
+        held1 = q.receive(timeout=5, tx=tx)  # the message taken ahead by the last commit
+        print("HOLDING " + held1.body.decode(), flush=True)
     else:
         print("HOLDING ahead", flush=True)
     time.sleep(600)

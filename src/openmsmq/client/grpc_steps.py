@@ -1,20 +1,21 @@
 """The client end of the step stream (rpc Steps, :mod:`openmsmq.remote.steps`) and the
 consumer loop's fast path of :class:`~openmsmq.client.grpc_transport.GrpcTransport`.
 
-:class:`StepStream` carries Read, StartReceive, EndReceive, Commit and Abort over one
-bidirectional stream per connection instead of one gRPC call each (a stream message
+:class:`StepStream` carries Read, StartReceive, EndReceive, Send, Commit and Abort over
+one bidirectional stream per connection instead of one gRPC call each (a stream message
 costs about half a unary call's setup on both ends).
 
 :class:`ConsumerAhead` makes the loop users write, ``begin; receive one; process;
 commit``, one round trip per transaction without a change to that loop:
 
-* the commit of a transaction that received exactly one message from a queue's head (and
-  did nothing else) carries, in the same request and after the commit, the same receive
-  from that handle into a new transaction the client picks (MS-MQRR 3.1.4.13 step 6
-  creates it on the server). The application never sees that transaction: when its next
-  transaction's first op is a receive of one message from the same handle, the message
-  already here is returned and the application's transaction is carried by the one
-  begun ahead from then on (its XACTUOW on the wire; the application's id is unchanged).
+* the commit of a transaction whose only op was one receive from a queue's head (of one
+  message, or a batch of at most n) carries, in the same request and after the commit,
+  the same receive from that handle (without waiting) into a new transaction the client
+  picks (MS-MQRR 3.1.4.13 step 6 creates it on the server). The application never sees
+  that transaction: when its next transaction's first op is the same receive from the
+  same handle, the messages already here are returned and the application's transaction
+  is carried by the one begun ahead from then on (its XACTUOW on the wire; the
+  application's id is unchanged).
   Anything else first gives the message back by aborting the transaction begun ahead
   (the message goes back to its place: order is kept). A message taken ahead and not
   asked for within :data:`HOLD` seconds goes back the same way, from a thread of the
@@ -161,7 +162,9 @@ class _Ahead:
     #: R_StartTransactionalReceive under ``request_id``).
     kind: str
     request_id: int
-    message: Message
+    #: What the receive took (one for "start"; up to ``max_count`` for "read").
+    messages: list[Message]
+    max_count: int
     at: float
 
 
@@ -211,9 +214,10 @@ class ConsumerAhead:
         self._doomed: dict[bytes, MQError] = {}
         #: The application's XACTUOW -> the one begun ahead that carries it.
         self._alias: dict[bytes, bytes] = {}
-        #: server uow -> (handle, "read" | "start") for transactions whose only op was one
-        #: receive from the head of that handle; (0, "") once they did anything else.
-        self._shape: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
+        #: server uow -> (handle, "read" | "start", max_count) for transactions whose only
+        #: op was one receive (of one message, or a batch of at most max_count) from the
+        #: head of that handle; (0, "", 0) once they did anything else.
+        self._shape: OrderedDict[bytes, tuple[int, str, int]] = OrderedDict()
         #: Transactions begun ahead that took nothing (the queue was empty): aborted by
         #: the next request on the stream, ahead of its own ops.
         self._empty: list[bytes] = []
@@ -239,31 +243,37 @@ class ConsumerAhead:
         """End the application's ``uow`` here; return its XACTUOW on the wire."""
         return self._alias.pop(uow, uow)
 
-    def note(self, uow: bytes, handle: int, kind: str = "") -> None:
-        """Record an op of (server) transaction ``uow``: ``handle`` and ``kind`` for a
-        receive of one message from its head, 0 for anything else."""
+    def note(self, uow: bytes, handle: int, kind: str = "", max_count: int = 1) -> None:
+        """Record an op of (server) transaction ``uow``: ``handle``, ``kind`` and
+        ``max_count`` for a receive from its head, 0 for anything else."""
         if not uow:
             return
         shape = self._shape
-        shape[uow] = (handle, kind) if uow not in shape else (0, "")
+        shape[uow] = (handle, kind, max_count) if uow not in shape else (0, "", 0)
         while len(shape) > _SHAPES:
             shape.popitem(last=False)
 
-    def claim(self, handle: int, uow: bytes, kind: str) -> tuple[int, Message] | None:
-        """The message taken ahead for the first op of the application's transaction
-        ``uow`` (new, nothing sent in it yet), a receive of one message from ``handle``'s
-        head of ``kind``: (request id, message); ``uow`` is carried by the transaction
-        begun ahead from now on."""
+    def claim(
+        self, handle: int, uow: bytes, kind: str, max_count: int = 1
+    ) -> tuple[int, list[Message]] | None:
+        """The messages taken ahead for the first op of the application's transaction
+        ``uow`` (new, nothing sent in it yet), a receive from ``handle``'s head of ``kind``
+        and ``max_count`` (the same receive as the one taken ahead): (request id,
+        messages); ``uow`` is carried by the transaction begun ahead from now on."""
         with self._state:
             a = self._ahead
-            if a is None or a.handle != handle or a.kind != kind or time.monotonic() - a.at > self._held(a):
+            if (
+                a is None
+                or (a.handle, a.kind, a.max_count) != (handle, kind, max_count)
+                or time.monotonic() - a.at > self._held(a)
+            ):
                 return None
             self._ahead = None
         self._alias[uow] = a.uow
-        self.note(a.uow, handle, kind)
+        self.note(a.uow, handle, kind, max_count)
         if kind == "start":
             self._started = (a.uow, handle, a.request_id)
-        return a.request_id, a.message
+        return a.request_id, a.messages
 
     def _held(self, a: _Ahead) -> float:
         """How long ``a`` may wait for the application: a pending receive ("start") less
@@ -354,7 +364,7 @@ class ConsumerAhead:
         a transaction whose only op was one receive from a handle's head) the same receive
         into a new transaction, all in one request."""
         doomed = self._doomed.pop(uow, None)
-        handle, kind = self._shape.pop(uow, (0, ""))
+        handle, kind, max_count = self._shape.pop(uow, (0, "", 0))
         if doomed is not None:
             self._abort_quietly(uow)
             raise doomed
@@ -370,7 +380,7 @@ class ConsumerAhead:
         if handle and self.prefetch and not self._closed:
             nxt = uuid.uuid4().bytes
             read = pb.ReadRequest(
-                handle=handle, action=_RECEIVE, timeout_ms=0, transaction=nxt, max_count=1,
+                handle=handle, action=_RECEIVE, timeout_ms=0, transaction=nxt, max_count=max_count,
                 reply_format=PACKED_V1,
             )  # fmt: skip
             if kind == "start":
@@ -386,9 +396,11 @@ class ConsumerAhead:
                     self._abort_quietly(uow)
                 raise failure(res)
         if nxt and len(results) == len(ops):
-            self._took_ahead(nxt, handle, kind or "read", rid, results[-1])
+            self._took_ahead(nxt, handle, kind or "read", rid, max_count, results[-1])
 
-    def _took_ahead(self, uow: bytes, handle: int, kind: str, request_id: int, res: pb.StepResult) -> None:
+    def _took_ahead(
+        self, uow: bytes, handle: int, kind: str, request_id: int, max_count: int, res: pb.StepResult
+    ) -> None:
         got = self._decode(res.read) if res.hresult == 0 else []
         if not got:
             # Nothing to take (MQ_ERROR_IO_TIMEOUT: the queue is empty), or the receive
@@ -396,7 +408,7 @@ class ConsumerAhead:
             self._empty.append(uow)
             return
         with self._state:
-            self._ahead = _Ahead(uow, handle, kind, request_id, got[0], time.monotonic())
+            self._ahead = _Ahead(uow, handle, kind, request_id, got, max_count, time.monotonic())
         self._start_releaser()
 
     def abort(self, uow: bytes) -> None:

@@ -52,7 +52,7 @@ from openmsmq.errors import ConfigError, HResult, MQError, quoted
 from openmsmq.redact import redact
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
-from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY
+from openmsmq.remote.codes import HRESULT_KEY, INFINITE_TIMEOUT_MS, SESSION_KEY, UNKNOWN_STEP_OP
 from openmsmq.remote.packed import PACKED_V1
 from openmsmq.remote.status import QMStatus, status_from_pb
 from openmsmq.wire.ids import ObjectId
@@ -68,6 +68,10 @@ R = TypeVar("R")
 
 #: Largest request sent (the server accepts 16 × 4 MiB + 1 MiB).
 MAX_REQUEST_BYTES = 65 * 1024 * 1024
+
+#: Bytes a StepRequest adds around a SendRequest it carries (with the lead ops of the
+#: consumer loop, a few aborts), kept free below :data:`MAX_REQUEST_BYTES`.
+_STEP_FRAMING = 4096
 
 _CODE_HRESULT = {
     grpc.StatusCode.UNAVAILABLE: HResult.MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE,
@@ -222,9 +226,11 @@ class GrpcTransport(Transport):
         self.session_timeout: float = first.session_timeout
         self._md = (*self._auth, (SESSION_KEY, self.session_id))
         self._session_ready.set()
-        #: Read, StartReceive, EndReceive, Commit and Abort over one stream (grpc_steps).
+        #: Read, StartReceive, EndReceive, Send, Commit and Abort over one stream (grpc_steps).
         self._steps = StepStream(lambda it: self._stub.Steps(it, metadata=self._md), error_from_rpc)
         self._steps.supported = steps
+        #: False once the server answered a send op as unknown (it predates it).
+        self._send_steps = True
         self._ahead = ConsumerAhead(
             self._steps,
             self._request_ids,
@@ -285,19 +291,27 @@ class GrpcTransport(Transport):
             raise failure(res)
         if kind == "end_receive" and len(res.end_receive.status) == len(request.request_ids):
             return res.end_receive  # per-id statuses, as the EndReceive rpc answers
+        unknown = res.hresult == HResult.MQ_ERROR_INVALID_PARAMETER and res.details == UNKNOWN_STEP_OP
+        if kind == "send" and unknown:
+            self._send_steps = False  # a server older than sends on the stream: it ran nothing
+            raise StepsUnsupported
         if res.hresult:
             raise failure(res)
+        if kind == "send":
+            return res.send
         return res.read if kind in ("read", "start_receive") else pb.Empty()
 
-    def _claim(self, handle: int, uow: bytes, kind: str, wait: bool = True) -> tuple[int, Message] | None:
-        """The message the last commit took ahead (grpc_steps) for the first op of the new
-        transaction ``uow``, a receive of one message from ``handle``'s head, if any."""
+    def _claim(
+        self, handle: int, uow: bytes, kind: str, wait: bool = True, max_count: int = 1
+    ) -> tuple[int, list[Message]] | None:
+        """The messages the last commit took ahead (grpc_steps) for the first op of the new
+        transaction ``uow``, a receive of ``max_count`` from ``handle``'s head, if any."""
         if uow not in self._fresh:
             return None
         if not (self._steps.acquire() if wait else self._steps.lock.acquire(blocking=False)):
             return None
         try:
-            got = self._ahead.claim(handle, uow, kind)
+            got = self._ahead.claim(handle, uow, kind, max_count)
             if got is not None:
                 self._fresh.discard(uow)  # carried by the transaction begun ahead
             return got
@@ -431,7 +445,10 @@ class GrpcTransport(Transport):
                 f"a send of {req.ByteSize()} bytes exceeds {MAX_REQUEST_BYTES}: send fewer messages per call",
             )
         self._ahead.note(req.transaction, 0)
-        reply = self._call_tx(self._stub.Send, req, req.transaction)
+        # Over the step stream when it is free, as the unary call otherwise; one close to
+        # the size limit goes unary (the op's framing must not push it over).
+        step = "send" if self._send_steps and req.ByteSize() <= MAX_REQUEST_BYTES - _STEP_FRAMING else ""
+        reply = self._call_tx(self._stub.Send, req, req.transaction, step)
         return [
             SendReceipt(str(ObjectId(uuid.UUID(bytes=r.id_lineage), r.id_uniquifier)), r.lookup_id)
             for r in reply.receipts
@@ -450,16 +467,18 @@ class GrpcTransport(Transport):
     ) -> list[Message]:
         if max_count < 1:
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
-        head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
-        if head and tx is not None and (got := self._claim(handle, _uow(tx), "read")) is not None:
-            return [got[1]]
+        # A receive from the head, of one message or a batch: the commit of a transaction
+        # that did only this takes the same receive ahead (grpc_steps).
+        head = action == ReadAction.RECEIVE and not lookup_id and not cursor
+        if head and tx is not None and (got := self._claim(handle, _uow(tx), "read", True, max_count)):
+            return got[1]
         uow = self._wire(tx)
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
             timeout_ms=_timeout_ms(timeout), transaction=uow, max_count=max_count,
             reply_format=PACKED_V1,
         )  # fmt: skip
-        self._ahead.note(uow, handle if head else 0, "read")
+        self._ahead.note(uow, handle if head else 0, "read", max_count)
         return grpc_replies.messages(self._call_tx(self._stub.Read, req, uow, "read"))
 
     def start_receive(
@@ -493,7 +512,7 @@ class GrpcTransport(Transport):
             raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
         head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
         if head and tx is not None and (got := self._claim(handle, _uow(tx), "start")) is not None:
-            return [PendingMessage(got[0], got[1], True)]
+            return [PendingMessage(got[0], got[1][0], True)]
         uow = self._wire(tx)
         req = pb.ReadRequest(
             handle=handle, action=int(action), lookup_id=lookup_id, cursor=cursor,
@@ -509,7 +528,7 @@ class GrpcTransport(Transport):
 
     def ready_receive(self, handle: int, tx: TransactionId) -> PendingMessage | None:
         got = self._claim(handle, _uow(tx), "start", wait=False)  # an event loop may call it
-        return None if got is None else PendingMessage(got[0], got[1], True)
+        return None if got is None else PendingMessage(got[0], got[1][0], True)
 
     def hold_end(self, handle: int, request_id: int, ack: Ack, transactional: bool | None = None) -> bool:
         if transactional is False or not self._steps.lock.acquire(blocking=False):

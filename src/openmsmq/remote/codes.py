@@ -12,6 +12,7 @@ __all__ = [
     "NACK_RECEIVE_REJECTED",
     "SESSION_KEY",
     "SINGLE_MESSAGE_UOW",
+    "UNKNOWN_STEP_OP",
     "AccessMode",
     "Action",
     "RemoteAck",
@@ -22,6 +23,10 @@ __all__ = [
 HRESULT_KEY: Final = "openmsmq-hresult"
 #: Request-metadata key carrying the caller's session id.
 SESSION_KEY: Final = "openmsmq-session"
+
+#: Details of the MQ_ERROR_INVALID_PARAMETER answering a step op the server does not know
+#: (a server older than the op): the client sends that call as its unary rpc instead.
+UNKNOWN_STEP_OP: Final = "a step op names no call"
 
 #: ulTimeout meaning "wait forever" (MSMQ INFINITE).
 INFINITE_TIMEOUT_MS: Final = 0xFFFFFFFF

@@ -504,20 +504,22 @@ class TransactionRequest(_message.Message):
     def __init__(self, transaction: _Optional[bytes] = ...) -> None: ...
 
 class StepOp(_message.Message):
-    __slots__ = ("read", "start_receive", "end_receive", "commit", "abort", "give_back")
+    __slots__ = ("read", "start_receive", "end_receive", "commit", "abort", "give_back", "send")
     READ_FIELD_NUMBER: _ClassVar[int]
     START_RECEIVE_FIELD_NUMBER: _ClassVar[int]
     END_RECEIVE_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
     ABORT_FIELD_NUMBER: _ClassVar[int]
     GIVE_BACK_FIELD_NUMBER: _ClassVar[int]
+    SEND_FIELD_NUMBER: _ClassVar[int]
     read: ReadRequest
     start_receive: ReadRequest
     end_receive: EndReceiveRequest
     commit: TransactionRequest
     abort: TransactionRequest
     give_back: TransactionRequest
-    def __init__(self, read: _Optional[_Union[ReadRequest, _Mapping]] = ..., start_receive: _Optional[_Union[ReadRequest, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveRequest, _Mapping]] = ..., commit: _Optional[_Union[TransactionRequest, _Mapping]] = ..., abort: _Optional[_Union[TransactionRequest, _Mapping]] = ..., give_back: _Optional[_Union[TransactionRequest, _Mapping]] = ...) -> None: ...
+    send: SendRequest
+    def __init__(self, read: _Optional[_Union[ReadRequest, _Mapping]] = ..., start_receive: _Optional[_Union[ReadRequest, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveRequest, _Mapping]] = ..., commit: _Optional[_Union[TransactionRequest, _Mapping]] = ..., abort: _Optional[_Union[TransactionRequest, _Mapping]] = ..., give_back: _Optional[_Union[TransactionRequest, _Mapping]] = ..., send: _Optional[_Union[SendRequest, _Mapping]] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("ops",)
@@ -526,16 +528,18 @@ class StepRequest(_message.Message):
     def __init__(self, ops: _Optional[_Iterable[_Union[StepOp, _Mapping]]] = ...) -> None: ...
 
 class StepResult(_message.Message):
-    __slots__ = ("hresult", "details", "read", "end_receive")
+    __slots__ = ("hresult", "details", "read", "end_receive", "send")
     HRESULT_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
     END_RECEIVE_FIELD_NUMBER: _ClassVar[int]
+    SEND_FIELD_NUMBER: _ClassVar[int]
     hresult: int
     details: str
     read: ReadReply
     end_receive: EndReceiveReply
-    def __init__(self, hresult: _Optional[int] = ..., details: _Optional[str] = ..., read: _Optional[_Union[ReadReply, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveReply, _Mapping]] = ...) -> None: ...
+    send: SendReply
+    def __init__(self, hresult: _Optional[int] = ..., details: _Optional[str] = ..., read: _Optional[_Union[ReadReply, _Mapping]] = ..., end_receive: _Optional[_Union[EndReceiveReply, _Mapping]] = ..., send: _Optional[_Union[SendReply, _Mapping]] = ...) -> None: ...
 
 class StepReply(_message.Message):
     __slots__ = ("results",)

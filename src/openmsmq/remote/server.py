@@ -31,18 +31,18 @@ import grpc.aio
 from openmsmq.errors import HResult, LimitError, MQError
 from openmsmq.observability.refusals import Refusals
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
-from openmsmq.qm import MAX_MESSAGE_BYTES, MessageRecord, QueueManager, QueueRecord, QueueType
+from openmsmq.qm import MAX_MESSAGE_BYTES, QueueManager, QueueRecord, QueueType
 from openmsmq.remote import admin, range_calls, steps
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote import openmsmq_remote_pb2_grpc as pb_grpc
 from openmsmq.remote.auth import ALLOW_ALL, Principal, TokenTable, load_tokens
 from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY
 from openmsmq.remote.core import RemoteReadCore, RemoteSession
-from openmsmq.remote.limits import RemoteLimits, check_count, check_name
+from openmsmq.remote.limits import RemoteLimits, check_count
 from openmsmq.remote.packed import PACKED_V1
 from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
-from openmsmq.remote.steps import message_to_pb, read_reply
+from openmsmq.remote.steps import message_to_pb, read_reply, record_from_pb
 
 __all__ = [
     "HRESULT_KEY",
@@ -62,7 +62,6 @@ T = TypeVar("T")
 MAX_REQUEST_BYTES = 16 * MAX_MESSAGE_BYTES + (1 << 20)
 
 _INFINITE = 0xFFFFFFFF
-_DEFAULT_TTRQ = 0x54600
 _KIND = {QueueType.PRIVATE: "private", QueueType.SYSTEM: "system", QueueType.JOURNAL: "journal",
          QueueType.OUTGOING: "outgoing", QueueType.SUBQUEUE: "subqueue"}  # fmt: skip
 
@@ -127,29 +126,6 @@ class _CallError(Exception):
 
 
 # ---- value mapping ---------------------------------------------------------------------------
-
-
-def record_from_pb(o: pb.OutgoingMessage) -> MessageRecord:
-    """The queue manager's record for a message to send (identity and times assigned by the QM)."""
-    if len(o.correlation_id) > 20:
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
-    if o.delivery not in (0, 1):
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"delivery {o.delivery}")
-    if o.ack_flags & ~0x0F:
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"ack flags {o.ack_flags:#x}")
-    # Queue names are stored with the message but not counted in its size (quotas count
-    # body, label and extension): bounded like every name a call carries.
-    check_name(o.admin_queue, "admin queue name")
-    check_name(o.response_queue, "response queue name")
-    return MessageRecord(
-        body=o.body, label=o.label, priority=o.priority if o.HasField("priority") else 3,
-        correlation_id=o.correlation_id.ljust(20, b"\0"), app_specific=o.app_specific,
-        body_type=o.body_type, delivery=o.delivery,
-        time_to_reach_queue=o.time_to_reach_queue if o.HasField("time_to_reach_queue") else _DEFAULT_TTRQ,
-        time_to_be_received=o.time_to_be_received if o.HasField("time_to_be_received") else _INFINITE,
-        ack_flags=o.ack_flags, positive_journaling=o.journal, negative_journaling=o.dead_letter,
-        admin_queue=o.admin_queue, response_queue=o.response_queue, extension=o.extension,
-    )  # fmt: skip
 
 
 def queue_info_to_pb(r: QueueRecord) -> pb.QueueInfo:
@@ -368,16 +344,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def Send(self, request: pb.SendRequest, context: Any) -> pb.SendReply:
         def fn(s: RemoteSession, _c: threading.Event) -> pb.SendReply:
-            if request.messages:  # before the messages are converted
-                self.core.limits.messages(len(request.messages), "messages")
-            records = [record_from_pb(o) for o in request.messages]
-            pairs = self.core.send(s, request.handle, records, request.transaction)
-            lineage = self.core.qm.guid.bytes
-            return pb.SendReply(
-                receipts=[
-                    pb.SendReceipt(id_lineage=lineage, id_uniquifier=u, lookup_id=lid) for u, lid in pairs
-                ]
-            )
+            return steps.send(self.core, s, request)
 
         return await self._run(context, fn)
 

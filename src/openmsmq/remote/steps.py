@@ -1,5 +1,6 @@
-"""The receive and transaction calls of the remote-read service, shared by their unary
-rpcs (Read, StartReceive, EndReceive, Commit, Abort) and by the step stream (rpc Steps).
+"""The receive, send and transaction calls of the remote-read service, shared by their
+unary rpcs (Read, StartReceive, EndReceive, Send, Commit, Abort) and by the step stream
+(rpc Steps).
 
 A step stream carries those calls of one session over one bidirectional gRPC stream:
 each :class:`StepRequest` is a short list of ops run in order, answered by one
@@ -20,10 +21,12 @@ import threading
 from collections.abc import Callable
 
 from openmsmq.errors import HResult, LimitError, MQError
-from openmsmq.qm import MessageRecord
+from openmsmq.qm import INFINITE, MessageRecord
 from openmsmq.remote import openmsmq_remote_pb2 as pb
 from openmsmq.remote.auth import Principal
+from openmsmq.remote.codes import UNKNOWN_STEP_OP
 from openmsmq.remote.core import RemoteReadCore, RemoteSession
+from openmsmq.remote.limits import check_name
 from openmsmq.remote.packed import PACKED_V1, encode_messages
 
 __all__ = [
@@ -34,7 +37,9 @@ __all__ = [
     "message_to_pb",
     "read",
     "read_reply",
+    "record_from_pb",
     "run_steps",
+    "send",
     "start_receive",
     "waits",
 ]
@@ -51,6 +56,9 @@ _END_METHODS: dict[int, bool | None] = {
     pb.END_RECEIVE: False,
     pb.END_TRANSACTIONAL_RECEIVE: True,
 }
+
+#: TimeToReachQueue of a message that sets none (seconds: 4 days, LONG_LIVED, MS-MQDMPR 3.1.1.12).
+DEFAULT_TTRQ = 0x54600
 
 #: Called with (rpc name, error) for an op refused by a limit or a permission.
 Refused = Callable[[str, MQError], None]
@@ -91,6 +99,29 @@ def read_reply(
     return pb.ReadReply(messages=[message_to_pb(m, rid) for rid, m in zip(request_ids, msgs, strict=True)])
 
 
+def record_from_pb(o: pb.OutgoingMessage) -> MessageRecord:
+    """The queue manager's record for a message to send (identity and times assigned by the QM)."""
+    if len(o.correlation_id) > 20:
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
+    if o.delivery not in (0, 1):
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"delivery {o.delivery}")
+    if o.ack_flags & ~0x0F:
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"ack flags {o.ack_flags:#x}")
+    # Queue names are stored with the message but not counted in its size (quotas count
+    # body, label and extension): bounded like every name a call carries.
+    check_name(o.admin_queue, "admin queue name")
+    check_name(o.response_queue, "response queue name")
+    return MessageRecord(
+        body=o.body, label=o.label, priority=o.priority if o.HasField("priority") else 3,
+        correlation_id=o.correlation_id.ljust(20, b"\0"), app_specific=o.app_specific,
+        body_type=o.body_type, delivery=o.delivery,
+        time_to_reach_queue=o.time_to_reach_queue if o.HasField("time_to_reach_queue") else DEFAULT_TTRQ,
+        time_to_be_received=o.time_to_be_received if o.HasField("time_to_be_received") else INFINITE,
+        ack_flags=o.ack_flags, positive_journaling=o.journal, negative_journaling=o.dead_letter,
+        admin_queue=o.admin_queue, response_queue=o.response_queue, extension=o.extension,
+    )  # fmt: skip
+
+
 # ---- the calls -------------------------------------------------------------------------------
 
 
@@ -125,6 +156,19 @@ def end_receive(core: RemoteReadCore, s: RemoteSession, request: pb.EndReceiveRe
     transactional = _END_METHODS[request.method]
     status = core.end_receive(s, request.handle, request.request_ids, request.ack, transactional)
     return pb.EndReceiveReply(status=status)
+
+
+def send(core: RemoteReadCore, s: RemoteSession, request: pb.SendRequest) -> pb.SendReply:
+    """Send: the messages' count checked before they are converted; durable when it
+    returns unless a transaction carries them (then at its commit)."""
+    if request.messages:
+        core.limits.messages(len(request.messages), "messages")
+    records = [record_from_pb(o) for o in request.messages]
+    pairs = core.send(s, request.handle, records, request.transaction)
+    lineage = core.qm.guid.bytes
+    return pb.SendReply(
+        receipts=[pb.SendReceipt(id_lineage=lineage, id_uniquifier=u, lookup_id=lid) for u, lid in pairs]
+    )
 
 
 def commit(core: RemoteReadCore, s: RemoteSession, request: pb.TransactionRequest) -> pb.Empty:
@@ -173,10 +217,12 @@ def _run_op(core: RemoteReadCore, s: RemoteSession, op: pb.StepOp, cancel: threa
     if kind == "abort":
         abort(core, s, op.abort)
         return pb.StepResult()
+    if kind == "send":
+        return pb.StepResult(send=send(core, s, op.send))
     if kind == "give_back":
         core.abort(s, op.give_back.transaction, counted=False)
         return pb.StepResult()
-    raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "a step op names no call")
+    raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, UNKNOWN_STEP_OP)
 
 
 def run_steps(
@@ -225,4 +271,5 @@ _RPC = {
     "commit": "Commit",
     "abort": "Abort",
     "give_back": "Abort",
+    "send": "Send",
 }
