@@ -134,6 +134,13 @@ def test_endpoint_shows_queue_depth_and_store_commits_after_real_traffic(tmp_pat
             assert value(mid, "openmsmq_queue_bytes", queue=q, kind="private") >= 60
             assert value(mid, "openmsmq_store_commits_total") > commits0
             assert value(mid, "openmsmq_store_operations_total") > ops0
+            # How long transactions held the writer: the sum grows with the commits, the
+            # longest is one of them.
+            held0 = value(before, "openmsmq_store_writer_held_seconds_total")
+            held = value(mid, "openmsmq_store_writer_held_seconds_total")
+            longest = value(mid, "openmsmq_store_writer_longest_hold_seconds")
+            assert held > held0 and 0 < longest <= held
+            assert (held, longest) == (qm.store.stats.held_seconds, qm.store.stats.longest_hold)
 
             with conn.transaction() as tx:
                 assert len(queue.receive_many(2, timeout=0, tx=tx)) == 2

@@ -8,11 +8,12 @@ import tracemalloc
 import pytest
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.protocol.outgoing import RetainedMessage
 from openmsmq.qm import names
 from openmsmq.qm import sending as qm_sending
 from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.engine import AcceptBatch
-from openmsmq.transfer.state import RECEIVED_OVERHEAD
+from openmsmq.transfer.state import RECEIVED_OVERHEAD, TransferConfig
 from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
@@ -91,6 +92,46 @@ def test_a_large_release_is_deleted_a_chunk_per_store_transaction(
     net.run_until_quiet()
     assert calls == [[3], [4]]
     assert outgoing_count(a.qm) == 0 and a.transfer.idle
+
+
+def test_a_large_release_runs_in_short_turns_by_default(net: Net, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the default configuration an OrderAck of 2,500 messages is released in store
+    transactions of at most 1,000 rows each: every one holds the store's writer, and an
+    application's commit queued behind it waits for the whole of it (the next chunk is
+    handed out only after one committed, so queued commits run in between)."""
+    chunk = TransferConfig().release_chunk
+    assert chunk <= 1_000
+    a, b = _pair(net)
+    calls: list[list[int]] = []
+    real = a.transfer.sequence_store.release_outgoing_many
+
+    def spy(releases):  # type: ignore[no-untyped-def]
+        calls.append([n for _, n in releases])
+        return real(releases)
+
+    monkeypatch.setattr(a.transfer.sequence_store, "release_outgoing_many", spy)
+    _send_all(a, 5, 500)
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == _expected(5, 500)
+    assert outgoing_count(a.qm) == 0
+    ends = [n for call in calls for n in call]
+    assert ends[-1] == 2_500 and len(ends) >= 3
+    assert all(hi - lo <= chunk for lo, hi in zip([0, *ends], ends, strict=False))
+
+
+def test_final_ack_settlements_run_in_turns_of_release_chunk(net: Net) -> None:
+    """A burst of FinalAcks (one per message a deleted queue rejected, say) is settled in
+    store transactions of at most ``release_chunk`` FinalAcks, not all in one."""
+    a, _ = _pair(net, release_chunk=10)
+    s = a.transfer.settlements
+    seq = TxSequenceId(1_700_000_000, 1)
+    released = tuple(RetainedMessage(seq, i, i - 1, i) for i in range(1, 26))
+    s.settle_released(1, released, MessageClass.NACK_Q_DELETED)
+    sizes = []
+    while (work := s.next_batch(a.transfer.outgoing.values(), lambda: 0.0)) is not None:
+        sizes.append(len(work.settles))
+        s.done(work, s.run(work), a.transfer.outgoing.values(), lambda _: None)
+    assert sizes == [10, 10, 5] and s.idle
 
 
 def test_lost_batch_is_resent_on_reconnect(net: Net) -> None:

@@ -606,6 +606,18 @@ class QueueManagerCollector(Collector):
             ops.add_metric([], store.ops)
             failed.add_metric([], store.failed_ops)
             yield from (commits, ops, failed)
+            held = CounterMetricFamily(
+                "openmsmq_store_writer_held_seconds",
+                "Seconds store transactions held the writer (BEGIN to COMMIT, fsync included).",
+            )
+            held.add_metric([], store.held_seconds)
+            longest = GaugeMetricFamily(
+                "openmsmq_store_writer_longest_hold_seconds",
+                "The longest time one store transaction held the writer since the store opened:"
+                " what a commit queued behind it waited, at most.",
+            )
+            longest.add_metric([], store.longest_hold)
+            yield from (held, longest)
             if store.round_trips is not None:
                 trips.add_metric([], store.round_trips)
                 yield trips

@@ -501,6 +501,7 @@ class Store:
         started = time.monotonic()
         self._run_batch(batch)
         self._last_commit_seconds = time.monotonic() - started
+        self.stats.observe_hold(self._last_commit_seconds)
         self._lone_batches = self._lone_batches + 1 if len(batch) == 1 else 0
         self.metrics.observe_commit(len(batch), self._last_commit_seconds)
 
@@ -582,6 +583,7 @@ class Store:
                 return
             self._sequential_id = ctx.sequential_id
             self._reserved = reserved
+            self.stats.committed_lookup_id = ctx.sequential_id
             self.stats.batches += 1
             done = 0
             for op, ok, value in results:

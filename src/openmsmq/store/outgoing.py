@@ -13,12 +13,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from openmsmq.store.ops import IN_CHUNK, DeleteMany, Remove, apply_removes, delete_lookup_ids
-from openmsmq.store.reads import MSG_SELECT, ack_wanted, outgoing_sequence
+from openmsmq.store.reads import outgoing_sequence
 from openmsmq.store.records import (
+    COL,
     LOOKUP_MASK,
     PRIORITY0_BAND,
+    ROW_COLUMNS,
     MessageRecord,
     OutgoingSequenceState,
     from_i64,
@@ -35,6 +38,27 @@ __all__ = [
     "release_outgoing_counted",
     "settle_final_acks",
 ]
+
+
+#: Every column of a message row but the body (the last one): what a release or a FinalAck
+#: settlement decides on (the flags JP, JN, FA; the MessageID; the destination a FinalAck's
+#: origin is checked against) and what the message counted (``size``). A settlement or a
+#: release never sends the message anywhere, so it does not read the body's pages (a large
+#: body lives in overflow pages of its own).
+_HEAD_SELECT = ", ".join(f"m.{c}" for c in ROW_COLUMNS[:-1])
+assert ROW_COLUMNS[-1] == "body"
+_C_SIZE = COL["size"]
+
+
+def _head_record(row: tuple[Any, ...]) -> MessageRecord:
+    """The :class:`MessageRecord` of a row read with :data:`_HEAD_SELECT`, its body empty
+    (its stored size is the row's ``size``, not ``MessageRecord.size``)."""
+    return message_from_row((*row, b""))
+
+
+def _asked_final_ack(m: MessageRecord) -> bool:
+    """Whether the message asked for a FinalAck: JP, JN or TransactionHeader.Flags.FA."""
+    return m.final_ack_required or m.positive_journaling or m.negative_journaling
 
 
 #: ``outgoing_sequences.queue_id`` of the row that remembers the highest TxSequenceID this QM
@@ -184,13 +208,6 @@ def release_outgoing_counted(
     return op
 
 
-def _final_ack_wanted(ctx: WriteContext, lookup_id: int) -> bool:
-    """Whether the message (a row with ``ack_wanted``) asked for a FinalAck: JP, JN or FA."""
-    got = ack_wanted(ctx.conn, "m.lookup_id = ?", (lookup_id,))
-    m = got[0][1] if got else None
-    return m is not None and (m.final_ack_required or m.positive_journaling or m.negative_journaling)
-
-
 def _release_listed(
     ctx: WriteContext, queue_id: int, where: str, args: tuple[int, ...], awaiting: int | None
 ) -> tuple[list[int], list[int]]:
@@ -199,12 +216,10 @@ def _release_listed(
     keep: list[Remove] = []
     if awaiting is not None:
         # Messages that asked for a FinalAck move to the awaiting queue (rare: only rows
-        # with ack_wanted are looked at).
-        for lid, size in conn.execute(
-            f"SELECT lookup_id, size FROM messages WHERE {where} AND ack_wanted", args
-        ).fetchall():
-            if _final_ack_wanted(ctx, lid):
-                keep.append(Remove(queue_id, lid, size, awaiting))
+        # with ack_wanted are looked at, in one statement, without their bodies).
+        for r in conn.execute(f"SELECT {_HEAD_SELECT} FROM messages m WHERE {where} AND ack_wanted", args):
+            if _asked_final_ack(_head_record(r)):
+                keep.append(Remove(queue_id, r[0], r[_C_SIZE], awaiting))
         apply_removes(ctx, keep)
     rows = conn.execute(f"DELETE FROM messages WHERE {where} RETURNING lookup_id, size", args).fetchall()
     if rows:
@@ -252,10 +267,12 @@ def _release_counted(
     count = conn.execute(f"DELETE FROM messages WHERE {where} AND NOT ack_wanted", args).rowcount
     # What is left of the range asked for something: a FinalAck (moved aside, as in the
     # listed path) or only acknowledgments, which a release does not raise (deleted).
+    # One statement reads them all, without their bodies.
     moves: list[Remove] = []
     deletes: list[int] = []
-    for lid, size in conn.execute(f"SELECT lookup_id, size FROM messages WHERE {where}", args).fetchall():
-        if awaiting is not None and _final_ack_wanted(ctx, lid):
+    for r in conn.execute(f"SELECT {_HEAD_SELECT} FROM messages m WHERE {where}", args).fetchall():
+        lid, size = r[0], r[_C_SIZE]
+        if awaiting is not None and _asked_final_ack(_head_record(r)):
             moves.append(Remove(queue_id, lid, size, awaiting))
         else:
             deletes.append(lid)
@@ -286,7 +303,8 @@ def _release_counted(
 class FinalAckOutcome:
     """What :func:`settle_final_acks` did with the message a FinalAck names."""
 
-    #: The message as it waited (None: no waiting message matches: the FinalAck is dropped).
+    #: The message as it waited, without its body (not read: a settlement moves or deletes
+    #: the row as it is); None: no waiting message matches, the FinalAck is dropped.
     message: MessageRecord | None
     #: Queue it moved to (journal / transactional dead-letter), or None when deleted.
     target_queue_id: int | None
@@ -321,14 +339,15 @@ def settle_final_acks(
         for i, (tx_sequence_id, tx_sequence_number, message_id, message_class) in enumerate(final_acks):
             # Through the messages_final_ack index (schema 5): a message waiting for its
             # FinalAck asked for one, so ack_wanted is set; the queue is checked per row.
+            # Not the body: the message moves or goes by its LookupIdentifier.
             rows = ctx.conn.execute(
-                f"SELECT {MSG_SELECT} FROM messages m WHERE m.tx_sequence_id = ?"
+                f"SELECT {_HEAD_SELECT} FROM messages m WHERE m.tx_sequence_id = ?"
                 " AND m.tx_sequence_number = ? AND m.ack_wanted AND +m.queue_id = ?",
                 (to_i64(tx_sequence_id), tx_sequence_number, awaiting_queue_id),
             ).fetchall()
             outcome = FinalAckOutcome(None, None)
             for r in rows:
-                m = message_from_row(r)
+                m = _head_record(r)
                 if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF or m.lookup_id in taken:
                     continue
                 if accept is not None and not accept(i, m):
@@ -342,7 +361,7 @@ def settle_final_acks(
                     target, new_class = deadletter_queue_id, message_class
                 # A repeated FinalAck in the same batch finds the message taken: no match.
                 taken.add(m.lookup_id)
-                removes.append(Remove(awaiting_queue_id, m.lookup_id, m.size, target, new_class))
+                removes.append(Remove(awaiting_queue_id, m.lookup_id, r[_C_SIZE], target, new_class))
                 outcome = FinalAckOutcome(m, target)
                 break
             outcomes.append(outcome)

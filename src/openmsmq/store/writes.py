@@ -73,13 +73,28 @@ class StoreStats:
     """Counters of the writer: ``batches`` = COMMITs (fsyncs), ``ops`` = operations committed,
     ``round_trips`` = statements the writer sent to a database server (None: an embedded
     store, SQLite, has none), ``commit_waits`` = batches whose leader waited for the
-    previous batch's committers."""
+    previous batch's committers, ``held_seconds`` / ``longest_hold`` = how long batches
+    held the writer."""
 
     batches: int = 0
     ops: int = 0
     failed_ops: int = 0
     round_trips: int | None = None
     commit_waits: int = 0
+    #: Seconds the writer was held by batches (BEGIN to COMMIT, fsync included), in total
+    #: and the longest one: what a commit queued behind a batch waits for, at most.
+    held_seconds: float = 0.0
+    longest_hold: float = 0.0
+    #: The last LookupIdentifier handed out by a committed batch of this writer: it moves
+    #: with every commit of this process that stored a message (a change mark that costs
+    #: no statement; commits of other processes on the same store are not in it).
+    committed_lookup_id: int = 0
+
+    def observe_hold(self, seconds: float) -> None:
+        """A batch held the writer for ``seconds``."""
+        self.held_seconds += seconds
+        if seconds > self.longest_hold:
+            self.longest_hold = seconds
 
     @property
     def ops_per_batch(self) -> float:

@@ -166,24 +166,28 @@ class Settlements:
             return None
         names = {t.queue_id: t.format_name for t in outgoing}
         releases = self._release_steps(names)
-        # FinalAck settlements go after the releases that move their messages aside.
-        settles = () if self._releases else tuple(self._settles)
+        # FinalAck settlements go after the releases that move their messages aside. Like
+        # releases and deletions, at most ``release_chunk`` of them per batch: the batch
+        # is one store transaction, and a commit queued behind it waits for all of it.
+        chunk = self._chunk
+        settles = () if self._releases else tuple(self._settles[:chunk])
+        deletes = self._deletes[:chunk]
         work = ReleaseBatch(
             releases,
-            tuple((names[q], lid) for q, lid in self._deletes if q in names),
+            tuple((names[q], lid) for q, lid in deletes if q in names),
             settles,
             now_wall() if self._expire_due else None,
             tuple((names[q], lid) for q, lid in self._dead_letters if q in names),
-            tuple(self._settle_origins) if settles else (),
+            tuple(self._settle_origins[:chunk]) if settles else (),
             tuple((names[q], lid, mid, cls) for q, lid, mid, cls in self._final_settles if q in names),
         )
         self._expire_due = False
         self._dead_letters.clear()
         self._final_settles.clear()
-        self._deletes.clear()
+        del self._deletes[: len(deletes)]
         if settles:
-            self._settles.clear()
-            self._settle_origins.clear()
+            del self._settles[: len(settles)]
+            del self._settle_origins[: len(settles)]
         self._in_flight = work
         self.ready = False
         return work
@@ -193,9 +197,11 @@ class Settlements:
         of its next chunk of ``release_chunk`` messages, or all it has to release.
 
         One OrderAck may release ``max_in_flight`` messages at once; one transaction for
-        them would hold the store's write lock long (an application committing to the
-        same store waits) and grow the WAL. Chunks are short transactions, one per
-        ReleaseBatch (at most one runs at a time); FinalAck settlements wait for the last."""
+        them would hold the store's writer long (an application's commit queued behind it
+        waits for all of it) and grow the WAL. Chunks are short transactions, one per
+        ReleaseBatch (at most one runs at a time, and the next is handed out only after
+        it committed, so the commits queued meanwhile run in between); FinalAck
+        settlements wait for the last."""
         steps: list[tuple[str, int]] = []
         for q, pending in list(self._releases.items()):
             name = names.get(q)

@@ -136,8 +136,9 @@ class TransferConfig:
     counts about 1 KiB more, what its objects take); the counts above apply too, this
     bound matters for large messages (one message always goes, whatever its size);
     ``release_chunk``: OrderAck'ed messages of an outgoing queue deleted by one store
-    transaction, at most (one OrderAck may release ``max_in_flight``; see
-    ``Settlements``); ``unstored_bytes``: received message
+    transaction, at most, and FinalAcks or SessionAck'ed messages settled by one (one
+    OrderAck may release ``max_in_flight``; each turn holds the store's writer, and a
+    commit queued behind it waits for it; see ``Settlements``); ``unstored_bytes``: received message
     bytes waiting for the store above which the driver stops reading
     (``Transfer.reading_wanted``).
     """
@@ -152,7 +153,7 @@ class TransferConfig:
     queue_refresh_per_queue: float = 0.0005
     sequence_quarantine: float = 30.0
     queued_bytes: int = 32 * 1024 * 1024
-    release_chunk: int = 10_000
+    release_chunk: int = 1_000
     unstored_bytes: int = 64 * 1024 * 1024
     #: SendInsecureNacks (MS-MQQB 3.1.1.3): also send the admin NACKs that disclose the
     #: queue (NACK_BAD_DST_Q, access / security classes, 3.1.7.15). FinalAcks always go.

@@ -353,7 +353,9 @@ class PgStore:
     def _run_and_observe(self, batch: list[_Op]) -> None:
         started = time.monotonic()
         self._run_batch(batch)
-        self.metrics.observe_commit(len(batch), time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self.stats.observe_hold(seconds)
+        self.metrics.observe_commit(len(batch), seconds)
 
     def _writer_connection(self) -> PgConnection:
         """The write connection, reconnecting (with back-off, ``reconnect_wait`` at most)
@@ -516,6 +518,7 @@ class PgStore:
         self.stats.round_trips = self.round_trips + conn.statements - statements
         self._sequential_id = ctx.sequential_id
         self._reserved = reserved
+        self.stats.committed_lookup_id = ctx.sequential_id
         self.stats.batches += 1
         done = 0
         for op, ok, value in results:
