@@ -94,9 +94,10 @@ def test_a_final_ack_settlement_does_not_read_bodies(tmp_path: Path) -> None:
     qm.close()
     # FA (deleted), JP + AckReceive (journal), JN + a NACK (transactional dead letters),
     # FA again, and one for no waiting message.
+    classes = [0x4000, 0x4000, 0xC000, 0xC000]
     acks = [
         (seq & 0xFFFFFFFFFFFFFFFF, number, uniq, cls)
-        for (seq, number, _), uniq, cls in zip(waiting, uniquifiers, [0x4000, 0x4000, 0xC000, 0xC000], strict=True)
+        for (seq, number, _), uniq, cls in zip(waiting, uniquifiers, classes, strict=True)
     ] + [(waiting[0][0] & 0xFFFFFFFFFFFFFFFF, 999, 1, 0x4000)]
     (outcomes, counts), read = _run_reading(
         path, outgoing.settle_final_acks(q["awaiting"], acks, q["journal"], q["deadxact"])
