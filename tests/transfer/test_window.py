@@ -3,8 +3,12 @@ from the store for a resend; loading in bounded slices per poll."""
 
 from __future__ import annotations
 
+import pytest
+
 from openmsmq.qm import QueueManager
+from openmsmq.store import reads
 from openmsmq.store.records import MessageRecord
+from openmsmq.transfer.state import TransferConfig
 
 from .harness import Net, bodies_in, outgoing_count, send_tx
 
@@ -219,3 +223,38 @@ def test_session_acks_release_loaded_plain_messages_without_walking_them(net: Ne
     net.run_until_quiet()
     assert len(bodies_in(b.qm, Q)) == 2000 and outgoing_count(a.qm) == 0
     assert _CountingDict.walks <= 3  # the resend when the session opened, not once per SessionAck
+
+
+def test_polls_read_the_stores_highest_lookup_id_once_per_commit_check(
+    net: Net, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded QM polls after each of its own commits: those are seen from the store
+    writer's counter (no statement), and the store's highest LookupIdentifier (for
+    commits of other processes) is read at most once per ``commit_check`` seconds."""
+    a = net.add(A)
+    b = net.add(B)
+    b.qm.create_queue(Q, transactional=True)
+    send_tx(a.qm, DEST_B, [b"first"])
+    net.run_until_quiet()
+    highs: list[int] = []
+    real = reads.max_lookup_id
+
+    def counting(conn: object) -> int:
+        highs.append(1)
+        return real(conn)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reads, "max_lookup_id", counting)
+    now = net.clock.now
+    a.transfer.poll(now)
+    read = len(highs)
+    assert read <= 1
+    for _ in range(3):
+        a.transfer.poll(now)
+    send_tx(a.qm, DEST_B, [b"second"])  # this process's commit: loaded without a read
+    a.transfer.poll(now)
+    (t,) = a.transfer.outgoing.values()
+    assert len(t.messages) == 1 and len(highs) == read
+    a.transfer.poll(now + TransferConfig().commit_check)
+    assert len(highs) == read + 1
+    net.run_until_quiet()
+    assert bodies_in(b.qm, Q) == [b"first", b"second"]

@@ -630,6 +630,10 @@ class QueueManager:
         """See :meth:`~openmsmq.qm.range_reader.RangeReader.high_lookup_id`."""
         return self.ranges.high_lookup_id()
 
+    def committed_lookup_id(self) -> int:
+        """See :meth:`~openmsmq.qm.range_reader.RangeReader.committed_lookup_id`."""
+        return self.ranges.committed_lookup_id()
+
     def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:
         """See :meth:`~openmsmq.qm.range_reader.RangeReader.peek_outgoing_rows`."""
         return self.ranges.peek_outgoing_rows(queue, after_lookup_id, limit)

@@ -179,6 +179,13 @@ class RangeReader:
         every commit that stores a message, in any process on this data directory."""
         return self._store.read(reads.max_lookup_id)
 
+    def committed_lookup_id(self) -> int:
+        """The last LookupIdentifier handed out by a committed transaction of this
+        process's store writer (``StoreStats.committed_lookup_id``; no statement): it
+        moves with every commit of this process that stores a message, and is updated
+        only after the commit is visible to readers."""
+        return self._store.stats.committed_lookup_id
+
     def peek_outgoing_rows(self, queue: QueueRef, after_lookup_id: int, limit: int) -> list[tuple[Any, ...]]:
         """:meth:`peek_range_rows` (no upper bound) for a queue whose messages usually all
         have priority 0, an outgoing queue's case (the transfer's reads): two statements per

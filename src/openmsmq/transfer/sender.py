@@ -107,6 +107,9 @@ class Sender:
         #: Outgoing queues not taken up for want of a route (warned about once).
         self._unrouted: dict[int, str] = {}
         self._next_refresh = now
+        #: What a poll compares with ``OutgoingTransfer.caught_up`` (see :meth:`_commit_mark`).
+        self._mark = (-1, -1)
+        self._next_high_read = float("-inf")
         # TxSequenceID value -> (outgoing queue id, last activity): see _sequence_blocked.
         self._seq_owner: dict[int, tuple[int, float]] = {}
 
@@ -125,17 +128,32 @@ class Sender:
             listed = self._refresh_queues()
             cfg = self.config
             self._next_refresh = now + max(cfg.queue_refresh, listed * cfg.queue_refresh_per_queue)
-        # One indexed read tells whether anything was committed since the last poll:
-        # a queue that was caught up then is skipped, so an idle QM with thousands of
-        # outgoing queues does not read each of them every poll (an idle QM would spend
-        # a large part of a core on it).
-        high = self.qm.high_lookup_id()
+        # Whether anything was committed since the last poll: a queue that was caught up
+        # then is skipped, so an idle QM with thousands of outgoing queues does not read
+        # each of them every poll (an idle QM would spend a large part of a core on it).
+        high = self._commit_mark(now)
         more = False
         for t in self.outgoing.values():
             if t.caught_up is not None and t.caught_up == high:
                 continue
             more = self._load(t, now, high) or more
         return more
+
+    def _commit_mark(self, now: float) -> tuple[int, int]:
+        """A value that changes whenever a message was committed: (the last LookupIdentifier
+        this process's store writer committed, the store's highest LookupIdentifier when
+        last read). The first costs no statement and is updated only after the commit is
+        visible, so it is read before the load that must see the commit; the second
+        (one index seek) covers commits of other processes on the data directory and is
+        read at most every ``commit_check`` seconds (a loaded QM polls after every commit
+        of its own: one read per poll was a few percent of its CPU)."""
+        local = self.qm.committed_lookup_id()
+        high = self._mark[1]
+        if now >= self._next_high_read:
+            high = self.qm.high_lookup_id()
+            self._next_high_read = now + self.config.commit_check
+        self._mark = (local, high)
+        return self._mark
 
     def take_up_queues(self, queue_ids: Iterable[int]) -> None:
         """Make the next :meth:`poll` list the queues if one of ``queue_ids`` (outgoing
@@ -287,9 +305,9 @@ class Sender:
                 while self._load(t, now):
                     pass
 
-    def _load(self, t: OutgoingTransfer, now: float, high: int | None = None) -> bool:
+    def _load(self, t: OutgoingTransfer, now: float, high: tuple[int, int] | None = None) -> bool:
         """Load the next committed messages of ``t`` (at most ``load_per_poll``); True when
-        it may have more ready now. ``high``: the store's highest LookupIdentifier read
+        it may have more ready now. ``high``: the commit mark (:meth:`_commit_mark`) taken
         before this call, recorded as ``t.caught_up`` when the load finds no more."""
         t.caught_up = None
         if t.suspended:

@@ -154,6 +154,10 @@ class TransferConfig:
     sequence_quarantine: float = 30.0
     queued_bytes: int = 32 * 1024 * 1024
     release_chunk: int = 1_000
+    #: Seconds between reads of the store's highest LookupIdentifier by the polls, at
+    #: most: commits of this process are seen without a read (``Sender.poll``), those of
+    #: another process on the data directory within this interval.
+    commit_check: float = 0.05
     unstored_bytes: int = 64 * 1024 * 1024
     #: SendInsecureNacks (MS-MQQB 3.1.1.3): also send the admin NACKs that disclose the
     #: queue (NACK_BAD_DST_Q, access / security classes, 3.1.7.15). FinalAcks always go.
@@ -251,11 +255,12 @@ class OutgoingTransfer:
         #: Mean stored size of the messages of the last read (0 before the first): turns
         #: the byte bound ``TransferConfig.queued_bytes`` into message counts.
         self.mean_size = 0
-        #: The store's highest LookupIdentifier when a load of this queue last found
-        #: nothing more to load (None: it may have more). While the store's highest is
-        #: still this value nothing was committed since, so a poll skips the queue
-        #: (identifiers grow in commit order, in every process: Store).
-        self.caught_up: int | None = None
+        #: The sender's commit mark (``Sender._commit_mark``: this process's last committed
+        #: LookupIdentifier, the store's highest one) when a load of this queue last found
+        #: nothing more to load (None: it may have more). While the mark is still this
+        #: value nothing was committed since, so a poll skips the queue (identifiers grow
+        #: in commit order, in every process: Store).
+        self.caught_up: tuple[int, int] | None = None
         #: The TxSequenceID of the transactional messages this queue loaded last (its
         #: entry in the sender's by-sequence index, which holds one per queue).
         self.loaded_sequence: TxSequenceId | None = None
