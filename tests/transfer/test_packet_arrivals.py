@@ -254,9 +254,71 @@ def test_a_store_that_cannot_be_read_refuses_nothing(tmp_path: Path, monkeypatch
         monkeypatch.setattr(qm, "get_queue", unreadable)
         with pytest.raises(StorageError):
             store_arrivals(qm, qm.sequence_store(), "private$\\b", messages, _state(3))
-        with pytest.raises(StorageError):
-            plain_packet_rows(qm, "private$\\b", _packets(3), "DIRECT=" + WIRE)
+        # The rows path reads no queue row (the properties the QM holds): it decides
+        # without the store, whose write then fails or not on its own.
+        assert plain_packet_rows(qm, "private$\\b", _packets(3), "DIRECT=" + WIRE) is not None
         monkeypatch.undo()
         assert qm.get_queue("private$\\b").msg_count == 0
         assert qm.incoming_sequences() == []  # no sequence state moved
         assert [q.name for q in qm.list_queues(include_system=True) if q.msg_count] == []
+
+
+def test_the_rows_path_reads_no_queue_row_per_batch(tmp_path: Path) -> None:
+    """B decides whether a run takes the rows path from the queue's properties as the QM
+    holds them: no read of the queue's row per stored batch (the store operation checks
+    the row inside its transaction, from its counter UPDATE)."""
+    with QueueManager(tmp_path / "qm") as qm:
+        qm.create_queue("private$\\q", transactional=True)
+        seqs = qm.sequence_store()
+        statements: list[str] = []
+        qm.store.reader().set_trace_callback(statements.append)
+        packets = _packets(30)
+        for k in range(3):
+            batch = packets[10 * k : 10 * k + 10]
+            rows = plain_packet_rows(qm, "private$\\q", batch, "DIRECT=" + WIRE)
+            assert rows is not None
+            seqs.accept_arrival_rows("private$\\q", rows, _state(10 * k + 10))
+        qm.store.reader().set_trace_callback(None)
+        assert [s for s in statements if "FROM queues" in s] == []
+        assert qm.get_queue("private$\\q").msg_count == 30
+
+
+def test_a_sender_allowlist_set_since_is_applied_to_the_next_batch(tmp_path: Path) -> None:
+    """The properties the QM holds follow a change made through it at once, and one made
+    by another process on the data directory as soon as a store operation finds it
+    (inside its transaction): no message of a sender the queue no longer lists is stored
+    through the rows path."""
+    other_sender = uuid.uuid4()
+    with QueueManager(tmp_path / "qm") as qm:
+        qm.create_queue("private$\\q", transactional=True)
+        qm.create_queue("private$\\r", transactional=True)
+        seqs = qm.sequence_store()
+        packets = _packets(20)
+        dest = "DIRECT=" + WIRE
+        first = store_packet_arrivals(qm, seqs, "private$\\q", packets[:10], dest, _state(10))
+        assert len(first.stored) == 10
+        # Through this QM: the next batch takes the arrival rules at once.
+        qm.set_queue_properties("private$\\q", allowed_senders=[other_sender])
+        assert plain_packet_rows(qm, "private$\\q", packets[10:], dest) is None
+        res = store_packet_arrivals(qm, seqs, "private$\\q", packets[10:], dest, _state(20))
+        assert res.stored == () and len(res.rejected) == 10
+        # Through another process on the same directory: the rows path's transaction
+        # finds the allowlist and stores nothing; the QM reads the queue again and the
+        # retry takes the arrival rules.
+        other = QueueManager(qm.data_dir, threaded=False)
+        try:
+            other.set_queue_properties("private$\\r", allowed_senders=[other_sender])
+        finally:
+            other.close()
+        outcomes: list[object] = []
+        for _ in range(2):
+            try:
+                outcomes.append(
+                    store_packet_arrivals(qm, seqs, "private$\\r", packets[:10], dest, _state(10))
+                )
+            except MQError as exc:
+                outcomes.append(exc.hresult)
+        assert outcomes[0] == HResult.MQ_ERROR_ACCESS_DENIED
+        last = outcomes[-1]
+        assert isinstance(last, ArrivalResult) and last.stored == () and len(last.rejected) == 10
+        assert qm.get_queue("private$\\r").msg_count == 0

@@ -359,6 +359,14 @@ class QueueManager:
         """See :meth:`~openmsmq.qm.admin.QueueAdmin.get_queue`."""
         return self.admin.get_queue(queue)
 
+    def queue_properties(self, queue: QueueRef) -> QueueRecord:
+        """A queue's properties as this QM holds them, without a statement: its record as
+        read at open or creation, or as last changed through this QM
+        (:meth:`set_queue_properties`) or refreshed by
+        :meth:`SequenceStore.accept_arrival_rows_many`. Its ``msg_count`` and
+        ``total_bytes`` are not current (:meth:`get_queue` reads them)."""
+        return self._resolve(queue).record
+
     def set_queue_properties(self, queue: QueueRef, **changes: Any) -> QueueRecord:
         """See :meth:`~openmsmq.qm.admin.QueueAdmin.set_queue_properties`."""
         return self.admin.set_queue_properties(queue, **changes)

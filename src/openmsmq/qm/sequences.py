@@ -9,6 +9,7 @@ or reset (the persisted outgoing and incoming sequence states) stays on the queu
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,7 +20,7 @@ from openmsmq.qm import names
 from openmsmq.qm.handles import QueueState
 from openmsmq.qm.registry import QueueRef, QueueRegistry
 from openmsmq.qm.sending import Sender
-from openmsmq.store import ops, outgoing
+from openmsmq.store import ops, outgoing, reads
 from openmsmq.store.backend import StoreBackend
 from openmsmq.store.ops import Send
 from openmsmq.store.records import (
@@ -148,6 +149,7 @@ class SequenceStore:
         for (i, qs, n), res in zip(planned, self.store.write_each(fns), strict=True):
             if isinstance(res, MQError):
                 out[i] = res
+                self._reread(qs)
             else:
                 stored.append(qs)
                 count += n
@@ -212,6 +214,15 @@ class SequenceStore:
         self._notify([qs])
         return stored
 
+    def _reread(self, qs: QueueState) -> None:
+        """Read the queue's row again into its state after a store operation on it failed:
+        the arrival path decides from the properties the QM holds
+        (``QueueManager.queue_properties``), and a change made by another process on the
+        data directory (a sender allowlist, say) is seen only so."""
+        # Deleted meanwhile, or the store unreadable: found when the queue is used next.
+        with contextlib.suppress(MQError):
+            qs.record = self.store.read(lambda c: reads.get_queue(c, qs.record.queue_id))
+
     def accept_arrivals(
         self,
         queue: QueueRef | None,
@@ -274,7 +285,11 @@ class SequenceStore:
         into the rows, which the call takes over). Returns their LookupIdentifiers."""
         self._check_open()
         qs, fn = self._arrival_rows_op(queue, rows, state, self._now())
-        stored: list[int] = self.store.write(fn)
+        try:
+            stored: list[int] = self.store.write(fn)
+        except MQError:
+            self._reread(qs)
+            raise
         self.metrics.count_accepted(len(rows))
         qs.messages_in += len(rows)
         self._notify([qs])

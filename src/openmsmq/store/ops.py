@@ -164,7 +164,7 @@ def insert_messages(
     for qid, (count, nbytes) in added.items():
         # One statement per queue: bump the counters, learn quota and type; a deleted
         # queue has no row (MQ_ERROR_QUEUE_DELETED). Over quota: the savepoint undoes it.
-        queue_type, _display = _add_to_queue(conn, qid, count, nbytes)
+        queue_type, _display, _allowed = _add_to_queue(conn, qid, count, nbytes)
         if queue_type == QueueType.OUTGOING:
             row = conn.execute(
                 "SELECT tx_sequence_id, next_tx_sequence_number FROM outgoing_sequences WHERE queue_id = ?",
@@ -433,25 +433,25 @@ def _check_qm_quota(ctx: WriteContext) -> None:
         )
 
 
-def _add_to_queue(conn: sqlite3.Connection, qid: int, count: int, nbytes: int) -> tuple[int, str]:
+def _add_to_queue(conn: sqlite3.Connection, qid: int, count: int, nbytes: int) -> tuple[int, str, str]:
     """Add ``count`` messages of ``nbytes`` to queue ``qid``'s counters in one statement
-    and return its (queue_type, display name): MQ_ERROR_QUEUE_DELETED when the queue has
-    no row, MQ_ERROR_INSUFFICIENT_RESOURCES over its quota (the caller's savepoint undoes
-    the UPDATE)."""
+    and return its (queue_type, display name, allowed senders): MQ_ERROR_QUEUE_DELETED
+    when the queue has no row, MQ_ERROR_INSUFFICIENT_RESOURCES over its quota (the
+    caller's savepoint undoes the UPDATE)."""
     got = conn.execute(
         "UPDATE queues SET msg_count = msg_count + ?, total_bytes = total_bytes + ? WHERE queue_id = ?"
-        " RETURNING total_bytes, quota_kb, queue_type, display_name",
+        " RETURNING total_bytes, quota_kb, queue_type, display_name, allowed_senders",
         (count, nbytes, qid),
     ).fetchone()
     if got is None:
         raise MQError(HResult.MQ_ERROR_QUEUE_DELETED, f"queue #{qid} was deleted")
-    total, quota_kb, queue_type, display = got
+    total, quota_kb, queue_type, display, allowed = got
     if quota_kb != INFINITE and total > quota_kb * 1024:
         raise MQError(
             HResult.MQ_ERROR_INSUFFICIENT_RESOURCES,
             f"queue {display}: quota of {quota_kb} KB exceeded (MS-MQDMPR 3.1.7.1.9 status 1)",
         )
-    return queue_type, display
+    return queue_type, display, allowed
 
 
 def accept_incoming(
@@ -478,17 +478,28 @@ def accept_incoming_rows(
     """:func:`accept_incoming` of rows for one queue that never expire (no ``expire_at``),
     without a :class:`Send` per row: the rows (fresh, owned by the op) get their
     ArrivedTime in place. Same statements, same checks (deleted queue, quota) and the same
-    atomicity (DESIGN invariant 4). Returns the local LookupIdentifiers."""
+    atomicity (DESIGN invariant 4). Returns the local LookupIdentifiers.
+
+    The caller decided on the rows from the queue's properties as its process holds them
+    (``QueueManager.queue_properties``, no statement); the queue row the counter UPDATE
+    returns (no statement more) is checked again here, inside the transaction: a sender
+    allowlist set since (by another process on the data directory) fails the op with
+    MQ_ERROR_ACCESS_DENIED and nothing is stored (the caller reads the queue again and
+    applies the arrival rules)."""
 
     def op(ctx: WriteContext) -> list[int]:
         if not rows:
             _upsert_incoming(ctx.conn, states)
             return []
         conn = ctx.conn
-        queue_type, display = _add_to_queue(conn, queue_id, len(rows), sum(map(_ROW_SIZE, rows)))
+        queue_type, display, allowed = _add_to_queue(conn, queue_id, len(rows), sum(map(_ROW_SIZE, rows)))
         _check_qm_quota(ctx)
         if queue_type == QueueType.OUTGOING:  # outgoing queues number their rows: the general path
             raise MQError(HResult.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, f"queue {display} is an outgoing queue")
+        if allowed:  # the arrival rules decide per sender (MS-MQQB 3.1.5.8.4): not these rows
+            raise MQError(
+                HResult.MQ_ERROR_ACCESS_DENIED, f"queue {display} takes messages of listed senders only"
+            )
         first = ctx.alloc_lookup_ids(len(rows))
         for r in rows:
             r[_ARRIVED] = arrived_time

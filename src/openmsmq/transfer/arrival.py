@@ -340,9 +340,14 @@ def plain_packet_rows(
     no sender allowlist and no quota, and every packet a message that raises nothing (no
     acknowledgment asked, no TimeToBeReceived, so its row never expires here; its
     TimeToReachQueue was checked on receipt). The rows are built straight from the packets
-    (:func:`~openmsmq.transfer.codec.arrival_rows`)."""
+    (:func:`~openmsmq.transfer.codec.arrival_rows`).
+
+    The queue's properties are those the QM holds (``QueueManager.queue_properties``): no
+    read of its row per batch. The store operation checks the row again inside its
+    transaction (``store.ops.accept_incoming_rows``) and a failed one has the row read
+    again, so a change made by another process on the data directory is not missed."""
     try:
-        rec: QueueRecord | None = qm.get_queue(queue)
+        rec: QueueRecord | None = qm.queue_properties(queue)
     except StorageError:
         raise  # nothing decided (see store_arrivals)
     except MQError:
