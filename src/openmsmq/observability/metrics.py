@@ -452,6 +452,8 @@ class _StoreStatsLike(Protocol):
     ops: int
     failed_ops: int
     round_trips: int | None
+    held_seconds: float
+    longest_hold: float
 
 
 class QueueManagerLike(Protocol):
