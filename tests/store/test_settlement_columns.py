@@ -111,3 +111,36 @@ def test_a_final_ack_settlement_does_not_read_bodies(tmp_path: Path) -> None:
     assert [m.body for m in qm.peek_range(names.SYSTEM_JOURNAL)] == [BODY]
     assert [m.body for m in qm.peek_range(names.DEADXACT)] == [BODY]
     qm.close()
+
+
+def test_a_final_ack_before_its_order_ack_reads_no_bodies(tmp_path: Path) -> None:
+    """A FinalAck for a message no OrderAck released yet (MS-MQQB 3.1.5.7) settles it in
+    the outgoing queue by LookupIdentifier: the messages are read without their bodies,
+    and the one that goes to the transactional dead-letter queue keeps its body."""
+    _filled(tmp_path)
+    qm = QueueManager(tmp_path / "qm")
+    try:
+        out = qm.open_queue(DEST)
+        waiting = {m.tx_sequence_number: m for m in qm.peek_range(out)}
+        fa, jn = waiting[2], waiting[7]  # FinalAckRequired, negative journaling
+        read: set[tuple[str, str]] = set()
+
+        def authorize(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
+            if action == sqlite3.SQLITE_READ and arg1 is not None and arg2 is not None:
+                read.add((arg1, arg2))
+            return sqlite3.SQLITE_OK
+
+        reader = qm.store.reader()  # this thread's read connection: where the settlement reads
+        reader.set_authorizer(authorize)
+        try:
+            left = qm.settle_outgoing(
+                out, [(fa.lookup_id, fa.id_uniquifier, 0xC000), (jn.lookup_id, jn.id_uniquifier, 0xC000)]
+            )
+        finally:
+            reader.set_authorizer(None)
+        assert left == 2
+        assert ("messages", "body") not in read and ("messages", "props") in read
+        assert qm.get_queue(out).msg_count == 10
+        assert [(m.body, m.message_class) for m in qm.peek_range(names.DEADXACT)] == [(BODY, 0xC000)]
+    finally:
+        qm.close()

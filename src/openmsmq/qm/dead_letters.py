@@ -92,15 +92,16 @@ class DeadLetters:
         self._queues.check_open()
         qid = self._queues.resolve(queue).record.queue_id
         wanted = {lid: (message_id, cls) for lid, message_id, cls in settles}
-        found = self._store.read(lambda c: reads.fetch_messages(c, qid, list(wanted)))
+        # Without the bodies: the rows move or go by LookupIdentifier.
+        found = self._store.read(lambda c: reads.fetch_heads(c, qid, list(wanted)))
         rows: list[tuple[int, int, int, bool, int]] = []
         drop: set[int] = set()
         journal: set[int] = set()
-        for m in found:
+        for m, size in found:
             message_id, cls = wanted[m.lookup_id]
             if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF:
                 continue
-            rows.append((qid, m.lookup_id, m.size, m.transactional, cls))
+            rows.append((qid, m.lookup_id, size, m.transactional, cls))
             if cls == MessageClass.ACK_RECEIVE and m.positive_journaling:
                 journal.add(m.lookup_id)
             elif cls == MessageClass.ACK_RECEIVE or not m.negative_journaling:

@@ -13,19 +13,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from openmsmq.store.ops import IN_CHUNK, DeleteMany, Remove, apply_removes, delete_lookup_ids
-from openmsmq.store.reads import outgoing_sequence
+from openmsmq.store.reads import HEAD_SELECT, HEAD_SIZE, head_record, outgoing_sequence
 from openmsmq.store.records import (
-    COL,
     LOOKUP_MASK,
     PRIORITY0_BAND,
-    ROW_COLUMNS,
     MessageRecord,
     OutgoingSequenceState,
     from_i64,
-    message_from_row,
     to_i64,
 )
 from openmsmq.store.writes import WriteContext
@@ -38,22 +34,6 @@ __all__ = [
     "release_outgoing_counted",
     "settle_final_acks",
 ]
-
-
-#: Every column of a message row but the body (the last one): what a release or a FinalAck
-#: settlement decides on (the flags JP, JN, FA; the MessageID; the destination a FinalAck's
-#: origin is checked against) and what the message counted (``size``). A settlement or a
-#: release never sends the message anywhere, so it does not read the body's pages (a large
-#: body lives in overflow pages of its own).
-_HEAD_SELECT = ", ".join(f"m.{c}" for c in ROW_COLUMNS[:-1])
-assert ROW_COLUMNS[-1] == "body"
-_C_SIZE = COL["size"]
-
-
-def _head_record(row: tuple[Any, ...]) -> MessageRecord:
-    """The :class:`MessageRecord` of a row read with :data:`_HEAD_SELECT`, its body empty
-    (its stored size is the row's ``size``, not ``MessageRecord.size``)."""
-    return message_from_row((*row, b""))
 
 
 def _asked_final_ack(m: MessageRecord) -> bool:
@@ -217,9 +197,9 @@ def _release_listed(
     if awaiting is not None:
         # Messages that asked for a FinalAck move to the awaiting queue (rare: only rows
         # with ack_wanted are looked at, in one statement, without their bodies).
-        for r in conn.execute(f"SELECT {_HEAD_SELECT} FROM messages m WHERE {where} AND ack_wanted", args):
-            if _asked_final_ack(_head_record(r)):
-                keep.append(Remove(queue_id, r[0], r[_C_SIZE], awaiting))
+        for r in conn.execute(f"SELECT {HEAD_SELECT} FROM messages m WHERE {where} AND ack_wanted", args):
+            if _asked_final_ack(head_record(r)):
+                keep.append(Remove(queue_id, r[0], r[HEAD_SIZE], awaiting))
         apply_removes(ctx, keep)
     rows = conn.execute(f"DELETE FROM messages WHERE {where} RETURNING lookup_id, size", args).fetchall()
     if rows:
@@ -270,9 +250,9 @@ def _release_counted(
     # One statement reads them all, without their bodies.
     moves: list[Remove] = []
     deletes: list[int] = []
-    for r in conn.execute(f"SELECT {_HEAD_SELECT} FROM messages m WHERE {where}", args).fetchall():
-        lid, size = r[0], r[_C_SIZE]
-        if awaiting is not None and _asked_final_ack(_head_record(r)):
+    for r in conn.execute(f"SELECT {HEAD_SELECT} FROM messages m WHERE {where}", args).fetchall():
+        lid, size = r[0], r[HEAD_SIZE]
+        if awaiting is not None and _asked_final_ack(head_record(r)):
             moves.append(Remove(queue_id, lid, size, awaiting))
         else:
             deletes.append(lid)
@@ -341,13 +321,13 @@ def settle_final_acks(
             # FinalAck asked for one, so ack_wanted is set; the queue is checked per row.
             # Not the body: the message moves or goes by its LookupIdentifier.
             rows = ctx.conn.execute(
-                f"SELECT {_HEAD_SELECT} FROM messages m WHERE m.tx_sequence_id = ?"
+                f"SELECT {HEAD_SELECT} FROM messages m WHERE m.tx_sequence_id = ?"
                 " AND m.tx_sequence_number = ? AND m.ack_wanted AND +m.queue_id = ?",
                 (to_i64(tx_sequence_id), tx_sequence_number, awaiting_queue_id),
             ).fetchall()
             outcome = FinalAckOutcome(None, None)
             for r in rows:
-                m = _head_record(r)
+                m = head_record(r)
                 if m.id_uniquifier & 0xFFFFFFFF != message_id & 0xFFFFFFFF or m.lookup_id in taken:
                     continue
                 if accept is not None and not accept(i, m):
@@ -361,7 +341,7 @@ def settle_final_acks(
                     target, new_class = deadletter_queue_id, message_class
                 # A repeated FinalAck in the same batch finds the message taken: no match.
                 taken.add(m.lookup_id)
-                removes.append(Remove(awaiting_queue_id, m.lookup_id, r[_C_SIZE], target, new_class))
+                removes.append(Remove(awaiting_queue_id, m.lookup_id, r[HEAD_SIZE], target, new_class))
                 outcome = FinalAckOutcome(m, target)
                 break
             outcomes.append(outcome)

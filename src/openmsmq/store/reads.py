@@ -32,6 +32,8 @@ from openmsmq.store.records import (
 )
 
 __all__ = [
+    "HEAD_SELECT",
+    "HEAD_SIZE",
     "MSG_SELECT",
     "QUEUE_SELECT",
     "WALL_CLOCK_FLOOR",
@@ -42,8 +44,9 @@ __all__ = [
     "fetch_expired",
     "fetch_for_dead_letter",
     "fetch_for_purge",
-    "fetch_messages",
+    "fetch_heads",
     "get_queue",
+    "head_record",
     "incoming_sequences",
     "list_queues",
     "load_qm_state",
@@ -54,6 +57,23 @@ __all__ = [
 
 #: The message columns of a ``SELECT ... FROM messages m`` (:data:`MESSAGE_COLUMNS` order).
 MSG_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+#: Every message column but the body (the last one): what a release, a FinalAck settlement
+#: or a deletion decides on (the flags JP, JN, FA; the MessageID; the destination a
+#: FinalAck's origin is checked against) and what the message counted (``size``). They
+#: move or delete the row by its LookupIdentifier and never send the message anywhere, so
+#: they do not read the body's pages (a large body lives in overflow pages of its own).
+HEAD_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS[:-1])
+assert MESSAGE_COLUMNS[-1] == "body"
+#: The stored size in a row read with :data:`HEAD_SELECT`.
+HEAD_SIZE = MESSAGE_COLUMNS.index("size")
+
+
+def head_record(row: tuple[Any, ...]) -> MessageRecord:
+    """The :class:`MessageRecord` of a row read with :data:`HEAD_SELECT`, its body empty
+    (its stored size is the row's ``size``, not ``MessageRecord.size``)."""
+    return message_from_row((*row, b""))
+
+
 #: ``SELECT`` of every :data:`QUEUE_COLUMNS` column of ``queues``.
 QUEUE_SELECT = "SELECT " + ", ".join(QUEUE_COLUMNS) + " FROM queues"
 _ACK_WANTED = "m.ack_wanted != 0"
@@ -357,17 +377,20 @@ def fetch_for_purge(
     return [(queue_id, r[0], r[1], bool(r[2]), message_class, r[0] in journaled) for r in rows]
 
 
-def fetch_messages(conn: sqlite3.Connection, queue_id: int, lookup_ids: list[int]) -> list[MessageRecord]:
-    """The messages ``lookup_ids`` of ``queue_id`` still stored (any order)."""
-    out: list[MessageRecord] = []
+def fetch_heads(
+    conn: sqlite3.Connection, queue_id: int, lookup_ids: list[int]
+) -> list[tuple[MessageRecord, int]]:
+    """The messages ``lookup_ids`` of ``queue_id`` still stored (any order), each without
+    its body (:data:`HEAD_SELECT`), with its stored size."""
+    out: list[tuple[MessageRecord, int]] = []
     for i in range(0, len(lookup_ids), 500):
         chunk = lookup_ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
-            f"SELECT {MSG_SELECT} FROM messages m WHERE m.lookup_id IN ({marks}) AND +m.queue_id = ?",
+            f"SELECT {HEAD_SELECT} FROM messages m WHERE m.lookup_id IN ({marks}) AND +m.queue_id = ?",
             [*chunk, queue_id],
         )
-        out += [message_from_row(r) for r in rows]
+        out += [(head_record(r), r[HEAD_SIZE]) for r in rows]
     return out
 
 
