@@ -603,7 +603,8 @@ def test_encoded_transactional_packets_count_as_their_values() -> None:
             accepted += [e for e in drain(b) if isinstance(e, TransactionalMessageAccepted)]
         acks = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
         assert acks and all(not e.acked_handles for e in acks)
-        runs.append((sent, len(accepted), a.message_sent_count, a.recoverable_message_sent_count))
+        sending = a.sending
+        runs.append((sent, len(accepted), sending.message_sent_count, sending.recoverable_message_sent_count))
     assert runs[0] == runs[1]
     assert runs[0][1] == 10 and runs[0][2] == 10 and runs[0][3] == 10
 
@@ -634,9 +635,10 @@ def test_recoverable_numbers_never_run_half_their_space_ahead_of_the_oldest_unst
         pump(a, b, now, rounds=5000)
         unstored += [e.recoverable_number for e in drain(b) if isinstance(e, UserMessageReceived)]
         released += [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
-        pending = a._pending_recoverable
+        pending = a.sending.pending_recoverable
         if pending:
-            ahead_max = max(ahead_max, (a.recoverable_message_sent_count - next(iter(pending))) % 0x10000)
+            ahead = (a.sending.recoverable_message_sent_count - next(iter(pending))) % 0x10000
+            ahead_max = max(ahead_max, ahead)
         if unstored:
             # A sends nothing more now: B's store catches up with what it received.
             for number in unstored:
@@ -681,7 +683,7 @@ def test_the_recoverable_message_numbered_0_waits_for_its_stored_acknowledgment(
     a, b = pair()
     drain(a), drain(b)
     # The ADM counters as after 65,534 recoverable messages, all acknowledged.
-    a.recoverable_message_sent_count = 0xFFFE
+    a.sending.recoverable_message_sent_count = 0xFFFE
     b.recoverable_message_received_count = b.last_acked_recoverable_msg_seq_number = 0xFFFE
     for handle in (1, 2, 3):  # numbered 0xFFFF, 0, 1
         a.send_user_message(recoverable_packet(handle), 1.0, handle=handle)

@@ -1,0 +1,183 @@
+"""The sending side of one MS-MQQB session: its counters, its window and what awaits a
+session acknowledgment (MS-MQQB 3.1.1.3.1, 3.1.5.5, 3.1.7.1), sans-I/O.
+
+:class:`SendWindow` holds the packets given to the session, sends no more than the window
+allows (the smaller of the session's own WindowSize and the peer's advertised one),
+numbers what it sends (MessageSentCount, RecoverableMessageSentCount) and releases the
+non-transactional messages a received SessionHeader acknowledges. The
+:class:`~openmsmq.protocol.session.Session` that holds it checks the header's counts
+against its own receipts and runs the timers. No I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from openmsmq.errors import RemoteProtocolError
+from openmsmq.protocol.events import UserMessagePacket
+from openmsmq.protocol.session_acks import AwaitingAck, covered_by_ack
+from openmsmq.wire.constants import DeliveryMode
+from openmsmq.wire.headers import SessionHeader
+from openmsmq.wire.packets import UserMessage
+
+__all__ = ["SendWindow"]
+
+_U16 = 0x10000
+#: How far the numbers of recoverable messages sent may run ahead of the oldest one the
+#: peer received but has not yet acknowledged as stored. RecoverableMsgSeqNumber is 16
+#: bits (MS-MQQB 2.2.1): a number reused while its first message still waited for its
+#: stored-acknowledgment made the two indistinguishable, and the older one was never
+#: released (a receiver whose store lagged a whole number space behind its receipts left
+#: those messages in the sender's outgoing queue for good). Half the number space.
+_RECOVERABLE_AHEAD_MAX = 0x8000
+
+
+class SendWindow:
+    """What one session sends and what awaits its session acknowledgment."""
+
+    def __init__(self, window_size: int, peer: str) -> None:
+        """``window_size``: this session's own WindowSize; ``peer`` names the peer in the
+        errors of a SessionHeader that acknowledges what was never sent."""
+        self.window_size = window_size
+        self.peer = peer
+        # Session counters (MS-MQQB 3.1.1.3.1), u16 on the wire.
+        self.message_sent_count = 0
+        self.recoverable_message_sent_count = 0
+        #: ReceivedWindowSize: the peer's window, from its ConnectionParameters and then
+        #: from each SessionHeader.
+        self.received_window_size = window_size
+        # Awaiting session acknowledgment, in send order; held back by the window.
+        self.awaiting_ack: deque[AwaitingAck] = deque()
+        self.backlog: deque[tuple[UserMessagePacket | bytes, int]] = deque()
+        #: Encoded bytes of the messages awaiting a session acknowledgment.
+        self.window_bytes = 0
+        #: Session-acknowledged recoverable (non-transactional) messages whose persistence
+        #: bit has not come yet: recoverable number -> handle.
+        self.pending_recoverable: dict[int, int] = {}
+
+    def window(self) -> int:
+        """Packets this session may have unacknowledged (MS-MQQB 3.1.7.1)."""
+        # As written the gate uses the own WindowSize; we also honour the peer's
+        # advertised window (it signals memory pressure with 1, MS-MQMQ note <15>).
+        return max(1, min(self.window_size, self.received_window_size or 1))
+
+    def unacknowledged_handles(self) -> list[int]:
+        """Handles of the non-transactional messages no SessionAck released (sent and
+        awaiting one, or held by the window)."""
+        out = [e.handle for e in self.awaiting_ack if not e.transactional]
+        out += list(self.pending_recoverable.values())
+        for packet, handle in self.backlog:
+            if not isinstance(packet, bytes):
+                message = packet if isinstance(packet, UserMessage) else packet.message
+                if message.transaction is None:
+                    out.append(handle)
+        return out
+
+    def extend(self, items: Iterable[tuple[UserMessagePacket | bytes, int]]) -> None:
+        """Hold (packet, handle) pairs until the window lets them go (see
+        :meth:`Session.send_user_messages` for the packets given as bytes)."""
+        self.backlog.extend(items)
+
+    def drain(self, out: list[bytes]) -> bool:
+        """Append to ``out`` the encoded packets of the backlog the window lets go, each
+        numbered and awaiting its acknowledgment. False when the backlog is empty or the
+        window full (nothing looked at); True otherwise, even when the number space held
+        them back (:data:`_RECOVERABLE_AHEAD_MAX`)."""
+        backlog = self.backlog
+        if not backlog:
+            return False
+        awaiting = self.awaiting_ack
+        # Each packet sent adds one entry to awaiting_ack: the room left is counted down
+        # below rather than measured per packet.
+        room = self.window() - len(awaiting)
+        if room <= 0:
+            return False
+        sent = self.message_sent_count
+        recoverable_sent = self.recoverable_message_sent_count
+        moved = 0  # bytes of encoded packets taken from the backlog
+        pending = self.pending_recoverable
+        # The oldest recoverable number the peer received and has not acknowledged as
+        # stored: the first key of pending_recoverable (insertion order). What is not yet
+        # acknowledged as received is at most a window behind and needs no check.
+        oldest = next(iter(pending)) if pending else None
+        try:
+            while backlog and room > 0:
+                room -= 1
+                if oldest is not None and (recoverable_sent - oldest) % _U16 >= _RECOVERABLE_AHEAD_MAX:
+                    break  # resumes when stored-acknowledgments release the oldest ones
+                packet, handle = backlog.popleft()
+                if isinstance(packet, bytes):
+                    # An encoded transactional UserMessage (see send_user_messages): DM is
+                    # recoverable.
+                    sent = (sent + 1) % _U16
+                    recoverable_sent = (recoverable_sent + 1) % _U16
+                    size = len(packet)
+                    moved += size
+                    awaiting.append(AwaitingAck(sent, recoverable_sent, True, handle, size))
+                    out.append(packet)
+                    continue
+                message = packet if isinstance(packet, UserMessage) else packet.message
+                data = packet.encode()  # may raise LocalProtocolError: nothing counted then
+                sent = (sent + 1) % _U16
+                recoverable = None  # express
+                if (message.user.flags >> 5) & 0x3 == DeliveryMode.RECOVERABLE:  # UserHeader.Flags.DM
+                    recoverable_sent = (recoverable_sent + 1) % _U16
+                    recoverable = recoverable_sent
+                size = len(data)
+                awaiting.append(AwaitingAck(sent, recoverable, message.transaction is not None, handle, size))
+                self.window_bytes += size
+                out.append(data)
+        finally:
+            self.message_sent_count = sent
+            self.recoverable_message_sent_count = recoverable_sent
+            self.window_bytes += moved
+        return True
+
+    def acknowledge(self, h: SessionHeader) -> list[int]:
+        """Take off what the SessionHeader ``h`` acknowledges (MS-MQQB 3.1.5.5.1-3.1.5.5.3)
+        and return the handles of the non-transactional messages it releases. Raises
+        :class:`RemoteProtocolError` for an AckSequenceNumber beyond MessageSentCount."""
+        awaiting = self.awaiting_ack
+        first = awaiting[0].sequence_number if awaiting else None
+        covered = covered_by_ack(h.ack_sequence_number, first, len(awaiting), self.message_sent_count)
+        if covered is None:
+            raise RemoteProtocolError(
+                f"{self.peer}: SessionHeader.AckSequenceNumber {h.ack_sequence_number} "
+                f"beyond MessageSentCount {self.message_sent_count}"
+            )
+        # The covered entries are the oldest ones: taken off the front; the rest stay.
+        # Only non-transactional entries are released by a SessionAck (3.1.5.5.2/3;
+        # transactional never, seed 003): a transactional stream skips the bit set below.
+        # One pass over the covered entries (this runs for every acknowledged packet).
+        plain: list[AwaitingAck] = []
+        released_bytes = 0
+        popleft = awaiting.popleft
+        for _ in range(covered):
+            entry = popleft()
+            released_bytes += entry.size
+            if not entry.transactional:
+                plain.append(entry)
+        self.window_bytes -= released_bytes
+        rec_acked: set[int] = set()
+        # The flags say whether the header acknowledges stored messages: its base may be 0,
+        # the number after 0xFFFF (RecoverableMsgSeqNumber is 16 bits and wraps). Reading
+        # base 0 as "none" left the 31 messages after every wrap unreleased for good.
+        if h.recoverable_msg_ack_flags and (plain or self.pending_recoverable):
+            for bit in range(32):
+                if h.recoverable_msg_ack_flags >> bit & 1:
+                    rec_acked.add((h.recoverable_msg_ack_seq_number + bit) % _U16)
+        handles: list[int] = []
+        for entry in plain:
+            # Express released by AckSequenceNumber, recoverable by the recoverable fields.
+            if entry.recoverable_number is None or entry.recoverable_number in rec_acked:
+                handles.append(entry.handle)
+            else:
+                # Delivered, not yet persisted by the peer: its bit comes in a later header.
+                self.pending_recoverable[entry.recoverable_number] = entry.handle
+        for n in rec_acked:
+            handle = self.pending_recoverable.pop(n, None)
+            if handle is not None:
+                handles.append(handle)
+        self.received_window_size = h.window_size
+        return handles
