@@ -220,8 +220,8 @@ class ArrivalRouter:
             seq = admitted
             self._last_key = (source, queue, qm, key, seq)
         result = seq.receive(tx.tx_sequence_id, tx.tx_sequence_number, tx.previous_tx_sequence_number, now)
-        if isinstance(result, Accepted):
+        if type(result) is Accepted:  # or Rejected (neither has subclasses)
             self._events.append(_new_accepted_event(message, result))
         else:
-            self._events.append(TransactionalMessageRejected(message, result))
+            self._events.append(TransactionalMessageRejected(message, result))  # type: ignore[arg-type]
         return False

@@ -107,7 +107,7 @@ class SendWindow:
                 if oldest is not None and (recoverable_sent - oldest) % _U16 >= _RECOVERABLE_AHEAD_MAX:
                     break  # resumes when stored-acknowledgments release the oldest ones
                 packet, handle = backlog.popleft()
-                if isinstance(packet, bytes):
+                if type(packet) is bytes:  # the encoded form send_user_messages takes
                     # An encoded transactional UserMessage (see send_user_messages): DM is
                     # recoverable.
                     sent = (sent + 1) % _U16
@@ -117,8 +117,9 @@ class SendWindow:
                     awaiting.append(AwaitingAck(sent, recoverable_sent, True, handle, size))
                     out.append(packet)
                     continue
-                message = packet if isinstance(packet, UserMessage) else packet.message
-                data = packet.encode()  # may raise LocalProtocolError: nothing counted then
+                value: UserMessagePacket = packet  # type: ignore[assignment]  # not bytes (above)
+                message = value if isinstance(value, UserMessage) else value.message
+                data = value.encode()  # may raise LocalProtocolError: nothing counted then
                 sent = (sent + 1) % _U16
                 recoverable = None  # express
                 if (message.user.flags >> 5) & 0x3 == DeliveryMode.RECOVERABLE:  # UserHeader.Flags.DM

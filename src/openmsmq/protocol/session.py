@@ -66,6 +66,7 @@ from openmsmq.wire.ids import NULL_GUID
 from openmsmq.wire.packets import (
     ConnectionParameters,
     EstablishConnection,
+    FinalAck,
     OrderAck,
     OrderAckBody,
     Packet,
@@ -375,18 +376,67 @@ class Session:
             # retransmits whatever is unacknowledged on the next session.
             self._fail(exc.header, str(exc), exc)
             return
+        router = self._router
         for packet in packets:
             state = self.state
             if state is _CLOSED:
                 return
             try:
-                if type(packet) is UserMessage and state is _OPEN:
-                    # _dispatch inlined for the packet of nearly every call (one call and
-                    # three isinstance checks less per message; same rules, MS-MQQB 3.1.6.3).
-                    self._received_ack = True
-                    self._on_user_message(packet, now)
-                else:
+                kind = type(packet)
+                if state is not _OPEN or not (kind is UserMessage or kind is OrderAck or kind is FinalAck):
                     self._dispatch(packet, now)
+                    continue
+                # A UserMessage, OrderAck or FinalAck on an open session: the packet of nearly
+                # every call, processed here rather than in a method per packet.
+                # MS-MQQB 3.1.6.3: every received packet sets ReceivedAck.
+                self._received_ack = True
+                upacket: UserMessagePacket = packet  # type: ignore[assignment]  # its kind, checked above
+                message: UserMessage = upacket if kind is UserMessage else upacket.message  # type: ignore[assignment,union-attr]
+                # General processing (MS-MQQB 3.1.5.8.2).
+                self.message_received_count = (self.message_received_count + 1) % _U16
+                self.unacked_received_msg_count += 1
+                user = message.user
+                if not self.direct_format_session and isinstance(
+                    user.destination_queue, DirectQueueFormatName
+                ):
+                    self.direct_format_session = True
+                if self._ack_send_deadline is None:
+                    self._ack_send_deadline = now + self.ack_wait_timeout / 2
+                self._session_active = True
+                # None for an express message; a RecoverableMessage number may be 0 (after the wrap).
+                recoverable: int | None = None
+                big = self._received_bytes >= _ACK_BYTES
+                if (user.flags >> 5) & 0x3 == _DM_RECOVERABLE:  # UserHeader.Flags.DM
+                    # MS-MQQB 3.1.5.8.7.
+                    received = self.recoverable_message_received_count
+                    unacked = (received - self.last_acked_recoverable_msg_seq_number) % _U16
+                    if big or unacked >= _RECOVERABLE_ACK_BURST:
+                        self._send_packet(SessionAck(self._make_session_header()))
+                    recoverable = self.recoverable_message_received_count = (
+                        self.recoverable_message_received_count + 1
+                    ) % _U16
+                    if not self._persisted_unacked:
+                        self._ack_send_deadline = now + self.recoverable_ack_send_timeout
+                    if message.transaction is not None:
+                        # Transactional messages are retained by the sender until their
+                        # OrderAck whatever the SessionAck says: acknowledge at once. An
+                        # OrderAck or a FinalAck is acknowledged at once when it is for this
+                        # QM (the router says so), once stored when this QM passes it on.
+                        self._persisted_unacked.add(recoverable)
+                elif big or self.unacked_received_msg_count >= max(1, self.sending.window() // 2):
+                    # Express: MS-MQQB 3.1.1.6.1 has the receiver acknowledge "at intervals
+                    # defined by an acknowledgment timer or based on message count and session
+                    # window size". By the timer alone (AckWaitTimeout / 2) an express stream
+                    # would stop for seconds each time the sender's window filled; a SessionAck
+                    # at half the window keeps it open (recoverable messages have their own
+                    # burst of 32).
+                    self._send_packet(SessionAck(self._make_session_header()))
+                # SessionHeader processing (MS-MQQB 3.1.5.8.4) after the counters moved.
+                if message.session is not None:
+                    self._on_session_header(message.session, now)
+                if router.route(upacket, message, recoverable, now) and recoverable is not None:
+                    # An OrderAck or FinalAck for this QM: idempotent, acknowledged at once.
+                    self._persisted_unacked.add(recoverable)
             except WireError as exc:  # a body decoded lazily (OrderAck/FinalAck)
                 self._fail(_packet_name(packet), str(exc), exc)
             except RemoteProtocolError as exc:
@@ -480,10 +530,9 @@ class Session:
                 raise RemoteProtocolError(
                     f"{self.peer}: {_packet_name(packet)} received in state {self.state.name} (MS-MQQB 3.1.5)"
                 )
-            if isinstance(packet, SessionAck):
-                self._on_session_header(packet.session, now)
-            else:
-                self._on_user_message(packet, now)
+            if not isinstance(packet, SessionAck):  # receive_data takes the user-message packets
+                raise RemoteProtocolError(f"{self.peer}: unexpected {_packet_name(packet)} (MS-MQQB 3.1.5)")
+            self._on_session_header(packet.session, now)
 
     # -- establishment (MS-MQQB 3.1.5.3, 3.1.5.4) -------------------------------------
 
@@ -519,51 +568,6 @@ class Session:
             self._session_active = True
 
     # -- receiving -------------------------------------------------------------------
-
-    def _on_user_message(self, packet: UserMessagePacket, now: float) -> None:
-        message = packet if isinstance(packet, UserMessage) else packet.message
-        # General processing (MS-MQQB 3.1.5.8.2).
-        self.message_received_count = (self.message_received_count + 1) % _U16
-        self.unacked_received_msg_count += 1
-        user = message.user
-        if not self.direct_format_session and isinstance(user.destination_queue, DirectQueueFormatName):
-            self.direct_format_session = True
-        if self._ack_send_deadline is None:
-            self._ack_send_deadline = now + self.ack_wait_timeout / 2
-        self._session_active = True
-        # None for an express message; a RecoverableMessage number may be 0 (after the wrap).
-        recoverable: int | None = None
-        big = self._received_bytes >= _ACK_BYTES
-        if (user.flags >> 5) & 0x3 == _DM_RECOVERABLE:  # UserHeader.Flags.DM
-            # MS-MQQB 3.1.5.8.7 (_on_recoverable, inlined: once per message).
-            received = self.recoverable_message_received_count
-            unacked = (received - self.last_acked_recoverable_msg_seq_number) % _U16
-            if big or unacked >= _RECOVERABLE_ACK_BURST:
-                self._send_packet(SessionAck(self._make_session_header()))
-            recoverable = self.recoverable_message_received_count = (
-                self.recoverable_message_received_count + 1
-            ) % _U16
-            if not self._persisted_unacked:
-                self._ack_send_deadline = now + self.recoverable_ack_send_timeout
-            if message.transaction is not None:
-                # Transactional messages are retained by the sender until their OrderAck
-                # whatever the SessionAck says: acknowledge at once. An OrderAck or a
-                # FinalAck is acknowledged at once when it is for this QM (``_route``),
-                # once stored when this QM passes it on.
-                self._persisted_unacked.add(recoverable)
-        elif big or self.unacked_received_msg_count >= max(1, self.sending.window() // 2):
-            # Express: MS-MQQB 3.1.1.6.1 has the receiver acknowledge "at intervals defined
-            # by an acknowledgment timer or based on message count and session window
-            # size". By the timer alone (AckWaitTimeout / 2) an express stream would stop
-            # for seconds each time the sender's window filled; a SessionAck at half the
-            # window keeps it open (recoverable messages have their own burst of 32).
-            self._send_packet(SessionAck(self._make_session_header()))
-        # SessionHeader processing (MS-MQQB 3.1.5.8.4) after the counters moved.
-        if message.session is not None:
-            self._on_session_header(message.session, now)
-        if self._router.route(packet, message, recoverable, now) and recoverable is not None:
-            # An OrderAck or FinalAck for this QM: idempotent, acknowledged at once.
-            self._persisted_unacked.add(recoverable)
 
     def forget_sequences(self) -> None:
         """The QM dropped or replaced incoming sequences of its registry (expired, reset by
