@@ -203,12 +203,12 @@ class Session:
     @property
     def unacked_message_count(self) -> int:
         """UnAckedMessageCount: sent, not yet session-acknowledged."""
-        return len(self.sending.awaiting_ack)
+        return self.sending.unacked_count
 
     @property
     def backlog(self) -> int:
         """Messages held back by the window."""
-        return len(self.sending.backlog)
+        return self.sending.held_count
 
     def unacknowledged_handles(self) -> list[int]:
         """Handles of the non-transactional messages given to this session that no
@@ -293,6 +293,16 @@ class Session:
         if self.state is not SessionState.OPEN:
             raise LocalProtocolError(f"send_user_message in state {self.state.name}")
         self.sending.extend(items)
+        self._drain_backlog(now)
+
+    def send_encoded(self, packets: list[bytes], now: float) -> None:
+        """:meth:`send_user_messages` for encoded transactional UserMessages alone (each
+        recoverable, without a SessionHeader: ``store.packet_rows.row_encoder``'s), none of
+        which needs its handle back: the same packets on the wire, counted and acknowledged
+        alike, held and numbered a run at a time instead of one by one."""
+        if self.state is not SessionState.OPEN:
+            raise LocalProtocolError(f"send_user_message in state {self.state.name}")
+        self.sending.extend_encoded(packets)
         self._drain_backlog(now)
 
     def send_order_ack(
