@@ -10,7 +10,8 @@ for). Printed: thread CPU time per message spent in A's and B's ``Transfer`` ent
 points (poll, data_received, store work, timers), the application's send on A, the
 minimum over the rounds (the machine is shared: the minimum is the least disturbed).
 With ``--calls`` also the number of Python function calls of one round under cProfile,
-a figure that does not depend on the machine's load. With ``--codec`` also the codec's
+a figure that does not depend on the machine's load, in all and per side (the
+application's send, A's and B's ``Transfer`` entry points). With ``--codec`` also the codec's
 share alone: A's ``packet_from_message`` + ``UserMessage.encode`` and B's
 ``PacketDecoder.feed`` + ``message_from_packet`` over 1,000 transfer packets (min of 30).
 """
@@ -46,7 +47,10 @@ ENTRY_POINTS = ("poll", "data_received", "data_to_send", "run_store_work", "stor
                 "next_store_work", "handle_timer", "wanted_peers", "connections_to_close")  # fmt: skip
 
 
-def _instrument(acc: collections.defaultdict[str, float]) -> None:
+def _instrument(acc: collections.defaultdict[str, float], profiles: dict[str, cProfile.Profile]) -> None:
+    """Time A's and B's entry points into ``acc`` (by address); while ``profiles`` holds a
+    profiler per address, count their calls there, apart from the rest of the round (the
+    profiler ``profiles["current"]``: the application's send, the harness)."""
     depth = [0]
 
     def wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -54,17 +58,35 @@ def _instrument(acc: collections.defaultdict[str, float]) -> None:
             if depth[0]:
                 return orig(self, *args, **kw)
             depth[0] += 1
+            side = profiles.get(self.config.local_addresses[0])
+            outer = profiles.get("current")
+            if side is not None and outer is not None:
+                outer.disable()
+                side.enable()
             t = time.thread_time()
             try:
                 return orig(self, *args, **kw)
             finally:
                 acc[self.config.local_addresses[0]] += time.thread_time() - t
+                if side is not None and outer is not None:
+                    side.disable()
+                    outer.enable()
                 depth[0] -= 1
 
         return timed
 
     for name in ENTRY_POINTS:
         setattr(Transfer, name, wrap(getattr(Transfer, name)))
+
+
+def _calls(profile: cProfile.Profile) -> int:
+    """The calls ``profile`` counted, without its own ``disable`` (the switches between
+    the sides' profilers)."""
+    stats = pstats.Stats(profile)
+    own = sum(
+        v[1] for k, v in stats.stats.items() if k[2] == "<method 'disable' of '_lsprof.Profiler' objects>"
+    )  # type: ignore[attr-defined]
+    return int(stats.total_calls) - own  # type: ignore[attr-defined]
 
 
 def codec_figures() -> tuple[float, float]:
@@ -102,7 +124,8 @@ def main() -> None:
     n = args.messages - args.messages % 100
     gc.set_threshold(50_000, 50, 100)  # as openmsmq serve (server/serve.py tune_gc)
     acc: collections.defaultdict[str, float] = collections.defaultdict(float)
-    _instrument(acc)
+    profiles: dict[str, cProfile.Profile] = {}
+    _instrument(acc, profiles)
     work = tempfile.TemporaryDirectory(prefix="openmsmq-bench-cpu-")  # removed at the end
     net = Net(Path(work.name), Clock())
     a, b = net.add("127.0.0.1"), net.add("127.0.0.2")
@@ -111,12 +134,19 @@ def main() -> None:
     res: dict[str, list[float]] = {"send": [], "A": [], "B": []}
 
     def one_round() -> None:
+        if profiles:
+            profiles["current"] = profiles["send"]
+            profiles["send"].enable()
         t0 = time.thread_time()
         for _ in range(0, n, 100):
             tx = a.qm.begin()
             a.qm.send_many(DEST, [MessageRecord(body=body) for _ in range(100)], tx)
             tx.commit()
         res["send"].append((time.thread_time() - t0) / n * 1e6)
+        if profiles:
+            profiles["send"].disable()
+            profiles["current"] = profiles["harness"]
+            profiles["harness"].enable()
         acc.clear()
         net.settle(100_000)
         net.clock.now += 0.6  # OrderAckTimeout
@@ -139,13 +169,17 @@ def main() -> None:
         f" A+B {min(res['A']) + min(res['B']):.1f}; application send on A {min(res['send']):.1f}; {check}"
     )
     if args.calls:
-        pr = cProfile.Profile()
-        pr.enable()
+        for name in ("send", "harness", "127.0.0.1", "127.0.0.2"):
+            profiles[name] = cProfile.Profile()
         one_round()
-        pr.disable()
-        calls: int = pstats.Stats(pr).total_calls  # type: ignore[attr-defined]
-        print(f"Python function calls for one round of {n}: {calls:,}"
-              f" ({calls / n:.0f} per message, send included)")  # fmt: skip
+        profiles["harness"].disable()
+        del profiles["current"]
+        per = {k: _calls(p) for k, p in profiles.items()}
+        calls = sum(per.values())
+        profiles.clear()
+        print(f"Python function calls for one round of {n}: {calls:,} ({calls / n:.1f} per message,"
+              f" send included): application send {per['send'] / n:.1f}, A {per['127.0.0.1'] / n:.1f},"
+              f" B {per['127.0.0.2'] / n:.1f}, the in-memory harness {per['harness'] / n:.1f}")  # fmt: skip
     if args.codec:
         ca, cb = codec_figures()
         print(f"codec us/message (min of 30 x 1,000): A packet_from_message+encode {ca:.2f},"

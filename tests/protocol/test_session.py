@@ -603,9 +603,122 @@ def test_encoded_transactional_packets_count_as_their_values() -> None:
             accepted += [e for e in drain(b) if isinstance(e, TransactionalMessageAccepted)]
         acks = [e for e in drain(a) if isinstance(e, SessionAckReceived)]
         assert acks and all(not e.acked_handles for e in acks)
-        runs.append((sent, len(accepted), a.message_sent_count, a.recoverable_message_sent_count))
+        sending = a.sending
+        runs.append((sent, len(accepted), sending.message_sent_count, sending.recoverable_message_sent_count))
     assert runs[0] == runs[1]
     assert runs[0][1] == 10 and runs[0][2] == 10 and runs[0][3] == 10
+
+
+def _varied(m: RetainedMessage) -> UserMessage:
+    """:func:`tx_packet` with a body whose size varies from message to message."""
+    return UserMessage.build(
+        source_qm=QM_A, message_id=m.message_id, destination_queue=QUEUE,  # type: ignore[arg-type]
+        body=b"v" * (m.tx_sequence_number * 7 % 23), sent_time=1_700_000_000, destination_qm=QM_B,
+        transaction=TransactionHeader(SEQ, m.tx_sequence_number, m.previous_tx_sequence_number),
+    )  # fmt: skip
+
+
+def _stream(encoded: bool, window: int, chunks: Sequence[int]) -> tuple[list[object], int]:
+    """Transactional messages in ``chunks`` from A to B across the 16-bit wrap of the
+    session numbers, a recoverable non-transactional message after each chunk; the
+    transactional ones given to :meth:`Session.send_encoded` as bytes (``encoded``) or
+    one by one as values. Returns everything observable of A per step (its bytes on the
+    wire, counts, window bytes, backlog, released handles) and B's accepted count."""
+    a, b = pair(config=SessionConfig(window_size=window))
+    drain(a), drain(b)
+    a.sending.message_sent_count = b.message_received_count = 0xFFF0
+    a.sending.recoverable_message_sent_count = 0xFFF0
+    b.recoverable_message_received_count = b.last_acked_recoverable_msg_seq_number = 0xFFF0
+    seen: list[object] = []
+    accepted = 0
+    now = 1.0
+    n = 0
+    for size in chunks:
+        ms = [msg(i) for i in range(n + 1, n + size + 1)]
+        n += size
+        if encoded:
+            a.send_encoded([_varied(m).encode() for m in ms], now)
+        else:
+            a.send_user_messages([(_varied(m), m.handle) for m in ms], now)
+        a.send_user_message(recoverable_packet(1000 + n), now, handle=1000 + n)
+        for _ in range(500):  # bounded: each round moves bytes or fires a timer
+            da, db = a.data_to_send(), b.data_to_send()
+            seen.append((da, a.unacked_message_count, a.unacked_bytes, a.backlog))
+            if da:
+                b.receive_data(da, now)
+            for e in drain(b):
+                accepted += isinstance(e, TransactionalMessageAccepted)
+                if isinstance(e, UserMessageReceived):
+                    assert e.recoverable_number is not None
+                    b.recoverable_message_stored(e.recoverable_number, now)
+            if db:
+                a.receive_data(db, now)
+            seen += [e.acked_handles for e in drain(a) if isinstance(e, SessionAckReceived)]
+            if not da and not db:
+                if not a.unacked_message_count and not a.backlog:
+                    break
+                now += 0.6  # past RecoverableAckSendTimeout: B acknowledges what it holds
+                b.handle_timer(now)
+                a.handle_timer(now)
+    seen.append((a.sending.message_sent_count, a.sending.recoverable_message_sent_count, a.unacked_bytes))
+    return seen, accepted
+
+
+@pytest.mark.parametrize("window", [1, 5, 64, 100])
+def test_encoded_runs_go_out_counted_and_acknowledged_as_single_packets(window: int) -> None:
+    """:meth:`Session.send_encoded` holds a batch of encoded transactional messages as one
+    run and numbers and acknowledges it a run at a time (a SessionAck may end inside a
+    run): the bytes on the wire, the counts, the window's bytes, the backlog and the
+    released handles are, at every step, those of the same messages given one by one."""
+    chunks = (7, 50, 1, 120, 122)
+    runs, accepted = _stream(True, window, chunks)
+    singles, accepted_singly = _stream(False, window, chunks)
+    assert runs == singles
+    assert accepted == accepted_singly == sum(chunks)
+
+
+def _held_by_the_number_space(encoded: bool) -> list[object]:
+    """A's steps when its recoverable numbers run 0x7FF0 ahead of a message B received
+    and has not stored, then 40 transactional messages are given to it."""
+    a, b = pair()
+    drain(a), drain(b)
+    a.send_user_message(recoverable_packet(1), 1.0, handle=77)  # B receives it, stores it later
+    pump(a, b, 1.0)
+    (received,) = [e for e in drain(b) if isinstance(e, UserMessageReceived)]
+    b.handle_timer(2.0)
+    pump(a, b, 2.0)
+    drain(a)
+    assert a.sending.pending_recoverable  # acknowledged as received, not as stored
+    a.sending.recoverable_message_sent_count += 0x7FF0
+    b.recoverable_message_received_count += 0x7FF0
+    b.last_acked_recoverable_msg_seq_number = b.recoverable_message_received_count
+    ms = [msg(i) for i in range(1, 41)]
+    if encoded:
+        a.send_encoded([_varied(m).encode() for m in ms], 3.0)
+    else:
+        a.send_user_messages([(_varied(m), m.handle) for m in ms], 3.0)
+    steps: list[object] = [(a.data_to_send(), a.unacked_message_count, a.backlog)]
+    assert received.recoverable_number is not None
+    b.recoverable_message_stored(received.recoverable_number, 3.0)
+    b.handle_timer(4.0)
+    pump(a, b, 4.0)
+    steps.append((a.unacked_message_count, a.backlog, a.sending.recoverable_message_sent_count))
+    steps += [e.acked_handles for e in drain(a) if isinstance(e, SessionAckReceived)]
+    return steps
+
+
+def test_an_encoded_run_waits_for_the_number_space_as_single_packets_do() -> None:
+    """RecoverableMsgSeqNumber never runs half its space ahead of the oldest message the
+    peer has not acknowledged as stored: a run given to :meth:`Session.send_encoded`
+    stops at the same message as the same packets given one by one, and goes on once
+    that message is stored."""
+    runs, singles = _held_by_the_number_space(True), _held_by_the_number_space(False)
+    assert runs == singles
+    first = runs[0]
+    # Message 1 is number 1; the run stops where number 1 + 0x8000 would be next.
+    assert isinstance(first, tuple) and first[1] == 0x8000 - 0x7FF0 and first[2] == 40 - first[1]
+    # Stored, so acknowledged as stored: the rest of the run goes.
+    assert runs[1] == (runs[1][0], 0, 1 + 0x7FF0 + 40)
 
 
 def _recoverable_backlog(n: int) -> tuple[Session, Session]:
@@ -634,9 +747,10 @@ def test_recoverable_numbers_never_run_half_their_space_ahead_of_the_oldest_unst
         pump(a, b, now, rounds=5000)
         unstored += [e.recoverable_number for e in drain(b) if isinstance(e, UserMessageReceived)]
         released += [h for e in drain(a) if isinstance(e, SessionAckReceived) for h in e.acked_handles]
-        pending = a._pending_recoverable
+        pending = a.sending.pending_recoverable
         if pending:
-            ahead_max = max(ahead_max, (a.recoverable_message_sent_count - next(iter(pending))) % 0x10000)
+            ahead = (a.sending.recoverable_message_sent_count - next(iter(pending))) % 0x10000
+            ahead_max = max(ahead_max, ahead)
         if unstored:
             # A sends nothing more now: B's store catches up with what it received.
             for number in unstored:
@@ -681,7 +795,7 @@ def test_the_recoverable_message_numbered_0_waits_for_its_stored_acknowledgment(
     a, b = pair()
     drain(a), drain(b)
     # The ADM counters as after 65,534 recoverable messages, all acknowledged.
-    a.recoverable_message_sent_count = 0xFFFE
+    a.sending.recoverable_message_sent_count = 0xFFFE
     b.recoverable_message_received_count = b.last_acked_recoverable_msg_seq_number = 0xFFFE
     for handle in (1, 2, 3):  # numbered 0xFFFF, 0, 1
         a.send_user_message(recoverable_packet(handle), 1.0, handle=handle)

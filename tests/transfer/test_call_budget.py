@@ -20,8 +20,8 @@ from .harness import Net, outgoing_count
 DEST = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\bench"
 MESSAGES = 2_000
 #: Calls per message the whole round may take (send on A, the transfer A -> B, the
-#: OrderAck's release). The reference codecs alone took 105.
-BUDGET = 92
+#: OrderAck's release): a third under the 105 of the reference codecs alone.
+BUDGET = 61
 
 
 def _round(net: Net, n: int) -> None:

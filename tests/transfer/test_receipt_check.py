@@ -76,3 +76,41 @@ def test_receipt_check_follows_deletion_and_recreation(tmp_path: Path) -> None:
         ]  # fmt: skip
     finally:
         qm.close()
+
+
+def test_a_verdict_remembered_for_a_queue_and_sender_still_follows_expiry_and_changes(tmp_path: Path) -> None:
+    """The check remembers that a queue's record and a sender passed the rules, so that the
+    next message of the stream is not asked again: a later message past its
+    TimeToReachQueue, a changed queue (its allowlist), another sender are still refused,
+    each exactly as :func:`refusal_class` refuses it."""
+    qm = QueueManager(tmp_path / "qm", threaded=False, integrity_check=False)
+    try:
+        name = "private$\\orders"
+        qm.create_queue(name, transactional=True)
+        check = ReceiptCheck(qm, WallClock(0.0))
+        dest = DirectQueueFormatName("TCP:127.0.0.2\\PRIVATE$\\orders")
+        p1, p2 = _packet(dest, qm, 1), _packet(dest, qm, 2)
+        assert check.refusal_class(p1, NOW) is None
+        assert check.refusal_class(p2, NOW) is None
+        # The same sender object and queue record, the message sent long ago.
+        late = NOW + p2.time_to_reach_queue + 1
+        assert check.refusal_class(p2, late) == MessageClass.NACK_REACH_QUEUE_TIMEOUT
+        assert check.refusal_class(p2, NOW) is None
+        # The queue changes: only another QM may send now.
+        qm.set_queue_properties(name, allowed_senders=[uuid.UUID(int=7)])
+        assert check.refusal_class(p2, NOW) == MessageClass.NACK_ACCESS_DENIED == _reference(qm, name, p2)
+        qm.set_queue_properties(name, allowed_senders=[SENDER])
+        assert check.refusal_class(p2, NOW) is None
+        # Another sender on the same queue record.
+        other = uuid.UUID(int=9)
+        m = MessageRecord(
+            body=b"x", transactional=True, tx_sequence_id=TxSequenceId(1_700_000_000, 2).value,
+            tx_sequence_number=1, tx_previous_sequence_number=0, sent_time=NOW,
+            id_lineage=other, source_machine=other, id_uniquifier=1, destination_qm=qm.guid,
+        )  # fmt: skip
+        assert (
+            check.refusal_class(packet_from_message(m, dest, other), NOW) == MessageClass.NACK_ACCESS_DENIED
+        )
+        assert check.refusal_class(p2, NOW) is None
+    finally:
+        qm.close()

@@ -297,7 +297,7 @@ def test_the_recoverable_message_numbered_0_is_released_only_once_stored(net: Ne
     (sa,) = [c.session for c in a.transfer.connections]
     (sb,) = [c.session for c in b.transfer.connections]
     # The ADM counters as after 65,535 recoverable messages, all acknowledged.
-    sa.recoverable_message_sent_count = 0xFFFE
+    sa.sending.recoverable_message_sent_count = 0xFFFE
     sb.recoverable_message_received_count = sb.last_acked_recoverable_msg_seq_number = 0xFFFE
     b.hold_store = True
     for i in range(3):  # numbered 0xFFFF, 0, 1

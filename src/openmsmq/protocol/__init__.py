@@ -4,7 +4,10 @@ Nothing in this package reads a clock, sleeps, touches sockets or runs SQL: ever
 takes ``now`` and every timer is exposed as a deadline (``get_timer``) plus a
 ``handle_timer(now)`` input.
 
-* :mod:`openmsmq.protocol.session` — :class:`Session`, one per TCP connection.
+* :mod:`openmsmq.protocol.session` — :class:`Session`, one per TCP connection, composed of
+  :mod:`~openmsmq.protocol.handshake` (establishment), :mod:`~openmsmq.protocol.send_window`
+  (window, sending counters) and :mod:`~openmsmq.protocol.routing` (where a received
+  message goes; the acceptance rule).
 * :mod:`openmsmq.protocol.events` — the session's events, states and configuration.
 * :mod:`openmsmq.protocol.incoming` — receiver: acceptance rule and OrderAck scheduling.
 * :mod:`openmsmq.protocol.outgoing` — sender: retention, release and resend.

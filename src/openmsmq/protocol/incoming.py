@@ -309,7 +309,12 @@ class IncomingSequence:
         # MaximumOrderAckDelay has elapsed, it is left running, so a steady stream cannot
         # postpone the OrderAck forever.
         deadline = self._order_ack_deadline
-        if deadline is None or now - self._last_order_ack_send_time < self._config.maximum_order_ack_delay:
+        if deadline is None or (
+            now - self._last_order_ack_send_time < self._config.maximum_order_ack_delay
+            # Already restarted at this ``now`` (the messages of one read share it): a
+            # running timer is armed in the registry, so a restart would change nothing.
+            and deadline != now + self._config.order_ack_timeout
+        ):
             self._start_order_ack_timer(now)
 
         incoming_id = self._incoming.tx_sequence_id
@@ -391,9 +396,13 @@ class IncomingSequence:
         # themselves, in order: compared by identity (no hashing), then popped, as the
         # durable prefix below would pop them.
         if n and not early and n <= len(pending) and all(map(_is, stored, pending)):
-            popleft = pending.popleft
-            for _ in range(n):
-                head = popleft()
+            if n == len(pending):  # all of them (one group commit stored every accepted one)
+                head = pending[-1]
+                pending.clear()
+            else:
+                popleft = pending.popleft
+                for _ in range(n):
+                    head = popleft()
         else:
             index = {(p.tx_sequence_id, p.tx_sequence_number): p for p in pending}
             for s in stored:

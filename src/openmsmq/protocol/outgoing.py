@@ -29,7 +29,7 @@ OrderAck, which names only the sequence, can be routed back to its outgoing queu
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from operator import attrgetter
@@ -214,7 +214,7 @@ class OutgoingSequence:
         # Removed before acknowledgment: position -> its PreviousTxSequenceNumber.
         self._removed: dict[tuple[TxSequenceId, int], int] = {}
         for m in retained:
-            self._append(m)
+            self._append_many((m,))
             self._sent_high[m.tx_sequence_id] = max(
                 self._sent_high.get(m.tx_sequence_id, 0), m.tx_sequence_number
             )
@@ -277,12 +277,7 @@ class OutgoingSequence:
     def add_many(self, messages: Iterable[RetainedMessage], now: float) -> list[OutgoingEvent]:
         """:meth:`add` for a batch (one :class:`Transmit` for all of them)."""
         batch = list(messages)
-        last_sid: TxSequenceId | None = None
-        for m in batch:
-            # A batch's messages share one TxSequenceId object: the previous message of the
-            # same object already ran the sequence check (no hash per message).
-            self._append(m, m.tx_sequence_id is last_sid)
-            last_sid = m.tx_sequence_id
+        self._append_many(batch)
         out: list[OutgoingEvent] = []
         if batch:
             sid = batch[0].tx_sequence_id
@@ -525,46 +520,60 @@ class OutgoingSequence:
             return i
         return -1
 
-    def _append(self, m: RetainedMessage, same_sequence: bool = False) -> None:
-        # same_sequence: the previous call appended a message of this very TxSequenceId
-        # object, so it either found the sequence known or forgot the old ones for it (a
-        # second _forget_old_sequences for it would change nothing).
-        numbered = 1 <= m.tx_sequence_number <= _U32_MAX
-        if not (numbered and 0 <= m.previous_tx_sequence_number < m.tx_sequence_number):
-            raise LocalProtocolError(f"bad transactional numbering {m!r}")
-        if self._unacked:
-            last = self._unacked[-1]
-            if m.tx_sequence_id is not last.tx_sequence_id and m.tx_sequence_id != last.tx_sequence_id:
-                raise LocalProtocolError(
-                    "a new TxSequenceID may start only when every message is OrderAck'ed (MS-MQQB 3.1.1.5)"
-                )
-            if m.tx_sequence_number <= last.tx_sequence_number:
-                raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
-        else:
-            known = max(self._sent_high.keys(), default=None)
-            if known is not None and m.tx_sequence_id < known:
-                raise LocalProtocolError("messages are never sent on an older sequence (MS-MQQB 3.1.1.5)")
-            if m.tx_sequence_number <= self._sent_high.get(m.tx_sequence_id, 0):
-                raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
-        if not same_sequence and m.tx_sequence_id not in self._sent_high:
-            self._forget_old_sequences(m.tx_sequence_id)
-        prev = m.previous_tx_sequence_number
-        if prev:
-            # MS-MQQB 3.1.7.1.3: PreviousTxSequenceNumber names the previous message still
-            # in the table. The committed value names the message committed before; when
-            # that one is neither waiting here nor known acknowledged, it left the outgoing
-            # queue unsent (expired before it was loaded, maybe before a restart): bridge
-            # to the message before m that is still here, else to the last acknowledged
-            # number (0 when unknown, e.g. after a restart: then nothing of this sequence
-            # before m is waiting, and 0 is at most what the receiver has).
-            floor = (
-                self._unacked[-1].tx_sequence_number
-                if self._unacked
-                else self._last_ack.get(m.tx_sequence_id, 0)
-            )
-            if prev > floor and (m.tx_sequence_id, prev) not in self._removed:
-                self._removed[(m.tx_sequence_id, prev)] = floor
-        self._unacked.append(m)
+    def _append_many(self, batch: Sequence[RetainedMessage]) -> None:
+        # Each message is checked against the one before it (the last of _unacked, then
+        # the previous one of the batch) and joins _unacked in one extend at the end; a
+        # bad one raises with the messages checked before it appended, as one call per
+        # message left them.
+        unacked = self._unacked
+        last = unacked[-1] if unacked else None
+        # The previous message's TxSequenceId object: a batch's messages share one, and
+        # the previous message of the same object either found the sequence known or
+        # forgot the old ones for it (a second _forget_old_sequences would change nothing).
+        last_sid: TxSequenceId | None = None
+        done = 0
+        try:
+            for m in batch:
+                sid = m.tx_sequence_id
+                number = m.tx_sequence_number
+                prev = m.previous_tx_sequence_number
+                if not (1 <= number <= _U32_MAX and 0 <= prev < number):
+                    raise LocalProtocolError(f"bad transactional numbering {m!r}")
+                if last is not None:
+                    if sid is not last.tx_sequence_id and sid != last.tx_sequence_id:
+                        raise LocalProtocolError(
+                            "a new TxSequenceID may start only when every message is OrderAck'ed"
+                            " (MS-MQQB 3.1.1.5)"
+                        )
+                    if number <= last.tx_sequence_number:
+                        raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
+                else:
+                    known = max(self._sent_high.keys(), default=None)
+                    if known is not None and sid < known:
+                        raise LocalProtocolError(
+                            "messages are never sent on an older sequence (MS-MQQB 3.1.1.5)"
+                        )
+                    if number <= self._sent_high.get(sid, 0):
+                        raise LocalProtocolError("TxSequenceNumber must increase within a sequence")
+                if sid is not last_sid and sid not in self._sent_high:
+                    self._forget_old_sequences(sid)
+                if prev:
+                    # MS-MQQB 3.1.7.1.3: PreviousTxSequenceNumber names the previous message
+                    # still in the table. The committed value names the message committed
+                    # before; when that one is neither waiting here nor known acknowledged,
+                    # it left the outgoing queue unsent (expired before it was loaded, maybe
+                    # before a restart): bridge to the message before m that is still here,
+                    # else to the last acknowledged number (0 when unknown, e.g. after a
+                    # restart: then nothing of this sequence before m is waiting, and 0 is at
+                    # most what the receiver has).
+                    floor = last.tx_sequence_number if last is not None else self._last_ack.get(sid, 0)
+                    if prev > floor and (sid, prev) not in self._removed:
+                        self._removed[(sid, prev)] = floor
+                last = m
+                last_sid = sid
+                done += 1
+        finally:
+            unacked.extend(batch if done == len(batch) else batch[:done])
 
     def _forget_old_sequences(self, new: TxSequenceId) -> None:
         # A new sequence starts: keep the bookkeeping of the newest previous sequence

@@ -27,6 +27,13 @@ class AwaitingAck:
     transactional: bool
     handle: int
     size: int  # encoded bytes (Session.unacked_bytes)
+    #: Messages of the entry: more than 1 for a run of encoded transactional messages
+    #: sent together (numbered from ``sequence_number`` and ``recoverable_number`` on).
+    count: int = 1
+    #: A run's running byte totals (``ends[i]``: the bytes of its first i + 1 messages)
+    #: and how many of them an acknowledgment already took off its front.
+    ends: list[int] | None = None
+    offset: int = 0
 
 
 def covered_by_ack(ack_sequence_number: int, first: int | None, awaiting: int, sent_count: int) -> int | None:

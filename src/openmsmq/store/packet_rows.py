@@ -182,7 +182,7 @@ def arrival_rows(
             or props.label
             or user.admin_queue is not None
             or user.response_queue is not None
-            or len(corr) != 20
+            or (corr != ZERO_CORRELATION and len(corr) != 20)  # the zero id is 20 bytes
         ):
             append(message_to_row(general(p, destination_format_name)))
             continue

@@ -310,8 +310,12 @@ def stamped_rows(
     append = rows.append
     uniq = first_uniquifier - 1
     for m in messages:
-        n_label = len(m.label)
-        if len(m.body) + 2 * n_label + len(m.extension) > max_bytes or n_label > 249:
+        label = m.label
+        extension = m.extension
+        n_label = len(label) if label else 0  # (no label, no extension: the usual message)
+        n_body = len(m.body)
+        size = n_body + 2 * n_label + (len(extension) if extension else 0)  # Message.size
+        if size > max_bytes or n_label > 249:
             _check_message(m, max_bytes)
         priority = m.priority
         if not 0 <= priority <= 7:
@@ -330,6 +334,8 @@ def stamped_rows(
                 qm_bytes,
                 dest.encode() if dest else name_bytes,
                 now,
+                n_body,
+                size,
             )
         )
     return rows
@@ -366,7 +372,12 @@ def _row(
     source: bytes,
     dest: bytes,
     arrived_time: int,
+    n_body: int = -1,
+    size: int = -1,
 ) -> list[Any]:
+    """The stored row of ``m`` with the stamp given (see :func:`message_to_row`). ``n_body``
+    and ``size``: ``len(m.body)`` and Message.size when the caller measured them already
+    (-1: measured here)."""
     label = m.label.encode() if m.label else b""
     admin = m.admin_queue.encode() if m.admin_queue else b""
     response = m.response_queue.encode() if m.response_queue else b""
@@ -375,7 +386,7 @@ def _row(
     sender_id = m.sender_id
     dest_qm = m.destination_qm
     corr = m.correlation_id
-    if len(corr) != 20:
+    if corr != ZERO_CORRELATION and len(corr) != 20:  # the zero id is 20 bytes
         raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "CorrelationId is a 20-byte OBJECTID")
     # props (openmsmq.store.props): the head, then the GUIDs (usually the lineage alone),
     # the CorrelationId and the lengths of the rare strings only when there are any.
@@ -416,7 +427,9 @@ def _row(
     else:
         props = _join_bytearray((head, guids, dest))
     body: bytes | bytearray = m.body
-    n_body = len(body)
+    if n_body < 0:
+        n_body = len(body)
+        size = n_body + 2 * len(m.label) + len(extension)
     if n_body <= BODY_COPY_MAX:
         # Bound as a bytearray too (the bytes would take sqlite3's adapter lookup): the
         # copy costs less than the lookup up to this size (message_from_row gives bytes).
@@ -435,7 +448,7 @@ def _row(
         (1 if m.first_in_transaction else 0) | (2 if m.last_in_transaction else 0),
         arrived_time,
         1 if bits or m.ack_flags else 0,
-        n_body + 2 * len(m.label) + len(extension),  # Message.size
+        size,  # Message.size
         props,
         body,
     ]

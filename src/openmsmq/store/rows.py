@@ -8,7 +8,7 @@ service's packed form takes every field of a row from :func:`message_fields`."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from openmsmq.store import props as layout
@@ -26,6 +26,7 @@ __all__ = [
     "any_counted",
     "message_fields",
     "outgoing_fields",
+    "outgoing_fields_of",
     "props_times",
     "row_expire_at",
 ]
@@ -74,17 +75,27 @@ def outgoing_fields(row: Sequence[Any]) -> tuple[int, int, int, int, int, bool, 
     PreviousTxSequenceNumber, Identifier uniquifier, FinalAck wanted (FA, JP or JN),
     expiry: :func:`row_expire_at`, or a time beyond any clock when it never expires) of
     a stored transactional row, in one unpack of its props."""
-    ttrq, ttbr, bits, uniquifier, sent = props_times(row[PROPS])
-    sequence_id = row[TX_SEQUENCE_ID]
-    return (
-        row[LOOKUP_ID],
-        sequence_id + _U64 if sequence_id < 0 else sequence_id,
-        row[TX_SEQUENCE_NUMBER],
-        row[PREVIOUS_TX_SEQUENCE_NUMBER],
-        uniquifier,
-        bits & 0xB != 0,  # FA (8), JN (2), JP (1)
-        sent + (ttrq if ttrq < ttbr else ttbr),  # both INFINITE: far beyond any clock
-    )
+    return outgoing_fields_of((row,))[0]
+
+
+def outgoing_fields_of(rows: Iterable[Sequence[Any]]) -> list[tuple[int, int, int, int, int, bool, int]]:
+    """:func:`outgoing_fields` of each of ``rows`` (stored transactional rows), in one call
+    (a comprehension: one unpack per row, no call to add each tuple)."""
+    return [
+        (
+            row[LOOKUP_ID],
+            sequence_id + _U64 if sequence_id < 0 else sequence_id,
+            row[TX_SEQUENCE_NUMBER],
+            row[PREVIOUS_TX_SEQUENCE_NUMBER],
+            uniquifier,
+            bits & 0xB != 0,  # FA (8), JN (2), JP (1)
+            sent + (ttrq if ttrq < ttbr else ttbr),  # both INFINITE: far beyond any clock
+        )
+        for row in rows
+        for (ttrq, ttbr, bits, uniquifier, sent), sequence_id in (
+            (props_times(row[PROPS]), row[TX_SEQUENCE_ID]),
+        )
+    ]
 
 
 def message_fields(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:

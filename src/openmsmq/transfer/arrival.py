@@ -148,6 +148,9 @@ class ReceiptCheck:
         #: (DestinationQueue object, its queue's state) of the last message: one reference,
         #: so threads never see an object paired with another object's state.
         self._last: tuple[object, QueueState | None] = (None, None)
+        #: (queue record, SourceQueueManager object) that last passed every rule: a record
+        #: is replaced whenever its queue changes, and the decoder shares GUID objects.
+        self._passed: tuple[object, object] = (None, None)
 
     def refusal_class(self, message: UserMessage, now: float) -> int | None:
         """None, or the NACK class that refuses ``message`` on receipt at ``now`` (the
@@ -165,10 +168,25 @@ class ReceiptCheck:
                     self._queues[dest] = state
             if state is not None:
                 self._last = (dest, state)
-        return refusal_class(
-            None if state is None else state.record, user.source_queue_manager, True, user.sent_time,
-            message.time_to_reach_queue, int(now + self._wall.offset),
-        )  # fmt: skip
+        record = None if state is None else state.record
+        source = user.source_queue_manager
+        ttrq = message.time_to_reach_queue
+        sent = user.sent_time
+        wall = int(now + self._wall.offset)
+        passed = self._passed
+        if (
+            record is passed[0]
+            and source is passed[1]
+            and record is not None
+            and (ttrq == INFINITE or wall <= sent + ttrq)
+        ):
+            # The same queue record and sender passed the queue's rules before, and the
+            # message is within its TimeToReachQueue: the verdict refusal_class gives.
+            return None
+        cls = refusal_class(record, source, True, sent, ttrq, wall)
+        if cls is None:
+            self._passed = (record, source)
+        return cls
 
     def _find(self, dest: object, qm_address: uuid.UUID) -> QueueHandle | None:
         """The local queue a DestinationQueue of a message for this QM names, or None:

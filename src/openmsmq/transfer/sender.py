@@ -29,7 +29,7 @@ from openmsmq.protocol.outgoing import (
 )
 from openmsmq.qm.manager import QueueHandle, QueueManager
 from openmsmq.store.records import MessageRecord, QueueType, message_from_row
-from openmsmq.store.rows import SIZE, TRANSACTIONAL, TX_SEQUENCE_NUMBER, outgoing_fields
+from openmsmq.store.rows import SIZE, TRANSACTIONAL, TX_SEQUENCE_NUMBER, outgoing_fields, outgoing_fields_of
 from openmsmq.transfer.ack_origin import AckOriginCheck
 from openmsmq.transfer.ack_sessions import AckSessions
 from openmsmq.transfer.codec import direct_name, sequence_id_of, split_direct
@@ -53,6 +53,8 @@ _new_outgoing_message = fast_constructor(RetainedMessage)
 _TX = TRANSACTIONAL
 _NUMBER = TX_SEQUENCE_NUMBER
 _SIZE = SIZE
+#: What a load holds before its first transactional row's TxSequenceID is read.
+_NO_SEQUENCE = TxSequenceId(0, 0)
 #: Message size assumed before an outgoing queue's first read (TransferConfig.queued_bytes):
 #: the largest, so that the first read is small whatever the sizes are.
 _PROBE_SIZE = 4 * 1024 * 1024
@@ -356,20 +358,27 @@ class Sender:
             plain: list[MessageRecord] = []
             retained = t.messages
             earliest = t.earliest_expiry
+            # The fields of the transactional rows, read in one call; taken in row order.
+            fields = outgoing_fields_of([r for r in rows if r[_TX] and r[_NUMBER]])
+            k = 0
+            last_sequence = -1
+            sequence_id = _NO_SEQUENCE
             for row in rows:
                 if row[_TX] and row[_NUMBER]:
                     # The row itself is retained until sent: its packet is encoded from it
                     # (store.packet_rows.row_encoder), no Message is built.
-                    lookup_id, sequence, number, previous, uniquifier, final, expiry = outgoing_fields(row)
+                    lookup_id, sequence, number, previous, uniquifier, final, expiry = fields[k]
+                    k += 1
                     if expiry < earliest:
                         earliest = expiry
                     retained[lookup_id] = row
                     # One shared TxSequenceId object per sequence (the protocol compares
                     # consecutive messages' sequence IDs by identity first).
+                    if sequence != last_sequence:
+                        sequence_id = sequence_id_of(sequence)
+                        last_sequence = sequence
                     tx.append(
-                        _new_outgoing_message(
-                            sequence_id_of(sequence), number, previous, uniquifier, final, lookup_id
-                        )
+                        _new_outgoing_message(sequence_id, number, previous, uniquifier, final, lookup_id)
                     )
                 else:
                     m = message_from_row(row)
@@ -457,9 +466,17 @@ class Sender:
                     if not released:
                         continue
                 top = released[-1].tx_sequence_number  # in increasing order (Released)
-                pop = t.messages.pop
-                for om in released:
-                    pop(om.handle, None)
+                retained = t.messages
+                if len(released) == len(retained):
+                    for om in released:
+                        if om.handle not in retained:
+                            break
+                    else:  # every retained message: emptied at once
+                        retained.clear()
+                if retained:
+                    pop = retained.pop
+                    for om in released:
+                        pop(om.handle, None)
                 if not t.messages:
                     t.earliest_expiry = math.inf
                 t.last_acked = (released[-1].tx_sequence_id, top)
@@ -488,9 +505,12 @@ class Sender:
                 self._held[t.queue_id] = t
                 return
             n = len(pending) if room is None else min(room, len(pending))
-            self.transmitter.transmit_chunk(
-                t, conn, [pending.popleft() for _ in range(n)], t.pending_resend, now
-            )
+            if n == len(pending):  # all of it: one copy, not a popleft per message
+                chunk = list(pending)
+                pending.clear()
+            else:
+                chunk = [pending.popleft() for _ in range(n)]
+            self.transmitter.transmit_chunk(t, conn, chunk, t.pending_resend, now)
 
     def _order_ack_beyond_sent(
         self, t: OutgoingTransfer, sequence_id: TxSequenceId, number: int, now: float

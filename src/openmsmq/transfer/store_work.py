@@ -291,19 +291,25 @@ class StoreWorkQueue:
         return None
 
     def _accept_batch(self) -> AcceptBatch:
-        # Consecutive messages of one sequence for one queue form one group.
+        # Consecutive messages of one sequence for one queue form one group: cut as slices
+        # where the route changes (no call per message).
+        accepted = list(self._accepted)
         runs: list[list[Pending]] = []
         head: AcceptRoute | None = None
-        for p in self._accepted:
+        start = 0
+        for i, p in enumerate(accepted):
             route = p[0]
             if head is not None and (
                 route is head
                 or (head.queue == route.queue and (head.key is route.key or head.key == route.key))
             ):
-                runs[-1].append(p)
-            else:
-                runs.append([p])
-                head = route
+                continue
+            if head is not None:
+                runs.append(accepted[start:i])
+            start = i
+            head = route
+        if head is not None:
+            runs.append(accepted[start:])
         self._accepted.clear()
         wall_offset = self._wall.offset
         groups = tuple(

@@ -12,7 +12,6 @@ from typing import cast
 
 from openmsmq.errors import LocalProtocolError, MQError
 from openmsmq.observability.sink import MetricsSink
-from openmsmq.protocol.events import UserMessagePacket
 from openmsmq.protocol.outgoing import RetainedMessage
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.packet_rows import row_encoder
@@ -65,7 +64,9 @@ class Transmitter:
         encode = t.encode_row
         if encode is None:
             encode = t.encode_row = row_encoder(t.wire_destination, self._qm.guid)
-        out: list[tuple[UserMessagePacket | bytes, int]] = []
+        # Encoded transactional packets: the session holds and numbers them a run at a time
+        # (their handles never come back: a SessionAck releases no transactional message).
+        out: list[bytes] = []
         wall = now + self._wall.offset
         # No retained row expires before t.earliest_expiry: the usual Transmit
         # skips the per-row expiry check (MS-MQQB 3.1.7.1.2) altogether.
@@ -102,13 +103,13 @@ class Transmitter:
                 try:
                     data = encode(row, prev) if row is not None else None
                     if data is not None:
-                        out.append((data, handle))
+                        out.append(data)
                     else:  # a Message, or a rare row shape: the general conversion
                         msg = message_from_row(row) if row is not None else plain
                         assert msg is not None
                         # Encoded here (a transactional packet may be given as bytes),
                         # so one that cannot be is caught now, not in the session.
-                        out.append((t.packet(msg, self._qm.guid, prev).encode(), handle))
+                        out.append(t.packet(msg, self._qm.guid, prev).encode())
                 except (LocalProtocolError, struct.error) as exc:
                     self.unsendable(t, handle, exc, om)
                     bridged = True
@@ -117,7 +118,7 @@ class Transmitter:
         finally:
             # One window drain for the whole Transmit (same packets, same order);
             # what was built goes out even if a later message fails to convert.
-            conn.session.send_user_messages(out, now)
+            conn.session.send_encoded(out, now)
         self._metrics.count_transmitted(t.queue_id, [om.handle for om in messages], now, resend)
         t.pending_bridged = bridged
 
