@@ -10,6 +10,8 @@ import asyncio
 from pathlib import Path
 
 from openmsmq.net import MQQBNode, NetConfig
+from openmsmq.observability.metrics import Metrics
+from openmsmq.observability.sink import STAGES
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import MessageRecord
 from openmsmq.transfer.engine import Transfer, TransferConfig
@@ -20,11 +22,17 @@ HOUR = 3600.0
 
 
 async def _nodes(
-    tmp_path: Path, *, poll_interval: float, accept_batch_wait: float, accept_batch_min: int = 512
+    tmp_path: Path,
+    *,
+    poll_interval: float,
+    accept_batch_wait: float,
+    accept_batch_min: int = 512,
+    metrics: tuple[Metrics, Metrics] | None = None,
 ) -> tuple[QueueManager, QueueManager, MQQBNode, MQQBNode]:
     port = _free_port()
-    qa = QueueManager(tmp_path / "a", integrity_check=False)
-    qb = QueueManager(tmp_path / "b", integrity_check=False)
+    ma, mb = metrics if metrics is not None else (None, None)
+    qa = QueueManager(tmp_path / "a", integrity_check=False, metrics=ma)
+    qb = QueueManager(tmp_path / "b", integrity_check=False, metrics=mb)
     qb.create_queue(Q, transactional=True)
     loop = asyncio.get_running_loop()
 
@@ -105,6 +113,47 @@ def test_a_dense_stream_still_gathers_larger_batches(tmp_path: Path) -> None:
             await node_a.stop()
             await node_b.stop()
         assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2"]
+        qa.close()
+        qb.close()
+
+    asyncio.run(main())
+
+
+def _stage_counts(m: Metrics) -> dict[str, float]:
+    return {
+        stage: m.registry.get_sample_value("openmsmq_stage_duration_seconds_count", {"stage": stage}) or 0.0
+        for stage in STAGES
+    }
+
+
+def test_every_stage_of_the_way_to_a_waiting_reader_is_observed(tmp_path: Path) -> None:
+    """The stage histograms (observability.sink.STAGES): A's store commit and its commit ->
+    write; B's read -> batch, batch -> stored, and the wake-up of a reader waiting on the
+    destination queue; each observed once per batch, so a few each for three messages."""
+
+    async def main() -> None:
+        ma, mb = Metrics(), Metrics()
+        qa, qb, node_a, node_b = await _nodes(
+            tmp_path, poll_interval=HOUR, accept_batch_wait=0.005, metrics=(ma, mb)
+        )
+        try:
+            await asyncio.sleep(0.05)
+            for k in range(3):
+                # A reader waits on B's queue before the message is sent.
+                reader = asyncio.create_task(asyncio.to_thread(qb.receive, Q, timeout=30.0))
+                await _wait_for(lambda: qb.queues.by_name[Q.lower()].readers > 0)
+                await asyncio.to_thread(_send, qa, [f"m{k}".encode()])
+                assert (await reader).body == f"m{k}".encode()
+        finally:
+            await node_a.stop()
+            await node_b.stop()
+        a, b = _stage_counts(ma), _stage_counts(mb)
+        assert 3 <= a["outgoing_commit_to_write"] and 3 <= a["store_queue_wait"]
+        assert 3 <= b["accept_read_to_batch"] == b["accept_batch_to_stored"]
+        assert b["stored_to_reader"] == 3
+        assert b["store_queue_wait"] >= 3
+        # Nothing arrives at A and nobody reads there.
+        assert a["accept_read_to_batch"] == a["stored_to_reader"] == 0
         qa.close()
         qb.close()
 

@@ -570,6 +570,9 @@ def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(open_store
         def observe_commit(self, ops_count: int, seconds: float) -> None:
             self.sizes.append(ops_count)
 
+        def observe_stage(self, stage: str, seconds: float) -> None:
+            pass
+
     store = open_store(max_batch_ops=3)
     store.write(queues.init_qm_state(uuid.uuid4(), 1000))
     try:

@@ -18,6 +18,7 @@ import contextlib
 import ipaddress
 import logging
 import ssl
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -190,6 +191,7 @@ class _MQQBProtocol(asyncio.Protocol):
         if not self.cid:
             return
         node = self.node
+        read_at = time.monotonic()
         step = node.config.feed_bytes
         try:
             if step <= 0 or len(data) <= step:
@@ -207,6 +209,8 @@ class _MQQBProtocol(asyncio.Protocol):
             log.exception("session %s: internal error; closing it", self.peer)
             if self.transport is not None:
                 self.transport.abort()
+        if node.accepts_since is None and node.transfer.store.accepted_bytes:
+            node.accepts_since = read_at  # the first accepted message waiting for a batch
         if not node.transfer.reading_wanted and not node._reading_paused:
             node.pause_reading()
         self.node.connected_ok(self.peer)
@@ -271,6 +275,14 @@ class MQQBNode:
         #: outgoing queues committed into since the last one.
         self._poll_wanted = False
         self._committed_queues: collections.deque[int] = collections.deque()
+        #: Stage stamps (time.monotonic, observability.sink.STAGES): the first commit into
+        #: an outgoing queue noticed since the last wake-up took them, and the one the
+        #: wake-up took, until the next write of packets; the first accepted message read
+        #: and not yet handed to the store in a batch.
+        self._committed_at: float | None = None
+        self._loading_since: float | None = None
+        self.accepts_since: float | None = None
+        self._metrics = transfer.metrics
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
@@ -364,6 +376,8 @@ class MQQBNode:
         and the wake-up clears the flag before it takes the recorded queues, so no commit
         is missed."""
         self._committed_queues.append(queue_id)
+        if self._committed_at is None:
+            self._committed_at = time.monotonic()
         if self._poll_wanted or self._stopping:
             return
         self._poll_wanted = True
@@ -372,6 +386,9 @@ class MQQBNode:
 
     def _poll_now(self) -> None:
         self._poll_wanted = False
+        if self._loading_since is None:
+            self._loading_since = self._committed_at
+        self._committed_at = None
         pending = self._committed_queues
         committed = {pending.popleft() for _ in range(len(pending))}
         if self._stopping:
@@ -486,10 +503,14 @@ class MQQBNode:
 
     def write_pending(self) -> None:
         """Write every connection's pending output now (one write per connection)."""
-        for cid, data in self.transfer.data_to_send():
+        out = self.transfer.data_to_send()
+        for cid, data in out:
             proto = self.transports.get(cid)
             if proto is not None and proto.transport is not None:
                 proto.transport.write(data)  # all pending packets of the session: one write
+        if out and self._loading_since is not None:
+            self._metrics.observe_stage("outgoing_commit_to_write", time.monotonic() - self._loading_since)
+            self._loading_since = None
 
     def _pump(self) -> None:
         self._pump_scheduled = False
@@ -512,6 +533,9 @@ class MQQBNode:
         accept_min = self.config.accept_batch_min if hold else 1
         while (work := t.next_store_work(accept_min=accept_min)) is not None:
             if isinstance(work, AcceptBatch):
+                if self.accepts_since is not None:
+                    self._metrics.observe_stage("accept_read_to_batch", time.monotonic() - self.accepts_since)
+                    self.accepts_since = None
                 size = sum([len(g.packets) for g in work.groups])
                 self._dense_accepts = 2 * size >= self.config.accept_batch_min
                 self._flush_accepts = False
@@ -531,6 +555,7 @@ class MQQBNode:
         self._pump()
 
     def _run_store(self, work: StoreWork) -> None:
+        handed = time.monotonic()
         fut = self.loop.run_in_executor(self._executor, self.transfer.run_store_work, work)
         self._store_in_flight.add(fut)
 
@@ -538,6 +563,8 @@ class MQQBNode:
             self._store_in_flight.discard(f)
             exc = f.exception()
             self.transfer.store_work_done(work, exc if exc is not None else f.result(), self.now())  # type: ignore[arg-type]
+            if isinstance(work, AcceptBatch):
+                self._metrics.observe_stage("accept_batch_to_stored", time.monotonic() - handed)
             if self._reading_paused:
                 self._resume_reading()
             self.kick()

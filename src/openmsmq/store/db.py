@@ -499,10 +499,12 @@ class Store:
     def _run_and_observe(self, batch: list[WriteOp]) -> None:
         """:meth:`_run_batch` timed: the duration feeds the leader's wait bound and metrics."""
         started = time.monotonic()
+        queued = batch[0].queued  # the oldest operation (batches keep submission order)
         self._run_batch(batch)
         self._last_commit_seconds = time.monotonic() - started
         self._lone_batches = self._lone_batches + 1 if len(batch) == 1 else 0
         self.metrics.observe_commit(len(batch), self._last_commit_seconds)
+        self.metrics.observe_stage("store_queue_wait", started - queued)
 
     def _run_batch(self, batch: list[WriteOp]) -> None:
         """Run ``batch`` in one transaction; complete every future after COMMIT.

@@ -13,6 +13,7 @@ from _thread import get_ident as _get_ident
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from time import monotonic as _monotonic
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
@@ -133,7 +134,7 @@ class WriteOp:
     Python calls per commit). :meth:`Store.submit` callers get a ``future`` instead.
     """
 
-    __slots__ = ("done", "fn", "future", "lead", "ok", "thread", "value")
+    __slots__ = ("done", "fn", "future", "lead", "ok", "queued", "thread", "value")
 
     def __init__(self, fn: Callable[[WriteContext], Any], future: Future[Any] | None = None) -> None:
         self.fn = fn
@@ -150,6 +151,8 @@ class WriteOp:
         #: Submitting thread: a batch leader waits briefly for the threads of the
         #: previous batch (see Store._lead).
         self.thread = _get_ident()
+        #: When it was queued (monotonic s): its commit's wait is observed per batch.
+        self.queued = _monotonic()
 
     def finish(self, ok: bool, value: Any) -> None:
         """Complete the operation: its result (``ok``) or the exception to raise."""
