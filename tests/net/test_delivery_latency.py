@@ -7,6 +7,7 @@ deliver the message within the bounded wait."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 from openmsmq.net import MQQBNode, NetConfig
@@ -14,7 +15,7 @@ from openmsmq.observability.metrics import Metrics
 from openmsmq.observability.sink import STAGES
 from openmsmq.qm.manager import QueueManager
 from openmsmq.store.records import MessageRecord
-from openmsmq.transfer.engine import Transfer, TransferConfig
+from openmsmq.transfer.engine import AcceptBatch, StoreWork, Transfer, TransferConfig
 
 from .test_mqqb import DEST_B, A, B, Q, _free_port, _wait_for
 
@@ -148,12 +149,80 @@ def test_every_stage_of_the_way_to_a_waiting_reader_is_observed(tmp_path: Path) 
             await node_a.stop()
             await node_b.stop()
         a, b = _stage_counts(ma), _stage_counts(mb)
-        assert 3 <= a["outgoing_commit_to_write"] and 3 <= a["store_queue_wait"]
-        assert 3 <= b["accept_read_to_batch"] == b["accept_batch_to_stored"]
+        assert a["outgoing_commit_to_write"] >= 3
+        assert a["store_queue_wait"] >= 3
+        assert b["accept_read_to_batch"] == b["accept_batch_to_stored"] >= 3
         assert b["stored_to_reader"] == 3
         assert b["store_queue_wait"] >= 3
         # Nothing arrives at A and nobody reads there.
         assert a["accept_read_to_batch"] == a["stored_to_reader"] == 0
+        qa.close()
+        qb.close()
+
+    asyncio.run(main())
+
+
+def test_a_commit_wake_up_writes_its_packets_without_a_second_pump(tmp_path: Path) -> None:
+    """The wake-up after a commit into an outgoing queue loads and writes the messages in
+    the same callback: with the node's scheduled pumps disabled (kick does nothing), the
+    message still leaves A."""
+
+    async def main() -> None:
+        qa, qb, node_a, node_b = await _nodes(tmp_path, poll_interval=HOUR, accept_batch_wait=0.005)
+        kicks = 0
+        try:
+            await asyncio.sleep(0.05)
+            await asyncio.to_thread(_send, qa, [b"m0"])  # the session opens
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 1)
+
+            def kick() -> None:
+                nonlocal kicks
+                kicks += 1
+
+            node_a.kick = kick  # type: ignore[method-assign]
+            await asyncio.to_thread(_send, qa, [b"m1"])
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 2)
+        finally:
+            await node_a.stop()
+            await node_b.stop()
+        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1"]
+        qa.close()
+        qb.close()
+
+    asyncio.run(main())
+
+
+def test_accepted_messages_waiting_for_a_batch_go_when_the_one_in_flight_is_stored(tmp_path: Path) -> None:
+    """Messages accepted while a batch is being stored form the next batch, handed to the
+    store by the completion of the previous one itself: with the node's scheduled pumps
+    disabled once m2 waits, m2 is still stored."""
+
+    async def main() -> None:
+        qa, qb, node_a, node_b = await _nodes(tmp_path, poll_interval=0.02, accept_batch_wait=HOUR)
+        gate = threading.Event()
+        run = node_b.transfer.run_store_work
+
+        def gated(work: StoreWork) -> list[BaseException | None]:
+            if isinstance(work, AcceptBatch):
+                assert gate.wait(30)
+            return run(work)
+
+        try:
+            _send(qa, [b"m0"])  # the session opens
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 1)
+            node_b.transfer.run_store_work = gated  # type: ignore[method-assign]
+            _send(qa, [b"m1"])
+            await _wait_for(lambda: node_b.transfer.store.accepted_bytes == 0 and not node_b.transfer.idle)
+            _send(qa, [b"m2"])  # accepted while m1's batch waits at the gate
+            await _wait_for(lambda: node_b.transfer.store.accepted_bytes > 0)
+            node_b.kick = lambda: None  # type: ignore[method-assign]
+            gate.set()
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 3)
+        finally:
+            gate.set()
+            await node_a.stop()
+            await node_b.stop()
+        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2"]
         qa.close()
         qb.close()
 

@@ -209,8 +209,7 @@ class _MQQBProtocol(asyncio.Protocol):
             log.exception("session %s: internal error; closing it", self.peer)
             if self.transport is not None:
                 self.transport.abort()
-        if node.accepts_since is None and node.transfer.store.accepted_bytes:
-            node.accepts_since = read_at  # the first accepted message waiting for a batch
+        node.read_done(read_at)
         if not node.transfer.reading_wanted and not node._reading_paused:
             node.pause_reading()
         self.node.connected_ok(self.peer)
@@ -251,6 +250,7 @@ class MQQBNode:
         self._tls_server: asyncio.Server | None = None
         self._executor = ThreadPoolExecutor(self.config.store_threads, thread_name_prefix="openmsmq-transfer")
         self._pump_scheduled = False
+        self._pump_handle: asyncio.Handle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._poll_handle: asyncio.Handle | None = None
@@ -281,12 +281,19 @@ class MQQBNode:
         #: and not yet handed to the store in a batch.
         self._committed_at: float | None = None
         self._loading_since: float | None = None
-        self.accepts_since: float | None = None
+        self._accepts_since: float | None = None
         self._metrics = transfer.metrics
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
         return self.loop.time()
+
+    def read_done(self, read_at: float) -> None:
+        """A read (at ``read_at``, time.monotonic) was processed: if it left the first
+        accepted messages waiting for a batch, their wait starts then
+        (``accept_read_to_batch``)."""
+        if self._accepts_since is None and self.transfer.store.accepted_bytes:
+            self._accepts_since = read_at
 
     def admit(self, address: str) -> bool:
         """Whether a connection accepted from ``address`` may stay (see :class:`NetConfig`):
@@ -398,7 +405,9 @@ class MQQBNode:
         self.transfer.take_up_queues(committed)
         if self._poll_handle is not None:
             self._poll_handle.cancel()
-        self._poll()
+        # What the commit made ready is written by this callback (one wake-up of the loop
+        # per commit, not a second iteration after the peers' input).
+        self._poll(pump_now=True)
 
     @property
     def tls_address(self) -> tuple[str, int]:
@@ -499,7 +508,16 @@ class MQQBNode:
         """Schedule one pump for this loop iteration (coalesces many inputs)."""
         if not self._pump_scheduled:
             self._pump_scheduled = True
-            self.loop.call_soon(self._pump)
+            self._pump_handle = self.loop.call_soon(self._pump)
+
+    def _pump_now(self) -> None:
+        """Pump in this callback (a scheduled pump is cancelled: this one does its work).
+        For the wake-ups that carry delivery (a commit into an outgoing queue, a finished
+        store batch): what they made ready leaves without waiting for another iteration,
+        in which the other connections' reads would be processed first."""
+        if self._pump_handle is not None:
+            self._pump_handle.cancel()
+        self._pump()
 
     def write_pending(self) -> None:
         """Write every connection's pending output now (one write per connection)."""
@@ -514,6 +532,7 @@ class MQQBNode:
 
     def _pump(self) -> None:
         self._pump_scheduled = False
+        self._pump_handle = None
         t = self.transfer
         self.write_pending()
         if t.refill_due:
@@ -533,9 +552,10 @@ class MQQBNode:
         accept_min = self.config.accept_batch_min if hold else 1
         while (work := t.next_store_work(accept_min=accept_min)) is not None:
             if isinstance(work, AcceptBatch):
-                if self.accepts_since is not None:
-                    self._metrics.observe_stage("accept_read_to_batch", time.monotonic() - self.accepts_since)
-                    self.accepts_since = None
+                since = self._accepts_since
+                if since is not None:
+                    self._metrics.observe_stage("accept_read_to_batch", time.monotonic() - since)
+                    self._accepts_since = None
                 size = sum([len(g.packets) for g in work.groups])
                 self._dense_accepts = 2 * size >= self.config.accept_batch_min
                 self._flush_accepts = False
@@ -567,7 +587,9 @@ class MQQBNode:
                 self._metrics.observe_stage("accept_batch_to_stored", time.monotonic() - handed)
             if self._reading_paused:
                 self._resume_reading()
-            self.kick()
+            # The next batch (accepted messages read meanwhile) is handed out now, and the
+            # OrderAcks and SessionAcks this one made due are written.
+            self._pump_now()
 
         fut.add_done_callback(done)
 
@@ -588,7 +610,7 @@ class MQQBNode:
         self.transfer.handle_timer(self.now())
         self.kick()
 
-    def _poll(self) -> None:
+    def _poll(self, *, pump_now: bool = False) -> None:
         if self._stopping:
             return
         more = False
@@ -600,7 +622,10 @@ class MQQBNode:
             self._poll_failures.failed(exc)
         else:
             self._poll_failures.succeeded()
-        self.kick()
+        if pump_now:
+            self._pump_now()
+        else:
+            self.kick()
         flush_repeated_logs()  # summaries of per-message log events that came in bursts
         if more:
             # A backlog: load the next slice after this iteration's I/O and pump.
