@@ -93,27 +93,90 @@ def test_a_sparse_stream_is_stored_without_waiting_for_the_accept_batch(tmp_path
     asyncio.run(main())
 
 
+def _gate(node: MQQBNode) -> threading.Event:
+    """Hold ``node``'s next accept batches in the store until the returned event is set."""
+    gate = threading.Event()
+    run = node.transfer.run_store_work
+
+    def gated(work: StoreWork) -> list[BaseException | None]:
+        if isinstance(work, AcceptBatch):
+            assert gate.wait(30)
+        return run(work)
+
+    node.transfer.run_store_work = gated  # type: ignore[method-assign]
+    return gate
+
+
+async def _in_flight(node: MQQBNode) -> None:
+    """Until an accept batch is in flight and nothing waits for the next."""
+    await _wait_for(lambda: node.transfer.store.accepted_bytes == 0 and not node.transfer.idle)
+
+
 def test_a_dense_stream_still_gathers_larger_batches(tmp_path: Path) -> None:
-    """With accept_batch_min 2 every stored batch counts as dense (at least half of it):
-    after the first message, stored at once, the next is held for a larger batch (an hour
-    at most here) and goes with the one after it."""
+    """With accept_batch_min 2, one message accepted while a batch is being stored makes
+    the stream dense: that message is held for a larger batch (an hour at most here) and
+    goes with the one after it."""
 
     async def main() -> None:
         qa, qb, node_a, node_b = await _nodes(
             tmp_path, poll_interval=0.02, accept_batch_wait=HOUR, accept_batch_min=2
         )
+        gate = threading.Event()
         try:
-            _send(qa, [b"m0"])
+            _send(qa, [b"m0"])  # the session opens
             await _wait_for(lambda: qb.get_queue(Q).msg_count == 1)
+            gate = _gate(node_b)
             _send(qa, [b"m1"])
-            await _wait_for(lambda: node_b.transfer.accepts_waiting)  # accepted, held
-            assert qb.get_queue(Q).msg_count == 1
-            _send(qa, [b"m2"])
-            await _wait_for(lambda: qb.get_queue(Q).msg_count == 3)
+            await _in_flight(node_b)
+            _send(qa, [b"m2"])  # accepted while m1 is being stored
+            await _wait_for(lambda: len(node_b.transfer.store.waiting_accepted()) == 1)
+            gate.set()
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 2)
+            await _wait_for(lambda: node_b.transfer.accepts_waiting)  # m2 accepted, held
+            assert qb.get_queue(Q).msg_count == 2
+            _send(qa, [b"m3"])
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 4)
         finally:
+            gate.set()
             await node_a.stop()
             await node_b.stop()
-        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2"]
+        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2", b"m3"]
+        qa.close()
+        qb.close()
+
+    asyncio.run(main())
+
+
+def test_a_lone_message_after_a_backlog_is_stored_without_waiting_for_the_accept_batch(
+    tmp_path: Path,
+) -> None:
+    """A backlog (messages that piled up while the store was slow) is stored as one large
+    batch; a message arriving alone after it is stored at once, not held for companions
+    that are not coming (the hold is an hour here)."""
+
+    async def main() -> None:
+        qa, qb, node_a, node_b = await _nodes(
+            tmp_path, poll_interval=0.02, accept_batch_wait=HOUR, accept_batch_min=2
+        )
+        gate = threading.Event()
+        try:
+            _send(qa, [b"m0"])  # the session opens
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 1)
+            gate = _gate(node_b)
+            _send(qa, [b"m1"])
+            await _in_flight(node_b)
+            _send(qa, [b"m2", b"m3"])  # the backlog: accepted while m1 is being stored
+            await _wait_for(lambda: len(node_b.transfer.store.waiting_accepted()) == 2)
+            gate.set()
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 4)  # the backlog's batch
+            await _wait_for(lambda: node_b.transfer.idle)
+            _send(qa, [b"m4"])  # alone after the backlog
+            await _wait_for(lambda: qb.get_queue(Q).msg_count == 5)
+        finally:
+            gate.set()
+            await node_a.stop()
+            await node_b.stop()
+        assert [m.body for m in qb.peek_range(Q, 0, 10)] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
         qa.close()
         qb.close()
 
@@ -200,19 +263,12 @@ def test_accepted_messages_waiting_for_a_batch_go_when_the_one_in_flight_is_stor
     async def main() -> None:
         qa, qb, node_a, node_b = await _nodes(tmp_path, poll_interval=0.02, accept_batch_wait=HOUR)
         gate = threading.Event()
-        run = node_b.transfer.run_store_work
-
-        def gated(work: StoreWork) -> list[BaseException | None]:
-            if isinstance(work, AcceptBatch):
-                assert gate.wait(30)
-            return run(work)
-
         try:
             _send(qa, [b"m0"])  # the session opens
             await _wait_for(lambda: qb.get_queue(Q).msg_count == 1)
-            node_b.transfer.run_store_work = gated  # type: ignore[method-assign]
+            gate = _gate(node_b)
             _send(qa, [b"m1"])
-            await _wait_for(lambda: node_b.transfer.store.accepted_bytes == 0 and not node_b.transfer.idle)
+            await _in_flight(node_b)
             _send(qa, [b"m2"])  # accepted while m1's batch waits at the gate
             await _wait_for(lambda: node_b.transfer.store.accepted_bytes > 0)
             node_b.kick = lambda: None  # type: ignore[method-assign]
