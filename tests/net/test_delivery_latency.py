@@ -113,9 +113,9 @@ async def _in_flight(node: MQQBNode) -> None:
 
 
 def test_a_dense_stream_still_gathers_larger_batches(tmp_path: Path) -> None:
-    """With accept_batch_min 2, one message accepted while a batch is being stored makes
-    the stream dense: that message is held for a larger batch (an hour at most here) and
-    goes with the one after it."""
+    """With accept_batch_min 2, a batch of one (half of it) during whose commit another
+    message arrived leaves the stream dense: that message is held for a larger batch (an
+    hour at most here) and goes with the one after it."""
 
     async def main() -> None:
         qa, qb, node_a, node_b = await _nodes(
@@ -151,8 +151,9 @@ def test_a_lone_message_after_a_backlog_is_stored_without_waiting_for_the_accept
     tmp_path: Path,
 ) -> None:
     """A backlog (messages that piled up while the store was slow) is stored as one large
-    batch; a message arriving alone after it is stored at once, not held for companions
-    that are not coming (the hold is an hour here)."""
+    batch during whose commit nothing more arrives; a message arriving alone after it is
+    stored at once, not held for companions that are not coming (the hold is an hour
+    here)."""
 
     async def main() -> None:
         qa, qb, node_a, node_b = await _nodes(

@@ -62,13 +62,13 @@ class NetConfig:
     address to ``host`` so that the peer sees this QM's address. ``backoff_min`` /
     ``backoff_max``: Session Retry Connect wait, doubling (MS-MQQB 3.1.2.3).
     ``poll_interval``: how often outgoing queues are checked for new commits.
-    ``accept_batch_min`` / ``accept_batch_wait``: while the incoming stream is dense (at
-    least half of ``accept_batch_min`` were accepted while the last batch was being
-    stored), accepted messages are stored once that many wait, or that many seconds
-    after fewer started waiting: a larger transaction costs less CPU per message
-    (docs/transfer.md). Otherwise they are stored at once: a sparse stream forms small
-    batches anyway, and holding them would only delay when the destination's readers can
-    take them.
+    ``accept_batch_min`` / ``accept_batch_wait``: while the incoming stream is dense (the
+    last batch held at least half of ``accept_batch_min`` and messages kept arriving
+    while it was being stored), accepted messages are stored once that many wait, or
+    that many seconds after fewer started waiting: a larger transaction costs less CPU
+    per message (docs/transfer.md). Otherwise they are stored at once: a sparse stream
+    forms small batches anyway, and holding them would only delay when the destination's
+    readers can take them.
     ``feed_bytes``: a read larger than this is handed to the protocol in slices of this
     size, and what each slice produced is written before the next is processed (0: the
     whole read at once).
@@ -269,9 +269,9 @@ class MQQBNode:
         #: Reading from every connection paused: received messages wait for the store
         #: beyond TransferConfig.unstored_bytes (Transfer.reading_wanted).
         self._reading_paused = False
-        #: At least half of accept_batch_min were accepted while the last accept batch was
-        #: being stored: the stream is dense enough for holding accepted messages to
-        #: gather a larger batch.
+        #: The last accept batch held at least half of accept_batch_min and messages kept
+        #: arriving while it was stored: the stream is dense enough for holding accepted
+        #: messages to gather a larger batch.
         self._dense_accepts = False
         #: A wake-up of the poll is scheduled (outgoing_committed), not yet run, and the
         #: outgoing queues committed into since the last one.
@@ -554,6 +554,8 @@ class MQQBNode:
         accept_min = self.config.accept_batch_min if hold else 1
         while (work := t.next_store_work(accept_min=accept_min)) is not None:
             if isinstance(work, AcceptBatch):
+                size = sum([len(g.packets) for g in work.groups])
+                self._dense_accepts = 2 * size >= self.config.accept_batch_min
                 since = self._accepts_since
                 if since is not None:
                     self._metrics.observe_stage("accept_read_to_batch", time.monotonic() - since)
@@ -585,11 +587,11 @@ class MQQBNode:
             self.transfer.store_work_done(work, exc if exc is not None else f.result(), self.now())  # type: ignore[arg-type]
             if isinstance(work, AcceptBatch):
                 self._metrics.observe_stage("accept_batch_to_stored", time.monotonic() - handed)
-                # Dense: what arrived while this batch was stored, not the batch's own size
-                # (a backlog after a stall is one large batch; the lone message after it
-                # must not wait for companions that are not coming).
-                arrived = self.transfer.store.accepted_count
-                self._dense_accepts = 2 * arrived >= self.config.accept_batch_min
+                # Still dense only if messages kept arriving while it was stored: the
+                # message that comes after a burst has ended (or after a backlog read at
+                # once) must not wait for companions that are not coming.
+                if not self.transfer.store.accepted_count:
+                    self._dense_accepts = False
             if self._reading_paused:
                 self._resume_reading()
             # The next batch (accepted messages read meanwhile) is handed out now, and the
