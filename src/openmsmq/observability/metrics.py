@@ -469,6 +469,7 @@ class _StoreStatsLike(Protocol):
     ops: int
     failed_ops: int
     round_trips: int | None
+    commit_waits: int
 
 
 class QueueManagerLike(Protocol):
@@ -572,6 +573,7 @@ class QueueManagerCollector(Collector):
         CounterMetricFamily,
         CounterMetricFamily,
         CounterMetricFamily,
+        CounterMetricFamily,
     ]:
         return (
             GaugeMetricFamily(
@@ -586,6 +588,10 @@ class QueueManagerCollector(Collector):
             CounterMetricFamily("openmsmq_store_operations", "Store operations committed."),
             CounterMetricFamily("openmsmq_store_failed_operations", "Store operations that failed."),
             CounterMetricFamily(
+                "openmsmq_store_commit_waits",
+                "Group commits whose leader waited for the previous commit's committers.",
+            ),
+            CounterMetricFamily(
                 "openmsmq_store_round_trips",
                 "Statements the store's writer sent to its database server in committed transactions"
                 " (PostgreSQL; absent for SQLite).",
@@ -594,7 +600,7 @@ class QueueManagerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """Query the sources now."""
-        depth, size, commits, ops, failed, trips = self._families()
+        depth, size, commits, ops, failed, waits, trips = self._families()
         try:
             stats = self._worker.submit(lambda: list(self._queues())).result(self._timeout)
         except Exception as exc:  # a scrape must not fail because the QM is closing
@@ -622,7 +628,8 @@ class QueueManagerCollector(Collector):
             commits.add_metric([], store.batches)
             ops.add_metric([], store.ops)
             failed.add_metric([], store.failed_ops)
-            yield from (commits, ops, failed)
+            waits.add_metric([], store.commit_waits)
+            yield from (commits, ops, failed, waits)
             if store.round_trips is not None:
                 trips.add_metric([], store.round_trips)
                 yield trips
