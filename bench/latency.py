@@ -62,6 +62,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _peer_setup as setup
+import _stages as stages
 import peers
 
 import transfer
@@ -193,6 +194,7 @@ def _openmsmq_consumer(
     conn = openmsmq.connect(b_dir, create=False)
     q = conn.open_queue(queue)
     stamps = _stamps(n)
+    received_at = _stamps(n)  # when the receive that took the message returned
     order = _Order(body_size)
     received = 0
     ready()
@@ -208,15 +210,17 @@ def _openmsmq_consumer(
             if exc.hresult == HResult.MQ_ERROR_IO_TIMEOUT:
                 continue
             raise
+        got = time.monotonic_ns()
         tx.commit()
         done = time.monotonic_ns()
         for m in msgs:
             seq = order.see(m.body)
             if 0 <= seq < n:
                 stamps[seq] = done
+                received_at[seq] = got
         received += len(msgs)
     conn.close()
-    return {"stamps": stamps, "received": received, "out_of_order": order.bad}
+    return {"stamps": stamps, "received": received, "out_of_order": order.bad, "received_at": received_at}
 
 
 class OpenmsmqSystem:
@@ -236,8 +240,12 @@ class OpenmsmqSystem:
             for rate in rates:
                 qb.create_queue(f"private$\\latency-{rate}", transactional=True)
         port = transfer.free_port()
-        self.procs.append(transfer.serve("serve-b", self.work, self.b_dir, transfer.B, port, "none"))
-        self.procs.append(transfer.serve("serve-a", self.work, self.a_dir, transfer.A, port, "none"))
+        self.procs.append(
+            transfer.serve("serve-b", self.work, self.b_dir, transfer.B, port, "none", metrics=True)
+        )
+        self.procs.append(
+            transfer.serve("serve-a", self.work, self.a_dir, transfer.A, port, "none", metrics=True)
+        )
 
     def run(self, rate: int, n: int, body_size: int, max_batch: int, timeout: float) -> tuple[dict, dict]:
         kwargs = dict(
@@ -245,9 +253,13 @@ class OpenmsmqSystem:
             max_batch=max_batch, timeout=timeout, queue=f"private$\\latency-{rate}",
             dest=f"DIRECT=TCP:{transfer.B}\\PRIVATE$\\latency-{rate}",
         )  # fmt: skip
+        before = {qm: stages.scrape(d) for qm, d in (("A", self.a_dir), ("B", self.b_dir))}
         prod, cons = peers._run_pipeline(_openmsmq_producer, _openmsmq_consumer, kwargs, timeout, None)
         for p in self.procs:
             p.check()
+        cons["stages"] = {
+            qm: stages.delta(before[qm], stages.scrape(d)) for qm, d in (("A", self.a_dir), ("B", self.b_dir))
+        }
         return prod, cons
 
     def stop(self) -> None:
@@ -530,6 +542,10 @@ class Figures:
     max_late_ms: float = 0.0
     achieved: float = 0.0
     problems: list[str] = field(default_factory=list)
+    #: The consumer's side split in two: (until its receive returned, its commit), each as
+    #: (median, p99) in ms; and the serve processes' stage histograms (_stages.py).
+    split: tuple[tuple[float, float], tuple[float, float]] | None = None
+    stages: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -561,6 +577,17 @@ def figures(system: str, rate: int, n: int, warm: int, prod: dict[str, Any], con
     f.p99_ms = hist.get_value_at_percentile(99) / 1000
     f.p999_ms = hist.get_value_at_percentile(99.9) / 1000
     f.max_ms = hist.get_max_value() / 1000
+    recv = cons.get("received_at")
+    if recv is not None:
+        until, commit = HdrHistogram(1, 120_000_000, 3), HdrHistogram(1, 120_000_000, 3)
+        for k in range(warm, n):
+            until.record_value(max(1, (recv[k] - sent[k]) // 1000))
+            commit.record_value(max(1, (got[k] - recv[k]) // 1000))
+        f.split = tuple(  # type: ignore[assignment]
+            (h.get_value_at_percentile(50) / 1000, h.get_value_at_percentile(99) / 1000)
+            for h in (until, commit)
+        )
+    f.stages = cons.get("stages")
     span = (max(got[warm:n]) - min(sent[warm:n])) / 1e9
     f.achieved = (n - warm) / span if span > 0 else 0.0
     return f
@@ -572,12 +599,21 @@ def format_figures(f: Figures) -> str:
     extra = ""
     if f.before_confirm:
         extra = f"; {f.before_confirm:,} acked before the confirm arrived (counted as 0)"
-    return (
+    out = (
         f"  {f.system:<44} {f.rate:>7,}/s  median {f.p50_ms:7.2f} ms  p99 {f.p99_ms:7.2f} ms"
         f"  p99.9 {f.p999_ms:7.2f} ms  max {f.max_ms:8.2f} ms"
         f"  ({f.recorded:,} recorded, {f.achieved:,.0f} msgs/s through;"
         f" {f.late:,} sent >1 ms behind schedule, at most {f.max_late_ms:.1f} ms{extra})"
     )
+    if f.split is not None:
+        (u50, u99), (c50, c99) = f.split
+        out += (
+            f"\n    split: confirm returned -> consumer's receive returned: median {u50:.2f} ms,"
+            f" p99 {u99:.2f} ms; its commit: median {c50:.2f} ms, p99 {c99:.2f} ms"
+        )
+    if f.stages:
+        out += "\n" + stages.format_stages(f.stages)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

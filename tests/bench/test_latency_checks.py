@@ -84,3 +84,31 @@ def test_a_peer_that_cannot_start_stops_the_run_before_any_measurement(
     assert "rabbitmq-server exited with 1" in out
     assert "run" not in events and "median" not in out
     assert events == ["start openmsmq", "stop rabbitmq", "stop openmsmq"]
+
+
+def test_the_consumer_side_is_split_at_its_receive_and_the_stages_are_printed(latency: ModuleType) -> None:
+    prod, cons = _run(1000)
+    # Each message taken by a receive that returned 1.5 ms after its send; committed 0.5 ms later.
+    cons["received_at"] = array("q", [1_000_000 * (k + 1) + 1_500_000 for k in range(1000)])
+
+    def hist(counts: dict[float, float], total: float, n: float) -> dict[str, Any]:
+        return {"buckets": counts, "sum": total, "count": n}
+
+    before = {"store_commit": hist({0.001: 10, 0.01: 10, float("inf"): 10}, 0.01, 10)}
+    after = {
+        "store_commit": hist({0.001: 10, 0.01: 110, float("inf"): 110}, 0.51, 110),
+        "accept_read_to_batch": hist({0.0005: 99, 0.01: 100, float("inf"): 100}, 0.02, 100),
+    }
+    stages = latency.stages.delta(before, after)
+    assert stages["store_commit"]["count"] == 100 and stages["store_commit"]["buckets"][0.01] == 100
+    cons["stages"] = {"B": stages}
+    f = latency.figures("x", 1000, 1000, 100, prod, cons)
+    assert f.split == ((pytest.approx(1.5, rel=0.01), pytest.approx(1.5, rel=0.01)),
+                       (pytest.approx(0.5, rel=0.01), pytest.approx(0.5, rel=0.01)))  # fmt: skip
+    out = latency.format_figures(f)
+    assert "split: confirm returned -> consumer's receive returned: median 1.50 ms" in out
+    # 100 commits of 5 ms each (mean), all within the 10 ms bucket; 99 of 100 accept
+    # batches within 0.5 ms, the last within 10 ms.
+    assert "B store_commit" in out and "mean   5.00 ms  median <=  10.00 ms  p99 <=  10.00 ms" in out
+    assert "B accept_read_to_batch" in out and "median <=   0.50 ms  p99 <=   0.50 ms" in out
+    assert out.index("accept_read_to_batch") < out.index("store_commit")

@@ -40,6 +40,9 @@ class _Node:
     def kick(self) -> None:
         self.log.append("kick")
 
+    def read_done(self, read_at: float) -> None:
+        pass
+
 
 def _protocol(feed_bytes: int) -> tuple[_MQQBProtocol, list[Any]]:
     node = _Node(NetConfig(feed_bytes=feed_bytes))

@@ -224,3 +224,31 @@ def test_round_trips_of_a_postgresql_store_are_exposed_and_absent_for_sqlite(
         m.detach(collector)
     assert ("openmsmq_store_commits_total", ()) in samples
     assert ("openmsmq_store_round_trips_total", ()) not in samples
+
+
+def test_group_commit_waits_are_exposed(tmp_path: Path) -> None:
+    """openmsmq_store_commit_waits_total: the store writer's count of group commits whose
+    leader waited for the previous commit's committers (eight threads committing in turn
+    usually make some)."""
+    from openmsmq.qm import QueueManager
+    from openmsmq.store.records import MessageRecord
+
+    m = Metrics()
+    with QueueManager(tmp_path / "w") as qm:
+        qm.create_queue("private$\\orders", transactional=True)
+        collector = m.attach_queue_manager(qm)
+
+        def sender() -> None:
+            for _ in range(40):
+                with qm.begin() as tx:
+                    qm.send_many("private$\\orders", [MessageRecord(body=b"x")], tx)
+
+        threads = [threading.Thread(target=sender) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        samples = parse(m.exposition().decode())
+        m.detach(collector)
+        assert ("openmsmq_store_commit_waits_total", ()) in samples
+        assert value(samples, "openmsmq_store_commit_waits_total") == qm.store.stats.commit_waits

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.store import IncomingSequenceState, MessageRecord, Store, ops, outgoing, queues, ranges, reads
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from openmsmq.store.writes import WriteContext
 from tests.store.conftest import Opener
 from tests.store.support import every_attribute_message, make_rows_v5, private_queue
 
@@ -272,6 +275,62 @@ def test_commit_after_a_lone_committers_batch_does_not_wait(tmp_path: Path) -> N
                 t.join(60)
         assert _count(store, q.queue_id) == 8
         assert store.stats.commit_waits == 0
+
+
+def test_commit_does_not_wait_for_committers_that_come_back_late(tmp_path: Path) -> None:
+    """Two threads (say a remote consumer's commit and the transfer's accept batch) share a
+    batch, but each commits again only long after its last commit: the next leader, alone,
+    does not wait for them (``max_commit_wait`` 30 s would otherwise bound the wait by half
+    the last COMMIT only)."""
+    with Store(tmp_path / "w.db", max_commit_wait=30.0) as store:
+        store.write(queues.init_qm_state(uuid.uuid4(), 1000))
+        q = private_queue(store)
+
+        def send() -> None:
+            store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"s"))], []))
+
+        def in_thread(fn: Callable[[], None]) -> threading.Thread:
+            t = threading.Thread(target=fn)
+            t.start()
+            return t
+
+        go = [threading.Event(), threading.Event()]
+        late = [threading.Event(), threading.Event()]
+
+        def committer(me: int) -> None:
+            send()  # alone: the store learns when this thread's commit ended
+            late[me].set()
+            assert go[me].wait(60)
+            send()  # long after: this thread comes back late
+
+        blocked, release = threading.Event(), threading.Event()
+
+        def hold(_ctx: WriteContext) -> None:
+            blocked.set()
+            assert release.wait(60)
+
+        workers = [in_thread(lambda me=me: committer(me)) for me in (0, 1)]  # type: ignore[misc]
+        for e in late:
+            assert e.wait(60)
+        time.sleep(1.0)  # far beyond half a COMMIT: both come back late
+        holder = in_thread(lambda: store.write(hold))
+        assert blocked.wait(60)
+        for e in go:  # both queue behind the held batch: they share the next one
+            e.set()
+        for _ in range(3000):
+            if len(store._pending) == 2:
+                break
+            time.sleep(0.01)
+        assert len(store._pending) == 2
+        release.set()
+        for t in [holder, *workers]:
+            t.join(60)
+        waits = store.stats.commit_waits
+        # Alone (not the main thread, which never waits) after a batch two threads shared,
+        # both of which come back late.
+        in_thread(send).join(60)
+        assert store.stats.commit_waits == waits
+        assert _count(store, q.queue_id) == 5
 
 
 def test_removal_events_take_one_statement_per_chunk_not_per_message(tmp_path: Path) -> None:
@@ -569,6 +628,9 @@ def test_group_commit_takes_at_most_max_batch_ops_per_commit_in_order(open_store
 
         def observe_commit(self, ops_count: int, seconds: float) -> None:
             self.sizes.append(ops_count)
+
+        def observe_stage(self, stage: str, seconds: float) -> None:
+            pass
 
     store = open_store(max_batch_ops=3)
     store.write(queues.init_qm_state(uuid.uuid4(), 1000))

@@ -18,6 +18,7 @@ import contextlib
 import ipaddress
 import logging
 import ssl
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -62,11 +63,12 @@ class NetConfig:
     ``backoff_max``: Session Retry Connect wait, doubling (MS-MQQB 3.1.2.3).
     ``poll_interval``: how often outgoing queues are checked for new commits.
     ``accept_batch_min`` / ``accept_batch_wait``: while the incoming stream is dense (the
-    last batch stored held at least half of ``accept_batch_min``), accepted messages are
-    stored once that many wait, or that many seconds after fewer started waiting: a larger
-    transaction costs less CPU per message (docs/transfer.md). Otherwise they are stored
-    at once: a sparse stream forms small batches anyway, and holding them would only
-    delay when the destination's readers can take them.
+    last batch held at least half of ``accept_batch_min`` and messages kept arriving
+    while it was being stored), accepted messages are stored once that many wait, or
+    that many seconds after fewer started waiting: a larger transaction costs less CPU
+    per message (docs/transfer.md). Otherwise they are stored at once: a sparse stream
+    forms small batches anyway, and holding them would only delay when the destination's
+    readers can take them.
     ``feed_bytes``: a read larger than this is handed to the protocol in slices of this
     size, and what each slice produced is written before the next is processed (0: the
     whole read at once).
@@ -190,6 +192,7 @@ class _MQQBProtocol(asyncio.Protocol):
         if not self.cid:
             return
         node = self.node
+        read_at = time.monotonic()
         step = node.config.feed_bytes
         try:
             if step <= 0 or len(data) <= step:
@@ -207,6 +210,7 @@ class _MQQBProtocol(asyncio.Protocol):
             log.exception("session %s: internal error; closing it", self.peer)
             if self.transport is not None:
                 self.transport.abort()
+        node.read_done(read_at)
         if not node.transfer.reading_wanted and not node._reading_paused:
             node.pause_reading()
         self.node.connected_ok(self.peer)
@@ -247,6 +251,7 @@ class MQQBNode:
         self._tls_server: asyncio.Server | None = None
         self._executor = ThreadPoolExecutor(self.config.store_threads, thread_name_prefix="openmsmq-transfer")
         self._pump_scheduled = False
+        self._pump_handle: asyncio.Handle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._poll_handle: asyncio.Handle | None = None
@@ -264,17 +269,33 @@ class MQQBNode:
         #: Reading from every connection paused: received messages wait for the store
         #: beyond TransferConfig.unstored_bytes (Transfer.reading_wanted).
         self._reading_paused = False
-        #: The last accept batch held at least half of accept_batch_min: the stream is
-        #: dense enough for holding accepted messages to gather a larger batch.
+        #: The last accept batch held at least half of accept_batch_min and messages kept
+        #: arriving while it was stored: the stream is dense enough for holding accepted
+        #: messages to gather a larger batch.
         self._dense_accepts = False
         #: A wake-up of the poll is scheduled (outgoing_committed), not yet run, and the
         #: outgoing queues committed into since the last one.
         self._poll_wanted = False
         self._committed_queues: collections.deque[int] = collections.deque()
+        #: Stage stamps (time.monotonic, observability.sink.STAGES): the first commit into
+        #: an outgoing queue noticed since the last wake-up took them, and the one the
+        #: wake-up took, until the next write of packets; the first accepted message read
+        #: and not yet handed to the store in a batch.
+        self._committed_at: float | None = None
+        self._loading_since: float | None = None
+        self._accepts_since: float | None = None
+        self._metrics = transfer.metrics
 
     def now(self) -> float:
         """The protocol clock: the loop's monotonic time."""
         return self.loop.time()
+
+    def read_done(self, read_at: float) -> None:
+        """A read (at ``read_at``, time.monotonic) was processed: if it left the first
+        accepted messages waiting for a batch, their wait starts then
+        (``accept_read_to_batch``)."""
+        if self._accepts_since is None and self.transfer.store.accepted_bytes:
+            self._accepts_since = read_at
 
     def admit(self, address: str) -> bool:
         """Whether a connection accepted from ``address`` may stay (see :class:`NetConfig`):
@@ -364,6 +385,8 @@ class MQQBNode:
         and the wake-up clears the flag before it takes the recorded queues, so no commit
         is missed."""
         self._committed_queues.append(queue_id)
+        if self._committed_at is None:
+            self._committed_at = time.monotonic()
         if self._poll_wanted or self._stopping:
             return
         self._poll_wanted = True
@@ -372,6 +395,9 @@ class MQQBNode:
 
     def _poll_now(self) -> None:
         self._poll_wanted = False
+        if self._loading_since is None:
+            self._loading_since = self._committed_at
+        self._committed_at = None
         pending = self._committed_queues
         committed = {pending.popleft() for _ in range(len(pending))}
         if self._stopping:
@@ -381,7 +407,9 @@ class MQQBNode:
         self.transfer.take_up_queues(committed)
         if self._poll_handle is not None:
             self._poll_handle.cancel()
-        self._poll()
+        # What the commit made ready is written by this callback (one wake-up of the loop
+        # per commit, not a second iteration after the peers' input).
+        self._poll(pump_now=True)
 
     @property
     def tls_address(self) -> tuple[str, int]:
@@ -482,17 +510,31 @@ class MQQBNode:
         """Schedule one pump for this loop iteration (coalesces many inputs)."""
         if not self._pump_scheduled:
             self._pump_scheduled = True
-            self.loop.call_soon(self._pump)
+            self._pump_handle = self.loop.call_soon(self._pump)
+
+    def _pump_now(self) -> None:
+        """Pump in this callback (a scheduled pump is cancelled: this one does its work).
+        For the wake-ups that carry delivery (a commit into an outgoing queue, a finished
+        store batch): what they made ready leaves without waiting for another iteration,
+        in which the other connections' reads would be processed first."""
+        if self._pump_handle is not None:
+            self._pump_handle.cancel()
+        self._pump()
 
     def write_pending(self) -> None:
         """Write every connection's pending output now (one write per connection)."""
-        for cid, data in self.transfer.data_to_send():
+        out = self.transfer.data_to_send()
+        for cid, data in out:
             proto = self.transports.get(cid)
             if proto is not None and proto.transport is not None:
                 proto.transport.write(data)  # all pending packets of the session: one write
+        if out and self._loading_since is not None:
+            self._metrics.observe_stage("outgoing_commit_to_write", time.monotonic() - self._loading_since)
+            self._loading_since = None
 
     def _pump(self) -> None:
         self._pump_scheduled = False
+        self._pump_handle = None
         t = self.transfer
         self.write_pending()
         if t.refill_due:
@@ -514,6 +556,10 @@ class MQQBNode:
             if isinstance(work, AcceptBatch):
                 size = sum([len(g.packets) for g in work.groups])
                 self._dense_accepts = 2 * size >= self.config.accept_batch_min
+                since = self._accepts_since
+                if since is not None:
+                    self._metrics.observe_stage("accept_read_to_batch", time.monotonic() - since)
+                    self._accepts_since = None
                 self._flush_accepts = False
                 if self._hold_handle is not None:
                     self._hold_handle.cancel()
@@ -531,6 +577,7 @@ class MQQBNode:
         self._pump()
 
     def _run_store(self, work: StoreWork) -> None:
+        handed = time.monotonic()
         fut = self.loop.run_in_executor(self._executor, self.transfer.run_store_work, work)
         self._store_in_flight.add(fut)
 
@@ -538,9 +585,18 @@ class MQQBNode:
             self._store_in_flight.discard(f)
             exc = f.exception()
             self.transfer.store_work_done(work, exc if exc is not None else f.result(), self.now())  # type: ignore[arg-type]
+            if isinstance(work, AcceptBatch):
+                self._metrics.observe_stage("accept_batch_to_stored", time.monotonic() - handed)
+                # Still dense only if messages kept arriving while it was stored: the
+                # message that comes after a burst has ended (or after a backlog read at
+                # once) must not wait for companions that are not coming.
+                if not self.transfer.store.accepted_count:
+                    self._dense_accepts = False
             if self._reading_paused:
                 self._resume_reading()
-            self.kick()
+            # The next batch (accepted messages read meanwhile) is handed out now, and the
+            # OrderAcks and SessionAcks this one made due are written.
+            self._pump_now()
 
         fut.add_done_callback(done)
 
@@ -561,7 +617,7 @@ class MQQBNode:
         self.transfer.handle_timer(self.now())
         self.kick()
 
-    def _poll(self) -> None:
+    def _poll(self, *, pump_now: bool = False) -> None:
         if self._stopping:
             return
         more = False
@@ -573,7 +629,10 @@ class MQQBNode:
             self._poll_failures.failed(exc)
         else:
             self._poll_failures.succeeded()
-        self.kick()
+        if pump_now:
+            self._pump_now()
+        else:
+            self.kick()
         flush_repeated_logs()  # summaries of per-message log events that came in bursts
         if more:
             # A backlog: load the next slice after this iteration's I/O and pump.

@@ -52,6 +52,7 @@ __all__ = [
     "COMMIT_BUCKETS",
     "FIRST_SENT_WINDOW",
     "ORDER_ACK_BUCKETS",
+    "STAGE_BUCKETS",
     "Metrics",
     "MetricsServer",
     "QueueManagerCollector",
@@ -71,6 +72,10 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 #: OrderAck round trip (s): OrderAckTimeout is 500 ms and MaximumOrderAckDelay 10 s
 #: (MS-MQQB 3.1.1.3.1), so most values sit between 0.5 and 10 s.
 ORDER_ACK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: Stage buckets (s): from a loop wake-up (tens of µs) to a stalled disk.
+STAGE_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+)  # fmt: skip
 
 
 #: Transmit batches remembered per outgoing queue for the OrderAck round trip (oldest
@@ -223,6 +228,14 @@ class Metrics:
             buckets=ORDER_ACK_BUCKETS,
             registry=r,
         )
+        #: Where the time of a message's way goes, per stage (observability.sink.STAGES).
+        self.stage_duration = Histogram(
+            "openmsmq_stage_duration_seconds",
+            "Time one batch spent in a stage of a message's way from the sender's commit to a receiver.",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
         self._children: dict[tuple[str, str], Any] = {}
         self._children_lock = threading.Lock()
         self._range_high: dict[str, int] = {}
@@ -306,6 +319,10 @@ class Metrics:
         """One store commit of ``ops`` operations that took ``seconds`` (fsync included)."""
         self.commit_duration.observe(seconds)
         self.commit_batch.observe(ops)
+
+    def observe_stage(self, stage: str, seconds: float) -> None:
+        """One batch spent ``seconds`` in ``stage`` (observability.sink.STAGES)."""
+        self._child(self.stage_duration, "stage", stage).observe(seconds)
 
     def observe_order_ack_rtt(self, seconds: float) -> None:
         """An OrderAck arrived ``seconds`` after the first transmission it covers."""
@@ -454,6 +471,7 @@ class _StoreStatsLike(Protocol):
     round_trips: int | None
     held_seconds: float
     longest_hold: float
+    commit_waits: int
 
 
 class QueueManagerLike(Protocol):
@@ -557,6 +575,7 @@ class QueueManagerCollector(Collector):
         CounterMetricFamily,
         CounterMetricFamily,
         CounterMetricFamily,
+        CounterMetricFamily,
     ]:
         return (
             GaugeMetricFamily(
@@ -571,6 +590,10 @@ class QueueManagerCollector(Collector):
             CounterMetricFamily("openmsmq_store_operations", "Store operations committed."),
             CounterMetricFamily("openmsmq_store_failed_operations", "Store operations that failed."),
             CounterMetricFamily(
+                "openmsmq_store_commit_waits",
+                "Group commits whose leader waited for the previous commit's committers.",
+            ),
+            CounterMetricFamily(
                 "openmsmq_store_round_trips",
                 "Statements the store's writer sent to its database server in committed transactions"
                 " (PostgreSQL; absent for SQLite).",
@@ -579,7 +602,7 @@ class QueueManagerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """Query the sources now."""
-        depth, size, commits, ops, failed, trips = self._families()
+        depth, size, commits, ops, failed, waits, trips = self._families()
         try:
             stats = self._worker.submit(lambda: list(self._queues())).result(self._timeout)
         except Exception as exc:  # a scrape must not fail because the QM is closing
@@ -607,7 +630,8 @@ class QueueManagerCollector(Collector):
             commits.add_metric([], store.batches)
             ops.add_metric([], store.ops)
             failed.add_metric([], store.failed_ops)
-            yield from (commits, ops, failed)
+            waits.add_metric([], store.commit_waits)
+            yield from (commits, ops, failed, waits)
             held = CounterMetricFamily(
                 "openmsmq_store_writer_held_seconds",
                 "Seconds store transactions held the writer (BEGIN to COMMIT, fsync included).",

@@ -17,7 +17,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-__all__ = ["NULL_METRICS", "MetricsSink", "NullMetrics"]
+__all__ = ["NULL_METRICS", "STAGES", "MetricsSink", "NullMetrics"]
+
+#: The stages of a message's way from the sender's commit to a receiver, each observed
+#: once per batch (:meth:`MetricsSink.observe_stage`):
+#:
+#: * ``store_queue_wait``: a store operation waited for its group commit to start (the
+#:   oldest operation of each commit: the single writer busy with the previous one);
+#: * ``outgoing_commit_to_write``: the sending QM, from a commit into an outgoing queue
+#:   being noticed to the next write of MS-MQQB packets to the peers (the wake-up, the
+#:   load from the store, the encoding);
+#: * ``accept_read_to_batch``: the receiving QM, from reading accepted messages off the
+#:   socket to handing them to the store as a batch (the wait for the previous batch, and
+#:   the hold of a dense stream, ``mqqb.accept_batch_wait``);
+#: * ``accept_batch_to_stored``: from handing a batch to the store to its messages being
+#:   durable and reported to their sequences (the thread hops, the commit's queue wait
+#:   and the commit); waiting readers are woken at its commit;
+#: * ``stored_to_reader``: from a commit waking the reads waiting on a queue to one of
+#:   them having taken its messages (the thread wake-up and the select); the reply to a
+#:   remote reader comes after it.
+STAGES = (
+    "store_queue_wait",
+    "outgoing_commit_to_write",
+    "accept_read_to_batch",
+    "accept_batch_to_stored",
+    "stored_to_reader",
+)
 
 
 class MetricsSink(Protocol):
@@ -99,6 +124,11 @@ class MetricsSink(Protocol):
         below ``positions[queue]`` (queue name -> LookupIdentifier)."""
         ...
 
+    def observe_stage(self, stage: str, seconds: float) -> None:
+        """One batch spent ``seconds`` in ``stage`` of the way from a sender's commit to a
+        receiver (one of :data:`STAGES`; docs/operations.md, "Where latency goes")."""
+        ...
+
 
 class NullMetrics:
     """A :class:`MetricsSink` that records nothing (the default everywhere)."""
@@ -146,6 +176,9 @@ class NullMetrics:
         """Nothing."""
 
     def range_removed(self, positions: Mapping[str, int]) -> None:
+        """Nothing."""
+
+    def observe_stage(self, stage: str, seconds: float) -> None:
         """Nothing."""
 
 

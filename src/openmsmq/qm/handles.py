@@ -61,6 +61,7 @@ class QueueState:
         "locked",
         "messages_in",
         "messages_out",
+        "notified",
         "prefetch",
         "purge_pending",
         "readers",
@@ -79,6 +80,10 @@ class QueueState:
         #: Reads between their first select and their return (``Reader._take``,
         #: changed under ``cond``): a commit notifies ``cond`` only when one is there.
         self.readers = 0
+        #: When a commit last woke reads waiting here and none of them has taken a message
+        #: since (time.monotonic; None: no such wake-up); under ``cond``. The
+        #: ``stored_to_reader`` stage (observability.sink.STAGES).
+        self.notified: float | None = None
         #: LookupIdentifiers of locked messages that were durably removed (a committed
         #: receive or expiry), whose locks :meth:`settle` has not dropped yet. Appended
         #: without ``cond``; see :meth:`QueueManager._unlock_ids`.

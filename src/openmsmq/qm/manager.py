@@ -132,7 +132,7 @@ class QueueManager:
             min(opts.max_message_bytes, MAX_MESSAGE_BYTES),
         )
         #: Receive, peek, cursors, two-phase receive (:class:`~openmsmq.qm.reader.Reader`).
-        self.reader = Reader(self.store, self.queues, self.locks, clock, self.sender.commit)
+        self.reader = Reader(self.store, self.queues, self.locks, clock, self.sender.commit, self.metrics)
         #: Subqueues, Move Message, AbortCount and retry policies (:class:`~openmsmq.qm.poison.Poison`).
         self.poison = Poison(
             self.store,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
+from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.qm.handles import (
     PREFETCH,
     PREFETCH_BYTES,
@@ -70,8 +71,12 @@ class Reader:
         locks: LockTable,
         clock: Callable[[], float],
         commit: CommitWork,
+        metrics: MetricsSink = NULL_METRICS,
     ) -> None:
         self._store = store
+        #: Where a waiting read that was woken by a commit reports the wake-up
+        #: (``stored_to_reader``, observability.sink.STAGES).
+        self._metrics = metrics
         self._queues = queues
         self._locks = locks
         #: Seconds since 1970 (the QueueManager sets it when its clock changes).
@@ -110,6 +115,7 @@ class Reader:
                 # completes after the count went up, so its notify (QueueManager._notify)
                 # is not skipped while this read goes on to wait.
                 qs.readers += 1
+                waited = False
                 try:
                     while True:
                         if qs.deleted:
@@ -122,6 +128,12 @@ class Reader:
                         qs.settle()
                         found = select(qs.locked, self._now())
                         if found:
+                            if qs.notified is not None:
+                                if waited:
+                                    self._metrics.observe_stage(
+                                        "stored_to_reader", time.monotonic() - qs.notified
+                                    )
+                                qs.notified = None
                             if lock:
                                 qs.locked.update([m.lookup_id for _, m in found])
                                 if not head and qs.prefetch is not None:
@@ -133,6 +145,7 @@ class Reader:
                                 HResult.MQ_ERROR_IO_TIMEOUT, f"no message in {qs.record.display_name}"
                             )
                         cond.wait(_WAKE_SLICE if remaining is None else min(remaining, _WAKE_SLICE))
+                        waited = True
                 finally:
                     qs.readers -= 1
         finally:

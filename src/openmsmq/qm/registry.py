@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 
@@ -175,4 +176,6 @@ class QueueRegistry:
             # No read in progress: nobody to wake, skip the condition (qs.readers).
             if qs.readers:
                 with qs.cond:
+                    if qs.notified is None:
+                        qs.notified = time.monotonic()
                     qs.cond.notify_all()

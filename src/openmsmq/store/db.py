@@ -38,7 +38,15 @@ from openmsmq.errors import HResult, MQError, StorageError
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 from openmsmq.store.space import RESERVE_FILE, SpaceGuard, SpaceReserve
-from openmsmq.store.writes import StoreStats, WriteContext, WriteOp, is_busy, report_failure, storage_error
+from openmsmq.store.writes import (
+    Returns,
+    StoreStats,
+    WriteContext,
+    WriteOp,
+    is_busy,
+    report_failure,
+    storage_error,
+)
 
 __all__ = ["LOOKUP_ID_BLOCK", "Store"]
 
@@ -115,6 +123,7 @@ class Store:
         #: False hands every batch to the writer thread.
         self.inline_commit = inline_commit
         self._last_commit_seconds = 0.0
+        self._last_commit_end = 0.0
         self._cache_kib = cache_kib
         self._closed = False
         self._local = threading.local()
@@ -134,8 +143,9 @@ class Store:
         #: the lock the last of them releases; None when no leader waits.
         self._awaited: set[int] | None = None
         self._arrived: Any = None
-        #: Threads whose operations were in the last batch.
+        #: Threads whose operations were in the last batch, and how soon threads come back.
         self._last_threads: set[int] = set()
+        self._returns = Returns()
         #: Batches still to run without waiting (after a wait that brought nobody).
         self._backoff = 0
         #: Consecutive batches that held one operation (read_idle's lone committer).
@@ -379,9 +389,11 @@ class Store:
         submitted again yet, waits for them a short bounded time — at most
         ``max_commit_wait`` and at most half the last COMMIT's duration — on a lock the
         last of them releases, so steady concurrent committers share one fsync instead
-        of alternating between two half-full ones. A wait that brings nobody (say one
-        client hopping between pool threads) turns waiting off for the next
-        ``_WAIT_BACKOFF`` batches. After the batch a caller hands the role on
+        of alternating between two half-full ones; not for a thread that came back later
+        than that the last time (:class:`~openmsmq.store.writes.Returns`): waiting for
+        it would only delay the batch and the delivery it makes durable. A wait that
+        brings nobody (say one client hopping between pool threads) turns waiting off for
+        the next ``_WAIT_BACKOFF`` batches. After the batch a caller hands the role on
         (:meth:`_hand_off`) and returns; the writer thread keeps leading until nothing is
         pending.
         """
@@ -399,6 +411,7 @@ class Store:
                 self._hand_off()
                 raise
             self._last_threads = threads
+            self._returns.committed(threads, self._last_commit_end)
             if writer:
                 with self._lf_lock:
                     if self._pending:
@@ -417,7 +430,8 @@ class Store:
             if self._pending:
                 self._take_pending(batch, cap)
             threads = {o.thread for o in batch}
-            missing = self._last_threads - threads
+            self._returns.taken(batch, min(self.max_commit_wait, self._last_commit_seconds / 2))
+            missing = self._last_threads - threads - self._returns.slow
             arrived = None
             if self._backoff:
                 self._backoff -= 1
@@ -499,11 +513,14 @@ class Store:
     def _run_and_observe(self, batch: list[WriteOp]) -> None:
         """:meth:`_run_batch` timed: the duration feeds the leader's wait bound and metrics."""
         started = time.monotonic()
+        queued = batch[0].queued  # the oldest operation (batches keep submission order)
         self._run_batch(batch)
-        self._last_commit_seconds = time.monotonic() - started
+        self._last_commit_end = time.monotonic()
+        self._last_commit_seconds = self._last_commit_end - started
         self.stats.observe_hold(self._last_commit_seconds)
         self._lone_batches = self._lone_batches + 1 if len(batch) == 1 else 0
         self.metrics.observe_commit(len(batch), self._last_commit_seconds)
+        self.metrics.observe_stage("store_queue_wait", started - queued)
 
     def _run_batch(self, batch: list[WriteOp]) -> None:
         """Run ``batch`` in one transaction; complete every future after COMMIT.

@@ -13,12 +13,13 @@ from _thread import get_ident as _get_ident
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from time import monotonic as _monotonic
 from typing import Any
 
 from openmsmq.errors import HResult, MQError
 from openmsmq.observability.repeats import RepeatedEvents
 
-__all__ = ["StoreStats", "WriteContext", "is_full", "report_failure", "storage_error"]
+__all__ = ["Returns", "StoreStats", "WriteContext", "is_full", "report_failure", "storage_error"]
 
 _SQLITE_BUSY = 5
 _SQLITE_FULL = 13
@@ -148,7 +149,7 @@ class WriteOp:
     Python calls per commit). :meth:`Store.submit` callers get a ``future`` instead.
     """
 
-    __slots__ = ("done", "fn", "future", "lead", "ok", "thread", "value")
+    __slots__ = ("done", "fn", "future", "lead", "ok", "queued", "thread", "value")
 
     def __init__(self, fn: Callable[[WriteContext], Any], future: Future[Any] | None = None) -> None:
         self.fn = fn
@@ -165,6 +166,8 @@ class WriteOp:
         #: Submitting thread: a batch leader waits briefly for the threads of the
         #: previous batch (see Store._lead).
         self.thread = _get_ident()
+        #: When it was queued (monotonic s): its commit's wait is observed per batch.
+        self.queued = _monotonic()
 
     def finish(self, ok: bool, value: Any) -> None:
         """Complete the operation: its result (``ok``) or the exception to raise."""
@@ -184,3 +187,45 @@ class WriteOp:
         if self.ok:
             return self.value
         raise self.value
+
+
+class Returns:
+    """How soon each thread that commits comes back: a batch leader waits for the previous
+    batch's committers only if they come back within its wait (Store._lead).
+
+    :meth:`committed` records when the batch that held a thread's operation committed;
+    :meth:`taken` measures, from the first operation of each thread in the next batch,
+    whether the thread came back within ``bound`` seconds; :attr:`slow` holds those that
+    did not (a remote consumer committing again only after a round trip elsewhere, the
+    transfer's next accept batch from another pool thread). Used under the store's
+    group-commit lock."""
+
+    #: Threads remembered (more: all forgotten, threads come and go).
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._finished: dict[int, float] = {}
+        self.slow: set[int] = set()
+
+    def committed(self, threads: set[int], end: float) -> None:
+        """The batch of ``threads`` committed at ``end`` (monotonic s)."""
+        finished = self._finished
+        if len(finished) > self.LIMIT:
+            finished.clear()
+            self.slow.clear()
+        for thread in threads:
+            finished[thread] = end
+
+    def taken(self, batch: list[WriteOp], bound: float) -> None:
+        """``batch`` was gathered: note which threads came back later than ``bound``."""
+        finished = self._finished
+        if not finished:
+            return
+        slow = self.slow
+        for op in batch:
+            last = finished.pop(op.thread, None)  # the thread's first operation only
+            if last is not None:
+                if op.queued - last > bound:
+                    slow.add(op.thread)
+                else:
+                    slow.discard(op.thread)

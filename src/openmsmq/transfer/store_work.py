@@ -243,6 +243,11 @@ class StoreWorkQueue:
         return list(self._accepted)
 
     @property
+    def accepted_count(self) -> int:
+        """Accepted messages waiting for the next accept batch."""
+        return len(self._accepted)
+
+    @property
     def accepted_bytes(self) -> int:
         """The part of :attr:`unstored_bytes` that waits for the next accept batch."""
         return self._accepted_bytes
