@@ -174,6 +174,10 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=1)
     ap.add_argument("--paths", default="unary,steps,ahead")
+    ap.add_argument(
+        "--stream-workers", default="256",
+        help="the server's stream_workers, a comma list run in turn for each path (0: the worker pools)",
+    )  # fmt: skip
     args = ap.parse_args()
     print("$ .venv/bin/python bench/remote_breakdown.py " + shlex.join(sys.argv[1:]))
     print(machine_header())
@@ -183,10 +187,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d, QueueManager(Path(d)) as qm:
         qm.store.metrics = metrics
         qm.create_queue(QUEUE, transactional=True)
-        with RemoteServer(qm, port=0) as srv:
-            srv.start()
-            for path in args.paths.split(","):
-                print(run_path(qm, srv, path, args.messages, args.clients, sink), flush=True)
+        for path in args.paths.split(","):
+            for workers in (int(w) for w in args.stream_workers.split(",")):
+                with RemoteServer(qm, port=0, stream_workers=workers) as srv:
+                    srv.start()
+                    print(f"[stream_workers={workers}] ", end="", flush=True)
+                    print(run_path(qm, srv, path, args.messages, args.clients, sink), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""Each step stream runs its requests in a thread of its own (openmsmq.remote.stream_worker),
+up to the server's ``stream_workers``; streams beyond it use the shared worker pools. The
+thread ends with its stream, a waiting receive in it stops when its client goes, and the
+consumer loop keeps its semantics either way."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from openmsmq.client.grpc_transport import GrpcTransport
+from openmsmq.errors import MQError
+from openmsmq.qm import QueueManager
+from openmsmq.remote import steps
+from openmsmq.remote.server import RemoteServer
+
+from .conftest import TXQ, bodies, fill
+
+Connect = Callable[..., GrpcTransport]
+
+
+@pytest.fixture
+def ran_in(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of the server thread that ran each step request."""
+    names: list[str] = []
+    real = steps.run_steps
+
+    def recorded(*args: Any) -> Any:
+        names.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(steps, "run_steps", recorded)
+    return names
+
+
+def _until(check: Callable[[], bool], within: float = 10.0) -> bool:
+    """Poll ``check`` (a bounded wait, not a timing assertion)."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+def _consume(t: GrpcTransport, n: int) -> list[bytes]:
+    h = t.open_queue(TXQ, access=1)  # type: ignore[arg-type]
+    got = []
+    for _ in range(n):
+        tx = t.begin()
+        got.append(t.read(h, timeout=5.0, tx=tx)[0].body)
+        t.commit(tx)
+    return got
+
+
+def test_a_stream_runs_its_requests_in_one_thread_of_its_own(
+    qm: QueueManager, server: RemoteServer, connect: Connect, ran_in: list[str]
+) -> None:
+    fill(qm, TXQ, [b"a", b"b", b"c", b"d"])
+    t = connect()
+    assert _consume(t, 4) == [b"a", b"b", b"c", b"d"]
+    assert ran_in, "the loop went over the step stream"
+    assert len(set(ran_in)) == 1 and ran_in[0].startswith("openmsmq-rr-stream-"), ran_in
+    assert server.stream_workers.live == 1
+    assert bodies(qm, TXQ) == []
+
+
+def test_the_thread_ends_with_its_stream(qm: QueueManager, server: RemoteServer, connect: Connect) -> None:
+    fill(qm, TXQ, [b"a", b"b"])
+    t = connect()
+    assert _consume(t, 1) == [b"a"]
+    assert server.stream_workers.live == 1
+    t.close()  # gives back b"b", taken ahead by the commit, then ends the stream
+    assert _until(lambda: server.stream_workers.live == 0)
+    assert bodies(qm, TXQ) == [b"b"]
+    assert qm.peek_range(TXQ, 0, 10)[0].abort_count == 0  # given back uncounted
+
+
+@pytest.fixture
+def one_thread_server(qm: QueueManager) -> Iterator[RemoteServer]:
+    srv = RemoteServer(qm, port=0, cleanup_timeout=0.3, session_timeout=5.0, stream_workers=1).start()
+    try:
+        yield srv
+    finally:
+        srv.stop(grace=0.2)
+
+
+def test_streams_beyond_the_bound_use_the_worker_pools(
+    qm: QueueManager, one_thread_server: RemoteServer, ran_in: list[str]
+) -> None:
+    fill(qm, TXQ, [f"m{i}".encode() for i in range(6)])
+    first = GrpcTransport(one_thread_server.target, prefetch=False)
+    second = GrpcTransport(one_thread_server.target, prefetch=False)
+    try:
+        got = _consume(first, 3)
+        mark = len(ran_in)
+        got += _consume(second, 3)
+        assert sorted(got) == [f"m{i}".encode() for i in range(6)]
+        assert {n.startswith("openmsmq-rr-stream-") for n in ran_in[:mark]} == {True}
+        pools = ("openmsmq-rr_", "openmsmq-rr-wait_")
+        assert {n.startswith(pools) for n in ran_in[mark:]} == {True}, ran_in[mark:]
+        assert one_thread_server.stream_workers.live == 1
+        assert one_thread_server.stream_workers.started == 1
+    finally:
+        first.close()
+        second.close()
+    assert _until(lambda: one_thread_server.stream_workers.live == 0)
+    assert bodies(qm, TXQ) == []
+
+
+def test_a_waiting_receive_stops_when_its_stream_is_cancelled(
+    qm: QueueManager, server: RemoteServer, connect: Connect, ran_in: list[str]
+) -> None:
+    t = connect()
+    h = t.open_queue(TXQ, access=1)  # type: ignore[arg-type]
+    failed: list[BaseException] = []
+
+    def wait() -> None:
+        tx = t.begin()
+        try:
+            t.read(h, timeout=60.0, tx=tx)
+        except MQError as exc:
+            failed.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    assert _until(lambda: len(ran_in) == 1 and server.stream_workers.live == 1)
+    t._steps.drop()  # the client cancels its stream (as a client that is gone)
+    waiter.join(30.0)
+    assert not waiter.is_alive() and failed
+    # The wait inside the queue manager stops (the stream's cancellation) and the thread ends.
+    assert _until(lambda: server.stream_workers.live == 0)
+    fill(qm, TXQ, [b"later"])
+    assert bodies(qm, TXQ) == [b"later"]
