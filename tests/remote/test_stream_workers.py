@@ -136,3 +136,42 @@ def test_a_waiting_receive_stops_when_its_stream_is_cancelled(
     assert _until(lambda: server.stream_workers.live == 0)
     fill(qm, TXQ, [b"later"])
     assert bodies(qm, TXQ) == [b"later"]
+
+
+def test_commits_of_concurrent_clients_share_one_fsync(
+    qm: QueueManager, server: RemoteServer, connect: Connect
+) -> None:
+    """Eight clients' commits, each in its stream's thread, arriving while the store is in
+    a batch, go into the next batch together: one COMMIT (one fsync) for the eight."""
+    fill(qm, TXQ, [f"m{i}".encode() for i in range(8)])
+    clients = [connect() for _ in range(8)]
+    txs = []
+    for t in clients:
+        h = t.open_queue(TXQ, access=1)  # type: ignore[arg-type]
+        tx = t.begin()
+        assert len(t.read(h, timeout=5.0, tx=tx)) == 1
+        txs.append(tx)
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(_ctx: Any) -> None:  # a store batch that lasts until the commits queue behind it
+        entered.set()
+        release.wait(30.0)
+
+    holder = threading.Thread(target=qm.store.write, args=(hold,), daemon=True)
+    holder.start()
+    assert entered.wait(10.0)
+    batches = qm.store.stats.batches
+    pairs = zip(clients, txs, strict=True)
+    committers = [threading.Thread(target=t.commit, args=(tx,), daemon=True) for t, tx in pairs]
+    for c in committers:
+        c.start()
+    try:
+        store: Any = qm.store  # the SQLite store's queue of operations behind the batch
+        assert _until(lambda: len(store._pending) == 8)
+    finally:
+        release.set()
+    for c in [holder, *committers]:
+        c.join(30.0)
+        assert not c.is_alive()
+    assert qm.store.stats.batches - batches == 2  # the holder's batch, then one for the eight
+    assert bodies(qm, TXQ) == []
