@@ -599,7 +599,7 @@ class RemoteServer:
     ``limits``: the bounds of every count a call carries (RemoteLimits). ``metrics``:
     where refused calls are counted (:meth:`MetricsSink.count_refused`).
     ``wait_workers``: threads for receives that wait. ``stream_workers``: step streams
-    that get a thread of their own (beyond it a stream uses the two pools; 0: always).
+    that get a thread of their own (a stream beyond them uses the two pools; 0: every one does).
     """
 
     def __init__(
