@@ -22,6 +22,12 @@ from .conftest import TXQ, bodies, fill
 
 Connect = Callable[..., GrpcTransport]
 
+#: Python calls the service may make per transaction of the consumer loop (commit + the
+#: next receive in one step request), in its event loop and worker threads. Each request
+#: handed to the shared pools (``run_in_executor``) took about a third more than in the
+#: stream's own thread; the budget sits between the two.
+SERVER_CALL_BUDGET = 215
+
 
 @pytest.fixture
 def ran_in(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -175,3 +181,45 @@ def test_commits_of_concurrent_clients_share_one_fsync(
         assert not c.is_alive()
     assert qm.store.stats.batches - batches == 2  # the holder's batch, then one for the eight
     assert bodies(qm, TXQ) == []
+
+
+def test_python_calls_per_transaction_of_the_consumer_loop_in_the_service(qm: QueueManager) -> None:
+    """The interpreter's work per transaction in the service's threads (the event loop,
+    the pools, the stream threads), counted, so the machine's load does not move it."""
+    fill(qm, TXQ, [bytes(256)] * 300)
+    count = [0]
+    counting = [False]
+    service: dict[int, bool] = {}
+
+    def profile(_frame: Any, event: str, _arg: Any) -> None:
+        if event != "call" or not counting[0]:
+            return
+        ident = threading.get_ident()
+        mine = service.get(ident)
+        if mine is None:
+            name = threading.current_thread().name
+            mine = service[ident] = name.startswith(("openmsmq-remote", "openmsmq-rr"))
+        if mine:
+            count[0] += 1
+
+    threading.setprofile(profile)  # every thread started from here on: the service's included
+    try:
+        srv = RemoteServer(qm, port=0, cleanup_timeout=0.3, session_timeout=5.0).start()
+        try:
+            t = GrpcTransport(srv.target)
+            try:
+                h = t.open_queue(TXQ, access=1)  # type: ignore[arg-type]
+                for i in range(250):  # 50 first: the stream open, a receive taken ahead
+                    counting[0] = i >= 50
+                    tx = t.begin()
+                    assert len(t.read(h, timeout=5.0, tx=tx)) == 1
+                    t.commit(tx)
+                counting[0] = False
+            finally:
+                t.close()
+        finally:
+            srv.stop(grace=0.2)
+    finally:
+        threading.setprofile(None)
+    per_transaction = count[0] / 200
+    assert per_transaction <= SERVER_CALL_BUDGET, f"{per_transaction:.1f} Python calls per transaction"
