@@ -43,7 +43,7 @@ from openmsmq.remote.packed import PACKED_V1
 from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
 from openmsmq.remote.steps import message_to_pb, read_reply, record_from_pb
-from openmsmq.remote.stream_worker import StreamWorkers
+from openmsmq.remote.stream_worker import StreamWorkers, default_event_loop
 
 __all__ = [
     "HRESULT_KEY",
@@ -598,6 +598,7 @@ class RemoteServer:
     session / all sessions may hold in receives started and not ended (RemoteReadCore).
     ``limits``: the bounds of every count a call carries (RemoteLimits). ``metrics``:
     where refused calls are counted (:meth:`MetricsSink.count_refused`).
+    ``event_loop``: makes the service's event loop (default :func:`default_event_loop`).
     ``wait_workers``: threads for receives that wait. ``stream_workers``: step streams
     that get a thread of their own (a stream beyond them uses the two pools; 0: every one does).
     """
@@ -619,8 +620,10 @@ class RemoteServer:
         workers: int = 16,
         wait_workers: int = 256,
         stream_workers: int = 256,
+        event_loop: Callable[[], asyncio.AbstractEventLoop] | None = None,
     ) -> None:
         self.qm = qm
+        self._new_loop = event_loop or default_event_loop()
         self.host = host
         self.port = port
         self.tokens = tokens
@@ -673,7 +676,7 @@ class RemoteServer:
         return self
 
     def _main(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = self._new_loop()
         self._loop = loop
         try:
             loop.run_until_complete(self._serve())

@@ -1,4 +1,4 @@
-"""A thread of its own for one step stream of the remote-read service.
+"""The remote-read service's event loop and a thread of its own for each step stream.
 
 The service's handlers run on an asyncio loop and hand every call that touches the queue
 manager (SQLite, fsync, waits) to a worker thread. A step stream runs its requests one
@@ -15,6 +15,8 @@ batch (its leader waits, bounded, for the threads of the previous batch).
 :class:`StreamWorkers` bounds how many such threads exist (a client opening stream
 after stream must not create threads without limit); a stream opened beyond the bound
 uses the shared pools as before.
+
+:func:`default_event_loop` picks the kind of the service's event loop.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["StreamWorker", "StreamWorkers"]
+__all__ = ["StreamWorker", "StreamWorkers", "default_event_loop"]
 
 T = TypeVar("T")
 
@@ -112,3 +114,18 @@ class StreamWorkers:
     def live(self) -> int:
         with self._lock:
             return self._live
+
+
+def default_event_loop() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's event loop where it can be imported, else the standard library's.
+
+    Every request of the service passes through its event loop several times (the request
+    read, the worker's result handed back, the reply written); uvloop runs that machinery
+    in C where the standard loop runs it in Python, a large share of the service's Python
+    calls per request of the consumer loop. ``serve`` passes the kind ``qm.event_loop``
+    names instead."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
