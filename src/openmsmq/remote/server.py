@@ -43,6 +43,7 @@ from openmsmq.remote.packed import PACKED_V1
 from openmsmq.remote.pending import MAX_PENDING_BYTES, MAX_TOTAL_PENDING_BYTES
 from openmsmq.remote.status import TransferSnapshot, collect_status, status_to_pb
 from openmsmq.remote.steps import message_to_pb, read_reply, record_from_pb
+from openmsmq.remote.stream_worker import StreamWorkers, default_event_loop
 
 __all__ = [
     "HRESULT_KEY",
@@ -148,8 +149,10 @@ class _Servicer(pb_grpc.RemoteReadServicer):
     """One method per rpc; each is a thin shell around :class:`RemoteReadCore`."""
 
     def __init__(self, core: RemoteReadCore, tokens: TokenTable | None, pool: ThreadPoolExecutor,
-                 wait_pool: ThreadPoolExecutor, refusals: Refusals) -> None:  # fmt: skip
+                 wait_pool: ThreadPoolExecutor, refusals: Refusals,
+                 stream_workers: StreamWorkers) -> None:  # fmt: skip
         self.core = core
+        self.stream_workers = stream_workers
         self.tokens = tokens
         self.pool = pool
         self.wait_pool = wait_pool
@@ -390,19 +393,27 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
         loop = asyncio.get_running_loop()
         cancel = threading.Event()
+        # The stream's requests run one after the other: in a thread of the stream's own
+        # while there are threads to spare (openmsmq.remote.stream_worker), else in the pools.
+        worker = self.stream_workers.open(loop)
         try:
             while True:
                 request = await context.read()
                 if request is grpc.aio.EOF:
                     return
-                pool = self.wait_pool if steps.waits(request) else self.pool
-                reply = await loop.run_in_executor(
-                    pool, steps.run_steps, self.core, session.id, principal, request, cancel, refused
-                )
+                args = (self.core, session.id, principal, request, cancel, refused)
+                if worker is not None:
+                    reply = await worker.run(steps.run_steps, *args)
+                else:
+                    pool = self.wait_pool if steps.waits(request) else self.pool
+                    reply = await loop.run_in_executor(pool, steps.run_steps, *args)
                 await context.write(reply)
         except asyncio.CancelledError:
             cancel.set()  # the client went away: stop a waiting receive
             raise
+        finally:
+            if worker is not None:
+                worker.stop()
 
     # ---- administration ------------------------------------------------------------------
 
@@ -587,7 +598,9 @@ class RemoteServer:
     session / all sessions may hold in receives started and not ended (RemoteReadCore).
     ``limits``: the bounds of every count a call carries (RemoteLimits). ``metrics``:
     where refused calls are counted (:meth:`MetricsSink.count_refused`).
-    ``wait_workers``: threads for receives that wait.
+    ``event_loop``: makes the service's event loop (default :func:`default_event_loop`).
+    ``wait_workers``: threads for receives that wait. ``stream_workers``: step streams
+    that get a thread of their own (a stream beyond them uses the two pools; 0: every one does).
     """
 
     def __init__(
@@ -606,8 +619,11 @@ class RemoteServer:
         metrics: MetricsSink = NULL_METRICS,
         workers: int = 16,
         wait_workers: int = 256,
+        stream_workers: int = 256,
+        event_loop: Callable[[], asyncio.AbstractEventLoop] | None = None,
     ) -> None:
         self.qm = qm
+        self._new_loop = event_loop or default_event_loop()
         self.host = host
         self.port = port
         self.tokens = tokens
@@ -624,6 +640,8 @@ class RemoteServer:
         self.refusals = Refusals(log, metrics)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openmsmq-rr")
         self._wait_pool = ThreadPoolExecutor(max_workers=wait_workers, thread_name_prefix="openmsmq-rr-wait")
+        #: Threads of step streams (one each, at most ``stream_workers``).
+        self.stream_workers = StreamWorkers(stream_workers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: grpc.aio.Server | None = None
@@ -658,7 +676,7 @@ class RemoteServer:
         return self
 
     def _main(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = self._new_loop()
         self._loop = loop
         try:
             loop.run_until_complete(self._serve())
@@ -681,7 +699,9 @@ class RemoteServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        servicer = _Servicer(self.core, self.tokens, self._pool, self._wait_pool, self.refusals)
+        servicer = _Servicer(
+            self.core, self.tokens, self._pool, self._wait_pool, self.refusals, self.stream_workers
+        )
         servicer.status_provider = lambda: self.status_provider
         servicer.sequence_resetter = lambda: self.sequence_resetter
         servicer.outgoing_control = lambda: self.outgoing_control

@@ -254,7 +254,9 @@ async def serve(
                 metrics_server = start_metrics_from_config(config.metrics, metrics, health)
         if config.remote.enabled:
             with _listening("remote.port", config.remote.listen_address, config.remote.port):
-                remote = start_remote_server(qm, config, metrics=metrics)
+                remote = start_remote_server(
+                    qm, config, metrics=metrics, event_loop=loop_factory(config.qm.event_loop)
+                )
         tune_gc()
         m = config.mqqb
         node = MQQBNode(transfer, net_config(config))
@@ -346,8 +348,8 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     ``"asyncio"`` (the standard library's). uvloop that cannot be imported (a platform
     without its wheel) falls back to asyncio, logged as a warning: the QM still serves.
 
-    Only the serving loop changes: the remote-read service runs its own standard loop in
-    a thread of its own (:mod:`openmsmq.remote.server`), whatever this returns."""
+    The remote-read service runs a loop of the same kind in a thread of its own
+    (:mod:`openmsmq.remote.server`)."""
     if name == "uvloop":
         try:
             import uvloop
