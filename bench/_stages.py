@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-__all__ = ["delta", "format_stages", "scrape"]
+__all__ = ["delta", "format_stages", "metrics_url", "scrape"]
 
 #: (metric family, label value or None) -> the name printed.
 _FAMILIES = {
@@ -35,7 +35,9 @@ _ORDER = (
 Hist = dict[str, Any]  # {"buckets": {le: cumulative count}, "sum": s, "count": n}
 
 
-def _metrics_url(data: Path) -> str:
+def metrics_url(data: Path) -> str:
+    """The metrics endpoint the serve process over ``data`` published in its runtime.json
+    (waited for up to 30 s while it starts)."""
     from openmsmq.runtime import read_runtime
 
     deadline = time.monotonic() + 30
@@ -52,7 +54,7 @@ def scrape(data: Path) -> dict[str, Hist]:
     """The stage histograms of the serve process over ``data``, by stage name."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(_metrics_url(data), timeout=30) as resp:
+    with urllib.request.urlopen(metrics_url(data), timeout=30) as resp:
         text = resp.read().decode()
     out: dict[str, Hist] = {}
     for family in text_string_to_metric_families(text):

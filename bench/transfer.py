@@ -301,16 +301,9 @@ def _store_counters(data: Path) -> tuple[int, int | None]:
     its metrics endpoint (named in its runtime.json)."""
     import urllib.request
 
-    from openmsmq.runtime import read_runtime
+    import _stages
 
-    deadline = time.monotonic() + 30
-    info = read_runtime(data)
-    while (info is None or not info.get("metrics")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-        info = read_runtime(data)
-    if info is None or not info.get("metrics"):
-        raise RuntimeError(f"no metrics endpoint in {data / 'runtime.json'}")
-    with urllib.request.urlopen(str(info["metrics"]), timeout=30) as resp:
+    with urllib.request.urlopen(_stages.metrics_url(data), timeout=30) as resp:
         text = resp.read().decode()
     values: dict[str, float] = {}
     for line in text.splitlines():
