@@ -39,9 +39,7 @@ SRC = Path(openmsmq.__file__).parent
 
 #: Modules every layer may use: errors, configuration values, paths and the root package
 #: (its ``__version__``).
-BASE = frozenset(
-    {"openmsmq", "errors", "lazy", "datadir", "redact", "config_values", "config", "runtime", "retry_policy"}
-)
+BASE = frozenset({"openmsmq", "errors", "lazy", "datadir", "redact", "config", "runtime", "retry_policy"})
 
 #: Package (or top-level module) of openmsmq -> the packages it may import, besides itself.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -49,9 +47,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "lazy": frozenset(),
     "datadir": frozenset(),
     "redact": frozenset(),
-    "config_values": frozenset({"errors"}),
-    # redact: the DSN (store.dsn) is shown without its password wherever config is rendered.
-    "config": frozenset({"errors", "config_values", "redact"}),
+    # The config package (keys, values, loading, rendering); redact: the DSN (store.dsn) is
+    # shown without its password wherever config is rendered.
+    "config": frozenset({"errors", "redact"}),
     "runtime": frozenset({"datadir"}),
     "retry_policy": frozenset({"errors"}),
     "openmsmq": frozenset({"client"}),  # the root package: ``openmsmq.connect``, imported lazily

@@ -1,7 +1,7 @@
 """Values of the configuration: durations, sizes, hosts, next hops, static routes.
 
 Each raw value (TOML value, flag value, or ``OPENMSMQ_*`` string) is checked and converted
-here by :func:`convert` for the loader in :mod:`openmsmq.config`; a bad value raises
+here by :func:`convert` for the loader in :mod:`openmsmq.config.loading`; a bad value raises
 ``ConfigError(key, message)`` naming the dotted key and what was expected.
 
 Only the standard library and :mod:`openmsmq.errors` are imported here.
