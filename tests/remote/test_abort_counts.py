@@ -48,7 +48,7 @@ def test_abort_session_end_and_cleanup_timer_each_count(
     assert _counts(qm) == [(b"a", 1, 0)]
     # The pending-request cleanup timer: a transactional receive nobody ended.
     core.begin(s, b"\x01" * 16)
-    core.start_receive(s, h, request_id=1, uow=b"\x01" * 16)
+    core.receives.start_receive(s, h, request_id=1, uow=b"\x01" * 16)
     clock.now += 11
     s.last_seen = clock.now
     assert core.run_timers() == 1

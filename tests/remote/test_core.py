@@ -62,8 +62,8 @@ def available(qm: QueueManager, queue: str) -> list[bytes]:
 
 def test_step1_no_pending_entry_for_handle_is_invalid_handle(core: RemoteReadCore, s: RemoteSession) -> None:
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    assert core.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
-    assert core.end_receive(s, 9999, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.receives.end_receive(s, 9999, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
 
 
 def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
@@ -72,12 +72,12 @@ def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    [(rid, _m)] = core.start_receive(s, h, request_id=7, uow=UOW)
-    assert core.end_receive(s, h, [8], ACK) == [HResult.MQ_ERROR_INVALID_PARAMETER]
+    [(rid, _m)] = core.receives.start_receive(s, h, request_id=7, uow=UOW)
+    assert core.receives.end_receive(s, h, [8], ACK) == [HResult.MQ_ERROR_INVALID_PARAMETER]
     assert core.pending_count == 1
-    assert core.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
+    assert core.receives.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
     # removed: a second end finds no entry for the handle at all
-    assert core.end_receive(s, h, [rid], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.receives.end_receive(s, h, [rid], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
 
 
 def test_step2_cancels_the_cleanup_timer(
@@ -86,9 +86,9 @@ def test_step2_cancels_the_cleanup_timer(
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    core.start_receive(s, h, request_id=1, uow=UOW)
+    core.receives.start_receive(s, h, request_id=1, uow=UOW)
     assert core.next_deadline() == pytest.approx(clock.now + 10.0)
-    assert core.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
+    assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
     clock.now += 100
     s.last_seen = clock.now
     assert core.run_timers() == 0  # no timer left to fire
@@ -104,10 +104,10 @@ def test_step4_descriptor_gone_is_a_failure_and_nothing_more(
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    core.start_receive(s, h, request_id=1, uow=UOW)
+    core.receives.start_receive(s, h, request_id=1, uow=UOW)
     # A close racing with the end: the descriptor is gone, the entry still there.
     s.handles[h].closed = True
-    assert core.end_receive(s, h, [1], ACK, transactional=True) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.receives.end_receive(s, h, [1], ACK, transactional=True) == [HResult.MQ_ERROR_INVALID_HANDLE]
     assert available(qm, TXQ) == []  # not put back
     core.abort(s, UOW)
     assert available(qm, TXQ) == [b"a"]
@@ -119,10 +119,10 @@ def test_step4_descriptor_gone_of_a_receive_outside_a_transaction_puts_it_back(
     # R_EndReceive: no transaction would ever end that lock, so the message goes back.
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
-    core.start_receive(s, h, request_id=1)
+    core.receives.start_receive(s, h, request_id=1)
     assert available(qm, PLAINQ) == []
     s.handles[h].closed = True
-    assert core.end_receive(s, h, [1], ACK, transactional=False) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.receives.end_receive(s, h, [1], ACK, transactional=False) == [HResult.MQ_ERROR_INVALID_HANDLE]
     assert available(qm, PLAINQ) == [b"a"]
 
 
@@ -137,18 +137,22 @@ def test_end_receive_and_end_transactional_receive_are_distinct(
     fill(qm, TXQ, [b"t"])
     hp = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     ht = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.start_receive(s, hp, request_id=1)
+    core.receives.start_receive(s, hp, request_id=1)
     core.begin(s, UOW)
-    core.start_receive(s, ht, request_id=1, uow=UOW)
+    core.receives.start_receive(s, ht, request_id=1, uow=UOW)
     # the transactional end of a receive outside a transaction: refused, nothing deleted
-    assert core.end_receive(s, hp, [1], ACK, transactional=True) == [HResult.MQ_ERROR_TRANSACTION_USAGE]
+    assert core.receives.end_receive(s, hp, [1], ACK, transactional=True) == [
+        HResult.MQ_ERROR_TRANSACTION_USAGE
+    ]
     assert bodies(qm, PLAINQ) == [b"p"] and core.pending_count == 2
     # the plain end of a transaction's receive: refused, not deleted before the commit
-    assert core.end_receive(s, ht, [1], ACK, transactional=False) == [HResult.MQ_ERROR_TRANSACTION_USAGE]
+    assert core.receives.end_receive(s, ht, [1], ACK, transactional=False) == [
+        HResult.MQ_ERROR_TRANSACTION_USAGE
+    ]
     assert bodies(qm, TXQ) == [b"t"] and core.pending_count == 2
-    assert core.end_receive(s, hp, [1], ACK, transactional=False) == [HResult.MQ_OK]
+    assert core.receives.end_receive(s, hp, [1], ACK, transactional=False) == [HResult.MQ_OK]
     assert bodies(qm, PLAINQ) == []  # R_EndReceive: removed now
-    assert core.end_receive(s, ht, [1], ACK, transactional=True) == [HResult.MQ_OK]
+    assert core.receives.end_receive(s, ht, [1], ACK, transactional=True) == [HResult.MQ_OK]
     assert bodies(qm, TXQ) == [b"t"]  # R_EndTransactionalReceive: at commit
     core.commit(s, UOW)
     assert bodies(qm, TXQ) == []
@@ -159,9 +163,9 @@ def test_step6_message_gone_is_message_not_found(
 ) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.start_receive(s, h, request_id=1, uow=UOW)  # creates the transaction (3.1.4.13 step 6)
+    core.receives.start_receive(s, h, request_id=1, uow=UOW)  # creates the transaction (3.1.4.13 step 6)
     core.commit(s, UOW)  # the locked message leaves with the transaction
-    assert core.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_MESSAGE_NOT_FOUND]
+    assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_MESSAGE_NOT_FOUND]
     assert bodies(qm, TXQ) == []
 
 
@@ -169,9 +173,9 @@ def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: RemoteSession
     fill(qm, TXQ, [b"a", b"b"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    [(rid, m)] = core.start_receive(s, h, request_id=1, uow=UOW)
+    [(rid, m)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
     assert m.body == b"a"
-    assert core.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
+    assert core.receives.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
     assert bodies(qm, TXQ) == [b"a", b"b"]  # "MUST NOT remove the packet" yet
     assert available(qm, TXQ) == [b"b"]
     core.commit(s, UOW)
@@ -182,8 +186,8 @@ def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: RemoteSessio
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    core.start_receive(s, h, request_id=1, uow=UOW)
-    assert core.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
+    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
     core.abort(s, UOW)
     assert available(qm, TXQ) == [b"a"]
 
@@ -194,12 +198,12 @@ def test_step7_nack_makes_it_available_now_and_commit_keeps_it(
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    [(_, first)] = core.start_receive(s, h, request_id=1, uow=UOW)
-    assert core.end_receive(s, h, [1], NACK) == [HResult.MQ_OK]
+    [(_, first)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    assert core.receives.end_receive(s, h, [1], NACK) == [HResult.MQ_OK]
     assert available(qm, TXQ) == [b"a"]  # safe reading of RR_NACK (remote-read.md §10.1)
-    [(_, again)] = core.start_receive(s, h, request_id=2, uow=UOW)
+    [(_, again)] = core.receives.start_receive(s, h, request_id=2, uow=UOW)
     assert again.lookup_id == first.lookup_id
-    core.end_receive(s, h, [2], NACK)
+    core.receives.end_receive(s, h, [2], NACK)
     core.commit(s, UOW)
     assert bodies(qm, TXQ) == [b"a"]
 
@@ -210,13 +214,13 @@ def test_end_after_abort_is_transaction_sequence(
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    core.start_receive(s, h, request_id=1, uow=UOW)
+    core.receives.start_receive(s, h, request_id=1, uow=UOW)
     core.abort(s, UOW)
     # Someone else takes the message; our late NACK must not release their lock.
     other = core.open_session(Principal("other"))
     oh = core.open_queue(other, TXQ, AccessMode.RECEIVE)
-    core.start_receive(other, oh, request_id=1, uow=b"\x01" * 16)
-    assert core.end_receive(s, h, [1], NACK) == [HResult.MQ_ERROR_TRANSACTION_SEQUENCE]
+    core.receives.start_receive(other, oh, request_id=1, uow=b"\x01" * 16)
+    assert core.receives.end_receive(s, h, [1], NACK) == [HResult.MQ_ERROR_TRANSACTION_SEQUENCE]
     assert available(qm, TXQ) == []
 
 
@@ -224,7 +228,7 @@ def test_dwack_out_of_range(core: RemoteReadCore, s: RemoteSession) -> None:
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     for bad in (0, 3):
         with pytest.raises(MQError) as e:
-            core.end_receive(s, h, [1], bad)
+            core.receives.end_receive(s, h, [1], bad)
         assert code(e) == HResult.MQ_ERROR_INVALID_PARAMETER
 
 
@@ -236,7 +240,7 @@ def test_cleanup_timer_puts_abandoned_messages_back(
 ) -> None:
     fill(qm, PLAINQ, [b"a", b"b", b"c"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
-    got = core.start_receive(s, h, request_id=10, max_count=2)
+    got = core.receives.start_receive(s, h, request_id=10, max_count=2)
     assert [(rid, m.body) for rid, m in got] == [(10, b"a"), (11, b"b")]
     clock.now += 9.9
     s.last_seen = clock.now
@@ -247,7 +251,7 @@ def test_cleanup_timer_puts_abandoned_messages_back(
     assert core.run_timers() == 2
     assert available(qm, PLAINQ) == [b"a", b"b", b"c"]
     # The entries are gone: step 1 of R_EndReceive.
-    assert core.end_receive(s, h, [10], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.receives.end_receive(s, h, [10], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
 
 
 def test_cleanup_timer_in_a_transaction_takes_the_message_out_of_it(
@@ -256,7 +260,7 @@ def test_cleanup_timer_in_a_transaction_takes_the_message_out_of_it(
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    core.start_receive(s, h, request_id=1, uow=UOW)
+    core.receives.start_receive(s, h, request_id=1, uow=UOW)
     clock.now += 11
     s.last_seen = clock.now
     assert core.run_timers() == 1
@@ -273,9 +277,9 @@ def test_session_close_aborts_transactions_and_releases_everything(
     fill(qm, TXQ, [b"a", b"b", b"c"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE | AccessMode.SEND)
     core.begin(s, UOW)
-    core.start_receive(s, h, request_id=1, uow=UOW)
-    core.end_receive(s, h, [1], ACK)  # ACKed, in the transaction
-    core.start_receive(s, h, request_id=2, uow=UOW)  # pending
+    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    core.receives.end_receive(s, h, [1], ACK)  # ACKed, in the transaction
+    core.receives.start_receive(s, h, request_id=2, uow=UOW)  # pending
     core.read(s, h, uow=UOW)  # plain receive in the transaction
     core.send(s, h, [MessageRecord(body=b"new")], UOW)
     assert available(qm, TXQ) == []
@@ -292,7 +296,7 @@ def test_idle_session_times_out(
 ) -> None:
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
-    core.start_receive(s, h, request_id=1)
+    core.receives.start_receive(s, h, request_id=1)
     clock.now += 30
     core.touch(s)
     clock.now += 31
@@ -307,12 +311,12 @@ def test_idle_session_times_out(
 def test_handles_belong_to_their_session(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
-    core.start_receive(s, h, request_id=1)
+    core.receives.start_receive(s, h, request_id=1)
     other = core.open_session(Principal("other"))
     with pytest.raises(MQError) as e:
         core.read(other, h)
     assert code(e) == HResult.MQ_ERROR_INVALID_HANDLE
-    assert core.end_receive(other, h, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
+    assert core.receives.end_receive(other, h, [1], ACK) == [HResult.MQ_ERROR_INVALID_HANDLE]
     with pytest.raises(MQError) as e:
         core.commit(other, UOW)
     assert code(e) == HResult.MQ_ERROR_TRANSACTION_SEQUENCE
@@ -336,7 +340,7 @@ def test_close_queue_puts_pending_back_and_frees_the_share(
 ) -> None:
     fill(qm, PLAINQ, [b"a"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE, 1)
-    core.start_receive(s, h, request_id=1)
+    core.receives.start_receive(s, h, request_id=1)
     core.close_queue(s, h)
     assert available(qm, PLAINQ) == [b"a"]
     core.open_queue(s, PLAINQ, AccessMode.RECEIVE, 1)
@@ -416,7 +420,7 @@ def test_validity_matrix(
 ) -> None:
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    for call in (core.read, core.start_receive):
+    for call in (core.read, core.receives.start_receive):
         with pytest.raises(MQError) as e:
             call(
                 s, h, action, lookup_id=lookup_id, cursor=cursor, timeout_ms=timeout_ms, uow=uow,
@@ -431,7 +435,7 @@ def test_transactional_receive_on_plain_queue_is_transaction_usage(
 ) -> None:
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     with pytest.raises(MQError) as e:
-        core.start_receive(s, h, request_id=1, uow=UOW)
+        core.receives.start_receive(s, h, request_id=1, uow=UOW)
     assert code(e) == HResult.MQ_ERROR_TRANSACTION_USAGE
 
 
@@ -451,9 +455,11 @@ def test_lookup_actions(core: RemoteReadCore, s: RemoteSession, qm: QueueManager
     assert core.read(s, h, Action.LOOKUP_PEEK_NEXT, lookup_id=ids[0])[0].body == b"b"
     assert core.read(s, h, Action.LOOKUP_PEEK_PREV, lookup_id=ids[2])[0].body == b"b"
     assert core.read(s, h, Action.LOOKUP_PEEK_LAST)[0].body == b"c"
-    [(rid, m)] = core.start_receive(s, h, Action.LOOKUP_RECEIVE_CURRENT, lookup_id=ids[1], request_id=5)
+    [(rid, m)] = core.receives.start_receive(
+        s, h, Action.LOOKUP_RECEIVE_CURRENT, lookup_id=ids[1], request_id=5
+    )
     assert (rid, m.body) == (5, b"b")  # a lookup receive gets an entry too (§10.4)
-    assert core.end_receive(s, h, [5], ACK) == [HResult.MQ_OK]
+    assert core.receives.end_receive(s, h, [5], ACK) == [HResult.MQ_OK]
     with pytest.raises(MQError) as e:
         core.read(s, h, Action.LOOKUP_RECEIVE_CURRENT, lookup_id=ids[1])
     assert code(e) == HResult.MQ_ERROR_MESSAGE_NOT_FOUND
@@ -471,7 +477,7 @@ def test_cursor_reads_and_two_phase_at_cursor(
     c = core.create_cursor(s, h)
     assert core.read(s, h, Action.PEEK_CURRENT, cursor=c)[0].body == b"a"
     assert core.read(s, h, Action.PEEK_NEXT, cursor=c)[0].body == b"b"
-    [(_, m)] = core.start_receive(s, h, cursor=c, request_id=1)
+    [(_, m)] = core.receives.start_receive(s, h, cursor=c, request_id=1)
     assert m.body == b"b"
     assert [x.body for x in core.read(s, h, Action.PEEK_CURRENT, cursor=c, max_count=5)] == [b"c", b"d"]
     core.close_cursor(s, h, c)
@@ -485,12 +491,12 @@ def test_duplicate_request_id_is_invalid_parameter(
 ) -> None:
     fill(qm, PLAINQ, [b"a", b"b"])
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
-    core.start_receive(s, h, request_id=1)
+    core.receives.start_receive(s, h, request_id=1)
     with pytest.raises(MQError) as e:
-        core.start_receive(s, h, request_id=1)
+        core.receives.start_receive(s, h, request_id=1)
     assert code(e) == HResult.MQ_ERROR_INVALID_PARAMETER
     with pytest.raises(MQError) as e:
-        core.start_receive(s, h, request_id=0)
+        core.receives.start_receive(s, h, request_id=0)
     assert code(e) == HResult.MQ_ERROR_INVALID_PARAMETER
     assert available(qm, PLAINQ) == [b"b"]
 
@@ -501,7 +507,7 @@ def test_single_message_transaction_is_not_two_phase(
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     with pytest.raises(MQError) as e:
-        core.start_receive(s, h, request_id=1, uow=SINGLE_MESSAGE_UOW)
+        core.receives.start_receive(s, h, request_id=1, uow=SINGLE_MESSAGE_UOW)
     assert code(e) == HResult.MQ_ERROR_TRANSACTION_USAGE
     assert [m.body for m in core.read(s, h, uow=SINGLE_MESSAGE_UOW)] == [b"a"]
     assert bodies(qm, TXQ) == []
@@ -518,7 +524,7 @@ def test_cancel_receive_stops_a_waiting_receive(core: RemoteReadCore, s: RemoteS
     def wait() -> None:
         waiting.set()
         try:
-            core.start_receive(s, h, request_id=42, timeout_ms=0xFFFFFFFF)
+            core.receives.start_receive(s, h, request_id=42, timeout_ms=0xFFFFFFFF)
         except MQError as exc:
             errors.append(exc)
 
@@ -527,7 +533,7 @@ def test_cancel_receive_stops_a_waiting_receive(core: RemoteReadCore, s: RemoteS
     waiting.wait()
     for _ in range(200):  # until the waiter is registered
         try:
-            core.cancel_receive(s, h, 42)
+            core.receives.cancel_receive(s, h, 42)
             break
         except MQError as exc:
             assert exc.hresult == HResult.STATUS_NOT_FOUND
@@ -536,7 +542,7 @@ def test_cancel_receive_stops_a_waiting_receive(core: RemoteReadCore, s: RemoteS
     assert not th.is_alive()
     assert [e.hresult for e in errors] == [HResult.MQ_ERROR_OPERATION_CANCELLED]
     with pytest.raises(MQError) as e:
-        core.cancel_receive(s, h, 42)
+        core.receives.cancel_receive(s, h, 42)
     assert code(e) == HResult.STATUS_NOT_FOUND
 
 
@@ -554,8 +560,8 @@ def test_set_ack_class(core: RemoteReadCore, s: RemoteSession, qm: QueueManager)
     fill(qm, TXQ, [b"a"])
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     core.begin(s, UOW)
-    [(_, m)] = core.start_receive(s, h, request_id=1, uow=UOW)
-    core.end_receive(s, h, [1], ACK)
+    [(_, m)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    core.receives.end_receive(s, h, [1], ACK)
     with pytest.raises(MQError) as e:
         core.set_ack_class(s, h, UOW, m.lookup_id, 0x1234)
     assert code(e) == HResult.MQ_ERROR_INVALID_PARAMETER
@@ -579,12 +585,12 @@ def test_batched_start_receive_skips_messages_another_reader_locked(
     second = qm.peek_range(TXQ, 0, 1_000_000)[1]
     qm.dequeue_begin(h_other, tx=other, lookup_id=second.lookup_id)  # "2" locked elsewhere
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    got = core.start_receive(s, h, request_id=100, uow=UOW, max_count=10)
+    got = core.receives.start_receive(s, h, request_id=100, uow=UOW, max_count=10)
     assert [rid for rid, _ in got] == [100, 101, 102, 103]
     assert [m.body for _, m in got] == [b"1", b"3", b"4", b"5"]
     assert core.pending_count == 4
-    assert core.end_receive(s, h, [101], NACK) == [HResult.MQ_OK]  # "3" back
-    assert core.end_receive(s, h, [100, 102, 103], ACK) == [HResult.MQ_OK] * 3
+    assert core.receives.end_receive(s, h, [101], NACK) == [HResult.MQ_OK]  # "3" back
+    assert core.receives.end_receive(s, h, [100, 102, 103], ACK) == [HResult.MQ_OK] * 3
     core.commit(s, UOW)
     other.abort()
     assert bodies(qm, TXQ) == [b"2", b"3"]

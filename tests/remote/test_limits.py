@@ -58,7 +58,7 @@ def test_a_start_receive_beyond_the_batch_limit_is_refused_before_any_work(
     s = core.open_session(Principal("greedy"))
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
     with pytest.raises(LimitError) as err:
-        core.start_receive(s, h, request_id=1, max_count=200_000)  # the default bound is 100,000
+        core.receives.start_receive(s, h, request_id=1, max_count=200_000)  # the default bound is 100,000
     assert err.value.hresult == HResult.MQ_ERROR_INVALID_PARAMETER
     assert err.value.limit == "remote.max_batch_messages"
     assert "200,000" in str(err.value) and "remote.max_batch_messages = 100,000" in str(err.value)
@@ -66,7 +66,11 @@ def test_a_start_receive_beyond_the_batch_limit_is_refused_before_any_work(
         core.read(s, h, max_count=200_000)
     # Nothing was locked or held; the messages are all there for the next reader.
     assert core.pending_count == 0 and s.pending_bytes == 0
-    assert [m.body for _, m in core.start_receive(s, h, request_id=1, max_count=10)] == [b"a", b"b", b"c"]
+    assert [m.body for _, m in core.receives.start_receive(s, h, request_id=1, max_count=10)] == [
+        b"a",
+        b"b",
+        b"c",
+    ]
 
 
 def test_every_message_count_of_the_core_is_bounded(qm: QueueManager) -> None:
@@ -78,14 +82,16 @@ def test_every_message_count_of_the_core_is_bounded(qm: QueueManager) -> None:
         tx = core.begin(s)
         for call in (
             lambda: core.read(s, h, max_count=5, uow=tx),
-            lambda: core.start_receive(s, h, request_id=1, max_count=5, uow=tx),
-            lambda: core.end_receive(s, h, list(range(1, 6)), RemoteAck.RR_ACK),
+            lambda: core.receives.start_receive(s, h, request_id=1, max_count=5, uow=tx),
+            lambda: core.receives.end_receive(s, h, list(range(1, 6)), RemoteAck.RR_ACK),
             lambda: core.send(s, h, [MessageRecord(body=b"x")] * 5, tx),
         ):
             with pytest.raises(LimitError) as err:
                 call()
             assert err.value.limit == "remote.max_batch_messages"
-        assert len(core.start_receive(s, h, request_id=1, max_count=4, uow=tx)) == 4  # at the bound: fine
+        assert (
+            len(core.receives.start_receive(s, h, request_id=1, max_count=4, uow=tx)) == 4
+        )  # at the bound: fine
         core.abort(s, tx)
         assert len(bodies(qm, TXQ)) == 6
     finally:
@@ -103,7 +109,7 @@ def test_a_huge_start_receive_allocates_no_more_entries_than_the_budget_holds(qm
         h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
         tracemalloc.start()
         try:
-            got = core.start_receive(s, h, request_id=1, max_count=100_000)
+            got = core.receives.start_receive(s, h, request_id=1, max_count=100_000)
             _now, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()

@@ -48,23 +48,25 @@ def test_a_session_holds_at_most_its_budget_and_gets_insufficient_resources_beyo
     msgs = _fill(qm, PLAINQ, 40)
     s = core.open_session(Principal("a"))
     h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
-    got = core.start_receive(s, h, request_id=1, max_count=25)  # the batch stops at the budget
+    got = core.receives.start_receive(s, h, request_id=1, max_count=25)  # the batch stops at the budget
     assert [m.body for _, m in got] == msgs[:10]
     assert s.pending_bytes == BUDGET
     with pytest.raises(MQError) as err:
-        core.start_receive(s, h, request_id=100, max_count=5)
+        core.receives.start_receive(s, h, request_id=100, max_count=5)
     assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert "remote.max_pending_bytes" in str(err.value)
     # Another session has a budget of its own.
     other = core.open_session(Principal("b"))
     h2 = core.open_queue(other, PLAINQ, AccessMode.RECEIVE)
-    assert [m.body for _, m in core.start_receive(other, h2, request_id=1, max_count=3)] == msgs[10:13]
+    assert [m.body for _, m in core.receives.start_receive(other, h2, request_id=1, max_count=3)] == msgs[
+        10:13
+    ]
     # Ending receives gives the budget back; nothing was lost or taken twice.
-    assert core.end_receive(s, h, [1, 2, 3, 4], RemoteAck.RR_ACK) == [0] * 4
+    assert core.receives.end_receive(s, h, [1, 2, 3, 4], RemoteAck.RR_ACK) == [0] * 4
     assert s.pending_bytes == 6 * (BODY + ENTRY_OVERHEAD)
-    got = core.start_receive(s, h, request_id=100, max_count=10)
+    got = core.receives.start_receive(s, h, request_id=100, max_count=10)
     assert [m.body for _, m in got] == msgs[13:17]
-    assert core.end_receive(other, h2, [1, 2, 3], RemoteAck.RR_NACK) == [0] * 3
+    assert core.receives.end_receive(other, h2, [1, 2, 3], RemoteAck.RR_NACK) == [0] * 3
     assert bodies(qm, PLAINQ) == msgs[4:]
 
 
@@ -75,17 +77,17 @@ def test_the_budget_comes_back_by_the_cleanup_timer_close_and_transaction_end(
     s = core.open_session(Principal("a"))
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
     uow = bytes(range(16))
-    assert len(core.start_receive(s, h, request_id=1, uow=uow, max_count=10)) == 10
+    assert len(core.receives.start_receive(s, h, request_id=1, uow=uow, max_count=10)) == 10
     core.abort(s, uow)  # the messages go back; their entries stay until ended or expired
     clock.now += 10.5
     s.last_seen = clock.now
     core.run_timers()
     assert s.pending_bytes == 0 and core.pending_count == 0
-    assert len(core.start_receive(s, h, request_id=20, uow=bytes(range(1, 17)), max_count=10)) == 10
+    assert len(core.receives.start_receive(s, h, request_id=20, uow=bytes(range(1, 17)), max_count=10)) == 10
     core.close_queue(s, h)
     assert s.pending_bytes == 0
     h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    assert len(core.start_receive(s, h, request_id=1, uow=bytes(16), max_count=10)) == 10
+    assert len(core.receives.start_receive(s, h, request_id=1, uow=bytes(16), max_count=10)) == 10
     core.close_session(s)
     assert s.pending_bytes == 0 and core.pending_count == 0
     assert len(bodies(qm, TXQ)) == 30
@@ -127,19 +129,19 @@ def test_all_sessions_together_hold_at_most_the_server_s_budget(qm: QueueManager
         sessions = [core.open_session(Principal(name)) for name in "abc"]
         handles = [core.open_queue(s, PLAINQ, AccessMode.RECEIVE) for s in sessions]
         a, b, c = sessions
-        assert len(core.start_receive(a, handles[0], request_id=1, max_count=10)) == 10
-        assert len(core.start_receive(b, handles[1], request_id=1, max_count=10)) == 10
+        assert len(core.receives.start_receive(a, handles[0], request_id=1, max_count=10)) == 10
+        assert len(core.receives.start_receive(b, handles[1], request_id=1, max_count=10)) == 10
         # 1,000 bytes of room: the batch takes one message (as a session's own bound, a
         # start that finds room takes at least one) and stops.
-        got = core.start_receive(c, handles[2], request_id=1, max_count=5)
+        got = core.receives.start_receive(c, handles[2], request_id=1, max_count=5)
         assert [m.body for _, m in got] == msgs[20:21]
         with pytest.raises(MQError) as err:
-            core.start_receive(c, handles[2], request_id=10, max_count=5)
+            core.receives.start_receive(c, handles[2], request_id=10, max_count=5)
         assert err.value.hresult == HResult.MQ_ERROR_INSUFFICIENT_RESOURCES
         assert "remote.max_total_pending_bytes" in str(err.value)
         assert c.pending_bytes == BODY + ENTRY_OVERHEAD  # within its own bound
-        assert core.end_receive(a, handles[0], [1, 2, 3], RemoteAck.RR_ACK) == [0] * 3
-        got = core.start_receive(c, handles[2], request_id=20, max_count=5)
+        assert core.receives.end_receive(a, handles[0], [1, 2, 3], RemoteAck.RR_ACK) == [0] * 3
+        got = core.receives.start_receive(c, handles[2], request_id=20, max_count=5)
         # Three ended receives (3 x 2,536) less what c took beyond the bound (1,536): two more.
         assert [m.body for _, m in got] == msgs[21:23]
         assert a.pending_bytes + b.pending_bytes + c.pending_bytes == 20 * (BODY + ENTRY_OVERHEAD)
@@ -175,11 +177,11 @@ def test_sends_in_an_open_transaction_count_against_the_session_budget(
     # The held sends leave room for one more message only: a batched receive the session
     # starts takes one (a start that finds room takes at least one), then none.
     _fill(qm, TXQ, 5)
-    assert len(core.start_receive(s, h, request_id=1, uow=bytes(16), max_count=5)) == 1
+    assert len(core.receives.start_receive(s, h, request_id=1, uow=bytes(16), max_count=5)) == 1
     with pytest.raises(LimitError):
-        core.start_receive(s, h, request_id=10, uow=bytes(16), max_count=1)
+        core.receives.start_receive(s, h, request_id=10, uow=bytes(16), max_count=1)
     core.abort(s, bytes(16))
-    assert core.end_receive(s, h, [1], RemoteAck.RR_NACK) == [HResult.MQ_ERROR_TRANSACTION_SEQUENCE]
+    assert core.receives.end_receive(s, h, [1], RemoteAck.RR_NACK) == [HResult.MQ_ERROR_TRANSACTION_SEQUENCE]
     # Committing gives the budget back and stores what was accepted, once.
     core.commit(s, uow)
     assert s.pending_bytes == 0 and core.budget.tx_bytes == 0

@@ -17,7 +17,7 @@ import pytest
 from openmsmq.client import Access, Ack, ReadAction
 from openmsmq.client.grpc_transport import GrpcTransport
 from openmsmq.qm import QueueManager
-from openmsmq.remote import core, range_calls, read_calls
+from openmsmq.remote import core, range_calls, read_calls, receives
 from openmsmq.remote.packed import decode_messages
 
 from .conftest import PLAINQ, TXQ, bodies, fill
@@ -31,6 +31,7 @@ BOUND = 40_000  # the fourth message reaches it
 def _small_replies(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(core, "REPLY_BYTES", BOUND)
     monkeypatch.setattr(read_calls, "REPLY_BYTES", BOUND)
+    monkeypatch.setattr(receives, "REPLY_BYTES", BOUND)
     monkeypatch.setattr(range_calls, "REPLY_BYTES", BOUND)
 
 

@@ -146,18 +146,19 @@ def test_interrupt_escaping_an_inline_batch_never_reuses_lookup_ids(tmp_path: Pa
         ids = []
         for i in range(6):
             ids += store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"%d" % i))], []))
-        real_run = store._run_batch
+        real_run = store._batches.run_batch
 
         def run_then_interrupt(batch: list) -> None:  # type: ignore[type-arg]
-            counters = store._sequential_id, store._reserved
+            counters = store._batches._sequential_id, store._batches._reserved
             real_run(batch)  # committed (durable) ...
-            store._sequential_id, store._reserved = counters  # ... interrupted before the counters moved
+            # ... interrupted before the counters moved:
+            store._batches._sequential_id, store._batches._reserved = counters
             raise KeyboardInterrupt
 
-        store._run_batch = run_then_interrupt  # type: ignore[method-assign]
+        store._batches.run_batch = run_then_interrupt  # type: ignore[method-assign]
         with pytest.raises(KeyboardInterrupt):
             store.write(ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=b"x"))], []))
-        store._run_batch = real_run  # type: ignore[method-assign]
+        store._batches.run_batch = real_run  # type: ignore[method-assign]
         assert not store._conn.in_transaction
         stored = [
             m.lookup_id

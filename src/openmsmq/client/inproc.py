@@ -635,7 +635,7 @@ class InProcessTransport(Transport):
             if pending is None:
                 raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"no pending receive {request_id}")
             if transactional is not None and transactional != (pending.transaction is not None):
-                # As the remote-read server (RemoteReadCore.end_receive): the other method
+                # As the remote-read server (TwoPhaseReceives.end_receive): the other method
                 # than the one that matches is refused, the receive stays pending.
                 which = "R_EndTransactionalReceive" if transactional else "R_EndReceive"
                 raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, f"{which} for receive {request_id}")

@@ -2,8 +2,9 @@
 
 :class:`RemoteReadCore` holds what MS-MQRR 3.1.1 calls the server's abstract data
 model: OpenQueueDescriptors (handles with access and share modes), cursors, the
-PendingRequestTable with one Pending Request Cleanup Timer per entry, and the
-transactions created remotely — all owned by a client :class:`Session`. Ending a
+PendingRequestTable with one Pending Request Cleanup Timer per entry (worked by the
+two-phase receives, :class:`~openmsmq.remote.receives.TwoPhaseReceives`, ``core.receives``),
+and the transactions created remotely — all owned by a client :class:`Session`. Ending a
 session (its client vanished) closes its handles, puts its pending receives back and
 aborts its transactions (invariant 7).
 
@@ -28,7 +29,6 @@ from typing import Any, TypeVar
 from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.qm import (
     MessageRecord,
-    PendingReceive,
     QueueManager,
     QueueRecord,
     QueueType,
@@ -41,20 +41,18 @@ from openmsmq.remote.codes import (
     SINGLE_MESSAGE_UOW,
     AccessMode,
     Action,
-    RemoteAck,
     ShareMode,
 )
 from openmsmq.remote.limits import RemoteLimits, check_name
 from openmsmq.remote.pending import (
-    ENTRY_OVERHEAD,
     MAX_PENDING_BYTES,
     MAX_TOTAL_PENDING_BYTES,
     SEND_OVERHEAD,
     PendingBudget,
-    PendingRequestEntry,
     PendingRequestTable,
 )
-from openmsmq.remote.read_calls import REPLY_BYTES, SEEK, begin_one, check_read, cursor_batch, wait_sliced
+from openmsmq.remote.read_calls import REPLY_BYTES, SEEK, check_read, cursor_batch, wait_sliced
+from openmsmq.remote.receives import TwoPhaseReceives
 from openmsmq.remote.session import (
     OpenQueueDescriptor,
     RemoteSession,
@@ -115,10 +113,10 @@ class RemoteReadCore:
         self.budget = PendingBudget(self._table, max_pending_bytes, max_total_pending_bytes)
         self._waiters: dict[tuple[int, int], Waiter] = {}
         self._handle_ids = itertools.count(1)
-
-    def _pending_room(self, s: RemoteSession) -> int:
-        """Bytes ``s`` may still hold: within its own bound and the server's (PendingBudget)."""
-        return self.budget.room(s)
+        #: R_StartReceive / R_EndReceive / R_CancelReceive over the PendingRequestTable.
+        self.receives = TwoPhaseReceives(
+            self, self._lock, self._table, self.budget, self._handles, self._waiters
+        )
 
     # ---- sessions ------------------------------------------------------------------------
 
@@ -206,7 +204,7 @@ class RemoteReadCore:
             expired = self._table.pop_expired(now)
             stale = [s.id for s in self._sessions.values() if now - s.last_seen > self.session_timeout]
         for entry in expired:
-            self._put_back(entry)
+            self.receives.put_back(entry)
         for sid in stale:
             self.close_session(sid)
         return len(expired) + len(stale)
@@ -244,7 +242,7 @@ class RemoteReadCore:
         qh = self.qm.open_queue(name)
         self._need(s, qh.record.name, needed)
         with self._lock:
-            self._check_session(s)
+            self.check_session(s)
             others = self._opened.setdefault(qh.record.queue_id, [])
             if any(share_conflict(o, mode, shm) for o in others):
                 raise _err(
@@ -256,11 +254,13 @@ class RemoteReadCore:
             s.handles[d.handle] = d
         return d.handle
 
-    def _check_session(self, s: RemoteSession) -> None:
+    def check_session(self, s: RemoteSession) -> None:
+        """(under the core's lock) MQ_ERROR_STALE_HANDLE if ``s`` ended."""
         if s.closed:
             raise _err(HResult.MQ_ERROR_STALE_HANDLE, "the session ended")
 
-    def _desc(self, s: RemoteSession, handle: int) -> OpenQueueDescriptor:
+    def descriptor(self, s: RemoteSession, handle: int) -> OpenQueueDescriptor:
+        """The open queue handle ``handle`` of ``s``; MQ_ERROR_INVALID_HANDLE if none."""
         d = s.handles.get(handle)
         if d is None or d.closed:
             raise _err(HResult.MQ_ERROR_INVALID_HANDLE, f"no queue handle {handle}")
@@ -269,7 +269,7 @@ class RemoteReadCore:
     def close_queue(self, s: RemoteSession, handle: int) -> None:
         """R_CloseQueue (MS-MQRR 3.1.4.3): waits cancelled, cursors closed, pending entries
         removed and their messages put back (the rundown of 3.1.6; inferred for 3.1.4.3)."""
-        self._close_descriptor(self._desc(s, handle))
+        self._close_descriptor(self.descriptor(s, handle))
 
     def _close_descriptor(self, d: OpenQueueDescriptor) -> None:
         with self._lock:
@@ -288,14 +288,14 @@ class RemoteReadCore:
         for w in waiters:
             w.event.set()
         for entry in entries:
-            self._put_back(entry)
+            self.receives.put_back(entry)
         for c in cursors:
             with contextlib.suppress(MQError):
                 self.qm.close_cursor(c)
 
     def create_cursor(self, s: RemoteSession, handle: int) -> int:
         """R_CreateCursor (MS-MQRR 3.1.4.4)."""
-        d = self._desc(s, handle)
+        d = self.descriptor(s, handle)
         if not d.access.can_peek:
             raise _err(HResult.MQ_ERROR_ACCESS_DENIED, "a cursor needs receive or peek access")
         c = self.qm.create_cursor(d.qm_handle)
@@ -305,7 +305,7 @@ class RemoteReadCore:
 
     def close_cursor(self, s: RemoteSession, handle: int, cursor: int) -> None:
         """R_CloseCursor (MS-MQRR 3.1.4.5); MQ_ERROR_INVALID_HANDLE if unknown."""
-        d = self._desc(s, handle)
+        d = self.descriptor(s, handle)
         with self._lock:
             if cursor not in d.cursors:
                 raise _err(HResult.MQ_ERROR_INVALID_HANDLE, f"no cursor {cursor} on handle {handle}")
@@ -315,7 +315,7 @@ class RemoteReadCore:
 
     def purge(self, s: RemoteSession, handle: int) -> int:
         """R_PurgeQueue (MS-MQRR 3.1.4.6): STATUS_ACCESS_DENIED without RECEIVE access."""
-        d = self._desc(s, handle)
+        d = self.descriptor(s, handle)
         if not d.access.can_receive:
             raise _err(HResult.STATUS_ACCESS_DENIED, "R_PurgeQueue needs RECEIVE_ACCESS")
         return self.qm.purge_queue(d.qm_handle)
@@ -329,7 +329,7 @@ class RemoteReadCore:
         if len(uow) != 16 or uow == SINGLE_MESSAGE_UOW:
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "a transaction id is a 16-byte XACTUOW")
         with self._lock:
-            self._check_session(s)
+            self.check_session(s)
             if uow in s.txs or uow in s.ended_txs:
                 raise _err(
                     HResult.MQ_ERROR_TRANSACTION_SEQUENCE, f"transaction {uuid.UUID(bytes=uow)} exists"
@@ -337,11 +337,13 @@ class RemoteReadCore:
             s.txs[uow] = RemoteTransaction(uow, self.qm.begin())
         return uow
 
-    def _tx(self, s: RemoteSession, uow: bytes, *, create: bool) -> RemoteTransaction:
+    def transaction(self, s: RemoteSession, uow: bytes, *, create: bool) -> RemoteTransaction:
+        """The open transaction ``uow`` of ``s``; ``create``: begin it if it is new
+        (MQ_ERROR_TRANSACTION_SEQUENCE for one that ended, or any unknown one without)."""
         if len(uow) != 16:
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "a transaction id is a 16-byte XACTUOW")
         with self._lock:
-            self._check_session(s)
+            self.check_session(s)
             tx = s.txs.get(uow)
             if tx is not None:
                 return tx
@@ -390,7 +392,7 @@ class RemoteReadCore:
         if not uow:
             return fn(None)
         if uow != SINGLE_MESSAGE_UOW:
-            return fn(self._tx(s, uow, create=True).txn)
+            return fn(self.transaction(s, uow, create=True).txn)
         with self.qm.begin() as t:  # commit on success, abort on error
             return fn(t)
 
@@ -404,7 +406,7 @@ class RemoteReadCore:
         pairs; the LookupIdentifier is 0 until known (transaction, or a batch without one)."""
         if messages:
             self.limits.messages(len(messages), "messages")
-        d = self._desc(s, handle)
+        d = self.descriptor(s, handle)
         if not d.access & AccessMode.SEND:
             raise _err(HResult.MQ_ERROR_ACCESS_DENIED, f"handle {handle} was not opened for send")
         if not messages:
@@ -425,11 +427,11 @@ class RemoteReadCore:
             return list(zip(uniqs, t.commit(), strict=True))
         # As R_StartTransactionalReceive does (MS-MQRR 3.1.4.13 step 6), a send creates a
         # transaction it does not know yet: clients begin transactions without a round trip.
-        tx = self._tx(s, uow, create=True)
+        tx = self.transaction(s, uow, create=True)
         # The transaction keeps its sends in memory until it ends: counted as pending work.
         nbytes = sum(m.size for m in messages) + SEND_OVERHEAD * len(messages)
         with self._lock:
-            self._check_session(s)
+            self.check_session(s)
             if tx.state.outcome is not None:
                 raise _err(HResult.MQ_ERROR_TRANSACTION_SEQUENCE, "the transaction ended")
             self.budget.hold_sends(s, tx, nbytes)
@@ -443,13 +445,15 @@ class RemoteReadCore:
     # ---- reading -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _waiting(
+    def waiting(
         self, s: RemoteSession, handle: int, request_id: int, cancel: threading.Event | None
     ) -> Iterator[Waiter]:
+        """A call of ``s`` that may wait, registered for the duration: closing the handle,
+        ending the session or (with a non-zero ``request_id``) R_CancelReceive stops it."""
         w = Waiter(s, handle, request_id, cancel or threading.Event())
         key = (handle, request_id)
         with self._lock:
-            self._check_session(s)
+            self.check_session(s)
             if request_id:
                 if key in self._waiters:
                     raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {request_id} is already waiting")
@@ -481,11 +485,11 @@ class RemoteReadCore:
         only the first message is waited for). Inside a transaction the messages are
         removed at commit. A non-zero ``request_id`` lets R_CancelReceive stop the wait."""
         self.limits.messages(max_count, "max_count")
-        d = self._desc(s, handle)
+        d = self.descriptor(s, handle)
         act = check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
         qm, qh = self.qm, d.qm_handle
         timeout = timeout_seconds(timeout_ms)
-        with self._waiting(s, handle, request_id, cancel) as w:
+        with self.waiting(s, handle, request_id, cancel) as w:
             if act.is_lookup:
                 seek = SEEK[act]
                 if act.is_peek:
@@ -514,265 +518,7 @@ class RemoteReadCore:
             finally:
                 qm.close_cursor(c)
 
-    # ---- two-phase receive (R_StartReceive / R_StartTransactionalReceive) ----------------
-
-    def start_receive(
-        self,
-        s: RemoteSession,
-        handle: int,
-        action: int = Action.RECEIVE,
-        *,
-        request_id: int,
-        lookup_id: int = 0,
-        cursor: int = 0,
-        timeout_ms: int = 0,
-        uow: bytes = b"",
-        max_count: int = 1,
-        cancel: threading.Event | None = None,
-    ) -> list[tuple[int, MessageRecord]]:
-        """R_StartReceive (MS-MQRR 3.1.4.7) / R_StartTransactionalReceive (3.1.4.13), batched.
-
-        Receive actions lock up to ``max_count`` messages, the i-th under the
-        PendingRequestEntry {handle, request_id + i} with its cleanup timer; returns
-        (request id, message) pairs. Peek actions behave as :meth:`read` (request id 0).
-        """
-        self.limits.messages(max_count, "max_count")
-        d = self._desc(s, handle)
-        act = check_read(d, action, lookup_id, cursor, timeout_ms, uow, max_count)
-        if act.is_peek:
-            msgs = self.read(
-                s, handle, act, lookup_id=lookup_id, cursor=cursor, timeout_ms=timeout_ms,
-                max_count=max_count, request_id=request_id, cancel=cancel,
-            )  # fmt: skip
-            return [(0, m) for m in msgs]
-        if not 1 <= request_id <= 0xFFFFFFFF - (max_count - 1):
-            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, "dwRequestId must be 1..0xFFFFFFFF per message")
-        if uow == SINGLE_MESSAGE_UOW:
-            raise _err(HResult.MQ_ERROR_TRANSACTION_USAGE, "a two-phase receive needs a real transaction")
-        tx = self._tx(s, uow, create=True) if uow else None
-        with self._lock:
-            # Over the handle's pending entries (bounded by the pending budgets), not over
-            # the request ids asked for.
-            taken = self._table.first_pending(handle, request_id, request_id + max_count)
-            if taken is not None:
-                raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"request {taken} is pending")
-            self.budget.check_start(s)
-        timeout = timeout_seconds(timeout_ms)
-        out: list[tuple[int, MessageRecord]] = []
-        t = tx.txn if tx else None
-        with self._waiting(s, handle, request_id, cancel) as w:
-            used = 0  # reply bytes so far (REPLY_BYTES)
-            for i in range(max_count):
-                rid = request_id + i
-                if used >= REPLY_BYTES or self._pending_room(s) <= 0:
-                    break
-                if i == 1 and act == Action.RECEIVE and not cursor:
-                    # The rest of the batch from the head: one select and one lock; its
-                    # bodies within the reply's bytes and the pending budgets.
-                    room = self._pending_room(s)
-                    limit = max(1, min(REPLY_BYTES - used, room))
-                    out += self._begin_rest(d, handle, rid, max_count - 1, tx, w.event, limit)
-                    break
-                entry = PendingRequestEntry(rid, handle, self.clock(), tx=tx.state if tx else None, owner=s)
-                with self._lock:
-                    added = not d.closed and self._table.add(entry)
-                if not added:
-                    if i == 0:
-                        raise _err(HResult.MQ_ERROR_INVALID_HANDLE, f"queue handle {handle} was closed")
-                    break
-                try:
-                    if i == 0:
-                        p = wait_sliced(
-                            w, timeout, lambda x: begin_one(self.qm, d, act, lookup_id, cursor, t, x)
-                        )
-                    else:
-                        p = begin_one(self.qm, d, act, lookup_id, cursor, t, 0.0)
-                except MQError:
-                    with self._lock:
-                        if self._table.get(handle, rid) is entry:
-                            self._table.remove(handle, rid)
-                    if i == 0:
-                        raise
-                    break
-                with self._lock:
-                    mine = self._table.get(handle, rid) is entry and not w.event.is_set()
-                    if mine:
-                        self._table.hold(entry, p, p.lookup_id, p.message.size)
-                        # Safe reading of 3.1.2.2: the timer runs from the lock, not from the
-                        # request's arrival, so a long wait does not eat the client's time.
-                        self._table.start_timer(entry, self.clock() + self.cleanup_timeout)
-                if not mine:
-                    # Cancelled, closed or ended while we were locking: put it straight back.
-                    with self._lock:
-                        if self._table.get(handle, rid) is entry:
-                            self._table.remove(handle, rid)
-                    with contextlib.suppress(MQError):
-                        self.qm.dequeue_end(p, delete=False)
-                    if i == 0:
-                        raise _err(HResult.MQ_ERROR_OPERATION_CANCELLED, "the receive was cancelled")
-                    break
-                out.append((rid, p.message))
-                used += len(p.message.body)
-        return out
-
-    def _begin_rest(
-        self,
-        d: OpenQueueDescriptor,
-        handle: int,
-        first_rid: int,
-        n: int,
-        tx: RemoteTransaction | None,
-        cancelled: threading.Event,
-        max_bytes: int,
-    ) -> list[tuple[int, MessageRecord]]:
-        """The rest of a batched R_StartReceive from the head: up to ``n`` (and up to
-        ``max_bytes`` of bodies, one message at least)
-        PendingRequestEntries from ``first_rid``, then Dequeue Message Begin for all of
-        them at once (:meth:`QueueManager.dequeue_begin_many`: one select and one lock;
-        it was a peek of the batch and one lock by LookupIdentifier each). Stops short,
-        without error, when the queue has fewer messages, the handle was closed or the
-        request was cancelled; a message locked for an entry no longer ours is put back."""
-        entries: list[PendingRequestEntry] = []
-        with self._lock:
-            # No more entries than the pending budgets can hold messages: each message
-            # counts at least ENTRY_OVERHEAD, so the rest could never be locked.
-            n = min(n, max(1, self._pending_room(d.session) // ENTRY_OVERHEAD))
-            for k in range(n):
-                entry = PendingRequestEntry(
-                    first_rid + k, handle, self.clock(), tx=tx.state if tx else None, owner=d.session
-                )
-                if d.closed or not self._table.add(entry):
-                    break
-                entries.append(entry)
-        if not entries:
-            return []
-        try:
-            got = self.qm.dequeue_begin_many(
-                d.qm_handle, len(entries), tx=tx.txn if tx else None, timeout=0.0, max_bytes=max_bytes
-            )
-        except MQError:
-            got = []
-        out: list[tuple[int, MessageRecord]] = []
-        back: list[PendingReceive] = []
-        with self._lock:
-            stop = False
-            for j, entry in enumerate(entries):
-                p = got[j] if j < len(got) else None
-                stop = stop or p is None or cancelled.is_set()
-                if p is not None and not stop:
-                    # The session's budget counts each message's size plus the entry's
-                    # overhead (max_bytes bounded the bodies only): past it, put back.
-                    stop = p.message.size + ENTRY_OVERHEAD > self._pending_room(d.session)
-                mine = not stop and self._table.get(handle, entry.request_id) is entry
-                if mine and p is not None:
-                    self._table.hold(entry, p, p.lookup_id, p.message.size)
-                    self._table.start_timer(entry, self.clock() + self.cleanup_timeout)
-                    out.append((entry.request_id, p.message))
-                    continue
-                # Cancelled, closed, ended or no message: drop the entry, put its message back.
-                stop = True
-                if self._table.get(handle, entry.request_id) is entry:
-                    self._table.remove(handle, entry.request_id)
-                if p is not None:
-                    back.append(p)
-        for p in back:
-            with contextlib.suppress(MQError):
-                self.qm.dequeue_end(p, delete=False)
-        return out
-
-    def _put_back(self, entry: PendingRequestEntry) -> None:
-        """Dequeue Message End(iDeleteMessage = false) for a removed entry (cleanup timer,
-        close, rundown): the message becomes available again. Nothing to do while the
-        request still waits (the waiter notices) or after its transaction ended."""
-        if entry.receive is None or (entry.tx is not None and entry.tx.outcome is not None):
-            return
-        with contextlib.suppress(MQError):
-            if entry.tx is not None:  # a transactional receive nobody ended: aborted (AbortCount)
-                self.qm.abort_receive(entry.receive)
-            else:
-                self.qm.dequeue_end(entry.receive, delete=False)
-
-    def end_receive(
-        self,
-        s: RemoteSession,
-        handle: int,
-        request_ids: Sequence[int],
-        ack: int,
-        transactional: bool | None = None,
-    ) -> list[int]:
-        """R_EndReceive (MS-MQRR 3.1.4.9, ``transactional`` False) or
-        R_EndTransactionalReceive (3.1.4.15, seed 001, ``transactional`` True), batched:
-        the steps for each request id in order; returns one HRESULT each.
-
-        The two differ in Dequeue Message End's iTransactional (False / True). Ending a
-        receive with the other method than the one that matches how it started (in a
-        transaction or not) is MQ_ERROR_TRANSACTION_USAGE, before step 2, so the entry
-        stays for the right call: R_EndReceive would delete a message of a transaction at
-        once, and R_EndTransactionalReceive would leave a message no transaction holds
-        locked for good (docs/conformance.md, seed 001). ``transactional`` None (clients
-        from before the distinction) ends each receive the way it started."""
-        if ack not in (RemoteAck.RR_ACK, RemoteAck.RR_NACK):
-            raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"dwAck {ack:#x} (range 1..2)")
-        if request_ids:
-            self.limits.messages(len(request_ids), "request ids")
-        delete = ack == RemoteAck.RR_ACK
-        return [self._end_one(s, handle, rid, delete, transactional) for rid in request_ids]
-
-    def _end_one(
-        self, s: RemoteSession, handle: int, request_id: int, delete: bool, transactional: bool | None
-    ) -> int:
-        with self._lock:
-            self._check_session(s)
-            d = self._handles.get(handle)
-            # Step 1: the handle has no PendingRequestEntry (a handle of another session
-            # has none for this caller).
-            if (d is not None and d.session is not s) or not self._table.has_handle(handle):
-                return HResult.MQ_ERROR_INVALID_HANDLE
-            # Step 2: look up {handle, request id}; remove it and cancel its timer.
-            entry = self._table.get(handle, request_id)
-            if entry is None:
-                return HResult.MQ_ERROR_INVALID_PARAMETER
-            if transactional is not None and transactional != (entry.tx is not None):
-                return HResult.MQ_ERROR_TRANSACTION_USAGE
-            self._table.remove(handle, request_id)
-            outcome = entry.tx.outcome if entry.tx is not None else None
-        # Steps 3-4: the OpenQueueDescriptor (gone only when a close raced with this call).
-        # Seed 001: "If not found, return a failure HRESULT, and perform no further
-        # actions": a message of a transaction stays in it (commit removes it, abort puts
-        # it back). R_EndReceive's lock has no transaction to end it: that message is
-        # put back, as the close would have done had it seen the entry.
-        if d is None or d.closed:
-            if entry.tx is None:
-                self._put_back(entry)
-            return HResult.MQ_ERROR_INVALID_HANDLE
-        # Steps 5-6: the message with the entry's LookupIdentifier. A locked message can
-        # only leave the queue through its transaction or with its queue.
-        if entry.receive is None or outcome == "committed":
-            return HResult.MQ_ERROR_MESSAGE_NOT_FOUND
-        if outcome == "aborted":
-            # Abort made it available again (maybe locked by another reader since):
-            # Dequeue Message End on a position that is not ours.
-            return HResult.MQ_ERROR_TRANSACTION_SEQUENCE
-        # Step 7: Dequeue Message End(iDeleteMessage = dwAck == RR_ACK, iTransactional =
-        # whether it is a transaction's: the entry says, and a mismatch was refused above).
-        try:
-            self.qm.dequeue_end(entry.receive, delete=delete)
-        except MQError as exc:
-            return int(exc.hresult)
-        return HResult.MQ_OK
-
-    def cancel_receive(self, s: RemoteSession, handle: int, request_id: int) -> None:
-        """R_CancelReceive (MS-MQRR 3.1.4.8): the waiting receive {handle, request id} ends
-        with MQ_ERROR_OPERATION_CANCELLED; STATUS_NOT_FOUND if none is waiting."""
-        self._desc(s, handle)
-        with self._lock:
-            w = self._waiters.get((handle, request_id))
-            if w is None or w.session is not s:
-                raise _err(HResult.STATUS_NOT_FOUND, f"no waiting receive {request_id} on handle {handle}")
-            w.event.set()
-            entry = self._table.remove(handle, request_id)
-        if entry is not None:
-            self._put_back(entry)
+    # ---- acknowledgment class, move ------------------------------------------------------
 
     def set_ack_class(
         self, s: RemoteSession, handle: int, uow: bytes, lookup_id: int, message_class: int
@@ -782,9 +528,9 @@ class RemoteReadCore:
         if message_class not in (0, NACK_RECEIVE_REJECTED):
             raise _err(HResult.MQ_ERROR_INVALID_PARAMETER, f"usClass {message_class:#x}")
         if handle:
-            self._desc(s, handle)
+            self.descriptor(s, handle)
         if uow:
-            self._tx(s, uow, create=False).txn.set_dequeue_reason(lookup_id, message_class)
+            self.transaction(s, uow, create=False).txn.set_dequeue_reason(lookup_id, message_class)
             return
         with self._lock:
             txs = list(s.txs.values())
@@ -812,11 +558,11 @@ class RemoteReadCore:
         RECEIVE access (STATUS_ACCESS_DENIED); the rules and errors are
         :meth:`openmsmq.qm.QueueManager.move_message`'s. Returns the new
         LookupIdentifier (0 inside a transaction: known at its commit)."""
-        d = self._desc(s, handle)
+        d = self.descriptor(s, handle)
         if not d.access.can_receive:
             raise _err(HResult.STATUS_ACCESS_DENIED, "R_MoveMessage needs RECEIVE_ACCESS")
         check_name(to, "move destination")
-        txn = self._tx(s, uow, create=False).txn if uow else None
+        txn = self.transaction(s, uow, create=False).txn if uow else None
         return self.qm.move_message(d.qm_handle, lookup_id, to, txn, return_after=return_after)
 
     # ---- administration ------------------------------------------------------------------

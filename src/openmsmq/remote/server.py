@@ -317,7 +317,7 @@ class _Servicer(pb_grpc.RemoteReadServicer):
 
     async def CancelReceive(self, request: pb.CancelReceiveRequest, context: Any) -> pb.Empty:
         return await self._run(
-            context, _done(lambda s: self.core.cancel_receive(s, request.handle, request.request_id))
+            context, _done(lambda s: self.core.receives.cancel_receive(s, request.handle, request.request_id))
         )
 
     async def EndReceive(self, request: pb.EndReceiveRequest, context: Any) -> pb.EndReceiveReply:

@@ -50,7 +50,7 @@ log = logging.getLogger("openmsmq.remote")
 #: next receive); beyond it MQ_ERROR_INVALID_PARAMETER before any op runs.
 MAX_STEP_OPS = 16
 
-#: EndReceiveRequest.method -> RemoteReadCore.end_receive's ``transactional``.
+#: EndReceiveRequest.method -> TwoPhaseReceives.end_receive's ``transactional``.
 _END_METHODS: dict[int, bool | None] = {
     pb.END_METHOD_UNSPECIFIED: None,
     pb.END_RECEIVE: False,
@@ -141,7 +141,7 @@ def start_receive(
     core: RemoteReadCore, s: RemoteSession, request: pb.ReadRequest, cancel: threading.Event
 ) -> pb.ReadReply:
     """StartReceive: R_StartReceive / R_StartTransactionalReceive, batched."""
-    got = core.start_receive(
+    got = core.receives.start_receive(
         s, request.handle, request.action, request_id=request.request_id,
         lookup_id=request.lookup_id, cursor=request.cursor, timeout_ms=request.timeout_ms,
         uow=request.transaction, max_count=request.max_count or 1, cancel=cancel,
@@ -154,7 +154,7 @@ def end_receive(core: RemoteReadCore, s: RemoteSession, request: pb.EndReceiveRe
     if request.method not in _END_METHODS:
         raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"EndReceive method {request.method}")
     transactional = _END_METHODS[request.method]
-    status = core.end_receive(s, request.handle, request.request_ids, request.ack, transactional)
+    status = core.receives.end_receive(s, request.handle, request.request_ids, request.ack, transactional)
     return pb.EndReceiveReply(status=status)
 
 

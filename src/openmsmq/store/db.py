@@ -16,11 +16,14 @@ runs the operation as a batch of one in the caller's thread, so a deterministic
 simulator can drive the store.
 
 Reads run on per-thread read-only connections (WAL readers never block the writer).
+
+This module decides who leads a batch and which operations it takes; running the batch
+in one transaction (savepoints, restarts, the LookupIdentifier reservation) is
+:class:`~openmsmq.store.batches.BatchRunner`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import threading
@@ -29,13 +32,13 @@ from _thread import allocate_lock as _allocate_lock
 from _thread import get_ident as _get_ident
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
 from openmsmq.datadir import check_private, private_file
 from openmsmq.errors import HResult, MQError, StorageError
-from openmsmq.observability.sink import NULL_METRICS, MetricsSink
+from openmsmq.observability.sink import MetricsSink
+from openmsmq.store.batches import BUSY_SLICE_MS, BatchRunner
 from openmsmq.store.schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 from openmsmq.store.space import RESERVE_FILE, SpaceGuard, SpaceReserve
 from openmsmq.store.writes import (
@@ -48,30 +51,17 @@ from openmsmq.store.writes import (
     storage_error,
 )
 
-__all__ = ["LOOKUP_ID_BLOCK", "Store"]
+__all__ = ["Store"]
 
 T = TypeVar("T")
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 #: The SQLite synchronous modes a store accepts (store.synchronous).
 _SYNCHRONOUS = ("FULL", "EXTRA", "NORMAL", "OFF")
-#: LookupIdentifiers reserved per persisted SequentialID update (a restart skips the rest).
-LOOKUP_ID_BLOCK = 65536
 
 
 #: Batches run without waiting after a wait that brought nobody.
 _WAIT_BACKOFF = 16
-#: Seconds a write waits for the write lock that another connection to the file holds
-#: (another process on the same data directory) before it fails (SQLITE_BUSY).
-LOCK_WAIT = 30.0
-#: SQLite's own busy handler sleeps ever longer between tries (up to 100 ms). A process
-#: releasing a large OrderAck'ed range commits chunk after chunk with well under a
-#: millisecond between them, so a writer on that schedule waited for all of them. After
-#: opening, the
-#: writer connection's busy timeout is _BUSY_SLICE_MS and BEGIN IMMEDIATE is tried again
-#: every _LOCK_POLL seconds until LOCK_WAIT.
-_BUSY_SLICE_MS = 2
-_LOCK_POLL = 0.0005
 #: Consecutive batches of one operation after which the store counts as used by a lone
 #: committer (Store.read_idle).
 _LONE_BATCHES = 4
@@ -109,21 +99,14 @@ class Store:
         #: Most operations one batch (one COMMIT, one fsync) takes; the rest wait for the
         #: next batch, in order (store.group_commit_max_batch).
         self.max_batch_ops = max(1, max_batch_ops)
-        #: QueueManagerQuota (bytes; None: none): an enqueue that would take all queues
-        #: together past it fails (MS-MQDMPR 3.1.7.1.9 status 2; store.qm_quota).
-        self.qm_quota = qm_quota
         self.path = Path(path)
         self.threaded = threaded
         self.stats = StoreStats()
-        #: Where the writer reports each group commit (``observe_commit``); no-op by default.
-        self.metrics: MetricsSink = NULL_METRICS
         #: Longest time (s) a batch leader waits for committers of the previous batch.
         self.max_commit_wait = max_commit_wait
         #: Callers of :meth:`write` lead batches in their own threads (leader/follower);
         #: False hands every batch to the writer thread.
         self.inline_commit = inline_commit
-        self._last_commit_seconds = 0.0
-        self._last_commit_end = 0.0
         self._cache_kib = cache_kib
         self._closed = False
         self._local = threading.local()
@@ -148,8 +131,6 @@ class Store:
         self._returns = Returns()
         #: Batches still to run without waiting (after a wait that brought nobody).
         self._backoff = 0
-        #: Consecutive batches that held one operation (read_idle's lone committer).
-        self._lone_batches = 0
         #: The main thread (KeyboardInterrupt lands there): it leads only a batch of its
         #: own operation and is never handed the role (see :meth:`write`).
         self._main_ident = threading.main_thread().ident
@@ -179,20 +160,46 @@ class Store:
         except BaseException:
             self._conn.close()
             raise
-        # The persisted SequentialID is an upper bound of every LookupIdentifier handed
-        # out (reserved in blocks): a restart continues above it, so identifiers stay
-        # strictly increasing and are never reused, and most commits skip the UPDATE.
-        self._sequential_id = int(row[0]) if row else 0
-        self._reserved = self._sequential_id
-        #: Seconds a write waits for another connection's write lock (LOCK_WAIT).
-        self.lock_wait = LOCK_WAIT
-        self._conn.execute(f"PRAGMA busy_timeout={_BUSY_SLICE_MS}")  # see _LOCK_POLL
+        #: Runs each batch in one transaction; owns the LookupIdentifier counter.
+        self._batches = BatchRunner(
+            self._conn, self.path, self.space, self.stats, int(row[0]) if row else 0, qm_quota
+        )
+        self._conn.execute(f"PRAGMA busy_timeout={BUSY_SLICE_MS}")  # see batches.LOCK_WAIT
         self._thread: threading.Thread | None = None
         if threaded:
             self._thread = threading.Thread(
                 target=self._writer_loop, name="openmsmq-store-writer", daemon=True
             )
             self._thread.start()
+
+    @property
+    def qm_quota(self) -> int | None:
+        """QueueManagerQuota (bytes; None: none): an enqueue that would take all queues
+        together past it fails (MS-MQDMPR 3.1.7.1.9 status 2; store.qm_quota)."""
+        return self._batches.qm_quota
+
+    @qm_quota.setter
+    def qm_quota(self, value: int | None) -> None:
+        self._batches.qm_quota = value
+
+    @property
+    def metrics(self) -> MetricsSink:
+        """Where the writer reports each group commit (``observe_commit``); no-op by default."""
+        return self._batches.metrics
+
+    @metrics.setter
+    def metrics(self, sink: MetricsSink) -> None:
+        self._batches.metrics = sink
+
+    @property
+    def lock_wait(self) -> float:
+        """Seconds a write waits for another connection's write lock
+        (:data:`~openmsmq.store.batches.LOCK_WAIT`)."""
+        return self._batches.lock_wait
+
+    @lock_wait.setter
+    def lock_wait(self, seconds: float) -> None:
+        self._batches.lock_wait = seconds
 
     # ---- opening ---------------------------------------------------------------------
 
@@ -265,7 +272,7 @@ class Store:
             if self._closed:
                 raise self._closed_error()
             with self._sync_lock:
-                self._run_batch([op])
+                self._batches.run_batch([op])
             return future
         with self._lf_lock:
             if self._closed:
@@ -316,7 +323,7 @@ class Store:
             if self._closed:
                 raise self._closed_error()
             with self._sync_lock:
-                self._run_batch([op])
+                self._batches.run_batch([op])
             return op.wait()  # type: ignore[no-any-return]
         op = WriteOp(fn)
         with self._lf_lock:
@@ -403,15 +410,15 @@ class Store:
                 threads = {batch[0].thread} if main else self._gather(batch)
                 with self._sync_lock:
                     try:
-                        self._run_and_observe(batch)
+                        self._batches.run_and_observe(batch)
                     except BaseException:
-                        self._after_interrupted_batch()
+                        self._batches.after_interrupted()
                         raise
             except BaseException:
                 self._hand_off()
                 raise
             self._last_threads = threads
-            self._returns.committed(threads, self._last_commit_end)
+            self._returns.committed(threads, self._batches.last_commit_end)
             if writer:
                 with self._lf_lock:
                     if self._pending:
@@ -430,7 +437,7 @@ class Store:
             if self._pending:
                 self._take_pending(batch, cap)
             threads = {o.thread for o in batch}
-            self._returns.taken(batch, min(self.max_commit_wait, self._last_commit_seconds / 2))
+            self._returns.taken(batch, min(self.max_commit_wait, self._batches.last_commit_seconds / 2))
             missing = self._last_threads - threads - self._returns.slow
             arrived = None
             if self._backoff:
@@ -452,7 +459,7 @@ class Store:
                 self._awaited = missing
                 self.stats.commit_waits += 1
         if arrived is not None:
-            timeout = min(self.max_commit_wait, self._last_commit_seconds / 2)
+            timeout = min(self.max_commit_wait, self._batches.last_commit_seconds / 2)
             if timeout > 0:
                 arrived.acquire(timeout=timeout)
             with self._lf_lock:
@@ -497,222 +504,6 @@ class Store:
             else:
                 wake = self._wake
         wake.release()
-
-    def _after_interrupted_batch(self) -> None:
-        """An exception escaped a batch run in a caller's thread (KeyboardInterrupt reaches
-        the main thread, maybe just after COMMIT returned and before the LookupIdentifier
-        counter moved): roll back what is still open and continue numbering above the
-        persisted reservation, which bounds every identifier a COMMIT could have made
-        durable (gaps are allowed, reuse never: invariant 5)."""
-        self._rollback()
-        with contextlib.suppress(sqlite3.Error):
-            row = self._conn.execute("SELECT sequential_id FROM qm_state").fetchone()
-            if row is not None:
-                self._sequential_id = self._reserved = max(self._sequential_id, int(row[0]))
-
-    def _run_and_observe(self, batch: list[WriteOp]) -> None:
-        """:meth:`_run_batch` timed: the duration feeds the leader's wait bound and metrics."""
-        started = time.monotonic()
-        queued = batch[0].queued  # the oldest operation (batches keep submission order)
-        self._run_batch(batch)
-        self._last_commit_end = time.monotonic()
-        self._last_commit_seconds = self._last_commit_end - started
-        self.stats.observe_hold(self._last_commit_seconds)
-        self._lone_batches = self._lone_batches + 1 if len(batch) == 1 else 0
-        self.metrics.observe_commit(len(batch), self._last_commit_seconds)
-        self.metrics.observe_stage("store_queue_wait", started - queued)
-
-    def _run_batch(self, batch: list[WriteOp]) -> None:
-        """Run ``batch`` in one transaction; complete every future after COMMIT.
-
-        SQLite may roll back the whole transaction on SQLITE_FULL / SQLITE_IOERR; then
-        the failing operation is failed alone and the rest of the batch is run again
-        from the start (bounded: each restart removes one operation).
-        """
-        conn = self._conn
-        pending = list(batch)
-        merge = True
-        space = self.space
-        space.recover(conn)
-        while pending:
-            results: list[tuple[WriteOp, bool, Any]] = []
-            try:
-                self._begin(conn)
-                self._take_over_reservation(conn)
-            except sqlite3.Error as exc:
-                self._rollback()
-                if space.spend(exc):
-                    continue
-                self._fail_all(pending, exc)
-                return
-            ctx = WriteContext(conn, self._sequential_id, self.qm_quota, space.low)
-            restart = False
-            todo = self._merge_runs(ctx, pending, results) if merge else pending
-            if todo is None:  # SQLite dropped the transaction inside a merged run
-                merge = False
-                continue
-            # A lone operation needs no savepoint: if it fails, the whole (one-op)
-            # transaction is rolled back below.
-            savepoints = len(pending) > 1
-            for op in todo:
-                try:
-                    if savepoints:
-                        conn.execute("SAVEPOINT op")
-                    value = op.fn(ctx)
-                    if savepoints:
-                        conn.execute("RELEASE op")
-                    results.append((op, True, value))
-                except BaseException as exc:
-                    if space.spend(exc):  # the disk is full: run the batch again in low-space mode
-                        self._rollback()
-                        restart = True
-                        break
-                    if not savepoints:
-                        self._rollback()
-                    elif conn.in_transaction:
-                        try:
-                            conn.execute("ROLLBACK TO op")
-                            conn.execute("RELEASE op")
-                        except sqlite3.Error:
-                            self._rollback()
-                    if not conn.in_transaction:
-                        # The whole transaction is gone: fail this op, rerun the others.
-                        self.stats.failed_ops += 1
-                        report_failure(exc, self.path, 1)
-                        op.finish(False, storage_error(exc, self.path))
-                        pending = [o for o in pending if o is not op]
-                        restart = True
-                        break
-                    results.append((op, False, exc))
-            if restart:
-                continue
-            try:
-                reserved = self._reserved
-                if ctx.sequential_id > reserved:
-                    reserved = ctx.sequential_id + LOOKUP_ID_BLOCK
-                    conn.execute("UPDATE qm_state SET sequential_id = ? WHERE id = 1", (reserved,))
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._rollback()
-                if space.spend(exc):
-                    continue
-                self._fail_all(pending, exc)
-                return
-            self._sequential_id = ctx.sequential_id
-            self._reserved = reserved
-            self.stats.committed_lookup_id = ctx.sequential_id
-            self.stats.batches += 1
-            done = 0
-            for op, ok, value in results:
-                if not ok:
-                    self.stats.failed_ops += 1
-                    report_failure(value, self.path, 1)
-                    op.finish(False, storage_error(value, self.path))
-                elif op.future is None:  # WriteOp.finish for a caller of write(), inline
-                    op.ok = True
-                    op.value = value
-                    op.done.release()
-                    done += 1
-                else:
-                    op.finish(True, value)
-                    done += 1
-            self.stats.ops += done
-            return
-
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """``BEGIN IMMEDIATE``: while another connection holds the write lock, try again
-        every ``_LOCK_POLL`` seconds (SQLite's busy handler waits ``_BUSY_SLICE_MS`` per
-        try), for ``lock_wait`` seconds at most; then SQLITE_BUSY propagates."""
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc):
-                raise
-        deadline = time.monotonic() + self.lock_wait
-        while True:
-            time.sleep(_LOCK_POLL)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if not is_busy(exc) or time.monotonic() >= deadline:
-                    raise
-
-    def _take_over_reservation(self, conn: sqlite3.Connection) -> None:
-        """Inside the write transaction: when another connection to this file (another
-        process on the same data directory: an application, the CLI) reserved
-        LookupIdentifiers since this one last did, continue above its reservation.
-
-        Each connection hands out identifiers from a block it reserved in
-        ``qm_state.sequential_id``. Two connections working from their own blocks gave
-        the same identifiers (the second commit failed on the primary key) or
-        identifiers out of commit order, while readers that move past the highest
-        identifier they saw (outgoing queues, remote and Spark readers) rely on later
-        commits getting higher ones. One read of a one-row table per batch."""
-        row = conn.execute("SELECT sequential_id FROM qm_state WHERE id = 1").fetchone()
-        if row is not None and int(row[0]) != self._reserved:
-            self._sequential_id = max(self._sequential_id, int(row[0]))
-            self._reserved = self._sequential_id  # the commit reserves a new block
-
-    def _merge_runs(
-        self, ctx: WriteContext, pending: list[WriteOp], results: list[tuple[WriteOp, bool, Any]]
-    ) -> list[WriteOp] | None:
-        """Run runs of mergeable operations (those whose callable has a ``merge``
-        staticmethod, e.g. CommitWork) as one operation each, under a savepoint.
-
-        Returns the operations still to run one by one: all of a run whose merged form
-        failed (so the failing one fails alone), and every non-mergeable operation; None
-        when SQLite rolled the whole transaction back (the batch is rerun unmerged).
-        """
-        if len(pending) < 2:
-            return pending
-        rest: list[WriteOp] = []
-        runs: dict[type, list[WriteOp]] = {}
-        for op in pending:
-            if hasattr(op.fn, "merge"):
-                runs.setdefault(type(op.fn), []).append(op)
-            else:
-                rest.append(op)
-        conn = ctx.conn
-        # When one merged run is the whole batch its savepoint is the transaction itself.
-        alone = len(runs) == 1 and not rest
-        for kind, run in runs.items():
-            if len(run) < 2:
-                rest.extend(run)
-                continue
-            try:
-                if not alone:
-                    conn.execute("SAVEPOINT merged")
-                values = kind.merge([o.fn for o in run])(ctx)  # type: ignore[attr-defined]
-                if not alone:
-                    conn.execute("RELEASE merged")
-            except Exception:
-                if alone:
-                    self._rollback()
-                if not conn.in_transaction:
-                    del results[:]
-                    return None
-                conn.execute("ROLLBACK TO merged")
-                conn.execute("RELEASE merged")
-                rest.extend(run)
-                continue
-            if len(values) != len(run):
-                raise ValueError(f"{kind.__name__}.merge returned {len(values)} results for {len(run)}")
-            results.extend(zip(run, repeat(True), values))  # no Python step per operation
-        return rest
-
-    def _rollback(self) -> None:
-        if self._conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.execute("ROLLBACK")
-
-    def _fail_all(self, ops: list[WriteOp], exc: BaseException) -> None:
-        report_failure(exc, self.path, len(ops))
-        err = storage_error(exc, self.path)
-        for op in ops:
-            self.stats.failed_ops += 1
-            op.finish(False, err)
 
     def set_size_limit(self, max_bytes: int | None) -> None:
         """Cap the database size (``PRAGMA max_page_count``); ``None`` lifts the cap.
@@ -771,7 +562,7 @@ class Store:
         if (
             self.inline_commit
             and self.threaded
-            and self._lone_batches >= _LONE_BATCHES
+            and self._batches.lone_batches >= _LONE_BATCHES
             and not self._closed
             and self._sync_lock.acquire(blocking=False)
         ):
@@ -782,7 +573,7 @@ class Store:
                     try:
                         return fn(self._conn)
                     except sqlite3.Error as exc:
-                        # The write connection waits only _BUSY_SLICE_MS for a lock
+                        # The write connection waits only BUSY_SLICE_MS for a lock
                         # (another process recovering the WAL, say): the read connection
                         # waits as long as any read.
                         if not is_busy(exc):
