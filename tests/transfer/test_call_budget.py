@@ -1,6 +1,6 @@
 """Python calls per transferred message: a bound on the interpreter's work per message that
 the machine's load does not move (``bench/transfer_cpu.py --calls`` measures the same on
-10,000 messages; docs/benchmarks.md, "CPU per transferred message").
+10,000 messages; docs/performance.md, "CPU per transferred message").
 
 The harness is deterministic (no threads, a fake clock), so the count of one run is the
 same on every machine: a change that adds calls per message on the hot path (the
