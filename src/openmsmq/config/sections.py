@@ -44,8 +44,8 @@ class QmConfig:
         "uvloop",
         "choice",
         "Event loop of `serve` (MS-MQQB sessions, timers, store hand-offs): uvloop (libuv), or the"
-        " standard library's asyncio loop. uvloop took up to 8 % less CPU per message in serve"
-        " (most at 1 message per transaction; docs/benchmarks.md); where it cannot be imported"
+        " standard library's asyncio loop. uvloop's loop machinery is in C, so serve spends less CPU"
+        " per message with it (docs/performance.md); where it cannot be imported"
         " serve logs a warning and runs asyncio.",
         choices=("uvloop", "asyncio"),
     )
