@@ -129,6 +129,10 @@ class _Lost(Exception):
     """The connection was lost inside a batch, before its COMMIT was sent."""
 
 
+def _nothing(ctx: WriteContext) -> None:
+    """A write operation that writes nothing (:meth:`PgStore.wait_for_queued`)."""
+
+
 def _check_lost(conn: PgConnection, exc: BaseException) -> None:
     """Inside a batch: a lost connection ends the attempt (the batch runs again once on a
     new connection); any other failure is the operation's own."""
@@ -184,6 +188,8 @@ class PgStore:
         self._stopping = False
         #: Operations of the last batch; True while the writer waits for as many.
         self._last_batch = 0
+        #: The writer thread runs a batch it took from ``_pending``.
+        self._running = False
         self._gathering = False
         self._sync_lock = threading.Lock()
         self._pool: list[PgConnection] = []
@@ -320,6 +326,17 @@ class PgStore:
         """Submit several operations at once (they usually share one COMMIT)."""
         return [self.submit(fn) for fn in fns]
 
+    def wait_for_queued(self) -> None:
+        """Return once every write operation queued or running when it was called has
+        committed (or failed); at once when none is (as the SQLite store's
+        :meth:`~openmsmq.store.db.Store.wait_for_queued`)."""
+        if not self.threaded:
+            return  # every operation ran in its caller's thread
+        with self._lock:
+            if not self._pending and not self._running:
+                return
+        self.write(_nothing)
+
     def write_each(self, fns: Sequence[Callable[[WriteContext], Any]]) -> list[Any]:
         """Run independent operations; one item per operation: its result, or the
         :class:`MQError` it failed with (any other exception propagates)."""
@@ -352,6 +369,7 @@ class PgStore:
                 batch = self._pending[: self.max_batch_ops]
                 del self._pending[: len(batch)]
                 self._last_batch = len(batch)
+                self._running = True
             try:
                 self._run_and_observe(batch)
             except BaseException as exc:  # never leave a caller waiting
@@ -359,6 +377,9 @@ class PgStore:
                 for op in batch:
                     with contextlib.suppress(Exception):
                         op.finish(False, self._storage(f"writer failed: {exc}"))
+            finally:
+                with self._lock:
+                    self._running = False
 
     def _run_and_observe(self, batch: list[_Op]) -> None:
         started = time.monotonic()
