@@ -73,14 +73,13 @@ AGAIN_UNMERGED = Again(merge=False)
 class SavepointRunner(Generic[OpT]):
     """Runs a batch's operations inside its open transaction (see the module docstring).
 
-    ``db_error``: the exception class of the database driver (a failed ``ROLLBACK TO``);
-    ``rollback(conn)``: roll the whole transaction back, quietly; ``check(conn, exc)``:
+    ``db_error``: the exception class of the database driver (a failed ``ROLLBACK TO``).
+    ``rollback(conn)``: roll the whole transaction back, quietly. ``check(conn, exc)``:
     called first with every exception raised inside the transaction (an operation, a
-    merged run, a savepoint statement), raises to end the attempt (PostgreSQL: a lost
-    connection);
-    ``spend(exc)``: called with an operation's exception, True when the whole batch is to
-    run again (SQLite: the disk is full and the space reserve was given back);
-    ``bare_lone_run``: when one merged run is the whole batch, run it without a
+    merged run, a savepoint statement); it raises to end the attempt (PostgreSQL: a lost
+    connection). ``spend(exc)``: called with an operation's exception; True when the whole
+    batch is to run again (SQLite: the disk is full and the space reserve was given
+    back). ``bare_lone_run``: when one merged run is the whole batch, run it without a
     savepoint (the transaction is its savepoint; if it fails the batch runs again
     unmerged).
     """
