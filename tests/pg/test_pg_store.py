@@ -216,6 +216,51 @@ def test_a_connection_lost_during_commit_fails_that_commit_and_commits_nothing(p
         assert _bodies(store, q.queue_id) == [b"next"]
 
 
+@pytest.mark.parametrize("neighbours", ["none", "plain", "sends"])
+def test_a_connection_lost_before_commit_runs_the_batch_again_on_a_new_connection(
+    pg_dsn: str, neighbours: str
+) -> None:
+    """An operation terminates its own backend the first time it runs (the connection is
+    lost inside the batch, before COMMIT, with nothing committed): the whole batch runs
+    again once on a new connection, whether the operation is alone in its batch (no
+    savepoint) or between two others under savepoints (operations that write nothing,
+    or sends, each stored once): every caller gets its result."""
+    with _open(pg_dsn) as store:
+        q = private_queue(store)
+        runs: list[int] = []
+
+        def lose_connection_once(ctx: Any) -> str:
+            runs.append(1)
+            if len(runs) == 1:
+                ctx.conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            return "ran"
+
+        def send(body: bytes) -> Any:
+            return ops.commit_work([ops.Send.of(q.queue_id, MessageRecord(body=body))], [])
+
+        held, go = threading.Event(), threading.Event()
+
+        def hold(ctx: Any) -> bool:
+            held.set()
+            return go.wait(30)
+
+        holder = store.submit(hold)
+        assert held.wait(30)  # the writer runs the holder's batch: the rest queue up as one
+        before, after = {
+            "none": (None, None),
+            "plain": (lambda ctx: "before", lambda ctx: "after"),
+            "sends": (send(b"1"), send(b"2")),
+        }[neighbours]
+        futures = [store.submit(fn) for fn in (before, lose_connection_once, after) if fn is not None]
+        go.set()
+        assert holder.result(30) is True
+        results = [f.result(30) for f in futures]
+        assert len(runs) == 2 and store.reconnects == 1
+        if neighbours == "plain":
+            assert results == ["before", "ran", "after"]
+        assert _bodies(store, q.queue_id) == ([b"1", b"2"] if neighbours == "sends" else [])
+
+
 def test_postgresql_killed_and_restarted_during_a_stream_of_commits(pg_server: PgServer, pg_dsn: str) -> None:
     """``pg_ctl stop -m immediate`` while four threads commit, down for longer than the
     store waits for it (``reconnect_wait``), then started again: commits in flight and

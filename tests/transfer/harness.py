@@ -69,16 +69,19 @@ class Net:
         name: str | None = None,
         metrics: MetricsSink | None = None,
         store_options: StoreOptions | None = None,
+        threaded: bool = False,
         **cfg: object,
     ) -> Node:
         """A QM on ``address`` (``name``: its computer name, default the host's; ``metrics``:
-        what it reports to; ``store_options``: its store, kept across restarts)."""
+        what it reports to; ``store_options``: its store, kept across restarts;
+        ``threaded``: a store with its group commit, for tests that run store work on
+        threads of their own)."""
         extra: dict[str, Any] = {} if metrics is None else {"metrics": metrics}
         if store_options is not None:
             extra["store_options"] = store_options
         qm = QueueManager(
-            self.root / address, threaded=False, clock=self.clock, integrity_check=False, computer_name=name,
-            **extra,  # type: ignore[arg-type]
+            self.root / address, threaded=threaded, clock=self.clock, integrity_check=False,
+            computer_name=name, **extra,  # type: ignore[arg-type]
         )  # fmt: skip
         config = TransferConfig(local_addresses=(address,), routes=routes, **cfg)  # type: ignore[arg-type]
         node = Node(address, qm, Transfer(qm, config, self.clock.now))

@@ -98,6 +98,11 @@ class SequenceStore:
         qs.messages_out += released
         return ids, state
 
+    def wait_for_queued_commits(self) -> None:
+        """Return once the store committed every write queued before this call (other
+        threads' commits queued behind a release turn run before the next turn)."""
+        self.store.wait_for_queued()
+
     def release_outgoing_many(self, releases: Sequence[tuple[QueueRef, int]]) -> list[BaseException | None]:
         """:meth:`release_outgoing` (``return_ids=False``) of several outgoing queues in one
         store batch (:meth:`Store.write_each`: one COMMIT, one fsync, each in its own

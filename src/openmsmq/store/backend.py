@@ -64,6 +64,11 @@ class StoreBackend(Protocol):
         """Run independent operations: each one's result or the MQError it failed with."""
         ...
 
+    def wait_for_queued(self) -> None:
+        """Return once every write operation queued or running when it was called has
+        committed or failed (at once when none is)."""
+        ...
+
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run a read on a read connection; database errors become StorageError."""
         ...

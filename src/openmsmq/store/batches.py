@@ -2,14 +2,15 @@
 
 :class:`BatchRunner` runs what a batch leader of :class:`~openmsmq.store.db.Store` (or,
 in synchronous mode, the submitting caller) took: every operation in ONE ``BEGIN
-IMMEDIATE … COMMIT``, each in its own SAVEPOINT so one failing operation does not abort
-the others (runs of mergeable operations as one), and completes each operation only
-after the COMMIT. It owns what a batch changes: the LookupIdentifier counter and its
-persisted reservation (``qm_state.sequential_id``, reserved in blocks of
-:data:`LOOKUP_ID_BLOCK`), the wait for another connection's write lock, the restart on
-SQLITE_FULL (low-space mode, :mod:`openmsmq.store.space`) and on a transaction SQLite
-rolled back, and the timing the leader bounds its wait with. Who leads a batch and which
-operations it takes is :mod:`openmsmq.store.db`'s.
+IMMEDIATE … COMMIT`` (inside it each in its own SAVEPOINT and runs of mergeable
+operations as one, by :class:`~openmsmq.store.savepoints.SavepointRunner`, which the
+PostgreSQL store shares), and completes each operation only after the COMMIT. It owns
+what a batch changes: the LookupIdentifier counter and its persisted reservation
+(``qm_state.sequential_id``, reserved in blocks of :data:`LOOKUP_ID_BLOCK`), the wait for
+another connection's write lock, the restart on SQLITE_FULL (low-space mode,
+:mod:`openmsmq.store.space`) and on a transaction SQLite rolled back, and the timing the
+leader bounds its wait with. Who leads a batch and which operations it takes is
+:mod:`openmsmq.store.db`'s.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import contextlib
 import os
 import sqlite3
 import time
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
+from openmsmq.store.savepoints import Again, SavepointRunner
 from openmsmq.store.space import SpaceGuard
 from openmsmq.store.writes import StoreStats, WriteContext, WriteOp, is_busy, report_failure, storage_error
 
@@ -40,6 +41,13 @@ LOCK_WAIT = 30.0
 #: tried again every _LOCK_POLL seconds until LOCK_WAIT.
 BUSY_SLICE_MS = 2
 _LOCK_POLL = 0.0005
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll the open transaction of ``conn`` back, quietly."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 class BatchRunner:
@@ -80,6 +88,11 @@ class BatchRunner:
         self.last_commit_end = 0.0
         #: Consecutive timed batches that held one operation (Store.read_idle).
         self.lone_batches = 0
+        # Savepoints, merged runs and the restart after a failure that dropped the
+        # transaction; the first SQLITE_FULL runs the batch again in low-space mode.
+        self._ops: SavepointRunner[WriteOp] = SavepointRunner(
+            sqlite3.Error, _rollback, spend=space.spend, bare_lone_run=True
+        )
 
     def after_interrupted(self) -> None:
         """An exception escaped a batch run in a caller's thread (KeyboardInterrupt reaches
@@ -129,45 +142,16 @@ class BatchRunner:
                 self._fail_all(pending, exc)
                 return
             ctx = WriteContext(conn, self._sequential_id, self.qm_quota, space.low)
-            restart = False
-            todo = self._merge_runs(ctx, pending, results) if merge else pending
-            if todo is None:  # SQLite dropped the transaction inside a merged run
-                merge = False
+            ended = self._ops.run(ctx, pending, results, merge=merge)
+            if isinstance(ended, Again):  # low-space mode, or SQLite dropped a merged run
+                merge = merge and ended.merge
                 continue
-            # A lone operation needs no savepoint: if it fails, the whole (one-op)
-            # transaction is rolled back below.
-            savepoints = len(pending) > 1
-            for op in todo:
-                try:
-                    if savepoints:
-                        conn.execute("SAVEPOINT op")
-                    value = op.fn(ctx)
-                    if savepoints:
-                        conn.execute("RELEASE op")
-                    results.append((op, True, value))
-                except BaseException as exc:
-                    if space.spend(exc):  # the disk is full: run the batch again in low-space mode
-                        self._rollback()
-                        restart = True
-                        break
-                    if not savepoints:
-                        self._rollback()
-                    elif conn.in_transaction:
-                        try:
-                            conn.execute("ROLLBACK TO op")
-                            conn.execute("RELEASE op")
-                        except sqlite3.Error:
-                            self._rollback()
-                    if not conn.in_transaction:
-                        # The whole transaction is gone: fail this op, rerun the others.
-                        self.stats.failed_ops += 1
-                        report_failure(exc, self.path, 1)
-                        op.finish(False, storage_error(exc, self.path))
-                        pending = [o for o in pending if o is not op]
-                        restart = True
-                        break
-                    results.append((op, False, exc))
-            if restart:
+            if ended is not None:
+                # SQLite rolled the whole transaction back: fail this op, rerun the others.
+                self.stats.failed_ops += 1
+                report_failure(ended.error, self.path, 1)
+                ended.op.finish(False, storage_error(ended.error, self.path))
+                pending = [o for o in pending if o is not ended.op]
                 continue
             try:
                 reserved = self._reserved
@@ -238,57 +222,8 @@ class BatchRunner:
             self._sequential_id = max(self._sequential_id, int(row[0]))
             self._reserved = self._sequential_id  # the commit reserves a new block
 
-    def _merge_runs(
-        self, ctx: WriteContext, pending: list[WriteOp], results: list[tuple[WriteOp, bool, Any]]
-    ) -> list[WriteOp] | None:
-        """Run runs of mergeable operations (those whose callable has a ``merge``
-        staticmethod, e.g. CommitWork) as one operation each, under a savepoint.
-
-        Returns the operations still to run one by one: all of a run whose merged form
-        failed (so the failing one fails alone), and every non-mergeable operation; None
-        when SQLite rolled the whole transaction back (the batch is rerun unmerged).
-        """
-        if len(pending) < 2:
-            return pending
-        rest: list[WriteOp] = []
-        runs: dict[type, list[WriteOp]] = {}
-        for op in pending:
-            if hasattr(op.fn, "merge"):
-                runs.setdefault(type(op.fn), []).append(op)
-            else:
-                rest.append(op)
-        conn = ctx.conn
-        # When one merged run is the whole batch its savepoint is the transaction itself.
-        alone = len(runs) == 1 and not rest
-        for kind, run in runs.items():
-            if len(run) < 2:
-                rest.extend(run)
-                continue
-            try:
-                if not alone:
-                    conn.execute("SAVEPOINT merged")
-                values = kind.merge([o.fn for o in run])(ctx)  # type: ignore[attr-defined]
-                if not alone:
-                    conn.execute("RELEASE merged")
-            except Exception:
-                if alone:
-                    self._rollback()
-                if not conn.in_transaction:
-                    del results[:]
-                    return None
-                conn.execute("ROLLBACK TO merged")
-                conn.execute("RELEASE merged")
-                rest.extend(run)
-                continue
-            if len(values) != len(run):
-                raise ValueError(f"{kind.__name__}.merge returned {len(values)} results for {len(run)}")
-            results.extend(zip(run, repeat(True), values))  # no Python step per operation
-        return rest
-
     def _rollback(self) -> None:
-        if self._conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.execute("ROLLBACK")
+        _rollback(self._conn)
 
     def _fail_all(self, ops: list[WriteOp], exc: BaseException) -> None:
         report_failure(exc, self.path, len(ops))

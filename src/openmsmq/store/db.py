@@ -67,6 +67,10 @@ _WAIT_BACKOFF = 16
 _LONE_BATCHES = 4
 
 
+def _nothing(ctx: WriteContext) -> None:
+    """A write operation that writes nothing (:meth:`Store.wait_for_queued`)."""
+
+
 class Store:
     """An openmsmq store file.
 
@@ -378,6 +382,22 @@ class Store:
             except MQError as exc:
                 out.append(exc)
         return out
+
+    def wait_for_queued(self) -> None:
+        """Return once every write operation queued or running when it was called has
+        committed (or failed); at once when none is.
+
+        For a caller whose next write must not share a transaction with the operations
+        queued before it: a write queued just after a COMMIT joins the next batch when it
+        comes before that batch's leader took the queued operations, and they then wait
+        for its work too. A release turn calls it so that the commits queued behind one
+        turn commit before the next turn runs (docs/transfer.md, "Release at A")."""
+        if not self.threaded:
+            return  # every operation ran in its caller's thread
+        with self._lf_lock:
+            if not self._leading:  # nothing queued (queued operations keep a leader)
+                return
+        self.write(_nothing)
 
     def _writer_loop(self) -> None:
         """The writer thread: leads when handed the role (only :meth:`submit` callers

@@ -10,6 +10,7 @@ counts what the store settled.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -200,8 +201,8 @@ class Settlements:
         them would hold the store's writer long (an application's commit queued behind it
         waits for all of it) and grow the WAL. Chunks are short transactions, one per
         ReleaseBatch (at most one runs at a time, and the next is handed out only after
-        it committed, so the commits queued meanwhile run in between); FinalAck
-        settlements wait for the last."""
+        it committed and the commits queued behind it did, :meth:`run`, so those run in
+        between); FinalAck settlements wait for the last."""
         steps: list[tuple[str, int]] = []
         for q, pending in list(self._releases.items()):
             name = names.get(q)
@@ -251,6 +252,12 @@ class Settlements:
             out += [None] * len(work.settles)
         except MQError as exc:
             out += [exc] * len(work.settles)
+        # The next turn is handed out once this one is reported done: first let the
+        # commits queued behind this turn (an application's sends) commit, so that none
+        # shares a transaction with the next turn and waits for it too. The turn's own
+        # outcome is known already; a store that fails here fails the next turn too.
+        with contextlib.suppress(MQError):
+            seq_store.wait_for_queued_commits()
         return out
 
     def _settle(self, work: ReleaseBatch) -> None:

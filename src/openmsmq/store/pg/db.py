@@ -10,7 +10,8 @@ Group commit. Callers queue operations; the writer thread takes everything queue
 most ``max_batch_ops``) and runs it as ONE transaction: a head statement, the
 operations (each under a SAVEPOINT when there are several, so one failing leaves the
 others; runs of mergeable operations such as local transactions' CommitWork as one
-multi-row INSERT / DELETE), then COMMIT. Operations arriving while a batch runs form
+multi-row INSERT / DELETE: :class:`~openmsmq.store.savepoints.SavepointRunner`, shared
+with the SQLite store), then COMMIT. Operations arriving while a batch runs form
 the next batch, so N concurrent committers share one round trip of COMMIT and one WAL
 flush. Every caller learns its outcome after the COMMIT returned.
 
@@ -49,7 +50,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from itertools import repeat
 from typing import Any, TypeVar
 
 import psycopg
@@ -59,6 +59,7 @@ from openmsmq.errors import ConfigError, FencedError, HResult, MQError, StorageE
 from openmsmq.observability.sink import NULL_METRICS, MetricsSink
 from openmsmq.store.pg.dialect import PgConnection, configure
 from openmsmq.store.pg.schema import PG_SCHEMA_VERSION, ForeignDatabase, SchemaTooNew, migrate
+from openmsmq.store.savepoints import Again, Dropped, SavepointRunner
 from openmsmq.store.writes import StoreStats, WriteContext
 
 __all__ = ["DSN_KEY", "PgStore", "describe_dsn"]
@@ -128,6 +129,17 @@ class _Lost(Exception):
     """The connection was lost inside a batch, before its COMMIT was sent."""
 
 
+def _nothing(ctx: WriteContext) -> None:
+    """A write operation that writes nothing (:meth:`PgStore.wait_for_queued`)."""
+
+
+def _check_lost(conn: PgConnection, exc: BaseException) -> None:
+    """Inside a batch: a lost connection ends the attempt (the batch runs again once on a
+    new connection); any other failure is the operation's own."""
+    if conn.broken:
+        raise _Lost(str(exc)) from exc
+
+
 class PgStore:
     """An openmsmq store in a PostgreSQL database (see the module docstring).
 
@@ -176,11 +188,15 @@ class PgStore:
         self._stopping = False
         #: Operations of the last batch; True while the writer waits for as many.
         self._last_batch = 0
+        #: The writer thread runs a batch it took from ``_pending``.
+        self._running = False
         self._gathering = False
         self._sync_lock = threading.Lock()
         self._pool: list[PgConnection] = []
         self._pool_lock = threading.Lock()
         self._backoff = 0.0
+        # Savepoints and merged runs inside a batch's transaction (as the SQLite store).
+        self._ops: SavepointRunner[_Op] = SavepointRunner(psycopg.Error, self._rollback, check=_check_lost)
         self._check_dsn()
         self._conn: PgConnection | None = None
         conn = self._open_first()
@@ -310,6 +326,17 @@ class PgStore:
         """Submit several operations at once (they usually share one COMMIT)."""
         return [self.submit(fn) for fn in fns]
 
+    def wait_for_queued(self) -> None:
+        """Return once every write operation queued or running when it was called has
+        committed (or failed); at once when none is (as the SQLite store's
+        :meth:`~openmsmq.store.db.Store.wait_for_queued`)."""
+        if not self.threaded:
+            return  # every operation ran in its caller's thread
+        with self._lock:
+            if not self._pending and not self._running:
+                return
+        self.write(_nothing)
+
     def write_each(self, fns: Sequence[Callable[[WriteContext], Any]]) -> list[Any]:
         """Run independent operations; one item per operation: its result, or the
         :class:`MQError` it failed with (any other exception propagates)."""
@@ -342,6 +369,7 @@ class PgStore:
                 batch = self._pending[: self.max_batch_ops]
                 del self._pending[: len(batch)]
                 self._last_batch = len(batch)
+                self._running = True
             try:
                 self._run_and_observe(batch)
             except BaseException as exc:  # never leave a caller waiting
@@ -349,6 +377,9 @@ class PgStore:
                 for op in batch:
                     with contextlib.suppress(Exception):
                         op.finish(False, self._storage(f"writer failed: {exc}"))
+            finally:
+                with self._lock:
+                    self._running = False
 
     def _run_and_observe(self, batch: list[_Op]) -> None:
         started = time.monotonic()
@@ -419,6 +450,7 @@ class PgStore:
         """Run ``batch`` in one transaction; complete every operation after COMMIT."""
         pending = list(batch)
         tries = 2  # a connection lost before COMMIT: once more on a new connection
+        merge = True
         while pending:
             tries -= 1
             try:
@@ -427,7 +459,7 @@ class PgStore:
                 self._fail_all(pending, exc)
                 return
             try:
-                outcome = self._attempt(conn, pending)
+                outcome = self._attempt(conn, pending, merge)
             except _Lost as lost:
                 if tries > 0:
                     continue
@@ -439,14 +471,18 @@ class PgStore:
                 return
             if outcome is None:
                 return
+            tries = 2
+            if isinstance(outcome, Again):  # the transaction went inside a merged run
+                merge = merge and outcome.merge
+                continue
             # One operation made the transaction unusable: it failed alone, rerun the rest.
             pending = [o for o in pending if o is not outcome]
-            tries = 2
 
-    def _attempt(self, conn: PgConnection, pending: list[_Op]) -> _Op | None:
+    def _attempt(self, conn: PgConnection, pending: list[_Op], merge: bool) -> _Op | Again | None:
         """One try of the batch. None when done (every operation finished); an operation
-        whose failure aborted the transaction (it is failed; the caller reruns the others).
-        Raises _Lost when the connection went before COMMIT, FencedError when fenced."""
+        whose failure aborted the transaction (it is failed; the caller reruns the others);
+        Again when the batch is to run again (``merge``: with runs merged). Raises _Lost
+        when the connection went before COMMIT, FencedError when fenced."""
         statements = conn.statements
         try:
             persisted, xid = self._head(conn)
@@ -462,33 +498,12 @@ class PgStore:
             self._reserved = self._sequential_id
         ctx = WriteContext(conn, self._sequential_id, self.qm_quota)  # type: ignore[arg-type]
         results: list[tuple[_Op, bool, Any]] = []
-        savepoints = len(pending) > 1
-        todo = self._merge_runs(ctx, conn, pending, results) if savepoints else pending
-        for op in todo:
-            try:
-                if savepoints:
-                    conn.execute("SAVEPOINT op")
-                value = op.fn(ctx)
-                if savepoints:
-                    conn.execute("RELEASE op")
-                results.append((op, True, value))
-            except BaseException as exc:
-                if conn.broken:
-                    raise _Lost(str(exc)) from exc
-                if not savepoints:
-                    self._rollback(conn)
-                    self._finish_failed(op, exc)
-                    return None
-                try:
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                except psycopg.Error as exc2:
-                    if conn.broken:
-                        raise _Lost(str(exc2)) from exc2
-                    self._rollback(conn)
-                    self._finish_failed(op, exc)
-                    return op
-                results.append((op, False, exc))
+        ended = self._ops.run(ctx, pending, results, merge=merge)
+        if isinstance(ended, Dropped):
+            self._finish_failed(ended.op, ended.error)
+            return ended.op
+        if ended is not None:
+            return ended
         reserved = self._reserved
         try:
             if ctx.sequential_id > reserved:
@@ -545,37 +560,6 @@ class PgStore:
                 row = conn.raw.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
                 status = row[0] if row else None
         return True if status == "committed" else False if status == "aborted" else None
-
-    def _merge_runs(
-        self, ctx: WriteContext, conn: PgConnection, pending: list[_Op], results: list[tuple[_Op, bool, Any]]
-    ) -> list[_Op]:
-        """Run each run of mergeable operations (a ``merge`` staticmethod on the callable's
-        type, e.g. CommitWork) as one operation under a savepoint: one multi-row INSERT
-        and DELETE for the group's transactions. A failing run is run again one by one."""
-        rest: list[_Op] = []
-        runs: dict[type, list[_Op]] = {}
-        for op in pending:
-            if hasattr(op.fn, "merge"):
-                runs.setdefault(type(op.fn), []).append(op)
-            else:
-                rest.append(op)
-        for kind, run in runs.items():
-            if len(run) < 2:
-                rest.extend(run)
-                continue
-            try:
-                conn.execute("SAVEPOINT merged")
-                values = kind.merge([o.fn for o in run])(ctx)  # type: ignore[attr-defined]
-                conn.execute("RELEASE merged")
-            except Exception as exc:
-                if conn.broken:
-                    raise _Lost(str(exc)) from exc
-                conn.execute("ROLLBACK TO merged")
-                conn.execute("RELEASE merged")
-                rest.extend(run)
-                continue
-            results.extend(zip(run, repeat(True), values))
-        return rest
 
     def _rollback(self, conn: PgConnection) -> None:
         if not conn.broken and conn.in_transaction:
