@@ -4,7 +4,6 @@ sessions, share modes, the parameter validity matrix."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,18 +18,6 @@ from .conftest import PLAINQ, TXQ, bodies, fill
 
 ACK, NACK = RemoteAck.RR_ACK, RemoteAck.RR_NACK
 UOW = bytes(range(16))
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
-@pytest.fixture
-def core(qm: QueueManager, clock: Clock) -> Iterator[RemoteReadCore]:
-    c = RemoteReadCore(qm, cleanup_timeout=10.0, session_timeout=60.0, clock=clock)
-    yield c
-    c.close()
 
 
 @pytest.fixture
@@ -57,6 +44,23 @@ def available(qm: QueueManager, queue: str) -> list[bytes]:
         qm.close_cursor(c)
 
 
+def start_in_tx(
+    core: RemoteReadCore,
+    s: RemoteSession,
+    qm: QueueManager,
+    messages: list[bytes] | None = None,
+    request_id: int = 1,
+) -> tuple[int, int, MessageRecord]:
+    """The set-up of most seed 001 steps: ``messages`` (one ``b"a"``) in TXQ, a RECEIVE
+    handle on it, transaction UOW begun and a receive ``request_id`` of the first message
+    started in it. Returns the handle, the request id and the message."""
+    fill(qm, TXQ, [b"a"] if messages is None else messages)
+    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    core.begin(s, UOW)
+    [(rid, m)] = core.receives.start_receive(s, h, request_id=request_id, uow=UOW)
+    return h, rid, m
+
+
 # ---- seed 001: R_EndTransactionalReceive, every step ----------------------------------------
 
 
@@ -69,10 +73,7 @@ def test_step1_no_pending_entry_for_handle_is_invalid_handle(core: RemoteReadCor
 def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(rid, _m)] = core.receives.start_receive(s, h, request_id=7, uow=UOW)
+    h, rid, _m = start_in_tx(core, s, qm, request_id=7)
     assert core.receives.end_receive(s, h, [8], ACK) == [HResult.MQ_ERROR_INVALID_PARAMETER]
     assert core.pending_count == 1
     assert core.receives.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
@@ -83,10 +84,7 @@ def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
 def test_step2_cancels_the_cleanup_timer(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     assert core.next_deadline() == pytest.approx(clock.now + 10.0)
     assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
     clock.now += 100
@@ -101,10 +99,7 @@ def test_step4_descriptor_gone_is_a_failure_and_nothing_more(
 ) -> None:
     """Seed 001 step 4: "If not found, return a failure HRESULT, and perform no further
     actions": the message stays where its transaction holds it; abort puts it back."""
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     # A close racing with the end: the descriptor is gone, the entry still there.
     s.handles[h].closed = True
     assert core.receives.end_receive(s, h, [1], ACK, transactional=True) == [HResult.MQ_ERROR_INVALID_HANDLE]
@@ -170,10 +165,7 @@ def test_step6_message_gone_is_message_not_found(
 
 
 def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, TXQ, [b"a", b"b"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(rid, m)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, rid, m = start_in_tx(core, s, qm, [b"a", b"b"])
     assert m.body == b"a"
     assert core.receives.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
     assert bodies(qm, TXQ) == [b"a", b"b"]  # "MUST NOT remove the packet" yet
@@ -183,10 +175,7 @@ def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: RemoteSession
 
 
 def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
     core.abort(s, UOW)
     assert available(qm, TXQ) == [b"a"]
@@ -195,10 +184,7 @@ def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: RemoteSessio
 def test_step7_nack_makes_it_available_now_and_commit_keeps_it(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(_, first)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, first = start_in_tx(core, s, qm)
     assert core.receives.end_receive(s, h, [1], NACK) == [HResult.MQ_OK]
     assert available(qm, TXQ) == [b"a"]  # safe reading of RR_NACK (remote-read.md §10.1)
     [(_, again)] = core.receives.start_receive(s, h, request_id=2, uow=UOW)
@@ -211,10 +197,7 @@ def test_step7_nack_makes_it_available_now_and_commit_keeps_it(
 def test_end_after_abort_is_transaction_sequence(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     core.abort(s, UOW)
     # Someone else takes the message; our late NACK must not release their lock.
     other = core.open_session(Principal("other"))
@@ -257,10 +240,7 @@ def test_cleanup_timer_puts_abandoned_messages_back(
 def test_cleanup_timer_in_a_transaction_takes_the_message_out_of_it(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    start_in_tx(core, s, qm)
     clock.now += 11
     s.last_seen = clock.now
     assert core.run_timers() == 1
@@ -557,10 +537,7 @@ def test_timeout_is_io_timeout(core: RemoteReadCore, s: RemoteSession) -> None:
 
 
 def test_set_ack_class(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(_, m)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, m = start_in_tx(core, s, qm)
     core.receives.end_receive(s, h, [1], ACK)
     with pytest.raises(MQError) as e:
         core.set_ack_class(s, h, UOW, m.lookup_id, 0x1234)
