@@ -44,6 +44,14 @@ def available(qm: QueueManager, queue: str) -> list[bytes]:
         qm.close_cursor(c)
 
 
+def filled(
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager, queue: str, messages: list[bytes]
+) -> int:
+    """``messages`` in ``queue`` and a RECEIVE handle of ``s`` on it."""
+    fill(qm, queue, messages)
+    return core.open_queue(s, queue, AccessMode.RECEIVE)
+
+
 def start_in_tx(
     core: RemoteReadCore,
     s: RemoteSession,
@@ -54,8 +62,7 @@ def start_in_tx(
     """The set-up of most seed 001 steps: ``messages`` (one ``b"a"``) in TXQ, a RECEIVE
     handle on it, transaction UOW begun and a receive ``request_id`` of the first message
     started in it. Returns the handle, the request id and the message."""
-    fill(qm, TXQ, [b"a"] if messages is None else messages)
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, TXQ, [b"a"] if messages is None else messages)
     core.begin(s, UOW)
     [(rid, m)] = core.receives.start_receive(s, h, request_id=request_id, uow=UOW)
     return h, rid, m
@@ -112,8 +119,7 @@ def test_step4_descriptor_gone_of_a_receive_outside_a_transaction_puts_it_back(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     # R_EndReceive: no transaction would ever end that lock, so the message goes back.
-    fill(qm, PLAINQ, [b"a"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1)
     assert available(qm, PLAINQ) == []
     s.handles[h].closed = True
@@ -156,8 +162,7 @@ def test_end_receive_and_end_transactional_receive_are_distinct(
 def test_step6_message_gone_is_message_not_found(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, TXQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1, uow=UOW)  # creates the transaction (3.1.4.13 step 6)
     core.commit(s, UOW)  # the locked message leaves with the transaction
     assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_MESSAGE_NOT_FOUND]
@@ -221,8 +226,7 @@ def test_dwack_out_of_range(core: RemoteReadCore, s: RemoteSession) -> None:
 def test_cleanup_timer_puts_abandoned_messages_back(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, PLAINQ, [b"a", b"b", b"c"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b", b"c"])
     got = core.receives.start_receive(s, h, request_id=10, max_count=2)
     assert [(rid, m.body) for rid, m in got] == [(10, b"a"), (11, b"b")]
     clock.now += 9.9
@@ -274,8 +278,7 @@ def test_session_close_aborts_transactions_and_releases_everything(
 def test_idle_session_times_out(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, PLAINQ, [b"a"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1)
     clock.now += 30
     core.touch(s)
@@ -289,8 +292,7 @@ def test_idle_session_times_out(
 
 
 def test_handles_belong_to_their_session(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, PLAINQ, [b"a"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1)
     other = core.open_session(Principal("other"))
     with pytest.raises(MQError) as e:
@@ -398,8 +400,7 @@ def test_validity_matrix(
     n: int,
     expected: HResult,
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, TXQ, [b"a"])
     for call in (core.read, core.receives.start_receive):
         with pytest.raises(MQError) as e:
             call(
@@ -429,8 +430,7 @@ def test_peek_handle_cannot_receive(core: RemoteReadCore, s: RemoteSession, qm: 
 
 
 def test_lookup_actions(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, PLAINQ, [b"a", b"b", b"c"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b", b"c"])
     ids = [m.lookup_id for m in qm.peek_range(PLAINQ)]
     assert core.read(s, h, Action.LOOKUP_PEEK_NEXT, lookup_id=ids[0])[0].body == b"b"
     assert core.read(s, h, Action.LOOKUP_PEEK_PREV, lookup_id=ids[2])[0].body == b"b"
@@ -452,8 +452,7 @@ def test_lookup_actions(core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 def test_cursor_reads_and_two_phase_at_cursor(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, PLAINQ, [b"a", b"b", b"c", b"d"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b", b"c", b"d"])
     c = core.create_cursor(s, h)
     assert core.read(s, h, Action.PEEK_CURRENT, cursor=c)[0].body == b"a"
     assert core.read(s, h, Action.PEEK_NEXT, cursor=c)[0].body == b"b"
@@ -469,8 +468,7 @@ def test_cursor_reads_and_two_phase_at_cursor(
 def test_duplicate_request_id_is_invalid_parameter(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, PLAINQ, [b"a", b"b"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b"])
     core.receives.start_receive(s, h, request_id=1)
     with pytest.raises(MQError) as e:
         core.receives.start_receive(s, h, request_id=1)
@@ -484,8 +482,7 @@ def test_duplicate_request_id_is_invalid_parameter(
 def test_single_message_transaction_is_not_two_phase(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, TXQ, [b"a"])
     with pytest.raises(MQError) as e:
         core.receives.start_receive(s, h, request_id=1, uow=SINGLE_MESSAGE_UOW)
     assert code(e) == HResult.MQ_ERROR_TRANSACTION_USAGE
