@@ -32,16 +32,10 @@ from urllib.parse import parse_qs, urlsplit
 import grpc
 
 from openmsmq.client import grpc_replies
+from openmsmq.client.checks import check_outgoing, check_two_phase, connection_closed, too_few
 from openmsmq.client.grpc_steps import ConsumerAhead, StepStream, StepsUnsupported, failure
 from openmsmq.client.message import Message, PendingMessage
-from openmsmq.client.transport import (
-    SINGLE_MESSAGE,
-    Transport,
-    check_outgoing,
-    check_two_phase,
-    connection_closed,
-    too_few,
-)
+from openmsmq.client.transport import SINGLE_MESSAGE, Transport
 from openmsmq.client.types import (
     INFINITE,
     Access,

@@ -19,15 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from openmsmq.client.checks import check_outgoing, check_two_phase, connection_closed, too_few
 from openmsmq.client.message import Message, PendingMessage
-from openmsmq.client.transport import (
-    SINGLE_MESSAGE,
-    Transport,
-    check_outgoing,
-    check_two_phase,
-    connection_closed,
-    too_few,
-)
+from openmsmq.client.transport import SINGLE_MESSAGE, Transport
 from openmsmq.client.types import (
     INFINITE,
     Access,

@@ -18,6 +18,8 @@ same calls to a remote-read service. Rules every implementation keeps:
 * :data:`SINGLE_MESSAGE` as ``tx`` means "in a transaction of its own" (MSMQ's
   MQ_SINGLE_MESSAGE): one transaction for the whole call.
 * Timeouts are seconds (float); ``None`` waits forever (MSMQ INFINITE).
+* Arguments are checked before any work with :mod:`openmsmq.client.checks`, which owns
+  those checks and their errors, so every implementation refuses alike.
 """
 
 from __future__ import annotations
@@ -44,57 +46,10 @@ from openmsmq.client.types import (
 from openmsmq.errors import HResult, MQError, quoted
 from openmsmq.remote.status import QMStatus
 
-__all__ = [
-    "SINGLE_MESSAGE",
-    "Transport",
-    "check_outgoing",
-    "check_two_phase",
-    "connection_closed",
-    "too_few",
-]
+__all__ = ["SINGLE_MESSAGE", "Transport"]
 
 #: ``tx`` value meaning "a transaction of its own for this call" (MSMQ MQ_SINGLE_MESSAGE).
 SINGLE_MESSAGE: Final = TransactionId(uuid.UUID(int=3))
-
-# ---- argument rules every implementation checks before any work ----------------------------
-#
-# One owner for the checks and their messages, so that a caller gets the same error from
-# every transport. Hot paths test inline (``if max_count < 1: raise too_few(...)``) and
-# call here only to build the error.
-
-
-def connection_closed() -> MQError:
-    """The error of a call on a closed transport."""
-    return MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
-
-
-def too_few(name: str, value: int) -> MQError:
-    """The error for a count argument below 1 (``max_count`` of a batch, ``n`` of
-    :meth:`Transport.nth_lookup_id`)."""
-    return MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"{name} must be at least 1, got {value}")
-
-
-def check_two_phase(action: ReadAction) -> ReadAction:
-    """``action`` as a :class:`ReadAction` when it may start a two-phase receive
-    (:meth:`Transport.start_receive`): a receive, not a peek."""
-    action = ReadAction(action)
-    if action.is_peek:
-        raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "a two-phase read is a receive action")
-    return action
-
-
-def check_outgoing(m: OutgoingMessage) -> None:
-    """The values of a message to send that no transport can carry: a CorrelationID of more
-    than its 20 bytes (MQ_ERROR_ILLEGAL_PROPERTY_SIZE), an AppSpecific or time limit
-    outside the u32 of its header field (MQ_ERROR_ILLEGAL_PROPERTY_VALUE; MS-MQMQ
-    2.2.19.1-2.2.19.3)."""
-    if len(m.correlation_id) > 20:
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
-    if not 0 <= m.app_specific <= 0xFFFFFFFF:
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "app_specific must be a u32")
-    for name in ("time_to_reach_queue", "time_to_be_received"):
-        if not 0 <= getattr(m, name) <= INFINITE:
-            raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"{name} must be a u32 of seconds")
 
 
 class Transport(ABC):
