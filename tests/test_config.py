@@ -339,6 +339,17 @@ def test_with_overrides() -> None:
         with_overrides(Config(), nosuch={"x": 1})
 
 
+def test_with_overrides_unknown_key_names_the_section_keys() -> None:
+    # One conversion owns the unknown-key message for files, environment, flags and overrides.
+    with pytest.raises(ConfigError) as info:
+        with_overrides(Config(), qm={"nmae": "x"})
+    assert info.value.key == "qm.nmae"
+    assert "from with_overrides" in str(info.value) and "[qm] has: name, data_dir" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        with_overrides(Config(), nosuch={"x": 1})
+    assert info.value.key == "nosuch" and "unknown section (from with_overrides)" in str(info.value)
+
+
 def test_frozen() -> None:
     c = Config()
     with pytest.raises(AttributeError):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openmsmq.client import SINGLE_MESSAGE, Ack, Seek, aio
+from openmsmq.client import SINGLE_MESSAGE, Access, Ack, Seek, aio
 from openmsmq.errors import HResult, IOTimeoutError, MQError, QueueNotFoundError
 
 Q = "private$\\plain"
@@ -145,5 +145,31 @@ def test_async_sends_in_a_transaction_ask_for_negative_source_journaling_by_defa
             await p.send(b"plain")
             assert [(m.text, m.dead_letter) for m in await q.peek_many(5)] == [("one", True), ("two", False)]
             assert [(m.text, m.dead_letter) for m in await p.peek_many(5)] == [("plain", False)]
+
+    asyncio.run(main())
+
+
+def test_async_reject_and_move(tmp_path: Path) -> None:
+    """The handle's calls the asyncio API runs as the blocking Queue's in a worker thread:
+    reject in a transaction, and a move to a subqueue and back inside a transaction."""
+
+    async def main() -> None:
+        async with await _setup(tmp_path / "d") as conn:
+            q = await conn.open_queue(TQ)
+            await q.send_many([b"bad", b"m"], tx=SINGLE_MESSAGE)
+            async with conn.transaction() as tx:
+                m = await q.receive(timeout=0, tx=tx)
+                await q.reject(m, tx)
+            assert m.text == "bad" and (await q.info()).message_count == 1
+            got = await q.peek(timeout=0)
+            new = await q.move(got.lookup_id, "poison")
+            assert new > got.lookup_id and (await q.info()).message_count == 0
+            p = await conn.open_queue(TQ + ";poison", Access.RECEIVE)
+            async with conn.transaction() as tx:
+                assert await p.move(new, TQ, tx=tx) == 0
+            back = await q.peek(timeout=0)
+            assert (back.text, back.move_count) == ("m", 2)
+            await p.close()
+            await q.close()
 
     asyncio.run(main())

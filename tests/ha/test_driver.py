@@ -72,13 +72,28 @@ def _driver(dsn: str, name: str) -> tuple[LeaseDriver, RecordingNode]:
     return LeaseDriver(LeaseCore(FAST, name), PgLease(dsn, GUID, statement_timeout=0.5), node), node
 
 
+Running = tuple[LeaseDriver, RecordingNode, asyncio.Task[None]]
+
+
+async def _active_then_standby(dsn: str) -> tuple[Running, Running]:
+    """Node "a" runs until it serves with epoch 1; then node "b" runs too."""
+    a, na = _driver(dsn, "a")
+    b, nb = _driver(dsn, "b")
+    ta = asyncio.create_task(a.run())
+    await _until(lambda: na.events == [("start", 1)])
+    tb = asyncio.create_task(b.run())
+    return (a, na, ta), (b, nb, tb)
+
+
+async def _shutdown(driver: LeaseDriver, task: asyncio.Task[None]) -> None:
+    """Shut ``driver`` down and wait for its run to end."""
+    driver.shutdown()
+    await asyncio.wait_for(task, 10)
+
+
 def test_one_serves_the_other_takes_over_when_it_dies(dsn: str) -> None:
     async def go() -> None:
-        a, na = _driver(dsn, "a")
-        b, nb = _driver(dsn, "b")
-        ta = asyncio.create_task(a.run())
-        await _until(lambda: na.events == [("start", 1)])
-        tb = asyncio.create_task(b.run())
+        (a, na, ta), (b, nb, tb) = await _active_then_standby(dsn)
         await asyncio.sleep(FAST.duration * 2)  # several renewals: b stays a standby
         assert nb.events == [] and b.status.role == "standby" and b.status.epoch == 1
         assert a.status.role == "active" and a.active
@@ -95,8 +110,7 @@ def test_one_serves_the_other_takes_over_when_it_dies(dsn: str) -> None:
             na.write()  # the dead active's store, still open, commits nothing
         assert na.store is not None
         na.store.close()
-        b.shutdown()
-        await asyncio.wait_for(tb, 10)
+        await _shutdown(b, tb)
         assert nb.events == [("start", 2), ("stop", 2)]
 
     asyncio.run(go())
@@ -104,20 +118,14 @@ def test_one_serves_the_other_takes_over_when_it_dies(dsn: str) -> None:
 
 def test_a_graceful_shutdown_hands_over_at_once(dsn: str) -> None:
     async def go() -> None:
-        a, na = _driver(dsn, "a")
-        b, nb = _driver(dsn, "b")
-        ta = asyncio.create_task(a.run())
-        await _until(lambda: na.events == [("start", 1)])
-        tb = asyncio.create_task(b.run())
+        (a, na, ta), (b, nb, tb) = await _active_then_standby(dsn)
         await asyncio.sleep(0.3)
-        a.shutdown()
-        await asyncio.wait_for(ta, 10)
+        await _shutdown(a, ta)
         assert na.events == [("start", 1), ("stop", 1)]
         row = await PgLease(dsn, GUID).read()
         assert row.holder in (None, "b")
         await _until(lambda: nb.events == [("start", 2)], limit=FAST.duration)  # released: no expiry wait
-        b.shutdown()
-        await asyncio.wait_for(tb, 10)
+        await _shutdown(b, tb)
 
     asyncio.run(go())
 
@@ -137,8 +145,7 @@ def test_a_fenced_write_steps_the_node_down(dsn: str) -> None:
         await _until(lambda: na.events == [("start", 1), ("stop", 1)])
         assert a.status.last_step_down is not None
         await _until(lambda: a.status.role == "standby")
-        a.shutdown()
-        await asyncio.wait_for(ta, 10)
+        await _shutdown(a, ta)
         await other.close()
 
     asyncio.run(go())
@@ -153,31 +160,24 @@ def test_a_node_that_cannot_start_releases_the_lease_for_the_other(dsn: str) -> 
         await _until(lambda: a.status.last_step_down is not None)
         assert "address already in use" in (a.status.last_step_down or "")
         na.fail_start = False  # keep it from taking the lease back before b polls
-        a.shutdown()
-        await asyncio.wait_for(ta, 10)
+        await _shutdown(a, ta)
         tb = asyncio.create_task(b.run())
         await _until(lambda: bool(nb.events), limit=FAST.duration)
         assert nb.events[0][0] == "start" and nb.events[0][1] >= 2
-        b.shutdown()
-        await asyncio.wait_for(tb, 10)
+        await _shutdown(b, tb)
 
     asyncio.run(go())
 
 
 def test_a_node_whose_serving_ended_by_itself_gives_the_lease_up(dsn: str) -> None:
     async def go() -> None:
-        a, na = _driver(dsn, "a")
-        b, nb = _driver(dsn, "b")
-        ta = asyncio.create_task(a.run())
-        await _until(lambda: na.events == [("start", 1)])
-        tb = asyncio.create_task(b.run())
+        (a, na, ta), (b, nb, tb) = await _active_then_standby(dsn)
         await asyncio.sleep(0.3)
         a.give_up(1, "serving ended: boom")
         await _until(lambda: na.events == [("start", 1), ("stop", 1)])
         assert a.status.last_step_down == "serving ended: boom"
         await _until(lambda: nb.events == [("start", 2)], limit=FAST.duration)  # released, not expired
         for d, t in ((a, ta), (b, tb)):
-            d.shutdown()
-            await asyncio.wait_for(t, 10)
+            await _shutdown(d, t)
 
     asyncio.run(go())

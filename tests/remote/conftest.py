@@ -9,7 +9,9 @@ import pytest
 
 from openmsmq.client.grpc_transport import GrpcTransport
 from openmsmq.qm import MessageRecord, QueueManager
+from openmsmq.remote.core import RemoteReadCore
 from openmsmq.remote.server import RemoteServer
+from tests.clock import Clock
 
 TXQ = "private$\\tx"
 PLAINQ = "private$\\plain"
@@ -22,6 +24,20 @@ def qm(tmp_path: Path) -> Iterator[QueueManager]:
         manager.create_queue(TXQ, transactional=True)
         manager.create_queue(PLAINQ)
         yield manager
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """The clock of :func:`core`, at 1000 s; a test moves it."""
+    return Clock(1000.0)
+
+
+@pytest.fixture
+def core(qm: QueueManager, clock: Clock) -> Iterator[RemoteReadCore]:
+    """The remote-read core on ``qm`` without gRPC: cleanup timer 10 s, sessions 60 s."""
+    c = RemoteReadCore(qm, cleanup_timeout=10.0, session_timeout=60.0, clock=clock)
+    yield c
+    c.close()
 
 
 def fill(qm: QueueManager, queue: str, bodies: list[bytes]) -> None:

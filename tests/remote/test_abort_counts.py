@@ -4,8 +4,6 @@ cleanup timer; R_MoveMessage moves through a handle with RECEIVE access only."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from openmsmq.errors import HResult, MQError
@@ -18,18 +16,6 @@ from tests.clock import Clock
 from .conftest import TXQ, fill
 
 UOW = bytes(range(16))
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
-@pytest.fixture
-def core(qm: QueueManager, clock: Clock) -> Iterator[RemoteReadCore]:
-    c = RemoteReadCore(qm, cleanup_timeout=10.0, session_timeout=60.0, clock=clock)
-    yield c
-    c.close()
 
 
 def _counts(qm: QueueManager) -> list[tuple[bytes, int, int]]:

@@ -4,7 +4,6 @@ sessions, share modes, the parameter validity matrix."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,18 +18,6 @@ from .conftest import PLAINQ, TXQ, bodies, fill
 
 ACK, NACK = RemoteAck.RR_ACK, RemoteAck.RR_NACK
 UOW = bytes(range(16))
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
-@pytest.fixture
-def core(qm: QueueManager, clock: Clock) -> Iterator[RemoteReadCore]:
-    c = RemoteReadCore(qm, cleanup_timeout=10.0, session_timeout=60.0, clock=clock)
-    yield c
-    c.close()
 
 
 @pytest.fixture
@@ -57,6 +44,30 @@ def available(qm: QueueManager, queue: str) -> list[bytes]:
         qm.close_cursor(c)
 
 
+def filled(
+    core: RemoteReadCore, s: RemoteSession, qm: QueueManager, queue: str, messages: list[bytes]
+) -> int:
+    """``messages`` in ``queue`` and a RECEIVE handle of ``s`` on it."""
+    fill(qm, queue, messages)
+    return core.open_queue(s, queue, AccessMode.RECEIVE)
+
+
+def start_in_tx(
+    core: RemoteReadCore,
+    s: RemoteSession,
+    qm: QueueManager,
+    messages: list[bytes] | None = None,
+    request_id: int = 1,
+) -> tuple[int, int, MessageRecord]:
+    """The set-up of most seed 001 steps: ``messages`` (one ``b"a"``) in TXQ, a RECEIVE
+    handle on it, transaction UOW begun and a receive ``request_id`` of the first message
+    started in it. Returns the handle, the request id and the message."""
+    h = filled(core, s, qm, TXQ, [b"a"] if messages is None else messages)
+    core.begin(s, UOW)
+    [(rid, m)] = core.receives.start_receive(s, h, request_id=request_id, uow=UOW)
+    return h, rid, m
+
+
 # ---- seed 001: R_EndTransactionalReceive, every step ----------------------------------------
 
 
@@ -69,10 +80,7 @@ def test_step1_no_pending_entry_for_handle_is_invalid_handle(core: RemoteReadCor
 def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(rid, _m)] = core.receives.start_receive(s, h, request_id=7, uow=UOW)
+    h, rid, _m = start_in_tx(core, s, qm, request_id=7)
     assert core.receives.end_receive(s, h, [8], ACK) == [HResult.MQ_ERROR_INVALID_PARAMETER]
     assert core.pending_count == 1
     assert core.receives.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
@@ -83,10 +91,7 @@ def test_step2_unknown_request_id_is_invalid_parameter_and_entry_kept(
 def test_step2_cancels_the_cleanup_timer(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     assert core.next_deadline() == pytest.approx(clock.now + 10.0)
     assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
     clock.now += 100
@@ -101,10 +106,7 @@ def test_step4_descriptor_gone_is_a_failure_and_nothing_more(
 ) -> None:
     """Seed 001 step 4: "If not found, return a failure HRESULT, and perform no further
     actions": the message stays where its transaction holds it; abort puts it back."""
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     # A close racing with the end: the descriptor is gone, the entry still there.
     s.handles[h].closed = True
     assert core.receives.end_receive(s, h, [1], ACK, transactional=True) == [HResult.MQ_ERROR_INVALID_HANDLE]
@@ -117,8 +119,7 @@ def test_step4_descriptor_gone_of_a_receive_outside_a_transaction_puts_it_back(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
     # R_EndReceive: no transaction would ever end that lock, so the message goes back.
-    fill(qm, PLAINQ, [b"a"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1)
     assert available(qm, PLAINQ) == []
     s.handles[h].closed = True
@@ -161,8 +162,7 @@ def test_end_receive_and_end_transactional_receive_are_distinct(
 def test_step6_message_gone_is_message_not_found(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, TXQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1, uow=UOW)  # creates the transaction (3.1.4.13 step 6)
     core.commit(s, UOW)  # the locked message leaves with the transaction
     assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_ERROR_MESSAGE_NOT_FOUND]
@@ -170,10 +170,7 @@ def test_step6_message_gone_is_message_not_found(
 
 
 def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, TXQ, [b"a", b"b"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(rid, m)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, rid, m = start_in_tx(core, s, qm, [b"a", b"b"])
     assert m.body == b"a"
     assert core.receives.end_receive(s, h, [rid], ACK) == [HResult.MQ_OK]
     assert bodies(qm, TXQ) == [b"a", b"b"]  # "MUST NOT remove the packet" yet
@@ -183,10 +180,7 @@ def test_step7_ack_removes_only_at_commit(core: RemoteReadCore, s: RemoteSession
 
 
 def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     assert core.receives.end_receive(s, h, [1], ACK) == [HResult.MQ_OK]
     core.abort(s, UOW)
     assert available(qm, TXQ) == [b"a"]
@@ -195,10 +189,7 @@ def test_step7_ack_then_abort_puts_it_back(core: RemoteReadCore, s: RemoteSessio
 def test_step7_nack_makes_it_available_now_and_commit_keeps_it(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(_, first)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, first = start_in_tx(core, s, qm)
     assert core.receives.end_receive(s, h, [1], NACK) == [HResult.MQ_OK]
     assert available(qm, TXQ) == [b"a"]  # safe reading of RR_NACK (remote-read.md §10.1)
     [(_, again)] = core.receives.start_receive(s, h, request_id=2, uow=UOW)
@@ -211,10 +202,7 @@ def test_step7_nack_makes_it_available_now_and_commit_keeps_it(
 def test_end_after_abort_is_transaction_sequence(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, _ = start_in_tx(core, s, qm)
     core.abort(s, UOW)
     # Someone else takes the message; our late NACK must not release their lock.
     other = core.open_session(Principal("other"))
@@ -238,8 +226,7 @@ def test_dwack_out_of_range(core: RemoteReadCore, s: RemoteSession) -> None:
 def test_cleanup_timer_puts_abandoned_messages_back(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, PLAINQ, [b"a", b"b", b"c"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b", b"c"])
     got = core.receives.start_receive(s, h, request_id=10, max_count=2)
     assert [(rid, m.body) for rid, m in got] == [(10, b"a"), (11, b"b")]
     clock.now += 9.9
@@ -257,10 +244,7 @@ def test_cleanup_timer_puts_abandoned_messages_back(
 def test_cleanup_timer_in_a_transaction_takes_the_message_out_of_it(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    start_in_tx(core, s, qm)
     clock.now += 11
     s.last_seen = clock.now
     assert core.run_timers() == 1
@@ -294,8 +278,7 @@ def test_session_close_aborts_transactions_and_releases_everything(
 def test_idle_session_times_out(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager, clock: Clock
 ) -> None:
-    fill(qm, PLAINQ, [b"a"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1)
     clock.now += 30
     core.touch(s)
@@ -309,8 +292,7 @@ def test_idle_session_times_out(
 
 
 def test_handles_belong_to_their_session(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, PLAINQ, [b"a"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a"])
     core.receives.start_receive(s, h, request_id=1)
     other = core.open_session(Principal("other"))
     with pytest.raises(MQError) as e:
@@ -418,8 +400,7 @@ def test_validity_matrix(
     n: int,
     expected: HResult,
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, TXQ, [b"a"])
     for call in (core.read, core.receives.start_receive):
         with pytest.raises(MQError) as e:
             call(
@@ -449,8 +430,7 @@ def test_peek_handle_cannot_receive(core: RemoteReadCore, s: RemoteSession, qm: 
 
 
 def test_lookup_actions(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, PLAINQ, [b"a", b"b", b"c"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b", b"c"])
     ids = [m.lookup_id for m in qm.peek_range(PLAINQ)]
     assert core.read(s, h, Action.LOOKUP_PEEK_NEXT, lookup_id=ids[0])[0].body == b"b"
     assert core.read(s, h, Action.LOOKUP_PEEK_PREV, lookup_id=ids[2])[0].body == b"b"
@@ -472,8 +452,7 @@ def test_lookup_actions(core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 def test_cursor_reads_and_two_phase_at_cursor(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, PLAINQ, [b"a", b"b", b"c", b"d"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b", b"c", b"d"])
     c = core.create_cursor(s, h)
     assert core.read(s, h, Action.PEEK_CURRENT, cursor=c)[0].body == b"a"
     assert core.read(s, h, Action.PEEK_NEXT, cursor=c)[0].body == b"b"
@@ -489,8 +468,7 @@ def test_cursor_reads_and_two_phase_at_cursor(
 def test_duplicate_request_id_is_invalid_parameter(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, PLAINQ, [b"a", b"b"])
-    h = core.open_queue(s, PLAINQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, PLAINQ, [b"a", b"b"])
     core.receives.start_receive(s, h, request_id=1)
     with pytest.raises(MQError) as e:
         core.receives.start_receive(s, h, request_id=1)
@@ -504,8 +482,7 @@ def test_duplicate_request_id_is_invalid_parameter(
 def test_single_message_transaction_is_not_two_phase(
     core: RemoteReadCore, s: RemoteSession, qm: QueueManager
 ) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
+    h = filled(core, s, qm, TXQ, [b"a"])
     with pytest.raises(MQError) as e:
         core.receives.start_receive(s, h, request_id=1, uow=SINGLE_MESSAGE_UOW)
     assert code(e) == HResult.MQ_ERROR_TRANSACTION_USAGE
@@ -557,10 +534,7 @@ def test_timeout_is_io_timeout(core: RemoteReadCore, s: RemoteSession) -> None:
 
 
 def test_set_ack_class(core: RemoteReadCore, s: RemoteSession, qm: QueueManager) -> None:
-    fill(qm, TXQ, [b"a"])
-    h = core.open_queue(s, TXQ, AccessMode.RECEIVE)
-    core.begin(s, UOW)
-    [(_, m)] = core.receives.start_receive(s, h, request_id=1, uow=UOW)
+    h, _, m = start_in_tx(core, s, qm)
     core.receives.end_receive(s, h, [1], ACK)
     with pytest.raises(MQError) as e:
         core.set_ack_class(s, h, UOW, m.lookup_id, 0x1234)

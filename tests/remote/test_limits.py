@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import tracemalloc
-from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -32,16 +31,8 @@ from openmsmq.remote.codes import HRESULT_KEY, SESSION_KEY, AccessMode, RemoteAc
 from openmsmq.remote.core import RemoteReadCore
 from openmsmq.remote.limits import RemoteLimits
 from openmsmq.remote.server import RemoteServer
-from tests.clock import Clock
 
 from .conftest import PLAINQ, TXQ, bodies, fill
-
-
-@pytest.fixture
-def core(qm: QueueManager) -> Iterator[RemoteReadCore]:
-    c = RemoteReadCore(qm, cleanup_timeout=10.0, session_timeout=60.0, clock=Clock(1000.0))
-    yield c
-    c.close()
 
 
 def _outgoing(qm: QueueManager) -> list[str]:

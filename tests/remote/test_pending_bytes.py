@@ -25,11 +25,6 @@ BUDGET = 10 * (BODY + ENTRY_OVERHEAD)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
-@pytest.fixture
 def core(qm: QueueManager, clock: Clock) -> Iterator[RemoteReadCore]:
     c = RemoteReadCore(qm, cleanup_timeout=10.0, session_timeout=60.0, max_pending_bytes=BUDGET, clock=clock)
     yield c

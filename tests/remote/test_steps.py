@@ -7,7 +7,6 @@ for goes back, permissions and limits are checked before work, errors are typed.
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import logging
 import os
@@ -15,7 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from hypothesis import strategies as st
 
 import openmsmq
 from openmsmq.client import Access, Ack, Connection, aio
-from openmsmq.client.grpc_steps import StepStream
 from openmsmq.client.grpc_transport import GrpcTransport, error_from_rpc
 from openmsmq.errors import HResult, IOTimeoutError, MQError
 from openmsmq.observability.metrics import Metrics
@@ -41,42 +39,9 @@ from openmsmq.remote.server import RemoteServer
 from openmsmq.remote.steps import MAX_STEP_OPS
 
 from .conftest import TXQ, bodies, fill
+from .steps_helpers import Calls, Connect, consumer, numbered, receiver
 
 CHILD = Path(__file__).with_name("steps_client.py")
-
-Connect = Callable[..., GrpcTransport]
-
-
-def numbered(n: int, prefix: str = "m") -> list[bytes]:
-    return [f"{prefix}{i:03d}".encode() for i in range(n)]
-
-
-class Calls:
-    """Counts what a transport sends: unary rpcs and step-stream requests (by their ops)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.counts: collections.Counter[str] = collections.Counter()
-        original = StepStream.exchange
-
-        def exchange(stream: StepStream, ops: list[pb.StepOp]) -> list[pb.StepResult]:
-            self.counts["stream " + "+".join(str(o.WhichOneof("op")) for o in ops)] += 1
-            return original(stream, ops)
-
-        monkeypatch.setattr(StepStream, "exchange", exchange)
-
-    def watch(self, t: GrpcTransport) -> None:
-        stub: Any = t._stub
-        for name in ("Read", "StartReceive", "EndReceive", "Commit", "Abort", "BeginTransaction", "Send"):
-            rpc = getattr(stub, name)
-
-            def counted(request: Any, metadata: Any = None, rpc: Any = rpc, name: str = name) -> Any:
-                self.counts["unary " + name] += 1
-                return rpc(request, metadata=metadata)
-
-            setattr(stub, name, counted)
-
-    def round_trips(self) -> int:
-        return sum(self.counts.values())
 
 
 # ---- one round trip per transaction ------------------------------------------------------------
@@ -87,8 +52,7 @@ def test_the_sync_consumer_loop_is_one_round_trip_per_transaction(
 ) -> None:
     fill(qm, TXQ, numbered(21))
     calls = Calls(monkeypatch)
-    with openmsmq.connect(server.target) as conn:
-        calls.watch(conn.transport)  # type: ignore[arg-type]
+    with calls.connected(server.target) as conn:
         q = conn.open_queue(TXQ, Access.RECEIVE)
         got = []
         for _ in range(21):
@@ -138,8 +102,7 @@ def test_unary_calls_stay_available_and_are_two_round_trips(
 ) -> None:
     fill(qm, TXQ, numbered(5))
     calls = Calls(monkeypatch)
-    with openmsmq.connect(server.target + "?steps=0") as conn:
-        calls.watch(conn.transport)  # type: ignore[arg-type]
+    with calls.connected(server.target + "?steps=0") as conn:
         q = conn.open_queue(TXQ, Access.RECEIVE)
         for _ in range(5):
             with conn.transaction() as tx:
@@ -267,9 +230,7 @@ def test_the_asyncio_client_sees_the_same_on_both_paths(qm: QueueManager, server
 
 
 def test_an_abort_puts_the_claimed_message_back_in_order(qm: QueueManager, connect: Connect) -> None:
-    fill(qm, TXQ, [b"a", b"b", b"c"])
-    conn = Connection(connect())
-    q = conn.open_queue(TXQ, Access.RECEIVE)
+    conn, q = consumer(qm, connect, [b"a", b"b", b"c"])
     with conn.transaction() as tx:
         assert q.receive(timeout=5, tx=tx).body == b"a"  # the commit takes b ahead
     tx = conn.transaction()
@@ -287,16 +248,13 @@ def test_an_abort_puts_the_claimed_message_back_in_order(qm: QueueManager, conne
 
 
 def test_a_message_taken_ahead_is_given_back_before_anything_else(qm: QueueManager, connect: Connect) -> None:
-    fill(qm, TXQ, [b"a", b"b", b"c"])
-    conn = Connection(connect())
-    q = conn.open_queue(TXQ, Access.RECEIVE)
+    conn, q = consumer(qm, connect, [b"a", b"b", b"c"])
     with conn.transaction() as tx:
         q.receive(timeout=5, tx=tx)  # b is now taken ahead
     seen = q.peek(timeout=0)
     assert seen.body == b"b"  # the application sees the queue as it is
     assert seen.abort_count == 0  # given back, not aborted: no consumer failed on it
-    other = Connection(connect())
-    oq = other.open_queue(TXQ, Access.RECEIVE)
+    other, oq = receiver(connect)
     with other.transaction() as tx:
         got = oq.receive(timeout=0, tx=tx)
         assert (got.body, got.abort_count) == (b"b", 0)
@@ -305,13 +263,10 @@ def test_a_message_taken_ahead_is_given_back_before_anything_else(qm: QueueManag
 def test_a_message_taken_ahead_and_not_asked_for_goes_back_by_itself(
     qm: QueueManager, connect: Connect
 ) -> None:
-    fill(qm, TXQ, [b"a", b"b"])
-    conn = Connection(connect())
-    q = conn.open_queue(TXQ, Access.RECEIVE)
+    conn, q = consumer(qm, connect, [b"a", b"b"])
     with conn.transaction() as tx:
         q.receive(timeout=5, tx=tx)  # b taken ahead; this consumer then stops consuming
-    other = Connection(connect())
-    oq = other.open_queue(TXQ, Access.RECEIVE)
+    other, oq = receiver(connect)
     with other.transaction() as tx:
         got = oq.receive(timeout=10, tx=tx)  # within grpc_steps.HOLD
         assert (got.body, got.abort_count) == (b"b", 0)
@@ -334,8 +289,7 @@ def test_closing_the_connection_gives_back_the_message_taken_ahead_uncounted(
     t.commit(tx)  # b is now taken ahead, the application never saw it
     t.close()
     assert bodies(qm, TXQ) == [b"b", b"c"]  # back in place, in order
-    other = Connection(connect())
-    oq = other.open_queue(TXQ, Access.RECEIVE)
+    other, oq = receiver(connect)
     for expected in (b"b", b"c"):
         with other.transaction() as otx:
             got = oq.receive(timeout=5, tx=otx)
@@ -348,16 +302,13 @@ def test_closing_the_connection_gives_back_the_message_taken_ahead_uncounted(
 def test_a_claimed_message_of_a_closed_connection_counts_its_abort(
     qm: QueueManager, connect: Connect
 ) -> None:
-    fill(qm, TXQ, [b"a", b"b"])
-    conn = Connection(connect())
-    q = conn.open_queue(TXQ, Access.RECEIVE)
+    conn, q = consumer(qm, connect, [b"a", b"b"])
     with conn.transaction() as tx:
         q.receive(timeout=5, tx=tx)
     tx = conn.transaction()
     assert q.receive(timeout=5, tx=tx).body == b"b"  # the application has it now
     conn.close()  # its transaction never ended: the session's rundown aborts it
-    other = Connection(connect())
-    oq = other.open_queue(TXQ, Access.RECEIVE)
+    other, oq = receiver(connect)
     with other.transaction() as otx:
         got = oq.receive(timeout=5, tx=otx)
         assert (got.body, got.abort_count) == (b"b", 1)
@@ -624,8 +575,7 @@ def test_a_server_without_the_step_stream_gets_unary_calls(
     calls = Calls(monkeypatch)
     with RemoteServer(qm, port=0) as srv:
         srv.start()
-        with openmsmq.connect(srv.target) as conn:
-            calls.watch(conn.transport)  # type: ignore[arg-type]
+        with calls.connected(srv.target) as conn:
             q = conn.open_queue(TXQ, Access.RECEIVE)
             for expected in numbered(4):
                 with conn.transaction() as tx:

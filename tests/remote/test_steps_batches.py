@@ -5,7 +5,6 @@ loop")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,10 +21,7 @@ from openmsmq.remote.limits import RemoteLimits
 from openmsmq.remote.server import RemoteServer
 
 from .conftest import PLAINQ, TXQ, bodies, fill
-from .test_steps import Calls, numbered
-
-Connect = Callable[..., GrpcTransport]
-
+from .steps_helpers import Calls, Connect, numbered, receiver
 
 # ---- a commit carries the next batch -------------------------------------------------------------
 
@@ -46,8 +42,7 @@ def test_the_batch_consumer_loop_is_one_round_trip_per_transaction(
 ) -> None:
     fill(qm, TXQ, numbered(35))
     calls = Calls(monkeypatch)
-    with openmsmq.connect(server.target) as conn:
-        calls.watch(conn.transport)  # type: ignore[arg-type]
+    with calls.connected(server.target) as conn:
         q = conn.open_queue(TXQ, Access.RECEIVE)
         got: list[bytes] = []
         batches = []
@@ -79,8 +74,7 @@ def test_a_different_receive_gives_the_batch_back_uncounted_and_in_order(
     assert calls.counts["stream give_back"] == 1
     assert calls.counts["stream commit+read"] == 2  # m005 and m006 are taken ahead now
     conn.close()  # gives them back
-    other = Connection(connect())
-    oq = other.open_queue(TXQ, Access.RECEIVE)
+    other, oq = receiver(connect)
     with other.transaction() as otx:
         rest = oq.receive_many(10, timeout=5, tx=otx)
     assert [(m.body, m.abort_count) for m in rest] == [(b"m005", 0), (b"m006", 0)]
@@ -98,8 +92,7 @@ def test_closing_gives_back_the_batch_taken_ahead_uncounted(
     assert calls.counts["stream commit+read"] == 1
     t.close()
     assert bodies(qm, TXQ) == numbered(6)[2:]  # back in place, in order
-    other = Connection(connect())
-    oq = other.open_queue(TXQ, Access.RECEIVE)
+    other, oq = receiver(connect)
     with other.transaction() as otx:
         got = oq.receive_many(10, timeout=5, tx=otx)
     # Given back, not aborted: their AbortCount is unchanged, nothing delivered twice.
@@ -131,8 +124,7 @@ def test_sends_travel_on_the_step_stream(
     qm: QueueManager, server: RemoteServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = Calls(monkeypatch)
-    with openmsmq.connect(server.target) as conn:
-        calls.watch(conn.transport)  # type: ignore[arg-type]
+    with calls.connected(server.target) as conn:
         s = conn.open_queue(TXQ, Access.SEND)
         r = s.send(b"one", tx=SINGLE_MESSAGE)
         assert r.lookup_id and bodies(qm, TXQ) == [b"one"]  # in the queue when send returns
@@ -191,8 +183,7 @@ def test_a_send_on_the_stream_fails_as_the_unary_send(
         srv.start()
         with openmsmq.connect(srv.target + "?steps=0") as unary:
             expected = _send_error(unary, case)
-        with openmsmq.connect(srv.target) as conn:
-            calls.watch(conn.transport)  # type: ignore[arg-type]
+        with calls.connected(srv.target) as conn:
             assert _send_error(conn, case) == expected
             assert calls.counts["unary Send"] == 0 and calls.counts["stream send"] == 1
             # The stream goes on after the failed op.
@@ -215,8 +206,7 @@ def test_a_server_without_sends_on_the_stream_gets_the_unary_send(
     calls = Calls(monkeypatch)
     with RemoteServer(qm, port=0) as srv:
         srv.start()
-        with openmsmq.connect(srv.target) as conn:
-            calls.watch(conn.transport)  # type: ignore[arg-type]
+        with calls.connected(srv.target) as conn:
             s = conn.open_queue(TXQ, Access.SEND)
             for body in (b"a", b"b"):
                 s.send(body, tx=SINGLE_MESSAGE)

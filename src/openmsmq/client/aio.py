@@ -29,25 +29,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from openmsmq.client.connection import (
-    NACK_RECEIVE_REJECTED,
-    PEEK_SEEK,
-    RECEIVE_SEEK,
-    Body,
-    Seek,
-    open_transport,
-    outgoing,
-    tx_id_of,
-)
+from openmsmq.client.connection import RECEIVE_SEEK, Body, Cursor, Queue, Seek, open_transport, tx_id_of
 from openmsmq.client.message import Message, PendingMessage
-from openmsmq.client.selection import (
-    by_correlation_id,
-    by_message_id,
-    hinting,
-    open_handle,
-    queue_name,
-    take_message,
-)
+from openmsmq.client.selection import hinting, open_handle, queue_name
 from openmsmq.client.transport import Transport
 from openmsmq.client.types import (
     INFINITE,
@@ -155,45 +139,38 @@ class AsyncTransaction:
 
 
 class AsyncCursor:
-    """A cursor (see :class:`openmsmq.client.Cursor`); ``async with`` closes it."""
+    """A cursor (see :class:`openmsmq.client.Cursor`, which each call runs in a worker
+    thread); ``async with`` closes it."""
 
     def __init__(self, queue: AsyncQueue, number: int) -> None:
         self.queue = queue
         self.number = number
+        self._cursor = Cursor(queue.sync, number)
         self._closed = False
-
-    async def _read(
-        self, action: ReadAction, timeout: float | None, tx: Any = None, n: int = 1
-    ) -> list[Message]:
-        q = self.queue
-        result: list[Message] = await asyncio.to_thread(
-            q._transport.read, q.handle, action, cursor=self.number, timeout=timeout, tx=_tid(tx), max_count=n
-        )
-        return result
 
     async def peek_current(self, timeout: float | None = 0.0) -> Message:
         """MQ_ACTION_PEEK_CURRENT at the cursor."""
-        return (await self._read(ReadAction.PEEK_CURRENT, timeout))[0]
+        return await asyncio.to_thread(self._cursor.peek_current, timeout)
 
     async def peek_next(self, timeout: float | None = 0.0) -> Message:
         """MQ_ACTION_PEEK_NEXT: advance, then peek."""
-        return (await self._read(ReadAction.PEEK_NEXT, timeout))[0]
+        return await asyncio.to_thread(self._cursor.peek_next, timeout)
 
     async def peek_many(self, n: int, timeout: float | None = 0.0) -> list[Message]:
         """Up to ``n`` messages from the cursor on, one hop."""
-        return await self._read(ReadAction.PEEK_CURRENT, timeout, n=n)
+        return await asyncio.to_thread(self._cursor.peek_many, n, timeout)
 
     async def receive_current(
         self, timeout: float | None = 0.0, tx: AsyncTransaction | TransactionId | None = None
     ) -> Message:
         """MQ_ACTION_RECEIVE at the cursor."""
-        return (await self._read(ReadAction.RECEIVE, timeout, tx))[0]
+        return await asyncio.to_thread(self._cursor.receive_current, timeout, _tid(tx))
 
     async def close(self) -> None:
         """Close the cursor (idempotent)."""
         if not self._closed:
             self._closed = True
-            await asyncio.to_thread(self.queue._transport.close_cursor, self.queue.handle, self.number)
+            await asyncio.to_thread(self._cursor.close)
 
     async def __aenter__(self) -> AsyncCursor:
         return self
@@ -203,16 +180,17 @@ class AsyncCursor:
 
 
 class AsyncQueue:
-    """An open queue handle (see :class:`openmsmq.client.Queue`)."""
+    """An open queue handle (see :class:`openmsmq.client.Queue`). A call that cannot wait
+    runs that Queue's method in a worker thread; the waiting receives and peeks are this
+    class's own (cancellation, :data:`WAIT_SLICE`)."""
 
     def __init__(
         self, transport: Transport, name: str, handle: int, access: Access, share: ShareMode
     ) -> None:
+        #: The blocking handle under this one.
+        self.sync = Queue(transport, name, handle, access, share)
         self._transport = transport
-        self.name = name
-        self.handle = handle
-        self.access = access
-        self.share = share
+        self.name, self.handle, self.access, self.share = name, handle, access, share
         self._closed = False
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
@@ -229,11 +207,7 @@ class AsyncQueue:
         **props: Any,
     ) -> SendReceipt:
         """Send one message."""
-        if label is not None:
-            props["label"] = label
-        message = outgoing(body, **props).with_send_defaults(tx is not None)
-        receipts = await self._call(self._transport.send, self.handle, [message], _tid(tx))
-        return receipts[0]
+        return await self._call(self.sync.send, body, label, tx=_tid(tx), **props)
 
     async def send_many(
         self,
@@ -243,8 +217,7 @@ class AsyncQueue:
         **props: Any,
     ) -> list[SendReceipt]:
         """Send many messages in one hop and one commit."""
-        messages = [outgoing(b, **props).with_send_defaults(tx is not None) for b in bodies]
-        return await self._call(self._transport.send, self.handle, messages, _tid(tx))
+        return await self._call(self.sync.send_many, bodies, tx=_tid(tx), **props)
 
     # ---- receiving -------------------------------------------------------------------------
 
@@ -378,61 +351,37 @@ class AsyncQueue:
 
     async def peek_by_lookup_id(self, lookup_id: int, action: Seek = Seek.CURRENT) -> Message:
         """MQ_LOOKUP_PEEK_* (MessageNotFoundError when there is none)."""
-        result = await self._call(
-            self._transport.read, self.handle, PEEK_SEEK[Seek(action)], lookup_id=lookup_id
-        )
-        return result[0]
+        return await self._call(self.sync.peek_by_lookup_id, lookup_id, action)
 
     async def receive_by_lookup_id(
         self, lookup_id: int, action: Seek = Seek.CURRENT, tx: AsyncTransaction | TransactionId | None = None
     ) -> Message:
         """MQ_LOOKUP_RECEIVE_* (in ``tx`` or not)."""
-        result = await self._call(
-            self._transport.read, self.handle, RECEIVE_SEEK[Seek(action)], lookup_id=lookup_id, tx=_tid(tx)
-        )
-        return result[0]
-
-    async def _by(self, wanted: Callable[[Message], bool], what: str, receive: bool, tx: Any) -> Message:
-        tid = _tid(tx)
-
-        def take(lookup_id: int) -> Message:
-            return self._transport.read(self.handle, RECEIVE_SEEK[Seek.CURRENT], lookup_id=lookup_id, tx=tid)[
-                0
-            ]
-
-        return await self._call(
-            take_message, self._transport, self.handle, wanted, take if receive else None, what
-        )
+        return await self._call(self.sync.receive_by_lookup_id, lookup_id, action, _tid(tx))
 
     async def peek_by_id(self, message_id: str | bytes) -> Message:
         """The message with this MessageId, not removed (see :meth:`openmsmq.client.Queue.peek_by_id`)."""
-        return await self._by(by_message_id(message_id), f"MessageId {message_id!s}", False, None)
+        return await self._call(self.sync.peek_by_id, message_id)
 
     async def receive_by_id(
         self, message_id: str | bytes, tx: AsyncTransaction | TransactionId | None = None
     ) -> Message:
         """Receive the message with this MessageId (MessageNotFoundError when there is none)."""
-        return await self._by(by_message_id(message_id), f"MessageId {message_id!s}", True, tx)
+        return await self._call(self.sync.receive_by_id, message_id, _tid(tx))
 
     async def peek_by_correlation_id(self, correlation_id: str | bytes) -> Message:
         """The first message with this CorrelationId, not removed."""
-        return await self._by(
-            by_correlation_id(correlation_id), f"CorrelationId {correlation_id!s}", False, None
-        )
+        return await self._call(self.sync.peek_by_correlation_id, correlation_id)
 
     async def receive_by_correlation_id(
         self, correlation_id: str | bytes, tx: AsyncTransaction | TransactionId | None = None
     ) -> Message:
         """Receive the first message with this CorrelationId (MessageNotFoundError when none)."""
-        return await self._by(
-            by_correlation_id(correlation_id), f"CorrelationId {correlation_id!s}", True, tx
-        )
+        return await self._call(self.sync.receive_by_correlation_id, correlation_id, _tid(tx))
 
     async def reject(self, message: Message, tx: AsyncTransaction | TransactionId) -> None:
         """Mark a message received in ``tx`` as rejected (NACK_RECEIVE_REJECTED at commit)."""
-        tid = _tid(tx)
-        assert tid is not None
-        await self._call(self._transport.set_ack_class, tid, message.lookup_id, NACK_RECEIVE_REJECTED)
+        await self._call(self.sync.reject, message, _tid(tx))
 
     async def move(
         self,
@@ -443,9 +392,7 @@ class AsyncQueue:
         return_after: float | None = None,
     ) -> int:
         """Move Message: see :meth:`openmsmq.client.Queue.move`."""
-        return await self._call(
-            self._transport.move_message, self.handle, lookup_id, to, _tid(tx), return_after
-        )
+        return await self._call(self.sync.move, lookup_id, to, tx=_tid(tx), return_after=return_after)
 
     # ---- cursors, purge, properties --------------------------------------------------------
 
@@ -455,11 +402,11 @@ class AsyncQueue:
 
     async def purge(self) -> int:
         """Delete every available message; returns how many."""
-        return await self._call(self._transport.purge, self.handle)
+        return await self._call(self.sync.purge)
 
     async def info(self) -> QueueInfo:
         """Properties and counts."""
-        return await self._call(self._transport.queue_info, self.name)
+        return await self._call(self.sync.info)
 
     async def close(self) -> None:
         """Close the handle (idempotent)."""

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 import grpc
 
 from openmsmq.client import grpc_replies
+from openmsmq.client.checks import check_outgoing, check_two_phase, connection_closed, too_few
 from openmsmq.client.grpc_steps import ConsumerAhead, StepStream, StepsUnsupported, failure
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
@@ -114,11 +115,9 @@ def _timeout_ms(timeout: float | None) -> int:
 
 
 def _outgoing(m: OutgoingMessage) -> pb.OutgoingMessage:
-    if not 0 <= m.app_specific <= 0xFFFFFFFF:
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "app_specific must be a u32")
-    for name in ("priority", "time_to_reach_queue", "time_to_be_received"):
-        if not 0 <= getattr(m, name) <= INFINITE:
-            raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"{name} must be a u32")
+    check_outgoing(m)
+    if not 0 <= m.priority <= INFINITE:  # a uint32 field; its range 0..7 is the server's check
+        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "priority must be a u32")
     return pb.OutgoingMessage(
         body=bytes(m.body), label=m.label, priority=m.priority, correlation_id=m.correlation_id,
         app_specific=m.app_specific, body_type=m.body_type, delivery=int(m.delivery),
@@ -266,7 +265,7 @@ class GrpcTransport(Transport):
         goes over the stream when it is free. Whatever the consumer loop owes or holds
         ahead is settled first (grpc_steps)."""
         if self._closed:
-            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+            raise connection_closed()
         if self._steps.supported and self._steps.acquire():
             try:
                 if self._ahead.busy:
@@ -466,7 +465,7 @@ class GrpcTransport(Transport):
         max_count: int = 1,
     ) -> list[Message]:
         if max_count < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+            raise too_few("max_count", max_count)
         # A receive from the head, of one message or a batch: the commit of a transaction
         # that did only this takes the same receive ahead (grpc_steps).
         head = action == ReadAction.RECEIVE and not lookup_id and not cursor
@@ -490,8 +489,7 @@ class GrpcTransport(Transport):
         timeout: float | None = 0.0,
         tx: TransactionId | None = None,
     ) -> PendingMessage:
-        if ReadAction(action).is_peek:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "a two-phase read is a receive action")
+        check_two_phase(action)
         got = self.start_receive_many(handle, 1, action, lookup_id=lookup_id, timeout=timeout, tx=tx)
         return got[0]
 
@@ -509,7 +507,7 @@ class GrpcTransport(Transport):
         """Batched R_StartReceive / R_StartTransactionalReceive: up to ``max_count``
         messages locked in one call, each with its own request id (waits for the first)."""
         if max_count < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+            raise too_few("max_count", max_count)
         head = action == ReadAction.RECEIVE and not lookup_id and not cursor and max_count == 1
         if head and tx is not None and (got := self._claim(handle, _uow(tx), "start")) is not None:
             return [PendingMessage(got[0], got[1][0], True)]
@@ -606,7 +604,7 @@ class GrpcTransport(Transport):
 
     def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:
         if n < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"n must be at least 1, got {n}")
+            raise too_few("n", n)
         req = pb.NthLookupIdRequest(queue=queue, after=after, n=n, through=through)
         lookup_id: int = self._call(self._stub.NthLookupId, req).lookup_id
         return lookup_id
@@ -615,7 +613,7 @@ class GrpcTransport(Transport):
         self, queue: str, after: int = 0, through: int | None = None, max_count: int = 1000
     ) -> list[Message]:
         if max_count < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+            raise too_few("max_count", max_count)
         req = pb.PeekRangeRequest(
             queue=queue, after=after, through=through, max_count=max_count, reply_format=PACKED_V1
         )
@@ -628,7 +626,7 @@ class GrpcTransport(Transport):
         for callers that decode it into columns themselves (the Spark source); None if
         the server answered in the ``repeated Message`` form instead."""
         if max_count < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+            raise too_few("max_count", max_count)
         req = pb.PeekRangeRequest(
             queue=queue, after=after, through=through, max_count=max_count, reply_format=PACKED_V1
         )
@@ -687,7 +685,7 @@ class GrpcTransport(Transport):
         (3.1.4.13 step 6). Committing or aborting one that no call carried is a no-op
         (it holds nothing); ending it twice raises MQ_ERROR_TRANSACTION_SEQUENCE."""
         if self._closed:
-            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+            raise connection_closed()
         tid = TransactionId()
         self._fresh.add(tid.uow.bytes)
         return tid
@@ -723,7 +721,7 @@ class GrpcTransport(Transport):
         """Commit or abort ``uow`` over the step stream (with what the consumer loop owes
         it, and the next receive ahead), or with the unary call when the stream is busy."""
         if self._closed:
-            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+            raise connection_closed()
         if self._steps.supported and self._steps.acquire():
             try:
                 if commit:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from openmsmq.client.checks import check_outgoing, check_two_phase, connection_closed, too_few
 from openmsmq.client.message import Message, PendingMessage
 from openmsmq.client.transport import SINGLE_MESSAGE, Transport
 from openmsmq.client.types import (
@@ -106,13 +107,7 @@ def message_from_record(m: MessageRecord) -> Message:
 
 def record_from_outgoing(m: OutgoingMessage) -> MessageRecord:
     """The QM record for a message to send (the QM assigns identity, times and position)."""
-    if len(m.correlation_id) > 20:
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_SIZE, "correlation id has at most 20 bytes")
-    if not 0 <= m.app_specific <= 0xFFFFFFFF:
-        raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, "app_specific must be a u32")
-    for name in ("time_to_reach_queue", "time_to_be_received"):
-        if not 0 <= getattr(m, name) <= INFINITE:
-            raise MQError(HResult.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, f"{name} must be a u32 of seconds")
+    check_outgoing(m)
     return MessageRecord(
         body=bytes(m.body),
         label=m.label,
@@ -291,7 +286,7 @@ class InProcessTransport(Transport):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise MQError(HResult.MQ_ERROR_SERVICE_NOT_AVAILABLE, "connection is closed")
+            raise connection_closed()
 
     def _handle(self, handle: int) -> _Handle:
         self._check_open()
@@ -522,7 +517,7 @@ class InProcessTransport(Transport):
     ) -> None:
         """Parameter validity of MS-MQRR 3.1.4.7 (remote-read.md §3) and access checks."""
         if n < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+            raise too_few("max_count", n)
         if action.is_peek:
             self._need(h, h.access.can_peek, "peek")
             if tx is not None:
@@ -610,9 +605,7 @@ class InProcessTransport(Transport):
         tx: TransactionId | None = None,
     ) -> PendingMessage:
         h = self._handle(handle)
-        action = ReadAction(action)
-        if action.is_peek:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "a two-phase read is a receive action")
+        action = check_two_phase(action)
         if tx == SINGLE_MESSAGE:
             raise MQError(HResult.MQ_ERROR_TRANSACTION_USAGE, "a two-phase receive needs a real transaction")
         self._check_read(h, action, lookup_id, 0, tx, 1)
@@ -674,7 +667,7 @@ class InProcessTransport(Transport):
     def nth_lookup_id(self, queue: str, after: int, n: int, through: int | None = None) -> int:
         self._check_open()
         if n < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, f"n must be at least 1, got {n}")
+            raise too_few("n", n)
         return self.qm.nth_lookup_id(queue, after, n, through)
 
     def peek_range(
@@ -682,7 +675,7 @@ class InProcessTransport(Transport):
     ) -> list[Message]:
         self._check_open()
         if max_count < 1:
-            raise MQError(HResult.MQ_ERROR_INVALID_PARAMETER, "max_count must be at least 1")
+            raise too_few("max_count", max_count)
         self._local(queue)
         return [message_from_record(m) for m in self.qm.peek_range(queue, after, max_count, through)]
 

@@ -18,6 +18,8 @@ same calls to a remote-read service. Rules every implementation keeps:
 * :data:`SINGLE_MESSAGE` as ``tx`` means "in a transaction of its own" (MSMQ's
   MQ_SINGLE_MESSAGE): one transaction for the whole call.
 * Timeouts are seconds (float); ``None`` waits forever (MSMQ INFINITE).
+* Arguments are checked before any work with :mod:`openmsmq.client.checks`, which owns
+  those checks and their errors, so every implementation refuses alike.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 :func:`load_config` builds a :class:`LoadedConfig`, each value converted by
 :func:`openmsmq.config.values.convert` as its key's declaration says and the whole checked
 by :func:`openmsmq.config.rules.check_consistency`; :func:`with_overrides` replaces some
-values of a configuration, checked the same way.
+values of a configuration, checked the same way. Both turn a key into a section field
+through ``_convert_key``, which owns the unknown-key message.
 """
 
 from __future__ import annotations
@@ -42,6 +43,27 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError("file", f"{path} is not valid TOML: {exc}") from None
 
 
+def _check_section(section: str, source: str) -> None:
+    """ConfigError unless ``section`` is a section of the configuration; the message names
+    ``source`` (``file:<path>``, ``with_overrides``) and the sections there are."""
+    if section not in SECTIONS:
+        raise ConfigError(section, f"unknown section (from {source}); sections: {', '.join(SECTIONS)}")
+
+
+def _convert_key(section: str, name: str, raw: object, source: str, from_text: bool) -> Any:
+    """The value of key ``section.name`` (a known section) from ``raw``, converted as the key's
+    declaration says (:func:`openmsmq.config.values.convert`; ``from_text``: ``raw`` came
+    as text, from the environment or a flag). An unknown key is a ConfigError naming the
+    dotted key, ``source`` and the section's keys: the one place that turns a file, an
+    environment variable, a flag or a :func:`with_overrides` item into a section field."""
+    dotted = f"{section}.{name}"
+    meta = key_meta(SECTIONS[section], name)
+    if meta is None:
+        known = ", ".join(f.name for f in fields(SECTIONS[section]))
+        raise ConfigError(dotted, f"unknown key (from {source}); [{section}] has: {known}")
+    return convert(dotted, meta["kind"], meta, raw, from_text)
+
+
 def load_config(
     path: Path | str | None = None,
     env: Mapping[str, str] | None = None,
@@ -57,20 +79,14 @@ def load_config(
     sources: dict[str, str] = {k.dotted: "default" for k in config_keys()}
 
     def put(section: str, name: str, raw: object, source: str, from_text: bool) -> None:
-        dotted = f"{section}.{name}"
-        meta = key_meta(SECTIONS[section], name)
-        if meta is None:
-            known = ", ".join(f.name for f in fields(SECTIONS[section]))
-            raise ConfigError(dotted, f"unknown key (from {source}); [{section}] has: {known}")
-        values[section][name] = convert(dotted, meta["kind"], meta, raw, from_text)
-        sources[dotted] = source
+        values[section][name] = _convert_key(section, name, raw, source, from_text)
+        sources[f"{section}.{name}"] = source
 
     file_path = Path(path) if path is not None else None
     if file_path is not None:
         data = _read_file(file_path)
         for section, table in data.items():
-            if section not in SECTIONS:
-                raise ConfigError(section, f"unknown section in {file_path}; sections: {', '.join(SECTIONS)}")
+            _check_section(section, f"file:{file_path}")
             if not isinstance(table, dict):
                 raise ConfigError(
                     section, f"expected a [{section}] table in {file_path}, got {quoted(table)}"
@@ -109,14 +125,8 @@ def with_overrides(config: Config, **sections: Mapping[str, Any]) -> Config:
     """
     new = config
     for section, items in sections.items():
-        if section not in SECTIONS:
-            raise ConfigError(section, f"unknown section; sections: {', '.join(SECTIONS)}")
-        converted = {}
-        for name, raw in items.items():
-            meta = key_meta(SECTIONS[section], name)
-            if meta is None:
-                raise ConfigError(f"{section}.{name}", "unknown key")
-            converted[name] = convert(f"{section}.{name}", meta["kind"], meta, raw, True)
+        _check_section(section, "with_overrides")
+        converted = {n: _convert_key(section, n, raw, "with_overrides", True) for n, raw in items.items()}
         new = replace(new, **{section: replace(getattr(new, section), **converted)})
     check_consistency(new)
     return new
