@@ -18,7 +18,7 @@ from openmsmq.transfer.trust import TrustConfig
 from openmsmq.wire.constants import MessageClass
 from openmsmq.wire.ids import TxSequenceId
 
-from .harness import Net, bodies_in, failing_accepts, outgoing_count, send_tx
+from .harness import Net, Node, bodies_in, failing_accepts, outgoing_count, send_tx
 
 DEST_B = "DIRECT=TCP:127.0.0.2\\PRIVATE$\\orders"
 DEST_C = "DIRECT=TCP:127.0.0.3\\PRIVATE$\\orders"
@@ -65,6 +65,20 @@ def test_many_transactional_messages_exactly_once_in_order(net: Net) -> None:
     assert out[0].last_acked is not None and out[0].last_acked[1] == 1000 and out[0].last_unacked is None
 
 
+def _release_turns(a: Node, monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The OrderAck releases A's transfer hands its store, one list per store transaction
+    (the TxSequenceNumber each outgoing queue is released up to), as they happen."""
+    calls: list[list[int]] = []
+    real = a.transfer.sequence_store.release_outgoing_many
+
+    def spy(releases):  # type: ignore[no-untyped-def]
+        calls.append([n for _, n in releases])
+        return real(releases)
+
+    monkeypatch.setattr(a.transfer.sequence_store, "release_outgoing_many", spy)
+    return calls
+
+
 def test_a_large_release_is_deleted_a_chunk_per_store_transaction(
     net: Net, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,14 +88,7 @@ def test_a_large_release_is_deleted_a_chunk_per_store_transaction(
     a = net.add("127.0.0.1", release_chunk=3)
     b = net.add("127.0.0.2")
     b.qm.create_queue(Q, transactional=True)
-    calls: list[list[int]] = []
-    real = a.transfer.sequence_store.release_outgoing_many
-
-    def spy(releases):  # type: ignore[no-untyped-def]
-        calls.append([n for _, n in releases])
-        return real(releases)
-
-    monkeypatch.setattr(a.transfer.sequence_store, "release_outgoing_many", spy)
+    calls = _release_turns(a, monkeypatch)
     _send_all(a, 2, 5)  # ten messages, one sequence
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(2, 5)
@@ -102,14 +109,7 @@ def test_a_large_release_runs_in_short_turns_by_default(net: Net, monkeypatch: p
     chunk = TransferConfig().release_chunk
     assert chunk <= 1_000
     a, b = _pair(net)
-    calls: list[list[int]] = []
-    real = a.transfer.sequence_store.release_outgoing_many
-
-    def spy(releases):  # type: ignore[no-untyped-def]
-        calls.append([n for _, n in releases])
-        return real(releases)
-
-    monkeypatch.setattr(a.transfer.sequence_store, "release_outgoing_many", spy)
+    calls = _release_turns(a, monkeypatch)
     _send_all(a, 5, 500)
     net.run_until_quiet()
     assert bodies_in(b.qm, Q) == _expected(5, 500)

@@ -136,10 +136,8 @@ class BatchRunner:
                 self._begin(conn)
                 self._take_over_reservation(conn)
             except sqlite3.Error as exc:
-                self._rollback()
-                if space.spend(exc):
+                if self._again_after(exc, pending):
                     continue
-                self._fail_all(pending, exc)
                 return
             ctx = WriteContext(conn, self._sequential_id, self.qm_quota, space.low)
             ended = self._ops.run(ctx, pending, results, merge=merge)
@@ -160,10 +158,8 @@ class BatchRunner:
                     conn.execute("UPDATE qm_state SET sequential_id = ? WHERE id = 1", (reserved,))
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                self._rollback()
-                if space.spend(exc):
+                if self._again_after(exc, pending):
                     continue
-                self._fail_all(pending, exc)
                 return
             self._sequential_id = ctx.sequential_id
             self._reserved = reserved
@@ -224,6 +220,16 @@ class BatchRunner:
 
     def _rollback(self) -> None:
         _rollback(self._conn)
+
+    def _again_after(self, exc: sqlite3.Error, pending: list[WriteOp]) -> bool:
+        """After ``exc`` outside the operations (BEGIN, the reservation, COMMIT): roll
+        back; True when the batch is to run again (the first SQLITE_FULL switches to
+        low-space mode), else every pending operation fails with ``exc``."""
+        self._rollback()
+        if self.space.spend(exc):
+            return True
+        self._fail_all(pending, exc)
+        return False
 
     def _fail_all(self, ops: list[WriteOp], exc: BaseException) -> None:
         report_failure(exc, self.path, len(ops))
